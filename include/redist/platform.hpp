@@ -1,0 +1,47 @@
+// redist/platform.hpp — host platform and CUDA variant detection.
+//
+// Detection reads the machine through a host_probe, so tests can describe any
+// machine (a Jetson, a box without CUDA) without depending on this one.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "redist/error.hpp"
+
+namespace redist {
+
+struct host_probe {
+    // uname(2) machine field: "x86_64", "aarch64", ...
+    std::function<std::string()> machine;
+    // Reads a whole file; nullopt if it does not exist or is unreadable.
+    std::function<std::optional<std::string>(const std::string& path)> read_file;
+    // Environment lookup; nullopt if unset.
+    std::function<std::optional<std::string>(const std::string& name)> getenv;
+    // Runs a command and returns its stdout; nullopt if it cannot be run.
+    std::function<std::optional<std::string>(const std::string& command)> run;
+
+    // The real machine.
+    static host_probe system();
+};
+
+// x86_64 -> linux-x86_64; aarch64 -> linux-sbsa, except on Jetson/Tegra
+// (/etc/nv_tegra_release exists, or /proc/device-tree/compatible mentions
+// "tegra"), which maps to linux-aarch64; ppc64le -> linux-ppc64le.
+// Outcomes: ok | not_found (unknown machine; message says to pass --platform).
+result<std::string> detect_host_platform(const host_probe& probe);
+
+struct cuda_detection {
+    int major = 0;          // e.g. 13
+    std::string version;    // "13.0.1" where known
+    std::string reason;     // "CUDA_HOME=/usr/local/cuda (version.json: 13.0.1)"
+};
+
+// Finds the installed CUDA toolkit, in order: $CUDA_HOME, $CUDA_PATH (each
+// via <dir>/version.json, then <dir>/bin/nvcc --version), then
+// /usr/local/cuda/version.json, then `nvcc --version` on PATH.
+// Returns nullopt when no toolkit is found.
+std::optional<cuda_detection> detect_cuda(const host_probe& probe);
+
+}  // namespace redist

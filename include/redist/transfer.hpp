@@ -1,0 +1,69 @@
+// redist/transfer.hpp — HTTP(S) and file:// transfers through libcurl.
+//
+// The caller must call curl_global_init() once at program start (the tools'
+// main() and the test runner do). The library never does it on the fly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "redist/error.hpp"
+
+namespace redist {
+
+struct transfer_options {
+    std::string ca_file;                  // --ca-file; else SSL_CERT_FILE / CURL_CA_BUNDLE; else system
+    long connect_timeout_seconds = 30;
+    long stall_timeout_seconds = 60;      // no bytes for this long: transient failure
+    std::string user_agent = "redist";
+};
+
+// What the server said about a response, known before the body.
+struct response_info {
+    long status = 0;                // HTTP status; 0 for file://
+    std::int64_t content_length = -1;  // of this response's body; -1 if unknown
+    bool partial = false;           // 206: the Range request was honoured
+    std::string etag;
+    std::string last_modified;
+};
+
+// True for failures worth retrying (connection reset/refused, timeouts,
+// HTTP/2 stream errors, 408, 429, 5xx). Set on network errors by download().
+struct transfer_failure_info {
+    bool transient = false;
+    long http_status = 0;
+    std::optional<long> retry_after_seconds;
+};
+
+struct download_callbacks {
+    // Called once, after the headers of a successful (2xx) response and before
+    // any body byte. Returning an error aborts the transfer with that error
+    // (e.g. a Content-Length that disagrees with the manifest).
+    std::function<result<void>(const response_info&)> on_response;
+    // Called with each chunk of the body, in order. Returning an error aborts
+    // the transfer with that error.
+    std::function<result<void>(const std::byte* data, std::size_t size)> on_data;
+};
+
+// Downloads `url` once (no retries here; see the fetch layer), streaming the
+// body into the callbacks. With resume_from > 0, sends "Range: bytes=N-";
+// on_response reports whether the server honoured it.
+// Outcomes:
+//   ok           the whole body was delivered
+//   not_found    HTTP 404/410, or a missing file://
+//   network      any other transport or HTTP failure; `failure` (if given)
+//                says whether it is transient and any Retry-After
+//   (callback)   the error a callback returned, unchanged
+result<void> download(const std::string& url, const transfer_options& options,
+                      download_callbacks& callbacks, std::uint64_t resume_from = 0,
+                      transfer_failure_info* failure = nullptr);
+
+// Fetches a small document (manifest, index, lock) into memory, refusing
+// bodies larger than max_bytes. Same outcomes as download().
+result<std::string> fetch_text(const std::string& url, const transfer_options& options,
+                               std::size_t max_bytes = 64u << 20);
+
+}  // namespace redist

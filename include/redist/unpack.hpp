@@ -1,0 +1,73 @@
+// redist/unpack.hpp — compressed archive bytes -> files in a staging directory.
+//
+// The unpacker runs on its own threads so that decoding and writing overlap
+// with the download that feeds it:
+//
+//   caller (network + hash) --write()--> [bounded queue] --> decoder thread
+//     (liblzma multi-threaded xz decoder; pass-through for other formats)
+//     --> [bounded queue] --> extractor thread (libarchive read + secure write)
+//
+// Security: every entry name is validated *before* it is rewritten under the
+// stage: no absolute paths, no "..", a single common top-level directory
+// (stripped), no device nodes or FIFOs, symlink targets must resolve inside
+// the stage, hardlinks must point at an earlier entry of the same archive.
+// libarchive's SECURE_SYMLINKS/NODOTDOT/NOABSOLUTEPATHS are on as a second
+// line of defence. Owners are never restored; setuid/setgid bits are dropped.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/manifest.hpp"
+
+namespace redist {
+
+enum class entry_kind : std::uint8_t { regular, directory, symlink, hardlink };
+
+struct unpacked_entry {
+    std::string path;          // relative to the stage root, top-level dir stripped, '/'-separated
+    entry_kind kind = entry_kind::regular;
+    std::uint64_t size = 0;    // regular files and hardlinks
+    std::string sha256;        // regular files and hardlinks: digest of the content
+    std::string link_target;   // symlink target as stored; hardlink: stage-relative path of the target
+    unsigned mode = 0;         // permission bits as written (setuid/setgid dropped)
+};
+
+struct unpack_options {
+    archive_format format = archive_format::tar_xz;
+    bool strip_top_level = true;       // require and strip one top-level directory
+    unsigned decoder_threads = 0;      // 0 = std::thread::hardware_concurrency()
+    std::uint64_t decoder_memlimit = 512ull << 20;  // lzma_mt memlimit_threading
+    std::string source;                // URL or path, for error messages only
+};
+
+class stream_unpacker {
+public:
+    // Starts the worker threads. `stage_dir` must exist and be empty.
+    // Outcomes: ok | filesystem | internal (library setup failed).
+    static result<std::unique_ptr<stream_unpacker>> start(const std::filesystem::path& stage_dir,
+                                                          const unpack_options& options);
+
+    virtual ~stream_unpacker() = default;  // cancels and joins if still running
+
+    // Feeds the next compressed bytes. Copies them; blocks while the queue is
+    // full (back-pressure keeps memory bounded). Returns the workers' error
+    // as soon as one has failed, so the caller can stop downloading.
+    virtual result<void> write(const std::byte* data, std::size_t size) = 0;
+
+    // Ends the input and waits for the workers.
+    // Outcomes: ok (every entry written, in archive order) | bad_archive
+    // (corrupt, truncated or unsupported archive data) | unsafe_archive (error.path names
+    // the entry) | filesystem.
+    virtual result<std::vector<unpacked_entry>> finish() = 0;
+
+    // Stops the workers without waiting for more input. Safe to call twice.
+    virtual void cancel() noexcept = 0;
+};
+
+}  // namespace redist

@@ -1,0 +1,2 @@
+// placeholder; the real tool is being written
+int main() { return 0; }
