@@ -1,2 +1,30 @@
-// placeholder; the real tool is being written
-int main() { return 0; }
+// cudnn-fetch — the cuDNN front end of `redist fetch`.
+#include "common/cli.hpp"
+
+using namespace redist_tools;
+
+int main(int argc, char** argv) {
+    tool_name = "cudnn-fetch";
+    CLI::App app{"cudnn-fetch: download, verify and install NVIDIA cuDNN into a prefix.\n"
+                 "Same as `redist fetch cudnn VERSION --component cudnn ...`.",
+                 "cudnn-fetch"};
+    app.set_version_flag("--version", std::string("cudnn-fetch (redist) ") + REDIST_VERSION);
+    fetch_options fetch;
+    fetch.product = "cudnn";
+    app.add_option("VERSION", fetch.version, "9.27.0, 9.27, 9 or latest (default: latest)");
+    add_fetch_flags(app, fetch);
+    app.footer(
+        "\nThe CUDA variant: --cuda N wins; else the CUDA toolkit found ($CUDA_HOME, $CUDA_PATH,\n"
+        "/usr/local/cuda/version.json, nvcc on PATH); else the newest variant in the manifest.\n"
+        "The tool says which one it chose and why.\n"
+        "Layout: --prefix /opt/cudnn gives /opt/cudnn/include/cudnn.h and /opt/cudnn/lib/libcudnn.so.9;\n"
+        "LICENSE goes to /opt/cudnn/share/licenses/cudnn/. Receipts: /opt/cudnn/.redist/receipts/.\n\n"
+        "Examples:\n  cudnn-fetch 9 --prefix /opt/cudnn\n"
+        "  cudnn-fetch 9.27.0 --cuda 12 --component cudnn,cudnn_jit --prefix /opt/cudnn\n\n"
+        "Environment: REDIST_BASE_URL (default for --base-url), SSL_CERT_FILE, CURL_CA_BUNDLE, *_proxy\n\n" +
+        std::string(exit_code_help));
+    return run_tool(app, argc, argv, [&]() -> int {
+        if (fetch.selection.components.empty()) fetch.selection.components = {"cudnn"};
+        return run_fetch(fetch);
+    });
+}

@@ -1,2 +1,252 @@
-// placeholder; the real tool is being written
-int main() { return 0; }
+// redist — fetch NVIDIA redistrib releases, verified, into a prefix.
+// Each subcommand parses its options and makes one library call.
+#include <cstdio>
+#include <set>
+
+#include "common/cli.hpp"
+#include "redist/install.hpp"
+#include "redist/json_writer.hpp"
+#include "redist/urls.hpp"
+
+using namespace redist_tools;
+
+namespace {
+
+int cmd_versions(const std::string& product, const source_options& source, bool json) {
+    auto labels = redist::list_versions(source.effective_base_url(), product, source.transfer());
+    if (!labels.ok()) return report_error(labels.error_value());
+    if (json) {
+        redist::json_writer w(0);
+        w.begin_array();
+        for (const auto& l : *labels) w.value(l);
+        w.end_array();
+        std::printf("%s\n", w.str().c_str());
+    } else {
+        for (const auto& l : *labels) std::printf("%s\n", l.c_str());
+    }
+    return 0;
+}
+
+struct show_args {
+    std::string product;
+    std::string version;
+    source_options source;
+    selection_options selection;
+    bool json = false;
+};
+
+int cmd_show(const show_args& args) {
+    if (args.source.manifest.empty() && (args.product.empty() || args.version.empty())) {
+        return report_error(redist::make_error(redist::error_code::usage,
+                                               "show needs PRODUCT VERSION, or --manifest PATH|URL"));
+    }
+    redist::release_request req;
+    req.product = args.product;
+    req.version_spec = args.version;
+    req.base_url = args.source.effective_base_url();
+    req.manifest_location = args.source.manifest;
+    auto release = redist::resolve_release(req, args.source.transfer());
+    if (!release.ok()) return report_error(release.error_value());
+    const redist::manifest& m = release->parsed;
+
+    // Filters: --component must name existing components (typos are errors).
+    const std::set<std::string> wanted(args.selection.components.begin(), args.selection.components.end());
+    for (const auto& name : wanted) {
+        if (!m.find_component(name)) {
+            std::string available;
+            for (const auto& c : m.components) available += (available.empty() ? "" : ", ") + c.key;
+            return report_error(redist::make_error(redist::error_code::not_found,
+                                                   "no component '" + name + "' (available: " + available + ")")
+                                    .with_source(release->manifest_url));
+        }
+    }
+    std::vector<std::pair<const redist::component*, const redist::artifact*>> rows;
+    for (const auto& c : m.components) {
+        if (!wanted.empty() && !wanted.count(c.key)) continue;
+        for (const auto& a : c.artifacts) {
+            if (!args.selection.platform.empty() && a.platform != args.selection.platform) continue;
+            if (args.selection.cuda && a.variant && a.cuda_major() != args.selection.cuda) continue;
+            rows.emplace_back(&c, &a);
+        }
+    }
+
+    if (args.json) {
+        redist::json_writer w(2);
+        w.begin_object();
+        w.field("product", release->product);
+        w.field("release_label", release->label);
+        w.field("release_date", m.release_date);
+        w.field("manifest_url", redist::sanitize_url(release->manifest_url));
+        w.field("manifest_sha256", release->manifest_sha256);
+        w.key("artifacts").begin_array();
+        for (const auto& [c, a] : rows) {
+            w.begin_object();
+            w.field("component", a->component);
+            w.field("version", c->version);
+            w.field("platform", a->platform);
+            w.field("variant", a->variant);
+            w.field("relative_path", a->relative_path);
+            w.field("url", redist::sanitize_url(redist::join_url(release->artifact_base_url, a->relative_path)));
+            w.field("sha256", a->sha256);
+            w.field("md5", a->md5);
+            w.field("size", a->size);
+            w.field("format", redist::to_string(a->format));
+            w.end_object();
+        }
+        w.end_array();
+        w.end_object();
+        std::printf("%s\n", w.str().c_str());
+        return 0;
+    }
+
+    std::printf("%s %s", release->product.c_str(), release->label.c_str());
+    if (!m.release_date.empty()) std::printf(" (released %s)", m.release_date.c_str());
+    std::printf("\n%s\n\n", redist::sanitize_url(release->manifest_url).c_str());
+    std::printf("%-28s %-14s %-16s %-8s %10s  %s\n", "COMPONENT", "VERSION", "PLATFORM", "VARIANT", "SIZE", "FORMAT");
+    std::uint64_t total = 0;
+    for (const auto& [c, a] : rows) {
+        total += a->size;
+        std::printf("%-28s %-14s %-16s %-8s %10s  %s\n", a->component.c_str(), c->version.c_str(),
+                    a->platform.c_str(), a->variant ? a->variant->c_str() : "-", human_size(a->size).c_str(),
+                    redist::to_string(a->format));
+    }
+    std::printf("\n%zu artifacts, %s in all\n", rows.size(), human_size(total).c_str());
+    return 0;
+}
+
+int cmd_verify(const std::string& prefix, bool json) {
+    auto problems = redist::verify_prefix(prefix);
+    if (!problems.ok()) return report_error(problems.error_value());
+    auto receipts = redist::read_receipts(prefix);
+    if (!receipts.ok()) return report_error(receipts.error_value());
+    if (receipts->empty()) {
+        return report_error(redist::make_error(redist::error_code::not_found, "no redist receipts in this prefix")
+                                .with_path(prefix));
+    }
+    if (json) {
+        redist::json_writer w(2);
+        w.begin_object();
+        w.field("prefix", prefix);
+        w.field("ok", problems->empty());
+        w.key("problems").begin_array();
+        for (const auto& p : *problems) {
+            w.begin_object().field("component", p.component).field("path", p.path).field("problem", p.what);
+            w.end_object();
+        }
+        w.end_array().end_object();
+        std::printf("%s\n", w.str().c_str());
+    } else {
+        for (const auto& p : *problems)
+            std::printf("%s: %s: %s\n", p.component.c_str(), p.path.c_str(), p.what.c_str());
+        std::size_t files = 0;
+        for (const auto& r : *receipts) files += r.files.size();
+        if (problems->empty())
+            std::printf("%s: %zu components, %zu files: all match their receipts\n", prefix.c_str(), receipts->size(), files);
+        else
+            std::printf("%s: %zu of %zu files differ from their receipts\n", prefix.c_str(), problems->size(), files);
+    }
+    return problems->empty() ? 0 : redist::exit_code_for(redist::error_code::integrity);
+}
+
+int cmd_remove(const std::string& prefix, const std::vector<std::string>& components, bool quiet) {
+    auto lock = redist::prefix_lock::acquire(prefix, [&] {
+        std::fprintf(stderr, "%s: waiting for lock on %s\n", tool_name.c_str(), prefix.c_str());
+    });
+    if (!lock.ok()) return report_error(lock.error_value());
+    std::vector<std::string> targets = components;
+    if (targets.empty()) {
+        auto receipts = redist::read_receipts(lock->prefix());
+        if (!receipts.ok()) return report_error(receipts.error_value());
+        for (const auto& r : *receipts) targets.push_back(r.component);
+    }
+    for (const auto& component : targets) {
+        auto removed = redist::remove_component(*lock, component);
+        if (!removed.ok()) return report_error(removed.error_value());
+        if (!quiet) std::printf("removed %s from %s\n", component.c_str(), prefix.c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    tool_name = "redist";
+    CLI::App app{"redist: fetch NVIDIA redistrib releases (cuDNN, CUDA, cuTENSOR, ...) into a prefix.\n"
+                 "Every archive is verified (size and SHA-256) before anything lands in the prefix.",
+                 "redist"};
+    app.set_version_flag("--version", std::string("redist ") + REDIST_VERSION);
+    app.require_subcommand(1);
+    app.footer(std::string("\nEnvironment:\n  REDIST_BASE_URL  default for --base-url\n"
+                           "  SSL_CERT_FILE, CURL_CA_BUNDLE  CA bundle for HTTPS\n"
+                           "  http_proxy, https_proxy, no_proxy  proxies (through libcurl)\n\n") +
+               exit_code_help);
+
+    // versions
+    std::string versions_product;
+    source_options versions_source;
+    bool versions_json = false;
+    auto* versions = app.add_subcommand("versions", "List a product's releases, newest first");
+    versions->add_option("PRODUCT", versions_product, "cudnn, cuda, cutensor, ...")->required();
+    add_source_options(*versions, versions_source);
+    versions->add_flag("--json", versions_json, "Print a JSON array");
+    versions->footer(exit_code_help);
+
+    // show
+    show_args show;
+    auto* show_cmd = app.add_subcommand("show", "Show the artifacts of a release (table or --json)");
+    show_cmd->add_option("PRODUCT", show.product, "cudnn, cuda, ...");
+    show_cmd->add_option("VERSION", show.version, "9.27.0, 9.27, 9 or latest");
+    add_source_options(*show_cmd, show.source);
+    add_selection_options(*show_cmd, show.selection, false);
+    show_cmd->add_flag("--json", show.json, "Print one JSON object listing every (filtered) artifact");
+    show_cmd->footer("\nExamples:\n  redist show cudnn 9.27 --platform linux-x86_64\n"
+                     "  redist show --manifest redistrib_9.27.0.json --json\n\n" + std::string(exit_code_help));
+
+    // fetch
+    fetch_options fetch;
+    auto* fetch_cmd = app.add_subcommand("fetch", "Download, verify and install components into a prefix");
+    fetch_cmd->add_option("PRODUCT", fetch.product, "cudnn, cuda, ...");
+    fetch_cmd->add_option("VERSION", fetch.version, "9.27.0, 9.27, 9 or latest (default)");
+    add_fetch_flags(*fetch_cmd, fetch);
+    fetch_cmd->footer(
+        "\nThe archive's top-level directory is stripped: --prefix /opt/cudnn gives /opt/cudnn/include, "
+        "/opt/cudnn/lib.\nEach archive's top-level files (LICENSE, ...) go to <prefix>/share/licenses/<component>/.\n"
+        "Receipts: <prefix>/.redist/receipts/<component>.json. Re-running is a no-op when they match.\n\n"
+        "Examples:\n  redist fetch cuda 12.9.1 --component cuda_nvcc,cuda_cudart --prefix /opt/cuda\n"
+        "  redist fetch cudnn 9 --component cudnn,cudnn_jit --cuda 12 --prefix /opt/cudnn\n\n" +
+        std::string(exit_code_help));
+
+    // verify
+    std::string verify_prefix;
+    bool verify_json = false;
+    auto* verify_cmd = app.add_subcommand("verify", "Check installed files against the receipts");
+    verify_cmd->add_option("--prefix", verify_prefix, "The prefix to check")->required()->type_name("DIR");
+    verify_cmd->add_flag("--json", verify_json, "Print a JSON report");
+    verify_cmd->footer(std::string("\nExits 5 when any file is missing or changed.\n\n") + exit_code_help);
+
+    // remove
+    std::string remove_prefix;
+    std::vector<std::string> remove_components;
+    bool remove_quiet = false;
+    auto* remove_cmd = app.add_subcommand("remove", "Remove what redist installed (all, or --component)");
+    remove_cmd->add_option("--prefix", remove_prefix, "The prefix")->required()->type_name("DIR");
+    remove_cmd->add_option("--component", remove_components, "Components to remove (default: all)")
+        ->delimiter(',')
+        ->type_name("a,b");
+    remove_cmd->add_flag("--quiet,-q", remove_quiet, "Print only errors");
+    remove_cmd->footer(exit_code_help);
+
+    return run_tool(app, argc, argv, [&]() -> int {
+        if (*versions) return cmd_versions(versions_product, versions_source, versions_json);
+        if (*show_cmd) return cmd_show(show);
+        if (*fetch_cmd) {
+            if (fetch.source.manifest.empty() && fetch.product.empty())
+                return report_error(redist::make_error(redist::error_code::usage,
+                                                       "fetch needs PRODUCT [VERSION], or --manifest PATH|URL"));
+            return run_fetch(fetch);
+        }
+        if (*verify_cmd) return cmd_verify(verify_prefix, verify_json);
+        if (*remove_cmd) return cmd_remove(remove_prefix, remove_components, remove_quiet);
+        return 2;
+    });
+}

@@ -4,8 +4,11 @@
 //   component.platform = { relative_path, sha256, md5, size }             one artifact
 //   component.platform = { cuda12: {...}, cuda13: {...} }                 variants
 //   component.platform = { cuda13: {...}, relative_path, sha256, ... }    both at once
-// Component, platform and variant keys are open-ended; unknown scalar keys are
-// ignored so that newer manifests keep working.
+// Component, platform and variant keys are open-ended: at the top level every
+// object is a component, in a component every object is a platform, in a
+// platform every object is a variant. Unknown non-object values (strings,
+// numbers, arrays) are ignored at every level so that newer manifests keep
+// working; so are unknown keys inside an artifact.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +34,9 @@ struct artifact {
     std::string component;              // key of the component ("cudnn")
     std::string platform;               // "linux-x86_64", "windows-x86_64", "source", ...
     std::optional<std::string> variant; // "cuda12", or none for a plain platform artifact
-    std::string relative_path;          // validated: relative, no "..", no backslash
+    std::string relative_path;          // validated: relative (no leading "/", no "scheme:" or
+                                        // drive prefix), no ".." or empty segment, no
+                                        // backslash, no control character
     std::string sha256;                 // 64 lower-case hex digits
     std::string md5;                    // 32 lower-case hex digits, or empty if absent
     std::uint64_t size = 0;             // bytes
@@ -64,11 +69,23 @@ struct manifest {
 // Parses manifest JSON. `source` (a file path or URL) is only used in errors.
 // Outcomes:
 //   ok                       the typed model; every artifact validated
-//   bad_manifest             broken JSON, a wrong type, a missing or malformed
-//                            relative_path/sha256/md5/size, or an unsafe
-//                            relative_path (absolute, "..", backslash, empty).
+//   bad_manifest             broken JSON or a top level that is not an object;
+//                            a known key of the wrong type (release_*, name,
+//                            license, license_path, version: strings;
+//                            cuda_variant: array of strings); a missing or
+//                            malformed relative_path/sha256/size (md5 is optional
+//                            but must be 32 hex digits when present; size is a
+//                            decimal string or JSON integer that fits 64 bits);
+//                            an unsafe relative_path; a platform with neither an
+//                            artifact nor variants; a duplicate key among those
+//                            the parser reads (two readings of one hash).
 //                            error.source = source, error.json_path names the
-//                            offending value, e.g. "cudnn.linux-x86_64.cuda12.sha256".
+//                            offending value, e.g. "cudnn.linux-x86_64.cuda12.sha256",
+//                            array elements as "cudnn.cuda_variant[1]"; for broken
+//                            JSON the message carries simdjson's reason and, when
+//                            known, the byte offset and line.
+// Values under unknown keys are skipped unread (On-Demand), so a malformed
+// literal there (e.g. `tru`) is not reported; structure and UTF-8 always are.
 // Never throws, never crashes on any input (fuzzed: tests/fuzz/).
 result<manifest> parse_manifest(std::string_view json, std::string_view source);
 

@@ -35,11 +35,19 @@ std::vector<int> available_cuda_majors(const manifest& m, const std::string& pla
 //     plain (variant-less) artifact, which CUDA toolkit components use;
 //   - with no variant requested: the newest variant offered by the requested
 //     components (reported in selection.cuda_major), else the plain artifact.
+//     "Newest" is the newest that every requested component lacking a plain
+//     artifact on the platform offers, so one lagging component does not
+//     break the default; without such a common variant, the newest overall
+//     (which then fails for the laggard, naming what it offers).
+// Named components must all exist and have the platform; with an empty
+// component list, components without the platform (e.g. samples that ship
+// only "source") are skipped.
 // Outcomes:
 //   ok         at least one artifact
 //   not_found  a requested component does not exist, or has nothing for the
-//              platform/variant, or nothing at all matches. The message lists
-//              what is available (components, platforms, variants).
+//              platform/variant, or nothing at all matches. The message (one
+//              line) lists what is available (components, platforms, variants).
+//   usage      request.platform is empty
 result<selection> select_artifacts(const manifest& m, const selection_request& request);
 
 }  // namespace redist

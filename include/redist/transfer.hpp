@@ -17,7 +17,7 @@ namespace redist {
 struct transfer_options {
     std::string ca_file;                  // --ca-file; else SSL_CERT_FILE / CURL_CA_BUNDLE; else system
     long connect_timeout_seconds = 30;
-    long stall_timeout_seconds = 60;      // no bytes for this long: transient failure
+    long stall_timeout_seconds = 60;      // no body byte for this long: transient failure; 0: off
     std::string user_agent = "redist";
 };
 
@@ -50,7 +50,14 @@ struct download_callbacks {
 
 // Downloads `url` once (no retries here; see the fetch layer), streaming the
 // body into the callbacks. With resume_from > 0, sends "Range: bytes=N-";
-// on_response reports whether the server honoured it.
+// on_response reports whether the server honoured it: partial=true (206 whose
+// Content-Range starts at N, or file://) means the body is bytes N.. of the
+// file; partial=false (a server that ignores ranges answers 200) means the
+// body is the whole file from byte 0, and the caller must start over (drop
+// what it had). A 206 for any other range is a permanent network error.
+// Redirects are followed (at most 10; never to file://). The body is raw
+// (no content coding is requested or decoded). A transfer that receives no
+// body byte for options.stall_timeout_seconds fails as transient "stalled".
 // Outcomes:
 //   ok           the whole body was delivered
 //   not_found    HTTP 404/410, or a missing file://
@@ -62,8 +69,10 @@ result<void> download(const std::string& url, const transfer_options& options,
                       transfer_failure_info* failure = nullptr);
 
 // Fetches a small document (manifest, index, lock) into memory, refusing
-// bodies larger than max_bytes. Same outcomes as download().
+// bodies larger than max_bytes (network error, permanent). Same outcomes as
+// download(), including `failure`.
 result<std::string> fetch_text(const std::string& url, const transfer_options& options,
-                               std::size_t max_bytes = 64u << 20);
+                               std::size_t max_bytes = 64u << 20,
+                               transfer_failure_info* failure = nullptr);
 
 }  // namespace redist

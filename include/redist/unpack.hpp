@@ -9,10 +9,18 @@
 //
 // Security: every entry name is validated *before* it is rewritten under the
 // stage: no absolute paths, no "..", a single common top-level directory
-// (stripped), no device nodes or FIFOs, symlink targets must resolve inside
-// the stage, hardlinks must point at an earlier entry of the same archive.
-// libarchive's SECURE_SYMLINKS/NODOTDOT/NOABSOLUTEPATHS are on as a second
-// line of defence. Owners are never restored; setuid/setgid bits are dropped.
+// (stripped), no device nodes, FIFOs or sockets, symlink targets must resolve
+// inside the stage (relative, with ".." only as leading segments), nothing is
+// written below a symlink, hardlinks must point at an earlier file of the same
+// archive. libarchive's SECURE_SYMLINKS/NODOTDOT are on as a second line of
+// defence (NOABSOLUTEPATHS cannot be: entries are rewritten to absolute paths
+// under the stage, after the original names were checked). Owners are never
+// restored; setuid/setgid/sticky bits are dropped.
+//
+// Formats: tar.xz is decoded by liblzma's multi-threaded decoder on a thread
+// of its own; tar.gz and tar.zst by libarchive's filters in the extractor
+// thread; zip is spooled to "<stage>.zip.part" beside the stage (removed
+// afterwards) and extracted at finish(), because zip needs random access.
 #pragma once
 
 #include <cstddef>
@@ -49,7 +57,8 @@ struct unpack_options {
 class stream_unpacker {
 public:
     // Starts the worker threads. `stage_dir` must exist and be empty.
-    // Outcomes: ok | filesystem | internal (library setup failed).
+    // Outcomes: ok | filesystem | internal (library setup failed) |
+    // bad_archive (options.format is unknown).
     static result<std::unique_ptr<stream_unpacker>> start(const std::filesystem::path& stage_dir,
                                                           const unpack_options& options);
 
@@ -66,7 +75,9 @@ public:
     // the entry) | filesystem.
     virtual result<std::vector<unpacked_entry>> finish() = 0;
 
-    // Stops the workers without waiting for more input. Safe to call twice.
+    // Stops the workers without waiting for more input. Safe to call twice,
+    // and from another thread while write() is blocked (write() then returns
+    // a `cancelled` error); not concurrently with finish().
     virtual void cancel() noexcept = 0;
 };
 

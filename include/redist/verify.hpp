@@ -33,6 +33,11 @@ public:
     // afterwards and can be reused.
     std::string finish_hex();
 
+    // Lower-case hex digest of everything hashed so far, without finishing:
+    // the hasher keeps its state and can continue (works on a copy of the
+    // context; throws std::bad_alloc if OpenSSL cannot allocate it).
+    std::string peek_hex() const;
+
 private:
     struct ctx_deleter { void operator()(evp_md_ctx_st* ctx) const noexcept; };
     std::unique_ptr<evp_md_ctx_st, ctx_deleter> ctx_;
@@ -45,7 +50,11 @@ std::string sha256_hex(std::string_view bytes);
 // (cannot open or read; error.path set).
 result<std::string> sha256_file(const std::filesystem::path& path);
 
-// Hashes the first `length` bytes of a file (used to resume a partial download).
+// Hashes the first `length` bytes of a file (used to resume a partial
+// download): on success `into` is replaced by a hasher holding exactly those
+// bytes, ready to continue with the rest, and the hex digest of the prefix is
+// returned. Outcomes: ok | filesystem (cannot open/read, or the file is
+// shorter than `length`: expected/actual set; `into` is left untouched).
 result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length,
                                        sha256_hasher& into);
 

@@ -12,20 +12,33 @@ namespace redist {
 // Orders labels by their dot-separated fields, numerically where both fields
 // are numbers ("9.10.0" > "9.9.0"; "25.06.0" vs "25.5" compares 6 > 5), and
 // lexically otherwise. A label that is a strict prefix of another is older
-// ("9.1" < "9.1.0"). Returns <0, 0, >0.
+// ("9.1" < "9.1.0"). A field mixing digits and letters ("0rc1") compares by
+// its leading number, then lexically by the rest; fields with a leading
+// number sort before fields without one (this keeps the order transitive).
+// Labels equal field by field but spelled differently ("25.06" vs "25.6")
+// are ordered by their bytes, so 0 means identical: a strict total order.
+// Returns <0, 0, >0.
 int compare_versions(std::string_view a, std::string_view b) noexcept;
 
 // Extracts the release labels from an HTML directory listing: every link
 // whose target's last path segment is "redistrib_<label>.json" (NVIDIA's
-// listing and nginx autoindex both qualify). Labels are returned
-// de-duplicated and sorted newest first.
+// listing and nginx autoindex both qualify). Only <a href=...> counts;
+// quotes may be single, double or absent; hrefs may be absolute or "./"
+// relative and are percent-decoded; query, fragment and HTML comments are
+// ignored. A label must start with a letter or digit and hold only
+// [A-Za-z0-9._+-], so it is safe to splice back into a URL. Labels are
+// returned de-duplicated and sorted newest first.
 std::vector<std::string> parse_index_html(std::string_view html);
 
 // Resolves a version spec against the available labels:
 //   "latest"           the newest label
 //   "9.27.0"           exactly that label
 //   "9.27" or "9"      the newest label whose fields start with those fields
-// Outcomes: ok (the label) | not_found (message lists what is available).
+//                      (whole fields: "9" matches 9.27.0 but not 90.1, and
+//                      "9.2" does not match 9.27.0)
+// `labels` need not be sorted or unique.
+// Outcomes: ok (the label) | not_found (message lists the available labels,
+// newest first, at most 10) | usage (empty spec or an empty field, "9..1").
 result<std::string> resolve_version_spec(std::string_view spec,
                                          const std::vector<std::string>& labels);
 

@@ -1,2 +1,117 @@
-// placeholder; shared tool code is being written
-namespace redist_tools { int placeholder = 0; }
+#include "common/cli.hpp"
+
+#include <curl/curl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+
+#include "redist/urls.hpp"
+
+namespace redist_tools {
+
+std::string tool_name = "redist";
+
+const char* const exit_code_help =
+    "Exit codes:\n"
+    "  0  success (including \"already installed\")\n"
+    "  1  internal error\n"
+    "  2  usage error (bad arguments)\n"
+    "  3  not found (product, version, component, platform, CUDA variant; HTTP 404)\n"
+    "  4  bad manifest, index, receipt or lock file\n"
+    "  5  integrity failure (size or SHA-256 mismatch; verify found changes)\n"
+    "  6  network failure (connection, TLS, HTTP errors other than 404)\n"
+    "  7  unsafe archive (entries escaping the prefix, device nodes, ...)\n"
+    "  8  corrupt or unsupported archive data\n"
+    "  9  conflict (two components ship different files at one path)\n"
+    " 10  filesystem error (disk full, permissions, ...)\n";
+
+redist::transfer_options source_options::transfer() const {
+    redist::transfer_options t;
+    t.ca_file = ca_file;
+    return t;
+}
+
+std::string source_options::effective_base_url() const {
+    if (!base_url.empty()) return redist::to_url(base_url);
+    if (const char* env = std::getenv("REDIST_BASE_URL"); env && *env) return redist::to_url(env);
+    return std::string(redist::default_base_url);
+}
+
+void add_source_options(CLI::App& app, source_options& options) {
+    app.add_option("--base-url", options.base_url,
+                   "Where products live: <base>/<product>/redist/. http(s)://, file:// or a local directory. "
+                   "Default: $REDIST_BASE_URL, else " + std::string(redist::default_base_url))
+        ->type_name("URL");
+    app.add_option("--manifest", options.manifest,
+                   "Use this redistrib_<version>.json (path or URL) instead of resolving a version; "
+                   "artifacts are fetched relative to its directory")
+        ->type_name("PATH|URL");
+    app.add_option("--ca-file", options.ca_file,
+                   "CA bundle for HTTPS (default: $SSL_CERT_FILE, $CURL_CA_BUNDLE, else the system's)")
+        ->type_name("FILE");
+}
+
+void add_selection_options(CLI::App& app, selection_options& options, bool platform_default_is_host) {
+    app.add_option("--platform", options.platform,
+                   std::string("Platform: linux-x86_64, linux-sbsa, linux-aarch64 (Jetson), windows-x86_64, ...") +
+                       (platform_default_is_host ? " (default: this machine's)" : " (default: all)"))
+        ->type_name("P");
+    app.add_option("--cuda", options.cuda, "CUDA major version of the variant to use, e.g. 12 or 13")->type_name("N");
+    app.add_option("--component", options.components, "Components to use, comma-separated (default: all)")
+        ->delimiter(',')
+        ->type_name("a,b");
+}
+
+void add_fetch_flags(CLI::App& app, fetch_options& options) {
+    app.add_option("--prefix", options.prefix, "Install into this directory (created if needed)")
+        ->required()
+        ->type_name("DIR");
+    add_source_options(app, options.source);
+    add_selection_options(app, options.selection, true);
+    app.add_flag("--force", options.force, "Reinstall even if the receipts say it is installed");
+    app.add_option("--jobs,-j", options.jobs, "Artifacts fetched concurrently (default: number of cores)")
+        ->type_name("N");
+    app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
+    app.add_flag("--quiet,-q", options.quiet, "Print only errors");
+}
+
+int report_error(const redist::error& e) {
+    std::fprintf(stderr, "%s: error: %s\n", tool_name.c_str(), e.describe().c_str());
+    return redist::exit_code_for(e.code);
+}
+
+int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        const int code = app.exit(e);
+        return code == 0 ? 0 : redist::exit_code_for(redist::error_code::usage);
+    }
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    int code = 0;
+    try {
+        code = body();
+    } catch (const std::exception& e) {
+        code = report_error(redist::make_error(redist::error_code::internal, e.what()));
+    }
+    curl_global_cleanup();
+    return code;
+}
+
+std::string human_size(std::uint64_t bytes) {
+    const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double value = static_cast<double>(bytes);
+    int unit = 0;
+    while (value >= 1024 && unit < 4) {
+        value /= 1024;
+        ++unit;
+    }
+    char buf[32];
+    if (unit == 0) std::snprintf(buf, sizeof buf, "%llu B", static_cast<unsigned long long>(bytes));
+    else std::snprintf(buf, sizeof buf, value < 10 ? "%.1f %s" : "%.0f %s", value, units[unit]);
+    return buf;
+}
+
+}  // namespace redist_tools

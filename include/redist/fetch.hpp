@@ -1,0 +1,122 @@
+// redist/fetch.hpp — the whole pipeline, end to end: resolve a release, pick
+// artifacts, stream each one through download -> SHA-256 + size -> decode ->
+// unpack into a stage, verify, and commit into the prefix.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/manifest.hpp"
+#include "redist/platform.hpp"
+#include "redist/select.hpp"
+#include "redist/transfer.hpp"
+
+namespace redist {
+
+// ---- resolving ---------------------------------------------------------------
+
+// The release labels of a product, newest first. http(s): parses the HTML
+// index at <base>/<product>/redist/; file://: lists that directory.
+// Outcomes: ok | not_found | network | bad_manifest (no releases in the index).
+result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
+                                               const transfer_options& options);
+
+struct release_request {
+    std::string product;            // "cudnn"; may be empty with manifest_location
+    std::string version_spec;       // "9.27.0", "9.27", "9", "latest"
+    std::string base_url;           // <base>; see urls.hpp
+    std::string manifest_location;  // --manifest PATH|URL: skips the index entirely
+};
+
+struct resolved_release {
+    std::string product;
+    std::string label;
+    std::string manifest_url;
+    std::string manifest_sha256;    // of the manifest bytes as fetched
+    std::string artifact_base_url;  // the manifest's directory
+    manifest parsed;
+};
+
+// Finds the label (exact specs skip the index), fetches and parses the
+// manifest, and checks that release_product/release_label, when present,
+// agree with the request.
+// Outcomes: ok | not_found | network | bad_manifest.
+result<resolved_release> resolve_release(const release_request& request, const transfer_options& options);
+
+// ---- choosing the CUDA variant --------------------------------------------------
+
+struct variant_choice {
+    std::optional<int> cuda_major;  // nullopt: the selection has no variants at all
+    std::string reason;             // "--cuda 12", "detected CUDA 13.0 (CUDA_HOME=...)", "newest in the manifest"
+};
+
+// An explicit request wins; next the detected toolkit, if the manifest offers
+// that major; otherwise the newest variant offered.
+variant_choice choose_cuda_variant(const manifest& m, const std::string& platform,
+                                   const std::vector<std::string>& components,
+                                   std::optional<int> explicit_major,
+                                   const std::optional<cuda_detection>& detected);
+
+// ---- installing ----------------------------------------------------------------
+
+enum class fetch_stage : std::uint8_t { waiting, downloading, committing, done, unchanged, failed };
+const char* to_string(fetch_stage stage) noexcept;
+
+struct progress_event {
+    std::string component;
+    fetch_stage stage = fetch_stage::waiting;
+    std::uint64_t bytes_done = 0;   // archive bytes received and hashed
+    std::uint64_t bytes_total = 0;  // the manifest's size
+};
+// Called from worker threads, possibly concurrently: must be thread-safe.
+using progress_callback = std::function<void(const progress_event&)>;
+
+struct install_request {
+    std::filesystem::path prefix;
+    std::string product;
+    std::string release_label;
+    std::string artifact_base_url;
+    std::vector<artifact> artifacts;      // from select_artifacts
+    std::map<std::string, std::string> component_versions;  // component key -> version, for receipts
+    bool force = false;                   // reinstall even when receipts match
+    unsigned jobs = 0;                    // concurrent artifacts; 0 = cores
+    transfer_options transfer;
+    progress_callback on_progress;
+    std::function<void()> on_lock_wait;   // another process holds the prefix lock
+};
+
+struct component_report {
+    std::string component;
+    std::string version;
+    std::string platform;
+    std::optional<std::string> variant;
+    std::string url;
+    std::string sha256;
+    std::uint64_t size = 0;
+    std::size_t files = 0;
+    double seconds = 0;
+    bool from_cache = false;
+    bool unchanged = false;  // receipts already matched: nothing was done
+};
+
+struct install_report {
+    std::filesystem::path prefix;
+    std::string product;
+    std::string release_label;
+    std::vector<component_report> components;  // in artifact order
+};
+
+// Installs the artifacts into the prefix (see install.hpp for the layout and
+// the commit protocol). All artifacts are committed in one transaction, or
+// none is. Outcomes: ok | not_found | network | integrity | bad_archive |
+// unsafe_archive | conflict | filesystem.
+result<install_report> install(const install_request& request);
+
+}  // namespace redist

@@ -1,0 +1,128 @@
+// redist/install.hpp — the prefix: staging, commit, receipts, verify, remove.
+//
+// Layout of a prefix managed by redist:
+//   <prefix>/...                               the installed files
+//   <prefix>/share/licenses/<component>/...    each archive's top-level files
+//                                              (LICENSE, README, ...), one copy per component
+//   <prefix>/.redist/lock                      prefix lock (flock), held by every writer
+//   <prefix>/.redist/receipts/<component>.json one receipt per installed component
+//   <prefix>/.redist/staging/<id>/             stages being unpacked (same filesystem)
+//   <prefix>/.redist/transaction.json          commit journal, present only mid-commit
+//
+// Commit protocol (crash safety without an fsync per file): everything is
+// unpacked and verified in stages first. The commit writes a journal listing
+// every rename and deletion, atomically (write + rename), then applies it.
+// A process killed before the journal exists leaves the prefix untouched
+// (stale stages are swept by the next writer). A process killed after it is
+// rolled forward by the next writer (every step is idempotent). Receipts are
+// written last, by the same journal.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/unpack.hpp"
+
+namespace redist {
+
+struct installed_file {
+    std::string path;  // prefix-relative, '/'-separated
+    entry_kind kind = entry_kind::regular;  // regular, symlink (hardlinks are recorded as regular)
+    std::uint64_t size = 0;
+    std::string sha256;       // regular files
+    std::string link_target;  // symlinks
+    unsigned mode = 0;
+};
+
+struct receipt {
+    std::string product;
+    std::string release_label;
+    std::string component;
+    std::string component_version;
+    std::string platform;
+    std::optional<std::string> variant;
+    std::string url;             // where the archive came from (sanitized)
+    std::string archive_sha256;
+    std::uint64_t archive_size = 0;
+    std::string installed_at;    // ISO 8601 UTC
+    std::vector<installed_file> files;  // sorted by path
+};
+
+std::string receipt_to_json(const receipt& r);
+// Outcomes: ok | bad_manifest (json_path names the field; source = `source`).
+result<receipt> receipt_from_json(std::string_view json, std::string_view source);
+
+// Holds <prefix>/.redist/lock (flock(2), exclusive) for its lifetime. Creates
+// the prefix and .redist/ if needed. Before returning, rolls forward an
+// interrupted commit and removes stale stages.
+class prefix_lock {
+public:
+    // on_wait is called once if another process holds the lock, before blocking.
+    // Outcomes: ok | filesystem.
+    static result<prefix_lock> acquire(const std::filesystem::path& prefix,
+                                       const std::function<void()>& on_wait = {});
+    prefix_lock(prefix_lock&&) noexcept;
+    prefix_lock& operator=(prefix_lock&&) noexcept;
+    ~prefix_lock();
+    const std::filesystem::path& prefix() const { return prefix_; }
+
+private:
+    prefix_lock() = default;
+    std::filesystem::path prefix_;
+    int fd_ = -1;
+};
+
+// The receipts currently in the prefix, sorted by component.
+// Outcomes: ok (empty if none) | bad_manifest (a corrupt receipt) | filesystem.
+result<std::vector<receipt>> read_receipts(const std::filesystem::path& prefix);
+
+// Creates a fresh, empty stage directory under <prefix>/.redist/staging/.
+result<std::filesystem::path> make_stage(const std::filesystem::path& prefix, std::string_view name);
+
+// Removes every stage under <prefix>/.redist/staging/ (after a failed install;
+// under the lock, all stages belong to the lock holder).
+void discard_stages(const prefix_lock& lock) noexcept;
+
+// One component, unpacked and verified in its stage, ready to commit.
+struct staged_component {
+    std::filesystem::path stage_dir;
+    receipt new_receipt;  // files filled from the unpacked entries (paths after relocation)
+};
+
+// Moves the stage's top-level files (LICENSE, README, ...) to
+// share/licenses/<component>/ inside the stage, and turns the unpacked entries
+// into the receipt's file list (hardlinks become regular files).
+result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_entry>& entries);
+
+// Commits staged components into the prefix in one transaction:
+//   - two staged components with different content at one path, or a staged
+//     file that differs from another installed component's file: conflict
+//     (nothing changes; the error names both components and the path);
+//   - files of a replaced component (same component key) that the new version
+//     no longer ships are deleted, unless another component owns them;
+//   - receipts are written last.
+// Requires the prefix lock. Outcomes: ok | conflict | filesystem.
+result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged);
+
+struct verify_problem {
+    std::string component;
+    std::string path;
+    std::string what;  // "missing", "modified (sha256 …)", "type changed", "symlink target changed", "size changed"
+};
+// Checks every installed file against the receipts. Outcomes: ok (problems,
+// empty if all is well) | bad_manifest | filesystem.
+result<std::vector<verify_problem>> verify_prefix(const std::filesystem::path& prefix);
+
+// Removes exactly what the component installed (files owned by another
+// component stay), then empty directories, then its receipt. Requires the lock.
+// Outcomes: ok | not_found (no such receipt) | filesystem.
+result<void> remove_component(const prefix_lock& lock, const std::string& component);
+
+}  // namespace redist

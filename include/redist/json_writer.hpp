@@ -1,0 +1,54 @@
+// redist/json_writer.hpp — a minimal streaming JSON writer for receipts, lock
+// files and the tools' --json output. Output is deterministic (keys in the
+// order written) so that files stay reviewable and diffable.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace redist {
+
+// Escapes a string for a JSON string literal (without the quotes).
+std::string json_escape(std::string_view text);
+
+class json_writer {
+public:
+    // indent = 0 writes everything on one line.
+    explicit json_writer(int indent = 2) : indent_(indent) {}
+
+    json_writer& begin_object();
+    json_writer& end_object();
+    json_writer& begin_array();
+    json_writer& end_array();
+    json_writer& key(std::string_view name);
+    json_writer& value(std::string_view text);
+    json_writer& value(const char* text) { return value(std::string_view(text)); }
+    json_writer& value(const std::string& text) { return value(std::string_view(text)); }
+    json_writer& value(std::uint64_t number);
+    json_writer& value(std::int64_t number);
+    json_writer& value(int number) { return value(static_cast<std::int64_t>(number)); }
+    json_writer& value(unsigned number) { return value(static_cast<std::uint64_t>(number)); }
+    json_writer& value(double number);
+    json_writer& value(bool flag);
+    json_writer& null();
+    json_writer& value(const std::optional<std::string>& text) { return text ? value(*text) : null(); }
+
+    template <class T>
+    json_writer& field(std::string_view name, const T& v) { key(name); return value(v); }
+
+    const std::string& str() const { return out_; }
+
+private:
+    void before_value();
+    json_writer& end_container(char closing);
+    void newline();
+    std::string out_;
+    std::vector<bool> first_;  // per open container: no element written yet
+    int indent_;
+    bool after_key_ = false;
+};
+
+}  // namespace redist

@@ -1,0 +1,170 @@
+#include "redist/select.hpp"
+
+#include <algorithm>
+#include <set>
+
+namespace redist {
+
+namespace {
+
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& item : items) {
+        if (!out.empty()) out += ", ";
+        out += item;
+    }
+    return out.empty() ? std::string("none") : out;
+}
+
+// Adds `value` unless already present, keeping first-seen (manifest) order.
+void add_unique(std::vector<std::string>& list, const std::string& value) {
+    if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(value);
+}
+
+// The components a request covers, in manifest order. Empty request = all.
+result<std::vector<const component*>> requested_components(const manifest& m,
+                                                           const std::vector<std::string>& wanted) {
+    std::vector<const component*> out;
+    if (wanted.empty()) {
+        for (const auto& c : m.components) out.push_back(&c);
+        return out;
+    }
+    for (const auto& name : wanted) {
+        const bool known = std::any_of(m.components.begin(), m.components.end(),
+                                       [&](const component& c) { return c.key == name; });
+        if (!known) {
+            std::vector<std::string> keys;
+            for (const auto& c : m.components) keys.push_back(c.key);
+            return make_error(error_code::not_found,
+                              "unknown component '" + name + "' (available components: " + join(keys) + ")");
+        }
+    }
+    for (const auto& c : m.components) {
+        if (std::find(wanted.begin(), wanted.end(), c.key) != wanted.end()) out.push_back(&c);
+    }
+    return out;
+}
+
+bool has_platform(const component& c, const std::string& platform) {
+    return std::any_of(c.artifacts.begin(), c.artifacts.end(),
+                       [&](const artifact& a) { return a.platform == platform; });
+}
+
+const artifact* find_artifact(const component& c, const std::string& platform, std::optional<int> major) {
+    for (const auto& a : c.artifacts) {
+        if (a.platform != platform) continue;
+        if (major ? a.cuda_major() == major : !a.variant.has_value()) return &a;
+    }
+    return nullptr;
+}
+
+// What a component offers on a platform, for error messages: "cuda12, cuda13, plain".
+std::string offered_variants(const component& c, const std::string& platform) {
+    std::vector<std::string> variants;
+    bool plain = false;
+    for (const auto& a : c.artifacts) {
+        if (a.platform != platform) continue;
+        if (a.variant) {
+            add_unique(variants, *a.variant);
+        } else {
+            plain = true;
+        }
+    }
+    if (plain) variants.push_back("none (plain artifact)");
+    return join(variants);
+}
+
+}  // namespace
+
+std::vector<int> available_cuda_majors(const manifest& m, const std::string& platform,
+                                       const std::vector<std::string>& components) {
+    std::set<int> majors;
+    for (const auto& c : m.components) {
+        if (!components.empty() && std::find(components.begin(), components.end(), c.key) == components.end()) {
+            continue;
+        }
+        for (const auto& a : c.artifacts) {
+            if (a.platform != platform) continue;
+            if (const auto major = a.cuda_major()) majors.insert(*major);
+        }
+    }
+    return {majors.begin(), majors.end()};
+}
+
+result<selection> select_artifacts(const manifest& m, const selection_request& request) {
+    if (request.platform.empty()) return make_error(error_code::usage, "no platform given");
+    REDIST_TRY(const auto candidates, requested_components(m, request.components));
+    const bool explicit_components = !request.components.empty();
+
+    // Components that have something for the platform. Named components must
+    // all have it; with "every component", those without it (e.g. a
+    // samples component that only ships "source") are simply not candidates.
+    std::vector<const component*> on_platform;
+    for (const component* c : candidates) {
+        if (has_platform(*c, request.platform)) {
+            on_platform.push_back(c);
+            continue;
+        }
+        if (explicit_components) {
+            std::vector<std::string> platforms;
+            for (const auto& a : c->artifacts) add_unique(platforms, a.platform);
+            return make_error(error_code::not_found, "component '" + c->key + "' has nothing for platform '" +
+                                                         request.platform + "' (available platforms: " +
+                                                         join(platforms) + ")");
+        }
+    }
+    if (on_platform.empty()) {
+        std::vector<std::string> platforms;
+        for (const component* c : candidates) {
+            for (const auto& a : c->artifacts) add_unique(platforms, a.platform);
+        }
+        return make_error(error_code::not_found, "nothing for platform '" + request.platform +
+                                                     "' (available platforms: " + join(platforms) + ")");
+    }
+
+    selection out;
+    out.cuda_major = request.cuda_major;
+    if (!out.cuda_major) {
+        // Default: the newest variant that every variant-only component can
+        // satisfy (components with a plain artifact fall back to it), so that
+        // "every component" still works when one lags behind; if no such
+        // variant exists, the newest offered, which then fails below with
+        // the list of what each component has.
+        std::set<int> offered;
+        std::vector<const component*> variant_only;
+        for (const component* c : on_platform) {
+            bool plain = false;
+            for (const auto& a : c->artifacts) {
+                if (a.platform != request.platform) continue;
+                if (const auto major = a.cuda_major()) offered.insert(*major);
+                if (!a.variant) plain = true;
+            }
+            if (!plain) variant_only.push_back(c);
+        }
+        for (auto it = offered.rbegin(); it != offered.rend() && !out.cuda_major; ++it) {
+            const bool everyone = std::all_of(variant_only.begin(), variant_only.end(), [&](const component* c) {
+                return find_artifact(*c, request.platform, *it) != nullptr;
+            });
+            if (everyone) out.cuda_major = *it;
+        }
+        if (!out.cuda_major && !offered.empty()) out.cuda_major = *offered.rbegin();
+        out.cuda_major_defaulted = out.cuda_major.has_value();
+    }
+
+    for (const component* c : on_platform) {
+        const artifact* chosen = nullptr;
+        if (out.cuda_major) chosen = find_artifact(*c, request.platform, out.cuda_major);
+        if (chosen == nullptr) chosen = find_artifact(*c, request.platform, std::nullopt);
+        if (chosen == nullptr) {
+            const std::string wanted = out.cuda_major ? "cuda" + std::to_string(*out.cuda_major) : "a plain";
+            return make_error(error_code::not_found, "component '" + c->key + "' has no " + wanted +
+                                                         " artifact for platform '" + request.platform +
+                                                         "' (available variants: " +
+                                                         offered_variants(*c, request.platform) + ")");
+        }
+        out.artifacts.push_back(*chosen);
+    }
+    return out;
+}
+
+}  // namespace redist

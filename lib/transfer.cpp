@@ -1,0 +1,517 @@
+// transfer.cpp — one HTTP(S)/file:// transfer through the libcurl easy API.
+//
+// Contracts that shape this file:
+// - We check the HTTP status ourselves (not CURLOPT_FAILONERROR) so that we
+//   can tell 404 from 503, read Retry-After, and never hand an error page's
+//   body to on_data.
+// - The write callback returns the byte count it consumed, or
+//   CURL_WRITEFUNC_ERROR to abort; curl_easy_perform then returns
+//   CURLE_WRITE_ERROR and the reason is whatever we stored in transfer_state.
+// - No exception may cross a C callback: every user callback runs inside
+//   try/catch and an exception becomes a stored internal error.
+// - Bytes are delivered raw: no Accept-Encoding, so what we hash is exactly
+//   what the manifest describes.
+#include "redist/transfer.hpp"
+
+#include <curl/curl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+#include <exception>
+#include <memory>
+#include <string_view>
+#include <utility>
+
+namespace redist {
+
+namespace {
+
+// ---- RAII for the C handles (move-only, like vcpkg's CurlEasyHandle) ------
+
+class curl_easy {
+public:
+    curl_easy() : handle_(curl_easy_init()) {}
+    ~curl_easy() {
+        if (handle_ != nullptr) curl_easy_cleanup(handle_);
+    }
+    curl_easy(curl_easy&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    curl_easy& operator=(curl_easy&& other) noexcept {
+        if (this != &other) {
+            if (handle_ != nullptr) curl_easy_cleanup(handle_);
+            handle_ = std::exchange(other.handle_, nullptr);
+        }
+        return *this;
+    }
+    curl_easy(const curl_easy&) = delete;
+    curl_easy& operator=(const curl_easy&) = delete;
+
+    CURL* get() const noexcept { return handle_; }
+    explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+private:
+    CURL* handle_;
+};
+
+class curl_slist_ptr {
+public:
+    curl_slist_ptr() = default;
+    ~curl_slist_ptr() { curl_slist_free_all(list_); }
+    curl_slist_ptr(curl_slist_ptr&& other) noexcept : list_(std::exchange(other.list_, nullptr)) {}
+    curl_slist_ptr& operator=(curl_slist_ptr&& other) noexcept {
+        if (this != &other) {
+            curl_slist_free_all(list_);
+            list_ = std::exchange(other.list_, nullptr);
+        }
+        return *this;
+    }
+    curl_slist_ptr(const curl_slist_ptr&) = delete;
+    curl_slist_ptr& operator=(const curl_slist_ptr&) = delete;
+
+    // curl_slist_append returns null on allocation failure and leaves the
+    // old list intact; report that instead of losing the list.
+    bool append(const char* line) {
+        curl_slist* next = curl_slist_append(list_, line);
+        if (next == nullptr) return false;
+        list_ = next;
+        return true;
+    }
+    curl_slist* get() const noexcept { return list_; }
+
+private:
+    curl_slist* list_ = nullptr;
+};
+
+// ---- small helpers ---------------------------------------------------------
+
+bool iequals_prefix(std::string_view text, std::string_view prefix) {
+    if (text.size() < prefix.size()) return false;
+    for (std::size_t i = 0; i < prefix.size(); ++i) {
+        if (std::tolower(static_cast<unsigned char>(text[i])) !=
+            std::tolower(static_cast<unsigned char>(prefix[i])))
+            return false;
+    }
+    return true;
+}
+
+std::string_view trim(std::string_view s) {
+    while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+    while (!s.empty() && (s.back() == ' ' || s.back() == '\t' || s.back() == '\r' || s.back() == '\n'))
+        s.remove_suffix(1);
+    return s;
+}
+
+// Retry-After is either delta-seconds or an HTTP-date (RFC 9110 10.2.3).
+// curl_getdate() parses the RFC 1123 / 850 / asctime date forms.
+std::optional<long> parse_retry_after(std::string_view value) {
+    value = trim(value);
+    if (value.empty()) return std::nullopt;
+    if (std::all_of(value.begin(), value.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        if (value.size() > 9) return 1'000'000'000L;  // absurd, but not an overflow
+        return std::strtol(std::string(value).c_str(), nullptr, 10);
+    }
+    const std::string text(value);
+    const time_t when = curl_getdate(text.c_str(), nullptr);
+    if (when == -1) return std::nullopt;
+    const time_t now = std::time(nullptr);
+    return when > now ? static_cast<long>(when - now) : 0L;
+}
+
+// "bytes START-END/TOTAL" -> START; -1 if unparsable.
+long long content_range_start(std::string_view value) {
+    value = trim(value);
+    if (!iequals_prefix(value, "bytes ")) return -1;
+    value.remove_prefix(6);
+    value = trim(value);
+    long long start = 0;
+    std::size_t i = 0;
+    for (; i < value.size() && value[i] >= '0' && value[i] <= '9'; ++i) {
+        if (start > (1LL << 55)) return -1;
+        start = start * 10 + (value[i] - '0');
+    }
+    if (i == 0 || i >= value.size() || value[i] != '-') return -1;
+    return start;
+}
+
+bool is_file_url(std::string_view url) { return iequals_prefix(url, "file:"); }
+
+// ---- per-transfer state shared with the C callbacks ------------------------
+
+struct transfer_state {
+    CURL* curl = nullptr;
+    download_callbacks* callbacks = nullptr;
+    std::string safe_url;
+    bool file_url = false;
+    std::uint64_t resume_from = 0;
+
+    // Headers of the current response. Reset at each status line, because
+    // with redirects (and 1xx) the header callback sees several responses.
+    std::string reason;
+    std::string etag;
+    std::string last_modified;
+    std::string content_range;
+    std::optional<long> retry_after;
+
+    bool started = false;           // on_response has been called
+    bool http_error = false;        // aborted because the status was not 2xx
+    long status = 0;
+    std::optional<error> callback_error;  // returned unchanged by download()
+
+    // Stall detection: the last time the byte count moved.
+    std::chrono::steady_clock::time_point last_progress = std::chrono::steady_clock::now();
+    curl_off_t last_dlnow = -1;
+    long stall_seconds = 0;
+    bool stalled = false;
+};
+
+error callback_exception(const char* which) {
+    try {
+        throw;
+    } catch (const std::exception& e) {
+        return make_error(error_code::internal, std::string(which) + " threw: " + e.what());
+    } catch (...) {
+        return make_error(error_code::internal, std::string(which) + " threw an unknown exception");
+    }
+}
+
+size_t header_callback(char* buffer, size_t size, size_t nitems, void* userdata) {
+    auto* st = static_cast<transfer_state*>(userdata);
+    const std::size_t total = size * nitems;
+    try {
+        const std::string_view line(buffer, total);
+        if (iequals_prefix(line, "HTTP/")) {
+            // "HTTP/1.1 503 Service Unavailable" or "HTTP/2 200": a new response.
+            st->reason.clear();
+            st->etag.clear();
+            st->last_modified.clear();
+            st->content_range.clear();
+            st->retry_after.reset();
+            const auto sp1 = line.find(' ');
+            if (sp1 != std::string_view::npos) {
+                const auto sp2 = line.find(' ', sp1 + 1);
+                if (sp2 != std::string_view::npos) st->reason = std::string(trim(line.substr(sp2 + 1)));
+            }
+            return total;
+        }
+        const auto colon = line.find(':');
+        if (colon == std::string_view::npos) return total;
+        const std::string_view name = trim(line.substr(0, colon));
+        const std::string_view value = trim(line.substr(colon + 1));
+        auto is = [&](std::string_view want) { return name.size() == want.size() && iequals_prefix(name, want); };
+        if (is("etag")) st->etag = std::string(value);
+        else if (is("last-modified")) st->last_modified = std::string(value);
+        else if (is("content-range")) st->content_range = std::string(value);
+        else if (is("retry-after")) st->retry_after = parse_retry_after(value);
+    } catch (...) {
+        st->callback_error = callback_exception("header parsing");
+        return 0;  // any other count aborts the transfer
+    }
+    return total;
+}
+
+bool is_success(const transfer_state& st) {
+    return (st.file_url && st.status == 0) || (st.status >= 200 && st.status < 300);
+}
+
+// Runs once before the first body byte (or after an empty 2xx body). Returns
+// false if the transfer must stop; the reason is left in `st`.
+bool start_response(transfer_state& st) {
+    st.started = true;
+    curl_easy_getinfo(st.curl, CURLINFO_RESPONSE_CODE, &st.status);
+    if (!is_success(st)) {
+        st.http_error = true;
+        return false;
+    }
+    response_info info;
+    info.status = st.status;
+    curl_off_t length = -1;
+    if (curl_easy_getinfo(st.curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK)
+        info.content_length = length;
+    // file:// honours a range by seeking; HTTP says so with 206.
+    info.partial = st.file_url ? st.resume_from > 0 : st.status == 206;
+    info.etag = st.etag;
+    info.last_modified = st.last_modified;
+
+    // A 206 for a different range than we asked for would splice the wrong
+    // bytes onto the partial file; refuse it (the hash would catch it later,
+    // but only after downloading everything).
+    if (!st.file_url && st.status == 206) {
+        const long long start = content_range_start(st.content_range);
+        if (start != static_cast<long long>(st.resume_from)) {
+            st.callback_error = make_error(error_code::network,
+                                           "HTTP 206 with unexpected Content-Range '" + st.content_range +
+                                               "' (asked for bytes=" + std::to_string(st.resume_from) + "-)")
+                                    .with_url(st.safe_url);
+            return false;
+        }
+    }
+    if (st.callback_error) return false;
+
+    if (st.callbacks->on_response) {
+        try {
+            auto r = st.callbacks->on_response(info);
+            if (!r.ok()) {
+                st.callback_error = std::move(r).error_value();
+                return false;
+            }
+        } catch (...) {
+            st.callback_error = callback_exception("on_response callback");
+            return false;
+        }
+    }
+    return true;
+}
+
+size_t write_callback(char* data, size_t size, size_t nmemb, void* userdata) {
+    auto* st = static_cast<transfer_state*>(userdata);
+    const std::size_t total = size * nmemb;
+    if (!st->started && !start_response(*st)) return CURL_WRITEFUNC_ERROR;
+    if (total == 0 || !st->callbacks->on_data) return total;
+    try {
+        auto r = st->callbacks->on_data(reinterpret_cast<const std::byte*>(data), total);
+        if (!r.ok()) {
+            st->callback_error = std::move(r).error_value();
+            return CURL_WRITEFUNC_ERROR;
+        }
+    } catch (...) {
+        st->callback_error = callback_exception("on_data callback");
+        return CURL_WRITEFUNC_ERROR;
+    }
+    return total;
+}
+
+// Our own stall detector: "no body byte for N seconds". CURLOPT_LOW_SPEED_*
+// averages over a window of up to 5 s, so after a burst it fires seconds late;
+// this callback runs at least once a second whatever happens on the wire.
+int xferinfo_callback(void* userdata, curl_off_t /*dltotal*/, curl_off_t dlnow, curl_off_t /*ultotal*/,
+                      curl_off_t /*ulnow*/) {
+    auto* st = static_cast<transfer_state*>(userdata);
+    const auto now = std::chrono::steady_clock::now();
+    if (dlnow != st->last_dlnow) {
+        st->last_dlnow = dlnow;
+        st->last_progress = now;
+        return 0;
+    }
+    if (st->stall_seconds > 0 && now - st->last_progress >= std::chrono::seconds(st->stall_seconds)) {
+        st->stalled = true;
+        return 1;  // non-zero aborts with CURLE_ABORTED_BY_CALLBACK
+    }
+    return 0;
+}
+
+// Failures worth retrying: the network or the server may well behave on the
+// next attempt. DNS failures count as transient: a CI resolver hiccup is far
+// more common than a mistyped mirror host, and a few retries are cheap.
+bool is_transient(CURLcode rc) {
+    switch (rc) {
+        case CURLE_COULDNT_RESOLVE_PROXY:
+        case CURLE_COULDNT_RESOLVE_HOST:
+        case CURLE_COULDNT_CONNECT:
+        case CURLE_OPERATION_TIMEDOUT:
+        case CURLE_RECV_ERROR:
+        case CURLE_SEND_ERROR:
+        case CURLE_PARTIAL_FILE:
+        case CURLE_HTTP2:
+        case CURLE_HTTP2_STREAM:
+        case CURLE_GOT_NOTHING:
+        case CURLE_SSL_CONNECT_ERROR:  // handshake cut short, usually a reset
+        case CURLE_AGAIN:
+#if LIBCURL_VERSION_NUM >= 0x074200
+        case CURLE_HTTP3:
+        case CURLE_QUIC_CONNECT_ERROR:
+#endif
+            return true;
+        default:
+            return false;  // TLS verification, bad URL, too many redirects, ...
+    }
+}
+
+void set_failure(transfer_failure_info* failure, bool transient, long status, std::optional<long> retry_after) {
+    if (failure == nullptr) return;
+    failure->transient = transient;
+    failure->http_status = status;
+    failure->retry_after_seconds = retry_after;
+}
+
+error http_status_error(const transfer_state& st, transfer_failure_info* failure) {
+    const long s = st.status;
+    std::string message = "HTTP " + std::to_string(s);
+    if (!st.reason.empty()) message += " " + st.reason;
+    if (s == 404 || s == 410) {
+        set_failure(failure, false, s, std::nullopt);
+        return make_error(error_code::not_found, std::move(message));
+    }
+    const bool transient = s == 408 || s == 429 || (s >= 500 && s < 600);
+    set_failure(failure, transient, s, transient ? st.retry_after : std::nullopt);
+    if (transient && st.retry_after) message += " (retry after " + std::to_string(*st.retry_after) + " s)";
+    return make_error(error_code::network, std::move(message));
+}
+
+// Anything that must be set up before perform; an error here is not the
+// network's fault.
+#define REDIST_SETOPT(handle, option, value)                                                     \
+    do {                                                                                         \
+        const CURLcode setopt_rc_ = curl_easy_setopt((handle), (option), (value));               \
+        if (setopt_rc_ != CURLE_OK)                                                              \
+            return make_error(error_code::internal, std::string("curl_easy_setopt(" #option "): ") + \
+                                                        curl_easy_strerror(setopt_rc_));         \
+    } while (0)
+
+result<void> configure(CURL* h, const std::string& url, const transfer_options& options, transfer_state& st,
+                       curl_slist_ptr& headers, char* errbuf, const std::string& range, const std::string& ca) {
+    REDIST_SETOPT(h, CURLOPT_URL, url.c_str());
+    REDIST_SETOPT(h, CURLOPT_ERRORBUFFER, errbuf);
+    // Signals are not thread-safe; tools may run several transfers at once.
+    REDIST_SETOPT(h, CURLOPT_NOSIGNAL, 1L);
+    // Only these schemes, and a redirect may never lead to file:// (a hostile
+    // mirror could otherwise make us read local files).
+    REDIST_SETOPT(h, CURLOPT_PROTOCOLS_STR, "http,https,file");
+    REDIST_SETOPT(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    REDIST_SETOPT(h, CURLOPT_FOLLOWLOCATION, 1L);
+    REDIST_SETOPT(h, CURLOPT_MAXREDIRS, 10L);
+    REDIST_SETOPT(h, CURLOPT_USERAGENT, options.user_agent.c_str());
+    REDIST_SETOPT(h, CURLOPT_CONNECTTIMEOUT, options.connect_timeout_seconds);
+    // Verification is never turned off; there is deliberately no option for it.
+    REDIST_SETOPT(h, CURLOPT_SSL_VERIFYPEER, 1L);
+    REDIST_SETOPT(h, CURLOPT_SSL_VERIFYHOST, 2L);
+    if (!ca.empty()) REDIST_SETOPT(h, CURLOPT_CAINFO, ca.c_str());
+    // Larger receive buffer: fewer callbacks, better throughput on fast links.
+    REDIST_SETOPT(h, CURLOPT_BUFFERSIZE, 256L * 1024L);
+    REDIST_SETOPT(h, CURLOPT_TCP_KEEPALIVE, 1L);
+    // Proxies: libcurl honours http_proxy/https_proxy/no_proxy by default.
+
+    // We hash the raw bytes: ask for no content coding. (CURLOPT_ACCEPT_ENCODING
+    // stays unset so curl never decodes either.)
+    if (!headers.append("Accept-Encoding: identity"))
+        return make_error(error_code::internal, "out of memory building request headers");
+    REDIST_SETOPT(h, CURLOPT_HTTPHEADER, headers.get());
+
+    // CURLOPT_RANGE rather than CURLOPT_RESUME_FROM_LARGE: with the latter,
+    // curl itself fails (CURLE_RANGE_ERROR) when a server ignores the range
+    // and answers 200; we want to report partial=false and let the caller
+    // start over from byte 0 instead.
+    if (!range.empty()) REDIST_SETOPT(h, CURLOPT_RANGE, range.c_str());
+
+    REDIST_SETOPT(h, CURLOPT_HEADERFUNCTION, &header_callback);
+    REDIST_SETOPT(h, CURLOPT_HEADERDATA, &st);
+    REDIST_SETOPT(h, CURLOPT_WRITEFUNCTION, &write_callback);
+    REDIST_SETOPT(h, CURLOPT_WRITEDATA, &st);
+    REDIST_SETOPT(h, CURLOPT_XFERINFOFUNCTION, &xferinfo_callback);
+    REDIST_SETOPT(h, CURLOPT_XFERINFODATA, &st);
+    REDIST_SETOPT(h, CURLOPT_NOPROGRESS, 0L);
+    return {};
+}
+
+#undef REDIST_SETOPT
+
+std::string ca_bundle(const transfer_options& options) {
+    if (!options.ca_file.empty()) return options.ca_file;
+    for (const char* var : {"SSL_CERT_FILE", "CURL_CA_BUNDLE"}) {
+        const char* value = std::getenv(var);
+        if (value != nullptr && *value != '\0') return value;
+    }
+    return {};  // libcurl's built-in default (the system store)
+}
+
+}  // namespace
+
+result<void> download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+                      std::uint64_t resume_from, transfer_failure_info* failure) {
+    set_failure(failure, false, 0, std::nullopt);
+    const std::string safe_url = sanitize_url(url);
+
+    curl_easy handle;
+    if (!handle) return make_error(error_code::internal, "curl_easy_init failed").with_url(safe_url);
+
+    transfer_state st;
+    st.curl = handle.get();
+    st.callbacks = &callbacks;
+    st.safe_url = safe_url;
+    st.file_url = is_file_url(url);
+    st.resume_from = resume_from;
+    st.stall_seconds = options.stall_timeout_seconds;
+
+    char errbuf[CURL_ERROR_SIZE] = {};
+    curl_slist_ptr headers;
+    const std::string range = resume_from > 0 ? std::to_string(resume_from) + "-" : std::string();
+    {
+        auto configured = configure(handle.get(), url, options, st, headers, errbuf, range, ca_bundle(options));
+        if (!configured.ok()) return std::move(configured).error_value().with_url(safe_url);
+    }
+
+    const CURLcode rc = curl_easy_perform(handle.get());
+
+    // A callback's own error wins, unchanged (it may carry its own url/path).
+    if (st.callback_error) return std::move(*st.callback_error);
+
+    if (rc == CURLE_OK) {
+        // Headers only, no body byte: the write callback never ran.
+        if (!st.started) {
+            start_response(st);
+            if (st.callback_error) return std::move(*st.callback_error);
+        }
+        if (st.http_error) return http_status_error(st, failure).with_url(safe_url);
+        return {};
+    }
+    if (st.http_error) return http_status_error(st, failure).with_url(safe_url);
+
+    long status = 0;
+    curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &status);
+    std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
+
+    if (rc == CURLE_ABORTED_BY_CALLBACK && st.stalled) {
+        set_failure(failure, true, status, std::nullopt);
+        return make_error(error_code::network,
+                          "stalled: no data for " + std::to_string(options.stall_timeout_seconds) + " s")
+            .with_url(safe_url);
+    }
+    if (rc == CURLE_FILE_COULDNT_READ_FILE) {
+        set_failure(failure, false, 0, std::nullopt);
+        return make_error(error_code::not_found, "cannot read file: " + detail).with_url(safe_url);
+    }
+    if (rc == CURLE_OUT_OF_MEMORY) {
+        return make_error(error_code::internal, std::string("curl: ") + curl_easy_strerror(rc)).with_url(safe_url);
+    }
+
+    const bool transient = is_transient(rc);
+    set_failure(failure, transient, status, std::nullopt);
+    std::string message = std::string(curl_easy_strerror(rc));
+    if (detail != message) message += ": " + detail;
+    if (status != 0) message += " (HTTP " + std::to_string(status) + ")";
+    // Where a redirect took us is often the useful part of the story.
+    char* effective = nullptr;
+    if (curl_easy_getinfo(handle.get(), CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK && effective != nullptr &&
+        url != effective)
+        message += " [redirected to " + sanitize_url(effective) + "]";
+    return make_error(error_code::network, std::move(message)).with_url(safe_url);
+}
+
+result<std::string> fetch_text(const std::string& url, const transfer_options& options, std::size_t max_bytes,
+                               transfer_failure_info* failure) {
+    std::string body;
+    const auto too_large = [&](std::uint64_t size) {
+        return make_error(error_code::network, "response larger than " + std::to_string(max_bytes) +
+                                                   " bytes (" + std::to_string(size) + " bytes or more)")
+            .with_url(url);
+    };
+    download_callbacks callbacks;
+    callbacks.on_response = [&](const response_info& info) -> result<void> {
+        // Refuse early when the server announces an oversized body.
+        if (info.content_length > 0 && static_cast<std::uint64_t>(info.content_length) > max_bytes)
+            return too_large(static_cast<std::uint64_t>(info.content_length));
+        if (info.content_length > 0) body.reserve(static_cast<std::size_t>(info.content_length));
+        return {};
+    };
+    callbacks.on_data = [&](const std::byte* data, std::size_t size) -> result<void> {
+        if (size > max_bytes - body.size()) return too_large(body.size() + size);
+        body.append(reinterpret_cast<const char*>(data), size);
+        return {};
+    };
+    auto r = download(url, options, callbacks, 0, failure);
+    if (!r.ok()) return std::move(r).error_value();
+    return body;
+}
+
+}  // namespace redist

@@ -1,0 +1,189 @@
+// verify.cpp — streaming SHA-256 through OpenSSL's EVP interface.
+#include "redist/verify.hpp"
+
+#include <fcntl.h>
+#include <openssl/evp.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <new>
+#include <vector>
+
+namespace redist {
+
+namespace {
+
+constexpr std::size_t kDigestSize = 32;
+// Large reads keep syscall overhead negligible next to the hashing itself.
+constexpr std::size_t kReadBuffer = 1u << 20;
+
+std::string to_hex(const unsigned char* bytes, std::size_t size) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out(size * 2, '\0');
+    for (std::size_t i = 0; i < size; ++i) {
+        out[2 * i] = digits[bytes[i] >> 4];
+        out[2 * i + 1] = digits[bytes[i] & 0x0f];
+    }
+    return out;
+}
+
+// (Re)initializes a context for SHA-256. EVP_DigestInit_ex only fails on
+// allocation failure or a broken provider setup; neither is recoverable here.
+void init_sha256(EVP_MD_CTX* ctx) {
+    if (EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) throw std::bad_alloc();
+}
+
+// Owns a file descriptor; closes it on every exit path.
+class fd_guard {
+public:
+    explicit fd_guard(int fd) noexcept : fd_(fd) {}
+    ~fd_guard() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    fd_guard(const fd_guard&) = delete;
+    fd_guard& operator=(const fd_guard&) = delete;
+    int get() const noexcept { return fd_; }
+
+private:
+    int fd_;
+};
+
+error io_error(const std::filesystem::path& path, const char* what, int err) {
+    return make_error(error_code::filesystem, std::string(what) + ": " + std::strerror(err))
+        .with_path(path.string());
+}
+
+// Feeds up to `limit` bytes of the file into `hasher` (UINT64_MAX: all of it).
+// Returns the number of bytes read.
+result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64_t limit,
+                                  sha256_hasher& hasher) {
+    const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (raw < 0) return io_error(path, "cannot open file", errno);
+    fd_guard fd(raw);
+    // Advisory only: lets the kernel read ahead aggressively. Failure is harmless.
+    (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+
+    std::vector<unsigned char> buffer(kReadBuffer);
+    std::uint64_t total = 0;
+    while (total < limit) {
+        const std::uint64_t want64 = std::min<std::uint64_t>(buffer.size(), limit - total);
+        const ssize_t got = ::read(fd.get(), buffer.data(), static_cast<std::size_t>(want64));
+        if (got < 0) {
+            if (errno == EINTR) continue;
+            return io_error(path, "cannot read file", errno);
+        }
+        if (got == 0) break;  // end of file
+        hasher.update(buffer.data(), static_cast<std::size_t>(got));
+        total += static_cast<std::uint64_t>(got);
+    }
+    return total;
+}
+
+}  // namespace
+
+void sha256_hasher::ctx_deleter::operator()(evp_md_ctx_st* ctx) const noexcept {
+    EVP_MD_CTX_free(ctx);
+}
+
+sha256_hasher::sha256_hasher() : ctx_(EVP_MD_CTX_new()) {
+    // A null from EVP_MD_CTX_new() is an allocation failure, not a crash.
+    if (!ctx_) throw std::bad_alloc();
+    init_sha256(ctx_.get());
+}
+
+sha256_hasher::~sha256_hasher() = default;
+sha256_hasher::sha256_hasher(sha256_hasher&&) noexcept = default;
+sha256_hasher& sha256_hasher::operator=(sha256_hasher&&) noexcept = default;
+
+void sha256_hasher::update(const void* data, std::size_t size) {
+    if (size == 0) return;
+    // EVP_DigestUpdate cannot fail for SHA-256 on an initialized context.
+    EVP_DigestUpdate(ctx_.get(), data, size);
+    bytes_ += size;
+}
+
+std::string sha256_hasher::finish_hex() {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(ctx_.get(), digest.data(), &length);
+    // Reset so the hasher can be reused (the contract in verify.hpp).
+    init_sha256(ctx_.get());
+    bytes_ = 0;
+    return to_hex(digest.data(), length == 0 ? kDigestSize : length);
+}
+
+std::string sha256_hasher::peek_hex() const {
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> copy(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
+    if (!copy || EVP_MD_CTX_copy_ex(copy.get(), ctx_.get()) != 1) throw std::bad_alloc();
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(copy.get(), digest.data(), &length);
+    return to_hex(digest.data(), length == 0 ? kDigestSize : length);
+}
+
+std::string sha256_hex(std::string_view bytes) {
+    sha256_hasher hasher;
+    hasher.update(bytes);
+    return hasher.finish_hex();
+}
+
+result<std::string> sha256_file(const std::filesystem::path& path) {
+    sha256_hasher hasher;
+    auto read = stream_file(path, UINT64_MAX, hasher);
+    if (!read) return std::move(read).error_value();
+    return hasher.finish_hex();
+}
+
+result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length,
+                                       sha256_hasher& into) {
+    // Hash into a scratch hasher first, so `into` is untouched on failure.
+    sha256_hasher prefix;
+    auto read = stream_file(path, length, prefix);
+    if (!read) return std::move(read).error_value();
+    if (*read != length) {
+        return make_error(error_code::filesystem, "file is shorter than the expected prefix")
+            .with_path(path.string())
+            .with_expected_actual(std::to_string(length), std::to_string(*read));
+    }
+    std::string hex = prefix.peek_hex();
+    into = std::move(prefix);
+    return hex;
+}
+
+bool is_sha256_hex(std::string_view text) noexcept {
+    if (text.size() != 2 * kDigestSize) return false;
+    for (const char c : text) {
+        const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        if (!hex) return false;
+    }
+    return true;
+}
+
+result<void> check_integrity(std::uint64_t expected_size, std::string_view expected_sha256,
+                             std::uint64_t actual_size, std::string_view actual_sha256,
+                             std::string_view where) {
+    // Size first: a truncated download is the common case and the clearer message.
+    if (expected_size != actual_size) {
+        return make_error(error_code::integrity, "size mismatch")
+            .with_url(std::string(where))
+            .with_expected_actual(std::to_string(expected_size), std::to_string(actual_size));
+    }
+    // Manifests are lower-case, but compare case-insensitively to be safe.
+    bool same = expected_sha256.size() == actual_sha256.size();
+    for (std::size_t i = 0; same && i < expected_sha256.size(); ++i) {
+        auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
+        same = lower(expected_sha256[i]) == lower(actual_sha256[i]);
+    }
+    if (!same) {
+        return make_error(error_code::integrity, "sha256 mismatch")
+            .with_url(std::string(where))
+            .with_expected_actual(std::string(expected_sha256), std::string(actual_sha256));
+    }
+    return {};
+}
+
+}  // namespace redist

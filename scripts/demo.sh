@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Quick-start demo: installs dependencies, builds, generates a local demo
+# mirror of NVIDIA's layout (small generated archives, real hashes) and runs
+# cudnn-fetch against it. No internet needed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/install-deps.sh
+bash scripts/build.sh
+build_dir=${BUILD_DIR:-build}
+demo=${DEMO_DIR:-/tmp/redist-demo}
+python3 scripts/make_demo_mirror.py --dest "$demo/mirror" --quiet --force
+rm -rf "$demo/cudnn"
+set -x
+"$build_dir/bin/redist" versions cudnn --base-url "file://$demo/mirror"
+"$build_dir/bin/cudnn-fetch" 9 --base-url "file://$demo/mirror" --prefix "$demo/cudnn"
+"$build_dir/bin/redist" verify --prefix "$demo/cudnn"
+{ set +x; } 2>/dev/null
+echo "Installed tree:"
+find "$demo/cudnn" -path "$demo/cudnn/.redist" -prune -o -printf '%M %p%l\n' | sed "s|$demo/||"

@@ -1,0 +1,373 @@
+"""Helpers for the end-to-end tests (tests/e2e/test_*.py).
+
+The tests run the real tools against a demo mirror (scripts/make_demo_mirror.py)
+served by nginx on loopback (tests/fixtures/nginx_fixture.py) and through
+file:// URLs. CTest passes the locations in the environment (see
+tests/CMakeLists.txt); outside CTest, export the same variables and run
+`nginx_fixture.py start` first.
+
+Python 3 standard library only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import stat
+import subprocess
+import urllib.error
+import urllib.request
+from typing import NamedTuple
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+# Seconds one tool run may take before the test fails (instead of hanging).
+DEFAULT_TIMEOUT = 120
+
+
+# ---------------------------------------------------------------------------
+# Locations
+# ---------------------------------------------------------------------------
+
+def _env_path(name: str, fallback: str | None = None) -> str:
+    value = os.environ.get(name) or fallback
+    if not value:
+        raise RuntimeError(f"{name} is not set: run the e2e tests through ctest, "
+                           "or export it (see tests/CMakeLists.txt)")
+    return os.path.abspath(value)
+
+
+def source_dir() -> str:
+    return _env_path("REDIST_SOURCE_DIR", os.path.dirname(os.path.dirname(_HERE)))
+
+
+def data_dir() -> str:
+    return _env_path("REDIST_TEST_DATA", os.path.join(source_dir(), "tests", "data"))
+
+
+def bin_dir() -> str:
+    return _env_path("REDIST_BIN_DIR")
+
+
+def state_dir() -> str:
+    return _env_path("REDIST_TEST_STATE")
+
+
+def mirror_dir() -> str:
+    """The generated demo mirror that nginx serves (do not modify it: use
+    copy_mirror() for tests that need to)."""
+    return os.path.join(state_dir(), "mirror")
+
+
+def nginx_dir() -> str:
+    return os.path.join(state_dir(), "nginx")
+
+
+def tool_path(name: str) -> str:
+    return os.path.join(bin_dir(), name)
+
+
+# ---------------------------------------------------------------------------
+# Base URLs
+# ---------------------------------------------------------------------------
+
+def nginx_base_url(style: str = "autoindex") -> str:
+    """Base URL of the mirror over HTTP, without a trailing slash.
+    style="autoindex": directory URLs get nginx's autoindex listing;
+    style="nvidia":    directory URLs get the generated NVIDIA-style index.html.
+    Both serve the same files."""
+    path = os.path.join(nginx_dir(), "base_url")
+    try:
+        with open(path) as f:
+            base = f.read().strip()
+    except FileNotFoundError:
+        raise RuntimeError(f"{path} is missing: the nginx fixture is not running "
+                           "(tests/fixtures/nginx_fixture.py start)") from None
+    if style == "autoindex":
+        return base
+    if style == "nvidia":
+        return base + "/nvidia"
+    raise ValueError(f"unknown listing style {style!r}")
+
+
+def file_base_url(mirror: str | None = None) -> str:
+    """file:// URL of a mirror directory (default: the shared demo mirror)."""
+    path = os.path.abspath(mirror or mirror_dir())
+    return "file://" + urllib.request.pathname2url(path)
+
+
+def http_get(url: str, headers: dict | None = None, timeout: float = 10):
+    """GET without proxies (loopback must stay local). Returns (status, headers,
+    body bytes); HTTP errors are returned, not raised."""
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with opener.open(req, timeout=timeout) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+# ---------------------------------------------------------------------------
+# nginx access log (one JSON object per request)
+# ---------------------------------------------------------------------------
+
+def access_log_path() -> str:
+    return os.path.join(nginx_dir(), "access.log")
+
+
+def access_log_mark() -> int:
+    """Current end of the access log; pass it to access_log_since()."""
+    try:
+        return os.path.getsize(access_log_path())
+    except FileNotFoundError:
+        return 0
+
+
+def access_log_since(mark: int) -> list[dict]:
+    """Requests logged after mark, oldest first. Keys: request, method, uri,
+    status, bytes_sent, body_bytes_sent, range, user_agent, request_time
+    (all strings, as nginx writes them). nginx writes each line as the request
+    finishes, unbuffered."""
+    try:
+        with open(access_log_path(), "rb") as f:
+            f.seek(mark)
+            data = f.read().decode(errors="replace")
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in data.splitlines() if line.strip()]
+
+
+# ---------------------------------------------------------------------------
+# Running tools
+# ---------------------------------------------------------------------------
+
+# Variables that would make a run depend on the machine it runs on.
+_SCRUBBED = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDNN_HOME",
+             "http_proxy", "https_proxy", "all_proxy", "ftp_proxy",
+             "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY",
+             "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR")
+
+
+def tool_env(env: dict | None = None) -> dict:
+    """The environment tools run with: the current one without CUDA and proxy
+    variables, NO_PROXY for loopback, HOME and XDG_* under the test state
+    directory (shared by all e2e tests: a test that counts downloads or needs
+    a cold cache passes its own XDG_CACHE_HOME), then `env` on top (a value
+    of None removes that variable)."""
+    out = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
+    out["NO_PROXY"] = out["no_proxy"] = "127.0.0.1,localhost,::1"
+    xdg = os.path.join(state_dir(), "e2e", "xdg")
+    out["XDG_CACHE_HOME"] = os.path.join(xdg, "cache")
+    out["XDG_CONFIG_HOME"] = os.path.join(xdg, "config")
+    out["XDG_DATA_HOME"] = os.path.join(xdg, "data")
+    out["HOME"] = os.path.join(xdg, "home")  # never the real ~/.cache
+    out.setdefault("LC_ALL", "C.UTF-8")
+    for k, v in (env or {}).items():
+        if v is None:
+            out.pop(k, None)
+        else:
+            out[k] = str(v)
+    return out
+
+
+class ToolFailure(AssertionError):
+    pass
+
+
+def describe(res: subprocess.CompletedProcess) -> str:
+    """A readable account of a run for assertion messages."""
+    cmd = " ".join(str(a) for a in res.args)
+    return (f"$ {cmd}\nexit code {res.returncode}\n"
+            f"--- stdout ---\n{res.stdout}\n--- stderr ---\n{res.stderr}")
+
+
+def run_tool(name: str, *args, env: dict | None = None, check=None,
+             timeout: float = DEFAULT_TIMEOUT, cwd: str | None = None,
+             input: str | None = None) -> subprocess.CompletedProcess:
+    """Runs $REDIST_BIN_DIR/<name> with args; returns a CompletedProcess with
+    text stdout/stderr. check: None accepts any exit code; True requires 0;
+    an int requires exactly that code (raises ToolFailure with the output).
+    A run longer than `timeout` seconds raises subprocess.TimeoutExpired."""
+    path = tool_path(name)
+    if not os.access(path, os.X_OK):
+        raise RuntimeError(f"tool {path} is missing: build it first")
+    res = subprocess.run([path, *[str(a) for a in args]], env=tool_env(env), cwd=cwd,
+                         input=input, stdin=None if input is not None else subprocess.DEVNULL,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         errors="replace", timeout=timeout)
+    if check is not None:
+        want = 0 if check is True else int(check)
+        if res.returncode != want:
+            raise ToolFailure(f"expected exit code {want}\n{describe(res)}")
+    return res
+
+
+# ---------------------------------------------------------------------------
+# Trees and files
+# ---------------------------------------------------------------------------
+
+class Node(NamedTuple):
+    kind: str          # "file" | "dir" | "symlink" | "other"
+    mode: int          # permission bits (S_IMODE)
+    size: int          # bytes (0 for directories; link length for symlinks)
+    digest: str | None  # sha256 of a file, target of a symlink, None otherwise
+
+
+def sha256_file(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def tree_snapshot(root: str, ignore=None) -> dict[str, Node]:
+    """Every entry under root (not root itself), keyed by '/'-separated path
+    relative to root, without following symlinks. `ignore` is an optional
+    regex; matching relative paths (and, for directories, their contents)
+    are left out. Compare two snapshots with ==; diff_snapshots() explains."""
+    pat = re.compile(ignore) if ignore else None
+    out: dict[str, Node] = {}
+
+    def walk(d: str, rel: str):
+        for name in sorted(os.listdir(d)):
+            full = os.path.join(d, name)
+            r = f"{rel}/{name}" if rel else name
+            if pat and pat.search(r):
+                continue
+            st = os.lstat(full)
+            mode = stat.S_IMODE(st.st_mode)
+            if stat.S_ISLNK(st.st_mode):
+                out[r] = Node("symlink", mode, st.st_size, os.readlink(full))
+            elif stat.S_ISDIR(st.st_mode):
+                out[r] = Node("dir", mode, 0, None)
+                walk(full, r)
+            elif stat.S_ISREG(st.st_mode):
+                out[r] = Node("file", mode, st.st_size, sha256_file(full))
+            else:
+                out[r] = Node("other", mode, st.st_size, None)
+
+    walk(root, "")
+    return out
+
+
+def diff_snapshots(a: dict, b: dict) -> str:
+    """Human-readable differences between two snapshots ('' if equal)."""
+    lines = []
+    for k in sorted(set(a) | set(b)):
+        if k not in b:
+            lines.append(f"- {k} {a[k]}")
+        elif k not in a:
+            lines.append(f"+ {k} {b[k]}")
+        elif a[k] != b[k]:
+            lines.append(f"~ {k} {a[k]} -> {b[k]}")
+    return "\n".join(lines)
+
+
+def rm_tree(path: str) -> None:
+    """Removes a tree even where it holds read-only directories."""
+    def onerror(func, target, _exc):
+        parent = os.path.dirname(target)
+        try:
+            os.chmod(parent, stat.S_IMODE(os.lstat(parent).st_mode) | 0o700)
+            if os.path.isdir(target) and not os.path.islink(target):
+                os.chmod(target, 0o700)
+            func(target)
+        except OSError:
+            pass
+
+    if os.path.lexists(path):
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, onerror=onerror)
+        else:
+            os.unlink(path)
+
+
+def make_scratch_dir(test_id: str) -> str:
+    """A fresh, empty directory for one test under $REDIST_TEST_STATE/e2e/
+    (test_id is usually self.id()). It is emptied at the start of the test
+    and kept afterwards for post-mortems."""
+    safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", test_id).strip("._") or "scratch"
+    path = os.path.join(state_dir(), "e2e", "scratch", safe)
+    rm_tree(path)
+    os.makedirs(path)
+    return path
+
+
+def copy_mirror(dest: str, products=None) -> str:
+    """Copies the demo mirror (or only the given products' trees) to dest, for
+    tests that corrupt or edit it. Returns dest. Symlinks are copied as links."""
+    src = mirror_dir()
+    if not os.path.isfile(os.path.join(src, "mirror-info.json")):
+        raise RuntimeError(f"{src} holds no demo mirror: start the nginx fixture first")
+    rm_tree(dest)
+    if products is None:
+        shutil.copytree(src, dest, symlinks=True)
+    else:
+        os.makedirs(dest)
+        shutil.copy2(os.path.join(src, "mirror-info.json"), dest)
+        for product in products:
+            shutil.copytree(os.path.join(src, product), os.path.join(dest, product),
+                            symlinks=True)
+    return dest
+
+
+def load_json(path: str):
+    with open(path, encoding="utf-8") as f:
+        return json.load(f)
+
+
+def save_json(path: str, value) -> None:
+    """Writes JSON like the generator does (indent 4, trailing newline)."""
+    with open(path, "w", encoding="utf-8") as f:
+        json.dump(value, f, indent=4)
+        f.write("\n")
+
+
+# ---------------------------------------------------------------------------
+# The demo mirror's contents
+# ---------------------------------------------------------------------------
+
+def mirror_info(mirror: str | None = None) -> dict:
+    """mirror-info.json: labels per product, multi-block archives, files that
+    vanish between releases, identical overlaps between components."""
+    return load_json(os.path.join(mirror or mirror_dir(), "mirror-info.json"))
+
+
+def manifest_path(product: str, label: str, mirror: str | None = None) -> str:
+    return os.path.join(mirror or mirror_dir(), product, "redist", f"redistrib_{label}.json")
+
+
+def load_manifest(product: str, label: str, mirror: str | None = None) -> dict:
+    return load_json(manifest_path(product, label, mirror))
+
+
+def artifact_path(product: str, relative_path: str, mirror: str | None = None) -> str:
+    return os.path.join(mirror or mirror_dir(), product, "redist", relative_path)
+
+
+def iter_artifacts(manifest: dict):
+    """Yields (component, platform, variant or None, record) for every
+    artifact in a manifest; record holds relative_path/sha256/md5/size.
+    Handles a platform holding one artifact, a map of variants, or both."""
+    for comp, entry in manifest.items():
+        if not isinstance(entry, dict):
+            continue
+        for platform, value in entry.items():
+            if not isinstance(value, dict):
+                continue
+            if "relative_path" in value:
+                yield comp, platform, None, value
+            for variant, rec in value.items():
+                if isinstance(rec, dict) and "relative_path" in rec:
+                    yield comp, platform, variant, rec
+
+
+def find_artifact(manifest: dict, component: str, platform: str, variant: str | None = None):
+    """The record for one artifact (variant like "cuda12"), or KeyError."""
+    value = manifest[component][platform]
+    return value[variant] if variant else value

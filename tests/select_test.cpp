@@ -1,0 +1,276 @@
+// Tests for redist/select.hpp: choosing artifacts by platform, CUDA variant
+// and component. Manifests are built by hand, so selection is tested without
+// the parser; a few cases then run over real published manifests.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "redist/manifest.hpp"
+#include "redist/select.hpp"
+
+namespace {
+
+using redist::artifact;
+using redist::component;
+using redist::manifest;
+
+artifact make_artifact(const std::string& comp, const std::string& platform, std::optional<std::string> variant) {
+    artifact a;
+    a.component = comp;
+    a.platform = platform;
+    a.variant = variant;
+    a.relative_path = comp + "/" + platform + "/" + comp + "-" + platform + (variant ? "_" + *variant : "") +
+                      "-archive.tar.xz";
+    a.sha256 = std::string(64, 'a');
+    a.size = 1234;
+    a.format = redist::archive_format::tar_xz;
+    return a;
+}
+
+// Platform spec: {platform, {variants...}, plain?}
+struct platform_spec {
+    std::string platform;
+    std::vector<std::string> variants;
+    bool plain = false;
+};
+
+component make_component(const std::string& key, const std::vector<platform_spec>& platforms) {
+    component c;
+    c.key = key;
+    c.name = key;
+    for (const auto& p : platforms) {
+        for (const auto& v : p.variants) c.artifacts.push_back(make_artifact(key, p.platform, v));
+        if (p.plain) c.artifacts.push_back(make_artifact(key, p.platform, std::nullopt));
+    }
+    return c;
+}
+
+// Shaped like cudnn 9.27.0.
+manifest cudnn_like() {
+    manifest m;
+    m.release_label = "9.27.0";
+    m.release_product = "cudnn";
+    m.components.push_back(make_component("cudnn", {{"linux-x86_64", {"cuda12", "cuda13"}},
+                                                    {"linux-sbsa", {"cuda12", "cuda13"}},
+                                                    {"windows-x86_64", {"cuda12", "cuda13"}},
+                                                    {"windows-arm64", {"cuda13"}, true}}));
+    m.components.push_back(
+        make_component("cudnn_jit", {{"linux-x86_64", {"cuda12", "cuda13"}}, {"linux-sbsa", {"cuda12", "cuda13"}}}));
+    m.components.push_back(make_component("cudnn_samples", {{"source", {}, true}}));
+    return m;
+}
+
+// Shaped like a CUDA toolkit release: plain artifacts only.
+manifest toolkit_like() {
+    manifest m;
+    m.release_label = "12.9.1";
+    m.components.push_back(make_component("cuda_cudart", {{"linux-x86_64", {}, true}, {"linux-sbsa", {}, true}}));
+    m.components.push_back(make_component("cuda_nvcc", {{"linux-x86_64", {}, true}, {"windows-x86_64", {}, true}}));
+    m.components.push_back(make_component("cuda_compat", {{"linux-aarch64", {}, true}}));
+    return m;
+}
+
+std::string describe(const redist::selection& s) {
+    std::string out;
+    for (const auto& a : s.artifacts) out += a.component + ":" + a.platform + ":" + a.variant.value_or("-") + " ";
+    return out;
+}
+
+redist::selection select_ok(const manifest& m, const redist::selection_request& request) {
+    auto r = redist::select_artifacts(m, request);
+    INFO((r ? std::string() : r.error_value().describe()));
+    REQUIRE(r.ok());
+    return std::move(r).value();
+}
+
+redist::error select_fails(const manifest& m, const redist::selection_request& request) {
+    auto r = redist::select_artifacts(m, request);
+    INFO((r ? describe(r.value()) : std::string()));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().message.find('\n') == std::string::npos);
+    return r.error_value();
+}
+
+bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+std::optional<std::string> read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return std::nullopt;
+    std::ostringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("available_cuda_majors lists the variants on a platform", "[select]") {
+    const auto m = cudnn_like();
+    CHECK(redist::available_cuda_majors(m, "linux-x86_64", {}) == std::vector<int>{12, 13});
+    CHECK(redist::available_cuda_majors(m, "windows-arm64", {}) == std::vector<int>{13});
+    CHECK(redist::available_cuda_majors(m, "source", {}).empty());
+    CHECK(redist::available_cuda_majors(m, "linux-ppc64le", {}).empty());
+    CHECK(redist::available_cuda_majors(m, "windows-x86_64", {"cudnn_jit"}).empty());
+    CHECK(redist::available_cuda_majors(toolkit_like(), "linux-x86_64", {}).empty());
+
+    manifest odd;
+    odd.components.push_back(make_component("x", {{"linux-x86_64", {"cuda9", "cuda11", "cuda10", "weird"}}}));
+    CHECK(redist::available_cuda_majors(odd, "linux-x86_64", {}) == std::vector<int>{9, 10, 11});
+}
+
+TEST_CASE("select_artifacts: an explicit CUDA variant", "[select]") {
+    const auto m = cudnn_like();
+    const auto s = select_ok(m, {"linux-x86_64", 12, {}});
+    CHECK(describe(s) == "cudnn:linux-x86_64:cuda12 cudnn_jit:linux-x86_64:cuda12 ");
+    CHECK(s.cuda_major == 12);
+    CHECK_FALSE(s.cuda_major_defaulted);
+
+    const auto one = select_ok(m, {"linux-sbsa", 13, {"cudnn"}});
+    CHECK(describe(one) == "cudnn:linux-sbsa:cuda13 ");
+}
+
+TEST_CASE("select_artifacts: no variant requested picks the newest", "[select]") {
+    const auto m = cudnn_like();
+    const auto s = select_ok(m, {"linux-x86_64", std::nullopt, {}});
+    CHECK(describe(s) == "cudnn:linux-x86_64:cuda13 cudnn_jit:linux-x86_64:cuda13 ");
+    CHECK(s.cuda_major == 13);
+    CHECK(s.cuda_major_defaulted);
+}
+
+TEST_CASE("select_artifacts: a platform with a variant and a plain artifact", "[select]") {
+    const auto m = cudnn_like();
+    // cuda13 exists on windows-arm64; cuda12 does not, so the plain one is used.
+    CHECK(describe(select_ok(m, {"windows-arm64", 13, {}})) == "cudnn:windows-arm64:cuda13 ");
+    CHECK(describe(select_ok(m, {"windows-arm64", 12, {}})) == "cudnn:windows-arm64:- ");
+    const auto s = select_ok(m, {"windows-arm64", std::nullopt, {}});
+    CHECK(describe(s) == "cudnn:windows-arm64:cuda13 ");
+    CHECK(s.cuda_major == 13);
+}
+
+TEST_CASE("select_artifacts: plain-only components satisfy any variant", "[select]") {
+    const auto m = toolkit_like();
+    const auto s = select_ok(m, {"linux-x86_64", 12, {}});
+    CHECK(describe(s) == "cuda_cudart:linux-x86_64:- cuda_nvcc:linux-x86_64:- ");
+    const auto d = select_ok(m, {"linux-x86_64", std::nullopt, {}});
+    CHECK(describe(d) == "cuda_cudart:linux-x86_64:- cuda_nvcc:linux-x86_64:- ");
+    CHECK_FALSE(d.cuda_major.has_value());
+    CHECK_FALSE(d.cuda_major_defaulted);
+}
+
+TEST_CASE("select_artifacts: component filtering keeps manifest order", "[select]") {
+    const auto m = toolkit_like();
+    const auto s = select_ok(m, {"linux-x86_64", std::nullopt, {"cuda_nvcc", "cuda_cudart", "cuda_nvcc"}});
+    CHECK(describe(s) == "cuda_cudart:linux-x86_64:- cuda_nvcc:linux-x86_64:- ");
+    // With every component, those without the platform are skipped silently.
+    CHECK(describe(select_ok(m, {"linux-aarch64", std::nullopt, {}})) == "cuda_compat:linux-aarch64:- ");
+    CHECK(describe(select_ok(cudnn_like(), {"source", std::nullopt, {}})) == "cudnn_samples:source:- ");
+}
+
+TEST_CASE("select_artifacts: the default variant is one every component has", "[select]") {
+    manifest m;
+    m.components.push_back(make_component("new", {{"linux-x86_64", {"cuda12", "cuda13"}}}));
+    m.components.push_back(make_component("lagging", {{"linux-x86_64", {"cuda11", "cuda12"}}}));
+    m.components.push_back(make_component("plain", {{"linux-x86_64", {}, true}}));
+    const auto s = select_ok(m, {"linux-x86_64", std::nullopt, {}});
+    CHECK(s.cuda_major == 12);
+    CHECK(s.cuda_major_defaulted);
+    CHECK(describe(s) == "new:linux-x86_64:cuda12 lagging:linux-x86_64:cuda12 plain:linux-x86_64:- ");
+    // Alone, "new" gets its newest.
+    CHECK(select_ok(m, {"linux-x86_64", std::nullopt, {"new"}}).cuda_major == 13);
+
+    // No common variant: the newest is chosen and the laggard is reported.
+    manifest disjoint;
+    disjoint.components.push_back(make_component("a", {{"linux-x86_64", {"cuda13"}}}));
+    disjoint.components.push_back(make_component("b", {{"linux-x86_64", {"cuda11"}}}));
+    const auto e = select_fails(disjoint, {"linux-x86_64", std::nullopt, {}});
+    CHECK(e.code == redist::error_code::not_found);
+    CHECK(contains(e.message, "'b'"));
+    CHECK(contains(e.message, "cuda13"));
+    CHECK(contains(e.message, "available variants: cuda11"));
+}
+
+TEST_CASE("select_artifacts: errors list what is available", "[select]") {
+    const auto m = cudnn_like();
+
+    SECTION("unknown component") {
+        const auto e = select_fails(m, {"linux-x86_64", 12, {"cudnn", "cudnn_frontend"}});
+        CHECK(e.code == redist::error_code::not_found);
+        CHECK(contains(e.message, "cudnn_frontend"));
+        CHECK(contains(e.message, "cudnn, cudnn_jit, cudnn_samples"));
+    }
+    SECTION("a named component lacks the platform") {
+        const auto e = select_fails(m, {"windows-x86_64", 13, {"cudnn_jit"}});
+        CHECK(e.code == redist::error_code::not_found);
+        CHECK(contains(e.message, "cudnn_jit"));
+        CHECK(contains(e.message, "windows-x86_64"));
+        CHECK(contains(e.message, "linux-x86_64, linux-sbsa"));
+    }
+    SECTION("no component has the platform") {
+        const auto e = select_fails(m, {"linux-ppc64le", std::nullopt, {}});
+        CHECK(e.code == redist::error_code::not_found);
+        CHECK(contains(e.message, "linux-ppc64le"));
+        CHECK(contains(e.message, "linux-x86_64, linux-sbsa, windows-x86_64, windows-arm64, source"));
+    }
+    SECTION("the variant is missing") {
+        const auto e = select_fails(m, {"linux-x86_64", 11, {}});
+        CHECK(e.code == redist::error_code::not_found);
+        CHECK(contains(e.message, "cuda11"));
+        CHECK(contains(e.message, "linux-x86_64"));
+        CHECK(contains(e.message, "cuda12, cuda13"));
+    }
+    SECTION("empty platform") {
+        const auto e = select_fails(m, {"", 12, {}});
+        CHECK(e.code == redist::error_code::usage);
+    }
+    SECTION("empty manifest") {
+        const auto e = select_fails(manifest{}, {"linux-x86_64", std::nullopt, {}});
+        CHECK(e.code == redist::error_code::not_found);
+    }
+}
+
+// Real manifests, through the parser.
+TEST_CASE("select_artifacts over real manifests", "[select][real]") {
+    const std::string data = REDIST_TEST_DATA;
+
+    const auto cudnn_text = read_text(data + "/manifests/cudnn/redistrib_9.27.0.json");
+    REQUIRE(cudnn_text.has_value());
+    const auto cudnn = redist::parse_manifest(*cudnn_text, "cudnn/redistrib_9.27.0.json");
+    INFO((cudnn ? std::string() : cudnn.error_value().describe()));
+    REQUIRE(cudnn.ok());
+
+    auto s = select_ok(*cudnn, {"windows-arm64", 13, {"cudnn"}});
+    REQUIRE(s.artifacts.size() == 1);
+    CHECK(s.artifacts[0].variant == std::optional<std::string>("cuda13"));
+    CHECK(contains(s.artifacts[0].relative_path, "_cuda13-archive.zip"));
+
+    s = select_ok(*cudnn, {"windows-arm64", 12, {"cudnn"}});
+    REQUIRE(s.artifacts.size() == 1);
+    CHECK_FALSE(s.artifacts[0].variant.has_value());
+    CHECK(contains(s.artifacts[0].relative_path, "_cuda13.4-archive.zip"));
+
+    s = select_ok(*cudnn, {"linux-x86_64", std::nullopt, {}});
+    CHECK(describe(s) == "cudnn:linux-x86_64:cuda13 cudnn_jit:linux-x86_64:cuda13 ");
+    CHECK(s.cuda_major_defaulted);
+
+    const auto toolkit_text = read_text(data + "/manifests/cuda/redistrib_12.9.1.json");
+    REQUIRE(toolkit_text.has_value());
+    const auto toolkit = redist::parse_manifest(*toolkit_text, "cuda/redistrib_12.9.1.json");
+    REQUIRE(toolkit.ok());
+    s = select_ok(*toolkit, {"linux-x86_64", 12, {"cuda_cudart", "cuda_nvcc"}});
+    REQUIRE(s.artifacts.size() == 2);
+    CHECK(s.artifacts[0].component == "cuda_cudart");
+    CHECK(s.artifacts[1].component == "cuda_nvcc");
+    for (const auto& a : s.artifacts) {
+        CHECK_FALSE(a.variant.has_value());
+        CHECK(a.platform == "linux-x86_64");
+    }
+    // Every toolkit component with a linux-x86_64 artifact, none with a variant.
+    const auto all = select_ok(*toolkit, {"linux-x86_64", 12, {}});
+    std::size_t expected = 0;
+    for (const auto& c : toolkit->components) {
+        for (const auto& a : c.artifacts) expected += a.platform == "linux-x86_64" ? 1 : 0;
+    }
+    CHECK(all.artifacts.size() == expected);
+    CHECK(expected > 20);
+}

@@ -1,0 +1,597 @@
+// Tests for redist/unpack.hpp.
+//
+// Every archive is built here with libarchive's write API (and liblzma's
+// multi-threaded encoder for multi-block xz), then fed to the streaming
+// unpacker in chunks of various sizes. Checks cover:
+//  - the returned entries (paths, kinds, sizes, sha256, modes, link targets)
+//    and the files on disk agree with what was put in;
+//  - single- and multi-block xz, tar.gz, tar.zst, zip; chunk-size independence;
+//  - malicious archives: unsafe_archive, and nothing written outside the stage;
+//  - corrupt and truncated data: bad_archive; write errors: filesystem;
+//  - write() after a worker failure returns the error; destruction mid-stream.
+#include <catch2/catch.hpp>
+
+#include <archive.h>
+#include <archive_entry.h>
+#include <lzma.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "redist/unpack.hpp"
+#include "redist/verify.hpp"
+
+namespace fs = std::filesystem;
+
+using redist::entry_kind;
+using redist::error_code;
+using redist::unpacked_entry;
+
+// Fails with the error's description instead of a bare "false".
+#define REQUIRE_OK(r)                                                 \
+    do {                                                              \
+        if (!(r).ok()) FAIL((r).error_value().describe());            \
+    } while (0)
+
+namespace {
+
+const fs::path scratch_root = fs::path(REDIST_TEST_SCRATCH);
+
+// A fresh, empty directory scratch/<name>/ with an empty stage inside it.
+// Returns the stage; its parent is the "outside" that must stay untouched.
+fs::path fresh_stage(const std::string& name) {
+    const fs::path dir = scratch_root / name;
+    fs::remove_all(dir);
+    fs::create_directories(dir / "stage");
+    return dir / "stage";
+}
+
+// Everything under `dir`, as relative paths, for "nothing else was written".
+std::vector<std::string> listing(const fs::path& dir) {
+    std::vector<std::string> out;
+    for (auto it = fs::recursive_directory_iterator(dir); it != fs::recursive_directory_iterator(); ++it)
+        out.push_back(fs::relative(it->path(), dir).string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+// ---- building archives -------------------------------------------------------
+
+enum class kind { file, dir, symlink, hardlink, chardev, fifo };
+
+struct spec {
+    std::string name;
+    kind type = kind::file;
+    std::string data;  // file content, or the link target
+    unsigned mode = 0644;
+};
+
+enum class container { tar, tar_xz, tar_gz, tar_zst, zip };
+
+la_ssize_t append_cb(archive*, void* client, const void* buf, size_t n) {
+    static_cast<std::string*>(client)->append(static_cast<const char*>(buf), n);
+    return static_cast<la_ssize_t>(n);
+}
+
+// `level` is the compressor's level: low by default, to keep the tests fast.
+std::string build(const std::vector<spec>& specs, container c, int level = 1) {
+    archive* a = archive_write_new();
+    REQUIRE(a != nullptr);
+    if (c == container::zip) {
+        REQUIRE(archive_write_set_format_zip(a) == ARCHIVE_OK);
+    } else {
+        REQUIRE(archive_write_set_format_pax_restricted(a) == ARCHIVE_OK);
+    }
+    if (c == container::tar_xz) REQUIRE(archive_write_add_filter_xz(a) == ARCHIVE_OK);
+    if (c == container::tar_gz) REQUIRE(archive_write_add_filter_gzip(a) == ARCHIVE_OK);
+    if (c == container::tar_zst) REQUIRE(archive_write_add_filter_zstd(a) == ARCHIVE_OK);
+    if (c != container::tar && c != container::zip)
+        REQUIRE(archive_write_set_filter_option(a, nullptr, "compression-level",
+                                                std::to_string(level).c_str()) == ARCHIVE_OK);
+    // No zero padding after the compressed stream: the truncation tests cut
+    // real bytes, not padding.
+    REQUIRE(archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK);
+    std::string out;
+    REQUIRE(archive_write_open(a, &out, nullptr, append_cb, nullptr) == ARCHIVE_OK);
+    for (const spec& s : specs) {
+        archive_entry* e = archive_entry_new();
+        archive_entry_set_pathname(e, s.name.c_str());
+        archive_entry_set_mtime(e, 1700000000, 0);
+        archive_entry_set_perm(e, static_cast<mode_t>(s.mode));
+        switch (s.type) {
+            case kind::file:
+                archive_entry_set_filetype(e, AE_IFREG);
+                archive_entry_set_size(e, static_cast<la_int64_t>(s.data.size()));
+                break;
+            case kind::dir: archive_entry_set_filetype(e, AE_IFDIR); break;
+            case kind::symlink:
+                archive_entry_set_filetype(e, AE_IFLNK);
+                archive_entry_set_symlink(e, s.data.c_str());
+                break;
+            case kind::hardlink:
+                archive_entry_set_filetype(e, AE_IFREG);
+                archive_entry_set_hardlink(e, s.data.c_str());
+                archive_entry_set_size(e, 0);
+                break;
+            case kind::chardev:
+                archive_entry_set_filetype(e, AE_IFCHR);
+                archive_entry_set_rdev(e, makedev(1, 3));
+                break;
+            case kind::fifo: archive_entry_set_filetype(e, AE_IFIFO); break;
+        }
+        REQUIRE(archive_write_header(a, e) == ARCHIVE_OK);
+        if (s.type == kind::file && !s.data.empty())
+            REQUIRE(archive_write_data(a, s.data.data(), s.data.size()) ==
+                    static_cast<la_ssize_t>(s.data.size()));
+        archive_entry_free(e);
+    }
+    REQUIRE(archive_write_close(a) == ARCHIVE_OK);
+    archive_write_free(a);
+    return out;
+}
+
+// xz with many independent blocks, so the decoder really runs multi-threaded.
+std::string xz_multiblock(const std::string& raw, std::uint64_t block_size) {
+    lzma_stream strm = LZMA_STREAM_INIT;
+    lzma_mt mt{};
+    mt.threads = 2;
+    mt.block_size = block_size;
+    mt.preset = 0;
+    mt.check = LZMA_CHECK_CRC64;
+    REQUIRE(lzma_stream_encoder_mt(&strm, &mt) == LZMA_OK);
+    std::string out(raw.size() + raw.size() / 2 + (1 << 16), '\0');
+    strm.next_in = reinterpret_cast<const std::uint8_t*>(raw.data());
+    strm.avail_in = raw.size();
+    strm.next_out = reinterpret_cast<std::uint8_t*>(out.data());
+    strm.avail_out = out.size();
+    lzma_ret ret;
+    while ((ret = lzma_code(&strm, LZMA_FINISH)) == LZMA_OK) {
+    }
+    REQUIRE(ret == LZMA_STREAM_END);
+    out.resize(strm.total_out);
+    lzma_end(&strm);
+    return out;
+}
+
+// Deterministic incompressible bytes.
+std::string noise(std::size_t n, std::uint64_t seed) {
+    std::string s(n, '\0');
+    std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (std::size_t i = 0; i < n; ++i) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        s[i] = static_cast<char>(x >> 56);
+    }
+    return s;
+}
+
+// ---- running the unpacker ----------------------------------------------------
+
+redist::unpack_options opts(redist::archive_format f) {
+    redist::unpack_options o;
+    o.format = f;
+    o.source = "test://archive";
+    return o;
+}
+
+redist::result<std::vector<unpacked_entry>> unpack(const std::string& bytes, const fs::path& stage,
+                                                   const redist::unpack_options& o,
+                                                   std::size_t chunk = 64 * 1024) {
+    auto started = redist::stream_unpacker::start(stage, o);
+    if (!started) return std::move(started).error_value();
+    auto& u = *started.value();
+    for (std::size_t pos = 0; pos < bytes.size(); pos += chunk) {
+        const std::size_t n = std::min(chunk, bytes.size() - pos);
+        auto w = u.write(reinterpret_cast<const std::byte*>(bytes.data() + pos), n);
+        if (!w) {
+            auto f = u.finish();  // must report the same failure
+            REQUIRE_FALSE(f.ok());
+            CHECK(f.error_value().code == w.error_value().code);
+            return std::move(w).error_value();
+        }
+    }
+    return u.finish();
+}
+
+bool same(const std::vector<unpacked_entry>& a, const std::vector<unpacked_entry>& b) {
+    if (a.size() != b.size()) return false;
+    for (std::size_t i = 0; i < a.size(); ++i) {
+        if (a[i].path != b[i].path || a[i].kind != b[i].kind || a[i].size != b[i].size ||
+            a[i].sha256 != b[i].sha256 || a[i].link_target != b[i].link_target || a[i].mode != b[i].mode)
+            return false;
+    }
+    return true;
+}
+
+const unpacked_entry* find(const std::vector<unpacked_entry>& v, const std::string& path) {
+    for (const auto& e : v)
+        if (e.path == path) return &e;
+    return nullptr;
+}
+
+unsigned disk_mode(const fs::path& p) {
+    struct stat st{};
+    REQUIRE(::lstat(p.c_str(), &st) == 0);
+    return st.st_mode & 07777;
+}
+
+std::string read_file(const fs::path& p) {
+    std::ifstream in(p, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// The reference tree: the layout of an NVIDIA redist archive in miniature.
+const std::string kTool = "#!/bin/sh\necho tool\n";
+const std::string kHeader = "#pragma once\nint foo(void);\n";
+const std::string kReadOnly = "do not edit\n";
+const std::string kSuid = "suid payload\n";
+const std::string kLib = noise(300 * 1024, 1) + std::string(200 * 1024, 'z');
+
+std::vector<spec> reference_tree() {
+    return {
+        {"top/", kind::dir, "", 0755},
+        {"top/bin/", kind::dir, "", 0755},
+        {"top/bin/tool", kind::file, kTool, 0755},
+        {"top/bin/suid", kind::file, kSuid, 04755},
+        {"top/include/", kind::dir, "", 0755},
+        {"top/include/foo.h", kind::file, kHeader, 0644},
+        {"top/share/readonly.txt", kind::file, kReadOnly, 0444},
+        {"top/lib/", kind::dir, "", 0755},
+        {"top/lib/libfoo.so.9.1.0", kind::file, kLib, 0755},
+        {"top/lib/libfoo.so.9", kind::symlink, "libfoo.so.9.1.0", 0777},
+        {"top/lib/libfoo.so", kind::symlink, "libfoo.so.9", 0777},
+        {"top/lib/libfoo-copy.so.9.1.0", kind::hardlink, "top/lib/libfoo.so.9.1.0", 0755},
+        {"top/empty.txt", kind::file, "", 0600},
+        {"top/locked/", kind::dir, "", 0555},
+    };
+}
+
+std::vector<unpacked_entry> expected_reference() {
+    auto entry = [](std::string p, entry_kind k, std::uint64_t size, std::string sha, std::string link,
+                    unsigned mode) {
+        unpacked_entry e;
+        e.path = std::move(p);
+        e.kind = k;
+        e.size = size;
+        e.sha256 = std::move(sha);
+        e.link_target = std::move(link);
+        e.mode = mode;
+        return e;
+    };
+    using redist::sha256_hex;
+    return {
+        entry("bin", entry_kind::directory, 0, "", "", 0755),
+        entry("bin/tool", entry_kind::regular, kTool.size(), sha256_hex(kTool), "", 0755),
+        entry("bin/suid", entry_kind::regular, kSuid.size(), sha256_hex(kSuid), "", 0755),
+        entry("include", entry_kind::directory, 0, "", "", 0755),
+        entry("include/foo.h", entry_kind::regular, kHeader.size(), sha256_hex(kHeader), "", 0644),
+        entry("share/readonly.txt", entry_kind::regular, kReadOnly.size(), sha256_hex(kReadOnly), "", 0444),
+        entry("lib", entry_kind::directory, 0, "", "", 0755),
+        entry("lib/libfoo.so.9.1.0", entry_kind::regular, kLib.size(), sha256_hex(kLib), "", 0755),
+        entry("lib/libfoo.so.9", entry_kind::symlink, 0, "", "libfoo.so.9.1.0", 0777),
+        entry("lib/libfoo.so", entry_kind::symlink, 0, "", "libfoo.so.9", 0777),
+        entry("lib/libfoo-copy.so.9.1.0", entry_kind::hardlink, kLib.size(), sha256_hex(kLib),
+              "lib/libfoo.so.9.1.0", 0755),
+        entry("empty.txt", entry_kind::regular, 0, sha256_hex(""), "", 0600),
+        entry("locked", entry_kind::directory, 0, "", "", 0555),
+    };
+}
+
+void check_reference_on_disk(const fs::path& stage) {
+    CHECK_FALSE(fs::exists(stage / "top"));
+    CHECK(read_file(stage / "bin/tool") == kTool);
+    CHECK(disk_mode(stage / "bin/tool") == 0755);
+    CHECK(disk_mode(stage / "bin/suid") == 0755);  // setuid dropped
+    CHECK(read_file(stage / "include/foo.h") == kHeader);
+    CHECK(disk_mode(stage / "include/foo.h") == 0644);
+    CHECK(disk_mode(stage / "share/readonly.txt") == 0444);
+    CHECK(read_file(stage / "lib/libfoo.so.9.1.0") == kLib);
+    CHECK(fs::read_symlink(stage / "lib/libfoo.so") == "libfoo.so.9");
+    CHECK(fs::read_symlink(stage / "lib/libfoo.so.9") == "libfoo.so.9.1.0");
+    CHECK(read_file(stage / "lib/libfoo.so") == kLib);  // the chain resolves
+    CHECK(fs::equivalent(stage / "lib/libfoo-copy.so.9.1.0", stage / "lib/libfoo.so.9.1.0"));
+    CHECK(fs::file_size(stage / "empty.txt") == 0);
+    CHECK(disk_mode(stage / "locked") == 0555);  // fixed up at the end
+    struct stat st{};
+    REQUIRE(::stat((stage / "include/foo.h").c_str(), &st) == 0);
+    CHECK(st.st_mtime == 1700000000);
+}
+
+// Runs `specs` (as tar.xz) and expects unsafe_archive naming `bad_name`, with
+// nothing created next to the stage.
+void expect_unsafe(const std::string& case_name, const std::vector<spec>& specs,
+                   const std::string& bad_name) {
+    const fs::path stage = fresh_stage(case_name);
+    auto r = unpack(build(specs, container::tar_xz), stage, opts(redist::archive_format::tar_xz));
+    INFO(case_name);
+    if (!r.ok()) UNSCOPED_INFO(r.error_value().describe());
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::unsafe_archive);
+    CHECK(r.error_value().path == bad_name);
+    CHECK(r.error_value().source == "test://archive");
+    CHECK(listing(stage.parent_path()).front() == "stage");
+    for (const auto& p : listing(stage.parent_path())) CHECK(p.rfind("stage", 0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("tar.xz: entries and files match what was archived", "[unpack]") {
+    const fs::path stage = fresh_stage("reference");
+    auto r = unpack(build(reference_tree(), container::tar_xz), stage, opts(redist::archive_format::tar_xz));
+    REQUIRE_OK(r);
+    CHECK(same(*r, expected_reference()));
+    check_reference_on_disk(stage);
+    fs::permissions(stage / "locked", fs::perms::owner_all);  // so the next run can clean up
+}
+
+TEST_CASE("results do not depend on chunk size or xz block layout", "[unpack]") {
+    const auto tree = reference_tree();
+    const std::string single = build(tree, container::tar_xz);
+    const std::string multi = xz_multiblock(build(tree, container::tar), 64 * 1024);
+    const auto expected = expected_reference();
+    int run = 0;
+    for (const std::string* bytes : {&single, &multi}) {
+        for (std::size_t chunk : {std::size_t{1}, std::size_t{7}, std::size_t{4096}, std::size_t{1} << 20}) {
+            if (chunk == 1 && bytes == &multi) continue;  // 1-byte feed once is enough
+            const fs::path stage = fresh_stage("chunks" + std::to_string(run++));
+            auto o = opts(redist::archive_format::tar_xz);
+            o.decoder_threads = 2;
+            auto r = unpack(*bytes, stage, o, chunk);
+            INFO("chunk " << chunk << (bytes == &multi ? " multi-block" : " single-block"));
+            REQUIRE_OK(r);
+            CHECK(same(*r, expected));
+            CHECK(read_file(stage / "lib/libfoo.so.9.1.0") == kLib);
+            fs::permissions(stage / "locked", fs::perms::owner_all);
+        }
+    }
+}
+
+TEST_CASE("tar.gz, tar.zst and zip unpack", "[unpack]") {
+    const auto expected = expected_reference();
+    SECTION("tar.gz") {
+        const fs::path stage = fresh_stage("gz");
+        auto r = unpack(build(reference_tree(), container::tar_gz), stage, opts(redist::archive_format::tar_gz), 777);
+        REQUIRE_OK(r);
+        CHECK(same(*r, expected));
+        check_reference_on_disk(stage);
+        fs::permissions(stage / "locked", fs::perms::owner_all);
+    }
+    SECTION("tar.zst") {
+        const fs::path stage = fresh_stage("zst");
+        auto r = unpack(build(reference_tree(), container::tar_zst), stage, opts(redist::archive_format::tar_zst));
+        REQUIRE_OK(r);
+        CHECK(same(*r, expected));
+        check_reference_on_disk(stage);
+        fs::permissions(stage / "locked", fs::perms::owner_all);
+    }
+    SECTION("zip") {
+        // libarchive's zip writer has no hardlinks; everything else is kept.
+        std::vector<spec> tree;
+        for (const auto& s : reference_tree())
+            if (s.type != kind::hardlink) tree.push_back(s);
+        const fs::path stage = fresh_stage("zip");
+        auto r = unpack(build(tree, container::zip), stage, opts(redist::archive_format::zip), 1000);
+        REQUIRE_OK(r);
+        CHECK(find(*r, "lib/libfoo-copy.so.9.1.0") == nullptr);
+        for (const auto& e : expected) {
+            if (e.kind == entry_kind::hardlink) continue;
+            const unpacked_entry* got = find(*r, e.path);
+            INFO(e.path);
+            REQUIRE(got != nullptr);
+            CHECK(got->kind == e.kind);
+            CHECK(got->sha256 == e.sha256);
+            CHECK(got->size == e.size);
+            CHECK(got->link_target == e.link_target);
+        }
+        CHECK(read_file(stage / "lib/libfoo.so") == kLib);
+        CHECK(disk_mode(stage / "bin/tool") == 0755);
+        CHECK(listing(stage.parent_path()).front() == "stage");  // spool file removed
+        CHECK_FALSE(fs::exists(stage.parent_path() / "stage.zip.part"));
+        fs::permissions(stage / "locked", fs::perms::owner_all);
+    }
+}
+
+TEST_CASE("strip_top_level off keeps the top directory", "[unpack]") {
+    const fs::path stage = fresh_stage("nostrip");
+    auto o = opts(redist::archive_format::tar_xz);
+    o.strip_top_level = false;
+    auto r = unpack(build({{"./a/", kind::dir, "", 0755}, {"./a/f", kind::file, "x", 0644},
+                           {"b", kind::file, "y", 0600}},
+                          container::tar_xz),
+                    stage, o);
+    REQUIRE_OK(r);
+    REQUIRE(r->size() == 3);
+    CHECK((*r)[0].path == "a");
+    CHECK((*r)[1].path == "a/f");
+    CHECK((*r)[2].path == "b");
+    CHECK(read_file(stage / "a/f") == "x");
+}
+
+TEST_CASE("malicious archives are rejected and write nothing outside the stage", "[unpack]") {
+    const spec top{"top/", kind::dir, "", 0755};
+    expect_unsafe("dotdot", {{"../evil", kind::file, "x", 0644}}, "../evil");
+    expect_unsafe("absolute", {{"/abs/path", kind::file, "x", 0644}}, "/abs/path");
+    CHECK_FALSE(fs::exists("/abs/path"));
+    expect_unsafe("inner_dotdot", {top, {"top/../../x", kind::file, "x", 0644}}, "top/../../x");
+    expect_unsafe("empty_name", {top, {".", kind::file, "x", 0644}}, ".");
+    expect_unsafe("symlink_abs", {top, {"top/passwd", kind::symlink, "/etc/passwd", 0777}}, "top/passwd");
+    expect_unsafe("symlink_escape",
+                  {top, {"top/link", kind::symlink, "../../outside", 0777},
+                   {"top/link/file", kind::file, "x", 0644}},
+                  "top/link");
+    // ".." out of the stage from one level down, after stripping.
+    expect_unsafe("symlink_escape_strip", {top, {"top/lib/up", kind::symlink, "../../x", 0777}}, "top/lib/up");
+    // A symlink inside the stage is fine, but nothing may be written through it.
+    expect_unsafe("through_symlink",
+                  {top, {"top/sub/", kind::dir, "", 0755}, {"top/link", kind::symlink, "sub", 0777},
+                   {"top/link/file", kind::file, "x", 0644}},
+                  "top/link/file");
+    // "a -> ." then "b -> a/..": lexically inside, really outside.
+    expect_unsafe("symlink_dotdot_after_name",
+                  {top, {"top/a", kind::symlink, ".", 0777}, {"top/b", kind::symlink, "a/..", 0777}},
+                  "top/b");
+    expect_unsafe("hardlink_abs", {top, {"top/pw", kind::hardlink, "/etc/passwd", 0644}}, "top/pw");
+    expect_unsafe("hardlink_missing", {top, {"top/h", kind::hardlink, "top/not-there", 0644}}, "top/h");
+    expect_unsafe("hardlink_later",
+                  {top, {"top/h", kind::hardlink, "top/f", 0644}, {"top/f", kind::file, "x", 0644}}, "top/h");
+    expect_unsafe("chardev", {top, {"top/null", kind::chardev, "", 0666}}, "top/null");
+    expect_unsafe("fifo", {top, {"top/fifo", kind::fifo, "", 0644}}, "top/fifo");
+    expect_unsafe("two_tops",
+                  {top, {"top/f", kind::file, "x", 0644}, {"other/", kind::dir, "", 0755},
+                   {"other/g", kind::file, "y", 0644}},
+                  "other/");
+    expect_unsafe("file_at_top", {top, {"README", kind::file, "x", 0644}}, "README");
+}
+
+TEST_CASE("corrupt and truncated archives give bad_archive", "[unpack]") {
+    static const std::string good = build(reference_tree(), container::tar_xz);  // once, not per section
+    SECTION("truncated xz") {
+        auto r = unpack(good.substr(0, good.size() / 2), fresh_stage("trunc"), opts(redist::archive_format::tar_xz));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::bad_archive);
+    }
+    SECTION("xz stream cut just before its footer") {
+        auto r = unpack(good.substr(0, good.size() - 4), fresh_stage("trunc_footer"),
+                        opts(redist::archive_format::tar_xz));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::bad_archive);
+    }
+    SECTION("flipped byte") {
+        std::string bad = good;
+        bad[bad.size() / 2] = static_cast<char>(bad[bad.size() / 2] ^ 0x55);
+        auto r = unpack(bad, fresh_stage("flip"), opts(redist::archive_format::tar_xz));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::bad_archive);
+        CHECK(r.error_value().source == "test://archive");
+    }
+    SECTION("truncated tar inside a valid xz stream") {
+        const std::string tar = build(reference_tree(), container::tar);
+        const std::string cut = tar.substr(0, 3000);  // stops inside an entry
+        auto r = unpack(xz_multiblock(cut, 1 << 20), fresh_stage("trunc_tar"), opts(redist::archive_format::tar_xz));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::bad_archive);
+    }
+    SECTION("not xz at all") {
+        auto r = unpack(build(reference_tree(), container::tar_gz), fresh_stage("notxz"),
+                        opts(redist::archive_format::tar_xz));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::bad_archive);
+    }
+    SECTION("truncated zip") {
+        const std::string zip = build(reference_tree(), container::zip);
+        auto r = unpack(zip.substr(0, zip.size() - 30), fresh_stage("trunc_zip"), opts(redist::archive_format::zip));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::bad_archive);
+    }
+}
+
+TEST_CASE("write() reports a worker failure promptly instead of blocking", "[unpack]") {
+    // 24 MiB of incompressible data: far more than the queues hold, so a
+    // writer that ignored the failure would block forever.
+    const std::string big = noise(20u << 20, 7);
+    const std::string bytes = build({{"../evil", kind::file, "x", 0644}, {"top/big", kind::file, big, 0644}},
+                                    container::tar_gz);
+    const fs::path stage = fresh_stage("early_fail");
+    auto started = redist::stream_unpacker::start(stage, opts(redist::archive_format::tar_gz));
+    REQUIRE(started.ok());
+    auto& u = *started.value();
+    bool failed = false;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    for (std::size_t pos = 0; !failed && std::chrono::steady_clock::now() < deadline; pos += 4096) {
+        if (pos >= bytes.size()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            pos = bytes.size() - 1;
+        }
+        auto w = u.write(reinterpret_cast<const std::byte*>(bytes.data() + pos),
+                         std::min<std::size_t>(4096, bytes.size() - pos));
+        if (!w) {
+            failed = true;
+            CHECK(w.error_value().code == error_code::unsafe_archive);
+            CHECK(w.error_value().path == "../evil");
+            // Sticky: the next write says the same.
+            auto again = u.write(reinterpret_cast<const std::byte*>(bytes.data()), 1);
+            REQUIRE_FALSE(again.ok());
+            CHECK(again.error_value().code == error_code::unsafe_archive);
+        }
+    }
+    CHECK(failed);
+    auto f = u.finish();
+    REQUIRE_FALSE(f.ok());
+    CHECK(f.error_value().code == error_code::unsafe_archive);
+}
+
+TEST_CASE("destroying or cancelling mid-stream does not hang", "[unpack]") {
+    // static: Catch2 runs the test case once per section.
+    static const std::string bytes =
+        xz_multiblock(build({{"top/big", kind::file, noise(6u << 20, 9), 0644}}, container::tar), 1u << 20);
+    SECTION("destroy without finish") {
+        auto started = redist::stream_unpacker::start(fresh_stage("destroy"), opts(redist::archive_format::tar_xz));
+        REQUIRE(started.ok());
+        REQUIRE(started.value()->write(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size() / 2).ok());
+        started.value().reset();  // must join promptly
+    }
+    SECTION("cancel from another thread while write() is blocked") {
+        auto started = redist::stream_unpacker::start(fresh_stage("cancel"), opts(redist::archive_format::tar_xz));
+        REQUIRE(started.ok());
+        auto& u = *started.value();
+        std::thread canceller([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            u.cancel();
+        });
+        // Writes the archive over and over (concatenated xz streams are valid,
+        // and the tar reader stops at the first end marker), so only the
+        // cancel can stop this loop.
+        redist::result<void> w;
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+        while (w.ok() && std::chrono::steady_clock::now() < deadline)
+            w = u.write(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size());
+        canceller.join();
+        REQUIRE_FALSE(w.ok());
+        CHECK(w.error_value().code == error_code::cancelled);
+        u.cancel();  // twice is fine
+        CHECK_FALSE(u.finish().ok());
+    }
+}
+
+TEST_CASE("start() checks the stage", "[unpack]") {
+    const fs::path stage = fresh_stage("not_empty");
+    std::ofstream(stage / "junk") << "x";
+    auto r = redist::stream_unpacker::start(stage, opts(redist::archive_format::tar_xz));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::filesystem);
+    auto missing = redist::stream_unpacker::start(stage / "missing", opts(redist::archive_format::tar_xz));
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error_value().code == error_code::filesystem);
+}
+
+TEST_CASE("a failed disk write is a filesystem error naming the file", "[unpack]") {
+    // RLIMIT_FSIZE makes write() past 1 MiB fail with EFBIG (SIGXFSZ ignored),
+    // the same path an ENOSPC takes; root cannot be denied by permissions.
+    const fs::path stage = fresh_stage("efbig");
+    const std::string bytes =
+        build({{"top/", kind::dir, "", 0755}, {"top/big", kind::file, noise(3u << 20, 3), 0644}},
+              container::tar_xz, 0);
+    struct rlimit old{};
+    REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+    auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = old;
+    small.rlim_cur = 1u << 20;
+    REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+    auto r = unpack(bytes, stage, opts(redist::archive_format::tar_xz));
+    ::setrlimit(RLIMIT_FSIZE, &old);
+    std::signal(SIGXFSZ, old_handler);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::filesystem);
+    CHECK(r.error_value().path == (fs::canonical(stage) / "big").string());
+}

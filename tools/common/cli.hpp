@@ -1,0 +1,69 @@
+// Shared pieces of the command-line tools: option sets, error rendering,
+// exit codes, progress display. Tools stay thin: parse arguments, call the
+// library, render the result.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/fetch.hpp"
+
+namespace redist_tools {
+
+// The exit-code table printed by every --help and documented in README.md.
+extern const char* const exit_code_help;
+
+// Options shared by every command that reads a release.
+struct source_options {
+    std::string base_url;          // --base-url, else $REDIST_BASE_URL, else NVIDIA's
+    std::string manifest;          // --manifest PATH|URL
+    std::string ca_file;           // --ca-file
+    redist::transfer_options transfer() const;
+    std::string effective_base_url() const;
+};
+void add_source_options(CLI::App& app, source_options& options);
+
+// Options that select artifacts.
+struct selection_options {
+    std::string platform;                 // --platform, else the host's
+    std::optional<int> cuda;              // --cuda N
+    std::vector<std::string> components;  // --component a,b
+};
+void add_selection_options(CLI::App& app, selection_options& options, bool platform_default_is_host);
+
+// Everything `redist fetch` and `cudnn-fetch` take.
+struct fetch_options {
+    source_options source;
+    selection_options selection;
+    std::string product;
+    std::string version = "latest";
+    std::string prefix;
+    bool force = false;
+    bool json = false;
+    bool quiet = false;
+    unsigned jobs = 0;
+};
+void add_fetch_flags(CLI::App& app, fetch_options& options);
+
+// Runs a fetch and renders it (progress, summary or --json). Returns the exit code.
+int run_fetch(const fetch_options& options);
+
+// Prints "<tool>: error: <one line>" to stderr and returns the exit code for it.
+int report_error(const redist::error& e);
+
+// Wraps a tool's main: parses, runs, maps CLI11 and library errors to exit
+// codes. `body` returns an exit code.
+int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+// "1.4 GiB", "812 KiB", "17 B".
+std::string human_size(std::uint64_t bytes);
+
+// Name of the running tool ("redist", "cudnn-fetch"), for messages.
+extern std::string tool_name;
+
+}  // namespace redist_tools

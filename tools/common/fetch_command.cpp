@@ -1,0 +1,218 @@
+// `redist fetch` and `cudnn-fetch`: resolve, select, install, render.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <mutex>
+
+#include "common/cli.hpp"
+#include "redist/install.hpp"
+#include "redist/json_writer.hpp"
+#include "redist/platform.hpp"
+#include "redist/select.hpp"
+
+namespace redist_tools {
+namespace {
+
+// Renders progress events: a live bar per artifact on a TTY, plain lines
+// (stage changes and a periodic percentage) otherwise. Thread-safe.
+class progress_display {
+public:
+    progress_display(bool enabled, bool tty) : enabled_(enabled), tty_(tty) {}
+
+    void operator()(const redist::progress_event& e) {
+        if (!enabled_) return;
+        std::lock_guard lock(mutex_);
+        auto& s = states_[e.component];
+        const auto now = std::chrono::steady_clock::now();
+        if (s.order == 0) {
+            s.order = ++count_;
+            s.started = now;
+        }
+        const bool stage_changed = s.stage != e.stage;
+        s.stage = e.stage;
+        s.done = e.bytes_done;
+        s.total = e.bytes_total;
+        if (tty_) return redraw(now);
+        // Plain mode: a line per stage change, and one every 10% / 5 s while downloading.
+        const int percent = s.total ? static_cast<int>(100.0 * static_cast<double>(s.done) / static_cast<double>(s.total)) : 0;
+        const bool periodic = e.stage == redist::fetch_stage::downloading &&
+                              (percent >= s.last_percent + 10 || now - s.last_line > std::chrono::seconds(5));
+        if (!stage_changed && !periodic) return;
+        s.last_percent = percent;
+        s.last_line = now;
+        std::printf("%s: %s", e.component.c_str(), redist::to_string(e.stage));
+        if (e.stage == redist::fetch_stage::downloading && s.total)
+            std::printf(" %3d%% of %s at %s/s", percent, human_size(s.total).c_str(), human_size(rate(s, now)).c_str());
+        std::printf("\n");
+        std::fflush(stdout);
+    }
+
+    void finish() {
+        if (enabled_ && tty_) {
+            std::lock_guard lock(mutex_);
+            redraw(std::chrono::steady_clock::now(), true);
+        }
+    }
+
+private:
+    struct state {
+        int order = 0;
+        redist::fetch_stage stage = redist::fetch_stage::waiting;
+        std::uint64_t done = 0, total = 0;
+        int last_percent = -10;
+        std::chrono::steady_clock::time_point started, last_line;
+    };
+
+    static std::uint64_t rate(const state& s, std::chrono::steady_clock::time_point now) {
+        const double seconds = std::chrono::duration<double>(now - s.started).count();
+        return seconds > 0.05 ? static_cast<std::uint64_t>(static_cast<double>(s.done) / seconds) : 0;
+    }
+
+    void redraw(std::chrono::steady_clock::time_point now, bool force = false) {
+        if (!force && now - last_draw_ < std::chrono::milliseconds(100)) return;
+        last_draw_ = now;
+        if (drawn_lines_) std::printf("\033[%dA", drawn_lines_);
+        std::vector<std::pair<int, std::string>> ordered;
+        for (const auto& [name, s] : states_) ordered.emplace_back(s.order, name);
+        std::sort(ordered.begin(), ordered.end());
+        for (const auto& [order, name] : ordered) {
+            const state& s = states_[name];
+            const double fraction = s.total ? static_cast<double>(s.done) / static_cast<double>(s.total) : 0;
+            const int width = 30;
+            const int filled = static_cast<int>(fraction * width);
+            std::string bar(static_cast<std::size_t>(filled), '#');
+            bar.resize(width, '-');
+            const std::uint64_t r = rate(s, now);
+            const long eta = r && s.total > s.done ? static_cast<long>((s.total - s.done) / r) : 0;
+            std::printf("\033[2K%-22s [%s] %5.1f%% %10s %9s/s ETA %3lds %s\n", name.c_str(), bar.c_str(),
+                        100 * fraction, human_size(s.done).c_str(), human_size(r).c_str(), eta,
+                        redist::to_string(s.stage));
+        }
+        drawn_lines_ = static_cast<int>(ordered.size());
+        std::fflush(stdout);
+    }
+
+    bool enabled_;
+    bool tty_;
+    std::mutex mutex_;
+    std::map<std::string, state> states_;
+    int count_ = 0;
+    int drawn_lines_ = 0;
+    std::chrono::steady_clock::time_point last_draw_{};
+};
+
+void print_json_report(const redist::install_report& report) {
+    redist::json_writer w(2);
+    w.begin_object();
+    w.field("prefix", report.prefix.string());
+    w.field("product", report.product);
+    w.field("release_label", report.release_label);
+    w.key("components").begin_array();
+    for (const auto& c : report.components) {
+        w.begin_object();
+        w.field("component", c.component);
+        w.field("version", c.version);
+        w.field("platform", c.platform);
+        w.field("variant", c.variant);
+        w.field("url", c.url);
+        w.field("sha256", c.sha256);
+        w.field("size", c.size);
+        w.field("files", static_cast<std::uint64_t>(c.files));
+        w.field("seconds", c.seconds);
+        w.field("from_cache", c.from_cache);
+        w.field("status", c.unchanged ? "unchanged" : "installed");
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    std::printf("%s\n", w.str().c_str());
+}
+
+}  // namespace
+
+int run_fetch(const fetch_options& options) {
+    const bool chatty = !options.quiet && !options.json;
+    const redist::transfer_options transfer = options.source.transfer();
+
+    redist::release_request release_req;
+    release_req.product = options.product;
+    release_req.version_spec = options.version;
+    release_req.base_url = options.source.effective_base_url();
+    release_req.manifest_location = options.source.manifest;
+    auto release = redist::resolve_release(release_req, transfer);
+    if (!release.ok()) return report_error(release.error_value());
+    const redist::manifest& m = release->parsed;
+
+    std::string platform = options.selection.platform;
+    if (platform.empty()) {
+        auto host = redist::detect_host_platform(redist::host_probe::system());
+        if (!host.ok()) return report_error(host.error_value());
+        platform = *host;
+    }
+    const auto choice = redist::choose_cuda_variant(m, platform, options.selection.components, options.selection.cuda,
+                                                    options.selection.cuda
+                                                        ? std::nullopt
+                                                        : redist::detect_cuda(redist::host_probe::system()));
+    redist::selection_request sel_req;
+    sel_req.platform = platform;
+    sel_req.cuda_major = choice.cuda_major;
+    sel_req.components = options.selection.components;
+    auto selection = redist::select_artifacts(m, sel_req);
+    if (!selection.ok()) return report_error(std::move(selection).error_value().with_source(release->manifest_url));
+
+    if (chatty) {
+        std::printf("%s %s (%s) for %s", release->product.c_str(), release->label.c_str(),
+                    redist::sanitize_url(release->manifest_url).c_str(), platform.c_str());
+        if (choice.cuda_major) std::printf(", CUDA %d: %s", *choice.cuda_major, choice.reason.c_str());
+        std::printf("\n");
+        if (options.selection.components.empty()) {
+            std::uint64_t total = 0;
+            for (const auto& a : selection->artifacts) total += a.size;
+            std::printf("Fetching every component (%zu, %s in all):\n", selection->artifacts.size(),
+                        human_size(total).c_str());
+            for (const auto& a : selection->artifacts)
+                std::printf("  %-28s %10s  %s\n", a.component.c_str(), human_size(a.size).c_str(),
+                            a.relative_path.c_str());
+        }
+        std::fflush(stdout);
+    }
+
+    progress_display display(chatty, ::isatty(STDOUT_FILENO) != 0);
+    redist::install_request req;
+    req.prefix = options.prefix;
+    req.product = release->product;
+    req.release_label = release->label;
+    req.artifact_base_url = release->artifact_base_url;
+    req.artifacts = selection->artifacts;
+    for (const auto& c : m.components) req.component_versions[c.key] = c.version;
+    req.force = options.force;
+    req.jobs = options.jobs;
+    req.transfer = transfer;
+    req.on_progress = [&display](const redist::progress_event& e) { display(e); };
+    req.on_lock_wait = [&] {
+        if (!options.quiet)
+            std::fprintf(stderr, "%s: waiting for lock on %s (another redist is installing there)\n",
+                         tool_name.c_str(), options.prefix.c_str());
+    };
+    auto report = redist::install(req);
+    display.finish();
+    if (!report.ok()) return report_error(report.error_value());
+
+    if (options.json) {
+        print_json_report(*report);
+    } else if (!options.quiet) {
+        for (const auto& c : report->components) {
+            if (c.unchanged)
+                std::printf("%s %s is already installed in %s (receipt matches; use --force to reinstall)\n",
+                            c.component.c_str(), c.version.c_str(), report->prefix.c_str());
+            else
+                std::printf("installed %s %s: %zu files, %s in %.1f s\n", c.component.c_str(), c.version.c_str(),
+                            c.files, human_size(c.size).c_str(), c.seconds);
+        }
+    }
+    return 0;
+}
+
+}  // namespace redist_tools
