@@ -1,15 +1,24 @@
 // The pipeline, end to end. See include/redist/fetch.hpp.
 #include "redist/fetch.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
 #include <mutex>
+#include <random>
 #include <thread>
 
+#include "debug_pause.hpp"
+#include "redist/cache.hpp"
 #include "redist/install.hpp"
 #include "redist/unpack.hpp"
 #include "redist/urls.hpp"
@@ -48,61 +57,159 @@ std::string label_from_manifest_name(std::string_view url) {
     return {};
 }
 
+std::optional<blob_cache> open_cache(const source_policy& sources) {
+    if (!sources.cache_dir) return std::nullopt;
+    auto cache = blob_cache::open(*sources.cache_dir);
+    if (!cache.ok()) return std::nullopt;  // a broken cache must not break installs
+    return std::move(cache).value();
+}
+
+// Sleeps before retry `attempt` (1-based): exponential backoff with jitter,
+// or the server's Retry-After when it gave one.
+void backoff(const source_policy& sources, int attempt, const transfer_failure_info& failure) {
+    double seconds = sources.initial_backoff_seconds * static_cast<double>(1 << std::min(attempt - 1, 10));
+    seconds = std::min(seconds, sources.max_backoff_seconds);
+    static thread_local std::minstd_rand rng(static_cast<unsigned>(::getpid()) ^
+                                             static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+    seconds *= std::uniform_real_distribution<double>(0.5, 1.0)(rng);
+    if (failure.retry_after_seconds) seconds = static_cast<double>(*failure.retry_after_seconds);
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+}
+
+// Fetches a small document (index, manifest), retrying transient failures.
+// Online, a fetched document is remembered in the cache; offline, only
+// file:// URLs and remembered documents are used.
+result<std::string> fetch_document(const std::string& url, const transfer_options& options,
+                                   const source_policy& sources, const std::optional<blob_cache>& cache,
+                                   std::size_t max_bytes = 64u << 20) {
+    if (sources.offline && !is_file_url(url)) {
+        if (cache) {
+            if (auto doc = cache->load_document(url)) return std::move(*doc);
+        }
+        return make_error(error_code::not_found, "offline, and not in the cache").with_url(url);
+    }
+    for (int attempt = 1;; ++attempt) {
+        transfer_failure_info failure;
+        auto text = fetch_text(url, options, max_bytes, &failure);
+        if (text.ok()) {
+            if (cache && !is_file_url(url)) cache->store_document(url, *text);
+            return text;
+        }
+        const bool retry = failure.transient && attempt < sources.attempts_per_source &&
+                           (!failure.retry_after_seconds || *failure.retry_after_seconds <= sources.max_retry_after_seconds);
+        if (!retry) return text;
+        backoff(sources, attempt, failure);
+    }
+}
+
+// The bases to try, in order: mirrors first, then the base URL.
+std::vector<std::string> bases_in_order(const source_policy& sources, const std::string& base_url) {
+    std::vector<std::string> out;
+    for (const auto& m : sources.mirrors) out.push_back(to_url(m));
+    out.push_back(base_url);
+    return out;
+}
+
 }  // namespace
 
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
                                                const transfer_options& options) {
-    const std::string url = index_url(base_url, product);
-    std::vector<std::string> labels;
-    if (is_file_url(url)) {
-        // A file:// base has no HTML index: list the directory itself.
-        const fs::path dir = file_url_path(url);
-        std::error_code ec;
-        if (!fs::is_directory(dir, ec))
-            return make_error(error_code::not_found, "no such product directory").with_url(url);
-        std::string html;
-        for (const auto& entry : fs::directory_iterator(dir, ec))
-            html += "<a href=\"" + entry.path().filename().string() + "\"></a>\n";
-        if (ec) return make_error(error_code::filesystem, "cannot list: " + ec.message()).with_path(dir.string());
-        labels = parse_index_html(html);
-    } else {
-        REDIST_TRY(const std::string html, fetch_text(url, options, 16u << 20));
-        labels = parse_index_html(html);
+    return list_versions(base_url, product, options, source_policy{});
+}
+
+result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
+                                               const transfer_options& options, const source_policy& sources) {
+    const auto cache = open_cache(sources);
+    std::optional<error> last_error;
+    for (const auto& base : bases_in_order(sources, base_url)) {
+        const std::string url = index_url(base, product);
+        std::vector<std::string> labels;
+        if (is_file_url(url)) {
+            // A file:// base has no HTML index: list the directory itself.
+            const fs::path dir = file_url_path(url);
+            std::error_code ec;
+            if (!fs::is_directory(dir, ec)) {
+                last_error = make_error(error_code::not_found, "no such product directory").with_url(url);
+                continue;
+            }
+            std::string html;
+            for (const auto& entry : fs::directory_iterator(dir, ec))
+                html += "<a href=\"" + entry.path().filename().string() + "\"></a>\n";
+            if (ec) return make_error(error_code::filesystem, "cannot list: " + ec.message()).with_path(dir.string());
+            labels = parse_index_html(html);
+        } else {
+            auto html = fetch_document(url, options, sources, cache, 16u << 20);
+            if (!html.ok()) {
+                last_error = std::move(html).error_value();
+                continue;
+            }
+            labels = parse_index_html(*html);
+        }
+        if (labels.empty()) {
+            last_error = make_error(error_code::not_found, "the index lists no redistrib_<version>.json manifests")
+                             .with_url(url);
+            continue;
+        }
+        return labels;
     }
-    if (labels.empty())
-        return make_error(error_code::not_found, "the index lists no redistrib_<version>.json manifests").with_url(url);
-    return labels;
+    return *last_error;
 }
 
 result<resolved_release> resolve_release(const release_request& request, const transfer_options& options) {
+    const auto cache = open_cache(request.sources);
     resolved_release out;
     std::string text;
     if (!request.manifest_location.empty()) {
         out.manifest_url = to_url(request.manifest_location);
-        REDIST_TRY(text, fetch_text(out.manifest_url, options));
+        REDIST_TRY(text, fetch_document(out.manifest_url, options, request.sources, cache));
     } else {
         if (request.product.empty()) return make_error(error_code::usage, "a product is required");
-        const std::string& spec = request.version_spec;
+        const std::string spec = request.version_spec.empty() ? "latest" : request.version_spec;
+        std::optional<error> last_error;
         bool fetched = false;
-        if (spec != "latest" && !spec.empty()) {
-            // Try the spec as an exact label first: that skips the index entirely.
-            out.manifest_url = manifest_url(request.base_url, request.product, spec);
-            auto direct = fetch_text(out.manifest_url, options);
-            if (direct.ok()) {
-                text = std::move(direct).value();
-                fetched = true;
-            } else if (direct.error_value().code != error_code::not_found) {
-                return std::move(direct).error_value();
+        for (const auto& base : bases_in_order(request.sources, request.base_url)) {
+            if (spec != "latest") {
+                // Try the spec as an exact label first: that skips the index entirely.
+                out.manifest_url = manifest_url(base, request.product, spec);
+                auto direct = fetch_document(out.manifest_url, options, request.sources, cache);
+                if (direct.ok()) {
+                    text = std::move(direct).value();
+                    fetched = true;
+                    break;
+                }
+                if (direct.error_value().code != error_code::not_found) {
+                    last_error = std::move(direct).error_value();
+                    continue;
+                }
             }
+            auto labels = list_versions(base, request.product, options, source_policy{{}, request.sources.cache_dir,
+                                                                                      request.sources.offline});
+            if (!labels.ok()) {
+                last_error = std::move(labels).error_value();
+                continue;
+            }
+            auto label = resolve_version_spec(spec, *labels);
+            if (!label.ok()) {
+                last_error = std::move(label).error_value().with_url(index_url(base, request.product));
+                continue;
+            }
+            out.manifest_url = manifest_url(base, request.product, *label);
+            auto manifest_text = fetch_document(out.manifest_url, options, request.sources, cache);
+            if (!manifest_text.ok()) {
+                last_error = std::move(manifest_text).error_value();
+                continue;
+            }
+            text = std::move(manifest_text).value();
+            fetched = true;
+            break;
         }
-        if (!fetched) {
-            REDIST_TRY(const auto labels, list_versions(request.base_url, request.product, options));
-            auto label = resolve_version_spec(spec.empty() ? "latest" : spec, labels);
-            if (!label.ok()) return std::move(label).error_value().with_url(index_url(request.base_url, request.product));
-            out.manifest_url = manifest_url(request.base_url, request.product, *label);
-            REDIST_TRY(text, fetch_text(out.manifest_url, options));
-        }
+        if (!fetched) return *last_error;
     }
+    if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+        return make_error(error_code::bad_manifest, "empty manifest").with_source(sanitize_url(out.manifest_url));
+    if (text.find_first_not_of(" \t\r\n") != std::string::npos && text[text.find_first_not_of(" \t\r\n")] == '<')
+        return make_error(error_code::bad_manifest, "expected a JSON manifest, got HTML (is the URL right?)")
+            .with_source(sanitize_url(out.manifest_url));
     REDIST_TRY(out.parsed, parse_manifest(text, sanitize_url(out.manifest_url)));
     out.manifest_sha256 = sha256_hex(text);
     out.artifact_base_url = url_directory(out.manifest_url);
@@ -162,89 +269,366 @@ struct job_result {
     component_report report;
 };
 
-// Downloads one artifact through hash + size accounting into a streaming
-// unpacker writing the stage. The archive bytes are read exactly once.
-void run_job(const install_request& request, const prefix_lock& lock, const artifact& a,
-             std::atomic<bool>& abort_all, job_result& out) {
+// The streaming state of one artifact: bytes are counted against the
+// manifest's size, hashed, appended to the cache's .part file, and fed to the
+// unpacker writing the stage -- all in one pass, as they arrive.
+class artifact_pipeline {
+public:
+    artifact_pipeline(const prefix_lock& lock, const artifact& a, std::string source)
+        : lock_(lock), artifact_(a), source_(std::move(source)) {}
+    ~artifact_pipeline() { discard(); }
+
+    // Starts over from byte 0: a fresh stage, unpacker and hasher, and an
+    // empty .part file (when caching).
+    result<void> restart() {
+        discard();
+        REDIST_TRY(stage_, make_stage(lock_.prefix(), artifact_.component));
+        unpack_options options;
+        options.format = artifact_.format;
+        options.source = source_;
+        REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
+        hasher_ = sha256_hasher();
+        received_ = 0;
+        unpack_failure_.reset();
+        paused_mid_download_ = false;
+        if (!part_path_.empty()) {
+            part_fd_ = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            if (part_fd_ < 0)
+                return make_error(error_code::filesystem, std::string("cannot write cache file: ") + std::strerror(errno))
+                    .with_path(part_path_.string());
+        }
+        return {};
+    }
+
+    // Tee into the cache's .part file from now on.
+    void set_part_file(const fs::path& path) { part_path_ = path; }
+
+    // Continues from an existing .part file of a previous (killed) process:
+    // its bytes go through hash and unpack first. Returns false when there is
+    // nothing usable to resume.
+    result<bool> resume_from_part_file() {
+        struct stat st{};
+        if (part_path_.empty() || ::stat(part_path_.c_str(), &st) != 0 || st.st_size <= 0 ||
+            static_cast<std::uint64_t>(st.st_size) > artifact_.size)
+            return false;
+        const std::string keep = part_path_.string();
+        part_path_.clear();  // restart() must not truncate the bytes we are about to replay
+        auto started = restart();
+        part_path_ = keep;
+        REDIST_TRY_VOID(started);
+        REDIST_TRY_VOID(feed_file(part_path_, /*tee=*/false));
+        part_fd_ = ::open(part_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+        if (part_fd_ < 0)
+            return make_error(error_code::filesystem, std::string("cannot write cache file: ") + std::strerror(errno))
+                .with_path(part_path_.string());
+        return true;
+    }
+
+    // Streams a local file (a cached blob or a .part) through the pipeline.
+    result<void> feed_file(const fs::path& path, bool tee) {
+        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        if (fd < 0) return make_error(error_code::filesystem, std::string("cannot open: ") + std::strerror(errno))
+                        .with_path(path.string());
+        ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+        std::vector<std::byte> buffer(1u << 20);
+        const int saved_part_fd = part_fd_;
+        if (!tee) part_fd_ = -1;
+        result<void> outcome;
+        for (;;) {
+            const ssize_t n = ::read(fd, buffer.data(), buffer.size());
+            if (n < 0 && errno == EINTR) continue;
+            if (n < 0) {
+                outcome = make_error(error_code::filesystem, std::string("cannot read: ") + std::strerror(errno))
+                              .with_path(path.string());
+                break;
+            }
+            if (n == 0) break;
+            outcome = feed(buffer.data(), static_cast<std::size_t>(n));
+            if (!outcome.ok()) break;
+        }
+        ::close(fd);
+        if (!tee) part_fd_ = saved_part_fd;
+        return outcome;
+    }
+
+    result<void> feed(const std::byte* data, std::size_t size) {
+        if (received_ + size > artifact_.size) {
+            return make_error(error_code::integrity, "more bytes than the manifest's size")
+                .with_url(source_)
+                .with_expected_actual(std::to_string(artifact_.size), "at least " + std::to_string(received_ + size));
+        }
+        received_ += size;
+        hasher_.update(data, size);
+        if (part_fd_ >= 0) {
+            std::size_t written = 0;
+            while (written < size) {
+                const ssize_t n = ::write(part_fd_, data + written, size - written);
+                if (n < 0 && errno == EINTR) continue;
+                if (n < 0)
+                    return make_error(error_code::filesystem, std::string("cannot write cache file: ") +
+                                                                  std::strerror(errno))
+                        .with_path(part_path_.string());
+                written += static_cast<std::size_t>(n);
+            }
+        }
+        if (!unpack_failure_) {
+            auto written = unpacker_->write(data, size);
+            if (!written.ok()) {
+                // Keep hashing: a corrupt download must be reported as an
+                // integrity failure, not as whatever the decoder tripped over.
+                unpack_failure_ = std::move(written).error_value();
+                unpacker_->cancel();
+            }
+        }
+        if (!paused_mid_download_ && received_ >= artifact_.size / 2) {
+            paused_mid_download_ = true;
+            debug_pause("mid-download");
+        }
+        return {};
+    }
+
+    std::uint64_t received() const { return received_; }
+    std::uint64_t expected_size() const { return artifact_.size; }
+
+    // After the last byte: size, hash, then the unpacker's result.
+    result<std::vector<unpacked_entry>> finish(const std::string& url) {
+        if (part_fd_ >= 0) {
+            ::close(part_fd_);
+            part_fd_ = -1;
+        }
+        REDIST_TRY_VOID(check_integrity(artifact_.size, artifact_.sha256, received_, hasher_.finish_hex(), url));
+        if (unpack_failure_) return std::move(*unpack_failure_);
+        auto entries = unpacker_->finish();
+        if (entries.ok()) debug_pause("after-unpack");
+        return entries;
+    }
+
+    const fs::path& stage() const { return stage_; }
+    void keep_stage() { stage_.clear(); }
+
+private:
+    void discard() {
+        if (unpacker_) unpacker_->cancel();
+        unpacker_.reset();
+        if (part_fd_ >= 0) ::close(part_fd_);
+        part_fd_ = -1;
+        if (!stage_.empty()) {
+            std::error_code ec;
+            fs::remove_all(stage_, ec);
+            stage_.clear();
+        }
+    }
+
+    const prefix_lock& lock_;
+    const artifact& artifact_;
+    std::string source_;
+    fs::path stage_;
+    std::unique_ptr<stream_unpacker> unpacker_;
+    sha256_hasher hasher_;
+    std::uint64_t received_ = 0;
+    std::optional<error> unpack_failure_;
+    fs::path part_path_;
+    int part_fd_ = -1;
+    bool paused_mid_download_ = false;
+};
+
+// Picks the error to report when every source failed: an integrity failure
+// (somebody served wrong bytes) or not-found says more than a later transient one.
+void remember_failure(std::optional<error>& kept, error e) {
+    const auto rank = [](error_code c) {
+        return c == error_code::integrity ? 3 : c == error_code::network ? 2 : c == error_code::not_found ? 1 : 4;
+    };
+    if (!kept || rank(e.code) >= rank(kept->code)) kept = std::move(e);
+}
+
+// Downloads one artifact (cache, then mirrors, then the base URL, with
+// retries and resume) through the pipeline into a stage. The archive bytes
+// are read exactly once per attempt.
+void run_job(const install_request& request, const prefix_lock& lock, const std::optional<blob_cache>& cache,
+             const artifact& a, std::atomic<bool>& abort_all, job_result& out) {
     const auto started = std::chrono::steady_clock::now();
-    const std::string url = join_url(request.artifact_base_url, a.relative_path);
-    out.report.url = sanitize_url(url);
+    auto progress = [&](fetch_stage stage, std::uint64_t done) {
+        if (request.on_progress) request.on_progress({a.component, stage, done, a.size});
+    };
     auto fail = [&](error e) {
         out.failure = std::move(e);
         abort_all = true;
-        if (request.on_progress) request.on_progress({a.component, fetch_stage::failed, 0, a.size});
+        progress(fetch_stage::failed, 0);
     };
 
-    auto stage = make_stage(lock.prefix(), a.component);
-    if (!stage.ok()) return fail(std::move(stage).error_value());
+    std::vector<std::string> urls;
+    for (const auto& m : request.sources.mirrors)
+        urls.push_back(join_url(join_url(join_url(to_url(m), request.product), "redist"), a.relative_path));
+    urls.push_back(join_url(request.artifact_base_url, a.relative_path));
 
-    unpack_options options;
-    options.format = a.format;
-    options.source = sanitize_url(url);
-    auto unpacker_result = stream_unpacker::start(*stage, options);
-    if (!unpacker_result.ok()) return fail(std::move(unpacker_result).error_value());
-    std::unique_ptr<stream_unpacker> unpacker = std::move(unpacker_result).value();
-
-    sha256_hasher hasher;
-    std::uint64_t received = 0;
-    std::optional<error> unpack_failure;  // unpacking stopped early; hashing goes on to tell why
-    auto last_report = std::chrono::steady_clock::now();
-
-    download_callbacks callbacks;
-    callbacks.on_response = [&](const response_info& info) -> result<void> {
-        // A Content-Length that disagrees with the manifest fails before the body is read.
-        if (info.content_length >= 0 && static_cast<std::uint64_t>(info.content_length) != a.size) {
-            return make_error(error_code::integrity, "Content-Length disagrees with the manifest's size")
-                .with_url(url)
-                .with_expected_actual(std::to_string(a.size), std::to_string(info.content_length));
-        }
-        if (request.on_progress) request.on_progress({a.component, fetch_stage::downloading, 0, a.size});
-        return {};
-    };
-    callbacks.on_data = [&](const std::byte* data, std::size_t size) -> result<void> {
-        if (abort_all) return make_error(error_code::cancelled, "cancelled because another artifact failed");
-        received += size;
-        if (received > a.size) {
-            return make_error(error_code::integrity, "server sent more bytes than the manifest's size")
-                .with_url(url)
-                .with_expected_actual(std::to_string(a.size), "at least " + std::to_string(received));
-        }
-        hasher.update(data, size);
-        if (!unpack_failure) {
-            auto written = unpacker->write(data, size);
-            if (!written.ok()) {
-                unpack_failure = std::move(written).error_value();
-                unpacker->cancel();
-            }
-        }
-        if (request.on_progress) {
-            const auto now = std::chrono::steady_clock::now();
-            if (now - last_report > std::chrono::milliseconds(200) || received == a.size) {
-                last_report = now;
-                request.on_progress({a.component, fetch_stage::downloading, received, a.size});
-            }
-        }
-        return {};
-    };
-
-    auto downloaded = download(url, request.transfer, callbacks);
-    if (!downloaded.ok()) {
-        unpacker->cancel();
-        return fail(std::move(downloaded).error_value());
+    // Single flight: one process per blob at a time; the others wait here and
+    // then find the verified blob in the cache.
+    blob_lock blob;
+    if (cache) {
+        auto locked = cache->lock_blob(a.sha256, [&] {
+            if (request.on_blob_wait) request.on_blob_wait(a.component);
+        });
+        if (!locked.ok()) return fail(std::move(locked).error_value());
+        blob = std::move(locked).value();
     }
-    // Integrity first: a corrupt download is reported as such, even when the
-    // decoder noticed it before the hash did.
-    auto integrity = check_integrity(a.size, a.sha256, received, hasher.finish_hex(), sanitize_url(url));
-    if (!integrity.ok()) {
-        unpacker->cancel();
-        return fail(std::move(integrity).error_value());
+
+    artifact_pipeline pipeline(lock, a, sanitize_url(urls.back()));
+    std::optional<std::vector<unpacked_entry>> entries;
+    std::optional<error> last_error;
+
+    // 1. A verified blob in the cache: re-verified while it is unpacked.
+    if (cache && fs::exists(cache->blob_path(a.sha256))) {
+        const fs::path blob_file = cache->blob_path(a.sha256);
+        auto restarted = pipeline.restart();
+        if (!restarted.ok()) return fail(std::move(restarted).error_value());
+        progress(fetch_stage::downloading, 0);
+        auto fed = pipeline.feed_file(blob_file, false);
+        auto done = fed.ok() ? pipeline.finish("cache:" + blob_file.string())
+                             : result<std::vector<unpacked_entry>>(std::move(fed).error_value());
+        if (done.ok()) {
+            entries = std::move(done).value();
+            out.report.from_cache = true;
+            ::utimensat(AT_FDCWD, blob_file.c_str(), nullptr, 0);  // last used, for prune
+        } else if (done.error_value().code == error_code::integrity || done.error_value().code == error_code::bad_archive) {
+            std::error_code ec;
+            fs::remove(blob_file, ec);  // a corrupt cache entry is dropped and fetched again
+        } else {
+            return fail(std::move(done).error_value());
+        }
     }
-    if (unpack_failure) return fail(std::move(*unpack_failure));
-    auto entries = unpacker->finish();
-    if (!entries.ok()) return fail(std::move(entries).error_value());
+
+    // 2. Download: mirrors first, then the base; transient failures retried
+    //    with backoff, resuming with a Range request where the bytes so far
+    //    are kept; wrong bytes or a 404 move on to the next source.
+    if (!entries) {
+        if (cache) pipeline.set_part_file(cache->partial_path(a.sha256));
+        auto resumed = pipeline.resume_from_part_file();
+        if (!resumed.ok()) return fail(std::move(resumed).error_value());
+        if (!*resumed) {
+            auto restarted = pipeline.restart();
+            if (!restarted.ok()) return fail(std::move(restarted).error_value());
+        }
+        for (std::size_t source = 0; source < urls.size() && !entries; ++source) {
+            const std::string& url = urls[source];
+            if (request.sources.offline && !is_file_url(url)) {
+                remember_failure(last_error, make_error(error_code::not_found, "offline, and not in the cache")
+                                                 .with_url(url));
+                continue;
+            }
+            std::string validator;  // ETag or Last-Modified of the response the bytes so far came from
+            for (int attempt = 1; attempt <= request.sources.attempts_per_source; ++attempt) {
+                if (abort_all) return fail(make_error(error_code::cancelled, "cancelled because another artifact failed"));
+                const std::uint64_t resume_from = pipeline.received();
+                if (resume_from == a.size && resume_from > 0) break;  // a complete .part: just verify it
+                bool restart_needed = false;
+                download_callbacks callbacks;
+                callbacks.on_response = [&](const response_info& info) -> result<void> {
+                    const std::string this_validator = !info.etag.empty() ? info.etag : info.last_modified;
+                    if (resume_from > 0 && !info.partial) {
+                        // The server ignored the Range: start over cleanly with this body.
+                        REDIST_TRY_VOID(pipeline.restart());
+                    } else if (resume_from > 0 && !validator.empty() && !this_validator.empty() &&
+                               validator != this_validator) {
+                        restart_needed = true;  // the file changed under us: the bytes so far are worthless
+                        return make_error(error_code::network, "the file changed during the download").with_url(url);
+                    }
+                    validator = this_validator;
+                    const std::uint64_t expected_body = a.size - (info.partial ? resume_from : 0);
+                    if (info.content_length >= 0 && static_cast<std::uint64_t>(info.content_length) != expected_body) {
+                        return make_error(error_code::integrity, "Content-Length disagrees with the manifest's size")
+                            .with_url(url)
+                            .with_expected_actual(std::to_string(expected_body), std::to_string(info.content_length));
+                    }
+                    progress(fetch_stage::downloading, pipeline.received());
+                    return {};
+                };
+                auto last_report = std::chrono::steady_clock::now();
+                callbacks.on_data = [&](const std::byte* data, std::size_t size) -> result<void> {
+                    if (abort_all) return make_error(error_code::cancelled, "cancelled because another artifact failed");
+                    REDIST_TRY_VOID(pipeline.feed(data, size));
+                    const auto now = std::chrono::steady_clock::now();
+                    if (now - last_report > std::chrono::milliseconds(200)) {
+                        last_report = now;
+                        progress(fetch_stage::downloading, pipeline.received());
+                    }
+                    return {};
+                };
+                transfer_failure_info failure;
+                ++out.report.requests;
+                auto downloaded = download(url, request.transfer, callbacks, resume_from, &failure);
+                if (downloaded.ok()) {
+                    if (pipeline.received() < a.size) {
+                        // The body ended early without a transport error (no Content-Length).
+                        remember_failure(last_error, make_error(error_code::integrity, "archive is truncated")
+                                                         .with_url(url)
+                                                         .with_expected_actual(std::to_string(a.size) + " bytes",
+                                                                               std::to_string(pipeline.received()) + " bytes"));
+                        auto restarted = pipeline.restart();
+                        if (!restarted.ok()) return fail(std::move(restarted).error_value());
+                    }
+                    break;
+                }
+                error e = std::move(downloaded).error_value();
+                if (e.code == error_code::cancelled) return fail(std::move(e));
+                if (e.code == error_code::filesystem) return fail(std::move(e));
+                if (restart_needed || e.code == error_code::integrity) {
+                    auto restarted = pipeline.restart();
+                    if (!restarted.ok()) return fail(std::move(restarted).error_value());
+                }
+                const bool retry = (failure.transient || restart_needed) && attempt < request.sources.attempts_per_source &&
+                                   (!failure.retry_after_seconds ||
+                                    *failure.retry_after_seconds <= request.sources.max_retry_after_seconds);
+                remember_failure(last_error, e);
+                if (!retry) {
+                    validator.clear();
+                    goto next_source;
+                }
+                if (request.on_retry)
+                    request.on_retry(a.component, "retrying after " + e.describe() + " (attempt " +
+                                                      std::to_string(attempt + 1) + " of " +
+                                                      std::to_string(request.sources.attempts_per_source) + ")");
+                backoff(request.sources, attempt, failure);
+            }
+            if (pipeline.received() == a.size) {
+                auto done = pipeline.finish(sanitize_url(url));
+                if (done.ok()) {
+                    entries = std::move(done).value();
+                    out.report.url = sanitize_url(url);
+                    break;
+                }
+                // Wrong bytes from this source: drop them and try the next one.
+                remember_failure(last_error, std::move(done).error_value());
+                if (last_error->code != error_code::integrity) return fail(std::move(*last_error));
+                auto restarted = pipeline.restart();
+                if (!restarted.ok()) return fail(std::move(restarted).error_value());
+            } else if (pipeline.received() > 0 && pipeline.received() < a.size && source + 1 < urls.size()) {
+                // Keep the bytes: the next source serves the same blob (the hash decides at the end).
+            }
+        next_source:
+            if (!entries && request.on_retry && source + 1 < urls.size())
+                request.on_retry(a.component, "trying the next source after " +
+                                                  (last_error ? last_error->describe() : std::string("a failure")));
+        }
+        if (!entries) {
+            if (pipeline.received() < a.size && last_error && last_error->code == error_code::network && cache) {
+                // Keep the .part file: the next run resumes it.
+            } else if (cache) {
+                std::error_code ec;
+                fs::remove(cache->partial_path(a.sha256), ec);
+            }
+            return fail(last_error ? std::move(*last_error)
+                                   : make_error(error_code::not_found, "no source has this artifact"));
+        }
+        if (cache) {
+            auto published = cache->publish(a.sha256);
+            if (!published.ok()) return fail(std::move(published).error_value());
+        }
+    } else {
+        out.report.url = sanitize_url(urls.back());
+    }
 
     staged_component staged;
-    staged.stage_dir = *stage;
+    staged.stage_dir = pipeline.stage();
     receipt& r = staged.new_receipt;
     r.product = request.product;
     r.release_label = request.release_label;
@@ -253,7 +637,7 @@ void run_job(const install_request& request, const prefix_lock& lock, const arti
         r.component_version = v->second;
     r.platform = a.platform;
     r.variant = a.variant;
-    r.url = sanitize_url(url);
+    r.url = out.report.from_cache ? sanitize_url(urls.back()) : out.report.url;
     r.archive_sha256 = a.sha256;
     r.archive_size = a.size;
     auto prepared = prepare_stage(staged, *entries);
@@ -261,6 +645,7 @@ void run_job(const install_request& request, const prefix_lock& lock, const arti
 
     out.report.files = r.files.size();
     out.report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    pipeline.keep_stage();
     out.staged = std::move(staged);
 }
 
@@ -300,6 +685,8 @@ result<install_report> install(const install_request& request) {
         todo.push_back(i);
     }
 
+    const auto cache = open_cache(request.sources);
+
     // A small pool: each worker takes the next artifact. Each artifact's own
     // pipeline already runs on several threads (see unpack.hpp).
     std::atomic<bool> abort_all{false};
@@ -311,7 +698,7 @@ result<install_report> install(const install_request& request) {
         pool.emplace_back([&] {
             for (std::size_t k = next++; k < todo.size() && !abort_all; k = next++) {
                 const std::size_t i = todo[k];
-                run_job(request, lock, request.artifacts[i], abort_all, results[i]);
+                run_job(request, lock, cache, request.artifacts[i], abort_all, results[i]);
             }
         });
     }
@@ -338,6 +725,7 @@ result<install_report> install(const install_request& request) {
         for (const std::size_t i : todo)
             if (request.on_progress)
                 request.on_progress({results[i].report.component, fetch_stage::committing, 0, results[i].report.size});
+        debug_pause("before-commit");
         REDIST_TRY_VOID(commit_stages(lock, std::move(staged)));
         for (const std::size_t i : todo)
             if (request.on_progress)

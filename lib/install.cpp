@@ -19,6 +19,7 @@
 #include <simdjson.h>
 #include <sstream>
 
+#include "debug_pause.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
 
@@ -221,7 +222,9 @@ result<void> apply_journal(const journal& j) {
         if (!is_directory_no_follow(dir)) return fs_error("not a directory", dir, ENOTDIR);
         ::chmod(dir.c_str(), mode & 07777 ? mode & 0777 : 0755);
     }
+    std::size_t moved = 0;
     for (const auto& [from, to] : j.moves) {
+        if (moved++ == j.moves.size() / 2) debug_pause("mid-commit");
         if (!exists_no_follow(from)) continue;  // already moved by an earlier, interrupted apply
         if (::rename(from.c_str(), to.c_str()) != 0) return fs_error("cannot move into place", to, errno);
     }

@@ -534,7 +534,7 @@ TEST_CASE("write() reports a worker failure promptly instead of blocking", "[unp
 TEST_CASE("destroying or cancelling mid-stream does not hang", "[unpack]") {
     // static: Catch2 runs the test case once per section.
     static const std::string bytes =
-        xz_multiblock(build({{"top/big", kind::file, noise(6u << 20, 9), 0644}}, container::tar), 1u << 20);
+        xz_multiblock(build({{"top/big", kind::file, noise(3u << 20, 9), 0644}}, container::tar), 1u << 20);
     SECTION("destroy without finish") {
         auto started = redist::stream_unpacker::start(fresh_stage("destroy"), opts(redist::archive_format::tar_xz));
         REQUIRE(started.ok());
@@ -576,17 +576,17 @@ TEST_CASE("start() checks the stage", "[unpack]") {
 }
 
 TEST_CASE("a failed disk write is a filesystem error naming the file", "[unpack]") {
-    // RLIMIT_FSIZE makes write() past 1 MiB fail with EFBIG (SIGXFSZ ignored),
+    // RLIMIT_FSIZE makes write() past 512 KiB fail with EFBIG (SIGXFSZ ignored),
     // the same path an ENOSPC takes; root cannot be denied by permissions.
     const fs::path stage = fresh_stage("efbig");
     const std::string bytes =
-        build({{"top/", kind::dir, "", 0755}, {"top/big", kind::file, noise(3u << 20, 3), 0644}},
+        build({{"top/", kind::dir, "", 0755}, {"top/big", kind::file, noise(1536u << 10, 3), 0644}},
               container::tar_xz, 0);
     struct rlimit old{};
     REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
     auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
     struct rlimit small = old;
-    small.rlim_cur = 1u << 20;
+    small.rlim_cur = 512u << 10;
     REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
     auto r = unpack(bytes, stage, opts(redist::archive_format::tar_xz));
     ::setrlimit(RLIMIT_FSIZE, &old);

@@ -1,9 +1,12 @@
 // redist — fetch NVIDIA redistrib releases, verified, into a prefix.
 // Each subcommand parses its options and makes one library call.
+#include <chrono>
 #include <cstdio>
+#include <optional>
 #include <set>
 
 #include "common/cli.hpp"
+#include "redist/cache.hpp"
 #include "redist/install.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/urls.hpp"
@@ -13,7 +16,7 @@ using namespace redist_tools;
 namespace {
 
 int cmd_versions(const std::string& product, const source_options& source, bool json) {
-    auto labels = redist::list_versions(source.effective_base_url(), product, source.transfer());
+    auto labels = redist::list_versions(source.effective_base_url(), product, source.transfer(), source.policy());
     if (!labels.ok()) return report_error(labels.error_value());
     if (json) {
         redist::json_writer w(0);
@@ -45,6 +48,7 @@ int cmd_show(const show_args& args) {
     req.version_spec = args.version;
     req.base_url = args.source.effective_base_url();
     req.manifest_location = args.source.manifest;
+    req.sources = args.source.policy();
     auto release = redist::resolve_release(req, args.source.transfer());
     if (!release.ok()) return report_error(release.error_value());
     const redist::manifest& m = release->parsed;
@@ -167,6 +171,69 @@ int cmd_remove(const std::string& prefix, const std::vector<std::string>& compon
     return 0;
 }
 
+// "30d", "12h", "45m", "90s" or plain seconds.
+std::optional<std::chrono::seconds> parse_duration(const std::string& text) {
+    if (text.empty()) return std::nullopt;
+    std::size_t used = 0;
+    unsigned long long n = 0;
+    try {
+        n = std::stoull(text, &used);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    const std::string unit = text.substr(used);
+    const unsigned long long scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600
+                                     : unit == "d" ? 86400 : unit == "w" ? 604800 : 0;
+    if (!scale) return std::nullopt;
+    return std::chrono::seconds(static_cast<long long>(n * scale));
+}
+
+int cmd_cache(const std::string& action, const std::string& cache_dir, const std::string& older_than, bool json) {
+    const auto root = redist::default_cache_dir(cache_dir);
+    if (action == "dir") {
+        std::printf("%s\n", root.c_str());
+        return 0;
+    }
+    auto cache = redist::blob_cache::open(root);
+    if (!cache.ok()) return report_error(cache.error_value());
+    if (action == "list") {
+        auto entries = cache->list();
+        if (!entries.ok()) return report_error(entries.error_value());
+        std::uint64_t total = 0;
+        redist::json_writer w(2);
+        w.begin_array();
+        for (const auto& e : *entries) {
+            total += e.size;
+            if (json) {
+                w.begin_object().field("sha256", e.sha256).field("size", e.size).field("partial", e.partial);
+                w.field("path", (e.partial ? cache->partial_path(e.sha256) : cache->blob_path(e.sha256)).string());
+                w.end_object();
+            } else {
+                std::printf("%s %10s%s\n", e.sha256.c_str(), human_size(e.size).c_str(),
+                            e.partial ? "  (partial download)" : "");
+            }
+        }
+        w.end_array();
+        if (json) std::printf("%s\n", w.str().c_str());
+        else std::printf("%zu entries, %s in %s\n", entries->size(), human_size(total).c_str(), root.c_str());
+        return 0;
+    }
+    // prune
+    std::chrono::seconds age{0};
+    if (!older_than.empty()) {
+        auto parsed = parse_duration(older_than);
+        if (!parsed)
+            return report_error(redist::make_error(redist::error_code::usage,
+                                                   "--older-than takes a duration like 30d, 12h, 45m or 90s, not '" +
+                                                       older_than + "'"));
+        age = *parsed;
+    }
+    auto freed = cache->prune(age);
+    if (!freed.ok()) return report_error(freed.error_value());
+    std::printf("freed %s in %s\n", human_size(*freed).c_str(), root.c_str());
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -236,7 +303,31 @@ int main(int argc, char** argv) {
     remove_cmd->add_flag("--quiet,-q", remove_quiet, "Print only errors");
     remove_cmd->footer(exit_code_help);
 
+    // cache
+    std::string cache_action;
+    std::string cache_dir;
+    std::string cache_older_than;
+    bool cache_json = false;
+    auto* cache_cmd = app.add_subcommand("cache", "Manage the download cache: list, prune, dir");
+    cache_cmd->add_option("ACTION", cache_action, "list | prune | dir")
+        ->required()
+        ->check(CLI::IsMember({"list", "prune", "dir"}));
+    cache_cmd->add_option("--cache-dir", cache_dir,
+                          "The cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist, else ~/.cache/redist)")
+        ->type_name("DIR");
+    cache_cmd->add_option("--older-than", cache_older_than, "prune: only entries unused for this long (30d, 12h, ...)")
+        ->type_name("D");
+    cache_cmd->add_flag("--json", cache_json, "list: print JSON");
+    cache_cmd->footer("\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
+                      "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
+                      "processes and to delete at any time.\n\n" + std::string(exit_code_help));
+
+    command_runner selected;
+    add_env_command(app, selected);
+    add_mirror_command(app, selected);
+
     return run_tool(app, argc, argv, [&]() -> int {
+        if (selected) return selected();
         if (*versions) return cmd_versions(versions_product, versions_source, versions_json);
         if (*show_cmd) return cmd_show(show);
         if (*fetch_cmd) {
@@ -245,6 +336,7 @@ int main(int argc, char** argv) {
                                                        "fetch needs PRODUCT [VERSION], or --manifest PATH|URL"));
             return run_fetch(fetch);
         }
+        if (*cache_cmd) return cmd_cache(cache_action, cache_dir, cache_older_than, cache_json);
         if (*verify_cmd) return cmd_verify(verify_prefix, verify_json);
         if (*remove_cmd) return cmd_remove(remove_prefix, remove_components, remove_quiet);
         return 2;

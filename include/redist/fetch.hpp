@@ -22,17 +22,35 @@ namespace redist {
 
 // ---- resolving ---------------------------------------------------------------
 
+struct source_policy;
+
 // The release labels of a product, newest first. http(s): parses the HTML
 // index at <base>/<product>/redist/; file://: lists that directory.
 // Outcomes: ok | not_found | network | bad_manifest (no releases in the index).
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
                                                const transfer_options& options);
 
+// Where documents and artifacts come from, and how hard to try.
+struct source_policy {
+    std::vector<std::string> mirrors;  // bases tried in order before the base URL
+    std::optional<std::filesystem::path> cache_dir;  // nullopt: no cache (--no-cache)
+    bool offline = false;              // only the cache and file:// sources
+    int attempts_per_source = 4;       // transient failures retried this often per source
+    double initial_backoff_seconds = 0.5;  // doubled after each attempt, with jitter
+    double max_backoff_seconds = 20;
+    long max_retry_after_seconds = 60;     // a longer Retry-After moves on to the next source
+};
+
+// As above, trying mirrors first, with retries, the document cache and --offline.
+result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
+                                               const transfer_options& options, const source_policy& sources);
+
 struct release_request {
     std::string product;            // "cudnn"; may be empty with manifest_location
     std::string version_spec;       // "9.27.0", "9.27", "9", "latest"
     std::string base_url;           // <base>; see urls.hpp
     std::string manifest_location;  // --manifest PATH|URL: skips the index entirely
+    source_policy sources;          // mirrors are tried first for the index and manifest too
 };
 
 struct resolved_release {
@@ -88,8 +106,13 @@ struct install_request {
     bool force = false;                   // reinstall even when receipts match
     unsigned jobs = 0;                    // concurrent artifacts; 0 = cores
     transfer_options transfer;
+    source_policy sources;
     progress_callback on_progress;
     std::function<void()> on_lock_wait;   // another process holds the prefix lock
+    // Another process is downloading the same blob into the shared cache.
+    std::function<void(const std::string& component)> on_blob_wait;
+    // A transient failure is being retried, or the next source is tried.
+    std::function<void(const std::string& component, const std::string& what)> on_retry;
 };
 
 struct component_report {
@@ -97,10 +120,11 @@ struct component_report {
     std::string version;
     std::string platform;
     std::optional<std::string> variant;
-    std::string url;
+    std::string url;         // the URL that served the archive (a mirror, the base, or the cache's source)
     std::string sha256;
     std::uint64_t size = 0;
     std::size_t files = 0;
+    int requests = 0;        // HTTP/file requests made for this artifact
     double seconds = 0;
     bool from_cache = false;
     bool unchanged = false;  // receipts already matched: nothing was done

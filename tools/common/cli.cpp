@@ -3,10 +3,12 @@
 #include <curl/curl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
 
+#include "redist/cache.hpp"
 #include "redist/urls.hpp"
 
 namespace redist_tools {
@@ -30,7 +32,32 @@ const char* const exit_code_help =
 redist::transfer_options source_options::transfer() const {
     redist::transfer_options t;
     t.ca_file = ca_file;
+    t.stall_timeout_seconds = stall_timeout;
     return t;
+}
+
+redist::source_policy source_options::policy() const {
+    redist::source_policy p;
+    p.mirrors = mirrors;
+    if (p.mirrors.empty()) {
+        // $REDIST_MIRRORS: whitespace- or comma-separated base URLs.
+        if (const char* env = std::getenv("REDIST_MIRRORS"); env && *env) {
+            std::string item;
+            for (const char* c = env;; ++c) {
+                if (*c == '\0' || *c == ',' || *c == ' ' || *c == '\t' || *c == '\n') {
+                    if (!item.empty()) p.mirrors.push_back(item);
+                    item.clear();
+                    if (*c == '\0') break;
+                } else {
+                    item += *c;
+                }
+            }
+        }
+    }
+    if (!no_cache) p.cache_dir = redist::default_cache_dir(cache_dir);
+    p.offline = offline;
+    p.attempts_per_source = std::max(1, retries);
+    return p;
 }
 
 std::string source_options::effective_base_url() const {
@@ -51,6 +78,20 @@ void add_source_options(CLI::App& app, source_options& options) {
     app.add_option("--ca-file", options.ca_file,
                    "CA bundle for HTTPS (default: $SSL_CERT_FILE, $CURL_CA_BUNDLE, else the system's)")
         ->type_name("FILE");
+    app.add_option("--mirror", options.mirrors,
+                   "A base URL with the same layout, tried before --base-url (repeatable; default: $REDIST_MIRRORS)")
+        ->type_name("URL");
+    app.add_option("--cache-dir", options.cache_dir,
+                   "Download cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist, else ~/.cache/redist)")
+        ->type_name("DIR");
+    app.add_flag("--no-cache", options.no_cache, "Do not use the download cache");
+    app.add_flag("--offline", options.offline, "Use only the cache and file:// sources; say what is missing");
+    app.add_option("--retries", options.retries,
+                   "Attempts per source for transient failures (default 4), with exponential backoff")
+        ->type_name("N");
+    app.add_option("--stall-timeout", options.stall_timeout,
+                   "Seconds without data before a transfer counts as failed and is retried (default 60)")
+        ->type_name("S");
 }
 
 void add_selection_options(CLI::App& app, selection_options& options, bool platform_default_is_host) {

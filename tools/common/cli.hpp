@@ -23,7 +23,14 @@ struct source_options {
     std::string base_url;          // --base-url, else $REDIST_BASE_URL, else NVIDIA's
     std::string manifest;          // --manifest PATH|URL
     std::string ca_file;           // --ca-file
+    std::vector<std::string> mirrors;  // --mirror (repeatable), else $REDIST_MIRRORS
+    std::string cache_dir;         // --cache-dir, else $REDIST_CACHE_DIR, $XDG_CACHE_HOME/redist
+    bool no_cache = false;         // --no-cache
+    bool offline = false;          // --offline
+    int retries = 4;               // --retries: attempts per source
+    long stall_timeout = 60;       // --stall-timeout seconds
     redist::transfer_options transfer() const;
+    redist::source_policy policy() const;
     std::string effective_base_url() const;
 };
 void add_source_options(CLI::App& app, source_options& options);
@@ -62,6 +69,14 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
 
 // "1.4 GiB", "812 KiB", "17 B".
 std::string human_size(std::uint64_t bytes);
+
+// Subcommands that live in their own files (tools/commands/<name>.cpp)
+// register themselves with add_<name>_command(app, selected): when the
+// subcommand is parsed, its final callback stores in `selected` the function
+// that runs it and returns the exit code.
+using command_runner = std::function<int()>;
+void add_env_command(CLI::App& app, command_runner& selected);
+void add_mirror_command(CLI::App& app, command_runner& selected);
 
 // Name of the running tool ("redist", "cudnn-fetch"), for messages.
 extern std::string tool_name;

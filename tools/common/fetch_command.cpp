@@ -122,6 +122,7 @@ void print_json_report(const redist::install_report& report) {
         w.field("files", static_cast<std::uint64_t>(c.files));
         w.field("seconds", c.seconds);
         w.field("from_cache", c.from_cache);
+        w.field("requests", c.requests);
         w.field("status", c.unchanged ? "unchanged" : "installed");
         w.end_object();
     }
@@ -141,6 +142,7 @@ int run_fetch(const fetch_options& options) {
     release_req.version_spec = options.version;
     release_req.base_url = options.source.effective_base_url();
     release_req.manifest_location = options.source.manifest;
+    release_req.sources = options.source.policy();
     auto release = redist::resolve_release(release_req, transfer);
     if (!release.ok()) return report_error(release.error_value());
     const redist::manifest& m = release->parsed;
@@ -190,6 +192,15 @@ int run_fetch(const fetch_options& options) {
     req.force = options.force;
     req.jobs = options.jobs;
     req.transfer = transfer;
+    req.sources = release_req.sources;
+    req.on_blob_wait = [&](const std::string& component) {
+        if (!options.quiet)
+            std::fprintf(stderr, "%s: %s: waiting for another process downloading the same archive\n",
+                         tool_name.c_str(), component.c_str());
+    };
+    req.on_retry = [&](const std::string& component, const std::string& what) {
+        if (!options.quiet) std::fprintf(stderr, "%s: %s: %s\n", tool_name.c_str(), component.c_str(), what.c_str());
+    };
     req.on_progress = [&display](const redist::progress_event& e) { display(e); };
     req.on_lock_wait = [&] {
         if (!options.quiet)
@@ -208,8 +219,9 @@ int run_fetch(const fetch_options& options) {
                 std::printf("%s %s is already installed in %s (receipt matches; use --force to reinstall)\n",
                             c.component.c_str(), c.version.c_str(), report->prefix.c_str());
             else
-                std::printf("installed %s %s: %zu files, %s in %.1f s\n", c.component.c_str(), c.version.c_str(),
-                            c.files, human_size(c.size).c_str(), c.seconds);
+                std::printf("installed %s %s: %zu files, %s in %.1f s from %s\n", c.component.c_str(),
+                            c.version.c_str(), c.files, human_size(c.size).c_str(), c.seconds,
+                            c.from_cache ? "the cache" : c.url.c_str());
         }
     }
     return 0;

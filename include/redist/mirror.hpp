@@ -1,0 +1,133 @@
+// redist/mirror.hpp — copying releases into a local mirror (the cache warmer).
+//
+// The mirror has the upstream layout, so any tool can use it as --base-url
+// (over HTTP behind any static file server, or as file://):
+//   <dest>/<product>/redist/redistrib_<label>.json   the manifest, byte for byte as fetched
+//   <dest>/<product>/redist/<relative_path>          each selected artifact, verified
+//   <dest>/<product>/redist/index.html               NVIDIA-style listing of every
+//                                                    redistrib_*.json present
+//
+// Guarantees:
+//   - Nothing unverified sits under a final name: every file is written to
+//     "<file>.part.<pid>", checked (size + SHA-256, hashed while streaming),
+//     fsync'ed, then renamed. Leftover .part files of dead processes are
+//     removed when the same file is written again.
+//   - A release's manifest is written only after all of its selected
+//     artifacts are in place, and index.html is rewritten after each
+//     manifest: the mirror never advertises a release whose selected
+//     artifacts are missing.
+//   - Incremental: a file already present with the right size and SHA-256 is
+//     not fetched again ("up to date"); one that differs is replaced.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/transfer.hpp"
+
+namespace redist {
+
+enum class mirror_status : std::uint8_t {
+    downloaded,  // was absent, now present
+    replaced,    // was present with the wrong size or SHA-256 (or other bytes), now correct
+    up_to_date,  // was present and correct: not fetched
+};
+// "downloaded", "replaced", "up_to_date".
+const char* to_string(mirror_status status) noexcept;
+
+enum class mirror_step : std::uint8_t {
+    resolving,    // fetching a release's manifest (label = the version spec)
+    checking,     // hashing a file already present
+    downloading,  // bytes_done/bytes_total advance
+    finished,     // the file is in place: see status
+};
+
+struct mirror_event {
+    std::string label;          // release label (the spec while resolving)
+    std::string relative_path;  // artifact; "redistrib_<label>.json" for the manifest; empty while resolving
+    mirror_step step = mirror_step::resolving;
+    mirror_status status = mirror_status::downloaded;  // meaningful when step == finished
+    std::uint64_t bytes_done = 0;
+    std::uint64_t bytes_total = 0;
+};
+// Called on the thread that called mirror_releases(), in order (artifacts
+// are mirrored one after the other).
+using mirror_progress_callback = std::function<void(const mirror_event&)>;
+
+struct mirror_request {
+    std::filesystem::path dest;           // the mirror root (created if needed)
+    std::string product;                  // "cudnn": [A-Za-z0-9._-], not "." or ".."
+    std::vector<std::string> versions;    // specs, each "9.27.0", "9.27", "9" or "latest"
+    std::vector<std::string> platforms;   // at least one, e.g. "linux-x86_64", "linux-sbsa"
+    std::vector<int> cuda_majors;         // empty: every variant offered; else only these
+                                          // (artifacts without a variant are always taken)
+    std::vector<std::string> components;  // empty: every component offered on the platforms
+    std::string base_url;                 // upstream <base>; see urls.hpp
+    transfer_options transfer;
+    int attempts = 4;                     // per artifact, for transient network failures
+    double initial_backoff_seconds = 0.5;  // doubled after each failed attempt
+    mirror_progress_callback on_progress;
+};
+
+struct mirrored_file {
+    std::string component;
+    std::string platform;
+    std::optional<std::string> variant;
+    std::string relative_path;
+    std::filesystem::path path;  // where it is in the mirror
+    std::string url;             // upstream URL (sanitized)
+    std::string sha256;
+    std::uint64_t size = 0;
+    mirror_status status = mirror_status::downloaded;
+};
+
+struct mirrored_release {
+    std::string label;
+    std::string manifest_url;             // upstream (sanitized)
+    std::filesystem::path manifest_path;  // in the mirror
+    std::string manifest_sha256;
+    mirror_status manifest_status = mirror_status::downloaded;
+    std::vector<mirrored_file> files;     // manifest order; a path shared by two
+                                          // selections appears once
+};
+
+struct mirror_report {
+    std::string product;
+    std::filesystem::path redist_dir;  // <dest>/<product>/redist
+    std::filesystem::path index_path;  // <redist_dir>/index.html
+    std::vector<mirrored_release> releases;  // in request order
+    std::uint64_t bytes_downloaded = 0;      // artifact bytes fetched in this run
+};
+
+// Mirrors each requested release, in order: resolve the release, select the
+// artifacts (every requested platform x CUDA variant; artifacts without a
+// variant are taken whatever --cuda says), fetch what is missing or wrong,
+// then write the manifest and index.html. Releases finished before a failure
+// stay mirrored (complete and listed); the failing one is not listed.
+// Outcomes:
+//   ok            every selected file is in place and verified
+//   usage         no versions or platforms, or a product name that is not a
+//                 plain directory name
+//   not_found     version, manifest or artifact missing (404); a requested
+//                 component, platform or CUDA variant the release does not
+//                 offer (the message lists what it offers)
+//   bad_manifest  malformed manifest or index; an unsafe release label; one
+//                 relative_path with two different hashes
+//   integrity     an artifact's size or SHA-256 differs from the manifest
+//                 (url, path, expected and actual set); nothing is left under
+//                 the final name
+//   network       transport failures (after `attempts` for transient ones)
+//   filesystem    cannot create, write or rename under dest
+result<mirror_report> mirror_releases(const mirror_request& request);
+
+// (Re)writes <redist_dir>/index.html listing every redistrib_*.json and
+// every sub-directory present, sorted, as NVIDIA's listing does
+// (<a href='name'>name</a><br>), atomically. Outcomes: ok | filesystem.
+result<void> write_mirror_index(const std::filesystem::path& redist_dir);
+
+}  // namespace redist

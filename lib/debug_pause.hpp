@@ -1,0 +1,25 @@
+// Test seam for the crash-safety tests (internal to the library).
+#pragma once
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <thread>
+
+namespace redist {
+
+// REDIST_DEBUG_PAUSE=<point> makes the process print
+// "redist-debug: paused at <point>" on stderr and sleep, so that a test can
+// SIGKILL it at exactly that point. Points: mid-download (half the archive
+// received, hashed and unpacked), after-unpack, before-commit, mid-commit
+// (journal written, half of the renames done). Unset: costs one getenv.
+inline void debug_pause(const char* point) {
+    static const char* const wanted = std::getenv("REDIST_DEBUG_PAUSE");
+    if (!wanted || std::strcmp(wanted, point) != 0) return;
+    std::fprintf(stderr, "redist-debug: paused at %s\n", point);
+    std::fflush(stderr);
+    std::this_thread::sleep_for(std::chrono::seconds(120));
+}
+
+}  // namespace redist

@@ -1,0 +1,144 @@
+#!/usr/bin/env python3
+"""The installed package: `cmake --install`, find_package(redist), pkg-config.
+
+    package_test.py install     cmake --install <build> --prefix <state>/cmake/install
+                                and check what landed (fixture redist_installed)
+    package_test.py consumer    examples/consumer against the installed package:
+                                find_package(redist CONFIG), shared and static
+    package_test.py pkgconfig   a one-file program built with
+                                `pkg-config --cflags --libs redist` (and --static)
+
+The consumers parse tests/data/manifests/cudnn/redistrib_9.27.0.json and must
+print the artifact count `redist show --manifest ... --json` reports.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import cmake_support as cs  # noqa: E402
+
+MANIFEST_REL = os.path.join("tests", "data", "manifests", "cudnn", "redistrib_9.27.0.json")
+
+
+def project_version(args) -> str:
+    return cs.read_cache(args.build_dir)["CMAKE_PROJECT_VERSION"]
+
+
+def test_install(args):
+    prefix = cs.install_dir(args)
+    cs.rm_tree(prefix)
+    cs.run([args.cmake, "--install", args.build_dir, "--prefix", prefix])
+    version = project_version(args)
+    libdir = os.path.join(prefix, args.libdir)
+    pkgdir = os.path.join(libdir, "cmake", "redist")
+    expected = [
+        os.path.join(prefix, "bin", "redist"),
+        os.path.join(prefix, "bin", "cudnn-fetch"),
+        os.path.join(libdir, "libredist.a"),
+        os.path.join(libdir, "libredist.so"),
+        os.path.join(libdir, f"libredist.so.{version}"),
+        os.path.join(libdir, "pkgconfig", "redist.pc"),
+    ] + [os.path.join(pkgdir, f) for f in (
+        "redistConfig.cmake", "redistConfigVersion.cmake", "redistSharedTargets.cmake",
+        "redistStaticTargets.cmake", "RedistFetch.cmake")]
+    headers = sorted(f for f in os.listdir(os.path.join(args.source_dir, "include", "redist"))
+                     if f.endswith(".hpp"))
+    cs.check(headers, "no public headers in the source tree?")
+    expected += [os.path.join(prefix, "include", "redist", h) for h in headers]
+    missing = [p for p in expected if not os.path.exists(p)]
+    cs.check(not missing, "not installed: " + ", ".join(missing))
+    cs.check(os.path.islink(os.path.join(libdir, "libredist.so")),
+             "libredist.so should be the development symlink")
+    # The installed tool runs (it links the static library: no rpath needed).
+    res = cs.run([os.path.join(prefix, "bin", "redist"), "--version"])
+    cs.check(version in res.stdout + res.stderr, f"redist --version does not say {version}")
+    # The .so carries its soname and only system dependencies.
+    needed = cs.needed_libs(os.path.join(libdir, f"libredist.so.{version}"))
+    cs.check(any(n.startswith("libcurl") for n in needed),
+             f"libredist.so should need libcurl, NEEDED={needed}")
+
+
+def test_consumer(args):
+    prefix = cs.install_dir(args)
+    work = cs.scratch(args, "consumer")
+    build = os.path.join(work, "build")
+    manifest = os.path.join(args.source_dir, MANIFEST_REL)
+    expected = cs.expected_artifact_count(args, manifest)
+    cs.check(expected > 0, "redist show found no artifacts")
+
+    cs.run(cs.configure_args(args, os.path.join(args.source_dir, "examples", "consumer"), build,
+                             f"-DCMAKE_PREFIX_PATH={prefix}"))
+    cache = cs.read_cache(build)
+    pkgdir = os.path.realpath(os.path.join(prefix, args.libdir, "cmake", "redist"))
+    cs.check(os.path.realpath(cache.get("redist_DIR", "")) == pkgdir,
+             f"found redist at {cache.get('redist_DIR')}, not in {pkgdir}")
+    cs.run([args.cmake, "--build", build])
+
+    for exe, shared in (("count_artifacts", True), ("count_artifacts_static", False)):
+        path = os.path.join(build, exe)
+        cs.check(os.path.exists(path), f"{exe} was not built (redist::redist_static missing?)")
+        res = cs.run([path, manifest])
+        m = re.fullmatch(r"9\.27\.0: (\d+) components, (\d+) artifacts\n", res.stdout)
+        cs.check(m, f"{exe}: unexpected output {res.stdout!r}")
+        cs.check(int(m.group(2)) == expected,
+                 f"{exe}: {m.group(2)} artifacts, redist show says {expected}")
+        # redist::redist is the shared library, redist::redist_static is not.
+        uses_so = any(n.startswith("libredist.so") for n in cs.needed_libs(path))
+        cs.check(uses_so == shared, f"{exe}: links libredist.so = {uses_so}, expected {shared}")
+
+    # Errors come back through the library: a broken manifest fails with the
+    # bad-manifest exit code (4).
+    bad = os.path.join(work, "bad.json")
+    with open(bad, "w") as f:
+        f.write('{"cudnn": {"linux-x86_64": {"relative_path": "a.tar.xz"}}')
+    res = cs.run([os.path.join(build, "count_artifacts"), bad], check=False)
+    cs.check(res.returncode == 4, f"bad manifest: exit {res.returncode}, stderr {res.stderr!r}")
+
+
+def test_pkgconfig(args):
+    prefix = cs.install_dir(args)
+    work = cs.scratch(args, "pkgconfig")
+    libdir = os.path.join(prefix, args.libdir)
+    env = cs.env({"PKG_CONFIG_PATH": os.path.join(libdir, "pkgconfig")})
+    manifest = os.path.join(args.source_dir, MANIFEST_REL)
+    expected = cs.expected_artifact_count(args, manifest)
+    source = os.path.join(args.source_dir, "examples", "consumer", "count_artifacts.cpp")
+
+    res = cs.run(["pkg-config", "--modversion", "redist"], env_=env)
+    cs.check(res.stdout.strip() == project_version(args), f"pkg-config version {res.stdout!r}")
+    res = cs.run(["pkg-config", "--variable=prefix", "redist"], env_=env)
+    cs.check(os.path.realpath(res.stdout.strip()) == os.path.realpath(prefix),
+             f"redist.pc prefix {res.stdout.strip()!r} is not {prefix}")
+
+    flags = shlex.split(cs.run(["pkg-config", "--cflags", "--libs", "redist"], env_=env).stdout)
+    cs.check("-lredist" in flags, f"no -lredist in {flags}")
+    shared_exe = os.path.join(work, "count_shared")
+    cs.run([args.cxx, "-std=c++20", "-o", shared_exe, source, *flags,
+            f"-Wl,-rpath,{libdir}"], env_=env)
+
+    # Static: the same flags with --static, libredist.a named explicitly (with
+    # both files in libdir, -lredist would pick the .so). Links only if
+    # Requires.private / Libs.private name everything libredist.a needs.
+    sflags = shlex.split(cs.run(["pkg-config", "--static", "--cflags", "--libs", "redist"],
+                                env_=env).stdout)
+    sflags = [os.path.join(libdir, "libredist.a") if f == "-lredist" else f for f in sflags]
+    static_exe = os.path.join(work, "count_static")
+    cs.run([args.cxx, "-std=c++20", "-o", static_exe, source, *sflags], env_=env)
+
+    for exe, shared in ((shared_exe, True), (static_exe, False)):
+        res = cs.run([exe, manifest])
+        m = re.fullmatch(r"9\.27\.0: \d+ components, (\d+) artifacts\n", res.stdout)
+        cs.check(m and int(m.group(1)) == expected,
+                 f"{exe}: {res.stdout!r}, redist show says {expected} artifacts")
+        uses_so = any(n.startswith("libredist.so") for n in cs.needed_libs(exe))
+        cs.check(uses_so == shared, f"{exe}: links libredist.so = {uses_so}, expected {shared}")
+
+
+if __name__ == "__main__":
+    sys.exit(cs.main({"install": test_install, "consumer": test_consumer,
+                      "pkgconfig": test_pkgconfig}))

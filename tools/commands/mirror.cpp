@@ -1,0 +1,181 @@
+// `redist mirror` — copy releases into a local mirror with the upstream
+// layout (a cache warmer for CI fleets and air-gapped sites). The work is
+// redist::mirror_releases(); this file parses options and renders.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "common/cli.hpp"
+#include "redist/json_writer.hpp"
+#include "redist/mirror.hpp"
+#include "redist/platform.hpp"
+
+namespace redist_tools {
+
+namespace {
+
+struct mirror_args {
+    std::string product;
+    std::vector<std::string> versions;
+    std::string dest;
+    std::vector<std::string> platforms;
+    std::vector<int> cuda;
+    std::vector<std::string> components;
+    source_options source;
+    bool json = false;
+    bool quiet = false;
+};
+
+const char* status_word(redist::mirror_status s) {
+    switch (s) {
+        case redist::mirror_status::downloaded: return "downloaded";
+        case redist::mirror_status::replaced: return "replaced";
+        case redist::mirror_status::up_to_date: return "up to date";
+    }
+    return "?";
+}
+
+void print_json(const redist::mirror_report& report) {
+    redist::json_writer w(2);
+    w.begin_object();
+    w.field("product", report.product);
+    w.field("redist_dir", report.redist_dir.string());
+    w.field("index", report.index_path.string());
+    w.field("bytes_downloaded", report.bytes_downloaded);
+    w.key("releases").begin_array();
+    for (const auto& r : report.releases) {
+        w.begin_object();
+        w.field("label", r.label);
+        w.field("manifest_url", r.manifest_url);
+        w.field("manifest_path", r.manifest_path.string());
+        w.field("manifest_sha256", r.manifest_sha256);
+        w.field("manifest_status", redist::to_string(r.manifest_status));
+        w.key("files").begin_array();
+        for (const auto& f : r.files) {
+            w.begin_object();
+            w.field("component", f.component);
+            w.field("platform", f.platform);
+            w.field("variant", f.variant);
+            w.field("relative_path", f.relative_path);
+            w.field("path", f.path.string());
+            w.field("url", f.url);
+            w.field("sha256", f.sha256);
+            w.field("size", f.size);
+            w.field("status", redist::to_string(f.status));
+            w.end_object();
+        }
+        w.end_array();
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    std::printf("%s\n", w.str().c_str());
+}
+
+int run_mirror(const mirror_args& args) {
+    redist::mirror_request req;
+    req.dest = args.dest;
+    req.product = args.product;
+    req.versions = args.versions;
+    req.platforms = args.platforms;
+    req.cuda_majors = args.cuda;
+    req.components = args.components;
+    req.base_url = args.source.effective_base_url();
+    req.transfer = args.source.transfer();
+    if (req.platforms.empty()) {
+        auto host = redist::detect_host_platform(redist::host_probe::system());
+        if (!host.ok()) return report_error(host.error_value());
+        req.platforms.push_back(*host);
+    }
+
+    // Plain lines, one per finished file (CI logs); on a terminal, a
+    // transient percentage on stderr for the file being downloaded.
+    const bool tty = !args.json && !args.quiet && ::isatty(STDERR_FILENO);
+    int last_percent = -1;
+    req.on_progress = [&](const redist::mirror_event& e) {
+        if (args.json || args.quiet) return;
+        using redist::mirror_step;
+        if (e.step == mirror_step::resolving) {
+            std::printf("%s %s\n", args.product.c_str(), e.label.c_str());
+        } else if (e.step == mirror_step::downloading && tty && e.bytes_total > 0) {
+            const int percent = static_cast<int>(e.bytes_done * 100 / e.bytes_total);
+            if (percent != last_percent) {
+                std::fprintf(stderr, "\r  %3d%% %s", percent, e.relative_path.c_str());
+                std::fflush(stderr);
+                last_percent = percent;
+            }
+        } else if (e.step == mirror_step::finished) {
+            // Blank the percentage line (plain spaces: no terminal escapes).
+            if (last_percent >= 0) std::fprintf(stderr, "\r%*s\r", static_cast<int>(e.relative_path.size() + 8), "");
+            last_percent = -1;
+            std::printf("  %-11s %s (%s)\n", status_word(e.status), e.relative_path.c_str(),
+                        human_size(e.bytes_total).c_str());
+            std::fflush(stdout);
+        }
+    };
+
+    auto report = redist::mirror_releases(req);
+    if (last_percent >= 0) std::fprintf(stderr, "\n");
+    if (!report.ok()) return report_error(report.error_value());
+
+    if (args.json) {
+        print_json(*report);
+        return 0;
+    }
+    if (args.quiet) return 0;
+    std::size_t files = 0, fetched = 0;
+    for (const auto& r : report->releases) {
+        files += r.files.size();
+        for (const auto& f : r.files) fetched += f.status != redist::mirror_status::up_to_date;
+    }
+    std::printf("mirrored %zu release%s, %zu artifact%s into %s: %zu fetched (%s), %zu up to date\n",
+                report->releases.size(), report->releases.size() == 1 ? "" : "s", files, files == 1 ? "" : "s",
+                report->redist_dir.c_str(), fetched, human_size(report->bytes_downloaded).c_str(), files - fetched);
+    return 0;
+}
+
+}  // namespace
+
+void add_mirror_command(CLI::App& app, command_runner& selected) {
+    auto args = std::make_shared<mirror_args>();
+    auto* cmd = app.add_subcommand("mirror", "Copy releases into a local mirror (upstream layout, verified)");
+    cmd->add_option("PRODUCT", args->product, "cudnn, cuda, ...")->required();
+    cmd->add_option("VERSIONS", args->versions, "Comma-separated: 9.27.0,9.8.0 (each 9.27.0, 9.27, 9 or latest)")
+        ->required()
+        ->delimiter(',');
+    cmd->add_option("--dest", args->dest, "The mirror root: files go to DIR/<product>/redist/ (created if needed)")
+        ->required()
+        ->type_name("DIR");
+    cmd->add_option("--platform", args->platforms,
+                    "Platform to mirror; repeatable or comma-separated (default: this machine's)")
+        ->delimiter(',')
+        ->type_name("P");
+    cmd->add_option("--cuda", args->cuda,
+                    "CUDA major of the variants to mirror; repeatable or comma-separated (default: every variant "
+                    "offered). Artifacts without a variant are always mirrored")
+        ->delimiter(',')
+        ->type_name("N");
+    cmd->add_option("--component", args->components, "Components to mirror, comma-separated (default: all)")
+        ->delimiter(',')
+        ->type_name("a,b");
+    cmd->add_option("--base-url", args->source.base_url,
+                    "Upstream: <base>/<product>/redist/. http(s)://, file:// or a local directory. "
+                    "Default: $REDIST_BASE_URL, else NVIDIA's")
+        ->type_name("URL");
+    cmd->add_option("--ca-file", args->source.ca_file, "CA bundle for HTTPS")->type_name("FILE");
+    cmd->add_flag("--json", args->json, "Print one JSON report at the end instead of progress");
+    cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
+    cmd->footer(std::string(
+                    "\nWrites DIR/<product>/redist/redistrib_<version>.json (the manifest as published), each "
+                    "selected\nartifact under its relative_path, and index.html, so that DIR works as --base-url "
+                    "(served over\nHTTP or as a local directory). Every file is verified (size and SHA-256) before "
+                    "it is renamed into\nplace; files already present and correct are not fetched again.\n\n"
+                    "Examples:\n"
+                    "  redist mirror cudnn 9.27.0,9.8.0 --dest /srv/mirror --platform linux-x86_64,linux-sbsa\n"
+                    "  redist mirror cuda 12.9.1 --dest /srv/mirror --component cuda_nvcc,cuda_cudart --cuda 12\n\n") +
+                exit_code_help);
+    cmd->final_callback([args, &selected] { selected = [args] { return run_mirror(*args); }; });
+}
+
+}  // namespace redist_tools
