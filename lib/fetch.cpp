@@ -10,6 +10,7 @@
 #include <cstring>
 
 #include <algorithm>
+#include <cctype>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -100,6 +101,11 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
         if (!retry) return text;
         backoff(sources, attempt, failure);
     }
+}
+
+bool equal_hex(std::string_view a, std::string_view b) {
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
 }
 
 // The bases to try, in order: mirrors first, then the base URL.
@@ -210,8 +216,13 @@ result<resolved_release> resolve_release(const release_request& request, const t
     if (text.find_first_not_of(" \t\r\n") != std::string::npos && text[text.find_first_not_of(" \t\r\n")] == '<')
         return make_error(error_code::bad_manifest, "expected a JSON manifest, got HTML (is the URL right?)")
             .with_source(sanitize_url(out.manifest_url));
-    REDIST_TRY(out.parsed, parse_manifest(text, sanitize_url(out.manifest_url)));
     out.manifest_sha256 = sha256_hex(text);
+    if (!request.manifest_sha256.empty() && !equal_hex(request.manifest_sha256, out.manifest_sha256)) {
+        return make_error(error_code::integrity, "manifest does not match the pinned --manifest-sha256")
+            .with_url(out.manifest_url)
+            .with_expected_actual(request.manifest_sha256, out.manifest_sha256);
+    }
+    REDIST_TRY(out.parsed, parse_manifest(text, sanitize_url(out.manifest_url)));
     out.artifact_base_url = url_directory(out.manifest_url);
 
     const std::string label_in_name = label_from_manifest_name(out.manifest_url);

@@ -222,7 +222,7 @@ result<void> download_verified(const download_target& t, const mirror_request& r
         fd.reset();
         fs::remove(part, ec);
         error e = std::move(outcome).error_value();
-        if (e.code == error_code::integrity && e.path.empty()) e = std::move(e).with_path(t.final_path.string());
+        if (e.code == error_code::integrity && e.path.empty()) e.path = t.final_path.string();
         const bool retry = e.code == error_code::network && failure.transient && attempt < request.attempts;
         if (!retry) return e;
         sleep_backoff(request.initial_backoff_seconds, attempt);
@@ -287,20 +287,21 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
         for (const auto& i : items) s += (s.empty() ? "" : ", ") + fmt(i);
         return s.empty() ? std::string("none") : s;
     };
-    for (const auto& p : request.platforms) {
-        if (platforms_hit.count(p)) continue;
-        return make_error(error_code::not_found,
-                          what + " has nothing for platform " + p +
-                              (majors.empty() ? "" : " and the requested CUDA variants") + " (platforms: " +
-                              join(platforms_offered, [](const std::string& s) { return s; }) + ")")
-            .with_source(sanitize_url(release.manifest_url));
-    }
+    // The variant first: a missing variant also empties its platforms.
     for (int major : majors) {
         if (majors_hit.count(major)) continue;
         return make_error(error_code::not_found,
                           what + " offers no cuda" + std::to_string(major) + " variant on the requested platforms " +
                               "(offered: " + join(majors_offered, [](int v) { return "cuda" + std::to_string(v); }) +
                               ")")
+            .with_source(sanitize_url(release.manifest_url));
+    }
+    for (const auto& p : request.platforms) {
+        if (platforms_hit.count(p)) continue;
+        return make_error(error_code::not_found,
+                          what + " has nothing for platform " + p +
+                              (majors.empty() ? "" : " and the requested CUDA variants") + " (platforms: " +
+                              join(platforms_offered, [](const std::string& s) { return s; }) + ")")
             .with_source(sanitize_url(release.manifest_url));
     }
     return out;

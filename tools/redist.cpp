@@ -9,6 +9,7 @@
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/lockfile.hpp"
 #include "redist/urls.hpp"
 
 using namespace redist_tools;
@@ -171,6 +172,74 @@ int cmd_remove(const std::string& prefix, const std::vector<std::string>& compon
     return 0;
 }
 
+struct lock_args {
+    std::string product;
+    std::string version;
+    source_options source;
+    std::vector<std::string> platforms;  // repeatable; default: the host's
+    std::vector<int> cuda;               // repeatable; default: every variant offered
+    std::vector<std::string> components;
+    std::string output = "redist.lock";
+};
+
+// Resolves the request once and writes every chosen artifact, per platform
+// and CUDA variant, with its URL, SHA-256 and size.
+int cmd_lock(const lock_args& args) {
+    auto release = redist::resolve_release(make_release_request(args.source, args.product, args.version),
+                                           args.source.transfer());
+    if (!release.ok()) return report_error(release.error_value());
+    std::vector<std::string> platforms = args.platforms;
+    if (platforms.empty()) {
+        auto host = redist::detect_host_platform(redist::host_probe::system());
+        if (!host.ok()) return report_error(host.error_value());
+        platforms.push_back(*host);
+    }
+    redist::lockfile lock;
+    lock.product = release->product;
+    lock.release_label = release->label;
+    lock.manifest_url = redist::sanitize_url(release->manifest_url);
+    lock.manifest_sha256 = release->manifest_sha256;
+    std::set<std::string> seen;  // platform/variant/component, so plain artifacts are locked once
+    for (const auto& platform : platforms) {
+        std::vector<std::optional<int>> majors;
+        if (!args.cuda.empty()) {
+            for (int m : args.cuda) majors.emplace_back(m);
+        } else {
+            for (int m : redist::available_cuda_majors(release->parsed, platform, args.components)) majors.emplace_back(m);
+            if (majors.empty()) majors.emplace_back(std::nullopt);
+        }
+        for (const auto& major : majors) {
+            redist::selection_request req{platform, major, args.components};
+            auto selection = redist::select_artifacts(release->parsed, req);
+            if (!selection.ok()) return report_error(std::move(selection).error_value().with_source(release->manifest_url));
+            for (const auto& a : selection->artifacts) {
+                const std::string key = a.platform + "/" + a.variant.value_or("") + "/" + a.component;
+                if (!seen.insert(key).second) continue;
+                redist::locked_artifact locked;
+                locked.entry = a;
+                if (const auto* c = release->parsed.find_component(a.component)) locked.version = c->version;
+                locked.url = redist::sanitize_url(redist::join_url(release->artifact_base_url, a.relative_path));
+                lock.artifacts.push_back(std::move(locked));
+            }
+        }
+    }
+    const std::string text = redist::lockfile_to_json(lock);
+    if (args.output == "-") {
+        std::fputs(text.c_str(), stdout);
+        return 0;
+    }
+    const std::string tmp = args.output + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0 ||
+        std::rename(tmp.c_str(), args.output.c_str()) != 0) {
+        return report_error(redist::make_error(redist::error_code::filesystem, "cannot write lock file")
+                                .with_path(args.output));
+    }
+    std::printf("locked %s %s: %zu artifacts -> %s\n", lock.product.c_str(), lock.release_label.c_str(),
+                lock.artifacts.size(), args.output.c_str());
+    return 0;
+}
+
 // "30d", "12h", "45m", "90s" or plain seconds.
 std::optional<std::chrono::seconds> parse_duration(const std::string& text) {
     if (text.empty()) return std::nullopt;
@@ -322,6 +391,25 @@ int main(int argc, char** argv) {
                       "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
                       "processes and to delete at any time.\n\n" + std::string(exit_code_help));
 
+    // lock
+    lock_args lock;
+    auto* lock_cmd = app.add_subcommand("lock", "Resolve a request and pin it in a lock file");
+    lock_cmd->add_option("PRODUCT", lock.product, "cudnn, cuda, ...")->required();
+    lock_cmd->add_option("VERSION", lock.version, "9.27.0, 9.27, 9 or latest")->required();
+    add_source_options(*lock_cmd, lock.source);
+    lock_cmd->add_option("--platform", lock.platforms, "Platforms to lock (repeatable; default: this machine's)")
+        ->type_name("P");
+    lock_cmd->add_option("--cuda", lock.cuda, "CUDA majors to lock (repeatable; default: every variant offered)")
+        ->type_name("N");
+    lock_cmd->add_option("--component", lock.components, "Components (comma-separated; default: all)")
+        ->delimiter(',')
+        ->type_name("a,b");
+    lock_cmd->add_option("-o,--output", lock.output, "Where to write it ('-' for stdout; default redist.lock)")
+        ->type_name("FILE");
+    lock_cmd->footer("\nInstall it with: redist fetch --locked redist.lock --prefix DIR [--platform P] [--cuda N]\n"
+                     "That never re-resolves; if the upstream manifest changed it warns, and any locked artifact\n"
+                     "that changed upstream is a hard error (exit 5).\n\n" + std::string(exit_code_help));
+
     command_runner selected;
     add_env_command(app, selected);
     add_mirror_command(app, selected);
@@ -331,11 +419,12 @@ int main(int argc, char** argv) {
         if (*versions) return cmd_versions(versions_product, versions_source, versions_json);
         if (*show_cmd) return cmd_show(show);
         if (*fetch_cmd) {
-            if (fetch.source.manifest.empty() && fetch.product.empty())
+            if (fetch.source.manifest.empty() && fetch.product.empty() && fetch.locked.empty())
                 return report_error(redist::make_error(redist::error_code::usage,
                                                        "fetch needs PRODUCT [VERSION], or --manifest PATH|URL"));
             return run_fetch(fetch);
         }
+        if (*lock_cmd) return cmd_lock(lock);
         if (*cache_cmd) return cmd_cache(cache_action, cache_dir, cache_older_than, cache_json);
         if (*verify_cmd) return cmd_verify(verify_prefix, verify_json);
         if (*remove_cmd) return cmd_remove(remove_prefix, remove_components, remove_quiet);

@@ -50,6 +50,7 @@ struct release_request {
     std::string version_spec;       // "9.27.0", "9.27", "9", "latest"
     std::string base_url;           // <base>; see urls.hpp
     std::string manifest_location;  // --manifest PATH|URL: skips the index entirely
+    std::string manifest_sha256;    // --manifest-sha256: pin the manifest's bytes (integrity error otherwise)
     source_policy sources;          // mirrors are tried first for the index and manifest too
 };
 

@@ -78,6 +78,15 @@ def test_consumer(args):
     cs.check(os.path.realpath(cache.get("redist_DIR", "")) == pkgdir,
              f"found redist at {cache.get('redist_DIR')}, not in {pkgdir}")
     cs.run([args.cmake, "--build", build])
+    # The static library's link interface names its private dependencies
+    # (the consumer above only pulls in the manifest parser, so it would link
+    # without most of them).
+    with open(os.path.join(pkgdir, "redistStaticTargets.cmake")) as f:
+        static_targets = f.read()
+    for dep in ("simdjson::simdjson", "CURL::libcurl", "LibArchive::LibArchive",
+                "LibLZMA::LibLZMA", "OpenSSL::Crypto"):
+        cs.check(f"$<LINK_ONLY:{dep}>" in static_targets,
+                 f"redist::redist_static does not carry $<LINK_ONLY:{dep}>")
 
     for exe, shared in (("count_artifacts", True), ("count_artifacts_static", False)):
         path = os.path.join(build, exe)
@@ -121,12 +130,22 @@ def test_pkgconfig(args):
     cs.run([args.cxx, "-std=c++20", "-o", shared_exe, source, *flags,
             f"-Wl,-rpath,{libdir}"], env_=env)
 
-    # Static: the same flags with --static, libredist.a named explicitly (with
-    # both files in libdir, -lredist would pick the .so). Links only if
-    # Requires.private / Libs.private name everything libredist.a needs.
-    sflags = shlex.split(cs.run(["pkg-config", "--static", "--cflags", "--libs", "redist"],
-                                env_=env).stdout)
-    sflags = [os.path.join(libdir, "libredist.a") if f == "-lredist" else f for f in sflags]
+    # Static: libredist.a plus its private dependencies. `pkg-config --static`
+    # would recurse into *their* Libs.private (libcurl's nghttp2, ssh2, ...),
+    # whose static/dev files a system need not have; so link libredist.a with
+    # the (shared) libraries Requires.private names. --whole-archive pulls in
+    # every object (the program alone would only need the manifest parser), so
+    # this links only if Requires.private lists everything libredist.a needs.
+    sflags = shlex.split(cs.run(["pkg-config", "--static", "--libs", "redist"], env_=env).stdout)
+    for lib in ("-lsimdjson", "-lcurl", "-larchive", "-llzma", "-lcrypto"):
+        cs.check(lib in sflags, f"pkg-config --static --libs redist lacks {lib}: {sflags}")
+    private = cs.run(["pkg-config", "--print-requires-private", "redist"], env_=env).stdout.split()
+    cs.check(private, "redist.pc has no Requires.private")
+    sflags = (shlex.split(cs.run(["pkg-config", "--cflags", "redist"], env_=env).stdout)
+              + ["-Wl,--whole-archive", os.path.join(libdir, "libredist.a"),
+                 "-Wl,--no-whole-archive"]
+              + shlex.split(cs.run(["pkg-config", "--libs", *private], env_=env).stdout)
+              + ["-pthread"])
     static_exe = os.path.join(work, "count_static")
     cs.run([args.cxx, "-std=c++20", "-o", static_exe, source, *sflags], env_=env)
 

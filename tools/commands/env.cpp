@@ -148,11 +148,7 @@ void print_json(const std::vector<env_var>& vars) {
 // values with a newline), bin directories to $GITHUB_PATH.
 int write_github(const std::vector<env_var>& vars) {
     const char* env_file = std::getenv("GITHUB_ENV");
-    const char* path_file = std::getenv("GITHUB_PATH");
-    if (!env_file || !*env_file || !path_file || !*path_file)
-        return report_error(redist::make_error(redist::error_code::usage,
-                                               "--format github needs $GITHUB_ENV and $GITHUB_PATH "
-                                               "(set by GitHub Actions in every step)"));
+    const char* path_file = std::getenv("GITHUB_PATH");  // both checked by run_env()
     std::string env_text, path_text, names;
     std::size_t dirs = 0;
     for (const auto& v : vars) {
@@ -196,6 +192,14 @@ int write_github(const std::vector<env_var>& vars) {
 }
 
 int run_env(const env_args& args) {
+    if (args.format == "github") {
+        const char* env_file = std::getenv("GITHUB_ENV");
+        const char* path_file = std::getenv("GITHUB_PATH");
+        if (!env_file || !*env_file || !path_file || !*path_file)
+            return report_error(redist::make_error(redist::error_code::usage,
+                                                   "--format github needs $GITHUB_ENV and $GITHUB_PATH "
+                                                   "(set by GitHub Actions in every step)"));
+    }
     std::error_code ec;
     fs::path prefix = fs::absolute(args.prefix, ec).lexically_normal();
     if (prefix.filename().empty() && prefix != prefix.root_path()) prefix = prefix.parent_path();  // "/opt/x/" -> "/opt/x"

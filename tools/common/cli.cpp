@@ -75,6 +75,9 @@ void add_source_options(CLI::App& app, source_options& options) {
                    "Use this redistrib_<version>.json (path or URL) instead of resolving a version; "
                    "artifacts are fetched relative to its directory")
         ->type_name("PATH|URL");
+    app.add_option("--manifest-sha256", options.manifest_sha256,
+                   "Refuse the manifest unless its SHA-256 is this (pins a release, as hermetic builds do)")
+        ->type_name("HEX");
     app.add_option("--ca-file", options.ca_file,
                    "CA bundle for HTTPS (default: $SSL_CERT_FILE, $CURL_CA_BUNDLE, else the system's)")
         ->type_name("FILE");
@@ -111,11 +114,31 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->type_name("DIR");
     add_source_options(app, options.source);
     add_selection_options(app, options.selection, true);
+    app.add_option("--locked", options.locked,
+                   "Install exactly what this lock file (from `redist lock`) pins; never re-resolve")
+        ->type_name("FILE");
     app.add_flag("--force", options.force, "Reinstall even if the receipts say it is installed");
     app.add_option("--jobs,-j", options.jobs, "Artifacts fetched concurrently (default: number of cores)")
         ->type_name("N");
     app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
     app.add_flag("--quiet,-q", options.quiet, "Print only errors");
+}
+
+redist::release_request make_release_request(const source_options& source, const std::string& product,
+                                             const std::string& version) {
+    redist::release_request req;
+    req.product = product;
+    req.version_spec = version;
+    req.base_url = source.effective_base_url();
+    req.manifest_location = source.manifest;
+    req.manifest_sha256 = source.manifest_sha256;
+    req.sources = source.policy();
+    return req;
+}
+
+redist::result<std::string> effective_platform(const selection_options& selection) {
+    if (!selection.platform.empty()) return selection.platform;
+    return redist::detect_host_platform(redist::host_probe::system());
 }
 
 int report_error(const redist::error& e) {

@@ -22,6 +22,7 @@ extern const char* const exit_code_help;
 struct source_options {
     std::string base_url;          // --base-url, else $REDIST_BASE_URL, else NVIDIA's
     std::string manifest;          // --manifest PATH|URL
+    std::string manifest_sha256;   // --manifest-sha256 HEX
     std::string ca_file;           // --ca-file
     std::vector<std::string> mirrors;  // --mirror (repeatable), else $REDIST_MIRRORS
     std::string cache_dir;         // --cache-dir, else $REDIST_CACHE_DIR, $XDG_CACHE_HOME/redist
@@ -50,12 +51,20 @@ struct fetch_options {
     std::string product;
     std::string version = "latest";
     std::string prefix;
+    std::string locked;            // --locked FILE
     bool force = false;
     bool json = false;
     bool quiet = false;
     unsigned jobs = 0;
 };
 void add_fetch_flags(CLI::App& app, fetch_options& options);
+
+// Fills a release_request from the options (base URL, manifest, pin, mirrors, cache).
+redist::release_request make_release_request(const source_options& source, const std::string& product,
+                                             const std::string& version);
+
+// The platform to use: --platform, else the host's.
+redist::result<std::string> effective_platform(const selection_options& selection);
 
 // Runs a fetch and renders it (progress, summary or --json). Returns the exit code.
 int run_fetch(const fetch_options& options);

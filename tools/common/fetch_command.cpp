@@ -1,6 +1,7 @@
 // `redist fetch` and `cudnn-fetch`: resolve, select, install, render.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <map>
@@ -8,6 +9,9 @@
 
 #include "common/cli.hpp"
 #include "redist/install.hpp"
+#include "redist/lockfile.hpp"
+#include "redist/urls.hpp"
+#include "redist/verify.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/platform.hpp"
 #include "redist/select.hpp"
@@ -133,26 +137,23 @@ void print_json_report(const redist::install_report& report) {
 
 }  // namespace
 
-int run_fetch(const fetch_options& options) {
-    const bool chatty = !options.quiet && !options.json;
-    const redist::transfer_options transfer = options.source.transfer();
+namespace {
 
-    redist::release_request release_req;
-    release_req.product = options.product;
-    release_req.version_spec = options.version;
-    release_req.base_url = options.source.effective_base_url();
-    release_req.manifest_location = options.source.manifest;
-    release_req.sources = options.source.policy();
-    auto release = redist::resolve_release(release_req, transfer);
-    if (!release.ok()) return report_error(release.error_value());
-    const redist::manifest& m = release->parsed;
+// What to install: the artifacts, and the release they come from.
+struct install_plan {
+    std::string product;
+    std::string label;
+    std::string artifact_base_url;
+    std::vector<redist::artifact> artifacts;
+    std::map<std::string, std::string> versions;
+};
 
-    std::string platform = options.selection.platform;
-    if (platform.empty()) {
-        auto host = redist::detect_host_platform(redist::host_probe::system());
-        if (!host.ok()) return report_error(host.error_value());
-        platform = *host;
-    }
+// Resolves PRODUCT VERSION (or --manifest) and selects artifacts.
+redist::result<install_plan> plan_from_manifest(const fetch_options& options, bool chatty) {
+    const auto release_req = make_release_request(options.source, options.product, options.version);
+    REDIST_TRY(const auto release, redist::resolve_release(release_req, options.source.transfer()));
+    const redist::manifest& m = release.parsed;
+    REDIST_TRY(const std::string platform, effective_platform(options.selection));
     const auto choice = redist::choose_cuda_variant(m, platform, options.selection.components, options.selection.cuda,
                                                     options.selection.cuda
                                                         ? std::nullopt
@@ -162,11 +163,11 @@ int run_fetch(const fetch_options& options) {
     sel_req.cuda_major = choice.cuda_major;
     sel_req.components = options.selection.components;
     auto selection = redist::select_artifacts(m, sel_req);
-    if (!selection.ok()) return report_error(std::move(selection).error_value().with_source(release->manifest_url));
+    if (!selection.ok()) return std::move(selection).error_value().with_source(release.manifest_url);
 
     if (chatty) {
-        std::printf("%s %s (%s) for %s", release->product.c_str(), release->label.c_str(),
-                    redist::sanitize_url(release->manifest_url).c_str(), platform.c_str());
+        std::printf("%s %s (%s) for %s", release.product.c_str(), release.label.c_str(),
+                    redist::sanitize_url(release.manifest_url).c_str(), platform.c_str());
         if (choice.cuda_major) std::printf(", CUDA %d: %s", *choice.cuda_major, choice.reason.c_str());
         std::printf("\n");
         if (options.selection.components.empty()) {
@@ -180,19 +181,91 @@ int run_fetch(const fetch_options& options) {
         }
         std::fflush(stdout);
     }
+    install_plan plan;
+    plan.product = release.product;
+    plan.label = release.label;
+    plan.artifact_base_url = release.artifact_base_url;
+    plan.artifacts = std::move(selection->artifacts);
+    for (const auto& c : m.components) plan.versions[c.key] = c.version;
+    return plan;
+}
+
+// --locked FILE: the lock's artifacts for this platform and CUDA variant. The
+// upstream manifest is re-read only to warn about drift; a locked artifact
+// that changed upstream is a hard error.
+redist::result<install_plan> plan_from_lock(const fetch_options& options, bool chatty) {
+    const auto transfer = options.source.transfer();
+    const auto policy = options.source.policy();
+    REDIST_TRY(const std::string text, redist::fetch_text(redist::to_url(options.locked), transfer, 16u << 20));
+    REDIST_TRY(const auto lock, redist::lockfile_from_json(text, options.locked));
+    REDIST_TRY(const std::string platform, effective_platform(options.selection));
+    REDIST_TRY(auto artifacts, redist::locked_for(lock, platform, options.selection.cuda));
+    if (!options.selection.components.empty()) {
+        std::vector<redist::locked_artifact> wanted;
+        for (auto& a : artifacts)
+            if (std::find(options.selection.components.begin(), options.selection.components.end(),
+                          a.entry.component) != options.selection.components.end())
+                wanted.push_back(std::move(a));
+        if (wanted.size() != options.selection.components.size())
+            return redist::make_error(redist::error_code::not_found,
+                                      "a requested component is not in the lock file for " + platform)
+                .with_path(options.locked);
+        artifacts = std::move(wanted);
+    }
+    auto upstream = redist::fetch_text(lock.manifest_url, transfer);
+    if (!upstream.ok()) {
+        if (!options.quiet)
+            std::fprintf(stderr, "%s: warning: cannot re-read the locked manifest (%s); installing the locked hashes\n",
+                         tool_name.c_str(), upstream.error_value().describe().c_str());
+    } else if (redist::sha256_hex(*upstream) != lock.manifest_sha256) {
+        if (!options.quiet)
+            std::fprintf(stderr, "%s: warning: the upstream manifest changed since it was locked (%s); "
+                                 "installing the locked hashes\n",
+                         tool_name.c_str(), redist::sanitize_url(lock.manifest_url).c_str());
+        auto parsed = redist::parse_manifest(*upstream, redist::sanitize_url(lock.manifest_url));
+        if (parsed.ok()) {
+            redist::lockfile relevant = lock;
+            relevant.artifacts = artifacts;
+            REDIST_TRY_VOID(redist::check_lock_against_manifest(relevant, *parsed));
+        }
+    }
+    (void)policy;
+    if (chatty) {
+        std::printf("%s %s from lock file %s for %s\n", lock.product.c_str(), lock.release_label.c_str(),
+                    options.locked.c_str(), platform.c_str());
+        std::fflush(stdout);
+    }
+    install_plan plan;
+    plan.product = lock.product;
+    plan.label = lock.release_label;
+    plan.artifact_base_url = redist::url_directory(lock.manifest_url);
+    for (auto& a : artifacts) {
+        plan.versions[a.entry.component] = a.version;
+        plan.artifacts.push_back(std::move(a.entry));
+    }
+    return plan;
+}
+
+}  // namespace
+
+int run_fetch(const fetch_options& options) {
+    const bool chatty = !options.quiet && !options.json;
+    auto planned = options.locked.empty() ? plan_from_manifest(options, chatty) : plan_from_lock(options, chatty);
+    if (!planned.ok()) return report_error(planned.error_value());
+    const install_plan& plan = *planned;
 
     progress_display display(chatty, ::isatty(STDOUT_FILENO) != 0);
     redist::install_request req;
     req.prefix = options.prefix;
-    req.product = release->product;
-    req.release_label = release->label;
-    req.artifact_base_url = release->artifact_base_url;
-    req.artifacts = selection->artifacts;
-    for (const auto& c : m.components) req.component_versions[c.key] = c.version;
+    req.product = plan.product;
+    req.release_label = plan.label;
+    req.artifact_base_url = plan.artifact_base_url;
+    req.artifacts = plan.artifacts;
+    req.component_versions = plan.versions;
     req.force = options.force;
     req.jobs = options.jobs;
-    req.transfer = transfer;
-    req.sources = release_req.sources;
+    req.transfer = options.source.transfer();
+    req.sources = options.source.policy();
     req.on_blob_wait = [&](const std::string& component) {
         if (!options.quiet)
             std::fprintf(stderr, "%s: %s: waiting for another process downloading the same archive\n",

@@ -1,0 +1,113 @@
+# bash completion for redist and cudnn-fetch.
+#
+# Install: source this file from ~/.bashrc, or copy it to
+#   /usr/share/bash-completion/completions/redist   (and a copy or symlink
+#   named cudnn-fetch, for lazy loading by bash-completion).
+# Needs bash >= 4 (mapfile); works without the bash-completion package.
+#
+# Keep in sync with the tools' --help: tests/e2e/test_env.py checks that every
+# subcommand and option the tools print is offered here.
+
+_redist_products="cudnn cuda cublasmp cudss cuquantum cusolvermp cusparselt cutensor nppplus nvcomp nvjpeg2000 nvpl nvtiff tensorrt"
+_redist_platforms="linux-x86_64 linux-sbsa linux-aarch64 linux-ppc64le windows-x86_64 windows-arm64 source"
+_redist_formats="sh fish cmake json github"
+_redist_subcommands="versions show fetch verify remove cache env mirror"
+
+_redist_source_opts="--base-url --manifest --ca-file --mirror --cache-dir --no-cache --offline --retries --stall-timeout"
+_redist_select_opts="--platform --cuda --component"
+_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --force --jobs -j --json --quiet -q"
+
+# Options of each subcommand (and of cudnn-fetch).
+_redist_opts_for() {
+    case $1 in
+        versions) echo "$_redist_source_opts --json --help -h" ;;
+        show) echo "$_redist_source_opts $_redist_select_opts --json --help -h" ;;
+        fetch) echo "$_redist_fetch_opts --help -h" ;;
+        cudnn-fetch) echo "$_redist_fetch_opts --help -h --version" ;;
+        verify) echo "--prefix --json --help -h" ;;
+        remove) echo "--prefix --component --quiet -q --help -h" ;;
+        cache) echo "--cache-dir --older-than --json --help -h" ;;
+        env) echo "--prefix --format --help -h" ;;
+        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --json --quiet -q --help -h" ;;
+        *) echo "--help -h --version" ;;
+    esac
+}
+
+# Options that take a value (the next word, or --opt=value).
+_redist_takes_value() {
+    case $1 in
+        --prefix | --dest | --cache-dir | --manifest | --ca-file | --base-url | --mirror | --platform | --cuda | \
+            --component | --format | --retries | --stall-timeout | --older-than | --jobs | -j)
+            return 0 ;;
+    esac
+    return 1
+}
+
+# Completes the value of option $1 from prefix $2 into COMPREPLY.
+_redist_complete_value() {
+    case $1 in
+        --platform) mapfile -t COMPREPLY < <(compgen -W "$_redist_platforms" -- "$2") ;;
+        --format) mapfile -t COMPREPLY < <(compgen -W "$_redist_formats" -- "$2") ;;
+        --cuda) mapfile -t COMPREPLY < <(compgen -W "11 12 13" -- "$2") ;;
+        --prefix | --dest | --cache-dir)
+            compopt -o filenames 2>/dev/null
+            mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
+        --manifest | --ca-file)
+            compopt -o filenames 2>/dev/null
+            mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
+        *) COMPREPLY=() ;;  # free-form: URLs, numbers, component names
+    esac
+}
+
+_redist() {
+    local cword=$COMP_CWORD
+    local cur=${COMP_WORDS[cword]}
+    local prev=""
+    ((cword >= 1)) && prev=${COMP_WORDS[cword - 1]}
+    COMPREPLY=()
+
+    # bash splits "--opt=value" at '=' (COMP_WORDBREAKS): "--opt" "=" "value".
+    if [[ $cur == "=" ]]; then
+        _redist_takes_value "$prev" && _redist_complete_value "$prev" ""
+        return 0
+    fi
+    if [[ $prev == "=" ]] && ((cword >= 2)); then
+        _redist_takes_value "${COMP_WORDS[cword - 2]}" && _redist_complete_value "${COMP_WORDS[cword - 2]}" "$cur"
+        return 0
+    fi
+
+    # Find the subcommand and count the positionals before the cursor.
+    local sub="" npos=0 i w skip=0
+    [[ ${COMP_WORDS[0]##*/} == cudnn-fetch ]] && sub=cudnn-fetch
+    for ((i = 1; i < cword; i++)); do
+        w=${COMP_WORDS[i]}
+        if ((skip)); then skip=0; continue; fi
+        [[ $w == "=" ]] && { skip=1; continue; }
+        case $w in
+            -*) _redist_takes_value "$w" && [[ ${COMP_WORDS[i + 1]} != "=" ]] && skip=1 ;;
+            *) if [[ -z $sub ]]; then sub=$w; else npos=$((npos + 1)); fi ;;
+        esac
+    done
+
+    if [[ $cur == -* ]]; then
+        mapfile -t COMPREPLY < <(compgen -W "$(_redist_opts_for "$sub")" -- "$cur")
+        return 0
+    fi
+    if _redist_takes_value "$prev"; then
+        _redist_complete_value "$prev" "$cur"
+        return 0
+    fi
+    if [[ -z $sub ]]; then
+        mapfile -t COMPREPLY < <(compgen -W "$_redist_subcommands" -- "$cur")
+        return 0
+    fi
+    case $sub in
+        versions | show | fetch | mirror)
+            ((npos == 0)) && mapfile -t COMPREPLY < <(compgen -W "$_redist_products" -- "$cur") ;;
+        cache)
+            ((npos == 0)) && mapfile -t COMPREPLY < <(compgen -W "list prune dir" -- "$cur") ;;
+    esac
+    return 0
+}
+
+complete -F _redist redist cudnn-fetch

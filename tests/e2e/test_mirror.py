@@ -1,0 +1,260 @@
+"""`redist mirror`: the upstream layout, verified downloads, incremental
+re-runs, repair of a corrupted file, serving the result with a second nginx,
+and a corrupted upstream."""
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+import support
+
+sys.path.insert(0, os.path.join(support.source_dir(), "tests", "fixtures"))
+import nginx_fixture  # noqa: E402  (free_port, wait_ready, stop, LOG_FORMAT)
+
+PLATFORMS = ("linux-x86_64", "linux-sbsa")
+LABELS = ("9.27.0", "9.8.0")
+ARCHIVE_SUFFIXES = (".tar.xz", ".tar.gz", ".tar.zst", ".zip")
+
+
+def expected_artifacts(label, platforms=PLATFORMS, components=None, cuda=None):
+    """{relative_path: record} selected from the demo mirror's manifest,
+    computed with Python's json module only."""
+    out = {}
+    for comp, platform, variant, rec in support.iter_artifacts(support.load_manifest("cudnn", label)):
+        if platform not in platforms or (components and comp not in components):
+            continue
+        if cuda and variant and variant not in {f"cuda{n}" for n in cuda}:
+            continue
+        out[rec["relative_path"]] = rec
+    return out
+
+
+def files_under(root):
+    out = set()
+    for d, _dirs, files in os.walk(root):
+        for f in files:
+            out.add(os.path.relpath(os.path.join(d, f), root))
+    return out
+
+
+def mirror(dest, *extra, base=None, check=0, versions=",".join(LABELS), platforms=PLATFORMS):
+    args = ["mirror", "cudnn", versions, "--dest", dest, "--base-url", base or support.nginx_base_url()]
+    for p in platforms:
+        args += ["--platform", p]
+    return support.run_tool("redist", *args, *extra, check=check)
+
+
+def artifact_requests(log):
+    return [r for r in log if r["uri"].endswith(ARCHIVE_SUFFIXES)]
+
+
+class MirrorFromNginx(unittest.TestCase):
+    """One flow, in order: first mirror, no-op re-run, repair, then serve it."""
+
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.dest = os.path.join(self.scratch, "mirror")
+        self.redist = os.path.join(self.dest, "cudnn", "redist")
+        self.second_nginx = None
+
+    def tearDown(self):
+        if self.second_nginx:
+            nginx_fixture.stop(self.second_nginx)
+
+    def check_mirror_contents(self):
+        wanted = {}
+        for label in LABELS:
+            wanted.update(expected_artifacts(label))
+        manifests = {f"redistrib_{l}.json" for l in LABELS}
+        # Exactly the selected artifacts, the manifests and the index: no
+        # other platform, no leftover .part file.
+        self.assertEqual(files_under(self.redist), set(wanted) | manifests | {"index.html"})
+        for rel, rec in wanted.items():
+            path = os.path.join(self.redist, rel)
+            self.assertEqual(os.path.getsize(path), int(rec["size"]), rel)
+            self.assertEqual(support.sha256_file(path), rec["sha256"], rel)
+        for label in LABELS:
+            with open(os.path.join(self.redist, f"redistrib_{label}.json"), "rb") as f:
+                mine = f.read()
+            with open(support.manifest_path("cudnn", label), "rb") as f:
+                self.assertEqual(mine, f.read(), f"manifest {label} differs from upstream")
+        with open(os.path.join(self.redist, "index.html")) as f:
+            index = f.read()
+        for label in LABELS:
+            self.assertIn(f"href='redistrib_{label}.json'", index)
+        return wanted
+
+    def start_second_nginx(self, root):
+        """A plain static file server for the mirror, as a user would deploy
+        it (index.html as the directory index). Returns its base URL."""
+        ng = os.path.join(self.scratch, "nginx2")
+        os.makedirs(os.path.join(ng, "temp"), exist_ok=True)
+        p = {"nginx": ng, "conf": os.path.join(ng, "nginx.conf"), "pid": os.path.join(ng, "nginx.pid"),
+             "error_log": os.path.join(ng, "error.log"), "access_log": os.path.join(ng, "access.log")}
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        for _attempt in range(5):
+            port = nginx_fixture.free_port()
+            with open(p["conf"], "w") as f:
+                f.write(f"""{user}worker_processes 1;
+daemon on;
+pid {p['pid']};
+error_log {p['error_log']} info;
+events {{ worker_connections 64; }}
+http {{
+    types {{ text/html html; application/json json; application/x-xz xz; application/zip zip; }}
+    default_type application/octet-stream;
+    log_format redist escape=json {nginx_fixture.LOG_FORMAT};
+    access_log {p['access_log']} redist;
+    client_body_temp_path {ng}/temp/client_body;
+    proxy_temp_path {ng}/temp/proxy;
+    fastcgi_temp_path {ng}/temp/fastcgi;
+    uwsgi_temp_path {ng}/temp/uwsgi;
+    scgi_temp_path {ng}/temp/scgi;
+    server {{
+        listen 127.0.0.1:{port};
+        root {root};
+        index index.html;
+    }}
+}}
+""")
+            res = subprocess.run([nginx_fixture.NGINX, "-p", ng, "-c", p["conf"], "-e", p["error_log"]],
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            if res.returncode == 0:
+                self.second_nginx = p
+                base = f"http://127.0.0.1:{port}"
+                self.assertTrue(nginx_fixture.wait_ready(base + "/cudnn/redist/", 10),
+                                nginx_fixture.tail(p["error_log"]))
+                return base, p["access_log"]
+            if "Address already in use" not in res.stdout:
+                self.fail(f"second nginx failed to start:\n{res.stdout}")
+        self.fail("second nginx could not bind a port")
+
+    def test_mirror_rerun_repair_and_serve(self):
+        # 1. First run: everything downloaded, verified, in the upstream layout.
+        mark = support.access_log_mark()
+        res = mirror(self.dest, "--json")
+        report = json.loads(res.stdout)
+        wanted = self.check_mirror_contents()
+        self.assertEqual([r["label"] for r in report["releases"]], list(LABELS))
+        statuses = [f["status"] for r in report["releases"] for f in r["files"]]
+        self.assertEqual(len(statuses), len(wanted))
+        self.assertEqual(set(statuses), {"downloaded"})
+        self.assertEqual(report["bytes_downloaded"], sum(int(r["size"]) for r in wanted.values()))
+        fetched = artifact_requests(support.access_log_since(mark))
+        self.assertEqual(sorted(r["uri"].rsplit("/redist/", 1)[1] for r in fetched), sorted(wanted))
+        versions = support.run_tool("redist", "versions", "cudnn", "--base-url", self.dest, "--json", check=0)
+        self.assertEqual(json.loads(versions.stdout), list(LABELS))
+
+        # 2. Re-run: nothing fetched, everything reported up to date.
+        mark = support.access_log_mark()
+        res = mirror(self.dest)
+        self.assertEqual(artifact_requests(support.access_log_since(mark)), [])
+        self.assertEqual(res.stdout.count("  up to date  "), len(wanted) + len(LABELS), res.stdout)
+        self.check_mirror_contents()
+
+        # 3. A corrupted file (same size, one byte flipped) is replaced, and
+        # only that one is fetched.
+        victim = sorted(wanted)[0]
+        path = os.path.join(self.redist, victim)
+        with open(path, "r+b") as f:
+            f.seek(100)
+            b = f.read(1)
+            f.seek(100)
+            f.write(bytes([b[0] ^ 0xFF]))
+        mark = support.access_log_mark()
+        report = json.loads(mirror(self.dest, "--json").stdout)
+        status = {f["relative_path"]: f["status"] for r in report["releases"] for f in r["files"]}
+        self.assertEqual(status.pop(victim), "replaced")
+        self.assertEqual(set(status.values()), {"up_to_date"})
+        self.assertEqual([r["uri"].rsplit("/redist/", 1)[1] for r in artifact_requests(support.access_log_since(mark))],
+                         [victim])
+        self.check_mirror_contents()
+
+        # 4. Serve the mirror with a second nginx; install from it alone.
+        base2, log2 = self.start_second_nginx(self.dest)
+        versions = support.run_tool("redist", "versions", "cudnn", "--base-url", base2, "--json", check=0)
+        self.assertEqual(json.loads(versions.stdout), list(LABELS))
+        prefix = os.path.join(self.scratch, "prefix")
+        mark = support.access_log_mark()
+        env = {"XDG_CACHE_HOME": os.path.join(self.scratch, "cache"), "REDIST_MIRRORS": None,
+               "REDIST_BASE_URL": None}
+        support.run_tool("cudnn-fetch", "9.27.0", "--base-url", base2, "--prefix", prefix,
+                         "--platform", "linux-x86_64", "--cuda", "12", env=env, check=0)
+        self.assertEqual(support.access_log_since(mark), [], "the upstream was used")
+        with open(log2) as f:
+            served = [json.loads(l) for l in f if l.strip()]
+        self.assertTrue(artifact_requests(served), "the second nginx served no artifact")
+        # The same tree as an install straight from upstream.
+        reference = os.path.join(self.scratch, "reference")
+        support.run_tool("cudnn-fetch", "9.27.0", "--base-url", support.file_base_url(), "--prefix", reference,
+                         "--platform", "linux-x86_64", "--cuda", "12", env=env, check=0)
+        a = support.tree_snapshot(prefix, ignore=r"^\.redist")
+        b = support.tree_snapshot(reference, ignore=r"^\.redist")
+        self.assertTrue(a)
+        self.assertEqual(a, b, support.diff_snapshots(a, b))
+
+
+class MirrorSelection(unittest.TestCase):
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.dest = os.path.join(self.scratch, "mirror")
+        self.redist = os.path.join(self.dest, "cudnn", "redist")
+
+    def test_component_and_cuda_filters(self):
+        mirror(self.dest, "--component", "cudnn", "--cuda", "13", "-q", base=support.file_base_url(),
+               versions="9.27.0", platforms=("linux-x86_64",))
+        wanted = expected_artifacts("9.27.0", ("linux-x86_64",), {"cudnn"}, [13])
+        self.assertEqual(len(wanted), 1)
+        self.assertEqual(files_under(self.redist), set(wanted) | {"redistrib_9.27.0.json", "index.html"})
+
+    def test_not_offered_is_not_found(self):
+        base = support.file_base_url()
+        for extra, versions, needle in (
+                (["--component", "nope"], "9.27.0", "cudnn_jit"),        # lists what exists
+                (["--cuda", "11"], "9.27.0", "cuda12"),                  # 9.27 has no cuda11
+                (["--platform", "linux-ppc64le"], "9.27.0", "linux-sbsa"),
+                ([], "7.0.0", "")):
+            with self.subTest(extra=extra, versions=versions):
+                res = mirror(self.dest, *extra, base=base, versions=versions, platforms=("linux-x86_64",), check=3)
+                self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+                self.assertIn(needle, res.stderr)
+
+    def test_usage_errors(self):
+        support.run_tool("redist", "mirror", "cudnn", "9.27.0", check=2)           # no --dest
+        support.run_tool("redist", "mirror", "../x", "9.27.0", "--dest", self.dest, "--platform", "linux-x86_64",
+                         "--base-url", support.file_base_url(), check=2)           # product is a file name
+
+
+class MirrorCorruptUpstream(unittest.TestCase):
+    def test_bad_artifact_exits_5_and_leaves_nothing(self):
+        scratch = support.make_scratch_dir(self.id())
+        upstream = support.copy_mirror(os.path.join(scratch, "upstream"), ["cudnn"])
+        rec = support.find_artifact(support.load_manifest("cudnn", "9.27.0"), "cudnn", "linux-x86_64", "cuda12")
+        bad = support.artifact_path("cudnn", rec["relative_path"], upstream)
+        with open(bad, "rb") as f:
+            original = f.read()
+        cases = {
+            "flipped byte": original[:500] + bytes([original[500] ^ 1]) + original[501:],
+            "one byte more": original + b"\0",
+            "truncated": original[:-1],
+        }
+        for what, data in cases.items():
+            with self.subTest(what):
+                with open(bad, "wb") as f:
+                    f.write(data)
+                dest = os.path.join(scratch, "mirror-" + what.replace(" ", "-"))
+                res = mirror(dest, base=support.file_base_url(upstream), versions="9.27.0",
+                             platforms=("linux-x86_64",), check=5)
+                self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+                self.assertIn("mismatch", res.stderr)
+                redist = os.path.join(dest, "cudnn", "redist")
+                self.assertFalse(os.path.exists(os.path.join(redist, rec["relative_path"])))
+                # No partial file, and the release is not advertised.
+                self.assertEqual([f for f in files_under(redist) if ".part." in f], [])
+                self.assertFalse(os.path.exists(os.path.join(redist, "redistrib_9.27.0.json")))
+
+
+if __name__ == "__main__":
+    unittest.main()
