@@ -443,6 +443,19 @@ private:
     bool paused_mid_download_ = false;
 };
 
+void fill_receipt(const install_request& request, const artifact& a, const std::string& url, receipt& r) {
+    r.product = request.product;
+    r.release_label = request.release_label;
+    r.component = a.component;
+    if (auto v = request.component_versions.find(a.component); v != request.component_versions.end())
+        r.component_version = v->second;
+    r.platform = a.platform;
+    r.variant = a.variant;
+    r.url = url;
+    r.archive_sha256 = a.sha256;
+    r.archive_size = a.size;
+}
+
 // Picks the error to report when every source failed: an integrity failure
 // (somebody served wrong bytes) or not-found says more than a later transient one.
 void remember_failure(std::optional<error>& kept, error e) {
@@ -481,6 +494,38 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
         });
         if (!locked.ok()) return fail(std::move(locked).error_value());
         blob = std::move(locked).value();
+    }
+
+    auto finish_report = [&] {
+        out.report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    };
+
+    // 0. The extracted tree of this archive, from an earlier install: placed
+    //    by reflink/hardlink/copy, no decoding at all.
+    if (cache) {
+        auto stage = make_stage(lock.prefix(), a.component);
+        if (!stage.ok()) return fail(std::move(stage).error_value());
+        auto files = cache->materialize_tree(a.sha256, *stage, request.tree_link_mode);
+        if (!files.ok()) {
+            std::error_code ec;
+            fs::remove_all(*stage, ec);
+            return fail(std::move(files).error_value());
+        }
+        if (*files) {
+            staged_component staged;
+            staged.stage_dir = *stage;
+            fill_receipt(request, a, sanitize_url(urls.back()), staged.new_receipt);
+            staged.new_receipt.files = std::move(**files);
+            staged.new_receipt.installed_at.clear();
+            out.report.from_cache = true;
+            out.report.url = sanitize_url(urls.back());
+            out.report.files = staged.new_receipt.files.size();
+            finish_report();
+            out.staged = std::move(staged);
+            return;
+        }
+        std::error_code ec;
+        fs::remove_all(*stage, ec);
     }
 
     artifact_pipeline pipeline(lock, a, sanitize_url(urls.back()));
@@ -640,22 +685,13 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
 
     staged_component staged;
     staged.stage_dir = pipeline.stage();
-    receipt& r = staged.new_receipt;
-    r.product = request.product;
-    r.release_label = request.release_label;
-    r.component = a.component;
-    if (auto v = request.component_versions.find(a.component); v != request.component_versions.end())
-        r.component_version = v->second;
-    r.platform = a.platform;
-    r.variant = a.variant;
-    r.url = out.report.from_cache ? sanitize_url(urls.back()) : out.report.url;
-    r.archive_sha256 = a.sha256;
-    r.archive_size = a.size;
+    fill_receipt(request, a, out.report.url, staged.new_receipt);
     auto prepared = prepare_stage(staged, *entries);
     if (!prepared.ok()) return fail(std::move(prepared).error_value());
+    if (cache) cache->store_tree(a.sha256, staged.stage_dir, staged.new_receipt.files);
 
-    out.report.files = r.files.size();
-    out.report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    out.report.files = staged.new_receipt.files.size();
+    finish_report();
     pipeline.keep_stage();
     out.staged = std::move(staged);
 }

@@ -630,7 +630,8 @@ result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component
     for (const auto& d : by_depth(prune, /*deepest_first=*/true)) j.prune.push_back((prefix / d).string());
 
     // Receipts are written into the stages first and moved last.
-    for (const auto& s : staged) {
+    for (auto& s : staged) {
+        if (s.new_receipt.installed_at.empty()) s.new_receipt.installed_at = now_iso8601();
         const fs::path receipt_tmp = s.stage_dir.string() + ".receipt.json";
         REDIST_TRY_VOID(write_file_atomically(receipt_tmp, receipt_to_json(s.new_receipt)));
         j.moves.emplace_back(receipt_tmp.string(), (receipts_dir(prefix) / (s.new_receipt.component + ".json")).string());

@@ -5,6 +5,9 @@
 //   blobs/sha256/<hex>.part     an interrupted download; the next process resumes it
 //   locks/<hex>.lock            per-blob flock: single flight across processes
 //   documents/<sha256(url)>     manifests and indexes last fetched from a URL (for --offline)
+//   trees/<hex>/                the extracted tree of a verified archive, laid out as
+//                               installed (for fast re-installs into new prefixes)
+//   trees/<hex>.json            its file list: path, type, size, sha256/target, mode, mtime
 //
 // Nothing unverified ever sits under a final name: a blob is renamed from
 // .part only after its size and SHA-256 matched, and a blob that fails
@@ -20,6 +23,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/install.hpp"
 
 namespace redist {
 
@@ -47,6 +51,21 @@ struct cache_entry {
     bool partial = false;
 };
 
+// How a cached tree is put into a stage (--link-mode):
+//   reflink   copy-on-write clone (btrfs, XFS): instant and fully independent
+//   hardlink  instant, but every prefix installed this way shares inodes with
+//             the cache and with each other: an in-place edit in one changes
+//             them all (the cache notices by size and mtime, and rebuilds the
+//             tree from the archive; the other prefixes' `redist verify` fails)
+//   copy      a real copy (copy_file_range, in the kernel): independent, costs the I/O
+//   auto      reflink where the filesystem can, else copy (the default: every
+//             prefix is independent of the others)
+// The tree itself is recorded by hard links to the stage of a cold install,
+// so building it costs no copy; an edit in that first prefix is detected the
+// same way.
+enum class link_mode : std::uint8_t { auto_select, reflink, hardlink, copy };
+result<link_mode> parse_link_mode(std::string_view text);
+
 class blob_cache {
 public:
     // Creates the directories. Outcomes: ok | filesystem.
@@ -70,6 +89,18 @@ public:
     // everything. Returns the number of bytes freed. Blobs locked by another
     // process are skipped.
     result<std::uint64_t> prune(std::chrono::seconds older_than) const;
+
+    // Records a committed-ready stage as the tree of blob `sha256`, by hard
+    // links (no copy). Best effort: on another filesystem it does nothing.
+    void store_tree(const std::string& sha256, const std::filesystem::path& stage,
+                    const std::vector<installed_file>& files) const noexcept;
+
+    // Fills `stage` from the tree of blob `sha256`. Returns nullopt (and
+    // drops the tree) when it is missing or no longer matches its file list
+    // (size, mtime, symlink target), so the caller falls back to the archive.
+    result<std::optional<std::vector<installed_file>>> materialize_tree(const std::string& sha256,
+                                                                        const std::filesystem::path& stage,
+                                                                        link_mode mode) const;
 
     // Documents (manifests, indexes) by URL, for --offline.
     void store_document(const std::string& url, const std::string& body) const noexcept;

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "redist/cache.hpp"
 #include "redist/error.hpp"
 #include "redist/manifest.hpp"
 #include "redist/platform.hpp"
@@ -105,6 +106,7 @@ struct install_request {
     std::vector<artifact> artifacts;      // from select_artifacts
     std::map<std::string, std::string> component_versions;  // component key -> version, for receipts
     bool force = false;                   // reinstall even when receipts match
+    link_mode tree_link_mode = link_mode::auto_select;  // how cached trees are placed (see cache.hpp)
     unsigned jobs = 0;                    // concurrent artifacts; 0 = cores
     transfer_options transfer;
     source_policy sources;

@@ -371,3 +371,151 @@ def find_artifact(manifest: dict, component: str, platform: str, variant: str | 
     """The record for one artifact (variant like "cuda12"), or KeyError."""
     value = manifest[component][platform]
     return value[variant] if variant else value
+
+
+# ---------------------------------------------------------------------------
+# Reliability tests: the fault-injecting server and tools run in the background
+# ---------------------------------------------------------------------------
+
+class FaultServer:
+    """tests/fixtures/fault_server.py serving `root` on 127.0.0.1 (see its
+    docstring for the fault specs). Faults are set per URL path through a
+    file the server re-reads on every request; log() is the server's own
+    request log (method, path, range, status, bytes_sent)."""
+
+    def __init__(self, root: str, work: str, max_seconds: float = 600):
+        import sys
+        import time
+        self.root, self.work = os.path.abspath(root), os.path.abspath(work)
+        os.makedirs(self.work, exist_ok=True)
+        self.faults_file = os.path.join(self.work, "faults.json")
+        port_file = os.path.join(self.work, "port")
+        if os.path.exists(port_file):
+            os.unlink(port_file)
+        self.set_faults({})
+        script = os.path.join(source_dir(), "tests", "fixtures", "fault_server.py")
+        self.proc = subprocess.Popen(
+            [sys.executable, script, "--root", self.root, "--port-file", port_file,
+             "--faults", self.faults_file, "--max-seconds", str(max_seconds)],
+            stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                with open(port_file) as f:
+                    self.port = int(f.read().strip())
+                break
+            except (FileNotFoundError, ValueError):
+                if self.proc.poll() is not None:
+                    raise RuntimeError("fault_server.py exited during startup")
+                time.sleep(0.02)
+        else:
+            self.stop()
+            raise RuntimeError("fault_server.py did not publish its port")
+        self.base = f"http://127.0.0.1:{self.port}"
+
+    def url(self, path: str = "") -> str:
+        return self.base + path
+
+    def set_faults(self, faults: dict) -> None:
+        """Replaces the faults ({"/url/path": spec}); "times" counters restart."""
+        tmp = self.faults_file + ".tmp"
+        with open(tmp, "w") as f:
+            json.dump(faults, f)
+        os.replace(tmp, self.faults_file)
+
+    def reset(self) -> None:
+        """Clears the request log and the "times" counters."""
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        req = urllib.request.Request(self.url("/__control/reset"), data=b"", method="POST")
+        with opener.open(req, timeout=10) as r:
+            r.read()
+
+    def log(self, path: str | None = None) -> list[dict]:
+        """The request log (oldest first), optionally only requests for `path`."""
+        status, _, body = http_get(self.url("/__control/log"), timeout=20)
+        if status != 200:
+            raise RuntimeError(f"fault server log: HTTP {status}")
+        entries = json.loads(body)
+        return [e for e in entries if path is None or e["path"] == path]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class BackgroundTool:
+    """A tool started with Popen whose stderr is read by a thread, so a test
+    can wait for a line (e.g. "redist-debug: paused at ...") while it runs."""
+
+    def __init__(self, name: str, *args, env: dict | None = None):
+        import threading
+        path = tool_path(name)
+        self.args = [path, *[str(a) for a in args]]
+        self.proc = subprocess.Popen(self.args, env=tool_env(env), stdin=subprocess.DEVNULL,
+                                     stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     text=True, errors="replace")
+        self._lock = threading.Condition()
+        self._err: list[str] = []
+        self._out: list[str] = []
+        self._threads = [threading.Thread(target=self._pump, args=(self.proc.stderr, self._err), daemon=True),
+                         threading.Thread(target=self._pump, args=(self.proc.stdout, self._out), daemon=True)]
+        for t in self._threads:
+            t.start()
+
+    def _pump(self, stream, sink):
+        for line in stream:
+            with self._lock:
+                sink.append(line)
+                self._lock.notify_all()
+        with self._lock:
+            self._lock.notify_all()
+
+    @property
+    def stderr(self) -> str:
+        with self._lock:
+            return "".join(self._err)
+
+    @property
+    def stdout(self) -> str:
+        with self._lock:
+            return "".join(self._out)
+
+    def wait_for_stderr(self, text: str, timeout: float = 30) -> bool:
+        """True once `text` appeared on stderr; False on timeout or exit."""
+        import time
+        deadline = time.monotonic() + timeout
+        with self._lock:
+            while text not in "".join(self._err):
+                left = deadline - time.monotonic()
+                if left <= 0 or (self.proc.poll() is not None and not any(t.is_alive() for t in self._threads)):
+                    return text in "".join(self._err)
+                self._lock.wait(min(left, 0.1))
+            return True
+
+    def kill(self) -> None:
+        """SIGKILL (no chance to clean up), then reap."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait()
+        self._close()
+
+    def wait(self, timeout: float = DEFAULT_TIMEOUT) -> subprocess.CompletedProcess:
+        """Waits for the exit; returns a CompletedProcess like run_tool()."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            raise
+        self._close()
+        return subprocess.CompletedProcess(self.args, self.proc.returncode, self.stdout, self.stderr)
+
+    def _close(self) -> None:
+        for t in self._threads:
+            t.join(timeout=5)
+        for stream in (self.proc.stdout, self.proc.stderr):
+            stream.close()

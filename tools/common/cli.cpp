@@ -118,6 +118,11 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                    "Install exactly what this lock file (from `redist lock`) pins; never re-resolve")
         ->type_name("FILE");
     app.add_flag("--force", options.force, "Reinstall even if the receipts say it is installed");
+    app.add_option("--link-mode", options.link_mode,
+                   "How a cached extracted tree is placed on re-installs: auto (reflink where possible, else copy; the "
+                   "default), reflink, copy, or hardlink (instant, but prefixes share inodes with the cache)")
+        ->check(CLI::IsMember({"auto", "reflink", "hardlink", "copy"}))
+        ->type_name("MODE");
     app.add_option("--jobs,-j", options.jobs, "Artifacts fetched concurrently (default: number of cores)")
         ->type_name("N");
     app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");

@@ -52,6 +52,7 @@ struct fetch_options {
     std::string version = "latest";
     std::string prefix;
     std::string locked;            // --locked FILE
+    std::string link_mode = "auto";  // --link-mode
     bool force = false;
     bool json = false;
     bool quiet = false;

@@ -263,6 +263,7 @@ int run_fetch(const fetch_options& options) {
     req.artifacts = plan.artifacts;
     req.component_versions = plan.versions;
     req.force = options.force;
+    req.tree_link_mode = redist::parse_link_mode(options.link_mode).value();  // validated by CLI11
     req.jobs = options.jobs;
     req.transfer = options.source.transfer();
     req.sources = options.source.policy();
