@@ -773,7 +773,7 @@ result<install_report> install(const install_request& request) {
             if (request.on_progress)
                 request.on_progress({results[i].report.component, fetch_stage::committing, 0, results[i].report.size});
         debug_pause("before-commit");
-        REDIST_TRY_VOID(commit_stages(lock, std::move(staged)));
+        REDIST_TRY_VOID(commit_stages(lock, std::move(staged), request.force));
         for (const std::size_t i : todo)
             if (request.on_progress)
                 request.on_progress({results[i].report.component, fetch_stage::done, results[i].report.size,

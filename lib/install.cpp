@@ -551,9 +551,21 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
 
 // ---- commit ---------------------------------------------------------------------------
 
-result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged) {
+result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged, bool overwrite_unowned) {
     const fs::path& prefix = lock.prefix();
-    REDIST_TRY(const std::vector<receipt> existing, read_receipts(prefix));
+    // Until the journal exists nothing has changed in the prefix: a refusal
+    // drops the stages too, so no stage outlives a failed run.
+    const auto abandon = [&staged](error e) -> error {
+        for (const auto& s : staged) {
+            std::error_code ec;
+            fs::remove_all(s.stage_dir, ec);
+            fs::remove(s.stage_dir.string() + ".receipt.json", ec);
+        }
+        return e;
+    };
+    auto existing_or_error = read_receipts(prefix);
+    if (!existing_or_error.ok()) return abandon(std::move(existing_or_error).error_value());
+    const std::vector<receipt> existing = std::move(existing_or_error).value();
 
     std::set<std::string> replaced;  // component keys being (re)installed
     for (const auto& s : staged) replaced.insert(s.new_receipt.component);
@@ -577,18 +589,18 @@ result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component
         for (const auto& f : s.new_receipt.files) {
             const auto kept = kept_owners.find(f.path);
             if (kept != kept_owners.end() && !same_content(*kept->second.file, f)) {
-                return make_error(error_code::conflict, "components " + kept->second.component + " and " +
+                return abandon(make_error(error_code::conflict, "components " + kept->second.component + " and " +
                                                             s.new_receipt.component +
                                                             " install different files at the same path")
-                    .with_path((prefix / f.path).string());
+                    .with_path((prefix / f.path).string()));
             }
             const auto [it, inserted] = new_owners.emplace(f.path, owner{s.new_receipt.component, &f});
             if (!inserted) {
                 if (!same_content(*it->second.file, f)) {
-                    return make_error(error_code::conflict, "components " + it->second.component + " and " +
+                    return abandon(make_error(error_code::conflict, "components " + it->second.component + " and " +
                                                                 s.new_receipt.component +
                                                                 " ship different files at the same path")
-                        .with_path((prefix / f.path).string());
+                        .with_path((prefix / f.path).string()));
                 }
                 continue;  // identical: the first component's copy is moved, this one stays in its stage
             }
@@ -600,10 +612,38 @@ result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component
     for (const auto& d : dirs) {
         const fs::path p = prefix / d;
         if (exists_no_follow(p) && !is_directory_no_follow(p)) {
-            return make_error(error_code::conflict, "a directory in the archive is a file in the prefix")
-                .with_path(p.string());
+            return abandon(make_error(error_code::conflict, "a directory in the archive is a file in the prefix")
+                               .with_path(p.string()));
         }
     }
+    // A file that no receipt owns (the user's own) is never overwritten
+    // silently, unless it is identical or the caller allows it (--force).
+    if (!overwrite_unowned) {
+        std::set<std::string> owned;
+        for (const auto& r : existing)
+            for (const auto& f : r.files) owned.insert(f.path);
+        for (const auto& [path, who] : new_owners) {
+            if (owned.count(path)) continue;
+            const fs::path p = prefix / path;
+            struct stat st{};
+            if (::lstat(p.c_str(), &st) != 0) continue;
+            bool identical = false;
+            if (who.file->kind == entry_kind::symlink) {
+                std::error_code ec;
+                identical = S_ISLNK(st.st_mode) && fs::read_symlink(p, ec).string() == who.file->link_target;
+            } else if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == who.file->size) {
+                auto digest = sha256_file(p);
+                identical = digest.ok() && *digest == who.file->sha256;
+            }
+            if (!identical) {
+                return abandon(make_error(error_code::conflict, "component " + who.component +
+                                                                    " would overwrite a file that redist did not "
+                                                                    "install (move it away, or use --force)")
+                                   .with_path(p.string()));
+            }
+        }
+    }
+
     // Directories shallowest first, with the stage's modes.
     for (const auto& d : by_depth(dirs, /*deepest_first=*/false)) {
         unsigned mode = 0755;
@@ -633,7 +673,8 @@ result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component
     for (auto& s : staged) {
         if (s.new_receipt.installed_at.empty()) s.new_receipt.installed_at = now_iso8601();
         const fs::path receipt_tmp = s.stage_dir.string() + ".receipt.json";
-        REDIST_TRY_VOID(write_file_atomically(receipt_tmp, receipt_to_json(s.new_receipt)));
+        auto written = write_file_atomically(receipt_tmp, receipt_to_json(s.new_receipt));
+        if (!written.ok()) return abandon(std::move(written).error_value());
         j.moves.emplace_back(receipt_tmp.string(), (receipts_dir(prefix) / (s.new_receipt.component + ".json")).string());
         j.stages.push_back(s.stage_dir.string());
     }

@@ -107,9 +107,13 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
 //     (nothing changes; the error names both components and the path);
 //   - files of a replaced component (same component key) that the new version
 //     no longer ships are deleted, unless another component owns them;
+//   - a file in the prefix that no receipt owns and that differs from the
+//     staged one is a conflict, unless overwrite_unowned (--force);
 //   - receipts are written last.
+// On a refusal (conflict) the stages are removed and the prefix is untouched.
 // Requires the prefix lock. Outcomes: ok | conflict | filesystem.
-result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged);
+result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged,
+                           bool overwrite_unowned = false);
 
 struct verify_problem {
     std::string component;

@@ -11,11 +11,11 @@
 _redist_products="cudnn cuda cublasmp cudss cuquantum cusolvermp cusparselt cutensor nppplus nvcomp nvjpeg2000 nvpl nvtiff tensorrt"
 _redist_platforms="linux-x86_64 linux-sbsa linux-aarch64 linux-ppc64le windows-x86_64 windows-arm64 source"
 _redist_formats="sh fish cmake json github"
-_redist_subcommands="versions show fetch verify remove cache env mirror"
+_redist_subcommands="versions show fetch verify remove lock cache env mirror"
 
-_redist_source_opts="--base-url --manifest --ca-file --mirror --cache-dir --no-cache --offline --retries --stall-timeout"
+_redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
-_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --force --jobs -j --json --quiet -q"
+_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --link-mode --jobs -j --json --quiet -q"
 
 # Options of each subcommand (and of cudnn-fetch).
 _redist_opts_for() {
@@ -26,6 +26,7 @@ _redist_opts_for() {
         cudnn-fetch) echo "$_redist_fetch_opts --help -h --version" ;;
         verify) echo "--prefix --json --help -h" ;;
         remove) echo "--prefix --component --quiet -q --help -h" ;;
+        lock) echo "$_redist_source_opts $_redist_select_opts --output -o --help -h" ;;
         cache) echo "--cache-dir --older-than --json --help -h" ;;
         env) echo "--prefix --format --help -h" ;;
         mirror) echo "--dest --platform --cuda --component --base-url --ca-file --json --quiet -q --help -h" ;;
@@ -36,8 +37,8 @@ _redist_opts_for() {
 # Options that take a value (the next word, or --opt=value).
 _redist_takes_value() {
     case $1 in
-        --prefix | --dest | --cache-dir | --manifest | --ca-file | --base-url | --mirror | --platform | --cuda | \
-            --component | --format | --retries | --stall-timeout | --older-than | --jobs | -j)
+        --prefix | --dest | --cache-dir | --manifest | --manifest-sha256 | --locked | --output | -o | --ca-file | --base-url | --mirror | --platform | --cuda | \
+            --component | --format | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode)
             return 0 ;;
     esac
     return 1
@@ -49,10 +50,11 @@ _redist_complete_value() {
         --platform) mapfile -t COMPREPLY < <(compgen -W "$_redist_platforms" -- "$2") ;;
         --format) mapfile -t COMPREPLY < <(compgen -W "$_redist_formats" -- "$2") ;;
         --cuda) mapfile -t COMPREPLY < <(compgen -W "11 12 13" -- "$2") ;;
+        --link-mode) mapfile -t COMPREPLY < <(compgen -W "auto reflink copy hardlink" -- "$2") ;;
         --prefix | --dest | --cache-dir)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
-        --manifest | --ca-file)
+        --manifest | --ca-file | --locked | --output | -o)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
         *) COMPREPLY=() ;;  # free-form: URLs, numbers, component names
@@ -102,7 +104,7 @@ _redist() {
         return 0
     fi
     case $sub in
-        versions | show | fetch | mirror)
+        versions | show | fetch | lock | mirror)
             ((npos == 0)) && mapfile -t COMPREPLY < <(compgen -W "$_redist_products" -- "$cur") ;;
         cache)
             ((npos == 0)) && mapfile -t COMPREPLY < <(compgen -W "list prune dir" -- "$cur") ;;

@@ -235,7 +235,7 @@ class BashCompletion(unittest.TestCase):
         subs = re.findall(r"^  ([a-z]+) {2,}", top.split("Subcommands:")[1], re.M)
         self.assertIn("mirror", subs)
         self.assertEqual(sorted(self.complete("redist", "")), sorted(subs))
-        option = re.compile(r"^\s+(?:(-[a-zA-Z]),)?(--[a-z][a-z-]*)", re.M)
+        option = re.compile(r"^\s+(?:(-[a-zA-Z]),)?(--[a-z][a-z0-9-]*)", re.M)
         for sub in subs:
             with self.subTest(subcommand=sub):
                 helptext = support.run_tool("redist", sub, "--help", check=0).stdout

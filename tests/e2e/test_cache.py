@@ -1,0 +1,325 @@
+"""The download cache end to end: reuse across prefixes, corrupt blobs,
+resumed .part files, --offline, `redist cache list|prune|dir`, and single
+flight between concurrent processes. Traffic is counted from the servers'
+own logs (nginx's access log, the fault server's request log)."""
+
+import json
+import os
+import socket
+import time
+import unittest
+
+import support
+
+LABEL = "9.27.0"
+PLATFORM = "linux-x86_64"
+CUDA = "12"
+IGNORE = r"^\.redist(/|$)"
+CLEAN_ENV = {"REDIST_MIRRORS": None, "REDIST_CACHE_DIR": None, "REDIST_BASE_URL": None}
+DAY = 86400
+
+
+def snapshot(prefix):
+    return support.tree_snapshot(prefix, ignore=IGNORE) if os.path.isdir(prefix) else {}
+
+
+def artifact_record():
+    return support.find_artifact(support.load_manifest("cudnn", LABEL), "cudnn", PLATFORM, "cuda" + CUDA)
+
+
+def fetch_args(prefix, base, cache, *extra):
+    return [LABEL, "--cuda", CUDA, "--platform", PLATFORM, "--prefix", prefix,
+            "--base-url", base, "--cache-dir", cache, *extra]
+
+
+class CacheCase(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        rec = artifact_record()
+        cls.rel, cls.size, cls.sha256 = rec["relative_path"], int(rec["size"]), rec["sha256"]
+        cls.base = support.nginx_base_url()
+        cls.uri = "/cudnn/redist/" + cls.rel  # as nginx logs it
+        # The reference tree: an install without any cache.
+        ref = os.path.join(support.make_scratch_dir(cls.__module__ + "." + cls.__name__), "reference")
+        support.run_tool("cudnn-fetch", *fetch_args(ref, cls.base, "/nonexistent", "--no-cache", "--quiet"),
+                         env=CLEAN_ENV, check=0)
+        cls.ref = snapshot(ref)
+        assert any(k.endswith("include/cudnn.h") for k in cls.ref), cls.ref
+
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.cache = os.path.join(self.scratch, "cache")
+        self.blob = os.path.join(self.cache, "blobs", "sha256", self.sha256)
+        self.part = self.blob + ".part"
+
+    def fetch(self, name, *extra, base=None, check=None, cache=None):
+        return support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, name), base or self.base,
+                                                           cache or self.cache, *extra),
+                                env=CLEAN_ENV, check=check)
+
+    def assert_tree(self, name, res=None):
+        if res is not None:
+            self.assertEqual(res.returncode, 0, support.describe(res))
+        got = snapshot(os.path.join(self.scratch, name))
+        self.assertEqual(got, self.ref, support.diff_snapshots(self.ref, got))
+
+    def artifact_requests(self, mark):
+        return [e for e in support.access_log_since(mark) if e["uri"] == self.uri]
+
+    def report(self, res):
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        return json.loads(res.stdout)["components"][0]
+
+    def assert_no_unverified_blob(self):
+        """Every file under a final blob name hashes to its name."""
+        blobs = os.path.join(self.cache, "blobs", "sha256")
+        for name in os.listdir(blobs) if os.path.isdir(blobs) else []:
+            if not name.endswith(".part"):
+                self.assertEqual(support.sha256_file(os.path.join(blobs, name)), name)
+
+    def drop_trees(self):
+        # Extracted trees (if the cache keeps them) would let an install skip
+        # the blob; these tests are about the blob.
+        support.rm_tree(os.path.join(self.cache, "trees"))
+
+
+class Reuse(CacheCase):
+    def test_second_prefix_is_served_from_cache(self):
+        mark = support.access_log_mark()
+        first = self.report(self.fetch("a", "--json"))
+        self.assertFalse(first["from_cache"])
+        self.assertEqual(len(self.artifact_requests(mark)), 1)
+        self.assertEqual(support.sha256_file(self.blob), self.sha256)
+        mark = support.access_log_mark()
+        res = self.fetch("b", "--json")
+        second = self.report(res)
+        self.assertTrue(second["from_cache"], second)
+        self.assertEqual(second["requests"], 0, second)
+        self.assertEqual(self.artifact_requests(mark), [])
+        self.assert_tree("a")
+        self.assert_tree("b")
+
+    def test_corrupt_blob_is_detected_deleted_and_downloaded_again(self):
+        self.fetch("a", check=0)
+        self.drop_trees()
+        with open(self.blob, "r+b") as f:
+            f.seek(self.size // 2)
+            byte = f.read(1)
+            f.seek(self.size // 2)
+            f.write(bytes([byte[0] ^ 0xFF]))
+        self.assertNotEqual(support.sha256_file(self.blob), self.sha256)
+        mark = support.access_log_mark()
+        res = self.fetch("b", "--json")
+        report = self.report(res)
+        self.assertFalse(report["from_cache"], report)
+        self.assert_tree("b")
+        requests = self.artifact_requests(mark)
+        self.assertEqual(len(requests), 1, requests)
+        self.assertEqual(requests[0]["range"], "", "a corrupt blob is not resumed from")
+        self.assertEqual(int(requests[0]["body_bytes_sent"]), self.size)
+        self.assertEqual(support.sha256_file(self.blob), self.sha256)
+        self.assert_no_unverified_blob()
+
+    def test_part_file_is_resumed_with_range(self):
+        half = self.size // 2
+        os.makedirs(os.path.dirname(self.part))
+        with open(support.artifact_path("cudnn", self.rel), "rb") as src, open(self.part, "wb") as dst:
+            dst.write(src.read(half))
+        mark = support.access_log_mark()
+        res = self.fetch("a", "--json")
+        self.assert_tree("a", res)
+        requests = self.artifact_requests(mark)
+        self.assertEqual(len(requests), 1, requests)
+        self.assertEqual(requests[0]["range"], f"bytes={half}-")
+        self.assertEqual(requests[0]["status"], "206")
+        self.assertEqual(int(requests[0]["body_bytes_sent"]), self.size - half)
+        self.assertFalse(os.path.exists(self.part))
+        self.assertEqual(support.sha256_file(self.blob), self.sha256)
+
+    def test_part_file_left_by_a_killed_process_is_resumed(self):
+        mark = support.access_log_mark()
+        tool = support.BackgroundTool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "a"), self.base,
+                                                                 self.cache),
+                                      env={**CLEAN_ENV, "REDIST_DEBUG_PAUSE": "mid-download"})
+        try:
+            self.assertTrue(tool.wait_for_stderr("redist-debug: paused at mid-download"), tool.stderr)
+        finally:
+            tool.kill()
+        self.assertTrue(os.path.exists(self.part), "the interrupted download must stay as .part")
+        self.assertFalse(os.path.exists(self.blob))
+        have = os.path.getsize(self.part)
+        self.assertGreater(have, 0)
+        self.assertLess(have, self.size)
+        first = self.artifact_requests(mark)
+        self.assertEqual(len(first), 1, first)
+        mark = support.access_log_mark()
+        res = self.fetch("b", "--json")
+        self.assert_tree("b", res)
+        requests = self.artifact_requests(mark)
+        self.assertEqual(len(requests), 1, requests)
+        self.assertEqual(requests[0]["range"], f"bytes={have}-")
+        self.assertEqual(int(requests[0]["body_bytes_sent"]), self.size - have)
+        self.assertEqual(support.sha256_file(self.blob), self.sha256)
+
+
+class Offline(CacheCase):
+    def test_offline_after_online_run_with_server_gone(self):
+        # The base URL must be the same one the online run used (documents
+        # are cached by URL), so it is a fault server that is then stopped.
+        root = support.copy_mirror(os.path.join(self.scratch, "root"), products=["cudnn"])
+        server = support.FaultServer(root, os.path.join(self.scratch, "server"))
+        try:
+            base = server.base
+            self.fetch("online", base=base, check=0)
+        finally:
+            server.stop()
+        with self.assertRaises(OSError, msg="the server must be gone"):
+            socket.create_connection(("127.0.0.1", server.port), timeout=2).close()
+        res = self.fetch("offline", "--offline", "--json", base=base)
+        report = self.report(res)
+        self.assertTrue(report["from_cache"], report)
+        self.assertEqual(report["requests"], 0)
+        self.assert_tree("offline")
+
+    def test_offline_makes_no_requests(self):
+        self.fetch("online", check=0)
+        mark = support.access_log_mark()
+        res = self.fetch("offline", "--offline")
+        self.assert_tree("offline", res)
+        self.assertEqual(support.access_log_since(mark), [])
+
+    def test_offline_without_cache_says_what_is_missing(self):
+        base = "http://127.0.0.1:9"  # nothing listens there
+        res = self.fetch("p", "--offline", "--quiet", base=base)
+        self.assertEqual(res.returncode, 3, support.describe(res))
+        lines = res.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, res.stderr)
+        self.assertIn(base + "/cudnn/redist/", lines[0])
+        self.assertIn("offline", lines[0])
+        self.assertFalse(os.path.exists(os.path.join(self.scratch, "p", "include")))
+
+
+class CacheCommand(unittest.TestCase):
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.cache = os.path.join(self.scratch, "cache")
+        rec = artifact_record()
+        self.sha256, self.size = rec["sha256"], int(rec["size"])
+        self.blob = os.path.join(self.cache, "blobs", "sha256", self.sha256)
+
+    def cache_cmd(self, *args, check=0):
+        return support.run_tool("redist", "cache", *args, "--cache-dir", self.cache, env=CLEAN_ENV, check=check)
+
+    def listed(self):
+        return json.loads(self.cache_cmd("list", "--json").stdout)
+
+    def test_dir(self):
+        self.assertEqual(self.cache_cmd("dir").stdout.strip(), os.path.abspath(self.cache))
+        env = {**CLEAN_ENV, "XDG_CACHE_HOME": os.path.join(self.scratch, "xdg")}
+        res = support.run_tool("redist", "cache", "dir", env=env, check=0)
+        self.assertEqual(res.stdout.strip(), os.path.join(self.scratch, "xdg", "redist"))
+        env["REDIST_CACHE_DIR"] = os.path.join(self.scratch, "env")
+        res = support.run_tool("redist", "cache", "dir", env=env, check=0)
+        self.assertEqual(res.stdout.strip(), os.path.join(self.scratch, "env"))
+
+    def test_list_and_prune(self):
+        self.assertEqual(self.listed(), [])
+        support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "p"), support.nginx_base_url(),
+                                                    self.cache, "--quiet"), env=CLEAN_ENV, check=0)
+        # A second blob, half downloaded.
+        other = "ab" * 32
+        with open(os.path.join(self.cache, "blobs", "sha256", other + ".part"), "wb") as f:
+            f.write(b"x" * 1000)
+        entries = {e["sha256"]: e for e in self.listed()}
+        self.assertEqual(set(entries), {self.sha256, other})
+        self.assertEqual((entries[self.sha256]["size"], entries[self.sha256]["partial"]), (self.size, False))
+        self.assertTrue(entries[other]["partial"])
+        text = self.cache_cmd("list").stdout
+        self.assertIn(self.sha256, text)
+
+        # Everything was used just now: nothing is older than a day.
+        self.cache_cmd("prune", "--older-than", "1d")
+        self.assertEqual({e["sha256"] for e in self.listed()}, {self.sha256, other})
+        # Aged by three days, the .part goes; the blob is too old as well...
+        old = time.time() - 3 * DAY
+        for name in (self.sha256, other + ".part"):
+            os.utime(os.path.join(self.cache, "blobs", "sha256", name), (old, old))
+        self.cache_cmd("prune", "--older-than", "1d")
+        self.assertEqual(self.listed(), [])
+        self.assertFalse(os.path.exists(self.blob))
+
+        # Prune without --older-than empties the cache.
+        support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "q"), support.nginx_base_url(),
+                                                    self.cache, "--quiet"), env=CLEAN_ENV, check=0)
+        self.assertEqual(len(self.listed()), 1)
+        res = self.cache_cmd("prune")
+        self.assertIn(self.cache, res.stdout)
+        self.assertEqual(self.listed(), [])
+        self.assertEqual(os.listdir(os.path.join(self.cache, "blobs", "sha256")), [])
+
+    def test_using_a_blob_counts_as_use_for_prune(self):
+        base = support.nginx_base_url()
+        support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "p"), base, self.cache, "--quiet"),
+                         env=CLEAN_ENV, check=0)
+        old = time.time() - 3 * DAY
+        os.utime(self.blob, (old, old))
+        support.rm_tree(os.path.join(self.cache, "trees"))
+        res = support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "q"), base, self.cache,
+                                                          "--json"), env=CLEAN_ENV, check=0)
+        self.assertTrue(json.loads(res.stdout)["components"][0]["from_cache"])
+        # Used a moment ago: "unused for a day" does not apply.
+        self.cache_cmd("prune", "--older-than", "1d")
+        self.assertEqual([e["sha256"] for e in self.listed()], [self.sha256],
+                         "prune --older-than removed a blob that was just used")
+
+    def test_bad_duration(self):
+        res = self.cache_cmd("prune", "--older-than", "soon", check=None)
+        self.assertEqual(res.returncode, 2, support.describe(res))
+
+
+class SingleFlight(unittest.TestCase):
+    """8 processes, 8 prefixes, one empty shared cache: one download."""
+
+    N = 8
+
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        root = support.copy_mirror(os.path.join(self.scratch, "root"), products=["cudnn"])
+        self.server = support.FaultServer(root, os.path.join(self.scratch, "server"))
+        self.addCleanup(self.server.stop)
+        rec = artifact_record()
+        self.path = "/cudnn/redist/" + rec["relative_path"]
+        self.size = int(rec["size"])
+
+    def test_eight_processes_download_once(self):
+        # Throttled: every response pauses 1 s after 1000 bytes, so the
+        # processes really overlap while the first one downloads.
+        self.server.set_faults({self.path: {"stall_after": 1000, "stall_seconds": 1}})
+        self.server.reset()
+        cache = os.path.join(self.scratch, "cache")
+        tools = [support.BackgroundTool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, f"p{i}"),
+                                                                   self.server.base, cache),
+                                        env=CLEAN_ENV)
+                 for i in range(self.N)]
+        results = []
+        try:
+            for t in tools:
+                results.append(t.wait(timeout=90))
+        finally:
+            for t in tools:
+                t.kill()
+        for res in results:
+            self.assertEqual(res.returncode, 0, support.describe(res))
+        trees = [snapshot(os.path.join(self.scratch, f"p{i}")) for i in range(self.N)]
+        self.assertTrue(any(k.endswith("include/cudnn.h") for k in trees[0]))
+        for i, tree in enumerate(trees[1:], 1):
+            self.assertEqual(tree, trees[0], f"p{i}: " + support.diff_snapshots(trees[0], tree))
+        log = self.server.log(self.path)
+        self.assertEqual(len(log), 1, log)
+        self.assertEqual(log[0]["bytes_sent"], self.size)
+        waited = [r for r in results if "waiting for another process downloading the same archive" in r.stderr]
+        self.assertGreaterEqual(len(waited), 1, "\n".join(r.stderr for r in results))
+
+
+if __name__ == "__main__":
+    unittest.main()
