@@ -571,12 +571,25 @@ def clean_env() -> dict:
 ENV = clean_env()
 
 
+# ru_maxrss from os.wait4 on a child forked by this Python process includes the
+# RSS the child had BEFORE exec (Linux keeps the pre-exec high-water mark in
+# signal->maxrss), i.e. Python's own ~25 MiB: small tools would all read
+# "27 MiB". GNU time forks the command from a ~2 MiB process and reports its
+# wait4 ru_maxrss (%M), so the peak RSS comes from there when it is installed.
+GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
+
+
 def timed(cmd, cwd=None, shell=False) -> Sample:
     """Runs cmd and measures it with os.wait4: wall time, user+sys CPU of the
-    process and every descendant it waited for, and ru_maxrss (the largest
-    single process of that tree)."""
+    process and every descendant it waited for, and the peak RSS (ru_maxrss:
+    the largest single process of that tree; through GNU time, see above)."""
     out = subprocess.DEVNULL
     err = tempfile.TemporaryFile()
+    rss_file = None
+    if GNU_TIME:
+        rss_file = tempfile.NamedTemporaryFile("r", prefix="bench-rss-")
+        argv = ["/bin/sh", "-c", cmd] if shell else list(cmd)
+        cmd, shell = [GNU_TIME, "-f", "%M", "-o", rss_file.name, *argv], False
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, cwd=cwd, shell=shell, stdin=subprocess.DEVNULL, stdout=out,
                          stderr=err, env=ENV)
@@ -593,7 +606,11 @@ def timed(cmd, cwd=None, shell=False) -> Sample:
         msg = err.read().decode(errors="replace")[-2000:]
         raise BenchError(f"command failed (exit {p.returncode}): "
                          f"{cmd if isinstance(cmd, str) else shlex.join(cmd)}\n{msg}")
-    return Sample(wall, ru.ru_utime + ru.ru_stime, ru.ru_maxrss)
+    rss = ru.ru_maxrss
+    if rss_file is not None:
+        rss = int(rss_file.read().strip().splitlines()[-1])
+        rss_file.close()
+    return Sample(wall, ru.ru_utime + ru.ru_stime, rss)
 
 
 class Contender:
@@ -963,7 +980,11 @@ def report(bench: Bench, start_info: dict, args) -> str:
         lines.append(f"| {scen} | {r.ours} | {r.theirs} | {ratio} | {r.goal} | {r.rss} | {res} |")
     lines += ["", "CPU = user+sys of the process and the children it waited for (os.wait4). "
               "Peak RSS = ru_maxrss, the largest single process of the command's tree "
-              "(for the shell pipeline: usually xz under tar).", ""]
+              "(for the shell pipeline: usually xz under tar), "
+              + ("taken through GNU time (%M), because wait4 on a child of Python reports "
+                 "Python's pre-exec RSS (~27 MiB) as a floor." if GNU_TIME else
+                 "from os.wait4 (GNU time missing: values below ~27 MiB are Python's "
+                 "pre-exec RSS, not the tool's)."), ""]
     for n in bench.notes:
         lines.append(f"- Note: {n}")
     lines += ["", "## All runs", "", "| contender | wall (s) | CPU (s) | peak RSS (MiB) |",

@@ -313,6 +313,8 @@ int main(int argc, char** argv) {
     app.set_version_flag("--version", std::string("redist ") + REDIST_VERSION);
     app.require_subcommand(1);
     app.footer(std::string("\nEnvironment:\n  REDIST_BASE_URL  default for --base-url\n"
+                           "  REDIST_MIRRORS  default for --mirror (base URLs, comma- or space-separated)\n"
+                           "  REDIST_CACHE_DIR, XDG_CACHE_HOME  where the download cache lives (~/.cache/redist)\n"
                            "  SSL_CERT_FILE, CURL_CA_BUNDLE  CA bundle for HTTPS\n"
                            "  http_proxy, https_proxy, no_proxy  proxies (through libcurl)\n\n") +
                exit_code_help);

@@ -120,6 +120,20 @@ class Reuse(CacheCase):
         self.assertEqual(support.sha256_file(self.blob), self.sha256)
         self.assert_no_unverified_blob()
 
+    def test_tampered_cached_tree_is_not_installed(self):
+        self.fetch("a", check=0)
+        trees = os.path.join(self.cache, "trees", self.sha256)
+        if not os.path.isdir(trees):
+            self.skipTest("this cache keeps no extracted trees")
+        victim = os.path.join(trees, "include", "cudnn.h")
+        with open(victim, "r+b") as f:
+            data = f.read()
+            f.seek(0)
+            f.write(data.replace(b"cudnn", b"CUDNN", 1))  # same size, new content and mtime
+        os.utime(victim, (time.time() + 5, time.time() + 5))
+        res = self.fetch("b")
+        self.assert_tree("b", res)
+
     def test_part_file_is_resumed_with_range(self):
         half = self.size // 2
         os.makedirs(os.path.dirname(self.part))
@@ -205,6 +219,7 @@ class CacheCommand(unittest.TestCase):
         self.cache = os.path.join(self.scratch, "cache")
         rec = artifact_record()
         self.sha256, self.size = rec["sha256"], int(rec["size"])
+        self.blob_rel = rec["relative_path"]
         self.blob = os.path.join(self.cache, "blobs", "sha256", self.sha256)
 
     def cache_cmd(self, *args, check=0):
@@ -248,14 +263,22 @@ class CacheCommand(unittest.TestCase):
         self.assertEqual(self.listed(), [])
         self.assertFalse(os.path.exists(self.blob))
 
-        # Prune without --older-than empties the cache.
-        support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "q"), support.nginx_base_url(),
-                                                    self.cache, "--quiet"), env=CLEAN_ENV, check=0)
-        self.assertEqual(len(self.listed()), 1)
+        # Prune without --older-than empties the cache: blobs and extracted
+        # trees alike, so the next install downloads again.
+        base = support.nginx_base_url()
         res = self.cache_cmd("prune")
         self.assertIn(self.cache, res.stdout)
         self.assertEqual(self.listed(), [])
         self.assertEqual(os.listdir(os.path.join(self.cache, "blobs", "sha256")), [])
+        trees = os.path.join(self.cache, "trees")
+        self.assertEqual(os.listdir(trees) if os.path.isdir(trees) else [], [],
+                         "prune left extracted trees behind")
+        mark = support.access_log_mark()
+        res = support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "r"), base,
+                                                          self.cache, "--json"), env=CLEAN_ENV, check=0)
+        self.assertFalse(json.loads(res.stdout)["components"][0]["from_cache"])
+        self.assertEqual(len([e for e in support.access_log_since(mark)
+                              if e["uri"].endswith(os.path.basename(self.blob_rel))]), 1)
 
     def test_using_a_blob_counts_as_use_for_prune(self):
         base = support.nginx_base_url()

@@ -136,6 +136,19 @@ class Transient(FaultServerCase):
         self.assertLessEqual(start, n)
         self.assertEqual(log[1]["bytes_sent"], self.size - start, log)
 
+    def test_changed_etag_starts_over(self):
+        # The first response carries another validator than the resumed one:
+        # the bytes so far belong to another version of the file.
+        n = 80000
+        self.fault(self.art, drop_after=n, etag='"v1"', times=1)
+        res = self.fetch("--no-cache")
+        self.assert_installed(res)
+        log = self.artifact_log()
+        self.assertIn(len(log), (2, 3), log)
+        last = log[-1]
+        self.assertTrue(last["status"] == 200 or last["range"] is None, log)
+        self.assertEqual(last["bytes_sent"], self.size, log)
+
     def test_503_twice_then_success(self):
         self.fault(self.art, status=503, times=2)
         res = self.fetch("--json")
