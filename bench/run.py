@@ -579,6 +579,26 @@ ENV = clean_env()
 GNU_TIME = "/usr/bin/time" if os.access("/usr/bin/time", os.X_OK) else None
 
 
+def kill_group(p: subprocess.Popen) -> None:
+    """TERM then KILL the process group led by p (our own child), and reap p."""
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
+        try:
+            os.killpg(p.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            p.wait(timeout=wait)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    try:
+        os.killpg(p.pid, signal.SIGKILL)  # stragglers after the leader exited
+    except ProcessLookupError:
+        pass
+    if p.returncode is None:
+        p.wait()
+
+
 def timed(cmd, cwd=None, shell=False) -> Sample:
     """Runs cmd and measures it with os.wait4: wall time, user+sys CPU of the
     process and every descendant it waited for, and the peak RSS (ru_maxrss:
@@ -591,14 +611,20 @@ def timed(cmd, cwd=None, shell=False) -> Sample:
         argv = ["/bin/sh", "-c", cmd] if shell else list(cmd)
         cmd, shell = [GNU_TIME, "-f", "%M", "-o", rss_file.name, *argv], False
     t0 = time.perf_counter()
+    # Own process group: on Ctrl-C/SIGTERM/errors the whole tree (GNU time,
+    # the shell, curl, tar, xz, the tool) is stopped, never left running.
     p = subprocess.Popen(cmd, cwd=cwd, shell=shell, stdin=subprocess.DEVNULL, stdout=out,
-                         stderr=err, env=ENV)
+                         stderr=err, env=ENV, process_group=0)
     try:
         _, status, ru = os.wait4(p.pid, 0)
     except BaseException:
-        p.kill()
-        p.wait()
+        kill_group(p)
         raise
+    # Descendants that outlive the measured process (none expected).
+    try:
+        os.killpg(p.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
     wall = time.perf_counter() - t0
     p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
@@ -883,15 +909,22 @@ class Bench:
                               ["xz", "-T1", "-dc", os.path.join(self.meta["dir"], a["file"])])
                     for name, a in comps.items()]
         files = [os.path.join(self.meta["dir"], a["file"]) for a in comps.values()]
+        # What the machine allows right now: the same decodes, `cores` at a
+        # time, largest first (a shell could do this; shown for information).
+        largest_first = sorted(files, key=os.path.getsize, reverse=True)
+        xargs = Contender(f"xargs -P{self.cores} xz -T1 -dc (largest first)",
+                          "printf '%s\\n' " + " ".join(shlex.quote(f) for f in largest_first)
+                          + f" | xargs -P{self.cores} -n1 xz -T1 -dc", shell=True)
         log(f"multi-component: {self.args.runs} round(s) of {ours.name} | "
-            f"{len(decoders)} single-threaded decodes")
+            f"{len(decoders)} single-threaded decodes | {xargs.name}")
         for i in range(self.args.runs):
             # Alternate: the fetch, then every decode (order flips each round).
-            seq = [ours] + decoders if i % 2 == 0 else decoders + [ours]
+            seq = [ours] + decoders + [xargs] if i % 2 == 0 else [xargs] + decoders + [ours]
             for c in seq:
-                run_rounds([c], 1, files if c is ours else [], self.args.drop_caches)
+                run_rounds([c], 1, files if c in (ours, xargs) else [], self.args.drop_caches)
         self.details.append(ours)
         self.details += decoders
+        self.details.append(xargs)
         # Per round: sum of single-threaded decodes; median over rounds.
         sums = [sum(d.samples[i].wall for d in decoders) for i in range(self.args.runs)]
         cpu_sums = [sum(d.samples[i].cpu for d in decoders) for i in range(self.args.runs)]
@@ -907,6 +940,10 @@ class Bench:
                              fmt_mib(ours.median("rss")),
                              note=f"largest component {sizes[0] / 2**20:.0f} MiB of "
                                   f"{sum(sizes) / 2**20:.0f} MiB"))
+        r2 = ours.median("wall") / xargs.median("wall")
+        self.rows.append(Row("5. Multi-component vs parallel shell decode", fmt_s(ours),
+                             f"{xargs.name}: {fmt_s(xargs)}", r2, "(info)", None,
+                             f"xargs {fmt_mib(xargs.median('rss'))}"))
 
     def run(self):
         www = self.d("www")
@@ -974,7 +1011,7 @@ def report(bench: Bench, start_info: dict, args) -> str:
              "| scenario | redist | comparison | ratio | goal | peak RSS (redist) | result |",
              "|---|---|---|---|---|---|---|"]
     for r in bench.rows:
-        ratio = "-" if r.ratio is None else f"{r.ratio:.2f}x"
+        ratio = "-" if r.ratio is None else f"{r.ratio:.3f}x"
         res = "info" if r.passed is None else ("PASS" if r.passed else "**MISS**")
         scen = r.scenario + (f" ({r.note})" if r.note else "")
         lines.append(f"| {scen} | {r.ours} | {r.theirs} | {ratio} | {r.goal} | {r.rss} | {res} |")
@@ -1038,6 +1075,8 @@ def main(argv=None) -> int:
             ap.error(f"{tool} is required")
 
     # Ctrl-C and SIGTERM unwind through the finally blocks (nginx is stopped).
+    # SIGINT explicitly too: a shell may start us with SIGINT ignored.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     start = {"t0": time.monotonic(), "load": os.getloadavg(),
              "date": datetime.datetime.now().astimezone().strftime("%Y-%m-%d %H:%M %Z")}

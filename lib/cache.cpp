@@ -112,6 +112,22 @@ result<std::vector<cache_entry>> blob_cache::list() const {
     return out;
 }
 
+std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
+    const fs::path dir = root_ / "trees" / sha256;
+    std::uint64_t bytes = 0;
+    std::error_code ec;
+    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
+        std::error_code ignored;
+        if (entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) bytes += entry.file_size(ignored);
+    }
+    // Rename first, so that no process picks up a half-removed tree.
+    const fs::path doomed = root_ / "trees" / (sha256 + ".stale." + std::to_string(::getpid()));
+    fs::rename(dir, doomed, ec);
+    if (ec) return 0;
+    fs::remove_all(doomed, ec);
+    return bytes;
+}
+
 result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
     REDIST_TRY(const auto entries, list());
     const auto now = fs::file_time_type::clock::now();
@@ -125,8 +141,18 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
         if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
             std::error_code ec;
             if (fs::remove(e.partial ? partial_path(e.sha256) : blob_path(e.sha256), ec)) freed += e.size;
+            if (!e.partial) freed += remove_tree(e.sha256);
         }
         ::close(fd);
+    }
+    // Trees whose archive is gone (pruned above, or deleted by hand).
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(root_ / "trees", ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!is_sha256_hex(name) || fs::exists(blob_path(name))) continue;
+        std::error_code ignored;
+        if (older_than.count() > 0 && now - entry.last_write_time(ignored) < older_than) continue;
+        freed += remove_tree(name);
     }
     return freed;
 }

@@ -223,11 +223,16 @@ result<resolved_release> resolve_release(const release_request& request, const t
             .with_expected_actual(request.manifest_sha256, out.manifest_sha256);
     }
     REDIST_TRY(out.parsed, parse_manifest(text, sanitize_url(out.manifest_url)));
+    // Artifacts live beside the manifest -- on the base, even when a mirror
+    // answered for the manifest: mirrors are tried first for artifacts anyway,
+    // and the base must stay the last resort.
     out.artifact_base_url = url_directory(out.manifest_url);
 
     const std::string label_in_name = label_from_manifest_name(out.manifest_url);
     out.label = !out.parsed.release_label.empty() ? out.parsed.release_label : label_in_name;
     out.product = !request.product.empty() ? request.product : out.parsed.release_product;
+    if (request.manifest_location.empty())
+        out.artifact_base_url = url_directory(manifest_url(request.base_url, request.product, label_in_name));
     if (!request.product.empty() && !out.parsed.release_product.empty() &&
         out.parsed.release_product != request.product && request.manifest_location.empty()) {
         return make_error(error_code::bad_manifest, "manifest is for product '" + out.parsed.release_product +
@@ -300,6 +305,7 @@ public:
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
         hasher_ = sha256_hasher();
         received_ = 0;
+        verified_ = false;
         unpack_failure_.reset();
         paused_mid_download_ = false;
         if (!part_path_.empty()) {
@@ -399,6 +405,8 @@ public:
     }
 
     std::uint64_t received() const { return received_; }
+    // The bytes matched the manifest's size and SHA-256 (even if unpacking failed).
+    bool verified() const { return verified_; }
     std::uint64_t expected_size() const { return artifact_.size; }
 
     // After the last byte: size, hash, then the unpacker's result.
@@ -408,6 +416,7 @@ public:
             part_fd_ = -1;
         }
         REDIST_TRY_VOID(check_integrity(artifact_.size, artifact_.sha256, received_, hasher_.finish_hex(), url));
+        verified_ = true;
         if (unpack_failure_) return std::move(*unpack_failure_);
         auto entries = unpacker_->finish();
         if (entries.ok()) debug_pause("after-unpack");
@@ -441,6 +450,7 @@ private:
     fs::path part_path_;
     int part_fd_ = -1;
     bool paused_mid_download_ = false;
+    bool verified_ = false;
 };
 
 void fill_receipt(const install_request& request, const artifact& a, const std::string& url, receipt& r) {
@@ -651,6 +661,12 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
                     entries = std::move(done).value();
                     out.report.url = sanitize_url(url);
                     break;
+                }
+                if (pipeline.verified()) {
+                    // The archive is good; unpacking failed (disk full, unsafe entry...).
+                    // Keep the verified blob, so a retry needs no download.
+                    if (cache) (void)cache->publish(a.sha256);
+                    return fail(std::move(done).error_value());
                 }
                 // Wrong bytes from this source: drop them and try the next one.
                 remember_failure(last_error, std::move(done).error_value());

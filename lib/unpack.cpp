@@ -374,7 +374,10 @@ private:
     error write_error(archive* out, const std::string& original, const std::string& target) const {
         const int en = archive_errno(out);
         if (en <= 0) return unsafe(error_text(out), original);
+        // libarchive's text alone ("write failed") hides the cause: add errno's ("No space left on device").
         std::string message = error_text(out);
+        const std::string cause = std::strerror(en);
+        if (message.find(cause) == std::string::npos) message += ": " + cause;
         return make_error(error_code::filesystem, std::move(message))
             .with_path(target)
             .with_source(options_.source);

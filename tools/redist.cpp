@@ -44,13 +44,8 @@ int cmd_show(const show_args& args) {
         return report_error(redist::make_error(redist::error_code::usage,
                                                "show needs PRODUCT VERSION, or --manifest PATH|URL"));
     }
-    redist::release_request req;
-    req.product = args.product;
-    req.version_spec = args.version;
-    req.base_url = args.source.effective_base_url();
-    req.manifest_location = args.source.manifest;
-    req.sources = args.source.policy();
-    auto release = redist::resolve_release(req, args.source.transfer());
+    auto release = redist::resolve_release(make_release_request(args.source, args.product, args.version),
+                                           args.source.transfer());
     if (!release.ok()) return report_error(release.error_value());
     const redist::manifest& m = release->parsed;
 

@@ -85,8 +85,8 @@ public:
     // Every blob and partial download. Outcomes: ok | filesystem.
     result<std::vector<cache_entry>> list() const;
 
-    // Removes blobs (and partials) not used for `older_than`; zero removes
-    // everything. Returns the number of bytes freed. Blobs locked by another
+    // Removes blobs (and partials), and their extracted trees, not used for
+    // `older_than`; zero removes everything. Returns the number of bytes freed. Blobs locked by another
     // process are skipped.
     result<std::uint64_t> prune(std::chrono::seconds older_than) const;
 
@@ -107,6 +107,10 @@ public:
     std::optional<std::string> load_document(const std::string& url) const;
 
 private:
+    // Removes trees/<hex>/; returns the bytes of its files (shared with
+    // hardlinked prefixes, so not all of them are freed on disk).
+    std::uint64_t remove_tree(const std::string& sha256) const;
+
     std::filesystem::path root_;
 };
 

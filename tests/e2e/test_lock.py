@@ -1,0 +1,99 @@
+"""Lock files: `redist lock` then `redist fetch --locked`, drift detection, --manifest-sha256."""
+
+import hashlib
+import json
+import os
+import unittest
+
+import support
+
+
+class LockFiles(unittest.TestCase):
+    def setUp(self):
+        self.dir = support.make_scratch_dir(self.id())
+        self.mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), products=["cudnn"])
+        self.base = support.file_base_url(self.mirror)
+        self.lock = os.path.join(self.dir, "redist.lock")
+
+    def make_lock(self):
+        support.run_tool("redist", "lock", "cudnn", "9.27", "--base-url", self.base, "--platform", "linux-x86_64",
+                         "--platform", "linux-sbsa", "--component", "cudnn", "-o", self.lock, check=0)
+        return support.load_json(self.lock)
+
+    def test_round_trip_installs_exactly_the_lock(self):
+        lock = self.make_lock()
+        manifest = support.load_manifest("cudnn", "9.27.0", self.mirror)
+        with open(support.manifest_path("cudnn", "9.27.0", self.mirror), "rb") as f:
+            self.assertEqual(lock["manifest_sha256"], hashlib.sha256(f.read()).hexdigest())
+        self.assertEqual(lock["release_label"], "9.27.0")
+        expected = {(p, v, rec["sha256"], int(rec["size"]))
+                    for c, p, v, rec in support.iter_artifacts(manifest)
+                    if c == "cudnn" and p in ("linux-x86_64", "linux-sbsa")}
+        self.assertEqual({(a["platform"], a["variant"], a["sha256"], a["size"]) for a in lock["artifacts"]}, expected)
+        # Stable: locking again gives the same bytes.
+        with open(self.lock) as f:
+            first = f.read()
+        self.make_lock()
+        with open(self.lock) as f:
+            self.assertEqual(f.read(), first)
+
+        prefix = os.path.join(self.dir, "prefix")
+        res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", prefix, "--cuda", "12",
+                               "--platform", "linux-x86_64", "--no-cache", "--json", check=0)
+        report = json.loads(res.stdout)
+        want = support.find_artifact(manifest, "cudnn", "linux-x86_64", "cuda12")
+        self.assertEqual([c["sha256"] for c in report["components"]], [want["sha256"]])
+        receipt = support.load_json(os.path.join(prefix, ".redist", "receipts", "cudnn.json"))
+        self.assertEqual(receipt["archive_sha256"], want["sha256"])
+        self.assertEqual(receipt["release_label"], "9.27.0")
+
+    def test_manifest_drift_warns_and_changed_artifact_fails(self):
+        self.make_lock()
+        path = support.manifest_path("cudnn", "9.27.0", self.mirror)
+        manifest = support.load_manifest("cudnn", "9.27.0", self.mirror)
+        # Harmless drift: the manifest's bytes change, the locked artifacts do not.
+        manifest["release_date"] = "2099-01-01"
+        support.save_json(path, manifest)
+        prefix = os.path.join(self.dir, "prefix")
+        res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", prefix, "--cuda", "12",
+                               "--platform", "linux-x86_64", "--no-cache", check=0)
+        self.assertIn("changed since it was locked", res.stderr)
+        # Real drift: a locked artifact's hash changed upstream -> hard error, nothing installed.
+        manifest["cudnn"]["linux-x86_64"]["cuda13"]["sha256"] = "0" * 64
+        support.save_json(path, manifest)
+        prefix2 = os.path.join(self.dir, "prefix2")
+        res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", prefix2, "--cuda", "13",
+                               "--platform", "linux-x86_64", "--no-cache")
+        self.assertEqual(res.returncode, 5, support.describe(res))
+        self.assertIn("changed the locked artifact", res.stderr)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 2)  # the drift warning, then the error
+        self.assertFalse(os.path.exists(os.path.join(prefix2, "include")))
+
+    def test_lock_for_a_platform_it_does_not_hold(self):
+        self.make_lock()
+        res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", os.path.join(self.dir, "p"),
+                               "--platform", "windows-x86_64", "--no-cache")
+        self.assertEqual(res.returncode, 3, support.describe(res))
+        self.assertIn("linux-x86_64", res.stderr)
+
+    def test_manifest_sha256_pin(self):
+        with open(support.manifest_path("cudnn", "9.27.0", self.mirror), "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+        support.run_tool("redist", "show", "cudnn", "9.27.0", "--base-url", self.base, "--manifest-sha256", digest,
+                         check=0)
+        res = support.run_tool("redist", "show", "cudnn", "9.27.0", "--base-url", self.base,
+                               "--manifest-sha256", "ab" * 32)
+        self.assertEqual(res.returncode, 5, support.describe(res))
+        self.assertIn(digest, res.stderr)
+
+    def test_corrupt_lock_file(self):
+        with open(self.lock, "w") as f:
+            f.write('{"lock_version": 1, "product": "cudnn", "artifacts": [{"component": "cudnn"}]}')
+        res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", os.path.join(self.dir, "p"))
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn(self.lock, res.stderr)
+        self.assertIn("artifacts[0]", res.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
