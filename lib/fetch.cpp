@@ -223,6 +223,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
             .with_expected_actual(request.manifest_sha256, out.manifest_sha256);
     }
     REDIST_TRY(out.parsed, parse_manifest(text, sanitize_url(out.manifest_url)));
+    out.manifest_text = text;
     // Artifacts live beside the manifest -- on the base, even when a mirror
     // answered for the manifest: mirrors are tried first for artifacts anyway,
     // and the base must stay the last resort.

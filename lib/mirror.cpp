@@ -318,20 +318,15 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     rr.product = request.product;
     rr.version_spec = spec;
     rr.base_url = request.base_url;
+    rr.sources = request.sources;
+    rr.sources.mirrors.clear();
     REDIST_TRY(const resolved_release release, resolve_release(rr, request.transfer));
     if (!is_plain_name(release.label))
         return make_error(error_code::bad_manifest, "release label is not a plain file name: '" + release.label + "'")
             .with_source(sanitize_url(release.manifest_url));
 
-    // resolve_release keeps only the parsed model and the digest; the mirror
-    // needs the bytes exactly as published, so fetch them again and make sure
-    // they are the ones that were parsed.
-    REDIST_TRY(const std::string manifest_text, fetch_text(release.manifest_url, request.transfer));
-    const std::string manifest_digest = sha256_hex(manifest_text);
-    if (manifest_digest != release.manifest_sha256)
-        return make_error(error_code::network, "the manifest changed while it was being mirrored; try again")
-            .with_url(sanitize_url(release.manifest_url))
-            .with_expected_actual(release.manifest_sha256, manifest_digest);
+    const std::string& manifest_text = release.manifest_text;  // the bytes exactly as published
+    const std::string& manifest_digest = release.manifest_sha256;
 
     REDIST_TRY(const std::vector<picked> picks, select_for_mirror(release, request));
 
@@ -348,7 +343,16 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
         f.variant = a.variant;
         f.relative_path = a.relative_path;
         f.path = redist_dir / fs::path(a.relative_path);
-        const std::string url = join_url(release.artifact_base_url, a.relative_path);
+        std::string url = join_url(release.artifact_base_url, a.relative_path);
+        if (request.sources.cache_dir) {
+            // Seed from the local cache: the blob is re-verified as it streams.
+            const fs::path blob = *request.sources.cache_dir / "blobs" / "sha256" / a.sha256;
+            std::error_code ec;
+            if (fs::is_regular_file(blob, ec)) url = "file://" + fs::absolute(blob, ec).string();
+            else if (request.sources.offline)
+                return make_error(error_code::not_found, "not in the cache (" + blob.string() + ")")
+                    .with_url(sanitize_url(url));
+        }
         f.url = sanitize_url(url);
         f.sha256 = a.sha256;
         f.size = a.size;

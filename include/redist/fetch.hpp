@@ -60,6 +60,7 @@ struct resolved_release {
     std::string label;
     std::string manifest_url;
     std::string manifest_sha256;    // of the manifest bytes as fetched
+    std::string manifest_text;      // the manifest bytes as fetched
     std::string artifact_base_url;  // the manifest's directory
     manifest parsed;
 };

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/fetch.hpp"
 #include "redist/transfer.hpp"
 
 namespace redist {
@@ -69,6 +70,11 @@ struct mirror_request {
     std::vector<std::string> components;  // empty: every component offered on the platforms
     std::string base_url;                 // upstream <base>; see urls.hpp
     transfer_options transfer;
+    // With a cache_dir: archives already verified in that cache (see
+    // cache.hpp) are copied from it instead of downloaded (re-verified as
+    // they stream). With offline too (--from-cache), nothing but the cache and
+    // file:// sources is used.
+    source_policy sources;
     int attempts = 4;                     // per artifact, for transient network failures
     double initial_backoff_seconds = 0.5;  // doubled after each failed attempt
     mirror_progress_callback on_progress;

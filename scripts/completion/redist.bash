@@ -29,7 +29,7 @@ _redist_opts_for() {
         lock) echo "$_redist_source_opts $_redist_select_opts --output -o --help -h" ;;
         cache) echo "--cache-dir --older-than --json --help -h" ;;
         env) echo "--prefix --format --help -h" ;;
-        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --json --quiet -q --help -h" ;;
+        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --from-cache --cache-dir --json --quiet -q --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
 }

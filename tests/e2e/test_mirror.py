@@ -256,5 +256,37 @@ class MirrorCorruptUpstream(unittest.TestCase):
                 self.assertFalse(os.path.exists(os.path.join(redist, "redistrib_9.27.0.json")))
 
 
+class MirrorFromCache(unittest.TestCase):
+    """`redist mirror --from-cache` seeds a mirror from what a fetch left in the cache."""
+
+    def test_seed_from_cache_without_the_upstream(self):
+        scratch = support.make_scratch_dir(self.id())
+        cache = os.path.join(scratch, "cache")
+        base = support.nginx_base_url()
+        support.run_tool("cudnn-fetch", "9.27.0", "--base-url", base, "--prefix", os.path.join(scratch, "p"),
+                         "--cache-dir", cache, "--cuda", "12", "--platform", "linux-x86_64", "--quiet", check=0)
+        dest = os.path.join(scratch, "mirror")
+        mark = support.access_log_mark()
+        support.run_tool("redist", "mirror", "cudnn", "9.27.0", "--dest", dest, "--from-cache", "--cache-dir", cache,
+                         "--base-url", base, "--platform", "linux-x86_64", "--cuda", "12", "--component", "cudnn",
+                         check=0)
+        self.assertEqual(support.access_log_since(mark), [], "the upstream was used")
+        manifest = support.load_manifest("cudnn", "9.27.0")
+        rec = support.find_artifact(manifest, "cudnn", "linux-x86_64", "cuda12")
+        copied = os.path.join(dest, "cudnn", "redist", rec["relative_path"])
+        self.assertEqual(support.sha256_file(copied), rec["sha256"])
+        with open(support.manifest_path("cudnn", "9.27.0"), "rb") as a, \
+                open(os.path.join(dest, "cudnn", "redist", "redistrib_9.27.0.json"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        # Something the cache does not hold: a clear not-found naming it, and nothing under its final name.
+        res = support.run_tool("redist", "mirror", "cudnn", "9.27.0", "--dest", dest, "--from-cache",
+                               "--cache-dir", cache, "--base-url", base, "--platform", "linux-sbsa",
+                               "--component", "cudnn")
+        self.assertEqual(res.returncode, 3, support.describe(res))
+        self.assertIn("not in the cache", res.stderr)
+        sbsa = support.find_artifact(manifest, "cudnn", "linux-sbsa", "cuda12")
+        self.assertFalse(os.path.exists(os.path.join(dest, "cudnn", "redist", sbsa["relative_path"])))
+
+
 if __name__ == "__main__":
     unittest.main()

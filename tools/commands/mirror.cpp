@@ -23,6 +23,7 @@ struct mirror_args {
     std::vector<int> cuda;
     std::vector<std::string> components;
     source_options source;
+    bool from_cache = false;
     bool json = false;
     bool quiet = false;
 };
@@ -83,6 +84,10 @@ int run_mirror(const mirror_args& args) {
     req.components = args.components;
     req.base_url = args.source.effective_base_url();
     req.transfer = args.source.transfer();
+    if (args.from_cache) {
+        req.sources.cache_dir = redist::default_cache_dir(args.source.cache_dir);
+        req.sources.offline = true;
+    }
     if (req.platforms.empty()) {
         auto host = redist::detect_host_platform(redist::host_probe::system());
         if (!host.ok()) return report_error(host.error_value());
@@ -164,6 +169,12 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                     "Default: $REDIST_BASE_URL, else NVIDIA's")
         ->type_name("URL");
     cmd->add_option("--ca-file", args->source.ca_file, "CA bundle for HTTPS")->type_name("FILE");
+    cmd->add_flag("--from-cache", args->from_cache,
+                  "Seed the mirror from the local download cache only (manifests and archives a fetch left "
+                  "there; re-verified); fails naming what is missing");
+    cmd->add_option("--cache-dir", args->source.cache_dir,
+                    "The cache for --from-cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist)")
+        ->type_name("DIR");
     cmd->add_flag("--json", args->json, "Print one JSON report at the end instead of progress");
     cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
     cmd->footer(std::string(
