@@ -16,6 +16,7 @@
 #include <simdjson.h>
 
 #include "redist/json_writer.hpp"
+#include "file_lock.hpp"
 #include "redist/verify.hpp"
 
 namespace fs = std::filesystem;
@@ -67,18 +68,7 @@ fs::path blob_cache::partial_path(const std::string& sha256) const {
 }
 
 result<blob_lock> blob_cache::lock_blob(const std::string& sha256, const std::function<void()>& on_wait) const {
-    const fs::path path = root_ / "locks" / (sha256 + ".lock");
-    const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return fs_error("cannot open cache lock", path, errno);
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (on_wait) on_wait();
-        while (::flock(fd, LOCK_EX) != 0) {
-            if (errno == EINTR) continue;
-            const int err = errno;
-            ::close(fd);
-            return fs_error("cannot lock", path, err);
-        }
-    }
+    REDIST_TRY(const int fd, lock_file_exclusive(root_ / "locks" / (sha256 + ".lock"), on_wait));
     blob_lock lock;
     lock.fd_ = fd;
     return lock;

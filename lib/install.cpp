@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "debug_pause.hpp"
+#include "file_lock.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
 
@@ -449,23 +450,7 @@ result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::f
         fs::create_directories(dir, ec);
         if (ec) return fs_error("cannot create directory", dir, ec);
     }
-    const fs::path lock_file = state_dir(prefix) / "lock";
-    const int fd = ::open(lock_file.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-    if (fd < 0) return fs_error("cannot open lock file", lock_file, errno);
-    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
-        if (errno != EWOULDBLOCK) {
-            const int err = errno;
-            ::close(fd);
-            return fs_error("cannot lock", lock_file, err);
-        }
-        if (on_wait) on_wait();
-        while (::flock(fd, LOCK_EX) != 0) {
-            if (errno == EINTR) continue;
-            const int err = errno;
-            ::close(fd);
-            return fs_error("cannot lock", lock_file, err);
-        }
-    }
+    REDIST_TRY(const int fd, lock_file_exclusive(state_dir(prefix) / "lock", on_wait));
     prefix_lock lock;
     lock.prefix_ = prefix;
     lock.fd_ = fd;

@@ -12,19 +12,7 @@ import support
 def independent_artifacts(doc):
     """Every artifact of a manifest, read with Python's json module only
     (independent of the C++ parser): (component, platform, variant, record)."""
-    out = []
-    for comp, entry in doc.items():
-        if not isinstance(entry, dict):
-            continue
-        for platform, value in entry.items():
-            if not isinstance(value, dict):
-                continue
-            if "relative_path" in value:
-                out.append((comp, platform, None, value))
-            for variant, rec in value.items():
-                if isinstance(rec, dict):
-                    out.append((comp, platform, variant, rec))
-    return out
+    return list(support.iter_artifacts(doc))
 
 
 class ShowEverySharedManifest(unittest.TestCase):
