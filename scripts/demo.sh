@@ -9,10 +9,10 @@ bash scripts/build.sh
 build_dir=${BUILD_DIR:-build}
 demo=${DEMO_DIR:-/tmp/redist-demo}
 python3 scripts/make_demo_mirror.py --dest "$demo/mirror" --quiet --force
-rm -rf "$demo/cudnn"
+rm -rf "$demo/cudnn" "$demo/cache"
 set -x
 "$build_dir/bin/redist" versions cudnn --base-url "file://$demo/mirror"
-"$build_dir/bin/cudnn-fetch" 9 --base-url "file://$demo/mirror" --prefix "$demo/cudnn"
+"$build_dir/bin/cudnn-fetch" 9 --base-url "file://$demo/mirror" --prefix "$demo/cudnn" --cache-dir "$demo/cache"
 "$build_dir/bin/redist" verify --prefix "$demo/cudnn"
 { set +x; } 2>/dev/null
 echo "Installed tree:"
