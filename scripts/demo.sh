@@ -16,4 +16,4 @@ set -x
 "$build_dir/bin/redist" verify --prefix "$demo/cudnn"
 { set +x; } 2>/dev/null
 echo "Installed tree:"
-(cd "$demo/cudnn" && find . -path ./.redist -prune -o \( -type l -printf '%M %P -> %l\n' \) -o \( ! -type l -printf '%M %P\n' \) | sort -k2)
+(cd "$demo/cudnn" && find . -mindepth 1 -path ./.redist -prune -o \( -type l -printf '%M %P -> %l\n' \) -o \( ! -type l -printf '%M %P\n' \) | sort -k2)
