@@ -7,15 +7,18 @@ a certificate for another name must be refused even with the CA."""
 from __future__ import annotations
 
 import os
-import signal
 import socket
 import ssl
 import subprocess
+import sys
 import time
 import unittest
 import urllib.request
 
 import support
+
+sys.path.insert(0, os.path.join(support.source_dir(), "tests", "fixtures"))
+import nginx_fixture  # noqa: E402  (terminate)
 from test_fetch import expected_tree, artifact_file, fetch, installed, one_line_error
 
 NGINX = "/usr/sbin/nginx"
@@ -88,14 +91,6 @@ http {{
     return conf
 
 
-def alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-    except OSError:
-        return False
-
-
 class Https(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -144,16 +139,7 @@ class Https(unittest.TestCase):
         pid = getattr(cls, "pid", None)
         if not pid:
             return
-        for sig, wait in ((signal.SIGQUIT, 5.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                break
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline and alive(pid):
-                time.sleep(0.05)
-            if not alive(pid):
-                break
+        nginx_fixture.terminate(pid)
         cls.pid = None
 
     def setUp(self):
