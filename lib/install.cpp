@@ -666,6 +666,8 @@ result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component
     return run_transaction(prefix, j);
 }
 
+bool commit_pending(const fs::path& prefix) noexcept { return exists_no_follow(journal_path(prefix)); }
+
 // ---- verify and remove ------------------------------------------------------------------
 
 result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix) {

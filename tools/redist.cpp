@@ -115,6 +115,10 @@ int cmd_show(const show_args& args) {
 }
 
 int cmd_verify(const std::string& prefix, bool json) {
+    if (redist::commit_pending(prefix))
+        std::fprintf(stderr, "%s: warning: %s: an interrupted commit is pending; the next `redist fetch` or "
+                             "`redist remove` on this prefix completes it\n",
+                     tool_name.c_str(), prefix.c_str());
     auto problems = redist::verify_prefix(prefix);
     if (!problems.ok()) return report_error(problems.error_value());
     auto receipts = redist::read_receipts(prefix);

@@ -115,6 +115,10 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
 result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged,
                            bool overwrite_unowned = false);
 
+// True while <prefix>/.redist/transaction.json exists: a commit was
+// interrupted, and the next lock holder (fetch, remove) completes it.
+bool commit_pending(const std::filesystem::path& prefix) noexcept;
+
 struct verify_problem {
     std::string component;
     std::string path;
