@@ -50,6 +50,8 @@ GENERATOR_VERSION = 2
 NGINX = "/usr/sbin/nginx"
 CUDA_ROOT = "/usr/local/cuda"
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests", "fixtures"))
+import nginx_fixture  # noqa: E402  (terminate: the same careful stop as the tests)
 REPO = os.path.dirname(HERE)
 
 SINGLE_LABEL = "9.19.0"       # replaced by the installed cuDNN's label when found
@@ -537,19 +539,7 @@ http {{
         if self.pid is None:
             return
         pid, self.pid = self.pid, None
-        for sig, wait in ((signal.SIGQUIT, 5.0), (signal.SIGTERM, 3.0), (signal.SIGKILL, 2.0)):
-            try:
-                os.kill(pid, sig)
-            except ProcessLookupError:
-                return
-            deadline = time.monotonic() + wait
-            while time.monotonic() < deadline:
-                if not os.path.exists(f"/proc/{pid}"):
-                    return
-                with open(f"/proc/{pid}/stat") as f:
-                    if f.read().rsplit(")", 1)[1].split()[0] in ("Z", "X"):
-                        return
-                time.sleep(0.05)
+        nginx_fixture.terminate(pid)
 
 
 # ---------------------------------------------------------------------------
