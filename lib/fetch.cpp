@@ -14,7 +14,6 @@
 #include <atomic>
 #include <chrono>
 #include <filesystem>
-#include <mutex>
 #include <random>
 #include <thread>
 
@@ -211,9 +210,10 @@ result<resolved_release> resolve_release(const release_request& request, const t
         }
         if (!fetched) return *last_error;
     }
-    if (text.find_first_not_of(" \t\r\n") == std::string::npos)
+    const auto first_char = text.find_first_not_of(" \t\r\n");
+    if (first_char == std::string::npos)
         return make_error(error_code::bad_manifest, "empty manifest").with_source(sanitize_url(out.manifest_url));
-    if (text.find_first_not_of(" \t\r\n") != std::string::npos && text[text.find_first_not_of(" \t\r\n")] == '<')
+    if (text[first_char] == '<')
         return make_error(error_code::bad_manifest, "expected a JSON manifest, got HTML (is the URL right?)")
             .with_source(sanitize_url(out.manifest_url));
     out.manifest_sha256 = sha256_hex(text);
@@ -674,18 +674,17 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
                 if (last_error->code != error_code::integrity) return fail(std::move(*last_error));
                 auto restarted = pipeline.restart();
                 if (!restarted.ok()) return fail(std::move(restarted).error_value());
-            } else if (pipeline.received() > 0 && pipeline.received() < a.size && source + 1 < urls.size()) {
-                // Keep the bytes: the next source serves the same blob (the hash decides at the end).
             }
+            // A partial download is kept: the next source resumes it (the hash decides at the end).
         next_source:
             if (!entries && request.on_retry && source + 1 < urls.size())
                 request.on_retry(a.component, "trying the next source after " +
                                                   (last_error ? last_error->describe() : std::string("a failure")));
         }
         if (!entries) {
-            if (pipeline.received() < a.size && last_error && last_error->code == error_code::network && cache) {
-                // Keep the .part file: the next run resumes it.
-            } else if (cache) {
+            // After a network failure the .part file stays, so the next run resumes it.
+            const bool resumable = pipeline.received() < a.size && last_error && last_error->code == error_code::network;
+            if (cache && !resumable) {
                 std::error_code ec;
                 fs::remove(cache->partial_path(a.sha256), ec);
             }

@@ -195,7 +195,6 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
 // that changed upstream is a hard error.
 redist::result<install_plan> plan_from_lock(const fetch_options& options, bool chatty) {
     const auto transfer = options.source.transfer();
-    const auto policy = options.source.policy();
     REDIST_TRY(const std::string text, redist::fetch_text(redist::to_url(options.locked), transfer, 16u << 20));
     REDIST_TRY(const auto lock, redist::lockfile_from_json(text, options.locked));
     REDIST_TRY(const std::string platform, effective_platform(options.selection));
@@ -229,7 +228,6 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
             REDIST_TRY_VOID(redist::check_lock_against_manifest(relevant, *parsed));
         }
     }
-    (void)policy;
     if (chatty) {
         std::printf("%s %s from lock file %s for %s\n", lock.product.c_str(), lock.release_label.c_str(),
                     options.locked.c_str(), platform.c_str());
