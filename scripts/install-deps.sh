@@ -7,6 +7,9 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libsimdjson-dev libcurl4-openssl-dev libarchive-dev liblzma-dev libssl-dev
   catch2 libcli11-dev libfmt-dev
+  libelf-dev                        # redist check: ELF reader (elfutils)
+  libtomlplusplus-dev               # redist.toml project files
+  python3-jsonschema                # SBOM schema validation in the tests
   clang libclang-rt-14-dev          # libFuzzer target
   nginx-light python3 xz-utils zstd openssl ca-certificates
 )
