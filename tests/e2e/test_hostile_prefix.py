@@ -305,7 +305,7 @@ class HostilePrefix(unittest.TestCase):
         os.chmod(lib, 0o3775)
         os.chmod(include, 0o2750)
         sandbox_before = self.sandbox_state()
-        res = support.run_tool(*self.fetch_args(), cwd=self.cwd)
+        res = support.run_tool("redist", *self.fetch_args(), cwd=self.cwd)
         self.assertEqual(res.returncode, 0, support.describe(res))
         self.assertEqual(mode_of(lib), 0o3775)
         self.assertEqual(mode_of(include), 0o2750)
@@ -320,10 +320,14 @@ class HostilePrefix(unittest.TestCase):
         # shipping other files.
         other = os.path.join(self.mirror, "othercudnn")
         shutil.copytree(os.path.join(self.mirror, "cudnn"), other, symlinks=True)
+
+        def rename(doc):
+            doc["release_product"] = "othercudnn"
+        self.edit_manifest(rename, product="othercudnn")
         rewrite_artifact(self.mirror, "othercudnn", LABEL, "cudnn", PLATFORM, f"cuda{CUDA}",
                          tar_xz([(TOP, "dir", 0o755, b""), (f"{TOP}/lib", "dir", 0o755, b""),
                                  (f"{TOP}/lib/libother.so", "file", 0o644, b"other\n")]))
-        res = support.run_tool("redist", *self.fetch_args("--component", "cudnn")[:], cwd=self.cwd)
+        res = support.run_tool("redist", *self.fetch_args("--component", "cudnn"), cwd=self.cwd)
         self.assertEqual(res.returncode, 0, support.describe(res))
         args = list(self.fetch_args("--component", "cudnn"))
         args[1] = "othercudnn"
