@@ -1,9 +1,9 @@
 // The prefix: receipts, lock, stages, journaled commit, verify, remove.
-// See include/redist/install.hpp for the layout and the commit protocol.
+// See include/redist/install.hpp for the layout and the commit protocol, and
+// lib/commit_plan.hpp for the journal and the planner.
 #include "redist/install.hpp"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -13,14 +13,17 @@
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <set>
-#include <simdjson.h>
-#include <sstream>
+#include <unordered_map>
+#include <unordered_set>
 
+#include "commit_plan.hpp"
 #include "debug_pause.hpp"
 #include "file_lock.hpp"
+#include "json_reader.hpp"
+#include "posix_file.hpp"
+#include "safe_path.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
 
@@ -29,16 +32,16 @@ namespace fs = std::filesystem;
 namespace redist {
 namespace {
 
-constexpr std::string_view state_dir_name = ".redist";
+// Bounds for files redist reads back from the prefix: far above any real
+// receipt (a CUDA component lists a few thousand files, ~200 bytes each) or
+// journal, far below what would hurt.
+constexpr std::uint64_t max_receipt_bytes = 64ull << 20;
+constexpr std::uint64_t max_journal_bytes = 512ull << 20;
 
 fs::path state_dir(const fs::path& prefix) { return prefix / state_dir_name; }
-fs::path receipts_dir(const fs::path& prefix) { return state_dir(prefix) / "receipts"; }
-fs::path staging_dir(const fs::path& prefix) { return state_dir(prefix) / "staging"; }
+fs::path receipts_dir(const fs::path& prefix) { return prefix / receipts_rel; }
+fs::path staging_dir(const fs::path& prefix) { return prefix / staging_rel; }
 fs::path journal_path(const fs::path& prefix) { return state_dir(prefix) / "transaction.json"; }
-
-error fs_error(const std::string& what, const fs::path& path, int err) {
-    return make_error(error_code::filesystem, what + ": " + std::strerror(err)).with_path(path.string());
-}
 
 error fs_error(const std::string& what, const fs::path& path, const std::error_code& ec) {
     return make_error(error_code::filesystem, what + ": " + ec.message()).with_path(path.string());
@@ -51,53 +54,6 @@ std::string now_iso8601() {
     char buf[32];
     std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
     return buf;
-}
-
-result<std::string> read_whole_file(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return fs_error("cannot open", path, errno);
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    if (in.bad()) return fs_error("cannot read", path, errno);
-    return ss.str();
-}
-
-void fsync_path(const fs::path& path, bool directory) {
-    const int fd = ::open(path.c_str(), (directory ? O_RDONLY | O_DIRECTORY : O_RDONLY) | O_CLOEXEC);
-    if (fd < 0) return;
-    ::fsync(fd);
-    ::close(fd);
-}
-
-// Writes a small file atomically: temp file, fsync, rename, fsync directory.
-result<void> write_file_atomically(const fs::path& path, std::string_view content) {
-    const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (fd < 0) return fs_error("cannot create", tmp, errno);
-    std::size_t written = 0;
-    while (written < content.size()) {
-        const ssize_t n = ::write(fd, content.data() + written, content.size() - written);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            const int err = errno;
-            ::close(fd);
-            ::unlink(tmp.c_str());
-            return fs_error("cannot write", tmp, err);
-        }
-        written += static_cast<std::size_t>(n);
-    }
-    if (::fsync(fd) != 0 || ::close(fd) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        return fs_error("cannot write", tmp, err);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        return fs_error("cannot rename into place", path, err);
-    }
-    fsync_path(path.parent_path(), true);
-    return {};
 }
 
 const char* kind_name(entry_kind kind) {
@@ -117,161 +73,34 @@ bool same_content(const installed_file& a, const installed_file& b) {
     return a.sha256 == b.sha256 && a.size == b.size;
 }
 
-// ---- the commit journal ----------------------------------------------------------
-//
-// {"mkdirs": [[path, mode]...], "moves": [[from, to]...], "deletes": [path...],
-//  "prune": [dir...], "stages": [dir...]}   (absolute paths)
-struct journal {
-    std::vector<std::pair<std::string, unsigned>> mkdirs;
-    std::vector<std::pair<std::string, std::string>> moves;
-    std::vector<std::string> deletes;
-    std::vector<std::string> prune;  // directories to remove if they became empty (deepest first)
-    std::vector<std::string> stages;
-};
-
-std::string journal_to_json(const journal& j) {
-    json_writer w(0);
-    w.begin_object();
-    w.key("mkdirs").begin_array();
-    for (const auto& [path, mode] : j.mkdirs) w.begin_array().value(path).value(mode).end_array();
-    w.end_array();
-    w.key("moves").begin_array();
-    for (const auto& [from, to] : j.moves) w.begin_array().value(from).value(to).end_array();
-    w.end_array();
-    w.key("deletes").begin_array();
-    for (const auto& p : j.deletes) w.value(p);
-    w.end_array();
-    w.key("prune").begin_array();
-    for (const auto& p : j.prune) w.value(p);
-    w.end_array();
-    w.key("stages").begin_array();
-    for (const auto& p : j.stages) w.value(p);
-    w.end_array();
-    w.end_object();
-    return w.str();
-}
-
-result<journal> journal_from_json(const std::string& text, const fs::path& source) {
-    auto fail = [&](const char* field) {
-        return make_error(error_code::bad_manifest, "corrupt commit journal").with_source(source.string())
-            .with_json_path(field);
-    };
-    simdjson::ondemand::parser parser;
-    simdjson::padded_string padded(text);
-    simdjson::ondemand::document doc;
-    if (parser.iterate(padded).get(doc)) return fail("");
-    simdjson::ondemand::object root;
-    if (doc.get_object().get(root)) return fail("");
-    journal j;
-    for (auto field : root) {
-        std::string_view key;
-        if (field.unescaped_key().get(key)) return fail("");
-        simdjson::ondemand::array arr;
-        if (field.value().get_array().get(arr)) return fail(std::string(key).c_str());
-        for (auto item : arr) {
-            if (key == "mkdirs" || key == "moves") {
-                simdjson::ondemand::array pair;
-                if (item.get_array().get(pair)) return fail(std::string(key).c_str());
-                std::string first;
-                std::string second;
-                std::uint64_t mode = 0;
-                int index = 0;
-                for (auto part : pair) {
-                    if (index == 0) {
-                        std::string_view s;
-                        if (part.get_string().get(s)) return fail(std::string(key).c_str());
-                        first = s;
-                    } else if (key == "mkdirs") {
-                        if (part.get_uint64().get(mode)) return fail("mkdirs");
-                    } else {
-                        std::string_view s;
-                        if (part.get_string().get(s)) return fail("moves");
-                        second = s;
-                    }
-                    ++index;
-                }
-                if (index != 2) return fail(std::string(key).c_str());
-                if (key == "mkdirs") j.mkdirs.emplace_back(first, static_cast<unsigned>(mode));
-                else j.moves.emplace_back(first, second);
-            } else {
-                std::string_view s;
-                if (item.get_string().get(s)) return fail(std::string(key).c_str());
-                if (key == "deletes") j.deletes.emplace_back(s);
-                else if (key == "prune") j.prune.emplace_back(s);
-                else if (key == "stages") j.stages.emplace_back(s);
-            }
-        }
-    }
-    return j;
-}
-
 bool is_directory_no_follow(const fs::path& p) {
-    struct stat st{};
+    struct stat st {};
     return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
 bool exists_no_follow(const fs::path& p) {
-    struct stat st{};
+    struct stat st {};
     return ::lstat(p.c_str(), &st) == 0;
 }
 
-// Applies a journal. Every step is idempotent, so an interrupted apply can be
-// re-run from the start (roll forward).
-result<void> apply_journal(const journal& j) {
-    for (const auto& [dir, mode] : j.mkdirs) {
-        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return fs_error("cannot create directory", dir, errno);
-        if (!is_directory_no_follow(dir)) return fs_error("not a directory", dir, ENOTDIR);
-        ::chmod(dir.c_str(), mode & 07777 ? mode & 0777 : 0755);
-    }
-    std::size_t moved = 0;
-    for (const auto& [from, to] : j.moves) {
-        if (moved++ == j.moves.size() / 2) debug_pause("mid-commit");
-        if (!exists_no_follow(from)) continue;  // already moved by an earlier, interrupted apply
-        if (::rename(from.c_str(), to.c_str()) != 0) return fs_error("cannot move into place", to, errno);
-    }
-    for (const auto& path : j.deletes) {
-        if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fs_error("cannot remove", path, errno);
-    }
-    for (const auto& dir : j.prune) ::rmdir(dir.c_str());  // fails harmlessly when not empty
-    for (const auto& stage : j.stages) {
-        std::error_code ec;
-        fs::remove_all(stage, ec);
-    }
-    return {};
+std::string_view first_segment(std::string_view p) { return p.substr(0, p.find('/')); }
+
+bool starts_with_dir(std::string_view p, std::string_view dir) {
+    return p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/';
 }
 
-// Writes the journal, applies it, removes it.
-result<void> run_transaction(const fs::path& prefix, const journal& j) {
-    const fs::path path = journal_path(prefix);
-    REDIST_TRY_VOID(write_file_atomically(path, journal_to_json(j)));
-    REDIST_TRY_VOID(apply_journal(j));
-    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fs_error("cannot remove", path, errno);
-    fsync_path(state_dir(prefix), true);
-    return {};
-}
+std::size_t segment_count(std::string_view p) { return 1 + static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')); }
 
-result<void> recover_prefix(const fs::path& prefix) {
-    const fs::path path = journal_path(prefix);
-    if (exists_no_follow(path)) {
-        REDIST_TRY(const std::string text, read_whole_file(path));
-        REDIST_TRY(const journal j, journal_from_json(text, path));
-        REDIST_TRY_VOID(apply_journal(j));
-        if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fs_error("cannot remove", path, errno);
-    }
-    // Under the lock, every stage is a leftover of a dead process.
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(staging_dir(prefix), ec)) {
-        std::error_code ignored;
-        fs::remove_all(entry.path(), ignored);
-    }
-    // Temp files of atomic writes that never got renamed.
-    for (const auto& entry : fs::directory_iterator(receipts_dir(prefix), ec)) {
-        if (entry.path().string().find(".tmp.") != std::string::npos) {
-            std::error_code ignored;
-            fs::remove(entry.path(), ignored);
-        }
-    }
-    return {};
+// A receipt path: .redist/receipts/<product>/<component>.json or the legacy
+// .redist/receipts/<component>.json, with valid names.
+bool is_receipt_path(std::string_view p) {
+    if (!starts_with_dir(p, receipts_rel)) return false;
+    std::string_view rest = p.substr(receipts_rel.size() + 1);
+    if (rest.size() <= 5 || rest.substr(rest.size() - 5) != ".json") return false;
+    rest.remove_suffix(5);
+    const auto slash = rest.find('/');
+    if (slash == std::string_view::npos) return name_problem(rest) == nullptr;
+    return name_problem(rest.substr(0, slash)) == nullptr && name_problem(rest.substr(slash + 1)) == nullptr;
 }
 
 // Parent directories of a prefix-relative path, deepest first ("a/b/c" -> "a/b", "a").
@@ -294,6 +123,457 @@ std::vector<std::string> by_depth(const std::set<std::string>& dirs, bool deepes
         return deepest_first ? depth(a) > depth(b) : depth(a) < depth(b);
     });
     return out;
+}
+
+std::string key_of(const receipt& r) { return r.product + "/" + r.component; }
+
+// "a" or, when the products differ, "a (product p)": conflict messages stay
+// short in the common case and unambiguous when two products share a key.
+std::string owner_label(const receipt& r, const receipt& other) {
+    return r.product == other.product ? r.component : r.component + " (product " + r.product + ")";
+}
+
+}  // namespace
+
+// ---- the commit journal ------------------------------------------------------------
+//
+// {"journal_version": 2, "mkdirs": [{"path", "mode"}...], "moves": [{"from", "to"}...],
+//  "deletes": [path...], "prune": [dir...], "stages": [dir...]}   (prefix-relative)
+
+std::string receipt_rel_path(std::string_view product, std::string_view component) {
+    return std::string(receipts_rel) + "/" + std::string(product) + "/" + std::string(component) + ".json";
+}
+
+std::string legacy_receipt_rel_path(std::string_view component) {
+    return std::string(receipts_rel) + "/" + std::string(component) + ".json";
+}
+
+std::string journal_to_json(const journal& j) {
+    json_writer w(0);
+    w.begin_object();
+    w.field("journal_version", 2);
+    w.key("mkdirs").begin_array();
+    for (const auto& m : j.mkdirs) w.begin_object().field("path", m.path).field("mode", m.mode).end_object();
+    w.end_array();
+    w.key("moves").begin_array();
+    for (const auto& m : j.moves) w.begin_object().field("from", m.from).field("to", m.to).end_object();
+    w.end_array();
+    const auto list = [&w](const char* key, const std::vector<std::string>& items) {
+        w.key(key).begin_array();
+        for (const auto& p : items) w.value(p);
+        w.end_array();
+    };
+    list("deletes", j.deletes);
+    list("prune", j.prune);
+    list("stages", j.stages);
+    w.end_object();
+    return w.str();
+}
+
+namespace {
+
+// Why a journal path is not allowed in its role, or nullptr.
+enum class journal_role { prefix_dir, move_from, move_to, remove, prune, stage };
+
+const char* journal_path_problem(std::string_view p, journal_role role) {
+    if (const char* why = relative_path_problem(p)) return why;
+    const bool in_state = first_segment(p) == state_dir_name;
+    switch (role) {
+        case journal_role::prefix_dir:  // mkdir, prune: the prefix, or a product's receipt directory
+        case journal_role::prune:
+            return !in_state || (starts_with_dir(p, receipts_rel) && segment_count(p) == 3 &&
+                                 name_problem(p.substr(receipts_rel.size() + 1)) == nullptr)
+                       ? nullptr
+                       : "a directory inside .redist/";
+        case journal_role::move_from:
+            return starts_with_dir(p, staging_rel) && segment_count(p) >= 3 ? nullptr
+                                                                             : "a move source outside .redist/staging/";
+        case journal_role::move_to:
+        case journal_role::remove:
+            return !in_state || is_receipt_path(p) ? nullptr : "a path inside .redist/ that is not a receipt";
+        case journal_role::stage:
+            return starts_with_dir(p, staging_rel) && segment_count(p) == 3 ? nullptr
+                                                                             : "a stage outside .redist/staging/";
+    }
+    return "unknown role";
+}
+
+error corrupt_journal(std::string json_path, std::string_view p, const char* why) {
+    return make_error(error_code::bad_manifest, "corrupt commit journal: '" + printable(p) + "' is " + why)
+        .with_json_path(std::move(json_path));
+}
+
+}  // namespace
+
+result<void> check_journal(const journal& j) {
+    const auto check = [](const std::string& where, std::string_view p, journal_role role) -> result<void> {
+        if (const char* why = journal_path_problem(p, role)) return corrupt_journal(where, p, why);
+        return {};
+    };
+    for (std::size_t i = 0; i < j.mkdirs.size(); ++i) {
+        REDIST_TRY_VOID(check("mkdirs[" + std::to_string(i) + "].path", j.mkdirs[i].path, journal_role::prefix_dir));
+        if (j.mkdirs[i].mode > 07777)
+            return make_error(error_code::bad_manifest, "corrupt commit journal: bad mode")
+                .with_json_path("mkdirs[" + std::to_string(i) + "].mode");
+    }
+    for (std::size_t i = 0; i < j.moves.size(); ++i) {
+        REDIST_TRY_VOID(check("moves[" + std::to_string(i) + "].from", j.moves[i].from, journal_role::move_from));
+        REDIST_TRY_VOID(check("moves[" + std::to_string(i) + "].to", j.moves[i].to, journal_role::move_to));
+    }
+    for (std::size_t i = 0; i < j.deletes.size(); ++i)
+        REDIST_TRY_VOID(check("deletes[" + std::to_string(i) + "]", j.deletes[i], journal_role::remove));
+    for (std::size_t i = 0; i < j.prune.size(); ++i)
+        REDIST_TRY_VOID(check("prune[" + std::to_string(i) + "]", j.prune[i], journal_role::prune));
+    for (std::size_t i = 0; i < j.stages.size(); ++i)
+        REDIST_TRY_VOID(check("stages[" + std::to_string(i) + "]", j.stages[i], journal_role::stage));
+    return {};
+}
+
+result<journal> journal_from_json(std::string_view text, std::string_view source) {
+    journal j;
+    std::uint64_t version = 0;
+    const auto strings = [](std::vector<std::string>& out) {
+        return [&out](json::value& v) -> result<void> {
+            return v.for_each([&out](json::value& item) -> result<void> {
+                std::string s;
+                REDIST_TRY_VOID(item.get(s));
+                out.push_back(std::move(s));
+                return result<void>();
+            });
+        };
+    };
+    auto read = json::read_document(
+        text, source, "commit journal",
+        {{"journal_version", [&](json::value& v) -> result<void> { return v.get(version); }, true},
+         {"mkdirs",
+          [&](json::value& v) -> result<void> {
+              return v.for_each([&](json::value& item) -> result<void> {
+                  journal::mkdir_step step;
+                  std::uint64_t mode = 0;
+                  REDIST_TRY_VOID(item.read_object({{"path", [&](json::value& f) -> result<void> { return f.get(step.path); }, true},
+                                                    {"mode", [&](json::value& f) -> result<void> { return f.get(mode); }, true}}));
+                  if (mode > 07777) return item.bad("corrupt commit journal: bad mode");
+                  step.mode = static_cast<unsigned>(mode);
+                  j.mkdirs.push_back(std::move(step));
+                  return result<void>();
+              });
+          }},
+         {"moves",
+          [&](json::value& v) -> result<void> {
+              return v.for_each([&](json::value& item) -> result<void> {
+                  journal::move_step step;
+                  REDIST_TRY_VOID(item.read_object({{"from", [&](json::value& f) -> result<void> { return f.get(step.from); }, true},
+                                                    {"to", [&](json::value& f) -> result<void> { return f.get(step.to); }, true}}));
+                  j.moves.push_back(std::move(step));
+                  return result<void>();
+              });
+          }},
+         {"deletes", strings(j.deletes)},
+         {"prune", strings(j.prune)},
+         {"stages", strings(j.stages)}});
+    if (!read.ok()) {
+        error e = std::move(read).error_value();
+        if (e.message.rfind("corrupt commit journal", 0) != 0) e.message = "corrupt commit journal: " + e.message;
+        return e;
+    }
+    if (version != 2)
+        return make_error(error_code::bad_manifest,
+                          "corrupt commit journal: unsupported journal_version " + std::to_string(version))
+            .with_source(std::string(source))
+            .with_json_path("journal_version");
+    auto checked = check_journal(j);
+    if (!checked.ok()) return std::move(checked).error_value().with_source(std::string(source));
+    return j;
+}
+
+// ---- planning ----------------------------------------------------------------------
+
+result<journal> plan_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
+                            const std::vector<planned_stage>& staged, bool overwrite_unowned) {
+    // Names first: a key with a '/' must never reach a path.
+    std::set<std::string> replaced;  // product/component keys being (re)installed
+    for (const auto& s : staged) {
+        REDIST_TRY_VOID(validate_name(s.r->product, "product"));
+        REDIST_TRY_VOID(validate_name(s.r->component, "component"));
+        if (journal_path_problem(s.stage, journal_role::stage))
+            return make_error(error_code::internal, "stage outside .redist/staging/").with_path(s.stage);
+        if (!replaced.insert(key_of(*s.r)).second)
+            return make_error(error_code::conflict, "component " + s.r->component + " of product " + s.r->product +
+                                                        " is staged twice");
+    }
+
+    // Who owns what after the commit: files of receipts that stay...
+    struct owner {
+        const receipt* r;
+        const installed_file* file;
+    };
+    std::unordered_map<std::string, owner> kept_owners;
+    std::unordered_set<std::string> owned;  // every path any existing receipt owns
+    for (const auto& e : existing) {
+        for (const auto& f : e.r.files) owned.insert(f.path);
+        if (replaced.count(key_of(e.r))) continue;
+        for (const auto& f : e.r.files) kept_owners.emplace(f.path, owner{&e.r, &f});
+    }
+
+    // ...and the staged files, checked against those and against each other.
+    journal j;
+    std::map<std::string, owner> new_owners;
+    std::set<std::string> dirs;  // directories the new files need
+    for (const auto& s : staged) {
+        for (const auto& f : s.r->files) {
+            if (const char* why = relative_path_problem(f.path))
+                return make_error(error_code::unsafe_archive, std::string("unsafe staged path: ") + why)
+                    .with_path(printable(f.path));
+            if (first_segment(f.path) == state_dir_name)
+                return make_error(error_code::unsafe_archive, "the archive writes into .redist/, which is reserved")
+                    .with_path(printable(f.path));
+            const auto kept = kept_owners.find(f.path);
+            if (kept != kept_owners.end() && !same_content(*kept->second.file, f)) {
+                return make_error(error_code::conflict, "components " + owner_label(*kept->second.r, *s.r) + " and " +
+                                                            owner_label(*s.r, *kept->second.r) +
+                                                            " install different files at the same path")
+                    .with_path(f.path);
+            }
+            const auto [it, inserted] = new_owners.emplace(f.path, owner{s.r, &f});
+            if (!inserted) {
+                if (!same_content(*it->second.file, f)) {
+                    return make_error(error_code::conflict, "components " + owner_label(*it->second.r, *s.r) +
+                                                                " and " + owner_label(*s.r, *it->second.r) +
+                                                                " ship different files at the same path")
+                        .with_path(f.path);
+                }
+                continue;  // identical: the first component's copy is moved, this one stays in its stage
+            }
+            for (const auto& parent : parents_of(f.path)) dirs.insert(parent);
+            j.moves.push_back({s.stage + "/" + f.path, f.path});
+        }
+    }
+
+    // Files and directories must agree: a path that one component needs as a
+    // directory cannot be another's file, and the prefix must not disagree
+    // either. Found here, such a clash is a refusal; found by rename(2) after
+    // the journal was written, it would wedge the prefix.
+    for (const auto& d : dirs) {
+        const auto as_new = new_owners.find(d);
+        if (as_new != new_owners.end())
+            return make_error(error_code::conflict, "component " + as_new->second.r->component +
+                                                        " ships a file where another component has a directory")
+                .with_path(d);
+        const auto as_kept = kept_owners.find(d);
+        if (as_kept != kept_owners.end())
+            return make_error(error_code::conflict, "component " + as_kept->second.r->component +
+                                                        " installed a file where a new component has a directory")
+                .with_path(d);
+        const auto type = prefix.type_of(d);
+        if (type != prefix_view::node::missing && type != prefix_view::node::directory)
+            return make_error(error_code::conflict, "a directory in the archive is a file in the prefix").with_path(d);
+    }
+    for (const auto& [path, who] : new_owners) {
+        const auto type = prefix.type_of(path);
+        if (type == prefix_view::node::directory)
+            return make_error(error_code::conflict, "component " + who.r->component +
+                                                        " ships a file where the prefix has a directory")
+                .with_path(path);
+        // A file that no receipt owns (the user's own) is never overwritten
+        // silently, unless it is identical or the caller allows it (--force).
+        if (type == prefix_view::node::missing || overwrite_unowned || owned.count(path)) continue;
+        if (!prefix.holds(path, *who.file))
+            return make_error(error_code::conflict, "component " + who.r->component +
+                                                        " would overwrite a file that redist did not install "
+                                                        "(move it away, or use --force)")
+                .with_path(path);
+    }
+
+    // Only directories that do not exist yet are created, with the stage's
+    // modes: an existing directory keeps its mode and owner (setgid, sticky).
+    for (const auto& d : by_depth(dirs, /*deepest_first=*/false)) {
+        if (prefix.type_of(d) != prefix_view::node::missing) continue;
+        unsigned mode = 0755;
+        for (const auto& s : staged) {
+            if (auto m = prefix.stage_dir_mode(s.stage, d)) {
+                mode = *m & 0777;
+                break;
+            }
+        }
+        j.mkdirs.push_back({d, mode | 0700});
+    }
+
+    // Stale files: a replaced receipt's files that nothing ships or owns anymore.
+    std::set<std::string> prune;
+    for (const auto& e : existing) {
+        if (!replaced.count(key_of(e.r))) continue;
+        for (const auto& f : e.r.files) {
+            if (new_owners.count(f.path) || kept_owners.count(f.path)) continue;
+            j.deletes.push_back(f.path);
+            for (const auto& parent : parents_of(f.path)) prune.insert(parent);
+        }
+    }
+    for (const auto& d : by_depth(prune, /*deepest_first=*/true)) j.prune.push_back(d);
+
+    // Receipts last: each moves from beside its stage; an old receipt of the
+    // same key at another place (the legacy layout) goes away.
+    std::set<std::string> product_dirs;
+    for (const auto& s : staged) {
+        const std::string dir = std::string(receipts_rel) + "/" + s.r->product;
+        if (!product_dirs.insert(dir).second) continue;
+        const auto type = prefix.type_of(dir);
+        if (type == prefix_view::node::missing) j.mkdirs.push_back({dir, 0755});
+        else if (type != prefix_view::node::directory)
+            return make_error(error_code::bad_manifest, "corrupt prefix state: not a directory").with_path(dir);
+    }
+    for (const auto& s : staged) {
+        const std::string target = receipt_rel_path(s.r->product, s.r->component);
+        for (const auto& e : existing)
+            if (key_of(e.r) == key_of(*s.r) && e.rel_path != target) j.deletes.push_back(e.rel_path);
+        j.moves.push_back({s.stage + ".receipt.json", target});
+        j.stages.push_back(s.stage);
+    }
+    REDIST_TRY_VOID(check_journal(j));  // the same rules a reader applies
+    return j;
+}
+
+journal plan_remove(const std::vector<located_receipt>& existing,
+                    const std::vector<std::pair<std::string, std::string>>& which) {
+    std::unordered_set<std::string> targets;
+    for (const auto& [product, component] : which) targets.insert(product + "/" + component);
+    // One pass to find what stays owned, one over the targets: linear in the
+    // receipts, however many components go.
+    std::unordered_set<std::string> kept;
+    for (const auto& e : existing)
+        if (!targets.count(key_of(e.r)))
+            for (const auto& f : e.r.files) kept.insert(f.path);
+    journal j;
+    std::set<std::string> prune;
+    std::unordered_set<std::string> deleted;
+    for (const auto& e : existing) {
+        if (!targets.count(key_of(e.r))) continue;
+        for (const auto& f : e.r.files) {
+            if (kept.count(f.path) || !deleted.insert(f.path).second) continue;
+            j.deletes.push_back(f.path);
+            for (const auto& parent : parents_of(f.path)) prune.insert(parent);
+        }
+    }
+    for (const auto& d : by_depth(prune, /*deepest_first=*/true)) j.prune.push_back(d);
+    std::set<std::string> product_dirs;
+    for (const auto& e : existing) {
+        if (!targets.count(key_of(e.r))) continue;
+        j.deletes.push_back(e.rel_path);
+        if (segment_count(e.rel_path) == 4) product_dirs.insert(parents_of(e.rel_path).front());
+    }
+    for (const auto& d : product_dirs) j.prune.push_back(d);
+    return j;
+}
+
+// ---- applying a journal ------------------------------------------------------------
+
+namespace {
+
+// Tracks which prefix directories were checked to be real directories (not
+// symlinks), so that a step never acts through a symlink it did not create.
+class parent_guard {
+public:
+    explicit parent_guard(const fs::path& prefix) : prefix_(prefix) {}
+    // True when every parent directory of `relative` below the prefix is a
+    // real directory (or missing).
+    bool parents_ok(const std::string& relative) {
+        for (const auto& parent : parents_of(relative)) {
+            auto [it, inserted] = checked_.emplace(parent, true);
+            if (inserted) {
+                struct stat st {};
+                it->second = ::lstat((prefix_ / parent).c_str(), &st) != 0 || S_ISDIR(st.st_mode);
+            }
+            if (!it->second) return false;
+        }
+        return true;
+    }
+
+private:
+    fs::path prefix_;
+    std::unordered_map<std::string, bool> checked_;
+};
+
+// Applies a (validated) journal. Every step is idempotent, so an interrupted
+// apply can be re-run from the start (roll forward).
+result<void> apply_journal(const fs::path& prefix, const journal& j) {
+    const auto at = [&prefix](const std::string& rel) { return confined_join(prefix, rel); };
+    for (const auto& m : j.mkdirs) {
+        REDIST_TRY(const fs::path dir, at(m.path));
+        // Created here: then (and only then) it gets the stage's mode. A
+        // directory that exists already (the user's, or ours from an earlier
+        // run) keeps its mode, setgid and sticky bits included.
+        if (::mkdir(dir.c_str(), 0700) == 0) {
+            ::chmod(dir.c_str(), m.mode & 0777);
+        } else if (errno != EEXIST) {
+            return errno_error("cannot create directory", dir, errno);
+        }
+        if (!is_directory_no_follow(dir)) return errno_error("not a directory", dir, ENOTDIR);
+    }
+    parent_guard guard(prefix);
+    std::size_t moved = 0;
+    for (const auto& m : j.moves) {
+        if (moved++ == j.moves.size() / 2) debug_pause("mid-commit");
+        REDIST_TRY(const fs::path from, at(m.from));
+        REDIST_TRY(const fs::path to, at(m.to));
+        if (!exists_no_follow(from)) continue;  // already moved by an earlier, interrupted apply
+        if (!guard.parents_ok(m.to))
+            return make_error(error_code::filesystem, "refusing to write through a symlinked directory")
+                .with_path(to.string());
+        if (::rename(from.c_str(), to.c_str()) != 0) return errno_error("cannot move into place", to, errno);
+    }
+    for (const auto& rel : j.deletes) {
+        REDIST_TRY(const fs::path path, at(rel));
+        if (!guard.parents_ok(rel)) continue;  // never unlink through a symlink: that file is not ours
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_error("cannot remove", path, errno);
+    }
+    for (const auto& rel : j.prune) {
+        REDIST_TRY(const fs::path dir, at(rel));
+        if (guard.parents_ok(rel)) ::rmdir(dir.c_str());  // fails harmlessly when not empty
+    }
+    for (const auto& rel : j.stages) {
+        REDIST_TRY(const fs::path stage, at(rel));
+        std::error_code ec;
+        fs::remove_all(stage, ec);  // does not follow symlinks inside
+        fs::remove(stage.string() + ".receipt.json", ec);
+    }
+    return {};
+}
+
+// Writes the journal, applies it, removes it.
+result<void> run_transaction(const fs::path& prefix, const journal& j) {
+    const fs::path path = journal_path(prefix);
+    REDIST_TRY_VOID(atomic_write(path, journal_to_json(j), durability::full));
+    REDIST_TRY_VOID(apply_journal(prefix, j));
+    if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_error("cannot remove", path, errno);
+    fsync_directory(state_dir(prefix));
+    return {};
+}
+
+result<void> recover_prefix(const fs::path& prefix) {
+    const fs::path path = journal_path(prefix);
+    if (exists_no_follow(path)) {
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+            return make_error(error_code::bad_manifest, "corrupt commit journal: not a regular file")
+                .with_source(path.string());
+        REDIST_TRY(const std::string text, read_file(path, max_journal_bytes));
+        REDIST_TRY(const journal j, journal_from_json(text, path.string()));
+        REDIST_TRY_VOID(apply_journal(prefix, j));
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_error("cannot remove", path, errno);
+    }
+    // Under the lock, every stage is a leftover of a dead process.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(staging_dir(prefix), ec)) {
+        std::error_code ignored;
+        fs::remove_all(entry.path(), ignored);
+    }
+    // Temp files of atomic writes that never got renamed.
+    for (const auto& entry : fs::recursive_directory_iterator(receipts_dir(prefix), ec)) {
+        if (is_atomic_write_temp(entry.path().filename().string())) {
+            std::error_code ignored;
+            fs::remove(entry.path(), ignored);
+        }
+    }
+    return {};
 }
 
 }  // namespace
@@ -333,111 +613,171 @@ std::string receipt_to_json(const receipt& r) {
     return w.str() + "\n";
 }
 
-result<receipt> receipt_from_json(std::string_view json, std::string_view source) {
-    auto fail = [&](const std::string& path, const char* what = "malformed receipt") {
-        return make_error(error_code::bad_manifest, what).with_source(std::string(source)).with_json_path(path);
+namespace {
+
+json::value_fn read_into(std::string& out) {
+    return [&out](json::value& v) -> result<void> { return v.get(out); };
+}
+
+// A name that may be empty (labels of old manifests are).
+json::value_fn read_optional_name(std::string& out, std::string_view what) {
+    return [&out, what](json::value& v) -> result<void> {
+        REDIST_TRY_VOID(v.get(out));
+        if (out.empty()) return result<void>();
+        if (const char* why = name_problem(out))
+            return result<void>(v.bad(std::string(what) + " '" + printable(out, 64) + "' is not a valid name: " + why));
+        return result<void>();
     };
-    simdjson::ondemand::parser parser;
-    simdjson::padded_string padded(json);
-    simdjson::ondemand::document doc;
-    if (parser.iterate(padded).get(doc)) return fail("", "receipt is not JSON");
-    simdjson::ondemand::object root;
-    if (doc.get_object().get(root)) return fail("", "receipt is not a JSON object");
+}
+
+result<void> read_installed_file(json::value& item, installed_file& f) {
+    std::string type = "file";
+    std::uint64_t mode = 0;
+    auto read = item.read_object({
+        {"path",
+         [&](json::value& v) -> result<void> {
+             // A receipt path must stay inside the prefix and out of .redist/,
+             // or remove/verify could be aimed elsewhere.
+             REDIST_TRY_VOID(v.get_relative_path(f.path));
+             if (first_segment(f.path) == state_dir_name) return result<void>(v.bad("unsafe path in receipt: inside .redist/"));
+             return result<void>();
+         },
+         true},
+        {"type", read_into(type)},
+        {"target", read_into(f.link_target)},
+        {"sha256", read_into(f.sha256)},
+        {"size", [&](json::value& v) -> result<void> { return v.get(f.size); }},
+        {"mode", [&](json::value& v) -> result<void> { return v.get(mode); }},
+    });
+    if (!read.ok()) return read;
+    if (type == "file") f.kind = entry_kind::regular;
+    else if (type == "symlink") f.kind = entry_kind::symlink;
+    else return item.bad("unknown file type '" + printable(type, 32) + "'");
+    if (mode > 07777) return item.bad("mode out of range");
+    f.mode = static_cast<unsigned>(mode);
+    return {};
+}
+
+}  // namespace
+
+result<receipt> receipt_from_json(std::string_view text, std::string_view source) {
     receipt r;
-    for (auto field : root) {
-        std::string_view key;
-        if (field.unescaped_key().get(key)) return fail("");
-        const std::string k(key);
-        auto value = field.value();
-        auto read_string = [&](std::string& out) -> bool {
-            std::string_view s;
-            if (value.get_string().get(s)) return false;
-            out = s;
-            return true;
-        };
-        if (k == "product" || k == "release_label" || k == "component" || k == "component_version" ||
-            k == "platform" || k == "url" || k == "archive_sha256" || k == "installed_at") {
-            std::string* target = k == "product" ? &r.product
-                                  : k == "release_label" ? &r.release_label
-                                  : k == "component" ? &r.component
-                                  : k == "component_version" ? &r.component_version
-                                  : k == "platform" ? &r.platform
-                                  : k == "url" ? &r.url
-                                  : k == "archive_sha256" ? &r.archive_sha256
-                                                          : &r.installed_at;
-            if (!read_string(*target)) return fail(k);
-        } else if (k == "variant") {
-            bool is_null = false;
-            if (value.is_null().get(is_null)) return fail(k);
-            if (!is_null) {
-                std::string v;
-                if (!read_string(v)) return fail(k);
-                r.variant = v;
-            }
-        } else if (k == "archive_size") {
-            if (value.get_uint64().get(r.archive_size)) return fail(k);
-        } else if (k == "files") {
-            simdjson::ondemand::array files;
-            if (value.get_array().get(files)) return fail(k);
-            std::size_t index = 0;
-            for (auto item : files) {
-                const std::string item_path = "files[" + std::to_string(index++) + "]";
-                simdjson::ondemand::object obj;
-                if (item.get_object().get(obj)) return fail(item_path);
-                installed_file f;
-                for (auto ff : obj) {
-                    std::string_view fk;
-                    if (ff.unescaped_key().get(fk)) return fail(item_path);
-                    auto fv = ff.value();
-                    std::string_view s;
-                    std::uint64_t n = 0;
-                    if (fk == "path") {
-                        if (fv.get_string().get(s)) return fail(item_path + ".path");
-                        f.path = s;
-                    } else if (fk == "type") {
-                        if (fv.get_string().get(s)) return fail(item_path + ".type");
-                        if (s == "file") f.kind = entry_kind::regular;
-                        else if (s == "symlink") f.kind = entry_kind::symlink;
-                        else return fail(item_path + ".type");
-                    } else if (fk == "target") {
-                        if (fv.get_string().get(s)) return fail(item_path + ".target");
-                        f.link_target = s;
-                    } else if (fk == "sha256") {
-                        if (fv.get_string().get(s)) return fail(item_path + ".sha256");
-                        f.sha256 = s;
-                    } else if (fk == "size") {
-                        if (fv.get_uint64().get(n)) return fail(item_path + ".size");
-                        f.size = n;
-                    } else if (fk == "mode") {
-                        if (fv.get_uint64().get(n)) return fail(item_path + ".mode");
-                        f.mode = static_cast<unsigned>(n);
-                    }
-                }
-                // A receipt path must stay inside the prefix, or remove/verify could be aimed elsewhere.
-                if (f.path.empty() || f.path.front() == '/' || f.path.find("..") != std::string::npos)
-                    return fail(item_path + ".path", "unsafe path in receipt");
-                r.files.push_back(std::move(f));
-            }
-        }
-    }
-    if (r.component.empty()) return fail("component", "receipt has no component");
+    std::uint64_t schema = 1;
+    auto read = json::read_document(
+        text, source, "receipt",
+        {{"schema", [&](json::value& v) -> result<void> { return v.get(schema); }},
+         {"product", [&](json::value& v) -> result<void> { return v.get_name(r.product, "product"); }, true},
+         {"release_label", read_optional_name(r.release_label, "release label")},
+         {"component", [&](json::value& v) -> result<void> { return v.get_name(r.component, "component"); }, true},
+         {"component_version", read_into(r.component_version)},
+         {"platform", read_optional_name(r.platform, "platform")},
+         {"variant",
+          [&](json::value& v) -> result<void> {
+              REDIST_TRY_VOID(v.get(r.variant));
+              if (r.variant) REDIST_TRY_VOID(read_optional_name(*r.variant, "variant")(v));
+              return result<void>();
+          }},
+         {"url", read_into(r.url)},
+         {"archive_sha256", read_into(r.archive_sha256)},
+         {"archive_size", [&](json::value& v) -> result<void> { return v.get(r.archive_size); }},
+         {"installed_at", read_into(r.installed_at)},
+         {"files", [&](json::value& v) -> result<void> {
+              return v.for_each([&](json::value& item) -> result<void> {
+                  installed_file f;
+                  REDIST_TRY_VOID(read_installed_file(item, f));
+                  r.files.push_back(std::move(f));
+                  return result<void>();
+              });
+          }}});
+    if (!read.ok()) return std::move(read).error_value();
+    if (schema != 1)
+        return make_error(error_code::bad_manifest, "unsupported receipt schema " + std::to_string(schema))
+            .with_source(std::string(source))
+            .with_json_path("schema");
     return r;
 }
 
-result<std::vector<receipt>> read_receipts(const fs::path& prefix) {
-    std::vector<receipt> out;
-    std::error_code ec;
+namespace {
+
+error corrupt_receipt(const fs::path& path, std::string message) {
+    return make_error(error_code::bad_manifest, "corrupt receipt: " + std::move(message)).with_source(path.string());
+}
+
+// Reads one receipt file, which must be a regular file whose name matches
+// its content (`product` empty for the legacy layout).
+result<located_receipt> read_receipt_file(const fs::path& path, const std::string& product,
+                                          const std::string& stem) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return errno_error("cannot read receipt", path, errno);
+    if (!S_ISREG(st.st_mode)) return corrupt_receipt(path, "not a regular file");
+    REDIST_TRY(const std::string text, read_file(path, max_receipt_bytes));
+    REDIST_TRY(receipt r, receipt_from_json(text, path.string()));
+    if (r.component != stem || (!product.empty() && r.product != product))
+        return corrupt_receipt(path, "its product and component (" + r.product + ", " + r.component +
+                                         ") do not match its file name");
+    located_receipt out;
+    out.rel_path = product.empty() ? legacy_receipt_rel_path(stem) : receipt_rel_path(product, stem);
+    out.r = std::move(r);
+    return out;
+}
+
+// Every receipt file, new layout and legacy, in a stable order.
+result<std::vector<located_receipt>> read_located_receipts(const fs::path& prefix) {
+    std::vector<located_receipt> out;
     const fs::path dir = receipts_dir(prefix);
-    if (!fs::exists(dir, ec)) return out;
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(dir, ec))) return out;
+    if (!is_directory_no_follow(dir)) return corrupt_receipt(dir, "the receipts directory is not a directory");
+    const auto json_stem = [](const fs::path& p) -> std::optional<std::string> {
+        const std::string name = p.filename().string();
+        if (is_atomic_write_temp(name) || name.size() <= 5 || name.compare(name.size() - 5, 5, ".json") != 0)
+            return std::nullopt;
+        return name.substr(0, name.size() - 5);
+    };
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
-        const auto& p = entry.path();
-        if (p.extension() != ".json" || p.string().find(".tmp.") != std::string::npos) continue;
-        REDIST_TRY(const std::string text, read_whole_file(p));
-        REDIST_TRY(receipt r, receipt_from_json(text, p.string()));
+        const fs::path& p = entry.path();
+        const std::string name = p.filename().string();
+        std::error_code sec;
+        const auto status = entry.symlink_status(sec);
+        if (fs::is_directory(status)) {
+            if (name_problem(name)) return corrupt_receipt(p, "not a product directory");
+            for (const auto& inner : fs::directory_iterator(p, ec)) {
+                const auto stem = json_stem(inner.path());
+                if (!stem) continue;
+                if (name_problem(*stem)) return corrupt_receipt(inner.path(), "not a component name");
+                REDIST_TRY(located_receipt r, read_receipt_file(inner.path(), name, *stem));
+                out.push_back(std::move(r));
+            }
+            if (ec) return fs_error("cannot list receipts", p, ec);
+            continue;
+        }
+        const auto stem = json_stem(p);
+        if (!stem) continue;
+        if (name_problem(*stem)) return corrupt_receipt(p, "not a component name");
+        REDIST_TRY(located_receipt r, read_receipt_file(p, "", *stem));
         out.push_back(std::move(r));
     }
     if (ec) return fs_error("cannot list receipts", dir, ec);
-    std::sort(out.begin(), out.end(), [](const receipt& a, const receipt& b) { return a.component < b.component; });
+    std::sort(out.begin(), out.end(), [](const located_receipt& a, const located_receipt& b) {
+        return std::tie(a.r.product, a.r.component, a.rel_path) < std::tie(b.r.product, b.r.component, b.rel_path);
+    });
+    return out;
+}
+
+}  // namespace
+
+result<std::vector<receipt>> read_receipts(const fs::path& prefix) {
+    REDIST_TRY(std::vector<located_receipt> located, read_located_receipts(prefix));
+    // A legacy receipt beside a new one of the same key is a leftover: the
+    // new layout wins (sorted, so equal keys are adjacent).
+    std::vector<receipt> out;
+    for (std::size_t i = 0; i < located.size(); ++i) {
+        if (!out.empty() && key_of(out.back()) == key_of(located[i].r)) {
+            if (segment_count(located[i].rel_path) == 4) out.back() = std::move(located[i].r);
+            continue;
+        }
+        out.push_back(std::move(located[i].r));
+    }
     return out;
 }
 
@@ -446,10 +786,18 @@ result<std::vector<receipt>> read_receipts(const fs::path& prefix) {
 result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::function<void()>& on_wait) {
     std::error_code ec;
     const fs::path prefix = fs::absolute(prefix_in, ec).lexically_normal();
+    // create_directories never changes the mode of what exists, so nothing
+    // above the prefix (or the prefix itself) is chmod'ed.
     for (const auto& dir : {prefix, state_dir(prefix), receipts_dir(prefix), staging_dir(prefix)}) {
         fs::create_directories(dir, ec);
         if (ec) return fs_error("cannot create directory", dir, ec);
     }
+    // .redist/ must be ours: a symlink there (planted by an archive of an older
+    // version, or by someone else) would carry every write elsewhere.
+    for (const auto& dir : {state_dir(prefix), receipts_dir(prefix), staging_dir(prefix)})
+        if (!is_directory_no_follow(dir))
+            return make_error(error_code::bad_manifest, "corrupt prefix state: not a directory (is it a symlink?)")
+                .with_path(dir.string());
     REDIST_TRY(const int fd, lock_file_exclusive(state_dir(prefix) / "lock", on_wait));
     prefix_lock lock;
     lock.prefix_ = prefix;
@@ -480,12 +828,14 @@ prefix_lock::~prefix_lock() {
 
 result<fs::path> make_stage(const fs::path& prefix, std::string_view name) {
     static std::atomic<unsigned> counter{0};
+    REDIST_TRY_VOID(validate_name(name, "component"));
     std::error_code ec;
-    const fs::path dir = staging_dir(fs::absolute(prefix, ec).lexically_normal()) /
-                         (std::string(name) + "." + std::to_string(::getpid()) + "." + std::to_string(counter++));
+    const fs::path root = fs::absolute(prefix, ec).lexically_normal();
+    REDIST_TRY(const fs::path dir, confined_join(root, std::string(staging_rel) + "/" + std::string(name) + "." +
+                                                           std::to_string(::getpid()) + "." +
+                                                           std::to_string(counter++)));
     fs::remove_all(dir, ec);
-    fs::create_directories(dir, ec);
-    if (ec) return fs_error("cannot create stage", dir, ec);
+    if (::mkdir(dir.c_str(), 0755) != 0) return errno_error("cannot create stage", dir, errno);
     return dir;
 }
 
@@ -498,11 +848,23 @@ void discard_stages(const prefix_lock& lock) noexcept {
 }
 
 result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_entry>& entries) {
+    REDIST_TRY_VOID(validate_name(staged.new_receipt.component, "component"));
     const std::string licenses = "share/licenses/" + staged.new_receipt.component;
+    // Paths that share an inode with a hardlink: their final content is what
+    // is on disk now, whichever entry wrote it last.
+    std::unordered_set<std::string> linked;
+    for (const auto& e : entries) {
+        if (e.kind != entry_kind::hardlink) continue;
+        linked.insert(e.path);
+        linked.insert(e.link_target);
+    }
     std::vector<installed_file> files;
     bool created_licenses = false;
     for (const auto& e : entries) {
         if (e.kind == entry_kind::directory) continue;
+        if (const char* why = relative_path_problem(e.path))
+            return make_error(error_code::unsafe_archive, std::string("unsafe entry path: ") + why)
+                .with_path(printable(e.path));
         installed_file f;
         f.path = e.path;
         f.kind = e.kind == entry_kind::symlink ? entry_kind::symlink : entry_kind::regular;
@@ -512,17 +874,25 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
         f.mode = e.mode;
         if (e.path.find('/') == std::string::npos) {
             // A top-level file (LICENSE, README, ...): every component keeps its own copy.
-            const fs::path dest_dir = staged.stage_dir / licenses;
-            std::error_code ec;
+            REDIST_TRY(const fs::path dest_dir, confined_join(staged.stage_dir, licenses));
             if (!created_licenses) {
+                std::error_code ec;
                 fs::create_directories(dest_dir, ec);
                 if (ec) return fs_error("cannot create directory", dest_dir, ec);
                 created_licenses = true;
             }
-            const fs::path from = staged.stage_dir / e.path;
+            REDIST_TRY(const fs::path from, confined_join(staged.stage_dir, e.path));
             const fs::path to = dest_dir / e.path;
-            if (::rename(from.c_str(), to.c_str()) != 0) return fs_error("cannot move", from, errno);
+            if (::rename(from.c_str(), to.c_str()) != 0) return errno_error("cannot move", from, errno);
             f.path = licenses + "/" + e.path;
+        }
+        if (f.kind == entry_kind::regular && linked.count(e.path)) {
+            REDIST_TRY(const fs::path on_disk, confined_join(staged.stage_dir, f.path));
+            struct stat st {};
+            if (::lstat(on_disk.c_str(), &st) != 0) return errno_error("cannot stat", on_disk, errno);
+            REDIST_TRY(f.sha256, sha256_file(on_disk));
+            f.size = static_cast<std::uint64_t>(st.st_size);
+            f.mode = st.st_mode & 0777;
         }
         files.push_back(std::move(f));
     }
@@ -536,6 +906,47 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
 
 // ---- commit ---------------------------------------------------------------------------
 
+namespace {
+
+// The real prefix behind the planner's interface.
+class disk_view final : public prefix_view {
+public:
+    explicit disk_view(const fs::path& prefix) : prefix_(prefix) {}
+
+    node type_of(const std::string& relative) const override {
+        struct stat st {};
+        if (::lstat((prefix_ / relative).c_str(), &st) != 0) return node::missing;
+        if (S_ISDIR(st.st_mode)) return node::directory;
+        if (S_ISREG(st.st_mode)) return node::regular;
+        if (S_ISLNK(st.st_mode)) return node::symlink;
+        return node::other;
+    }
+
+    bool holds(const std::string& relative, const installed_file& file) const override {
+        const fs::path p = prefix_ / relative;
+        struct stat st {};
+        if (::lstat(p.c_str(), &st) != 0) return false;
+        if (file.kind == entry_kind::symlink) {
+            std::error_code ec;
+            return S_ISLNK(st.st_mode) && fs::read_symlink(p, ec).string() == file.link_target;
+        }
+        if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != file.size) return false;
+        auto digest = sha256_file(p);
+        return digest.ok() && *digest == file.sha256;
+    }
+
+    std::optional<unsigned> stage_dir_mode(const std::string& stage, const std::string& relative) const override {
+        struct stat st {};
+        if (::lstat((prefix_ / stage / relative).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) return st.st_mode & 07777;
+        return std::nullopt;
+    }
+
+private:
+    fs::path prefix_;
+};
+
+}  // namespace
+
 result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged, bool overwrite_unowned) {
     const fs::path& prefix = lock.prefix();
     // Until the journal exists nothing has changed in the prefix: a refusal
@@ -548,122 +959,31 @@ result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component
         }
         return e;
     };
-    auto existing_or_error = read_receipts(prefix);
-    if (!existing_or_error.ok()) return abandon(std::move(existing_or_error).error_value());
-    const std::vector<receipt> existing = std::move(existing_or_error).value();
+    auto existing = read_located_receipts(prefix);
+    if (!existing.ok()) return abandon(std::move(existing).error_value());
 
-    std::set<std::string> replaced;  // component keys being (re)installed
-    for (const auto& s : staged) replaced.insert(s.new_receipt.component);
-
-    // Who owns what after the commit: files of components that stay...
-    struct owner {
-        std::string component;
-        const installed_file* file;
-    };
-    std::map<std::string, owner> kept_owners;
-    for (const auto& r : existing) {
-        if (replaced.count(r.component)) continue;
-        for (const auto& f : r.files) kept_owners.emplace(f.path, owner{r.component, &f});
-    }
-
-    // ...and the staged files, checked against those and against each other.
-    journal j;
-    std::map<std::string, owner> new_owners;
-    std::set<std::string> dirs;
-    for (const auto& s : staged) {
-        for (const auto& f : s.new_receipt.files) {
-            const auto kept = kept_owners.find(f.path);
-            if (kept != kept_owners.end() && !same_content(*kept->second.file, f)) {
-                return abandon(make_error(error_code::conflict, "components " + kept->second.component + " and " +
-                                                            s.new_receipt.component +
-                                                            " install different files at the same path")
-                    .with_path((prefix / f.path).string()));
-            }
-            const auto [it, inserted] = new_owners.emplace(f.path, owner{s.new_receipt.component, &f});
-            if (!inserted) {
-                if (!same_content(*it->second.file, f)) {
-                    return abandon(make_error(error_code::conflict, "components " + it->second.component + " and " +
-                                                                s.new_receipt.component +
-                                                                " ship different files at the same path")
-                        .with_path((prefix / f.path).string()));
-                }
-                continue;  // identical: the first component's copy is moved, this one stays in its stage
-            }
-            for (const auto& parent : parents_of(f.path)) dirs.insert(parent);
-            j.moves.emplace_back((s.stage_dir / f.path).string(), (prefix / f.path).string());
-        }
-    }
-    // A directory we need must not be a file (or symlink) in the prefix.
-    for (const auto& d : dirs) {
-        const fs::path p = prefix / d;
-        if (exists_no_follow(p) && !is_directory_no_follow(p)) {
-            return abandon(make_error(error_code::conflict, "a directory in the archive is a file in the prefix")
-                               .with_path(p.string()));
-        }
-    }
-    // A file that no receipt owns (the user's own) is never overwritten
-    // silently, unless it is identical or the caller allows it (--force).
-    if (!overwrite_unowned) {
-        std::set<std::string> owned;
-        for (const auto& r : existing)
-            for (const auto& f : r.files) owned.insert(f.path);
-        for (const auto& [path, who] : new_owners) {
-            if (owned.count(path)) continue;
-            const fs::path p = prefix / path;
-            struct stat st{};
-            if (::lstat(p.c_str(), &st) != 0) continue;
-            bool identical = false;
-            if (who.file->kind == entry_kind::symlink) {
-                std::error_code ec;
-                identical = S_ISLNK(st.st_mode) && fs::read_symlink(p, ec).string() == who.file->link_target;
-            } else if (S_ISREG(st.st_mode) && static_cast<std::uint64_t>(st.st_size) == who.file->size) {
-                auto digest = sha256_file(p);
-                identical = digest.ok() && *digest == who.file->sha256;
-            }
-            if (!identical) {
-                return abandon(make_error(error_code::conflict, "component " + who.component +
-                                                                    " would overwrite a file that redist did not "
-                                                                    "install (move it away, or use --force)")
-                                   .with_path(p.string()));
-            }
-        }
-    }
-
-    // Directories shallowest first, with the stage's modes.
-    for (const auto& d : by_depth(dirs, /*deepest_first=*/false)) {
-        unsigned mode = 0755;
-        for (const auto& s : staged) {
-            struct stat st{};
-            if (::lstat((s.stage_dir / d).c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-                mode = st.st_mode & 0777;
-                break;
-            }
-        }
-        j.mkdirs.emplace_back((prefix / d).string(), mode | 0700);
-    }
-
-    // Stale files: owned by a replaced component's old receipt, not shipped anymore, not owned by anyone else.
-    std::set<std::string> prune;
-    for (const auto& r : existing) {
-        if (!replaced.count(r.component)) continue;
-        for (const auto& f : r.files) {
-            if (new_owners.count(f.path) || kept_owners.count(f.path)) continue;
-            j.deletes.push_back((prefix / f.path).string());
-            for (const auto& parent : parents_of(f.path)) prune.insert(parent);
-        }
-    }
-    for (const auto& d : by_depth(prune, /*deepest_first=*/true)) j.prune.push_back((prefix / d).string());
-
-    // Receipts are written into the stages first and moved last.
+    std::vector<planned_stage> planned;
     for (auto& s : staged) {
+        const fs::path stage = s.stage_dir.lexically_normal();
+        if (stage.parent_path() != staging_dir(prefix))
+            return abandon(make_error(error_code::internal, "stage outside the prefix's staging directory")
+                               .with_path(stage.string()));
         if (s.new_receipt.installed_at.empty()) s.new_receipt.installed_at = now_iso8601();
-        const fs::path receipt_tmp = s.stage_dir.string() + ".receipt.json";
-        auto written = write_file_atomically(receipt_tmp, receipt_to_json(s.new_receipt));
-        if (!written.ok()) return abandon(std::move(written).error_value());
-        j.moves.emplace_back(receipt_tmp.string(), (receipts_dir(prefix) / (s.new_receipt.component + ".json")).string());
-        j.stages.push_back(s.stage_dir.string());
+        planned.push_back({std::string(staging_rel) + "/" + stage.filename().string(), &s.new_receipt});
     }
-    return run_transaction(prefix, j);
+    auto plan = plan_commit(disk_view(prefix), *existing, planned, overwrite_unowned);
+    if (!plan.ok()) {
+        error e = std::move(plan).error_value();
+        if (!e.path.empty() && e.code != error_code::internal) e.path = (prefix / e.path).string();
+        return abandon(std::move(e));
+    }
+    // Receipts are written beside the stages first and moved last, by the journal.
+    for (const auto& s : staged) {
+        auto written = atomic_write(s.stage_dir.string() + ".receipt.json", receipt_to_json(s.new_receipt),
+                                    durability::contents);
+        if (!written.ok()) return abandon(std::move(written).error_value());
+    }
+    return run_transaction(prefix, *plan);
 }
 
 bool commit_pending(const fs::path& prefix) noexcept { return exists_no_follow(journal_path(prefix)); }
@@ -672,11 +992,14 @@ bool commit_pending(const fs::path& prefix) noexcept { return exists_no_follow(j
 
 result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix) {
     REDIST_TRY(const std::vector<receipt> receipts, read_receipts(prefix));
+    std::error_code ec;
+    const fs::path root = fs::absolute(prefix, ec).lexically_normal();
+    if (ec) return fs_error("cannot resolve", prefix, ec);
     std::vector<verify_problem> problems;
     for (const auto& r : receipts) {
         for (const auto& f : r.files) {
-            const fs::path p = prefix / f.path;
-            struct stat st{};
+            REDIST_TRY(const fs::path p, confined_join(root, f.path));
+            struct stat st {};
             if (::lstat(p.c_str(), &st) != 0) {
                 problems.push_back({r.component, f.path, "missing"});
                 continue;
@@ -686,9 +1009,9 @@ result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix) {
                     problems.push_back({r.component, f.path, "type changed (expected a symlink)"});
                     continue;
                 }
-                std::error_code ec;
-                const auto target = fs::read_symlink(p, ec);
-                if (ec || target.string() != f.link_target)
+                std::error_code link_ec;
+                const auto target = fs::read_symlink(p, link_ec);
+                if (link_ec || target.string() != f.link_target)
                     problems.push_back({r.component, f.path, "symlink target changed (expected " + f.link_target +
                                                                  ", found " + target.string() + ")"});
                 continue;
@@ -713,32 +1036,41 @@ result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix) {
     return problems;
 }
 
-result<void> remove_component(const prefix_lock& lock, const std::string& component) {
+result<void> remove_components(const prefix_lock& lock, const std::vector<component_ref>& which) {
     const fs::path& prefix = lock.prefix();
-    REDIST_TRY(const std::vector<receipt> receipts, read_receipts(prefix));
-    const receipt* target = nullptr;
-    std::set<std::string> owned_by_others;
-    for (const auto& r : receipts) {
-        if (r.component == component) target = &r;
-        else for (const auto& f : r.files) owned_by_others.insert(f.path);
+    if (which.empty()) return {};
+    REDIST_TRY(const std::vector<located_receipt> receipts, read_located_receipts(prefix));
+    std::map<std::string, std::set<std::string>> products_of;  // component -> products that have it
+    for (const auto& e : receipts) products_of[e.r.component].insert(e.r.product);
+    std::vector<std::pair<std::string, std::string>> targets;
+    for (const auto& ref : which) {
+        const auto found = products_of.find(ref.component);
+        const bool known = found != products_of.end() && (ref.product.empty() || found->second.count(ref.product));
+        if (!known) {
+            std::string installed;
+            for (const auto& e : receipts)
+                installed += (installed.empty() ? "" : ", ") + e.r.component;
+            const std::string what = ref.product.empty() ? "component " + printable(ref.component, 64)
+                                                         : "component " + printable(ref.component, 64) +
+                                                               " of product " + printable(ref.product, 64);
+            return make_error(error_code::not_found,
+                              what + " is not installed (installed: " + (installed.empty() ? "none" : installed) + ")")
+                .with_path(prefix.string());
+        }
+        if (ref.product.empty() && found->second.size() > 1) {
+            std::string products;
+            for (const auto& p : found->second) products += (products.empty() ? "" : ", ") + p;
+            return make_error(error_code::usage, "component " + ref.component + " is installed by several products (" +
+                                                     products + "): name one with --product")
+                .with_path(prefix.string());
+        }
+        targets.emplace_back(ref.product.empty() ? *found->second.begin() : ref.product, ref.component);
     }
-    if (!target) {
-        std::string installed;
-        for (const auto& r : receipts) installed += (installed.empty() ? "" : ", ") + r.component;
-        return make_error(error_code::not_found, "component " + component + " is not installed (installed: " +
-                                                     (installed.empty() ? "none" : installed) + ")")
-            .with_path(prefix.string());
-    }
-    journal j;
-    std::set<std::string> prune;
-    for (const auto& f : target->files) {
-        if (owned_by_others.count(f.path)) continue;
-        j.deletes.push_back((prefix / f.path).string());
-        for (const auto& parent : parents_of(f.path)) prune.insert(parent);
-    }
-    for (const auto& d : by_depth(prune, /*deepest_first=*/true)) j.prune.push_back((prefix / d).string());
-    j.deletes.push_back((receipts_dir(prefix) / (component + ".json")).string());
-    return run_transaction(prefix, j);
+    return run_transaction(prefix, plan_remove(receipts, targets));
+}
+
+result<void> remove_component(const prefix_lock& lock, const std::string& component) {
+    return remove_components(lock, {component_ref{"", component}});
 }
 
 }  // namespace redist

@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <simdjson.h>
 
+#include "json_reader.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
+#include "safe_path.hpp"
 
 namespace redist {
 
@@ -40,74 +42,77 @@ std::string lockfile_to_json(const lockfile& lock) {
     return w.str() + "\n";
 }
 
-result<lockfile> lockfile_from_json(std::string_view json, std::string_view source) {
-    auto fail = [&](const std::string& path, const std::string& what) {
-        return make_error(error_code::bad_manifest, what).with_source(std::string(source)).with_json_path(path);
-    };
-    simdjson::ondemand::parser parser;
-    simdjson::padded_string padded(json);
-    simdjson::ondemand::document doc;
-    if (parser.iterate(padded).get(doc)) return fail("", "lock file is not JSON");
-    simdjson::ondemand::object root;
-    if (doc.get_object().get(root)) return fail("", "lock file is not a JSON object");
+namespace {
+
+// A name that may be empty (labels of old manifests are).
+result<void> read_optional_name(json::value& v, std::string& out, std::string_view what) {
+    REDIST_TRY_VOID(v.get(out));
+    if (out.empty()) return {};
+    if (const char* why = name_problem(out))
+        return v.bad(std::string(what) + " '" + printable(out, 64) + "' is not a valid name: " + why);
+    return {};
+}
+
+result<void> read_artifact(json::value& item, locked_artifact& a) {
+    const auto str = [](std::string& out) { return [&out](json::value& v) -> result<void> { return v.get(out); }; };
+    auto read = item.read_object({
+        {"component", [&](json::value& v) -> result<void> { return v.get_name(a.entry.component, "component"); }, true},
+        {"version", str(a.version)},
+        {"platform", [&](json::value& v) -> result<void> { return v.get_name(a.entry.platform, "platform"); }, true},
+        {"variant",
+         [&](json::value& v) -> result<void> {
+             REDIST_TRY_VOID(v.get(a.entry.variant));
+             if (a.entry.variant) REDIST_TRY_VOID(v.get_name(*a.entry.variant, "variant"));
+             return result<void>();
+         }},
+        {"relative_path",
+         [&](json::value& v) -> result<void> {
+             REDIST_TRY_VOID(v.get(a.entry.relative_path));
+             if (const char* why = artifact_path_problem(a.entry.relative_path)) return result<void>(v.bad(why));
+             return result<void>();
+         }},
+        {"url", str(a.url), true},
+        {"sha256",
+         [&](json::value& v) -> result<void> {
+             REDIST_TRY_VOID(v.get(a.entry.sha256));
+             if (!is_sha256_hex(a.entry.sha256)) return result<void>(v.bad("not a SHA-256"));
+             return result<void>();
+         },
+         true},
+        {"size", [&](json::value& v) -> result<void> { return v.get(a.entry.size); }},
+    });
+    if (!read.ok()) return read;
+    if (a.url.empty()) return item.bad("url is empty");
+    a.entry.format = archive_format_from_path(a.entry.relative_path.empty() ? a.url : a.entry.relative_path);
+    return {};
+}
+
+}  // namespace
+
+result<lockfile> lockfile_from_json(std::string_view text, std::string_view source) {
     lockfile lock;
     std::uint64_t version = 0;
-    for (auto field : root) {
-        std::string_view key;
-        if (field.unescaped_key().get(key)) return fail("", "malformed lock file");
-        const std::string k(key);
-        auto value = field.value();
-        std::string_view s;
-        if (k == "lock_version") {
-            if (value.get_uint64().get(version)) return fail(k, "expected an integer");
-        } else if (k == "product" || k == "release_label" || k == "manifest_url" || k == "manifest_sha256") {
-            if (value.get_string().get(s)) return fail(k, "expected a string");
-            (k == "product" ? lock.product : k == "release_label" ? lock.release_label
-                             : k == "manifest_url" ? lock.manifest_url : lock.manifest_sha256) = std::string(s);
-        } else if (k == "artifacts") {
-            simdjson::ondemand::array items;
-            if (value.get_array().get(items)) return fail(k, "expected an array");
-            std::size_t index = 0;
-            for (auto item : items) {
-                const std::string path = "artifacts[" + std::to_string(index++) + "]";
-                simdjson::ondemand::object obj;
-                if (item.get_object().get(obj)) return fail(path, "expected an object");
-                locked_artifact a;
-                for (auto af : obj) {
-                    std::string_view ak;
-                    if (af.unescaped_key().get(ak)) return fail(path, "malformed");
-                    const std::string fpath = path + "." + std::string(ak);
-                    auto av = af.value();
-                    if (ak == "size") {
-                        if (av.get_uint64().get(a.entry.size)) return fail(fpath, "expected an integer");
-                        continue;
-                    }
-                    if (ak == "variant") {
-                        bool is_null = false;
-                        if (av.is_null().get(is_null)) return fail(fpath, "expected a string or null");
-                        if (is_null) continue;
-                    }
-                    if (av.get_string().get(s)) return fail(fpath, "expected a string");
-                    const std::string v(s);
-                    if (ak == "component") a.entry.component = v;
-                    else if (ak == "version") a.version = v;
-                    else if (ak == "platform") a.entry.platform = v;
-                    else if (ak == "variant") a.entry.variant = v;
-                    else if (ak == "relative_path") a.entry.relative_path = v;
-                    else if (ak == "url") a.url = v;
-                    else if (ak == "sha256") a.entry.sha256 = v;
-                }
-                if (a.entry.component.empty()) return fail(path + ".component", "missing");
-                if (a.url.empty()) return fail(path + ".url", "missing");
-                if (!is_sha256_hex(a.entry.sha256)) return fail(path + ".sha256", "not a SHA-256");
-                if (a.entry.platform.empty()) return fail(path + ".platform", "missing");
-                a.entry.format = archive_format_from_path(a.entry.relative_path.empty() ? a.url : a.entry.relative_path);
-                lock.artifacts.push_back(std::move(a));
-            }
-        }
-    }
-    if (version != 1) return fail("lock_version", "unsupported lock file version " + std::to_string(version));
-    if (lock.product.empty()) return fail("product", "missing");
+    const auto str = [](std::string& out) { return [&out](json::value& v) -> result<void> { return v.get(out); }; };
+    auto read = json::read_document(
+        text, source, "lock file",
+        {{"lock_version", [&](json::value& v) -> result<void> { return v.get(version); }, true},
+         {"product", [&](json::value& v) -> result<void> { return v.get_name(lock.product, "product"); }, true},
+         {"release_label", [&](json::value& v) -> result<void> { return read_optional_name(v, lock.release_label, "release label"); }},
+         {"manifest_url", str(lock.manifest_url)},
+         {"manifest_sha256", str(lock.manifest_sha256)},
+         {"artifacts", [&](json::value& v) -> result<void> {
+              return v.for_each([&](json::value& item) -> result<void> {
+                  locked_artifact a;
+                  REDIST_TRY_VOID(read_artifact(item, a));
+                  lock.artifacts.push_back(std::move(a));
+                  return result<void>();
+              });
+          }}});
+    if (!read.ok()) return std::move(read).error_value();
+    if (version != 1)
+        return make_error(error_code::bad_manifest, "unsupported lock file version " + std::to_string(version))
+            .with_source(std::string(source))
+            .with_json_path("lock_version");
     return lock;
 }
 

@@ -43,6 +43,8 @@
 #include <limits>
 #include <unordered_set>
 
+#include "safe_path.hpp"
+
 namespace redist {
 
 namespace {
@@ -119,7 +121,7 @@ std::optional<std::uint64_t> parse_decimal_u64(std::string_view text) {
 // Why a relative_path is unsafe, or nullptr if it is fine. The path is joined
 // to the manifest's directory URL and used to name files, so it must not be
 // able to leave that directory or turn into another URL.
-const char* relative_path_problem(std::string_view p) noexcept {
+const char* raw_relative_path_problem(std::string_view p) noexcept {
     if (p.empty()) return "relative_path is empty";
     if (p.front() == '/') return "relative_path is absolute";
     for (const char ch : p) {
@@ -143,6 +145,43 @@ const char* relative_path_problem(std::string_view p) noexcept {
     }
     return nullptr;
 }
+
+int hex_value(char c) noexcept {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+}  // namespace
+
+// The path is used twice: as written (file names in a mirror) and through a
+// URL, where libcurl percent-decodes it ("..%2f" reaches the parent of a
+// file:// mirror). So it must be safe both ways: an escape that decodes to a
+// byte with a meaning in paths ('/', '.', '\', '%', a control character) is
+// refused, and the decoded path passes the same checks as the raw one.
+const char* artifact_path_problem(std::string_view p) noexcept {
+    if (const char* problem = raw_relative_path_problem(p)) return problem;
+    if (p.find('%') == std::string_view::npos) return nullptr;
+    std::string decoded;
+    decoded.reserve(p.size());
+    for (std::size_t i = 0; i < p.size(); ++i) {
+        if (p[i] == '%' && i + 2 < p.size() && hex_value(p[i + 1]) >= 0 && hex_value(p[i + 2]) >= 0) {
+            const auto c = static_cast<unsigned char>(hex_value(p[i + 1]) * 16 + hex_value(p[i + 2]));
+            if (c == '/' || c == '.' || c == '\\' || c == '%' || c < 0x20 || c == 0x7f)
+                return "relative_path contains a percent-escape of a path character (%2F, %2E, %5C, %25 or a control "
+                       "character)";
+            decoded += static_cast<char>(c);
+            i += 2;
+        } else {
+            decoded += p[i];
+        }
+    }
+    if (const char* problem = raw_relative_path_problem(decoded)) return problem;
+    return nullptr;
+}
+
+namespace {
 
 // ---- the walker ---------------------------------------------------------------
 
@@ -253,12 +292,18 @@ result<manifest> walker::run() {
                                   : key == "release_label" ? out.release_label
                                                            : out.release_product;
             REDIST_TRY_VOID(read_string(value, path, key, target));
+            // The label and product name files and receipts; the date is only shown.
+            if (key != "release_date" && !target.empty()) {
+                if (const char* why = name_problem(target))
+                    return bad(path, key + " '" + printable(target, 64) + "' is not a valid name: " + why);
+            }
             continue;
         }
 
         if (auto ec = value.type().get(type)) return json_error(ec, path);
         if (type != od::json_type::object) continue;  // unknown top-level metadata
-        if (key.empty()) return bad(path, "component key is empty");
+        if (const char* why = name_problem(key))
+            return bad(path, "component key '" + printable(key, 64) + "' is not a valid name: " + why);
         if (!component_keys.insert(key).second) return bad(path, "duplicate component");
         od::object object;
         if (auto ec = value.get_object().get(object)) return json_error(ec, path);
@@ -313,7 +358,8 @@ result<void> walker::read_component(od::object object, const std::string& path, 
         od::json_type type{};
         if (auto ec = value.type().get(type)) return json_error(ec, field_path);
         if (type != od::json_type::object) continue;  // unknown component metadata
-        if (key.empty()) return bad(field_path, "platform key is empty");
+        if (const char* why = name_problem(key))
+            return bad(field_path, "platform key '" + printable(key, 64) + "' is not a valid name: " + why);
         if (!platform_keys.insert(key).second) return bad(field_path, "duplicate platform");
         od::object platform;
         if (auto ec = value.get_object().get(platform)) return json_error(ec, field_path);
@@ -365,7 +411,8 @@ result<void> walker::read_platform(od::object object, const std::string& path, c
         od::json_type type{};
         if (auto ec = value.type().get(type)) return json_error(ec, variant_path);
         if (type != od::json_type::object) continue;  // unknown platform metadata
-        if (key.empty()) return bad(variant_path, "variant key is empty");
+        if (const char* why = name_problem(key))
+            return bad(variant_path, "variant key '" + printable(key, 64) + "' is not a valid name: " + why);
         if (!variant_keys.insert(key).second) return bad(variant_path, "duplicate variant");
         od::object variant_object;
         if (auto ec = value.get_object().get(variant_object)) return json_error(ec, variant_path);
@@ -449,7 +496,7 @@ result<bool> walker::read_artifact_field(std::string_view key, od::value value, 
     std::string text;
     REDIST_TRY_VOID(read_string(value, path, key, text));
     if (bit == k_relative_path) {
-        if (const char* problem = relative_path_problem(text)) return bad(path, problem);
+        if (const char* problem = artifact_path_problem(text)) return bad(path, problem);
         out.relative_path = std::move(text);
     } else {
         const std::size_t digits = bit == k_sha256 ? 64 : 32;

@@ -1,10 +1,16 @@
 // Receipts, the prefix lock, commit and remove, at the library level.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <filesystem>
+#include <map>
+#include <set>
 #include <fstream>
 #include <sstream>
 
+#include "../lib/commit_plan.hpp"
 #include "redist/install.hpp"
 #include "redist/verify.hpp"
 
@@ -149,9 +155,10 @@ TEST_CASE("an interrupted commit is rolled forward by the next lock holder") {
     }
     // What a process killed mid-commit leaves: a journal whose first rename is done.
     fs::create_directories(prefix / "bin");
-    const std::string journal = R"({"mkdirs":[[")" + (prefix / "bin").string() + R"(",493]],"moves":[[")" +
-                                (stage / "bin/tool").string() + R"(",")" + (prefix / "bin/tool").string() +
-                                R"("]],"deletes":[],"prune":[],"stages":[")" + stage.string() + R"("]})";
+    const std::string stage_rel = ".redist/staging/" + stage.filename().string();
+    const std::string journal = R"({"journal_version":2,"mkdirs":[{"path":"bin","mode":493}],"moves":[{"from":")" +
+                                stage_rel + R"(/bin/tool","to":"bin/tool"}],"deletes":[],"prune":[],"stages":[")" +
+                                stage_rel + R"("]})";
     write(prefix / ".redist/transaction.json", journal);
     CHECK(commit_pending(prefix));
     auto lock = prefix_lock::acquire(prefix);
@@ -159,4 +166,368 @@ TEST_CASE("an interrupted commit is rolled forward by the next lock holder") {
     CHECK(read(prefix / "bin/tool") == "t");
     CHECK_FALSE(commit_pending(prefix));
     CHECK_FALSE(fs::exists(stage));
+}
+
+// ---- plan_commit without a prefix ----------------------------------------------------
+
+namespace {
+
+// An in-memory prefix for the planner: paths -> node type; `same` lists the
+// paths whose content equals what is staged.
+class fake_prefix final : public prefix_view {
+public:
+    std::map<std::string, node> nodes;
+    std::set<std::string> same;
+    std::map<std::string, unsigned> stage_modes;  // "<stage>/<dir>" -> mode
+
+    fake_prefix() { nodes[".redist/receipts/demo"] = node::directory; }  // product "demo" was installed before
+
+    node type_of(const std::string& relative) const override {
+        const auto it = nodes.find(relative);
+        return it == nodes.end() ? node::missing : it->second;
+    }
+    bool holds(const std::string& relative, const installed_file&) const override { return same.count(relative) > 0; }
+    std::optional<unsigned> stage_dir_mode(const std::string& stage, const std::string& relative) const override {
+        const auto it = stage_modes.find(stage + "/" + relative);
+        if (it == stage_modes.end()) return std::nullopt;
+        return it->second;
+    }
+};
+
+receipt make_receipt(const std::string& product, const std::string& component,
+                     const std::vector<std::pair<std::string, std::string>>& files) {
+    receipt r;
+    r.product = product;
+    r.component = component;
+    for (const auto& [path, content] : files)
+        r.files.push_back({path, entry_kind::regular, content.size(), sha256_hex(content), "", 0644});
+    return r;
+}
+
+located_receipt at_home(receipt r) {
+    located_receipt out;
+    out.rel_path = receipt_rel_path(r.product, r.component);
+    out.r = std::move(r);
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("plan_commit: moves, parents first, receipts last") {
+    fake_prefix prefix;
+    const receipt r = make_receipt("demo", "a", {{"lib/x/a.so", "a"}, {"include/a.h", "h"}});
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE(plan.ok());
+    REQUIRE(plan->mkdirs.size() == 3);
+    CHECK(plan->mkdirs[0].path != "lib/x");  // shallowest first
+    CHECK(plan->mkdirs.back().path == "lib/x");
+    CHECK(plan->moves.back().to == ".redist/receipts/demo/a.json");
+    CHECK(plan->moves.back().from == ".redist/staging/a.1.receipt.json");
+    CHECK(plan->stages == std::vector<std::string>{".redist/staging/a.1"});
+    CHECK(check_journal(*plan).ok());
+    // The first receipt of a product creates its receipt directory.
+    const receipt other = make_receipt("newproduct", "b", {{"lib/x/b.so", "b"}});
+    auto first = plan_commit(prefix, {}, {{".redist/staging/b.1", &other}}, false);
+    REQUIRE(first.ok());
+    CHECK(first->mkdirs.back().path == ".redist/receipts/newproduct");
+}
+
+TEST_CASE("plan_commit: an existing directory is never re-created or chmod'ed") {
+    fake_prefix prefix;
+    prefix.nodes["lib"] = prefix_view::node::directory;
+    const receipt r = make_receipt("demo", "a", {{"lib/a.so", "a"}});
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE(plan.ok());
+    CHECK(plan->mkdirs.empty());
+}
+
+TEST_CASE("plan_commit: a new directory takes the stage's mode, never special bits") {
+    fake_prefix prefix;
+    prefix.stage_modes[".redist/staging/a.1/lib"] = 03775;
+    const receipt r = make_receipt("demo", "a", {{"lib/a.so", "a"}});
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE(plan.ok());
+    REQUIRE(plan->mkdirs.size() == 1);
+    CHECK(plan->mkdirs[0].mode == 0775);
+}
+
+TEST_CASE("plan_commit: a file in one component and a directory in another is a conflict") {
+    fake_prefix prefix;
+    const receipt file = make_receipt("demo", "a", {{"lib/foo", "file"}});
+    const receipt dir = make_receipt("demo", "b", {{"lib/foo/bar", "inside"}});
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &file}, {".redist/staging/b.1", &dir}}, false);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error_value().code == error_code::conflict);
+    CHECK(plan.error_value().path == "lib/foo");
+    // The other order too.
+    auto reversed = plan_commit(prefix, {}, {{".redist/staging/b.1", &dir}, {".redist/staging/a.1", &file}}, false);
+    REQUIRE_FALSE(reversed.ok());
+    CHECK(reversed.error_value().code == error_code::conflict);
+}
+
+TEST_CASE("plan_commit: a file clashing with an installed component's file or directory") {
+    fake_prefix prefix;
+    prefix.nodes["lib"] = prefix_view::node::directory;
+    prefix.nodes["lib/foo"] = prefix_view::node::directory;
+    prefix.nodes["lib/foo/bar"] = prefix_view::node::regular;
+    const std::vector<located_receipt> existing{at_home(make_receipt("demo", "b", {{"lib/foo/bar", "x"}}))};
+    const receipt file = make_receipt("demo", "a", {{"lib/foo", "file"}});
+    auto plan = plan_commit(prefix, existing, {{".redist/staging/a.1", &file}}, true);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error_value().code == error_code::conflict);
+
+    const std::vector<located_receipt> has_file{at_home(make_receipt("demo", "c", {{"lib/baz", "x"}}))};
+    prefix.nodes["lib/baz"] = prefix_view::node::regular;
+    const receipt below = make_receipt("demo", "a", {{"lib/baz/inner", "y"}});
+    auto plan2 = plan_commit(prefix, has_file, {{".redist/staging/a.1", &below}}, true);
+    REQUIRE_FALSE(plan2.ok());
+    CHECK(plan2.error_value().code == error_code::conflict);
+}
+
+TEST_CASE("plan_commit: user files and user directories") {
+    fake_prefix prefix;
+    prefix.nodes["include"] = prefix_view::node::directory;
+    prefix.nodes["include/mine.h"] = prefix_view::node::regular;
+    const receipt r = make_receipt("demo", "a", {{"include/mine.h", "theirs"}});
+    auto refused = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().code == error_code::conflict);
+    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, true).ok());  // --force
+    prefix.same.insert("include/mine.h");
+    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false).ok());  // identical: adopted
+    // A directory where a file goes is refused even with --force (rename would fail mid-commit).
+    prefix.nodes["include/mine.h"] = prefix_view::node::directory;
+    auto dir = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, true);
+    REQUIRE_FALSE(dir.ok());
+    CHECK(dir.error_value().code == error_code::conflict);
+    // A symlink where a directory is needed.
+    fake_prefix linked;
+    linked.nodes["include"] = prefix_view::node::symlink;
+    auto link = plan_commit(linked, {}, {{".redist/staging/a.1", &r}}, true);
+    REQUIRE_FALSE(link.ok());
+    CHECK(link.error_value().code == error_code::conflict);
+}
+
+TEST_CASE("plan_commit: hostile names and paths are refused before any journal") {
+    fake_prefix prefix;
+    for (const char* key : {"sub/comp", "../../../../x", "/tmp/victim", "", ".."}) {
+        const receipt r = make_receipt("demo", key, {{"lib/a", "a"}});
+        auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+        REQUIRE_FALSE(plan.ok());
+        CHECK(plan.error_value().code == error_code::bad_manifest);
+    }
+    const receipt product = make_receipt("a/b", "a", {{"lib/a", "a"}});
+    CHECK_FALSE(plan_commit(prefix, {}, {{".redist/staging/a.1", &product}}, false).ok());
+    for (const char* path : {".redist/receipts/demo/x.json", ".redist/transaction.json", "../x", "/etc/passwd"}) {
+        const receipt r = make_receipt("demo", "a", {{path, "a"}});
+        auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+        REQUIRE_FALSE(plan.ok());
+        CHECK(plan.error_value().code == error_code::unsafe_archive);
+    }
+}
+
+TEST_CASE("plan_commit: same component key in two products is two components") {
+    fake_prefix prefix;
+    prefix.nodes["lib"] = prefix_view::node::directory;
+    prefix.nodes["lib/one.so"] = prefix_view::node::regular;
+    const std::vector<located_receipt> existing{at_home(make_receipt("p1", "libx", {{"lib/one.so", "1"}}))};
+    const receipt other = make_receipt("p2", "libx", {{"lib/two.so", "2"}});
+    auto plan = plan_commit(prefix, existing, {{".redist/staging/libx.1", &other}}, false);
+    REQUIRE(plan.ok());
+    CHECK(plan->deletes.empty());  // p1's libx is not replaced
+    CHECK(plan->moves.back().to == ".redist/receipts/p2/libx.json");
+}
+
+TEST_CASE("plan_commit: an upgrade deletes stale files and the legacy receipt") {
+    fake_prefix prefix;
+    located_receipt legacy;
+    legacy.r = make_receipt("demo", "a", {{"lib/old.so", "o"}, {"lib/a.so", "a"}});
+    legacy.rel_path = legacy_receipt_rel_path("a");
+    const receipt r = make_receipt("demo", "a", {{"lib/a.so", "a2"}});
+    auto plan = plan_commit(prefix, {legacy}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE(plan.ok());
+    CHECK(std::find(plan->deletes.begin(), plan->deletes.end(), "lib/old.so") != plan->deletes.end());
+    CHECK(std::find(plan->deletes.begin(), plan->deletes.end(), ".redist/receipts/a.json") != plan->deletes.end());
+    CHECK(std::find(plan->prune.begin(), plan->prune.end(), "lib") != plan->prune.end());
+}
+
+TEST_CASE("plan_remove: linear, keeps shared files, removes receipts and empty product directories") {
+    std::vector<located_receipt> existing;
+    existing.push_back(at_home(make_receipt("p1", "a", {{"include/shared.h", "s"}, {"lib/a.so", "a"}})));
+    existing.push_back(at_home(make_receipt("p2", "a", {{"include/shared.h", "s"}, {"lib/a2.so", "a"}})));
+    const journal j = plan_remove(existing, {{"p1", "a"}});
+    CHECK(j.deletes == std::vector<std::string>{"lib/a.so", ".redist/receipts/p1/a.json"});
+    CHECK(std::find(j.prune.begin(), j.prune.end(), ".redist/receipts/p1") != j.prune.end());
+    CHECK(check_journal(j).ok());
+}
+
+// ---- the journal as hostile input ----------------------------------------------------
+
+TEST_CASE("journal_from_json refuses paths outside the prefix and in .redist/") {
+    REQUIRE(journal_from_json(R"({"journal_version":2,"moves":[{"from":".redist/staging/a.1/x","to":"x"}]})", "j").ok());
+    for (const std::string bad :
+         {R"("x1":0,"moves":[{"from":"/tmp/a","to":"x"}])", R"("x1":0,"moves":[{"from":".redist/staging/a/x","to":"/etc/x"}])",
+          R"("x1":0,"moves":[{"from":"lib/a","to":"x"}])", R"("x1":0,"moves":[{"from":".redist/staging/a/x","to":".redist/lock"}])",
+          R"("x1":0,"deletes":["/etc/passwd"])", R"("x1":0,"deletes":["../../x"])", R"("x1":0,"deletes":[".redist/lock"])",
+          R"("x1":0,"prune":["/tmp"])", R"("x1":0,"stages":["/home"])", R"("x1":0,"stages":[".redist/receipts"])",
+          R"("x1":0,"stages":[".redist/staging/../../x"])", R"("x1":0,"mkdirs":[{"path":"/tmp/x","mode":511}])",
+          R"("x1":0,"mkdirs":[{"path":".redist/x","mode":511}])"}) {
+        auto text = std::string(R"({"journal_version":2,)") + bad + "}";
+        auto j = journal_from_json(text, "/p/.redist/transaction.json");
+        INFO(text);
+        REQUIRE_FALSE(j.ok());
+        CHECK(j.error_value().code == error_code::bad_manifest);
+        CHECK(j.error_value().source == "/p/.redist/transaction.json");
+    }
+    // The pre-0.2 format (absolute paths in arrays) is refused, not applied.
+    auto old = journal_from_json(R"({"mkdirs":[],"moves":[["/a","/b"]],"deletes":[],"prune":[],"stages":[]})", "j");
+    REQUIRE_FALSE(old.ok());
+    CHECK(old.error_value().code == error_code::bad_manifest);
+}
+
+TEST_CASE("a planted journal with absolute paths is refused, and nothing is touched") {
+    const fs::path root = scratch("planted_journal");
+    const fs::path prefix = root / "prefix";
+    const fs::path victim = root / "victim";
+    write(victim, "precious");
+    { REQUIRE(prefix_lock::acquire(prefix).ok()); }
+    const std::string journal = R"({"journal_version":2,"mkdirs":[],"moves":[],"deletes":[")" + victim.string() +
+                                R"("],"prune":[],"stages":[]})";
+    write(prefix / ".redist/transaction.json", journal);
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE_FALSE(lock.ok());
+    CHECK(lock.error_value().code == error_code::bad_manifest);
+    CHECK(read(victim) == "precious");
+    CHECK(fs::exists(prefix / ".redist/transaction.json"));  // left for the user to inspect
+}
+
+// ---- the prefix: layout, modes, hardlinks, products ------------------------------------
+
+TEST_CASE("receipts live at receipts/<product>/<component>.json; legacy receipts are read and replaced") {
+    const fs::path prefix = scratch("layout") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    // A receipt of an older redist, for files that are in the prefix.
+    receipt old = make_receipt("demo", "a", {{"lib/old.so", "old"}});
+    write(prefix / "lib/old.so", "old");
+    write(prefix / ".redist/receipts/a.json", receipt_to_json(old));
+    auto before = read_receipts(prefix);
+    REQUIRE(before.ok());
+    REQUIRE(before->size() == 1);
+
+    std::vector<staged_component> upgrade;
+    upgrade.push_back(make_staged(*lock, "a", {{"lib/new.so", "new"}}));
+    REQUIRE(commit_stages(*lock, std::move(upgrade)).ok());
+    CHECK(fs::exists(prefix / ".redist/receipts/demo/a.json"));
+    CHECK_FALSE(fs::exists(prefix / ".redist/receipts/a.json"));
+    CHECK_FALSE(fs::exists(prefix / "lib/old.so"));
+    CHECK(read(prefix / "lib/new.so") == "new");
+}
+
+TEST_CASE("a receipt whose name does not match its content is corrupt") {
+    const fs::path prefix = scratch("mismatch") / "prefix";
+    { REQUIRE(prefix_lock::acquire(prefix).ok()); }
+    write(prefix / ".redist/receipts/demo/b.json", receipt_to_json(make_receipt("demo", "a", {})));
+    auto r = read_receipts(prefix);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::bad_manifest);
+}
+
+TEST_CASE("a symlinked receipt is corrupt, never followed") {
+    const fs::path root = scratch("receipt_link");
+    const fs::path prefix = root / "prefix";
+    { REQUIRE(prefix_lock::acquire(prefix).ok()); }
+    write(root / "elsewhere.json", receipt_to_json(make_receipt("demo", "a", {})));
+    fs::create_symlink(root / "elsewhere.json", prefix / ".redist/receipts/a.json");
+    auto r = read_receipts(prefix);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::bad_manifest);
+}
+
+TEST_CASE("an existing directory keeps its mode (setgid and sticky included)") {
+    const fs::path prefix = scratch("modes") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    fs::create_directories(prefix / "lib");
+    REQUIRE(::chmod((prefix / "lib").c_str(), 03775) == 0);
+    std::vector<staged_component> staged;
+    staged.push_back(make_staged(*lock, "a", {{"lib/a.so", "a"}, {"lib/sub/b.so", "b"}}));
+    REQUIRE(commit_stages(*lock, std::move(staged)).ok());
+    struct stat st {};
+    REQUIRE(::stat((prefix / "lib").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07777) == 03775);
+    REQUIRE(::stat((prefix / "lib/sub").c_str(), &st) == 0);
+    CHECK((st.st_mode & 07000) == 0);
+}
+
+TEST_CASE("a file/directory clash leaves no journal and no stage") {
+    const fs::path prefix = scratch("clash") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    std::vector<staged_component> staged;
+    staged.push_back(make_staged(*lock, "a", {{"lib/foo", "file"}}));
+    staged.push_back(make_staged(*lock, "b", {{"lib/foo/bar", "inside"}}));
+    auto refused = commit_stages(*lock, std::move(staged));
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().code == error_code::conflict);
+    CHECK_FALSE(fs::exists(prefix / ".redist/transaction.json"));
+    CHECK(fs::is_empty(prefix / ".redist/staging"));
+    CHECK_FALSE(fs::exists(prefix / "lib"));
+}
+
+TEST_CASE("two products with the same component key do not uninstall each other") {
+    const fs::path prefix = scratch("products") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    auto one = make_staged(*lock, "libx", {{"lib/one.so", "1"}});
+    one.new_receipt.product = "p1";
+    auto two = make_staged(*lock, "libx", {{"lib/two.so", "2"}});
+    two.new_receipt.product = "p2";
+    std::vector<staged_component> first;
+    first.push_back(std::move(one));
+    REQUIRE(commit_stages(*lock, std::move(first)).ok());
+    std::vector<staged_component> second;
+    second.push_back(std::move(two));
+    REQUIRE(commit_stages(*lock, std::move(second)).ok());
+    CHECK(read(prefix / "lib/one.so") == "1");
+    CHECK(read(prefix / "lib/two.so") == "2");
+    auto ambiguous = remove_component(*lock, "libx");
+    REQUIRE_FALSE(ambiguous.ok());
+    CHECK(ambiguous.error_value().code == error_code::usage);
+    REQUIRE(remove_components(*lock, {{"p1", "libx"}}).ok());
+    CHECK_FALSE(fs::exists(prefix / "lib/one.so"));
+    CHECK(read(prefix / "lib/two.so") == "2");
+    CHECK_FALSE(fs::exists(prefix / ".redist/receipts/p1"));
+    REQUIRE(remove_component(*lock, "libx").ok());
+    CHECK_FALSE(fs::exists(prefix / "lib"));
+}
+
+TEST_CASE("hardlinked files are recorded as they are on disk") {
+    const fs::path prefix = scratch("hardlinks") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    auto stage = make_stage(lock->prefix(), "h");
+    REQUIRE(stage.ok());
+    // What a pax hardlink entry with data leaves: both names share the inode,
+    // which holds the link's data, while the first entry recorded the old data.
+    write(*stage / "lib/a.so", "second");
+    fs::create_hard_link(*stage / "lib/a.so", *stage / "lib/b.so");
+    std::vector<unpacked_entry> entries{
+        {"lib/a.so", entry_kind::regular, 5, sha256_hex("first"), "", 0644},
+        {"lib/b.so", entry_kind::hardlink, 6, sha256_hex("second"), "lib/a.so", 0644}};
+    staged_component staged;
+    staged.stage_dir = *stage;
+    staged.new_receipt.product = "demo";
+    staged.new_receipt.component = "h";
+    REQUIRE(prepare_stage(staged, entries).ok());
+    for (const auto& f : staged.new_receipt.files) {
+        CHECK(f.sha256 == sha256_hex("second"));
+        CHECK(f.size == 6);
+    }
+    std::vector<staged_component> list;
+    list.push_back(std::move(staged));
+    REQUIRE(commit_stages(*lock, std::move(list)).ok());
+    auto problems = verify_prefix(prefix);
+    REQUIRE(problems.ok());
+    CHECK(problems->empty());
 }

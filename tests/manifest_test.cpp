@@ -440,7 +440,51 @@ TEST_CASE("credentials in a URL source are not repeated in errors", "[manifest][
 TEST_CASE("json_path keeps control characters out of messages", "[manifest][errors]") {
     auto parsed = redist::parse_manifest(R"({"cu\ndnn":{"name":1}})", test_source);
     REQUIRE_FALSE(parsed.ok());
-    CHECK(parsed.error_value().json_path == "cu?dnn.name");
+    // The key itself is refused now (not a valid name), before its fields are read.
+    CHECK(parsed.error_value().json_path == "cu?dnn");
+    CHECK(parsed.error_value().describe().find('\n') == std::string::npos);
+    CHECK(parsed.error_value().message.find("\\x0a") != std::string::npos);
+}
+
+TEST_CASE("component, platform and variant keys, label and product must be names", "[manifest][errors]") {
+    const std::string artifact = fields{}.json();
+    for (const std::string key : {"../../../../x", "/tmp/victim", "sub/comp", "..", ".", "a b", "x\\u001b[2J"}) {
+        INFO("key = " << key);
+        auto component = redist::parse_manifest(R"({")" + key + R"(":{"linux-x86_64":)" + artifact + "}}", test_source);
+        REQUIRE_FALSE(component.ok());
+        CHECK(component.error_value().code == redist::error_code::bad_manifest);
+        CHECK(component.error_value().message.find("not a valid name") != std::string::npos);
+        auto platform = redist::parse_manifest(R"({"cudnn":{")" + key + R"(":)" + artifact + "}}", test_source);
+        REQUIRE_FALSE(platform.ok());
+        CHECK(platform.error_value().message.find("not a valid name") != std::string::npos);
+        auto variant =
+            redist::parse_manifest(R"({"cudnn":{"linux-x86_64":{")" + key + R"(":)" + artifact + "}}}", test_source);
+        REQUIRE_FALSE(variant.ok());
+        CHECK(variant.error_value().message.find("not a valid name") != std::string::npos);
+    }
+    expect_bad(R"({"release_label":"../x"})", "release_label");
+    expect_bad(R"({"release_product":"a/b"})", "release_product");
+    expect_bad(R"({"release_label":"9.0\u0000"})", "release_label");
+    expect_ok(R"({"release_date":"2024-01-01, any text","release_label":"","release_product":"cudnn"})");
+    expect_bad(R"({"cudnn":{"linux-x86_64":)" + artifact + R"(},")" + std::string(129, 'a') + R"(":{"x":)" +
+                   artifact + "}}",
+               std::string(128, 'a') + "...");
+}
+
+TEST_CASE("relative paths are checked after percent-decoding", "[manifest][errors]") {
+    const std::string path = "cudnn.linux-x86_64.cuda12.relative_path";
+    for (const std::string raw : {R"("..%2f..%2foutside%2fx.tar.xz")", R"("..%2F..%2Fx.tar.xz")", R"("%2e%2e/x.tar.xz")",
+                                  R"("%2E./x.tar.xz")", R"("a%5c..%5cb.tar.xz")", R"("a%5Cb.tar.xz")",
+                                  R"("a%00b.tar.xz")", R"("a%0ab.tar.xz")", R"("a%252fb.tar.xz")",
+                                  R"("%2fetc/passwd")", R"("https%3a//evil/x.zip")"}) {
+        INFO("relative_path = " << raw);
+        expect_bad(with_variant(fields{}.with("relative_path", raw)), path);
+    }
+    // Escapes of ordinary characters, and a lone '%', keep their meaning.
+    const auto m = expect_ok(with_variant(fields{}.with("relative_path", R"("a/b%20c%2Bd%zz.tar.xz")")));
+    CHECK(m.components[0].artifacts[0].relative_path == "a/b%20c%2Bd%zz.tar.xz");
+    CHECK(redist::artifact_path_problem("a%2fb") != nullptr);
+    CHECK(redist::artifact_path_problem("a/b.tar.xz") == nullptr);
 }
 
 // ---- 3. formats and variants ----------------------------------------------------

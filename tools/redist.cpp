@@ -152,22 +152,26 @@ int cmd_verify(const std::string& prefix, bool json) {
     return problems->empty() ? 0 : redist::exit_code_for(redist::error_code::integrity);
 }
 
-int cmd_remove(const std::string& prefix, const std::vector<std::string>& components, bool quiet) {
+int cmd_remove(const std::string& prefix, const std::string& product, const std::vector<std::string>& components,
+               bool quiet) {
     auto lock = redist::prefix_lock::acquire(prefix, [&] {
         std::fprintf(stderr, "%s: waiting for lock on %s\n", tool_name.c_str(), prefix.c_str());
     });
     if (!lock.ok()) return report_error(lock.error_value());
-    std::vector<std::string> targets = components;
-    if (targets.empty()) {
+    // One transaction for all of them: the receipts are read once.
+    std::vector<redist::component_ref> targets;
+    if (components.empty()) {
         auto receipts = redist::read_receipts(lock->prefix());
         if (!receipts.ok()) return report_error(receipts.error_value());
-        for (const auto& r : *receipts) targets.push_back(r.component);
+        for (const auto& r : *receipts)
+            if (product.empty() || r.product == product) targets.push_back({r.product, r.component});
+    } else {
+        for (const auto& component : components) targets.push_back({product, component});
     }
-    for (const auto& component : targets) {
-        auto removed = redist::remove_component(*lock, component);
-        if (!removed.ok()) return report_error(removed.error_value());
-        if (!quiet) std::printf("removed %s from %s\n", component.c_str(), prefix.c_str());
-    }
+    auto removed = redist::remove_components(*lock, targets);
+    if (!removed.ok()) return report_error(removed.error_value());
+    if (!quiet)
+        for (const auto& t : targets) std::printf("removed %s from %s\n", t.component.c_str(), prefix.c_str());
     return 0;
 }
 
@@ -348,7 +352,7 @@ int main(int argc, char** argv) {
     fetch_cmd->footer(
         "\nThe archive's top-level directory is stripped: --prefix /opt/cudnn gives /opt/cudnn/include, "
         "/opt/cudnn/lib.\nEach archive's top-level files (LICENSE, ...) go to <prefix>/share/licenses/<component>/.\n"
-        "Receipts: <prefix>/.redist/receipts/<component>.json. Re-running is a no-op when they match.\n\n"
+        "Receipts: <prefix>/.redist/receipts/<product>/<component>.json. Re-running is a no-op when they match.\n\n"
         "Examples:\n  redist fetch cuda 12.9.1 --component cuda_nvcc,cuda_cudart --prefix /opt/cuda\n"
         "  redist fetch cudnn 9 --component cudnn,cudnn_jit --cuda 12 --prefix /opt/cudnn\n\n" +
         std::string(exit_code_help));
@@ -371,6 +375,8 @@ int main(int argc, char** argv) {
         ->delimiter(',')
         ->type_name("a,b");
     remove_cmd->add_flag("--quiet,-q", remove_quiet, "Print only errors");
+    std::string remove_product;
+    remove_cmd->add_option("--product", remove_product, "Only this product's components")->type_name("NAME");
     remove_cmd->footer(exit_code_help);
 
     // cache
@@ -428,7 +434,7 @@ int main(int argc, char** argv) {
         if (*lock_cmd) return cmd_lock(lock);
         if (*cache_cmd) return cmd_cache(cache_action, cache_dir, cache_older_than, cache_json);
         if (*verify_cmd) return cmd_verify(verify_prefix, verify_json);
-        if (*remove_cmd) return cmd_remove(remove_prefix, remove_components, remove_quiet);
+        if (*remove_cmd) return cmd_remove(remove_prefix, remove_product, remove_components, remove_quiet);
         return 2;
     });
 }

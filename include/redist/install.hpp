@@ -5,7 +5,12 @@
 //   <prefix>/share/licenses/<component>/...    each archive's top-level files
 //                                              (LICENSE, README, ...), one copy per component
 //   <prefix>/.redist/lock                      prefix lock (flock), held by every writer
-//   <prefix>/.redist/receipts/<component>.json one receipt per installed component
+//   <prefix>/.redist/receipts/<product>/<component>.json
+//                                              one receipt per installed component, keyed
+//                                              by product AND component (two products may
+//                                              ship the same component key); receipts of
+//                                              older versions at receipts/<component>.json
+//                                              are still read, and replaced on upgrade
 //   <prefix>/.redist/staging/<id>/             stages being unpacked (same filesystem)
 //   <prefix>/.redist/transaction.json          commit journal, present only mid-commit
 //
@@ -16,6 +21,14 @@
 // (stale stages are swept by the next writer). A process killed after it is
 // rolled forward by the next writer (every step is idempotent). Receipts are
 // written last, by the same journal.
+//
+// Hostile input: product names, component keys and labels are validated
+// names (letters, digits, ._+-), and every path made from input is joined
+// under the prefix by one confining helper. Receipts and the journal are
+// validated when read; a path in them that is not relative, or that points
+// into .redist/ other than the staging area and the receipts, makes the file
+// corrupt (bad_manifest, exit 4) and nothing is done. Only directories that
+// redist creates get a mode; existing ones are never chmod'ed.
 #pragma once
 
 #include <chrono>
@@ -56,7 +69,9 @@ struct receipt {
 };
 
 std::string receipt_to_json(const receipt& r);
-// Outcomes: ok | bad_manifest (json_path names the field; source = `source`).
+// Outcomes: ok | bad_manifest (json_path names the field; source = `source`):
+// broken JSON, a duplicate key, a product/component/label that is not a
+// valid name, a file path that is not plain and relative or lies in .redist/.
 result<receipt> receipt_from_json(std::string_view json, std::string_view source);
 
 // Holds <prefix>/.redist/lock (flock(2), exclusive) for its lifetime. Creates
@@ -79,11 +94,14 @@ private:
     int fd_ = -1;
 };
 
-// The receipts currently in the prefix, sorted by component.
-// Outcomes: ok (empty if none) | bad_manifest (a corrupt receipt) | filesystem.
+// The receipts currently in the prefix, sorted by (product, component).
+// Outcomes: ok (empty if none) | bad_manifest (a corrupt receipt: bad JSON or
+// content, a symlink or other non-file in the receipts directory, or a
+// receipt whose product/component does not match its file name) | filesystem.
 result<std::vector<receipt>> read_receipts(const std::filesystem::path& prefix);
 
 // Creates a fresh, empty stage directory under <prefix>/.redist/staging/.
+// `name` must be a valid name (a component key). Outcomes: ok | bad_manifest | filesystem.
 result<std::filesystem::path> make_stage(const std::filesystem::path& prefix, std::string_view name);
 
 // Removes every stage under <prefix>/.redist/staging/ (after a failed install;
@@ -98,7 +116,11 @@ struct staged_component {
 
 // Moves the stage's top-level files (LICENSE, README, ...) to
 // share/licenses/<component>/ inside the stage, and turns the unpacked entries
-// into the receipt's file list (hardlinks become regular files).
+// into the receipt's file list. Hardlinks become regular files; every file
+// that shares an inode with a hardlink is re-hashed from the stage, so that
+// the receipt matches the disk even when a later hardlink entry carried data.
+// Outcomes: ok | bad_manifest (component key) | unsafe_archive (an entry path
+// that is not plain and relative) | filesystem.
 result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_entry>& entries);
 
 // Commits staged components into the prefix in one transaction:
@@ -109,9 +131,13 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
 //     no longer ships are deleted, unless another component owns them;
 //   - a file in the prefix that no receipt owns and that differs from the
 //     staged one is a conflict, unless overwrite_unowned (--force);
-//   - receipts are written last.
-// On a refusal (conflict) the stages are removed and the prefix is untouched.
-// Requires the prefix lock. Outcomes: ok | conflict | filesystem.
+//   - a path that is a file in one component and a directory in another, or
+//     a directory in the prefix where a file goes (or the reverse): conflict;
+//   - receipts are written last, to receipts/<product>/<component>.json.
+// Every refusal is decided before the journal is written: the stages are
+// removed, no journal is left, and the prefix is untouched.
+// Requires the prefix lock. Outcomes: ok | conflict | bad_manifest (invalid
+// product/component) | unsafe_archive (a staged path in .redist/) | filesystem.
 result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged,
                            bool overwrite_unowned = false);
 
@@ -128,9 +154,22 @@ struct verify_problem {
 // empty if all is well) | bad_manifest | filesystem.
 result<std::vector<verify_problem>> verify_prefix(const std::filesystem::path& prefix);
 
-// Removes exactly what the component installed (files owned by another
-// component stay), then empty directories, then its receipt. Requires the lock.
-// Outcomes: ok | not_found (no such receipt) | filesystem.
+// A component to remove; an empty product matches any product, as long as
+// only one product in the prefix has that component.
+struct component_ref {
+    std::string product;
+    std::string component;
+};
+
+// Removes exactly what the components installed (files owned by a component
+// that stays are kept), then directories that became empty, then their
+// receipts, in one transaction. Reads every receipt once: linear in their size.
+// Requires the lock. Outcomes: ok | not_found (no such receipt) | usage (the
+// component is installed by several products: name one) | bad_manifest
+// (a corrupt receipt) | filesystem.
+result<void> remove_components(const prefix_lock& lock, const std::vector<component_ref>& which);
+
+// remove_components() for one component of any product.
 result<void> remove_component(const prefix_lock& lock, const std::string& component);
 
 }  // namespace redist

@@ -34,9 +34,10 @@ struct artifact {
     std::string component;              // key of the component ("cudnn")
     std::string platform;               // "linux-x86_64", "windows-x86_64", "source", ...
     std::optional<std::string> variant; // "cuda12", or none for a plain platform artifact
-    std::string relative_path;          // validated: relative (no leading "/", no "scheme:" or
-                                        // drive prefix), no ".." or empty segment, no
-                                        // backslash, no control character
+    std::string relative_path;          // validated by artifact_path_problem(): relative (no
+                                        // leading "/", no "scheme:" or drive prefix), no ".."
+                                        // or empty segment, no backslash, no control
+                                        // character, no percent-escape of a path character
     std::string sha256;                 // 64 lower-case hex digits
     std::string md5;                    // 32 lower-case hex digits, or empty if absent
     std::uint64_t size = 0;             // bytes
@@ -46,8 +47,14 @@ struct artifact {
     std::optional<int> cuda_major() const;
 };
 
+// Why an artifact's relative_path is unsafe, or nullptr if it is fine. It is
+// checked as written and after percent-decoding (libcurl decodes it in
+// URLs): an escape of '/', '.', '\\', '%' or a control character (%2f, %2E,
+// %5c, %25, %00, ...) is refused. Used for manifests and lock files.
+const char* artifact_path_problem(std::string_view relative_path) noexcept;
+
 struct component {
-    std::string key;           // "cudnn", "cuda_nvcc", ...
+    std::string key;           // "cudnn", "cuda_nvcc", ... (a valid name, see below)
     std::string name;          // human-readable; may be empty in old manifests
     std::string license;
     std::string license_path;  // may be empty
@@ -76,7 +83,11 @@ struct manifest {
 //                            malformed relative_path/sha256/size (md5 is optional
 //                            but must be 32 hex digits when present; size is a
 //                            decimal string or JSON integer that fits 64 bits);
-//                            an unsafe relative_path; a platform with neither an
+//                            an unsafe relative_path (artifact_path_problem());
+//                            a component, platform or variant key, release_label
+//                            or release_product that is not a valid name (1-128
+//                            of [A-Za-z0-9._+-], not "." or ".."; labels and
+//                            product may be empty); a platform with neither an
 //                            artifact nor variants; a duplicate key among those
 //                            the parser reads (two readings of one hash).
 //                            error.source = source, error.json_path names the

@@ -329,13 +329,13 @@ class InstalledTreeEqualsArchive(unittest.TestCase):
                  for c in support.load_manifest("cuda", "12.9.1") if c.startswith(("cuda_", "lib"))}
         self.assertEqual(len(trees), 8)
         self.assertTree(prefix, merge_trees(trees["cuda_nvcc"], trees["cuda_cudart"]))
-        self.assertEqual(sorted(os.listdir(os.path.join(prefix, ".redist", "receipts"))),
+        self.assertEqual(sorted(os.listdir(os.path.join(prefix, ".redist", "receipts", "cuda"))),
                          ["cuda_cudart.json", "cuda_nvcc.json"])
         # Then every component into the same prefix (two already there).
         res = fetch("cuda", "12.9.1", "--prefix", prefix, "--base-url", self.file,
                     "--platform", "linux-x86_64", check=0)
         self.assertTree(prefix, merge_trees(*trees.values()))
-        self.assertEqual(len(os.listdir(os.path.join(prefix, ".redist", "receipts"))), 8)
+        self.assertEqual(len(os.listdir(os.path.join(prefix, ".redist", "receipts", "cuda"))), 8)
         self.assertIn("already installed", res.stdout)
 
     def test_identical_overlap_is_accepted(self):
@@ -612,7 +612,7 @@ class Lifecycle(unittest.TestCase):
                     for path in vanishing[prev]:
                         if path not in exp:
                             self.assertFalse(os.path.lexists(os.path.join(self.prefix, path)), path)
-                receipt = support.load_json(os.path.join(self.prefix, ".redist/receipts/cudnn.json"))
+                receipt = support.load_json(os.path.join(self.prefix, ".redist/receipts/cudnn/cudnn.json"))
                 self.assertEqual(receipt["release_label"], label)
                 self.assertEqual(staging_leftovers(self.prefix), [])
             prev = label
@@ -627,7 +627,7 @@ class Lifecycle(unittest.TestCase):
     def test_receipt_describes_the_install(self):
         res = self.cudnn("9.27.0", check=0)
         archive, rec = artifact_file("cudnn", "9.27.0", "cudnn", self.PLATFORM, "cuda12")
-        receipt = support.load_json(os.path.join(self.prefix, ".redist", "receipts", "cudnn.json"))
+        receipt = support.load_json(os.path.join(self.prefix, ".redist", "receipts", "cudnn", "cudnn.json"))
         self.assertEqual(receipt["product"], "cudnn")
         self.assertEqual(receipt["release_label"], "9.27.0")
         self.assertEqual(receipt["component"], "cudnn")
@@ -692,7 +692,7 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual({k: v for k, v in got.items() if k in cud}, cud)
         self.assertEqual(set(got) - set(cud) - set(user), set(),
                          support.diff_snapshots(merge_trees(cud, user), got))
-        self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist/receipts/cudnn_jit.json")))
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist/receipts/cudnn/cudnn_jit.json")))
         self.assertTrue(set(jit) - set(cud))  # something was really removed
 
         support.run_tool("redist", "remove", "--prefix", self.prefix, check=0)
@@ -754,7 +754,7 @@ class Lifecycle(unittest.TestCase):
         for p in procs:
             out, err = p.communicate(timeout=support.DEFAULT_TIMEOUT)
             self.assertEqual(p.returncode, 0, f"{p.args}\n{out}\n{err}")
-        label = support.load_json(os.path.join(self.prefix, ".redist/receipts/cudnn.json"))["release_label"]
+        label = support.load_json(os.path.join(self.prefix, ".redist/receipts/cudnn/cudnn.json"))["release_label"]
         self.assertIn(label, ("9.10.1", "9.27.0"))
         self.assertTree(self.expected(label))
         self.assertEqual(staging_leftovers(self.prefix), [])
@@ -771,7 +771,7 @@ class Lifecycle(unittest.TestCase):
         self.assertIn("CUDA_HOME", out)
         self.assertIn("12.8.1", out)
         self.assertIn(cuda_home, out)
-        self.assertEqual(support.load_json(os.path.join(self.prefix, ".redist/receipts/cudnn.json"))["variant"],
+        self.assertEqual(support.load_json(os.path.join(self.prefix, ".redist/receipts/cudnn/cudnn.json"))["variant"],
                          "cuda12")
         self.assertEqual(installed(self.prefix), self.expected("9.27.0"))
         # --cuda wins over the detected toolkit.

@@ -156,7 +156,7 @@ class Https(unittest.TestCase):
         exp = expected_tree(archive, "cudnn")
         got = installed(self.prefix)
         self.assertEqual(got, exp, support.diff_snapshots(exp, got))
-        receipt = support.load_json(os.path.join(self.prefix, ".redist", "receipts", "cudnn.json"))
+        receipt = support.load_json(os.path.join(self.prefix, ".redist", "receipts", "cudnn", "cudnn.json"))
         self.assertEqual(receipt["url"], f"{self.base}/cudnn/redist/{rec['relative_path']}")
 
     def assertCertificateFailure(self, res, url_prefix=None):

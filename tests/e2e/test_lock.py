@@ -43,7 +43,7 @@ class LockFiles(unittest.TestCase):
         report = json.loads(res.stdout)
         want = support.find_artifact(manifest, "cudnn", "linux-x86_64", "cuda12")
         self.assertEqual([c["sha256"] for c in report["components"]], [want["sha256"]])
-        receipt = support.load_json(os.path.join(prefix, ".redist", "receipts", "cudnn.json"))
+        receipt = support.load_json(os.path.join(prefix, ".redist", "receipts", "cudnn", "cudnn.json"))
         self.assertEqual(receipt["archive_sha256"], want["sha256"])
         self.assertEqual(receipt["release_label"], "9.27.0")
 

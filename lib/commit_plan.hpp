@@ -1,0 +1,100 @@
+// Internal: the commit journal and the pure commit planner (issue 13 item 5,
+// issue 9 item 2). install.cpp runs what is planned here.
+//
+// The journal names every path relative to the prefix. When it is read back
+// (roll forward after a crash) it is validated like any other input: a path
+// that is not plain and relative, or that reaches into .redist/ anywhere but
+// the staging area and the receipts, makes it corrupt (bad_manifest, exit 4)
+// and nothing is applied. So a planted transaction.json cannot rename, delete
+// or remove_all anything outside the prefix or in redist's own state.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redist/install.hpp"
+
+namespace redist {
+
+inline constexpr std::string_view state_dir_name = ".redist";
+inline constexpr std::string_view staging_rel = ".redist/staging";
+inline constexpr std::string_view receipts_rel = ".redist/receipts";
+
+struct journal {
+    struct mkdir_step {
+        std::string path;
+        unsigned mode = 0755;
+    };
+    struct move_step {
+        std::string from;  // under .redist/staging/
+        std::string to;
+    };
+    std::vector<mkdir_step> mkdirs;   // parents first; created with `mode` only if missing
+    std::vector<move_step> moves;     // renames; a missing `from` was done by an earlier run
+    std::vector<std::string> deletes; // unlinks (files, symlinks, receipts)
+    std::vector<std::string> prune;   // directories removed if they became empty (deepest first)
+    std::vector<std::string> stages;  // .redist/staging/<name>, removed at the end
+
+    bool operator==(const journal&) const = default;
+};
+
+std::string journal_to_json(const journal& j);
+// Outcomes: ok | bad_manifest (source and json_path name the bad value).
+result<journal> journal_from_json(std::string_view text, std::string_view source);
+// The rules journal_from_json enforces, for a journal built in memory.
+// Outcomes: ok | bad_manifest (json_path names the step).
+result<void> check_journal(const journal& j);
+
+// Where receipts live: .redist/receipts/<product>/<component>.json. Receipts
+// of redist before 0.2 lie at .redist/receipts/<component>.json (legacy) and
+// are still read. Both names must pass validate_name().
+std::string receipt_rel_path(std::string_view product, std::string_view component);
+std::string legacy_receipt_rel_path(std::string_view component);
+
+// A receipt and the prefix-relative file it was read from.
+struct located_receipt {
+    receipt r;
+    std::string rel_path;
+};
+
+// What the planner needs to know about the disk, as an interface so that
+// tests can plan without a prefix (like ninja's VirtualFileSystem).
+class prefix_view {
+public:
+    enum class node { missing, directory, regular, symlink, other };
+    virtual ~prefix_view() = default;
+    // The type of <prefix>/<relative>, not following a symlink there.
+    virtual node type_of(const std::string& relative) const = 0;
+    // True when <prefix>/<relative> holds exactly `file` (same type and content).
+    virtual bool holds(const std::string& relative, const installed_file& file) const = 0;
+    // The permission bits of directory <prefix>/<stage>/<relative>, if it is one.
+    virtual std::optional<unsigned> stage_dir_mode(const std::string& stage, const std::string& relative) const = 0;
+};
+
+// One staged component: its stage (prefix-relative, ".redist/staging/<name>")
+// and its new receipt. The receipt JSON is expected at "<stage>.receipt.json".
+struct planned_stage {
+    std::string stage;
+    const receipt* r = nullptr;
+};
+
+// Plans a commit: everything that can refuse it is decided here, before any
+// journal exists. Outcomes:
+//   ok            the journal to run;
+//   bad_manifest  a staged product or component that is not a valid name;
+//   unsafe_archive a staged path that is not plain and relative, or lies in .redist/;
+//   conflict      two components with different content at one path; a
+//                 file in one and a directory in another (or in the prefix);
+//                 an unowned file that differs, unless overwrite_unowned.
+result<journal> plan_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
+                            const std::vector<planned_stage>& staged, bool overwrite_unowned);
+
+// Plans removing the components `which` (validated (product, component)
+// keys, each present in `existing`): their files that no other receipt owns,
+// directories that become empty, their receipts. One pass over all receipts.
+journal plan_remove(const std::vector<located_receipt>& existing,
+                    const std::vector<std::pair<std::string, std::string>>& which);
+
+}  // namespace redist

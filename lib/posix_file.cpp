@@ -1,0 +1,125 @@
+// Internal file helpers; see posix_file.hpp for the contracts.
+#include "posix_file.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+
+namespace redist {
+
+void unique_fd::reset(int fd) noexcept {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = fd;
+}
+
+result<void> unique_fd::close(const std::filesystem::path& path_for_errors) {
+    const int fd = release();
+    if (fd >= 0 && ::close(fd) != 0 && errno != EINTR) return errno_error("cannot close", path_for_errors, errno);
+    return {};
+}
+
+error errno_error(std::string_view what, const std::filesystem::path& path, int err, error_code code) {
+    std::string message(what);
+    message += ": ";
+    message += std::strerror(err);
+    return make_error(code, std::move(message)).with_path(path.string());
+}
+
+result<void> write_all(int fd, const void* data, std::size_t size, const std::filesystem::path& path_for_errors) {
+    const auto* p = static_cast<const char*>(data);
+    while (size > 0) {
+        const ssize_t n = ::write(fd, p, size);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno_error("cannot write", path_for_errors, errno);
+        }
+        p += n;
+        size -= static_cast<std::size_t>(n);
+    }
+    return {};
+}
+
+result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes, follow_links follow,
+                              error_code too_large) {
+    // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
+    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow == follow_links::no ? O_NOFOLLOW : 0);
+    unique_fd fd(::open(path.c_str(), flags));
+    if (!fd) return errno_error("cannot open", path, errno);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return errno_error("cannot stat", path, errno);
+    if (!S_ISREG(st.st_mode)) return make_error(error_code::filesystem, "not a regular file").with_path(path.string());
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (size > max_bytes) {
+        return make_error(too_large, "file too large (" + std::to_string(size) + " bytes, the limit is " +
+                                         std::to_string(max_bytes) + ")")
+            .with_path(path.string());
+    }
+    std::string out;
+    out.resize(static_cast<std::size_t>(size));
+    std::size_t got = 0;
+    while (true) {
+        if (got == out.size()) {
+            // The file may have grown since fstat: read on, within the limit.
+            if (out.size() >= max_bytes + 1) break;
+            out.resize(std::min<std::uint64_t>(max_bytes + 1, out.size() + 65536));
+        }
+        const ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno_error("cannot read", path, errno);
+        }
+        if (n == 0) break;
+        got += static_cast<std::size_t>(n);
+    }
+    if (got > max_bytes) {
+        return make_error(too_large, "file too large (the limit is " + std::to_string(max_bytes) + " bytes)")
+            .with_path(path.string());
+    }
+    out.resize(got);
+    return out;
+}
+
+void fsync_directory(const std::filesystem::path& dir) noexcept {
+    const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (fd < 0) return;
+    ::fsync(fd);
+    ::close(fd);
+}
+
+namespace {
+constexpr std::string_view temp_marker = ".tmp.";
+}
+
+bool is_atomic_write_temp(std::string_view name) noexcept { return name.find(temp_marker) != std::string_view::npos; }
+
+result<void> atomic_write(const std::filesystem::path& path, std::string_view bytes, durability how, unsigned mode) {
+    static std::atomic<unsigned> counter{0};
+    const std::filesystem::path tmp =
+        path.string() + std::string(temp_marker) + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    unique_fd fd(::open(tmp.c_str(), flags, mode));
+    if (!fd && errno == EEXIST) {
+        // A leftover of a dead process that had our pid: unlink(2) removes a
+        // planted symlink itself, never its target; O_EXCL then decides again.
+        ::unlink(tmp.c_str());
+        fd.reset(::open(tmp.c_str(), flags, mode));
+    }
+    if (!fd) return errno_error("cannot create", tmp, errno);
+    auto fail = [&](error e) {
+        fd.reset();
+        ::unlink(tmp.c_str());
+        return e;
+    };
+    if (auto written = write_all(fd.get(), bytes, tmp); !written.ok()) return fail(std::move(written).error_value());
+    if (how != durability::none && ::fsync(fd.get()) != 0) return fail(errno_error("cannot sync", tmp, errno));
+    if (auto closed = fd.close(tmp); !closed.ok()) return fail(std::move(closed).error_value());
+    if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno_error("cannot rename into place", path, errno));
+    if (how == durability::full) fsync_directory(path.parent_path());
+    return {};
+}
+
+}  // namespace redist

@@ -1,0 +1,99 @@
+// Internal: the library's one file-descriptor type, errno-to-error helper,
+// write loop, bounded reader and atomic writer (issue 13, item 3).
+//
+// Hazards these exist for:
+//  * Files that redist creates in places others can write (the prefix's
+//    .redist/, a shared cache) are created with O_EXCL|O_NOFOLLOW, so a planted
+//    symlink is never followed and a planted file is never reused.
+//  * A reader of untrusted files opens with O_NONBLOCK and checks that it got a
+//    regular file before reading, so a FIFO cannot hang it, and refuses files
+//    above a size limit before allocating.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+
+#include "redist/error.hpp"
+
+namespace redist {
+
+// Owns a file descriptor; closes it on destruction. Move-only.
+class unique_fd {
+public:
+    unique_fd() noexcept = default;
+    explicit unique_fd(int fd) noexcept : fd_(fd) {}
+    unique_fd(unique_fd&& other) noexcept : fd_(other.release()) {}
+    unique_fd& operator=(unique_fd&& other) noexcept {
+        if (this != &other) reset(other.release());
+        return *this;
+    }
+    unique_fd(const unique_fd&) = delete;
+    unique_fd& operator=(const unique_fd&) = delete;
+    ~unique_fd() { reset(); }
+
+    int get() const noexcept { return fd_; }
+    bool valid() const noexcept { return fd_ >= 0; }
+    explicit operator bool() const noexcept { return valid(); }
+    int release() noexcept {
+        const int fd = fd_;
+        fd_ = -1;
+        return fd;
+    }
+    // Closes the current descriptor (errors ignored: use close() to see them).
+    void reset(int fd = -1) noexcept;
+    // Closes and reports the error close(2) returned (data may be lost on NFS).
+    // Outcomes: ok | filesystem.
+    result<void> close(const std::filesystem::path& path_for_errors);
+
+private:
+    int fd_ = -1;
+};
+
+// "<what>: <strerror(err)>" with the path, as one error of category `code`.
+error errno_error(std::string_view what, const std::filesystem::path& path, int err,
+                  error_code code = error_code::filesystem);
+
+// Writes every byte, retrying short writes and EINTR. Outcomes: ok | filesystem.
+result<void> write_all(int fd, const void* data, std::size_t size, const std::filesystem::path& path_for_errors);
+inline result<void> write_all(int fd, std::string_view bytes, const std::filesystem::path& path_for_errors) {
+    return write_all(fd, bytes.data(), bytes.size(), path_for_errors);
+}
+
+enum class follow_links : std::uint8_t { no, yes };
+
+// Reads a whole regular file of at most max_bytes. With follow_links::no a
+// symlink at `path` is refused (ELOOP). A FIFO, device or directory is refused
+// without blocking.
+// Outcomes: ok | filesystem (cannot open/read, not a regular file) |
+// `too_large` (the file exceeds max_bytes; message gives both sizes).
+result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes,
+                              follow_links follow = follow_links::no,
+                              error_code too_large = error_code::bad_manifest);
+
+// How much an atomic_write must survive.
+enum class durability : std::uint8_t {
+    none,      // rename only: a crash may leave the old or an empty file (caches)
+    contents,  // fsync the data before the rename: never a torn file
+    full,      // contents, then fsync the directory: the rename itself is durable
+};
+
+// Replaces `path` with `bytes` atomically: writes "<path>.tmp.<pid>.<n>" beside
+// it (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, so nothing planted there is
+// followed or reused), syncs per `how`, renames over `path` (rename replaces a
+// symlink at `path`, never writes through it), then syncs the directory for
+// durability::full. On failure the temp file is removed and `path` is
+// unchanged. Outcomes: ok | filesystem.
+result<void> atomic_write(const std::filesystem::path& path, std::string_view bytes, durability how,
+                          unsigned mode = 0644);
+
+// fsync(2) of a directory, so that renames and unlinks in it are durable.
+// Best effort: errors are ignored (some filesystems refuse fsync on a directory).
+void fsync_directory(const std::filesystem::path& dir) noexcept;
+
+// True when `name` (a file name, not a path) is a temp file of atomic_write.
+bool is_atomic_write_temp(std::string_view name) noexcept;
+
+}  // namespace redist

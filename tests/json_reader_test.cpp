@@ -1,0 +1,134 @@
+// The field-table JSON reader (lib/json_reader.hpp) and the readers built on
+// it: errors name the file and the JSON path, duplicate keys are refused.
+#include <catch2/catch.hpp>
+
+#include "../lib/json_reader.hpp"
+#include "redist/install.hpp"
+#include "redist/lockfile.hpp"
+
+using namespace redist;
+
+namespace {
+
+struct sample {
+    std::string name;
+    std::uint64_t count = 0;
+    std::optional<std::string> note;
+    std::vector<std::string> items;
+};
+
+result<sample> read_sample(std::string_view text) {
+    sample s;
+    auto read = json::read_document(
+        text, "sample.json", "sample",
+        {{"name", [&](json::value& v) -> result<void> { return v.get_name(s.name, "name"); }, true},
+         {"count", [&](json::value& v) -> result<void> { return v.get(s.count); }},
+         {"note", [&](json::value& v) -> result<void> { return v.get(s.note); }},
+         {"items", [&](json::value& v) -> result<void> {
+              return v.for_each([&](json::value& item) -> result<void> {
+                  std::string p;
+                  REDIST_TRY_VOID(item.get_relative_path(p));
+                  s.items.push_back(std::move(p));
+                  return {};
+              });
+          }}});
+    if (!read.ok()) return std::move(read).error_value();
+    return s;
+}
+
+}  // namespace
+
+TEST_CASE("json_reader reads known fields and skips unknown ones") {
+    auto s = read_sample(R"({"name": "x", "extra": {"deep": [1, 2]}, "count": 3, "note": null, "items": ["a/b"]})");
+    REQUIRE(s.ok());
+    CHECK(s->name == "x");
+    CHECK(s->count == 3);
+    CHECK_FALSE(s->note);
+    CHECK(s->items == std::vector<std::string>{"a/b"});
+}
+
+TEST_CASE("json_reader errors carry the source and the JSON path") {
+    auto dup = read_sample(R"({"name": "x", "name": "y"})");
+    REQUIRE_FALSE(dup.ok());
+    CHECK(dup.error_value().code == error_code::bad_manifest);
+    CHECK(dup.error_value().json_path == "name");
+    CHECK(dup.error_value().message == "duplicate key");
+    CHECK(dup.error_value().source == "sample.json");
+
+    auto missing = read_sample(R"({"count": 1})");
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error_value().json_path == "name");
+
+    auto type = read_sample(R"({"name": "x", "count": "3"})");
+    REQUIRE_FALSE(type.ok());
+    CHECK(type.error_value().json_path == "count");
+
+    auto negative = read_sample(R"({"name": "x", "count": -1})");
+    REQUIRE_FALSE(negative.ok());
+    CHECK(negative.error_value().json_path == "count");
+
+    auto element = read_sample(R"({"name": "x", "items": ["ok", "../escape"]})");
+    REQUIRE_FALSE(element.ok());
+    CHECK(element.error_value().json_path == "items[1]");
+
+    auto name = read_sample(R"({"name": "../../x"})");
+    REQUIRE_FALSE(name.ok());
+    CHECK(name.error_value().json_path == "name");
+
+    for (const char* broken : {"", "[]", "{\"name\": ", "{\"name\": \"x\"} trailing", "{\"name\": \"x\"}}"}) {
+        auto e = read_sample(broken);
+        REQUIRE_FALSE(e.ok());
+        CHECK(e.error_value().code == error_code::bad_manifest);
+        CHECK(e.error_value().describe().find('\n') == std::string::npos);
+    }
+}
+
+TEST_CASE("lock files: names are validated, errors name the JSON path") {
+    const std::string sha(64, 'a');
+    const auto lock_with = [&](const std::string& component, const std::string& relative_path = "x.tar.xz") {
+        return R"({"lock_version": 1, "product": "cudnn", "artifacts": [{"component": ")" + component +
+               R"(", "platform": "linux-x86_64", "relative_path": ")" + relative_path + R"(", "url": "http://h/x.tar.xz", "sha256": ")" +
+               sha + R"(", "size": 3}]})";
+    };
+    auto ok = lockfile_from_json(lock_with("cudnn"), "redist.lock");
+    REQUIRE(ok.ok());
+    CHECK(ok->artifacts.at(0).entry.size == 3);
+    for (const char* key : {"../../../../x", "/tmp/victim", "sub/comp", ""}) {
+        auto bad = lockfile_from_json(lock_with(key), "redist.lock");
+        REQUIRE_FALSE(bad.ok());
+        CHECK(bad.error_value().code == error_code::bad_manifest);
+        CHECK(bad.error_value().json_path == "artifacts[0].component");
+        CHECK(bad.error_value().source == "redist.lock");
+    }
+    auto encoded = lockfile_from_json(lock_with("cudnn", "..%2f..%2fx.tar.xz"), "redist.lock");
+    REQUIRE_FALSE(encoded.ok());
+    CHECK(encoded.error_value().json_path == "artifacts[0].relative_path");
+    auto product = lockfile_from_json(R"({"lock_version": 1, "product": "a/b", "artifacts": []})", "l");
+    REQUIRE_FALSE(product.ok());
+    CHECK(product.error_value().json_path == "product");
+    auto dup = lockfile_from_json(R"({"lock_version": 1, "lock_version": 1, "product": "p"})", "l");
+    REQUIRE_FALSE(dup.ok());
+    CHECK(dup.error_value().json_path == "lock_version");
+}
+
+TEST_CASE("receipts: names, paths and duplicate keys are checked") {
+    const auto receipt_with = [](const std::string& component, const std::string& path) {
+        return R"({"product": "demo", "component": ")" + component + R"(", "files": [{"path": ")" + path +
+               R"(", "type": "file", "size": 1, "sha256": "", "mode": 420}]})";
+    };
+    REQUIRE(receipt_from_json(receipt_with("a", "lib/a.so"), "r.json").ok());
+    auto key = receipt_from_json(receipt_with("../../x", "lib/a.so"), "r.json");
+    REQUIRE_FALSE(key.ok());
+    CHECK(key.error_value().json_path == "component");
+    for (const char* bad : {"/etc/passwd", "../x", ".redist/transaction.json", ".redist/receipts/demo/a.json", "a//b"}) {
+        auto path = receipt_from_json(receipt_with("a", bad), "r.json");
+        REQUIRE_FALSE(path.ok());
+        CHECK(path.error_value().json_path == "files[0].path");
+    }
+    auto dup = receipt_from_json(R"({"product": "demo", "component": "a", "component": "b"})", "r.json");
+    REQUIRE_FALSE(dup.ok());
+    CHECK(dup.error_value().json_path == "component");
+    auto no_product = receipt_from_json(R"({"component": "a"})", "r.json");
+    REQUIRE_FALSE(no_product.ok());
+    CHECK(no_product.error_value().json_path == "product");
+}
