@@ -76,12 +76,17 @@ void backoff(const source_policy& sources, int attempt, const transfer_failure_i
     std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
 }
 
+constexpr std::size_t kMaxManifestBytes = 64u << 20;
+constexpr std::size_t kMaxIndexBytes = 16u << 20;
+
 // Fetches a small document (index, manifest), retrying transient failures.
 // Online, a fetched document is remembered in the cache; offline, only
-// file:// URLs and remembered documents are used.
+// file:// URLs and remembered documents are used. A document larger than
+// max_bytes is a bad document ("manifest larger than 64 MiB"), not a
+// network failure: retrying or another mirror would not make it right.
 result<std::string> fetch_document(const std::string& url, const transfer_options& options,
                                    const source_policy& sources, const std::optional<blob_cache>& cache,
-                                   std::size_t max_bytes = 64u << 20) {
+                                   const char* what = "manifest", std::size_t max_bytes = kMaxManifestBytes) {
     if (sources.offline && !is_file_url(url)) {
         if (cache) {
             if (auto doc = cache->load_document(url)) return std::move(*doc);
@@ -95,6 +100,10 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
             if (cache && !is_file_url(url)) cache->store_document(url, *text);
             return text;
         }
+        if (failure.too_large)
+            return make_error(error_code::bad_manifest, std::string(what) + " larger than " +
+                                                            std::to_string(max_bytes >> 20) + " MiB")
+                .with_url(url);
         const bool retry = failure.transient && attempt < sources.attempts_per_source &&
                            (!failure.retry_after_seconds || *failure.retry_after_seconds <= sources.max_retry_after_seconds);
         if (!retry) return text;
@@ -143,7 +152,7 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
             if (ec) return make_error(error_code::filesystem, "cannot list: " + ec.message()).with_path(dir.string());
             labels = parse_index_html(html);
         } else {
-            auto html = fetch_document(url, options, sources, cache, 16u << 20);
+            auto html = fetch_document(url, options, sources, cache, "index", kMaxIndexBytes);
             if (!html.ok()) {
                 last_error = std::move(html).error_value();
                 continue;
@@ -291,8 +300,9 @@ struct job_result {
 // unpacker writing the stage -- all in one pass, as they arrive.
 class artifact_pipeline {
 public:
-    artifact_pipeline(const prefix_lock& lock, const artifact& a, std::string source)
-        : lock_(lock), artifact_(a), source_(std::move(source)) {}
+    // max_output: the unpacker's cap on decoded bytes (see install_request::max_expansion); 0 = none.
+    artifact_pipeline(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output)
+        : lock_(lock), artifact_(a), source_(std::move(source)), max_output_(max_output) {}
     ~artifact_pipeline() { discard(); }
 
     // Starts over from byte 0: a fresh stage, unpacker and hasher, and an
@@ -303,14 +313,23 @@ public:
         unpack_options options;
         options.format = artifact_.format;
         options.source = source_;
+        options.max_output_bytes = max_output_;
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
         hasher_ = sha256_hasher();
         received_ = 0;
         verified_ = false;
         unpack_failure_.reset();
         paused_mid_download_ = false;
+        part_dropped_ = false;
         if (!part_path_.empty()) {
-            part_fd_ = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+            // A fresh file of our own: whatever sits at that name (a stale
+            // .part, or a link planted in a shared cache) is unlinked, never
+            // truncated or written through.
+            if (::unlink(part_path_.c_str()) != 0 && errno != ENOENT)
+                return make_error(error_code::filesystem, std::string("cannot replace cache file: ") +
+                                                              std::strerror(errno))
+                    .with_path(part_path_.string());
+            part_fd_ = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
             if (part_fd_ < 0)
                 return make_error(error_code::filesystem, std::string("cannot write cache file: ") + std::strerror(errno))
                     .with_path(part_path_.string());
@@ -326,8 +345,8 @@ public:
     // nothing usable to resume.
     result<bool> resume_from_part_file() {
         struct stat st{};
-        if (part_path_.empty() || ::stat(part_path_.c_str(), &st) != 0 || st.st_size <= 0 ||
-            static_cast<std::uint64_t>(st.st_size) > artifact_.size)
+        if (part_path_.empty() || ::lstat(part_path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
+            st.st_size <= 0 || static_cast<std::uint64_t>(st.st_size) > artifact_.size)
             return false;
         const std::string keep = part_path_.string();
         part_path_.clear();  // restart() must not truncate the bytes we are about to replay
@@ -335,7 +354,7 @@ public:
         part_path_ = keep;
         REDIST_TRY_VOID(started);
         REDIST_TRY_VOID(feed_file(part_path_, /*tee=*/false));
-        part_fd_ = ::open(part_path_.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+        part_fd_ = ::open(part_path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
         if (part_fd_ < 0)
             return make_error(error_code::filesystem, std::string("cannot write cache file: ") + std::strerror(errno))
                 .with_path(part_path_.string());
@@ -344,9 +363,15 @@ public:
 
     // Streams a local file (a cached blob or a .part) through the pipeline.
     result<void> feed_file(const fs::path& path, bool tee) {
-        const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+        const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
         if (fd < 0) return make_error(error_code::filesystem, std::string("cannot open: ") + std::strerror(errno))
                         .with_path(path.string());
+        struct stat st{};
+        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+            ::close(fd);
+            // Not what we wrote there: treated like corrupt bytes (dropped, fetched again).
+            return make_error(error_code::integrity, "cache entry is not a regular file").with_path(path.string());
+        }
         ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         std::vector<std::byte> buffer(1u << 20);
         const int saved_part_fd = part_fd_;
@@ -382,10 +407,13 @@ public:
             while (written < size) {
                 const ssize_t n = ::write(part_fd_, data + written, size - written);
                 if (n < 0 && errno == EINTR) continue;
-                if (n < 0)
-                    return make_error(error_code::filesystem, std::string("cannot write cache file: ") +
-                                                                  std::strerror(errno))
-                        .with_path(part_path_.string());
+                if (n < 0) {
+                    // Disk full (often because of what we are unpacking): the
+                    // cache copy is given up, not the download -- the hash
+                    // must still decide about these bytes.
+                    drop_part_file();
+                    break;
+                }
                 written += static_cast<std::size_t>(n);
             }
         }
@@ -406,6 +434,8 @@ public:
     }
 
     std::uint64_t received() const { return received_; }
+    // The cache's .part file holds every byte received (false after a failed write dropped it).
+    bool cacheable() const { return !part_dropped_; }
     // The bytes matched the manifest's size and SHA-256 (even if unpacking failed).
     bool verified() const { return verified_; }
     std::uint64_t expected_size() const { return artifact_.size; }
@@ -428,6 +458,13 @@ public:
     void keep_stage() { stage_.clear(); }
 
 private:
+    void drop_part_file() {
+        if (part_fd_ >= 0) ::close(part_fd_);
+        part_fd_ = -1;
+        ::unlink(part_path_.c_str());
+        part_dropped_ = true;
+    }
+
     void discard() {
         if (unpacker_) unpacker_->cancel();
         unpacker_.reset();
@@ -443,6 +480,7 @@ private:
     const prefix_lock& lock_;
     const artifact& artifact_;
     std::string source_;
+    std::uint64_t max_output_ = 0;
     fs::path stage_;
     std::unique_ptr<stream_unpacker> unpacker_;
     sha256_hasher hasher_;
@@ -452,7 +490,17 @@ private:
     int part_fd_ = -1;
     bool paused_mid_download_ = false;
     bool verified_ = false;
+    bool part_dropped_ = false;
 };
+
+// The cap on an unverified archive's decoded output (see install_request::max_expansion).
+std::uint64_t output_cap(const install_request& request, std::uint64_t compressed_size) {
+    if (request.max_expansion == 0) return 0;
+    const std::uint64_t ratio = request.max_expansion;
+    const std::uint64_t scaled =
+        compressed_size > UINT64_MAX / ratio ? UINT64_MAX : compressed_size * ratio;
+    return std::max(scaled, request.min_expansion_bytes);
+}
 
 void fill_receipt(const install_request& request, const artifact& a, const std::string& url, receipt& r) {
     r.product = request.product;
@@ -539,7 +587,7 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
         fs::remove_all(*stage, ec);
     }
 
-    artifact_pipeline pipeline(lock, a, sanitize_url(urls.back()));
+    artifact_pipeline pipeline(lock, a, sanitize_url(urls.back()), output_cap(request, a.size));
     std::optional<std::vector<unpacked_entry>> entries;
     std::optional<error> last_error;
 
@@ -666,7 +714,7 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
                 if (pipeline.verified()) {
                     // The archive is good; unpacking failed (disk full, unsafe entry...).
                     // Keep the verified blob, so a retry needs no download.
-                    if (cache) (void)cache->publish(a.sha256);
+                    if (cache && pipeline.cacheable()) (void)cache->publish(a.sha256);
                     return fail(std::move(done).error_value());
                 }
                 // Wrong bytes from this source: drop them and try the next one.
@@ -691,7 +739,7 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
             return fail(last_error ? std::move(*last_error)
                                    : make_error(error_code::not_found, "no source has this artifact"));
         }
-        if (cache) {
+        if (cache && pipeline.cacheable()) {
             auto published = cache->publish(a.sha256);
             if (!published.ok()) return fail(std::move(published).error_value());
         }
@@ -704,7 +752,7 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
     fill_receipt(request, a, out.report.url, staged.new_receipt);
     auto prepared = prepare_stage(staged, *entries);
     if (!prepared.ok()) return fail(std::move(prepared).error_value());
-    if (cache) cache->store_tree(a.sha256, staged.stage_dir, staged.new_receipt.files);
+    if (cache && pipeline.cacheable()) cache->store_tree(a.sha256, staged.stage_dir, staged.new_receipt.files);
 
     out.report.files = staged.new_receipt.files.size();
     finish_report();

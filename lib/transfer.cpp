@@ -11,19 +11,28 @@
 //   try/catch and an exception becomes a stored internal error.
 // - Bytes are delivered raw: no Accept-Encoding, so what we hash is exactly
 //   what the manifest describes.
+// - file:// is not libcurl's business here: we read local files ourselves
+//   (see read_file_url), so that the path means exactly what it says and a
+//   FIFO or device cannot block us.
 #include "redist/transfer.hpp"
 
 #include <curl/curl.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <exception>
 #include <memory>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 namespace redist {
 
@@ -136,6 +145,7 @@ long long content_range_start(std::string_view value) {
 }
 
 bool is_file_url(std::string_view url) { return iequals_prefix(url, "file:"); }
+bool is_https_url(std::string_view url) { return iequals_prefix(url, "https:"); }
 
 // ---- per-transfer state shared with the C callbacks ------------------------
 
@@ -331,6 +341,7 @@ bool is_transient(CURLcode rc) {
 void set_failure(transfer_failure_info* failure, bool transient, long status, std::optional<long> retry_after) {
     if (failure == nullptr) return;
     failure->transient = transient;
+    failure->too_large = false;
     failure->http_status = status;
     failure->retry_after_seconds = retry_after;
 }
@@ -365,10 +376,13 @@ result<void> configure(CURL* h, const std::string& url, const transfer_options& 
     REDIST_SETOPT(h, CURLOPT_ERRORBUFFER, errbuf);
     // Signals are not thread-safe; tools may run several transfers at once.
     REDIST_SETOPT(h, CURLOPT_NOSIGNAL, 1L);
-    // Only these schemes, and a redirect may never lead to file:// (a hostile
-    // mirror could otherwise make us read local files).
-    REDIST_SETOPT(h, CURLOPT_PROTOCOLS_STR, "http,https,file");
-    REDIST_SETOPT(h, CURLOPT_REDIR_PROTOCOLS_STR, "http,https");
+    // Only these schemes (file:// never comes here, see read_file_url), and a
+    // redirect keeps the scheme's strength: from https only to https (else a
+    // network attacker who can answer one plain-http request could serve the
+    // bytes), from http to either; never to file:// (a hostile mirror could
+    // otherwise make us read local files).
+    REDIST_SETOPT(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    REDIST_SETOPT(h, CURLOPT_REDIR_PROTOCOLS_STR, is_https_url(url) ? "https" : "http,https");
     REDIST_SETOPT(h, CURLOPT_FOLLOWLOCATION, 1L);
     REDIST_SETOPT(h, CURLOPT_MAXREDIRS, 10L);
     REDIST_SETOPT(h, CURLOPT_USERAGENT, options.user_agent.c_str());
@@ -406,6 +420,163 @@ result<void> configure(CURL* h, const std::string& url, const transfer_options& 
 
 #undef REDIST_SETOPT
 
+// ---- file:// ----------------------------------------------------------------
+
+// A file descriptor closed on scope exit. Deliberately small and local: the
+// library-wide unique_fd will replace it.
+class local_fd {
+public:
+    explicit local_fd(int fd) : fd_(fd) {}
+    ~local_fd() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    local_fd(const local_fd&) = delete;
+    local_fd& operator=(const local_fd&) = delete;
+    int get() const noexcept { return fd_; }
+
+private:
+    int fd_;
+};
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// "file:///a/b%20c" (or "file://localhost/...") -> "/a/b c". Returns why the
+// URL is refused: not a local absolute path, or an escape that would change
+// the path's structure (an encoded '/' or NUL), or a ".." segment after
+// decoding -- "..%2f..%2fx" must never walk out of a mirror directory. A '%'
+// that starts no escape is kept as is (to_url() does not encode paths).
+std::optional<std::string> file_url_to_path(std::string_view url, std::string& path) {
+    url.remove_prefix(5);  // "file:", any case
+    if (url.starts_with("//")) {
+        url.remove_prefix(2);
+        const auto slash = url.find('/');
+        const std::string_view host = url.substr(0, slash);
+        if (!host.empty() && !(host.size() == 9 && iequals_prefix(host, "localhost")))
+            return "file URL names a host other than localhost";
+        if (slash == std::string_view::npos) return "file URL without a path";
+        url.remove_prefix(slash);
+    }
+    if (url.empty() || url.front() != '/') return "file URL without an absolute path";
+    path.clear();
+    path.reserve(url.size());
+    for (std::size_t i = 0; i < url.size(); ++i) {
+        if (url[i] == '%' && i + 2 < url.size() && hex_digit(url[i + 1]) >= 0 && hex_digit(url[i + 2]) >= 0) {
+            const char c = static_cast<char>(hex_digit(url[i + 1]) * 16 + hex_digit(url[i + 2]));
+            if (c == '/' || c == '\0') return "file URL with an encoded '/' or NUL in its path";
+            path += c;
+            i += 2;
+        } else {
+            path += url[i];
+        }
+    }
+    for (std::size_t start = 0; start <= path.size();) {
+        std::size_t end = path.find('/', start);
+        if (end == std::string::npos) end = path.size();
+        if (path.compare(start, end - start, "..") == 0) return "file URL with '..' in its path";
+        start = end + 1;
+    }
+    return std::nullopt;
+}
+
+const char* file_kind(mode_t mode) {
+    if (S_ISLNK(mode)) return "a symlink";
+    if (S_ISDIR(mode)) return "a directory";
+    if (S_ISFIFO(mode)) return "a FIFO";
+    if (S_ISCHR(mode)) return "a character device";
+    if (S_ISBLK(mode)) return "a block device";
+    if (S_ISSOCK(mode)) return "a socket";
+    return "not a regular file";
+}
+
+// Reads a file:// source. Why not libcurl: it percent-decodes the path
+// ("..%2f" walks up), and its blocking open() of a FIFO hangs forever, before
+// any progress callback could fire. Here:
+// - lstat() first, so that a FIFO, a device or a symlink is refused without
+//   even being opened (opening a device can have side effects); then open()
+//   with O_NOFOLLOW|O_NONBLOCK (never blocks, never follows a final symlink
+//   swapped in meanwhile) and fstat() to check again what we really opened.
+// - Nothing about a refused file (size, contents, hash) reaches an error.
+// - At most the size seen at open time is read, so a file that keeps growing
+//   cannot feed us forever.
+// - Deadline: O_NONBLOCK stays set, so special files that honour it answer
+//   EAGAIN instead of blocking; a read() of a regular file that takes longer
+//   than the stall timeout (slow or hung network storage) fails as "stalled",
+//   as soon as the kernel gives control back -- a read stuck inside the
+//   kernel cannot be interrupted from user space.
+result<void> read_file_url(const std::string& url, const std::string& safe_url, const transfer_options& options,
+                           download_callbacks& callbacks, std::uint64_t resume_from,
+                           transfer_failure_info* failure) {
+    std::string path;
+    if (auto bad = file_url_to_path(url, path)) return make_error(error_code::network, *bad).with_url(safe_url);
+    const auto refuse = [&](const char* kind) {
+        return make_error(error_code::network,
+                          std::string("refusing ") + kind + ": a file source must be a regular file")
+            .with_url(safe_url);
+    };
+    const auto os_error = [&](const char* what, int en) {
+        const error_code code =
+            (en == ENOENT || en == ENOTDIR || en == EACCES) ? error_code::not_found : error_code::network;
+        return make_error(code, std::string(what) + ": " + std::strerror(en)).with_url(safe_url);
+    };
+
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return os_error("cannot read file", errno);
+    if (!S_ISREG(st.st_mode)) return refuse(file_kind(st.st_mode));
+    local_fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+    if (fd.get() < 0) {
+        if (errno == ELOOP) return refuse("a symlink");
+        return os_error("cannot read file", errno);
+    }
+    if (::fstat(fd.get(), &st) != 0) return os_error("cannot read file", errno);
+    if (!S_ISREG(st.st_mode)) return refuse(file_kind(st.st_mode));
+
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (resume_from > size)
+        return make_error(error_code::network, "cannot resume at byte " + std::to_string(resume_from) +
+                                                   ": the file is shorter")
+            .with_url(safe_url);
+    response_info info;
+    info.content_length = static_cast<std::int64_t>(size - resume_from);
+    info.partial = resume_from > 0;
+    try {
+        if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(info));
+    } catch (...) {
+        return callback_exception("on_response callback");
+    }
+    if (resume_from > 0 && ::lseek(fd.get(), static_cast<off_t>(resume_from), SEEK_SET) < 0)
+        return os_error("cannot seek in file", errno);
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+
+    constexpr std::size_t kBlock = 1u << 20;
+    const auto buffer = std::make_unique_for_overwrite<std::byte[]>(kBlock);
+    const auto stall = std::chrono::seconds(options.stall_timeout_seconds);
+    for (std::uint64_t left = size - resume_from; left > 0;) {
+        const auto before = std::chrono::steady_clock::now();
+        const ssize_t n = ::read(fd.get(), buffer.get(), static_cast<std::size_t>(std::min<std::uint64_t>(left, kBlock)));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return os_error("cannot read file", errno);
+        if (options.stall_timeout_seconds > 0 && std::chrono::steady_clock::now() - before >= stall) {
+            set_failure(failure, true, 0, std::nullopt);
+            return make_error(error_code::network, "stalled: no data for " +
+                                                       std::to_string(options.stall_timeout_seconds) + " s")
+                .with_url(safe_url);
+        }
+        if (n == 0) break;  // it shrank meanwhile: the caller's size check tells
+        left -= static_cast<std::uint64_t>(n);
+        try {
+            if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer.get(), static_cast<std::size_t>(n)));
+        } catch (...) {
+            return callback_exception("on_data callback");
+        }
+    }
+    return {};
+}
+
 std::string ca_bundle(const transfer_options& options) {
     if (!options.ca_file.empty()) return options.ca_file;
     for (const char* var : {"SSL_CERT_FILE", "CURL_CA_BUNDLE"}) {
@@ -421,6 +592,7 @@ result<void> download(const std::string& url, const transfer_options& options, d
                       std::uint64_t resume_from, transfer_failure_info* failure) {
     set_failure(failure, false, 0, std::nullopt);
     const std::string safe_url = sanitize_url(url);
+    if (is_file_url(url)) return read_file_url(url, safe_url, options, callbacks, resume_from, failure);
 
     curl_easy handle;
     if (!handle) return make_error(error_code::internal, "curl_easy_init failed").with_url(safe_url);
@@ -467,31 +639,38 @@ result<void> download(const std::string& url, const transfer_options& options, d
                           "stalled: no data for " + std::to_string(options.stall_timeout_seconds) + " s")
             .with_url(safe_url);
     }
-    if (rc == CURLE_FILE_COULDNT_READ_FILE) {
-        set_failure(failure, false, 0, std::nullopt);
-        return make_error(error_code::not_found, "cannot read file: " + detail).with_url(safe_url);
-    }
     if (rc == CURLE_OUT_OF_MEMORY) {
         return make_error(error_code::internal, std::string("curl: ") + curl_easy_strerror(rc)).with_url(safe_url);
     }
 
     const bool transient = is_transient(rc);
     set_failure(failure, transient, status, std::nullopt);
+    // Where a redirect took us is often the useful part of the story.
+    char* effective = nullptr;
+    std::string redirected;
+    if (curl_easy_getinfo(handle.get(), CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK && effective != nullptr &&
+        url != effective)
+        redirected = sanitize_url(effective);
+    if (rc == CURLE_UNSUPPORTED_PROTOCOL && !redirected.empty()) {
+        // REDIR_PROTOCOLS refused where the redirect led.
+        const std::string message = is_https_url(url)
+                                        ? "refusing a redirect from https to " + redirected + " (only https may follow https)"
+                                        : "refusing a redirect to " + redirected + " (only http and https are followed)";
+        return make_error(error_code::network, message).with_url(safe_url);
+    }
     std::string message = std::string(curl_easy_strerror(rc));
     if (detail != message) message += ": " + detail;
     if (status != 0) message += " (HTTP " + std::to_string(status) + ")";
-    // Where a redirect took us is often the useful part of the story.
-    char* effective = nullptr;
-    if (curl_easy_getinfo(handle.get(), CURLINFO_EFFECTIVE_URL, &effective) == CURLE_OK && effective != nullptr &&
-        url != effective)
-        message += " [redirected to " + sanitize_url(effective) + "]";
+    if (!redirected.empty()) message += " [redirected to " + redirected + "]";
     return make_error(error_code::network, std::move(message)).with_url(safe_url);
 }
 
 result<std::string> fetch_text(const std::string& url, const transfer_options& options, std::size_t max_bytes,
                                transfer_failure_info* failure) {
     std::string body;
+    bool refused_as_too_large = false;
     const auto too_large = [&](std::uint64_t size) {
+        refused_as_too_large = true;
         return make_error(error_code::network, "response larger than " + std::to_string(max_bytes) +
                                                    " bytes (" + std::to_string(size) + " bytes or more)")
             .with_url(url);
@@ -510,6 +689,7 @@ result<std::string> fetch_text(const std::string& url, const transfer_options& o
         return {};
     };
     auto r = download(url, options, callbacks, 0, failure);
+    if (failure != nullptr) failure->too_large = refused_as_too_large;
     if (!r.ok()) return std::move(r).error_value();
     return body;
 }

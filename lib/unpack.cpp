@@ -278,6 +278,67 @@ std::optional<std::string> check_symlink_target(std::string_view target, std::si
     return std::nullopt;
 }
 
+// Archive bytes shown to a person: C0 controls, DEL and (UTF-8 encoded) C1
+// controls become \xNN, so that an entry name cannot send escape sequences
+// to the user's terminal. Everything else, UTF-8 included, is kept.
+std::string printable(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    const auto escape = [&](unsigned char c) {
+        static const char digits[] = "0123456789abcdef";
+        out += "\\x";
+        out += digits[c >> 4];
+        out += digits[c & 15];
+    };
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c < 0x20 || c == 0x7f) {
+            escape(c);
+        } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                   static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
+            escape(c);
+            escape(static_cast<unsigned char>(text[++i]));
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
+}
+
+// The name of the reserved metadata directory at the prefix's root.
+constexpr std::string_view kReservedDir = ".redist";
+
+// True if a symlink whose directory lies `link_depth` levels below the stage
+// root, with a target already accepted by check_symlink_target(), points into
+// the reserved directory: "../" * link_depth followed by ".redist".
+bool symlink_points_into_reserved(std::string_view target, std::size_t link_depth) {
+    std::size_t ups = 0;
+    std::size_t start = 0;
+    while (start <= target.size()) {
+        std::size_t end = target.find('/', start);
+        if (end == std::string_view::npos) end = target.size();
+        const std::string_view seg = target.substr(start, end - start);
+        if (seg == "..") {
+            ++ups;
+        } else if (!seg.empty() && seg != ".") {
+            return ups == link_depth && seg == kReservedDir;
+        }
+        start = end + 1;
+    }
+    return false;
+}
+
+std::string size_text(std::uint64_t bytes) {
+    if (bytes >= (1ull << 20) && bytes % (1ull << 20) == 0) return std::to_string(bytes >> 20) + " MiB";
+    return std::to_string(bytes) + " bytes";
+}
+
+error expansion_error(std::uint64_t cap) {
+    return make_error(error_code::unsafe_archive,
+                      "archive expands to more than " + size_text(cap) +
+                          ", the limit for data whose hash is not yet known (see --max-expansion)");
+}
+
 // Feeds `count` zero bytes to the hasher: sparse-file holes read back as zeros.
 void hash_zeros(sha256_hasher& hasher, std::uint64_t count) {
     static const std::byte zeros[64 * 1024] = {};
@@ -355,16 +416,22 @@ private:
     }
 
     error unsafe(std::string message, const std::string& original) const {
-        return make_error(error_code::unsafe_archive, std::move(message))
-            .with_path(original)
+        return make_error(error_code::unsafe_archive, printable(message))
+            .with_path(printable(original))
             .with_source(options_.source);
     }
 
     error read_error(archive* in, const std::string& original) const {
-        error e = make_error(error_code::bad_archive, error_text(in));
-        e.path = original;
+        error e = make_error(error_code::bad_archive, printable(error_text(in)));
+        e.path = printable(original);
         e.source = options_.source;
         return e;
+    }
+
+    // Counts `bytes` more of decoded output against the cap.
+    bool within_cap(std::uint64_t bytes) {
+        output_ += bytes;
+        return options_.max_output_bytes == 0 || output_ <= options_.max_output_bytes;
     }
 
     // libarchive's own security checks (symlink in the path, "..") fail with
@@ -378,8 +445,8 @@ private:
         std::string message = error_text(out);
         const std::string cause = std::strerror(en);
         if (message.find(cause) == std::string::npos) message += ": " + cause;
-        return make_error(error_code::filesystem, std::move(message))
-            .with_path(target)
+        return make_error(error_code::filesystem, printable(message))
+            .with_path(printable(target))
             .with_source(options_.source);
     }
 
@@ -409,13 +476,21 @@ private:
             }
             first = 1;
         }
+        if (segments_[first] == kReservedDir)
+            return unsafe("entry under .redist/, which is reserved for redist's own metadata", original);
         std::string rel = join_segments(segments_, first);
         const std::size_t depth = segments_.size() - first - 1;  // of the entry's directory
+        if (!within_cap(512)) return expansion_error(options_.max_output_bytes);  // a tar header's worth
 
         // 2. Kind checks.
         unpacked_entry record;
         record.path = rel;
         if (hardlink) {
+            // pax lets a hardlink carry data; libarchive then truncates and
+            // rewrites the file it links to, and every record of that inode
+            // would lie. Real archives never do this: refuse it.
+            if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0)
+                return unsafe("hardlink entry carries data (it would rewrite an earlier file)", original);
             if (auto bad = split_entry_name(hardlink, segments_))
                 return unsafe("hardlink target: " + *bad, original);
             std::size_t tfirst = 0;
@@ -446,6 +521,9 @@ private:
                     const char* target = archive_entry_symlink(entry);
                     if (!target) return unsafe("symlink without a target", original);
                     if (auto bad = check_symlink_target(target, depth)) return unsafe(*bad, original);
+                    if (symlink_points_into_reserved(target, depth))
+                        return unsafe("symlink into .redist/, which is reserved for redist's own metadata",
+                                      original);
                     record.link_target = target;
                     break;
                 }
@@ -486,8 +564,11 @@ private:
                 if (r < ARCHIVE_OK) return read_error(in, original);
                 if (offset < 0 || static_cast<std::uint64_t>(offset) < pos)
                     return make_error(error_code::bad_archive, "overlapping data blocks")
-                        .with_path(original)
+                        .with_path(printable(original))
                         .with_source(options_.source);
+                // Holes count: they cost hashing time, and a dense copy later.
+                if (!within_cap(static_cast<std::uint64_t>(offset) - pos + len))
+                    return expansion_error(options_.max_output_bytes);
                 if (hash) hash_zeros(hasher, static_cast<std::uint64_t>(offset) - pos);
                 if (len > 0 && archive_write_data_block(out, buf, len, offset) < ARCHIVE_OK)
                     return write_error(out, original, target_path);
@@ -499,6 +580,8 @@ private:
                 // the declared size at finish_entry.
                 if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0 &&
                     static_cast<std::uint64_t>(archive_entry_size(entry)) > pos) {
+                    if (!within_cap(static_cast<std::uint64_t>(archive_entry_size(entry)) - pos))
+                        return expansion_error(options_.max_output_bytes);
                     hash_zeros(hasher, static_cast<std::uint64_t>(archive_entry_size(entry)) - pos);
                     pos = static_cast<std::uint64_t>(archive_entry_size(entry));
                 }
@@ -529,6 +612,7 @@ private:
     std::vector<bool> replaced_;
     std::unordered_map<std::string, std::size_t> index_;  // stage-relative path -> entries_
     std::unordered_set<std::string> symlinks_;
+    std::uint64_t output_ = 0;  // decoded bytes so far, for max_output_bytes
 };
 
 // ---- the unpacker ------------------------------------------------------------
@@ -696,6 +780,7 @@ private:
 
         chunk in;
         chunk out = tar_.spare_or_make(kLzmaOutBuffer);
+        std::uint64_t decoded = 0;  // also counts what follows the tar end marker
         strm.next_out = reinterpret_cast<std::uint8_t*>(out.bytes.get());
         strm.avail_out = out.capacity;
         lzma_action action = LZMA_RUN;
@@ -718,6 +803,11 @@ private:
             }
             if (strm.avail_out == 0 || ret == LZMA_STREAM_END) {
                 out.size = out.capacity - strm.avail_out;
+                decoded += out.size;
+                if (options_.max_output_bytes != 0 && decoded > options_.max_output_bytes) {
+                    fail(expansion_error(options_.max_output_bytes));
+                    return;
+                }
                 if (out.size > 0) {
                     if (!tar_.push(std::move(out))) return;
                     out = tar_.spare_or_make(kLzmaOutBuffer);

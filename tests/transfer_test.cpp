@@ -7,6 +7,7 @@
 
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -579,4 +580,160 @@ TEST_CASE("fetch_text caps the body size", "[transfer]") {
     auto unannounced = redist::fetch_text(f.server->url("/big.bin"), fast_options(), 3'000'000);
     REQUIRE(unannounced.ok());
     CHECK(*unannounced == f.big);
+}
+
+// ---- issue 9: file:// sources are regular files, read as named ----------------
+
+namespace {
+
+struct file_dir {
+    fs::path dir;
+    explicit file_dir(const std::string& name) {
+        dir = fs::path(REDIST_TEST_SCRATCH) / (name + "." + std::to_string(::getpid()));
+        fs::remove_all(dir);
+        fs::create_directories(dir / "mirror" / "sub");
+    }
+    ~file_dir() {
+        std::error_code ignored;
+        fs::remove_all(dir, ignored);
+    }
+    std::string url(const std::string& rel) const { return "file://" + (dir / rel).string(); }
+};
+
+// A refusal: a permanent network error naming the URL, with no callback run.
+void check_refused(const std::string& url, const collector& c, const redist::result<void>& r,
+                   const redist::transfer_failure_info& failure, const std::string& needle) {
+    REQUIRE_FALSE(r.ok());
+    INFO(r.error_value().describe());
+    CHECK(r.error_value().code == error_code::network);
+    CHECK(r.error_value().url == url);
+    CHECK(r.error_value().message.find(needle) != std::string::npos);
+    CHECK_FALSE(failure.transient);
+    CHECK(c.responses == 0);
+    CHECK(c.chunks == 0);
+}
+
+}  // namespace
+
+TEST_CASE("file://: a FIFO, a device, a directory or a symlink is refused at once", "[transfer]") {
+    file_dir d("file_kinds");
+    write_file(d.dir / "real.bin", "secret bytes");
+    REQUIRE(::mkfifo((d.dir / "fifo").c_str(), 0600) == 0);
+    fs::create_symlink(d.dir / "real.bin", d.dir / "link.bin");
+
+    struct kind_case {
+        std::string url;
+        std::string needle;
+    };
+    for (const auto& k : {kind_case{d.url("fifo"), "refusing a FIFO"},
+                          kind_case{"file:///dev/zero", "refusing a character device"},
+                          kind_case{d.url("sub/.."), "'..'"},
+                          kind_case{d.url("mirror"), "refusing a directory"},
+                          kind_case{d.url("link.bin"), "refusing a symlink"}}) {
+        INFO(k.url);
+        collector c;
+        redist::transfer_failure_info failure;
+        const auto start = std::chrono::steady_clock::now();
+        auto r = redist::download(k.url, fast_options(), c.callbacks, 0, &failure);
+        CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(2));  // no hang on the FIFO
+        check_refused(k.url, c, r, failure, k.needle);
+        // Nothing about the file leaks into the message.
+        CHECK(r.error_value().describe().find("secret") == std::string::npos);
+        CHECK(r.error_value().expected.empty());
+        CHECK(r.error_value().actual.empty());
+    }
+    // fetch_text goes the same way.
+    auto text = redist::fetch_text(d.url("fifo"), fast_options());
+    REQUIRE_FALSE(text.ok());
+    CHECK(text.error_value().message.find("FIFO") != std::string::npos);
+}
+
+TEST_CASE("file://: escapes that change the path are refused, others decoded", "[transfer]") {
+    file_dir d("file_escapes");
+    write_file(d.dir / "outside.bin", "outside");
+    write_file(d.dir / "mirror" / "with space.bin", "spaced");
+    write_file(d.dir / "mirror" / "100%.bin", "percent");
+
+    for (const std::string rel : {"mirror/sub/..%2f..%2foutside.bin", "mirror/sub/%2e%2e/%2e%2e/outside.bin",
+                                  "mirror/sub/..%2Foutside.bin", "mirror/x%00.bin", "mirror/sub/../../outside.bin"}) {
+        INFO(rel);
+        collector c;
+        redist::transfer_failure_info failure;
+        auto r = redist::download(d.url(rel), fast_options(), c.callbacks, 0, &failure);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::network);
+        CHECK(c.responses == 0);
+        CHECK(c.body.empty());
+    }
+
+    collector spaced;
+    REQUIRE(redist::download(d.url("mirror/with%20space.bin"), fast_options(), spaced.callbacks).ok());
+    CHECK(spaced.body == "spaced");
+    collector percent;  // a '%' that starts no escape is itself (to_url() does not encode)
+    REQUIRE(redist::download(d.url("mirror/100%.bin"), fast_options(), percent.callbacks).ok());
+    CHECK(percent.body == "percent");
+    collector localhost;
+    REQUIRE(redist::download("file://localhost" + (d.dir / "outside.bin").string(), fast_options(),
+                             localhost.callbacks)
+                .ok());
+    CHECK(localhost.body == "outside");
+
+    collector remote;
+    redist::transfer_failure_info failure;
+    auto r = redist::download("file://example.com" + (d.dir / "outside.bin").string(), fast_options(),
+                              remote.callbacks, 0, &failure);
+    check_refused("file://example.com" + (d.dir / "outside.bin").string(), remote, r, failure, "host");
+}
+
+TEST_CASE("file://: resuming beyond the end fails, and the body stops at the size seen at open", "[transfer]") {
+    file_dir d("file_resume");
+    write_file(d.dir / "a.bin", "0123456789");
+    collector c;
+    auto r = redist::download(d.url("a.bin"), fast_options(), c.callbacks, 11);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::network);
+    CHECK(c.responses == 0);
+
+    collector end;
+    REQUIRE(redist::download(d.url("a.bin"), fast_options(), end.callbacks, 10).ok());
+    CHECK(end.info.partial);
+    CHECK(end.info.content_length == 0);
+    CHECK(end.body.empty());
+}
+
+TEST_CASE("fetch_text marks an oversized body as too_large", "[transfer]") {
+    fixture& f = shared_fixture();
+    redist::transfer_failure_info failure;
+    auto capped = redist::fetch_text(f.server->url("/blob.bin"), fast_options(), 1000, &failure);
+    REQUIRE_FALSE(capped.ok());
+    CHECK(failure.too_large);
+
+    auto missing = redist::fetch_text(f.server->url("/nope"), fast_options(), 1000, &failure);
+    REQUIRE_FALSE(missing.ok());
+    CHECK_FALSE(failure.too_large);
+
+    file_dir d("file_too_large");
+    write_file(d.dir / "big.json", std::string(5000, ' '));
+    auto local = redist::fetch_text(d.url("big.json"), fast_options(), 1000, &failure);
+    REQUIRE_FALSE(local.ok());
+    CHECK(failure.too_large);
+}
+
+TEST_CASE("http redirects may upgrade to https but never reach file://", "[transfer]") {
+    fixture& f = shared_fixture();
+    // Nobody speaks TLS on this port: the point is that the redirect is
+    // followed at all (a TLS failure), not refused by the protocol policy.
+    f.server->set_faults(R"({"/up.bin": {"status": 301, "location": "https://127.0.0.1:1/blob.bin"},
+                             "/file.bin": {"status": 302, "location": "file:///etc/hostname"}})");
+    collector up;
+    auto r = redist::download(f.server->url("/up.bin"), fast_options(), up.callbacks);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().message.find("refusing a redirect") == std::string::npos);
+
+    collector file;
+    auto refused = redist::download(f.server->url("/file.bin"), fast_options(), file.callbacks);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().code == error_code::network);
+    CHECK(refused.error_value().message.find("refusing a redirect to file:///etc/hostname") != std::string::npos);
+    CHECK(file.chunks == 0);
 }

@@ -19,8 +19,10 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -594,4 +596,202 @@ TEST_CASE("a failed disk write is a filesystem error naming the file", "[unpack]
     REQUIRE_FALSE(r.ok());
     CHECK(r.error_value().code == error_code::filesystem);
     CHECK(r.error_value().path == (fs::canonical(stage) / "big").string());
+}
+
+// ---- issue 9: reserved names, hardlinks with data, escaping, the output cap ----
+
+namespace {
+
+// A raw ustar header. libarchive's writer drops the data of hardlink entries,
+// so the pax "hardlink with data" case is written by hand.
+std::string tar_header(const std::string& name, char type, std::uint64_t size, const std::string& link = "") {
+    std::string h(512, '\0');
+    const auto put = [&](std::size_t off, std::size_t len, const std::string& v) {
+        std::memcpy(&h[off], v.data(), std::min(len, v.size()));
+    };
+    const auto octal = [&](std::size_t off, std::size_t len, std::uint64_t v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), static_cast<unsigned long long>(v));
+        put(off, len - 1, buf);
+    };
+    put(0, 100, name);
+    octal(100, 8, 0644);
+    octal(108, 8, 0);
+    octal(116, 8, 0);
+    octal(124, 12, size);
+    octal(136, 12, 1700000000);
+    h[156] = type;
+    put(157, 100, link);
+    put(257, 6, std::string("ustar\0", 6));
+    put(263, 2, "00");
+    std::memset(&h[148], ' ', 8);
+    unsigned sum = 0;
+    for (const char c : h) sum += static_cast<unsigned char>(c);
+    char cs[8];
+    std::snprintf(cs, sizeof cs, "%06o", sum);
+    std::memcpy(&h[148], cs, 7);  // six digits and a NUL; the eighth byte stays ' '
+    return h;
+}
+
+std::string padded(std::string data) {
+    data.resize((data.size() + 511) / 512 * 512, '\0');
+    return data;
+}
+
+// Entries and disk agree: what `redist verify` checks right after an install.
+void check_entries_match_disk(const fs::path& stage, const std::vector<unpacked_entry>& entries) {
+    for (const auto& e : entries) {
+        if (e.kind != entry_kind::regular && e.kind != entry_kind::hardlink) continue;
+        INFO(e.path);
+        const std::string content = read_file(stage / e.path);
+        CHECK(content.size() == e.size);
+        CHECK(redist::sha256_hex(content) == e.sha256);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("entries under .redist/ and symlinks into it are unsafe", "[unpack]") {
+    const spec top{"top/", kind::dir, "", 0755};
+    expect_unsafe("reserved_file", {top, {"top/.redist/receipts/cudnn.json", kind::file, "{}", 0644}},
+                  "top/.redist/receipts/cudnn.json");
+    expect_unsafe("reserved_dir", {top, {"top/.redist/", kind::dir, "", 0755}}, "top/.redist/");
+    expect_unsafe("reserved_symlink_name", {top, {"top/.redist", kind::symlink, "lib", 0777}}, "top/.redist");
+    expect_unsafe("reserved_symlink_target",
+                  {top, {"top/lib/", kind::dir, "", 0755}, {"top/lib/x", kind::symlink, "../.redist/receipts", 0777}},
+                  "top/lib/x");
+    expect_unsafe("reserved_symlink_target_root", {top, {"top/r", kind::symlink, "./.redist", 0777}}, "top/r");
+
+    // Only the root's .redist is reserved; deeper ones, and look-alikes, are ordinary names.
+    const fs::path stage = fresh_stage("reserved_elsewhere");
+    auto r = unpack(build({top,
+                           {"top/share/.redist/x", kind::file, "x", 0644},
+                           {"top/.redistrib", kind::file, "y", 0644},
+                           {"top/share/l", kind::symlink, ".redist/x", 0777}},
+                          container::tar_xz),
+                    stage, opts(redist::archive_format::tar_xz));
+    REQUIRE_OK(r);
+    CHECK(read_file(stage / "share/.redist/x") == "x");
+    CHECK(read_file(stage / "share/l") == "x");
+}
+
+TEST_CASE("a hardlink entry that carries data is unsafe", "[unpack]") {
+    // pax: a hardlink may carry data, and libarchive would then rewrite top/a.
+    const std::string pax_body = "13 comment=x\n";
+    std::string raw = tar_header("top/", '5', 0) + tar_header("top/a", '0', 5) + padded("hello") +
+                      tar_header("PaxHeader/b", 'x', pax_body.size()) + padded(pax_body) +
+                      tar_header("top/b", '1', 7, "top/a") + padded("goodbye") + std::string(1024, '\0');
+    const fs::path stage = fresh_stage("hardlink_data");
+    auto r = unpack(xz_multiblock(raw, 1 << 20), stage, opts(redist::archive_format::tar_xz));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::unsafe_archive);
+    CHECK(r.error_value().path == "top/b");
+    CHECK(r.error_value().message.find("carries data") != std::string::npos);
+
+    // The same without data is an ordinary hardlink.
+    raw = tar_header("top/", '5', 0) + tar_header("top/a", '0', 5) + padded("hello") +
+          tar_header("top/b", '1', 0, "top/a") + std::string(1024, '\0');
+    const fs::path stage2 = fresh_stage("hardlink_nodata");
+    auto ok = unpack(xz_multiblock(raw, 1 << 20), stage2, opts(redist::archive_format::tar_xz));
+    REQUIRE_OK(ok);
+    check_entries_match_disk(stage2, *ok);
+}
+
+TEST_CASE("a file replaced after being hardlinked leaves entries that match the disk", "[unpack]") {
+    const fs::path stage = fresh_stage("hardlink_then_replaced");
+    auto r = unpack(build({{"top/", kind::dir, "", 0755},
+                           {"top/a", kind::file, "first", 0644},
+                           {"top/b", kind::hardlink, "top/a", 0644},
+                           {"top/a", kind::file, "second, longer", 0644}},
+                          container::tar_xz),
+                    stage, opts(redist::archive_format::tar_xz));
+    REQUIRE_OK(r);
+    CHECK(read_file(stage / "a") == "second, longer");
+    CHECK(read_file(stage / "b") == "first");
+    check_entries_match_disk(stage, *r);
+}
+
+TEST_CASE("control characters in entry names are escaped in errors", "[unpack]") {
+    const std::string name = "top/\x1b]0;pwned\x07/\x1b[2J/../x";
+    const fs::path stage = fresh_stage("escape");
+    auto r = unpack(build({{"top/", kind::dir, "", 0755}, {name, kind::file, "x", 0644}}, container::tar_xz), stage,
+                    opts(redist::archive_format::tar_xz));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::unsafe_archive);
+    CHECK(r.error_value().path == "top/\\x1b]0;pwned\\x07/\\x1b[2J/../x");
+    const std::string line = r.error_value().describe();
+    CHECK(std::none_of(line.begin(), line.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20; }));
+}
+
+TEST_CASE("decoded output beyond max_output_bytes is unsafe, in every format", "[unpack]") {
+    const std::string zeros(4u << 20, '\0');
+    const std::vector<spec> bomb = {{"top/", kind::dir, "", 0755}, {"top/zeros", kind::file, zeros, 0644}};
+    struct format_case {
+        const char* name;
+        container c;
+        redist::archive_format f;
+    };
+    for (const auto& fc : {format_case{"xz", container::tar_xz, redist::archive_format::tar_xz},
+                           format_case{"gz", container::tar_gz, redist::archive_format::tar_gz},
+                           format_case{"zst", container::tar_zst, redist::archive_format::tar_zst},
+                           format_case{"zip", container::zip, redist::archive_format::zip}}) {
+        INFO(fc.name);
+        const std::string bytes = build(bomb, fc.c);
+        CHECK(bytes.size() < (1u << 20) / 8);  // a real bomb: the cap is far beyond 8x
+
+        auto capped = opts(fc.f);
+        capped.max_output_bytes = 1u << 20;
+        auto r = unpack(bytes, fresh_stage(std::string("cap_") + fc.name), capped);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::unsafe_archive);
+        CHECK(r.error_value().message.find("expands to more than 1 MiB") != std::string::npos);
+        CHECK(r.error_value().source == "test://archive");
+
+        auto roomy = opts(fc.f);
+        roomy.max_output_bytes = 8u << 20;
+        const fs::path stage = fresh_stage(std::string("cap_ok_") + fc.name);
+        auto ok = unpack(bytes, stage, roomy);
+        REQUIRE_OK(ok);
+        CHECK(fs::file_size(stage / "zeros") == zeros.size());
+    }
+}
+
+TEST_CASE("the output cap counts the holes of sparse files", "[unpack]") {
+    // An old-GNU sparse entry ('S'): 5 bytes stored at the end of a 64 MiB
+    // file. Without the cap its hole would be hashed (and later copied) in full.
+    std::string h = tar_header("top/sparse", 'S', 5);
+    const auto octal = [&](std::size_t off, std::size_t len, std::uint64_t v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), static_cast<unsigned long long>(v));
+        std::memcpy(&h[off], buf, len - 1);
+    };
+    std::memcpy(&h[257], "ustar  ", 8);          // old GNU magic and version
+    octal(386, 12, (64ull << 20) - 5);             // sparse[0].offset
+    octal(398, 12, 5);                            // sparse[0].numbytes
+    octal(483, 12, 64ull << 20);                   // realsize
+    std::memset(&h[148], ' ', 8);
+    unsigned sum = 0;
+    for (const char c : h) sum += static_cast<unsigned char>(c);
+    char cs[8];
+    std::snprintf(cs, sizeof cs, "%06o", sum);
+    std::memcpy(&h[148], cs, 7);
+    const std::string raw = tar_header("top/", '5', 0) + h + padded("hello") + std::string(1024, '\0');
+    const std::string xz = xz_multiblock(raw, 1 << 20);
+
+    auto o = opts(redist::archive_format::tar_xz);
+    o.max_output_bytes = 1u << 20;  // the decoded tar stream is 3 KiB: only the hole can trip it
+    const auto started = std::chrono::steady_clock::now();
+    auto r = unpack(xz, fresh_stage("cap_sparse"), o);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::unsafe_archive);
+    CHECK(r.error_value().message.find("expands to more than 1 MiB") != std::string::npos);
+    CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(20));
+
+    o.max_output_bytes = 65ull << 20;
+    const fs::path stage = fresh_stage("cap_sparse_ok");
+    auto ok = unpack(xz, stage, o);
+    REQUIRE_OK(ok);
+    REQUIRE(ok->size() == 1);
+    CHECK(ok->front().size == (64ull << 20));
+    CHECK(fs::file_size(stage / "sparse") == (64ull << 20));
 }

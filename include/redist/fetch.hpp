@@ -109,6 +109,21 @@ struct install_request {
     bool force = false;                   // reinstall even when receipts match
     link_mode tree_link_mode = link_mode::auto_select;  // how cached trees are placed (see cache.hpp)
     unsigned jobs = 0;                    // concurrent artifacts; 0 = cores
+    // Unverified bytes are bounded. The hash is known only after the last
+    // byte, but unpacking runs while the bytes arrive, so a hostile archive
+    // of the right size and the wrong hash could expand to gigabytes before
+    // it is caught. Its decoded output (tar stream and file contents, holes
+    // included) may be at most max_expansion times the manifest's size, and
+    // never less than min_expansion_bytes (tiny archives are mostly tar
+    // headers, which xz shrinks 50x and more). Past the cap unpacking stops,
+    // the download runs to its end, and the hash decides: a mismatch is an
+    // integrity failure (the next source is tried); a match is an unsafe
+    // archive. Why 20: xz shrinks real CUDA payloads 1.5x (cuDNN 9.19: 471 MiB
+    // -> 312 MiB) to about 6x (text-heavy header packages), so 20 leaves more
+    // than 3x headroom, while an xz bomb (zeros shrink ~1000x and more) stops
+    // after writing 20x the download. 0 = no cap.
+    unsigned max_expansion = 20;
+    std::uint64_t min_expansion_bytes = 64ull << 20;
     transfer_options transfer;
     source_policy sources;
     progress_callback on_progress;
@@ -143,7 +158,10 @@ struct install_report {
 
 // Installs the artifacts into the prefix (see install.hpp for the layout and
 // the commit protocol). All artifacts are committed in one transaction, or
-// none is. Outcomes: ok | not_found | network | integrity | bad_archive |
+// none is. Each artifact's sources (cache, mirrors, base) are tried in order:
+// wrong bytes (integrity, including an archive that failed to unpack before its
+// hash was known) and not-found move on to the next source.
+// Outcomes: ok | not_found | network | integrity | bad_archive |
 // unsafe_archive | conflict | filesystem.
 result<install_report> install(const install_request& request);
 

@@ -34,6 +34,7 @@ struct response_info {
 // HTTP/2 stream errors, 408, 429, 5xx). Set on network errors by download().
 struct transfer_failure_info {
     bool transient = false;
+    bool too_large = false;         // fetch_text: the body exceeded max_bytes
     long http_status = 0;
     std::optional<long> retry_after_seconds;
 };
@@ -55,12 +56,25 @@ struct download_callbacks {
 // file; partial=false (a server that ignores ranges answers 200) means the
 // body is the whole file from byte 0, and the caller must start over (drop
 // what it had). A 206 for any other range is a permanent network error.
-// Redirects are followed (at most 10; never to file://). The body is raw
-// (no content coding is requested or decoded). A transfer that receives no
-// body byte for options.stall_timeout_seconds fails as transient "stalled".
+// Redirects are followed (at most 10) and keep the scheme's strength: a
+// transfer that starts on https only follows redirects to https (a downgrade
+// to http fails as a permanent network error naming both URLs); http may go
+// to http or https; file:// is never reached through a redirect. The body is
+// raw (no content coding is requested or decoded). A transfer that receives
+// no body byte for options.stall_timeout_seconds fails as transient "stalled".
+//
+// file:// URLs are read here, not by libcurl (which would percent-decode the
+// path and block forever opening a FIFO): "file:///abs/path" or
+// "file://localhost/abs/path"; percent-escapes are decoded, except that an
+// escaped '/' or NUL, and a ".." segment, are refused. The file is opened
+// without following a final symlink and without blocking, and must be a
+// regular file: a FIFO, device, socket, directory or symlink is refused at
+// once (network, permanent) without reading a byte. A single read() that
+// takes longer than the stall timeout fails as "stalled" (transient). The
+// body is the file's bytes from resume_from up to its size at open time.
 // Outcomes:
 //   ok           the whole body was delivered
-//   not_found    HTTP 404/410, or a missing file://
+//   not_found    HTTP 404/410, or a missing (or unreadable) file://
 //   network      any other transport or HTTP failure; `failure` (if given)
 //                says whether it is transient and any Retry-After
 //   (callback)   the error a callback returned, unchanged
@@ -69,8 +83,9 @@ result<void> download(const std::string& url, const transfer_options& options,
                       transfer_failure_info* failure = nullptr);
 
 // Fetches a small document (manifest, index, lock) into memory, refusing
-// bodies larger than max_bytes (network error, permanent). Same outcomes as
-// download(), including `failure`.
+// bodies larger than max_bytes (network error, permanent, with
+// failure->too_large set so that callers can report it as a bad document).
+// Same outcomes as download(), including `failure`.
 result<std::string> fetch_text(const std::string& url, const transfer_options& options,
                                std::size_t max_bytes = 64u << 20,
                                transfer_failure_info* failure = nullptr);

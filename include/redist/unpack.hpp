@@ -12,7 +12,16 @@
 // (stripped), no device nodes, FIFOs or sockets, symlink targets must resolve
 // inside the stage (relative, with ".." only as leading segments), nothing is
 // written below a symlink, hardlinks must point at an earlier file of the same
-// archive. libarchive's SECURE_SYMLINKS/NODOTDOT are on as a second line of
+// archive and carry no data of their own (a pax "hardlink with data" would
+// rewrite the earlier file behind its recorded hash). The name ".redist" is
+// reserved at the stage root: no entry may live there, and no symlink may
+// point into it (it is where the prefix keeps receipts, journal and lock).
+// Entry names in errors have their control characters escaped (\xNN).
+//
+// Unverified bytes are bounded: with max_output_bytes set, the decoded tar
+// stream (xz) and the contents of the files written (holes of sparse files
+// included, plus 512 bytes per entry) may not exceed it; past it, unpacking
+// fails as unsafe_archive ("expands to more than ..."). libarchive's SECURE_SYMLINKS/NODOTDOT are on as a second line of
 // defence (NOABSOLUTEPATHS cannot be: entries are rewritten to absolute paths
 // under the stage, after the original names were checked). Owners are never
 // restored; setuid/setgid/sticky bits are dropped.
@@ -52,6 +61,7 @@ struct unpack_options {
     unsigned decoder_threads = 0;      // 0 = std::thread::hardware_concurrency()
     std::uint64_t decoder_memlimit = 512ull << 20;  // lzma_mt memlimit_threading
     std::string source;                // URL or path, for error messages only
+    std::uint64_t max_output_bytes = 0;  // cap on decoded output (see above); 0 = none
 };
 
 class stream_unpacker {

@@ -125,6 +125,10 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->type_name("MODE");
     app.add_option("--jobs,-j", options.jobs, "Artifacts fetched concurrently (default: number of cores)")
         ->type_name("N");
+    app.add_option("--max-expansion", options.max_expansion,
+                   "An archive whose hash is not yet known may unpack to at most N times its size "
+                   "(at least 64 MiB) before it is refused as unsafe (default 20; 0: no limit)")
+        ->type_name("N");
     app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
     app.add_flag("--quiet,-q", options.quiet, "Print only errors");
 }

@@ -57,6 +57,7 @@ struct fetch_options {
     bool json = false;
     bool quiet = false;
     unsigned jobs = 0;
+    unsigned max_expansion = 20;   // --max-expansion (see redist::install_request)
 };
 void add_fetch_flags(CLI::App& app, fetch_options& options);
 

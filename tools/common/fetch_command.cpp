@@ -263,6 +263,7 @@ int run_fetch(const fetch_options& options) {
     req.force = options.force;
     req.tree_link_mode = redist::parse_link_mode(options.link_mode).value();  // validated by CLI11
     req.jobs = options.jobs;
+    req.max_expansion = options.max_expansion;
     req.transfer = options.source.transfer();
     req.sources = options.source.policy();
     req.on_blob_wait = [&](const std::string& component) {
