@@ -2,21 +2,26 @@
 
 #include <fcntl.h>
 #include <linux/fs.h>
-#include <sys/ioctl.h>
+#include <pwd.h>
 #include <sys/file.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
-#include <sstream>
+#include <deque>
+#include <map>
+#include <set>
+#include <utility>
+#include <variant>
 
 #include <simdjson.h>
 
 #include "redist/json_writer.hpp"
-#include "file_lock.hpp"
 #include "redist/verify.hpp"
 
 namespace fs = std::filesystem;
@@ -24,17 +29,360 @@ namespace fs = std::filesystem;
 namespace redist {
 
 namespace {
+
+// A descriptor closed on scope exit. Kept local and small on purpose: the
+// library's shared unique_fd is on its way (lib/posix_file.hpp).
+class fd_holder {
+public:
+    fd_holder() = default;
+    explicit fd_holder(int fd) : fd_(fd) {}
+    fd_holder(const fd_holder&) = delete;
+    fd_holder& operator=(const fd_holder&) = delete;
+    fd_holder(fd_holder&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+    fd_holder& operator=(fd_holder&& other) noexcept {
+        if (this != &other) {
+            if (fd_ >= 0) ::close(fd_);
+            fd_ = std::exchange(other.fd_, -1);
+        }
+        return *this;
+    }
+    ~fd_holder() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    int get() const { return fd_; }
+    int release() { return std::exchange(fd_, -1); }
+    // close(2)'s result matters for files we wrote (NFS, quota).
+    bool close() { return ::close(std::exchange(fd_, -1)) == 0; }
+
+private:
+    int fd_ = -1;
+};
+
 error fs_error(const std::string& what, const fs::path& path, int err) {
     return make_error(error_code::filesystem, what + ": " + std::strerror(err)).with_path(path.string());
 }
+
+std::string octal(unsigned mode) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
+    return buf;
+}
+
+// Files that only we (or root, who can do anything anyway) could have written.
+bool written_by_us(const struct stat& st) {
+    return (st.st_uid == ::geteuid() || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && st.st_nlink == 1;
+}
+
+std::int64_t mtime_ns(const struct stat& st) {
+    return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+std::int64_t ctime_ns(const struct stat& st) {
+    return static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+}
+
+// A name for a temporary file or directory that no other thread or process
+// of ours uses at the same time.
+std::string unique_suffix() {
+    static std::atomic<unsigned> counter{0};
+    return std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+// Reads at most `max_bytes` from fd; nullopt when there is more or reading fails.
+std::optional<std::string> read_bounded(int fd, std::size_t max_bytes) {
+    std::string out;
+    char buffer[1 << 16];
+    for (;;) {
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return std::nullopt;
+        if (n == 0) return out;
+        if (out.size() + static_cast<std::size_t>(n) > max_bytes) return std::nullopt;
+        out.append(buffer, static_cast<std::size_t>(n));
+    }
+}
+
+bool write_all(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+        const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+// Opens (creating) a lock file without following a planted symlink, and
+// insists on a regular file: O_NONBLOCK so that a FIFO cannot block the open.
+result<int> open_lock_file(const fs::path& path) {
+    fd_holder fd(::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return fs_error("cannot open lock file", path, errno);
+    struct stat st{};
+    if (::fstat(fd.get(), &st) != 0) return fs_error("cannot stat lock file", path, errno);
+    if (!S_ISREG(st.st_mode))
+        return make_error(error_code::filesystem, "lock file is not a regular file").with_path(path.string());
+    return fd.release();
+}
+
+// ---- the trust check --------------------------------------------------------------------
+
+// A refused cache: one line that says what is wrong and how to fix it.
+error untrusted(const fs::path& dir, const std::string& why, const std::string& fix) {
+    return make_error(error_code::filesystem, "refusing the cache: " + why + "; " + fix +
+                                                  ", or pass --shared-cache to use a cache shared with other users "
+                                                  "(everything in it is re-verified)")
+        .with_path(dir.string());
+}
+
+// `st` describes the opened directory `dir` of the cache. Without `shared`
+// it must be ours and writable by nobody else: then nobody but us (and
+// root) can add, rename or remove anything in it, which is what lets the
+// rest of this file use paths inside it without racing an attacker.
+result<void> check_trusted_dir(const struct stat& st, const fs::path& dir, bool shared) {
+    if (!S_ISDIR(st.st_mode)) return untrusted(dir, "it is not a directory", "remove it");
+    if (shared) return {};
+    const auto me = ::geteuid();
+    if (st.st_uid != me)
+        return untrusted(dir, "the directory is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " +
+                                  std::to_string(me) + ")",
+                         "run `chown -R " + std::to_string(me) + " " + dir.string() + "`, use another --cache-dir");
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        return untrusted(dir, "the directory is writable by group or others (mode " + octal(st.st_mode) + ")",
+                         "run `chmod go-w " + dir.string() + "`");
+    return {};
+}
+
+struct open_failure {
+    error err;
+    bool refused = false;  // untrusted, as opposed to "could not create"
+};
+
+// Opens (creating) directory `name` below `parent` (its descriptor) without
+// following a symlink, and checks it. A directory we create is ours; with
+// a group-writable umask it is tightened (we may chmod what we created).
+std::variant<fd_holder, open_failure> open_cache_dir(int parent, const char* name, const fs::path& full, bool shared) {
+    const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    bool created = false;
+    fd_holder fd(::openat(parent, name, flags));
+    if (fd.get() < 0 && errno == ENOENT) {
+        if (::mkdirat(parent, name, shared ? 0777 : 0755) == 0) created = true;
+        else if (errno != EEXIST) return open_failure{fs_error("cannot create cache directory", full, errno), false};
+        fd = fd_holder(::openat(parent, name, flags));
+    }
+    if (fd.get() < 0) {
+        if (errno == ELOOP || errno == ENOTDIR)
+            return open_failure{untrusted(full, "it is a symlink or not a directory", "remove it"), true};
+        return open_failure{fs_error("cannot open cache directory", full, errno), false};
+    }
+    struct stat st{};
+    if (::fstat(fd.get(), &st) != 0) return open_failure{fs_error("cannot stat cache directory", full, errno), false};
+    if (created && !shared && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        if (::fchmod(fd.get(), st.st_mode & 07755) == 0) st.st_mode &= 07755;
+    }
+    auto trusted = check_trusted_dir(st, full, shared);
+    if (!trusted.ok()) return open_failure{std::move(trusted).error_value(), true};
+    return fd;
+}
+
+// ---- paths and symlinks inside a tree -----------------------------------------------------
+
+std::vector<std::string> split_path(std::string_view path) {
+    std::vector<std::string> out;
+    while (!path.empty()) {
+        const auto slash = path.find('/');
+        out.emplace_back(path.substr(0, slash));
+        if (slash == std::string_view::npos) break;
+        path.remove_prefix(slash + 1);
+    }
+    return out;
+}
+
+// A tree-relative path: no leading '/', no empty, "." or ".." component, no NUL.
+bool confined_relative(std::string_view path) {
+    if (path.empty() || path.size() > 4096 || path.front() == '/' || path.find('\0') != std::string_view::npos)
+        return false;
+    for (const auto& c : split_path(path))
+        if (c.empty() || c == "." || c == "..") return false;
+    return true;
+}
+
+// Whether symlink `link` (tree-relative) with `target` resolves inside the
+// tree, following the tree's own symlinks (`links`: path -> target) the way
+// the kernel would. A purely lexical check is not enough: with "a -> ." a
+// link "a/up -> .." sits, for the kernel, in the root and leaves the tree.
+bool resolves_inside(const std::string& link, const std::string& target, const std::map<std::string, std::string>& links) {
+    std::vector<std::string> dir = split_path(link);
+    dir.pop_back();
+    std::deque<std::string> todo;
+    auto push_target = [&](const std::string& t) {
+        if (t.empty() || t.front() == '/') return false;
+        const auto parts = split_path(t);
+        todo.insert(todo.begin(), parts.begin(), parts.end());
+        return true;
+    };
+    if (!push_target(target)) return false;
+    int hops = 0;
+    while (!todo.empty()) {
+        std::string c = std::move(todo.front());
+        todo.pop_front();
+        if (c.empty() || c == ".") continue;
+        if (c == "..") {
+            if (dir.empty()) return false;
+            dir.pop_back();
+            continue;
+        }
+        dir.push_back(std::move(c));
+        std::string joined;
+        for (const auto& d : dir) joined += (joined.empty() ? "" : "/") + d;
+        if (auto it = links.find(joined); it != links.end()) {
+            if (++hops > 40) return false;  // the kernel's ELOOP limit
+            dir.pop_back();
+            if (!push_target(it->second)) return false;
+        }
+    }
+    return true;
+}
+
+// ---- copying ----------------------------------------------------------------------------
+
+bool copy_range_rw(int in, int out, off_t off, off_t len) {
+    std::vector<char> buffer(1u << 20);
+    while (len > 0) {
+        const ssize_t n = ::pread(in, buffer.data(), static_cast<std::size_t>(std::min<off_t>(len, 1 << 20)), off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        for (ssize_t done = 0; done < n;) {
+            const ssize_t w = ::pwrite(out, buffer.data() + done, static_cast<std::size_t>(n - done), off + done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) return false;
+            done += w;
+        }
+        off += n;
+        len -= n;
+    }
+    return true;
+}
+
+bool copy_range(int in, int out, off_t off, off_t len) {
+    loff_t in_off = off;
+    loff_t out_off = off;
+    while (len > 0) {
+        const ssize_t n = ::copy_file_range(in, &in_off, out, &out_off, static_cast<std::size_t>(len), 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP))
+            return copy_range_rw(in, out, in_off, len);
+        if (n <= 0) return false;
+        len -= n;
+    }
+    return true;
+}
+
+// Copies the first `size` bytes of `in` into the empty `out`, keeping holes:
+// only the data segments (SEEK_DATA/SEEK_HOLE) are copied, the rest stays a
+// hole (ftruncate). copy_file_range alone is not enough: on ext4 it writes a
+// hole as zeros, and a sparse file would come out of the cache dense.
+bool copy_keeping_holes(int in, int out, off_t size) {
+    off_t pos = 0;
+    while (pos < size) {
+        off_t data = ::lseek(in, pos, SEEK_DATA);
+        if (data < 0) {
+            if (errno == ENXIO) break;  // only a hole remains
+            data = pos;                 // no SEEK_DATA on this filesystem: copy the rest densely
+        }
+        if (data >= size) break;
+        off_t end = ::lseek(in, data, SEEK_HOLE);
+        if (end < 0 || end > size) end = size;
+        if (!copy_range(in, out, data, end - data)) return false;
+        pos = end;
+    }
+    return ::ftruncate(out, size) == 0;
+}
+
+// Places regular file `in` (size bytes) into the new, empty `out`: reflink
+// where allowed and possible, else a copy where allowed.
+bool clone_or_copy(int in, int out, off_t size, bool allow_reflink, bool allow_copy) {
+    if (allow_reflink && ::ioctl(out, FICLONE, in) == 0) return true;
+    return allow_copy && copy_keeping_holes(in, out, size);
+}
+
+std::optional<std::string> hash_fd(int fd) {
+    sha256_hasher hasher;
+    std::vector<char> buffer(1u << 20);
+    for (off_t off = 0;;) {
+        const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return std::nullopt;
+        if (n == 0) return hasher.finish_hex();
+        hasher.update(buffer.data(), static_cast<std::size_t>(n));
+        off += n;
+    }
+}
+
+// Creates the missing directories of `rel`'s parent below `root` (both
+// ours), one component at a time, never through a symlink.
+bool make_parents(const fs::path& root, const std::string& rel) {
+    auto parts = split_path(rel);
+    parts.pop_back();
+    fs::path dir = root;
+    for (const auto& p : parts) {
+        dir /= p;
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+        struct stat st{};
+        if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+    }
+    return true;
+}
+
 }  // namespace
+
+// ---- locating and opening ----------------------------------------------------------------
 
 fs::path default_cache_dir(const std::string& explicit_dir) {
     if (!explicit_dir.empty()) return explicit_dir;
     if (const char* env = std::getenv("REDIST_CACHE_DIR"); env && *env) return env;
-    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return fs::path(xdg) / "redist";
-    if (const char* home = std::getenv("HOME"); home && *home) return fs::path(home) / ".cache" / "redist";
-    return fs::temp_directory_path() / "redist-cache";
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') return fs::path(xdg) / "redist";
+    if (const char* home = std::getenv("HOME"); home && *home == '/') return fs::path(home) / ".cache" / "redist";
+    // HOME unset: the passwd entry says where our home is. Never a fixed path
+    // under /tmp: another user could create it first and own our cache.
+    std::vector<char> buffer(16384);
+    struct passwd pw{};
+    struct passwd* found = nullptr;
+    if (::getpwuid_r(::geteuid(), &pw, buffer.data(), buffer.size(), &found) == 0 && found && found->pw_dir &&
+        found->pw_dir[0] == '/' && std::string_view(found->pw_dir) != "/")
+        return fs::path(found->pw_dir) / ".cache" / "redist";
+    return {};
+}
+
+result<int> open_cache_file(const fs::path& path, cache_file_access how) {
+    int flags = O_CLOEXEC | O_NOFOLLOW;
+    if (how == cache_file_access::create_fresh) {
+        // Whatever sits at the name goes first (a planted symlink is removed,
+        // not followed); O_EXCL then guarantees a file of our own.
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fs_error("cannot replace cache file", path, errno);
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | flags, 0644);
+        if (fd < 0) return fs_error("cannot create cache file", path, errno);
+        return fd;
+    }
+    flags |= O_NONBLOCK | (how == cache_file_access::read ? O_RDONLY : O_WRONLY | O_APPEND);
+    fd_holder fd(::open(path.c_str(), flags));
+    if (fd.get() < 0) {
+        if (errno == ELOOP) return make_error(error_code::filesystem, "cache file is a symlink").with_path(path.string());
+        return fs_error("cannot open cache file", path, errno);
+    }
+    struct stat st{};
+    if (::fstat(fd.get(), &st) != 0) return fs_error("cannot stat cache file", path, errno);
+    if (!S_ISREG(st.st_mode))
+        return make_error(error_code::filesystem, "cache file is not a regular file").with_path(path.string());
+    if (how == cache_file_access::append && (st.st_uid != ::geteuid() || st.st_nlink != 1))
+        return make_error(error_code::filesystem, "cache file is not ours (owner or link count)").with_path(path.string());
+    // Regular files ignore O_NONBLOCK; it was only there so that a FIFO could not block the open.
+    ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+    return fd.release();
+}
+
+bool resumable_cache_file(const fs::path& path, std::uint64_t max_size) {
+    struct stat st{};
+    return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid() &&
+           st.st_size > 0 && static_cast<std::uint64_t>(st.st_size) <= max_size;
 }
 
 blob_lock::blob_lock(blob_lock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
@@ -50,16 +398,77 @@ blob_lock::~blob_lock() {
     if (fd_ >= 0) ::close(fd_);
 }
 
-result<blob_cache> blob_cache::open(const fs::path& root) {
+namespace {
+
+// Creates what is missing and checks every directory of the cache (see
+// "Trust" in cache.hpp). nullopt: all good.
+std::optional<open_failure> prepare_cache_dirs(const fs::path& root, bool shared) {
     std::error_code ec;
-    for (const char* sub : {"blobs/sha256", "locks", "documents"}) {
-        fs::create_directories(root / sub, ec);
-        if (ec) return make_error(error_code::filesystem, "cannot create cache directory: " + ec.message())
-                   .with_path((root / sub).string());
+    if (root.has_parent_path() && root.parent_path() != root) {
+        fs::create_directories(root.parent_path(), ec);
+        if (ec) return open_failure{fs_error("cannot create cache directory", root.parent_path(), ec.value()), false};
+    }
+    auto top = open_cache_dir(AT_FDCWD, root.c_str(), root, shared);
+    if (auto* f = std::get_if<open_failure>(&top)) {
+        // The root's own path is the user's choice and may end in a symlink
+        // they made (~/.cache/redist -> /data/cache): the directory it names
+        // is checked like the others.
+        if (!f->refused) return std::move(*f);
+        fd_holder fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        struct stat st{};
+        if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return std::move(*f);
+        auto trusted = check_trusted_dir(st, root, shared);
+        if (!trusted.ok()) return open_failure{std::move(trusted).error_value(), true};
+        top = std::move(fd);
+    }
+    const int root_fd = std::get<fd_holder>(top).get();
+    for (const char* sub : {"trees", "documents", "locks"}) {
+        auto dir = open_cache_dir(root_fd, sub, root / sub, shared);
+        if (auto* f = std::get_if<open_failure>(&dir)) return std::move(*f);
+    }
+    auto blobs = open_cache_dir(root_fd, "blobs", root / "blobs", shared);
+    if (auto* f = std::get_if<open_failure>(&blobs)) return std::move(*f);
+    auto sha = open_cache_dir(std::get<fd_holder>(blobs).get(), "sha256", root / "blobs" / "sha256", shared);
+    if (auto* f = std::get_if<open_failure>(&sha)) return std::move(*f);
+    return std::nullopt;
+}
+
+std::optional<open_failure> resolve_root(const fs::path& root, fs::path& absolute) {
+    if (root.empty())
+        return open_failure{make_error(error_code::filesystem,
+                                       "no cache directory: HOME is unset and the user has no home directory; "
+                                       "pass --cache-dir DIR (or set REDIST_CACHE_DIR), or --no-cache"),
+                            false};
+    std::error_code ec;
+    absolute = fs::absolute(root, ec).lexically_normal();
+    if (ec) return open_failure{fs_error("cannot resolve cache directory", root, ec.value()), false};
+    if (absolute.filename().empty()) absolute = absolute.parent_path();  // "dir/" -> "dir"
+    return std::nullopt;
+}
+
+}  // namespace
+
+result<blob_cache> blob_cache::open(const fs::path& root, bool shared) {
+    fs::path absolute;
+    if (auto failed = resolve_root(root, absolute)) return std::move(failed->err);
+    if (auto failed = prepare_cache_dirs(absolute, shared)) return std::move(failed->err);
+    blob_cache cache;
+    cache.root_ = absolute;
+    cache.shared_ = shared;
+    return cache;
+}
+
+result<std::optional<blob_cache>> blob_cache::open_if_possible(const fs::path& root, bool shared) {
+    fs::path absolute;
+    if (auto failed = resolve_root(root, absolute)) return std::optional<blob_cache>();
+    if (auto failed = prepare_cache_dirs(absolute, shared)) {
+        if (failed->refused) return std::move(failed->err);
+        return std::optional<blob_cache>();
     }
     blob_cache cache;
-    cache.root_ = fs::absolute(root, ec).lexically_normal();
-    return cache;
+    cache.root_ = absolute;
+    cache.shared_ = shared;
+    return std::optional<blob_cache>(std::move(cache));
 }
 
 fs::path blob_cache::blob_path(const std::string& sha256) const { return root_ / "blobs" / "sha256" / sha256; }
@@ -67,10 +476,25 @@ fs::path blob_cache::partial_path(const std::string& sha256) const {
     return root_ / "blobs" / "sha256" / (sha256 + ".part");
 }
 
+bool blob_cache::has_blob(const std::string& sha256) const {
+    struct stat st{};
+    return is_sha256_hex(sha256) && ::lstat(blob_path(sha256).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
 result<blob_lock> blob_cache::lock_blob(const std::string& sha256, const std::function<void()>& on_wait) const {
-    REDIST_TRY(const int fd, lock_file_exclusive(root_ / "locks" / (sha256 + ".lock"), on_wait));
+    // The digest becomes a file name here first: nothing else may.
+    if (!is_sha256_hex(sha256))
+        return make_error(error_code::bad_manifest, "sha256 is not 64 hex digits: '" + sha256.substr(0, 80) + "'");
+    const fs::path path = root_ / "locks" / (sha256 + ".lock");
+    REDIST_TRY(int fd, open_lock_file(path));
     blob_lock lock;
-    lock.fd_ = fd;
+    lock.fd_ = fd;  // closed by the lock from here on
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return lock;
+    if (errno != EWOULDBLOCK) return fs_error("cannot lock", path, errno);
+    if (on_wait) on_wait();
+    while (::flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) return fs_error("cannot lock", path, errno);
+    }
     return lock;
 }
 
@@ -92,9 +516,11 @@ result<std::vector<cache_entry>> blob_cache::list() const {
             name.resize(name.size() - 5);
         }
         if (!is_sha256_hex(name)) continue;
+        struct stat st{};
+        if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
         e.sha256 = name;
+        e.size = static_cast<std::uint64_t>(st.st_size);
         std::error_code ignored;
-        e.size = entry.file_size(ignored);
         e.last_used = entry.last_write_time(ignored);
         out.push_back(std::move(e));
     }
@@ -104,6 +530,10 @@ result<std::vector<cache_entry>> blob_cache::list() const {
 
 std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
     const fs::path dir = root_ / "trees" / sha256;
+    struct stat st{};
+    // In a shared cache, what others wrote is theirs to remove (and a
+    // recursive delete in a directory others can write is a race we do not run).
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || (shared_ && st.st_uid != ::geteuid())) return 0;
     std::uint64_t bytes = 0;
     std::error_code ec;
     for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
@@ -111,9 +541,8 @@ std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
         if (entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) bytes += entry.file_size(ignored);
     }
     // Rename first, so that no process picks up a half-removed tree.
-    const fs::path doomed = root_ / "trees" / (sha256 + ".stale." + std::to_string(::getpid()));
-    fs::rename(dir, doomed, ec);
-    if (ec) return 0;
+    const fs::path doomed = root_ / "trees" / (sha256 + ".stale." + unique_suffix());
+    if (::rename(dir.c_str(), doomed.c_str()) != 0) return 0;
     fs::remove_all(doomed, ec);
     return bytes;
 }
@@ -125,15 +554,14 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
     for (const auto& e : entries) {
         if (older_than.count() > 0 && now - e.last_used < older_than) continue;
         // Skip blobs that another process is working on right now.
-        const fs::path lock_path = root_ / "locks" / (e.sha256 + ".lock");
-        const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
-        if (fd < 0) continue;
-        if (::flock(fd, LOCK_EX | LOCK_NB) == 0) {
+        auto lock = open_lock_file(root_ / "locks" / (e.sha256 + ".lock"));
+        if (!lock.ok()) continue;
+        fd_holder fd(*lock);
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
             std::error_code ec;
             if (fs::remove(e.partial ? partial_path(e.sha256) : blob_path(e.sha256), ec)) freed += e.size;
             if (!e.partial) freed += remove_tree(e.sha256);
         }
-        ::close(fd);
     }
     // Trees whose archive is gone (pruned above, or deleted by hand).
     std::error_code ec;
@@ -149,29 +577,25 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
 
 void blob_cache::store_document(const std::string& url, const std::string& body) const noexcept {
     const fs::path path = root_ / "documents" / sha256_hex(url);
-    const fs::path tmp = path.string() + ".tmp." + std::to_string(::getpid());
-    {
-        std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-        out << body;
-        if (!out) return;
-    }
-    std::error_code ec;
-    fs::rename(tmp, path, ec);
+    const fs::path tmp = path.string() + ".tmp." + unique_suffix();
+    fd_holder fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return;
+    const bool written = write_all(fd.get(), body);
+    if (!fd.close() || !written || ::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
 }
 
-std::optional<std::string> blob_cache::load_document(const std::string& url) const {
-    std::ifstream in(root_ / "documents" / sha256_hex(url), std::ios::binary);
-    if (!in) return std::nullopt;
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
+std::optional<std::string> blob_cache::load_document(const std::string& url, std::size_t max_bytes) const {
+    // A document is input like any download: no symlinks, no FIFOs, bounded,
+    // and, in a shared cache, only what we wrote (a manifest decides which
+    // hashes are trusted, so one planted by another user must not be used).
+    auto opened = open_cache_file(root_ / "documents" / sha256_hex(url), cache_file_access::read);
+    if (!opened.ok()) return std::nullopt;
+    fd_holder fd(*opened);
+    struct stat st{};
+    if (::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
+    if (shared_ && !written_by_us(st)) return std::nullopt;
+    return read_bounded(fd.get(), max_bytes);
 }
-
-}  // namespace redist
-
-// ---- extracted trees ------------------------------------------------------------------
-
-namespace redist {
 
 result<link_mode> parse_link_mode(std::string_view text) {
     if (text == "auto") return link_mode::auto_select;
@@ -181,170 +605,292 @@ result<link_mode> parse_link_mode(std::string_view text) {
     return make_error(error_code::usage, "--link-mode is auto, reflink, hardlink or copy, not '" + std::string(text) + "'");
 }
 
+}  // namespace redist
+
+// ---- extracted trees ------------------------------------------------------------------
+
+namespace redist {
+
 namespace {
 
-std::int64_t mtime_ns(const struct stat& st) {
-    return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+constexpr int k_tree_format = 2;  // 1 (a bare array, hard links to a prefix) is dropped and rebuilt
+constexpr std::size_t k_max_tree_list = 64u << 20;
+
+struct tree_record {
+    installed_file file;
+    std::uint64_t ino = 0;     // of the cache's copy: a replaced file has another inode
+    std::int64_t mtime = 0;    // of the cache's copy
+    std::int64_t ctime = 0;    // of the cache's copy: any write, chmod or utime changes it
+};
+
+struct tree_list {
+    std::string archive;       // the blob it came from: a tree moved to another name is refused
+    bool hardlinked = false;   // hard-linked out once: ctime is no longer meaningful
+    std::vector<tree_record> files;
+};
+
+std::string tree_list_json(const tree_list& list) {
+    json_writer w(0);
+    w.begin_object().field("format", k_tree_format).field("archive", list.archive).field("hardlinked", list.hardlinked);
+    w.key("files").begin_array();
+    for (const auto& r : list.files) {
+        const auto& f = r.file;
+        w.begin_object().field("path", f.path).field("type", f.kind == entry_kind::symlink ? "symlink" : "file");
+        w.field("size", f.size).field("sha256", f.sha256).field("target", f.link_target).field("mode", f.mode);
+        w.field("ino", r.ino).field("mtime_ns", r.mtime).field("ctime_ns", r.ctime).end_object();
+    }
+    w.end_array().end_object();
+    return w.str();
 }
 
-// Copies a regular file: reflink if asked/possible, else copy_file_range.
-bool clone_or_copy(const fs::path& from, const fs::path& to, unsigned mode, bool allow_reflink, bool allow_copy) {
-    const int in = ::open(from.c_str(), O_RDONLY | O_CLOEXEC);
-    if (in < 0) return false;
-    const int out = ::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    if (out < 0) {
-        ::close(in);
-        return false;
+// simdjson On-Demand: each value is read once, in document order.
+bool parse_tree_record(simdjson::ondemand::object obj, tree_record& r) {
+    installed_file& f = r.file;
+    for (auto field : obj) {
+        std::string_view key;
+        std::string_view sv;
+        std::uint64_t n = 0;
+        std::int64_t i = 0;
+        if (field.unescaped_key().get(key)) return false;
+        auto v = field.value();
+        if (key == "path") { if (v.get_string().get(sv)) return false; f.path = sv; }
+        else if (key == "type") {
+            if (v.get_string().get(sv) || (sv != "symlink" && sv != "file")) return false;
+            f.kind = sv == "symlink" ? entry_kind::symlink : entry_kind::regular;
+        }
+        else if (key == "size") { if (v.get_uint64().get(n)) return false; f.size = n; }
+        else if (key == "sha256") { if (v.get_string().get(sv)) return false; f.sha256 = sv; }
+        else if (key == "target") { if (v.get_string().get(sv)) return false; f.link_target = sv; }
+        else if (key == "mode") { if (v.get_uint64().get(n) || n > 07777) return false; f.mode = static_cast<unsigned>(n); }
+        else if (key == "ino") { if (v.get_uint64().get(n)) return false; r.ino = n; }
+        else if (key == "mtime_ns") { if (v.get_int64().get(i)) return false; r.mtime = i; }
+        else if (key == "ctime_ns") { if (v.get_int64().get(i)) return false; r.ctime = i; }
+        else return false;
     }
-    bool ok = allow_reflink && ::ioctl(out, FICLONE, in) == 0;
-    if (!ok && allow_copy) {
-        struct stat st{};
-        ok = ::fstat(in, &st) == 0;
-        off_t remaining = ok ? st.st_size : 0;
-        while (ok && remaining > 0) {
-            const ssize_t n = ::copy_file_range(in, nullptr, out, nullptr, static_cast<std::size_t>(remaining), 0);
-            if (n < 0 && errno == EINTR) continue;
-            if (n <= 0) ok = false;
-            else remaining -= n;
+    return true;
+}
+
+std::optional<tree_list> parse_tree_list(const std::string& text) {
+    simdjson::ondemand::parser parser;
+    simdjson::padded_string padded(text);
+    simdjson::ondemand::document doc;
+    simdjson::ondemand::object top;
+    if (parser.iterate(padded).get(doc) || doc.get_object().get(top)) return std::nullopt;
+    tree_list list;
+    std::int64_t format = 0;
+    for (auto field : top) {
+        std::string_view key;
+        if (field.unescaped_key().get(key)) return std::nullopt;
+        auto v = field.value();
+        if (key == "format") {
+            if (v.get_int64().get(format)) return std::nullopt;
+        } else if (key == "archive") {
+            std::string_view sv;
+            if (v.get_string().get(sv)) return std::nullopt;
+            list.archive = sv;
+        } else if (key == "hardlinked") {
+            if (v.get_bool().get(list.hardlinked)) return std::nullopt;
+        } else if (key == "files") {
+            simdjson::ondemand::array items;
+            if (v.get_array().get(items)) return std::nullopt;
+            for (auto item : items) {
+                simdjson::ondemand::object obj;
+                tree_record r;
+                if (item.get_object().get(obj) || !parse_tree_record(obj, r)) return std::nullopt;
+                list.files.push_back(std::move(r));
+            }
+        } else {
+            return std::nullopt;
         }
     }
-    ok = ok && ::fchmod(out, mode & 0777) == 0;
-    ::close(in);
-    if (::close(out) != 0) ok = false;
-    if (!ok) ::unlink(to.c_str());
-    return ok;
+    if (format != k_tree_format) return std::nullopt;
+    return list;
+}
+
+// Every path stays in the tree and is listed once, nothing sits below a
+// symlink (placing it would write through the link), files have a digest,
+// and every symlink target is relative and resolves inside the tree.
+bool valid_tree_list(const tree_list& list, const std::string& sha256) {
+    if (list.archive != sha256) return false;
+    std::map<std::string, std::string> links;
+    std::set<std::string> seen;
+    for (const auto& r : list.files) {
+        const auto& f = r.file;
+        if (!confined_relative(f.path) || !seen.insert(f.path).second) return false;
+        if (f.kind == entry_kind::symlink) links.emplace(f.path, f.link_target);
+        else if (!is_sha256_hex(f.sha256) || !f.link_target.empty()) return false;
+    }
+    for (const auto& r : list.files) {
+        const auto& f = r.file;
+        for (auto slash = f.path.find('/'); slash != std::string::npos; slash = f.path.find('/', slash + 1))
+            if (links.count(f.path.substr(0, slash))) return false;
+        if (f.kind == entry_kind::symlink && !resolves_inside(f.path, f.link_target, links)) return false;
+    }
+    return true;
+}
+
+// Writes `text` as `path` atomically, through a new file in the same directory.
+bool replace_file(const fs::path& path, const std::string& text) {
+    const fs::path tmp = path.string() + ".tmp." + unique_suffix();
+    fd_holder fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return false;
+    const bool written = write_all(fd.get(), text);
+    if (!fd.close() || !written || ::rename(tmp.c_str(), path.c_str()) != 0) {
+        ::unlink(tmp.c_str());
+        return false;
+    }
+    return true;
 }
 
 }  // namespace
 
 void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
                             const std::vector<installed_file>& files) const noexcept {
-    const fs::path trees = root_ / "trees";
-    const fs::path final_dir = trees / sha256;
-    const fs::path tmp = trees / (sha256 + ".partial." + std::to_string(::getpid()));
-    std::error_code ec;
-    if (fs::exists(final_dir, ec)) return;
-    fs::remove_all(tmp, ec);
-    fs::create_directories(tmp, ec);
-    if (ec) return;
-    json_writer w(0);
-    w.begin_array();
-    for (const auto& f : files) {
-        const fs::path from = stage / f.path;
-        const fs::path to = tmp / f.path;
-        fs::create_directories(to.parent_path(), ec);
+    try {
+        if (!is_sha256_hex(sha256)) return;
+        const fs::path final_dir = root_ / "trees" / sha256;
         struct stat st{};
-        if (ec || ::lstat(from.c_str(), &st) != 0) {
+        if (::lstat(final_dir.c_str(), &st) == 0) return;
+        const fs::path tmp = root_ / "trees" / (sha256 + ".partial." + unique_suffix());
+        if (::mkdir(tmp.c_str(), 0755) != 0) return;
+        auto abandon = [&] {
+            std::error_code ec;
             fs::remove_all(tmp, ec);
-            return;
-        }
-        if (f.kind == entry_kind::symlink) {
-            if (::symlink(f.link_target.c_str(), to.c_str()) != 0) {
-                fs::remove_all(tmp, ec);
-                return;
+        };
+        tree_list list;
+        list.archive = sha256;
+        for (const auto& f : files) list.files.push_back(tree_record{f, 0, 0, 0});
+        if (!valid_tree_list(list, sha256)) return abandon();
+        for (auto& r : list.files) {
+            const installed_file& f = r.file;
+            if (!make_parents(tmp, f.path)) return abandon();
+            const fs::path to = tmp / f.path;
+            if (f.kind == entry_kind::symlink) {
+                if (::symlink(f.link_target.c_str(), to.c_str()) != 0) return abandon();
+                continue;
             }
-        } else if (::link(from.c_str(), to.c_str()) != 0) {
-            fs::remove_all(tmp, ec);  // EXDEV: cache on another filesystem; a copy would double the cold cost
-            return;
+            // A copy (or reflink), never a hard link: the stage becomes the
+            // prefix, and the prefix must not share inodes with the cache.
+            fd_holder in(::open((stage / f.path).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+            struct stat in_st{};
+            if (in.get() < 0 || ::fstat(in.get(), &in_st) != 0 || !S_ISREG(in_st.st_mode) ||
+                static_cast<std::uint64_t>(in_st.st_size) != f.size)
+                return abandon();
+            fd_holder out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+            if (out.get() < 0 || !clone_or_copy(in.get(), out.get(), in_st.st_size, true, true)) return abandon();
+            // Whatever the archive said, nobody else may write the cache's copy.
+            struct stat out_st{};
+            if (::fchmod(out.get(), (f.mode & 0755) | 0400) != 0 || ::fstat(out.get(), &out_st) != 0) return abandon();
+            r.ino = static_cast<std::uint64_t>(out_st.st_ino);
+            r.mtime = mtime_ns(out_st);
+            r.ctime = ctime_ns(out_st);
+            if (!out.close()) return abandon();
         }
-        w.begin_object().field("path", f.path).field("type", f.kind == entry_kind::symlink ? "symlink" : "file");
-        w.field("size", f.size).field("sha256", f.sha256).field("target", f.link_target).field("mode", f.mode);
-        w.field("mtime_ns", mtime_ns(st)).end_object();
+        // The list is written before the directory is renamed into place, so a
+        // tree under its final name always has a list.
+        fd_holder out(::open((tmp / ".redist-tree.json").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                             0644));
+        if (out.get() < 0) return abandon();
+        const bool written = write_all(out.get(), tree_list_json(list));
+        if (!out.close() || !written || ::rename(tmp.c_str(), final_dir.c_str()) != 0) return abandon();
+    } catch (...) {
+        // Best effort (std::bad_alloc): no tree is recorded.
     }
-    w.end_array();
-    // The list is written before the directory is renamed into place, so a
-    // tree under its final name always has a list.
-    std::ofstream out(tmp / ".redist-tree.json", std::ios::binary | std::ios::trunc);
-    out << w.str();
-    out.close();
-    if (!out) {
-        fs::remove_all(tmp, ec);
-        return;
-    }
-    if (::rename(tmp.c_str(), final_dir.c_str()) != 0) fs::remove_all(tmp, ec);
 }
 
 result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(const std::string& sha256,
                                                                                 const fs::path& stage,
                                                                                 link_mode mode) const {
+    using outcome = std::optional<std::vector<installed_file>>;
+    if (!is_sha256_hex(sha256)) return outcome();
     const fs::path dir = root_ / "trees" / sha256;
-    std::ifstream in(dir / ".redist-tree.json", std::ios::binary);
-    if (!in) return std::optional<std::vector<installed_file>>();
-    std::ostringstream ss;
-    ss << in.rdbuf();
-    const std::string text = ss.str();
+    const fs::path list_path = dir / ".redist-tree.json";
+    struct stat dir_st{};
+    if (::lstat(dir.c_str(), &dir_st) != 0) return outcome();
 
-    auto drop = [&]() -> result<std::optional<std::vector<installed_file>>> {
-        // Rename first so that no process ever uses a half-removed tree.
+    // An untrusted or stale tree: the caller unpacks the archive instead.
+    auto reject = [&]() -> result<outcome> {
         std::error_code ec;
-        const fs::path doomed = root_ / "trees" / (sha256 + ".stale." + std::to_string(::getpid()));
-        fs::rename(dir, doomed, ec);
-        fs::remove_all(doomed, ec);
         fs::remove_all(stage, ec);
         fs::create_directories(stage, ec);
-        return std::optional<std::vector<installed_file>>();
+        if (!shared_) remove_tree(sha256);
+        return outcome();
+    };
+    auto stage_error = [&](const char* what, const fs::path& path) -> result<outcome> {
+        return fs_error(what, path, errno);
     };
 
-    simdjson::ondemand::parser parser;
-    simdjson::padded_string padded(text);
-    simdjson::ondemand::document doc;
-    simdjson::ondemand::array items;
-    if (parser.iterate(padded).get(doc) || doc.get_array().get(items)) return drop();
-    std::vector<installed_file> files;
-    for (auto item : items) {
-        simdjson::ondemand::object obj;
-        if (item.get_object().get(obj)) return drop();
-        installed_file f;
-        std::int64_t recorded_mtime = 0;
-        for (auto field : obj) {
-            std::string_view key;
-            std::string_view sv;
-            std::uint64_t n = 0;
-            std::int64_t i = 0;
-            if (field.unescaped_key().get(key)) return drop();
-            auto v = field.value();
-            if (key == "path") { if (v.get_string().get(sv)) return drop(); f.path = sv; }
-            else if (key == "type") { if (v.get_string().get(sv)) return drop(); f.kind = sv == "symlink" ? entry_kind::symlink : entry_kind::regular; }
-            else if (key == "size") { if (v.get_uint64().get(n)) return drop(); f.size = n; }
-            else if (key == "sha256") { if (v.get_string().get(sv)) return drop(); f.sha256 = sv; }
-            else if (key == "target") { if (v.get_string().get(sv)) return drop(); f.link_target = sv; }
-            else if (key == "mode") { if (v.get_uint64().get(n)) return drop(); f.mode = static_cast<unsigned>(n); }
-            else if (key == "mtime_ns") { if (v.get_int64().get(i)) return drop(); recorded_mtime = i; }
-        }
-        if (f.path.empty() || f.path.front() == '/' || f.path.find("..") != std::string::npos) return drop();
-        const fs::path from = dir / f.path;
+    // The list decides what gets installed, so it must be one we wrote: in
+    // a directory and a file owned by us (or root) that nobody else can
+    // write, not a link to somebody else's file.
+    if (!S_ISDIR(dir_st.st_mode) || (dir_st.st_uid != ::geteuid() && dir_st.st_uid != 0) ||
+        (dir_st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        return reject();
+    auto opened = open_cache_file(list_path, cache_file_access::read);
+    if (!opened.ok()) return reject();
+    std::optional<tree_list> list;
+    {
+        fd_holder fd(*opened);
+        struct stat st{};
+        if (::fstat(fd.get(), &st) != 0 || !written_by_us(st)) return reject();
+        const auto text = read_bounded(fd.get(), k_max_tree_list);
+        if (!text) return reject();
+        list = parse_tree_list(*text);
+    }
+    if (!list || !valid_tree_list(*list, sha256)) return reject();
+
+    // Hard links would hand files others may write to the prefix in a shared cache.
+    const bool hardlink = mode == link_mode::hardlink && !shared_;
+    for (const auto& r : list->files) {
+        const installed_file& f = r.file;
         const fs::path to = stage / f.path;
         std::error_code ec;
-        fs::create_directories(to.parent_path(), ec);
+        fs::create_directories(to.parent_path(), ec);  // in our stage; no listed path is below a symlink
         if (ec) return make_error(error_code::filesystem, "cannot create directory: " + ec.message())
                    .with_path(to.parent_path().string());
-        struct stat st{};
-        if (::lstat(from.c_str(), &st) != 0) return drop();
         if (f.kind == entry_kind::symlink) {
-            std::error_code rec;
-            if (!S_ISLNK(st.st_mode) || fs::read_symlink(from, rec).string() != f.link_target) return drop();
-            if (::symlink(f.link_target.c_str(), to.c_str()) != 0)
-                return make_error(error_code::filesystem, std::string("cannot create symlink: ") + std::strerror(errno))
-                    .with_path(to.string());
-        } else {
-            // The tree was built from a hash-verified archive; a changed size
-            // or mtime means somebody wrote to it (e.g. through a hardlink).
-            if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != f.size || mtime_ns(st) != recorded_mtime)
-                return drop();
-            bool placed = false;
-            if (mode == link_mode::hardlink) {
-                placed = ::link(from.c_str(), to.c_str()) == 0;
-            } else {
-                placed = clone_or_copy(from, to, f.mode, mode != link_mode::copy, mode != link_mode::reflink);
-            }
-            if (!placed)
-                return make_error(error_code::filesystem, std::string("cannot place file from the cache: ") +
-                                                              std::strerror(errno))
-                    .with_path(to.string());
+            // Made from the (validated) list, not copied from the tree.
+            if (::symlink(f.link_target.c_str(), to.c_str()) != 0) return stage_error("cannot create symlink", to);
+            continue;
         }
-        files.push_back(std::move(f));
+        auto source = open_cache_file(dir / f.path, cache_file_access::read);
+        if (!source.ok()) return reject();
+        fd_holder in(*source);
+        struct stat st{};
+        if (::fstat(in.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != f.size) return reject();
+        // Not shared, the cache is ours (checked by open): nobody but us and
+        // root could have written this file. What remains are our own (or
+        // root's) edits, and those change the ctime even when the size and
+        // mtime are put back; a replaced file has another inode. Shared, the
+        // copy placed in the stage is re-hashed below instead.
+        if (!shared_ && (st.st_ino != r.ino || mtime_ns(st) != r.mtime || (!list->hardlinked && ctime_ns(st) != r.ctime)))
+            return reject();
+        if (hardlink) {
+            if (::link((dir / f.path).c_str(), to.c_str()) != 0) return stage_error("cannot place file from the cache", to);
+            continue;
+        }
+        fd_holder out(::open(to.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        if (out.get() < 0) return stage_error("cannot place file from the cache", to);
+        if (!clone_or_copy(in.get(), out.get(), st.st_size, mode != link_mode::copy, mode != link_mode::reflink))
+            return stage_error("cannot place file from the cache", to);
+        if (shared_) {
+            // The copy is ours now: hashing it (not the cache's file) leaves
+            // no window for a swap between the check and the use.
+            const auto digest = hash_fd(out.get());
+            if (!digest || *digest != f.sha256) return reject();
+        }
+        if (::fchmod(out.get(), f.mode & 0777) != 0 || !out.close())
+            return stage_error("cannot place file from the cache", to);
     }
-    return std::optional<std::vector<installed_file>>(std::move(files));
+    if (hardlink && !list->hardlinked) {
+        // From now on the tree shares inodes with a prefix: see link_mode.
+        list->hardlinked = true;
+        if (!replace_file(list_path, tree_list_json(*list))) remove_tree(sha256);
+    }
+    std::vector<installed_file> files;
+    files.reserve(list->files.size());
+    for (auto& r : list->files) files.push_back(std::move(r.file));
+    return outcome(std::move(files));
 }
 
 }  // namespace redist

@@ -57,11 +57,11 @@ std::string label_from_manifest_name(std::string_view url) {
     return {};
 }
 
-std::optional<blob_cache> open_cache(const source_policy& sources) {
-    if (!sources.cache_dir) return std::nullopt;
-    auto cache = blob_cache::open(*sources.cache_dir);
-    if (!cache.ok()) return std::nullopt;  // a broken cache must not break installs
-    return std::move(cache).value();
+// A cache that cannot be created is no cache ("a broken cache must not break
+// installs"); one that exists but cannot be trusted is an error.
+result<std::optional<blob_cache>> open_cache(const source_policy& sources) {
+    if (!sources.cache_dir) return std::optional<blob_cache>();
+    return blob_cache::open_if_possible(*sources.cache_dir, sources.shared_cache);
 }
 
 // Sleeps before retry `attempt` (1-based): exponential backoff with jitter,
@@ -133,7 +133,7 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
 
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
                                                const transfer_options& options, const source_policy& sources) {
-    const auto cache = open_cache(sources);
+    REDIST_TRY(const auto cache, open_cache(sources));
     std::optional<error> last_error;
     for (const auto& base : bases_in_order(sources, base_url)) {
         const std::string url = index_url(base, product);
@@ -170,7 +170,7 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
 }
 
 result<resolved_release> resolve_release(const release_request& request, const transfer_options& options) {
-    const auto cache = open_cache(request.sources);
+    REDIST_TRY(const auto cache, open_cache(request.sources));
     resolved_release out;
     std::string text;
     if (!request.manifest_location.empty()) {
@@ -196,8 +196,9 @@ result<resolved_release> resolve_release(const release_request& request, const t
                     continue;
                 }
             }
-            auto labels = list_versions(base, request.product, options, source_policy{{}, request.sources.cache_dir,
-                                                                                      request.sources.offline});
+            source_policy index_sources{{}, request.sources.cache_dir, request.sources.offline};
+            index_sources.shared_cache = request.sources.shared_cache;
+            auto labels = list_versions(base, request.product, options, index_sources);
             if (!labels.ok()) {
                 last_error = std::move(labels).error_value();
                 continue;
@@ -322,17 +323,8 @@ public:
         paused_mid_download_ = false;
         part_dropped_ = false;
         if (!part_path_.empty()) {
-            // A fresh file of our own: whatever sits at that name (a stale
-            // .part, or a link planted in a shared cache) is unlinked, never
-            // truncated or written through.
-            if (::unlink(part_path_.c_str()) != 0 && errno != ENOENT)
-                return make_error(error_code::filesystem, std::string("cannot replace cache file: ") +
-                                                              std::strerror(errno))
-                    .with_path(part_path_.string());
-            part_fd_ = ::open(part_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
-            if (part_fd_ < 0)
-                return make_error(error_code::filesystem, std::string("cannot write cache file: ") + std::strerror(errno))
-                    .with_path(part_path_.string());
+            // Never through a planted symlink: a new file of our own.
+            REDIST_TRY(part_fd_, open_cache_file(part_path_, cache_file_access::create_fresh));
         }
         return {};
     }
@@ -344,34 +336,27 @@ public:
     // its bytes go through hash and unpack first. Returns false when there is
     // nothing usable to resume.
     result<bool> resume_from_part_file() {
-        struct stat st{};
-        if (part_path_.empty() || ::lstat(part_path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode) ||
-            st.st_size <= 0 || static_cast<std::uint64_t>(st.st_size) > artifact_.size)
-            return false;
+        // Only a regular file of ours, with one link, is resumed.
+        if (part_path_.empty() || !resumable_cache_file(part_path_, artifact_.size)) return false;
         const std::string keep = part_path_.string();
         part_path_.clear();  // restart() must not truncate the bytes we are about to replay
         auto started = restart();
         part_path_ = keep;
         REDIST_TRY_VOID(started);
         REDIST_TRY_VOID(feed_file(part_path_, /*tee=*/false));
-        part_fd_ = ::open(part_path_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
-        if (part_fd_ < 0)
-            return make_error(error_code::filesystem, std::string("cannot write cache file: ") + std::strerror(errno))
-                .with_path(part_path_.string());
+        REDIST_TRY(part_fd_, open_cache_file(part_path_, cache_file_access::append));
         return true;
     }
 
     // Streams a local file (a cached blob or a .part) through the pipeline.
     result<void> feed_file(const fs::path& path, bool tee) {
-        const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-        if (fd < 0) return make_error(error_code::filesystem, std::string("cannot open: ") + std::strerror(errno))
-                        .with_path(path.string());
-        struct stat st{};
-        if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-            ::close(fd);
-            // Not what we wrote there: treated like corrupt bytes (dropped, fetched again).
-            return make_error(error_code::integrity, "cache entry is not a regular file").with_path(path.string());
-        }
+        // O_NOFOLLOW, regular files only. Anything else is not what we wrote
+        // there: treated like corrupt bytes (dropped, fetched again).
+        auto opened = open_cache_file(path, cache_file_access::read);
+        if (!opened.ok())
+            return make_error(error_code::integrity, "unusable cache entry: " + opened.error_value().message)
+                .with_path(path.string());
+        const int fd = *opened;
         ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
         std::vector<std::byte> buffer(1u << 20);
         const int saved_part_fd = part_fd_;
@@ -592,7 +577,7 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
     std::optional<error> last_error;
 
     // 1. A verified blob in the cache: re-verified while it is unpacked.
-    if (cache && fs::exists(cache->blob_path(a.sha256))) {
+    if (cache && cache->has_blob(a.sha256)) {  // a regular file, not a planted symlink or FIFO
         const fs::path blob_file = cache->blob_path(a.sha256);
         auto restarted = pipeline.restart();
         if (!restarted.ok()) return fail(std::move(restarted).error_value());
@@ -796,7 +781,7 @@ result<install_report> install(const install_request& request) {
         todo.push_back(i);
     }
 
-    const auto cache = open_cache(request.sources);
+    REDIST_TRY(const auto cache, open_cache(request.sources));
 
     // A small pool: each worker takes the next artifact. Each artifact's own
     // pipeline already runs on several threads (see unpack.hpp).

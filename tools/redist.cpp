@@ -6,6 +6,7 @@
 #include <set>
 
 #include "common/cli.hpp"
+#include "common/printable.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
 #include "redist/json_writer.hpp"
@@ -26,7 +27,7 @@ int cmd_versions(const std::string& product, const source_options& source, bool 
         w.end_array();
         std::printf("%s\n", w.str().c_str());
     } else {
-        for (const auto& l : *labels) std::printf("%s\n", l.c_str());
+        for (const auto& l : *labels) std::printf("%s\n", printable(l).c_str());
     }
     return 0;
 }
@@ -99,15 +100,15 @@ int cmd_show(const show_args& args) {
         return 0;
     }
 
-    std::printf("%s %s", release->product.c_str(), release->label.c_str());
-    if (!m.release_date.empty()) std::printf(" (released %s)", m.release_date.c_str());
-    std::printf("\n%s\n\n", redist::sanitize_url(release->manifest_url).c_str());
+    std::printf("%s %s", printable(release->product).c_str(), printable(release->label).c_str());
+    if (!m.release_date.empty()) std::printf(" (released %s)", printable(m.release_date).c_str());
+    std::printf("\n%s\n\n", printable(redist::sanitize_url(release->manifest_url)).c_str());
     std::printf("%-28s %-14s %-16s %-8s %10s  %s\n", "COMPONENT", "VERSION", "PLATFORM", "VARIANT", "SIZE", "FORMAT");
     std::uint64_t total = 0;
     for (const auto& [c, a] : rows) {
         total += a->size;
-        std::printf("%-28s %-14s %-16s %-8s %10s  %s\n", a->component.c_str(), c->version.c_str(),
-                    a->platform.c_str(), a->variant ? a->variant->c_str() : "-", human_size(a->size).c_str(),
+        std::printf("%-28s %-14s %-16s %-8s %10s  %s\n", printable(a->component).c_str(), printable(c->version).c_str(),
+                    printable(a->platform).c_str(), a->variant ? printable(*a->variant).c_str() : "-", human_size(a->size).c_str(),
                     redist::to_string(a->format));
     }
     std::printf("\n%zu artifacts, %s in all\n", rows.size(), human_size(total).c_str());
@@ -118,7 +119,7 @@ int cmd_verify(const std::string& prefix, bool json) {
     if (redist::commit_pending(prefix))
         std::fprintf(stderr, "%s: warning: %s: an interrupted commit is pending; the next `redist fetch` or "
                              "`redist remove` on this prefix completes it\n",
-                     tool_name.c_str(), prefix.c_str());
+                     tool_name.c_str(), printable(prefix).c_str());
     auto problems = redist::verify_prefix(prefix);
     if (!problems.ok()) return report_error(problems.error_value());
     auto receipts = redist::read_receipts(prefix);
@@ -141,13 +142,13 @@ int cmd_verify(const std::string& prefix, bool json) {
         std::printf("%s\n", w.str().c_str());
     } else {
         for (const auto& p : *problems)
-            std::printf("%s: %s: %s\n", p.component.c_str(), p.path.c_str(), p.what.c_str());
+            std::printf("%s: %s: %s\n", printable(p.component).c_str(), printable(p.path).c_str(), printable(p.what).c_str());
         std::size_t files = 0;
         for (const auto& r : *receipts) files += r.files.size();
         if (problems->empty())
-            std::printf("%s: %zu components, %zu files: all match their receipts\n", prefix.c_str(), receipts->size(), files);
+            std::printf("%s: %zu components, %zu files: all match their receipts\n", printable(prefix).c_str(), receipts->size(), files);
         else
-            std::printf("%s: %zu of %zu files differ from their receipts\n", prefix.c_str(), problems->size(), files);
+            std::printf("%s: %zu of %zu files differ from their receipts\n", printable(prefix).c_str(), problems->size(), files);
     }
     return problems->empty() ? 0 : redist::exit_code_for(redist::error_code::integrity);
 }
@@ -155,7 +156,7 @@ int cmd_verify(const std::string& prefix, bool json) {
 int cmd_remove(const std::string& prefix, const std::string& product, const std::vector<std::string>& components,
                bool quiet) {
     auto lock = redist::prefix_lock::acquire(prefix, [&] {
-        std::fprintf(stderr, "%s: waiting for lock on %s\n", tool_name.c_str(), prefix.c_str());
+        std::fprintf(stderr, "%s: waiting for lock on %s\n", tool_name.c_str(), printable(prefix).c_str());
     });
     if (!lock.ok()) return report_error(lock.error_value());
     // One transaction for all of them: the receipts are read once.
@@ -171,7 +172,7 @@ int cmd_remove(const std::string& prefix, const std::string& product, const std:
     auto removed = redist::remove_components(*lock, targets);
     if (!removed.ok()) return report_error(removed.error_value());
     if (!quiet)
-        for (const auto& t : targets) std::printf("removed %s from %s\n", t.component.c_str(), prefix.c_str());
+        for (const auto& t : targets) std::printf("removed %s from %s\n", printable(t.component).c_str(), printable(prefix).c_str());
     return 0;
 }
 
@@ -238,8 +239,8 @@ int cmd_lock(const lock_args& args) {
         return report_error(redist::make_error(redist::error_code::filesystem, "cannot write lock file")
                                 .with_path(args.output));
     }
-    std::printf("locked %s %s: %zu artifacts -> %s\n", lock.product.c_str(), lock.release_label.c_str(),
-                lock.artifacts.size(), args.output.c_str());
+    std::printf("locked %s %s: %zu artifacts -> %s\n", printable(lock.product).c_str(),
+                printable(lock.release_label).c_str(), lock.artifacts.size(), printable(args.output).c_str());
     return 0;
 }
 
@@ -260,13 +261,14 @@ std::optional<std::chrono::seconds> parse_duration(const std::string& text) {
     return std::chrono::seconds(static_cast<long long>(n * scale));
 }
 
-int cmd_cache(const std::string& action, const std::string& cache_dir, const std::string& older_than, bool json) {
+int cmd_cache(const std::string& action, const std::string& cache_dir, const std::string& older_than, bool json,
+              bool shared) {
     const auto root = redist::default_cache_dir(cache_dir);
-    if (action == "dir") {
+    if (action == "dir" && !root.empty()) {  // no home: open() below says why
         std::printf("%s\n", root.c_str());
         return 0;
     }
-    auto cache = redist::blob_cache::open(root);
+    auto cache = redist::blob_cache::open(root, shared);
     if (!cache.ok()) return report_error(cache.error_value());
     if (action == "list") {
         auto entries = cache->list();
@@ -287,7 +289,7 @@ int cmd_cache(const std::string& action, const std::string& cache_dir, const std
         }
         w.end_array();
         if (json) std::printf("%s\n", w.str().c_str());
-        else std::printf("%zu entries, %s in %s\n", entries->size(), human_size(total).c_str(), root.c_str());
+        else std::printf("%zu entries, %s in %s\n", entries->size(), human_size(total).c_str(), printable(root.string()).c_str());
         return 0;
     }
     // prune
@@ -302,7 +304,7 @@ int cmd_cache(const std::string& action, const std::string& cache_dir, const std
     }
     auto freed = cache->prune(age);
     if (!freed.ok()) return report_error(freed.error_value());
-    std::printf("freed %s in %s\n", human_size(*freed).c_str(), root.c_str());
+    std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
     return 0;
 }
 
@@ -394,6 +396,8 @@ int main(int argc, char** argv) {
     cache_cmd->add_option("--older-than", cache_older_than, "prune: only entries unused for this long (30d, 12h, ...)")
         ->type_name("D");
     cache_cmd->add_flag("--json", cache_json, "list: print JSON");
+    bool cache_shared = false;
+    cache_cmd->add_flag("--shared-cache", cache_shared, "The cache may belong to other users (see fetch --shared-cache)");
     cache_cmd->footer("\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
                       "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
                       "processes and to delete at any time.\n\n" + std::string(exit_code_help));
@@ -432,7 +436,7 @@ int main(int argc, char** argv) {
             return run_fetch(fetch);
         }
         if (*lock_cmd) return cmd_lock(lock);
-        if (*cache_cmd) return cmd_cache(cache_action, cache_dir, cache_older_than, cache_json);
+        if (*cache_cmd) return cmd_cache(cache_action, cache_dir, cache_older_than, cache_json, cache_shared);
         if (*verify_cmd) return cmd_verify(verify_prefix, verify_json);
         if (*remove_cmd) return cmd_remove(remove_prefix, remove_product, remove_components, remove_quiet);
         return 2;

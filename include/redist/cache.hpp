@@ -7,11 +7,27 @@
 //   documents/<sha256(url)>     manifests and indexes last fetched from a URL (for --offline)
 //   trees/<hex>/                the extracted tree of a verified archive, laid out as
 //                               installed (for fast re-installs into new prefixes)
-//   trees/<hex>.json            its file list: path, type, size, sha256/target, mode, mtime
+//   trees/<hex>/.redist-tree.json  its file list: path, type, size, sha256/target, mode,
+//                               and the inode, mtime and ctime of each cached file
 //
 // Nothing unverified ever sits under a final name: a blob is renamed from
 // .part only after its size and SHA-256 matched, and a blob that fails
 // re-verification when used is deleted.
+//
+// Trust. The cache is input like any download: redist often runs as root,
+// and a cache directory that somebody else can write is a way to plant files
+// in every prefix installed from it. So, by default, the cache is used only
+// when it is ours: the root and blobs/, blobs/sha256/, trees/, documents/ and
+// locks/ must be directories (not symlinks) owned by the effective user and
+// writable by nobody else. Then only we (or root) can create, rename or edit
+// anything in it, and a cached tree is checked cheaply (its list is ours; each
+// file's inode, size, mtime and ctime are as recorded). A cache shared with
+// other users is used only with `shared = true` (--shared-cache): the
+// directories may then be anybody's, every file of a cached tree is re-hashed
+// against its list (which must still be ours) when it is used, documents not
+// written by us are ignored, and we never delete what others wrote.
+// Every file is opened without following symlinks; new files are created
+// with O_EXCL.
 #pragma once
 
 #include <chrono>
@@ -28,7 +44,12 @@
 namespace redist {
 
 // --cache-dir wins (passed as `explicit_dir`), then $REDIST_CACHE_DIR, then
-// $XDG_CACHE_HOME/redist, then ~/.cache/redist.
+// $XDG_CACHE_HOME/redist, then $HOME/.cache/redist, then the passwd entry's
+// home + /.cache/redist (HOME unset, as under some CI runners and sudo -i).
+// Never a fixed shared path such as /tmp/redist-cache (another user could
+// create it first): when no home is known, returns an empty path, and the
+// caller runs without a cache or says why (blob_cache::open refuses it).
+// Relative XDG_CACHE_HOME and HOME values are ignored (the XDG spec says so).
 std::filesystem::path default_cache_dir(const std::string& explicit_dir = {});
 
 // Holds an exclusive flock on locks/<hex>.lock for its lifetime.
@@ -55,28 +76,67 @@ struct cache_entry {
 //   reflink   copy-on-write clone (btrfs, XFS): instant and fully independent
 //   hardlink  instant, but every prefix installed this way shares inodes with
 //             the cache and with each other: an in-place edit in one changes
-//             them all (the cache notices by size and mtime, and rebuilds the
-//             tree from the archive; the other prefixes' `redist verify` fails)
-//   copy      a real copy (copy_file_range, in the kernel): independent, costs the I/O
+//             them all. Once a tree was hard-linked out, its ctime no longer
+//             says anything, so it is checked by size and mtime only (an edit
+//             that keeps both goes unnoticed: that is the price of asking
+//             for hardlinks). With a shared cache, hardlink acts as auto.
+//   copy      a real copy (copy_file_range, in the kernel, holes kept): independent, costs the I/O
 //   auto      reflink where the filesystem can, else copy (the default: every
 //             prefix is independent of the others)
-// The tree itself is recorded by hard links to the stage of a cold install,
-// so building it costs no copy; an edit in that first prefix is detected the
-// same way.
+// The tree itself is recorded, on a cold install, by reflink where the
+// filesystem can, else by a copy of the stage (holes kept): never by hard
+// links, so the first prefix does not share inodes with the cache either.
+// The copy runs in the kernel from the page cache and costs about 1-2% of a
+// cold install (bench/RESULTS.md); a background or lazy copy would save that
+// but leave a window where the tree is missing or a prefix is shared.
 enum class link_mode : std::uint8_t { auto_select, reflink, hardlink, copy };
 result<link_mode> parse_link_mode(std::string_view text);
 
+// How a file in the cache is opened (see open_cache_file).
+enum class cache_file_access : std::uint8_t {
+    create_fresh,  // write-only; whatever is at the name (file, symlink, FIFO) is unlinked first, then
+                   // created with O_EXCL|O_NOFOLLOW: a planted symlink is never followed or truncated
+    read,          // read-only, O_NOFOLLOW; must be a regular file (a FIFO cannot hang us)
+    append,        // write-only append, O_NOFOLLOW; must be a regular file with one link, owned by us
+};
+
+// Opens `path`, a file inside the cache, as `how` says, and returns the
+// descriptor (the caller closes it). The checks are made with fstat on the
+// opened descriptor, so they cannot race with a rename.
+// Outcomes: ok | filesystem (the message says what was wrong with the file).
+result<int> open_cache_file(const std::filesystem::path& path, cache_file_access how);
+
+// A .part file that may be resumed: a regular file (not a symlink) with one
+// link, owned by us, of 1..max_size bytes. Anything else is started over.
+bool resumable_cache_file(const std::filesystem::path& path, std::uint64_t max_size);
+
 class blob_cache {
 public:
-    // Creates the directories. Outcomes: ok | filesystem.
-    static result<blob_cache> open(const std::filesystem::path& root);
+    // Opens the cache, creating what is missing, and checks that it can be
+    // trusted (see "Trust" above). Directories it creates are 0755 (shared:
+    // as the umask says). Outcomes: ok | filesystem, where a refusal says
+    // what is wrong and how to fix it (chown, chmod go-w, or --shared-cache),
+    // in one line. An empty root is refused (no home directory is known).
+    static result<blob_cache> open(const std::filesystem::path& root, bool shared = false);
+
+    // Like open, for callers that treat a cache they cannot create as no
+    // cache at all ("a broken cache must not break installs"): returns
+    // nullopt when the directories cannot be created, and the error when the
+    // cache exists but is refused as untrusted (that must not go unnoticed).
+    static result<std::optional<blob_cache>> open_if_possible(const std::filesystem::path& root, bool shared);
+
+    bool shared() const { return shared_; }
 
     const std::filesystem::path& root() const { return root_; }
     std::filesystem::path blob_path(const std::string& sha256) const;
     std::filesystem::path partial_path(const std::string& sha256) const;
+    // A regular file (not a symlink, FIFO, ...) under the blob's final name.
+    // Its bytes are re-verified whenever it is used.
+    bool has_blob(const std::string& sha256) const;
 
     // Blocks until this process is the only one working on the blob.
-    // on_wait is called once before blocking. Outcomes: ok | filesystem.
+    // on_wait is called once before blocking. Outcomes: ok | filesystem |
+    // bad_manifest (`sha256` is not 64 hex digits: it becomes a file name).
     result<blob_lock> lock_blob(const std::string& sha256, const std::function<void()>& on_wait = {}) const;
 
     // Moves a verified .part file to its final name (atomic rename).
@@ -90,21 +150,28 @@ public:
     // process are skipped.
     result<std::uint64_t> prune(std::chrono::seconds older_than) const;
 
-    // Records a committed-ready stage as the tree of blob `sha256`, by hard
-    // links (no copy). Best effort: on another filesystem it does nothing.
+    // Records a committed-ready stage as the tree of blob `sha256`, by
+    // reflink or copy (holes kept), never by hard links. Best effort: any
+    // failure leaves no tree behind.
     void store_tree(const std::string& sha256, const std::filesystem::path& stage,
                     const std::vector<installed_file>& files) const noexcept;
 
-    // Fills `stage` from the tree of blob `sha256`. Returns nullopt (and
-    // drops the tree) when it is missing or no longer matches its file list
-    // (size, mtime, symlink target), so the caller falls back to the archive.
+    // Fills `stage` from the tree of blob `sha256`. Returns nullopt when the
+    // tree is missing or cannot be trusted, so the caller falls back to the
+    // archive: its list is not ours (owner, mode, links), does not parse,
+    // names a path or symlink target that leaves the tree, or a file no
+    // longer matches it (inode, size, mtime, ctime; shared: its SHA-256). A
+    // tree that fails is dropped, except in a shared cache (we never delete
+    // what others may own; the archive is used instead).
     result<std::optional<std::vector<installed_file>>> materialize_tree(const std::string& sha256,
                                                                         const std::filesystem::path& stage,
                                                                         link_mode mode) const;
 
     // Documents (manifests, indexes) by URL, for --offline.
+    // A document is read with O_NOFOLLOW, only if it is a regular file of
+    // at most max_bytes (and, shared, written by us), else nullopt.
     void store_document(const std::string& url, const std::string& body) const noexcept;
-    std::optional<std::string> load_document(const std::string& url) const;
+    std::optional<std::string> load_document(const std::string& url, std::size_t max_bytes = 64u << 20) const;
 
 private:
     // Removes trees/<hex>/; returns the bytes of its files (shared with
@@ -112,6 +179,7 @@ private:
     std::uint64_t remove_tree(const std::string& sha256) const;
 
     std::filesystem::path root_;
+    bool shared_ = false;
 };
 
 }  // namespace redist

@@ -40,6 +40,7 @@ struct source_policy {
     double initial_backoff_seconds = 0.5;  // doubled after each attempt, with jitter
     double max_backoff_seconds = 20;
     long max_retry_after_seconds = 60;     // a longer Retry-After moves on to the next source
+    bool shared_cache = false;  // --shared-cache: the cache may belong to others; re-verify all of it (cache.hpp)
 };
 
 // As above, trying mirrors first, with retries, the document cache and --offline.

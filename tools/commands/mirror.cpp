@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "common/cli.hpp"
+#include "common/printable.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/mirror.hpp"
 #include "redist/platform.hpp"
@@ -102,19 +103,19 @@ int run_mirror(const mirror_args& args) {
         if (args.json || args.quiet) return;
         using redist::mirror_step;
         if (e.step == mirror_step::resolving) {
-            std::printf("%s %s\n", args.product.c_str(), e.label.c_str());
+            std::printf("%s %s\n", printable(args.product).c_str(), printable(e.label).c_str());
         } else if (e.step == mirror_step::downloading && tty && e.bytes_total > 0) {
             const int percent = static_cast<int>(e.bytes_done * 100 / e.bytes_total);
             if (percent != last_percent) {
-                std::fprintf(stderr, "\r  %3d%% %s", percent, e.relative_path.c_str());
+                std::fprintf(stderr, "\r  %3d%% %s", percent, printable(e.relative_path).c_str());
                 std::fflush(stderr);
                 last_percent = percent;
             }
         } else if (e.step == mirror_step::finished) {
             // Blank the percentage line (plain spaces: no terminal escapes).
-            if (last_percent >= 0) std::fprintf(stderr, "\r%*s\r", static_cast<int>(e.relative_path.size() + 8), "");
+            if (last_percent >= 0) std::fprintf(stderr, "\r%*s\r", static_cast<int>(printable(e.relative_path).size() + 8), "");
             last_percent = -1;
-            std::printf("  %-11s %s (%s)\n", status_word(e.status), e.relative_path.c_str(),
+            std::printf("  %-11s %s (%s)\n", status_word(e.status), printable(e.relative_path).c_str(),
                         human_size(e.bytes_total).c_str());
             std::fflush(stdout);
         }
@@ -136,7 +137,7 @@ int run_mirror(const mirror_args& args) {
     }
     std::printf("mirrored %zu release%s, %zu artifact%s into %s: %zu fetched (%s), %zu up to date\n",
                 report->releases.size(), report->releases.size() == 1 ? "" : "s", files, files == 1 ? "" : "s",
-                report->redist_dir.c_str(), fetched, human_size(report->bytes_downloaded).c_str(), files - fetched);
+                printable(report->redist_dir.string()).c_str(), fetched, human_size(report->bytes_downloaded).c_str(), files - fetched);
     return 0;
 }
 

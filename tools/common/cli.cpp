@@ -1,4 +1,5 @@
 #include "common/cli.hpp"
+#include "common/printable.hpp"
 
 #include <curl/curl.h>
 #include <unistd.h>
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
+#include <utility>
 
 #include "redist/cache.hpp"
 #include "redist/urls.hpp"
@@ -54,7 +56,20 @@ redist::source_policy source_options::policy() const {
             }
         }
     }
-    if (!no_cache) p.cache_dir = redist::default_cache_dir(cache_dir);
+    if (!no_cache) {
+        auto dir = redist::default_cache_dir(cache_dir);
+        if (!dir.empty()) {
+            p.cache_dir = std::move(dir);
+        } else {
+            // Never a fixed shared path (/tmp/...): without a home, no cache.
+            static bool warned = false;
+            if (!std::exchange(warned, true))
+                std::fprintf(stderr, "%s: warning: no download cache: HOME is unset and the user has no home "
+                                     "directory; pass --cache-dir DIR or set REDIST_CACHE_DIR\n",
+                             tool_name.c_str());
+        }
+    }
+    p.shared_cache = shared_cache;
     p.offline = offline;
     p.attempts_per_source = std::max(1, retries);
     return p;
@@ -88,6 +103,9 @@ void add_source_options(CLI::App& app, source_options& options) {
                    "Download cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist, else ~/.cache/redist)")
         ->type_name("DIR");
     app.add_flag("--no-cache", options.no_cache, "Do not use the download cache");
+    app.add_flag("--shared-cache", options.shared_cache,
+                 "Use a cache that other users can write (otherwise refused): every cached file is re-hashed when "
+                 "used, and only what this user wrote there is trusted");
     app.add_flag("--offline", options.offline, "Use only the cache and file:// sources; say what is missing");
     app.add_option("--retries", options.retries,
                    "Attempts per source for transient failures (default 4), with exponential backoff")
@@ -151,7 +169,7 @@ redist::result<std::string> effective_platform(const selection_options& selectio
 }
 
 int report_error(const redist::error& e) {
-    std::fprintf(stderr, "%s: error: %s\n", tool_name.c_str(), e.describe().c_str());
+    std::fprintf(stderr, "%s: error: %s\n", tool_name.c_str(), printable(e.describe()).c_str());
     return redist::exit_code_for(e.code);
 }
 

@@ -27,6 +27,7 @@ struct source_options {
     std::vector<std::string> mirrors;  // --mirror (repeatable), else $REDIST_MIRRORS
     std::string cache_dir;         // --cache-dir, else $REDIST_CACHE_DIR, $XDG_CACHE_HOME/redist
     bool no_cache = false;         // --no-cache
+    bool shared_cache = false;     // --shared-cache: the cache may belong to others; re-verify what is used
     bool offline = false;          // --offline
     int retries = 4;               // --retries: attempts per source
     long stall_timeout = 60;       // --stall-timeout seconds

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "common/cli.hpp"
+#include "common/printable.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/urls.hpp"
@@ -46,7 +47,7 @@ public:
         if (!stage_changed && !periodic) return;
         s.last_percent = percent;
         s.last_line = now;
-        std::printf("%s: %s", e.component.c_str(), redist::to_string(e.stage));
+        std::printf("%s: %s", printable(e.component).c_str(), redist::to_string(e.stage));
         if (e.stage == redist::fetch_stage::downloading && s.total)
             std::printf(" %3d%% of %s at %s/s", percent, human_size(s.total).c_str(), human_size(rate(s, now)).c_str());
         std::printf("\n");
@@ -90,7 +91,7 @@ private:
             bar.resize(width, '-');
             const std::uint64_t r = rate(s, now);
             const long eta = r && s.total > s.done ? static_cast<long>((s.total - s.done) / r) : 0;
-            std::printf("\033[2K%-22s [%s] %5.1f%% %10s %9s/s ETA %3lds %s\n", name.c_str(), bar.c_str(),
+            std::printf("\033[2K%-22s [%s] %5.1f%% %10s %9s/s ETA %3lds %s\n", printable(name).c_str(), bar.c_str(),
                         100 * fraction, human_size(s.done).c_str(), human_size(r).c_str(), eta,
                         redist::to_string(s.stage));
         }
@@ -166,9 +167,9 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
     if (!selection.ok()) return std::move(selection).error_value().with_source(release.manifest_url);
 
     if (chatty) {
-        std::printf("%s %s (%s) for %s", release.product.c_str(), release.label.c_str(),
-                    redist::sanitize_url(release.manifest_url).c_str(), platform.c_str());
-        if (choice.cuda_major) std::printf(", CUDA %d: %s", *choice.cuda_major, choice.reason.c_str());
+        std::printf("%s %s (%s) for %s", printable(release.product).c_str(), printable(release.label).c_str(),
+                    printable(redist::sanitize_url(release.manifest_url)).c_str(), printable(platform).c_str());
+        if (choice.cuda_major) std::printf(", CUDA %d: %s", *choice.cuda_major, printable(choice.reason).c_str());
         std::printf("\n");
         if (options.selection.components.empty()) {
             std::uint64_t total = 0;
@@ -176,8 +177,8 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
             std::printf("Fetching every component (%zu, %s in all):\n", selection->artifacts.size(),
                         human_size(total).c_str());
             for (const auto& a : selection->artifacts)
-                std::printf("  %-28s %10s  %s\n", a.component.c_str(), human_size(a.size).c_str(),
-                            a.relative_path.c_str());
+                std::printf("  %-28s %10s  %s\n", printable(a.component).c_str(), human_size(a.size).c_str(),
+                            printable(a.relative_path).c_str());
         }
         std::fflush(stdout);
     }
@@ -215,12 +216,12 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
     if (!upstream.ok()) {
         if (!options.quiet)
             std::fprintf(stderr, "%s: warning: cannot re-read the locked manifest (%s); installing the locked hashes\n",
-                         tool_name.c_str(), upstream.error_value().describe().c_str());
+                         tool_name.c_str(), printable(upstream.error_value().describe()).c_str());
     } else if (redist::sha256_hex(*upstream) != lock.manifest_sha256) {
         if (!options.quiet)
             std::fprintf(stderr, "%s: warning: the upstream manifest changed since it was locked (%s); "
                                  "installing the locked hashes\n",
-                         tool_name.c_str(), redist::sanitize_url(lock.manifest_url).c_str());
+                         tool_name.c_str(), printable(redist::sanitize_url(lock.manifest_url)).c_str());
         auto parsed = redist::parse_manifest(*upstream, redist::sanitize_url(lock.manifest_url));
         if (parsed.ok()) {
             redist::lockfile relevant = lock;
@@ -229,8 +230,8 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
         }
     }
     if (chatty) {
-        std::printf("%s %s from lock file %s for %s\n", lock.product.c_str(), lock.release_label.c_str(),
-                    options.locked.c_str(), platform.c_str());
+        std::printf("%s %s from lock file %s for %s\n", printable(lock.product).c_str(),
+                    printable(lock.release_label).c_str(), printable(options.locked).c_str(), printable(platform).c_str());
         std::fflush(stdout);
     }
     install_plan plan;
@@ -269,16 +270,17 @@ int run_fetch(const fetch_options& options) {
     req.on_blob_wait = [&](const std::string& component) {
         if (!options.quiet)
             std::fprintf(stderr, "%s: %s: waiting for another process downloading the same archive\n",
-                         tool_name.c_str(), component.c_str());
+                         tool_name.c_str(), printable(component).c_str());
     };
     req.on_retry = [&](const std::string& component, const std::string& what) {
-        if (!options.quiet) std::fprintf(stderr, "%s: %s: %s\n", tool_name.c_str(), component.c_str(), what.c_str());
+        if (!options.quiet) std::fprintf(stderr, "%s: %s: %s\n", tool_name.c_str(), printable(component).c_str(),
+                                         printable(what).c_str());
     };
     req.on_progress = [&display](const redist::progress_event& e) { display(e); };
     req.on_lock_wait = [&] {
         if (!options.quiet)
             std::fprintf(stderr, "%s: waiting for lock on %s (another redist is installing there)\n",
-                         tool_name.c_str(), options.prefix.c_str());
+                         tool_name.c_str(), printable(options.prefix).c_str());
     };
     auto report = redist::install(req);
     display.finish();
@@ -290,11 +292,12 @@ int run_fetch(const fetch_options& options) {
         for (const auto& c : report->components) {
             if (c.unchanged)
                 std::printf("%s %s is already installed in %s (receipt matches; use --force to reinstall)\n",
-                            c.component.c_str(), c.version.c_str(), report->prefix.c_str());
+                            printable(c.component).c_str(), printable(c.version).c_str(),
+                            printable(report->prefix.string()).c_str());
             else
-                std::printf("installed %s %s: %zu files, %s in %.1f s from %s\n", c.component.c_str(),
-                            c.version.c_str(), c.files, human_size(c.size).c_str(), c.seconds,
-                            c.from_cache ? "the cache" : c.url.c_str());
+                std::printf("installed %s %s: %zu files, %s in %.1f s from %s\n", printable(c.component).c_str(),
+                            printable(c.version).c_str(), c.files, human_size(c.size).c_str(), c.seconds,
+                            c.from_cache ? "the cache" : printable(c.url).c_str());
         }
     }
     return 0;

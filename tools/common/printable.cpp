@@ -1,0 +1,79 @@
+#include "common/printable.hpp"
+
+#include <cstdint>
+#include <cstdio>
+
+namespace redist_tools {
+
+namespace {
+
+void append_hex_byte(std::string& out, unsigned char byte) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\x%02x", byte);
+    out += buf;
+}
+
+// Length of the valid UTF-8 sequence at the start of `s` (0 if invalid) and its code point.
+std::size_t decode_utf8(std::string_view s, char32_t& cp) {
+    const auto b0 = static_cast<unsigned char>(s[0]);
+    std::size_t len = 0;
+    char32_t min = 0;
+    if (b0 >= 0xC2 && b0 <= 0xDF) { len = 2; cp = b0 & 0x1F; min = 0x80; }
+    else if (b0 >= 0xE0 && b0 <= 0xEF) { len = 3; cp = b0 & 0x0F; min = 0x800; }
+    else if (b0 >= 0xF0 && b0 <= 0xF4) { len = 4; cp = b0 & 0x07; min = 0x10000; }
+    else return 0;
+    if (s.size() < len) return 0;
+    for (std::size_t i = 1; i < len; ++i) {
+        const auto b = static_cast<unsigned char>(s[i]);
+        if ((b & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (b & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;  // overlong, too big, surrogate
+    return len;
+}
+
+bool invisible_control(char32_t cp) {
+    return (cp >= 0x80 && cp <= 0x9F) || cp == 0x200E || cp == 0x200F || (cp >= 0x202A && cp <= 0x202E) ||
+           (cp >= 0x2066 && cp <= 0x2069);
+}
+
+}  // namespace
+
+std::string printable(std::string_view text) {
+    std::string out;
+    out.reserve(text.size());
+    while (!text.empty()) {
+        const auto c = static_cast<unsigned char>(text[0]);
+        if (c < 0x80) {
+            switch (c) {
+                case '\n': out += "\\n"; break;
+                case '\t': out += "\\t"; break;
+                case '\r': out += "\\r"; break;
+                case 0x1B: out += "\\e"; break;
+                case '\\': out += "\\\\"; break;
+                default:
+                    if (c < 0x20 || c == 0x7F) append_hex_byte(out, c);
+                    else out += static_cast<char>(c);
+            }
+            text.remove_prefix(1);
+            continue;
+        }
+        char32_t cp = 0;
+        const std::size_t len = decode_utf8(text, cp);
+        if (len == 0) {
+            append_hex_byte(out, c);
+            text.remove_prefix(1);
+        } else if (invisible_control(cp)) {
+            char buf[16];
+            std::snprintf(buf, sizeof buf, "\\u{%04X}", static_cast<unsigned>(cp));
+            out += buf;
+            text.remove_prefix(len);
+        } else {
+            out.append(text.substr(0, len));
+            text.remove_prefix(len);
+        }
+    }
+    return out;
+}
+
+}  // namespace redist_tools
