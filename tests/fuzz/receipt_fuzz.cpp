@@ -1,0 +1,29 @@
+// libFuzzer target for redist::receipt_from_json. Receipts live in
+// <prefix>/.redist/receipts/ and decide what `remove` deletes, so a planted or
+// corrupted one is hostile input.
+//
+// Contract checked on every input: a failure is one clean bad_manifest line
+// naming the source; a success round-trips through receipt_to_json.
+// (Issue 9 will make the reader refuse paths outside the prefix; assert
+// "every files[].path is relative and free of '..'" here once it does.)
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "fuzz_support.hpp"
+#include "redist/install.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::string_view json(reinterpret_cast<const char*>(data), size);
+    const auto parsed = redist::receipt_from_json(json, "fuzz-receipt.json");
+    if (!parsed.ok()) {
+        fuzz::require_clean_error(parsed.error_value(), redist::error_code::bad_manifest, "fuzz-receipt.json");
+        return 0;
+    }
+    const std::string written = redist::receipt_to_json(parsed.value());
+    const auto reread = redist::receipt_from_json(written, "rewritten.json");
+    fuzz::require(reread.ok());
+    fuzz::require(redist::receipt_to_json(reread.value()) == written);
+    return 0;
+}
