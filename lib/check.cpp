@@ -76,10 +76,6 @@ std::string escape_for_display(std::string_view text) {
     return out;
 }
 
-std::string cuda_version_string(int encoded) {
-    return std::to_string(encoded / 1000) + "." + std::to_string(encoded % 1000 / 10);
-}
-
 std::string minimum_driver_for_cuda(int cuda_major) {
     for (const auto& m : check_data::driver_minimums)
         if (m.cuda_major == cuda_major) return std::string(m.version);

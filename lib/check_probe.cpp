@@ -429,6 +429,12 @@ int prober::run(const std::vector<std::string>& args) {
 
 }  // namespace
 
+// Here rather than in check.cpp so that the small probe executable
+// (tools/check_probe.cpp) needs this file alone.
+std::string cuda_version_string(int encoded) {
+    return std::to_string(encoded / 1000) + "." + std::to_string(encoded % 1000 / 10);
+}
+
 int run_check_probe(const std::vector<std::string>& args, const std::function<void(std::string_view)>& emit) {
     prober p(emit);
     return p.run(args);

@@ -5,6 +5,7 @@
 // --strict, warned), 3 when the prefix has no receipts.
 #include "commands/check.hpp"
 
+#include <errno.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -26,11 +27,17 @@ int check_probe_main(int argc, char** argv) {
 
 fs::path check_helper_path() {
     std::error_code ec;
-    const fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    fs::path self = fs::read_symlink("/proc/self/exe", ec);
     if (ec) return {};
+    // Started as `ld.so --library-path DIR redist ...`, /proc/self/exe is the
+    // loader; the tool's path is then in argv[0] (program_invocation_name).
+    if (self.filename().string().rfind("ld-", 0) == 0 && std::strchr(program_invocation_name, '/'))
+        self = fs::absolute(program_invocation_name, ec);
+    for (const char* name : {"redist-check-probe", "redist"}) {
+        const fs::path sibling = self.parent_path() / name;
+        if (::access(sibling.c_str(), X_OK) == 0) return sibling;
+    }
     if (self.filename() == "redist") return self;
-    const fs::path sibling = self.parent_path() / "redist";
-    if (::access(sibling.c_str(), X_OK) == 0) return sibling;
     return {};
 }
 
