@@ -17,6 +17,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "check_data.hpp"
 #include "elf.hpp"
@@ -728,55 +729,72 @@ result<check_report> checker::run() {
     resolver_.emplace(o_, prefix_dirs_);
     scan_files();
 
-    // What the child does: load every library, probe versions, ask the driver,
-    // and with --gpu run one operation per product.
-    std::vector<std::string> ops;
+    // What the children do: load every library, probe versions, ask the
+    // driver, and with --gpu run one operation per product. Several children
+    // run at once: RTLD_NOW relocation of cuDNN's 500 MB dominates the time,
+    // and cuInit takes tens of milliseconds on a real GPU, so the libraries
+    // are spread over a few loaders (balanced by size, each in dependency
+    // order) and the driver gets its own child.
     struct op_meta {
         std::string what;  // load, probe, shadow, driver, gpu
         std::size_t file = 0;  // files_ index; shadows_ index for "shadow"
     };
-    std::vector<op_meta> meta;
-    find_shadow_candidates();
-    if (o_.load) {
-        for (std::size_t i : load_order()) {
-            ops.insert(ops.end(), {"load", files_[i].abs.string()});
-            meta.push_back({"load", i});
+    struct job {
+        std::vector<std::string> ops;
+        std::vector<op_meta> meta;
+        std::optional<child_process> child;
+        void add(std::initializer_list<std::string> op, op_meta m) {
+            ops.insert(ops.end(), op);
+            meta.push_back(std::move(m));
         }
+    };
+    find_shadow_candidates();
+    const std::size_t loaders = std::clamp<std::size_t>(std::thread::hardware_concurrency() / 2, 1, 4);
+    std::vector<job> jobs(loaders + 2);  // loaders, then probes (+ GPU runs), then the driver
+    job& probes = jobs[loaders];
+    job& driver = jobs[loaders + 1];
+    if (o_.load) {
+        const auto order = load_order();
+        std::vector<std::size_t> by_size(order);
+        std::error_code ec;
+        std::map<std::size_t, std::uintmax_t> size;
+        for (std::size_t i : order) size[i] = fs::file_size(files_[i].abs, ec);
+        std::stable_sort(by_size.begin(), by_size.end(), [&](std::size_t a, std::size_t b) { return size[a] > size[b]; });
+        std::map<std::size_t, std::size_t> group;  // file -> loader
+        std::vector<std::uintmax_t> load(loaders, 0);
+        for (std::size_t i : by_size) {
+            const auto g = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+            group[i] = g;
+            load[g] += size[i];
+        }
+        for (std::size_t i : order) jobs[group[i]].add({"load", files_[i].abs.string()}, {"load", i});
         for (std::size_t i = 0; i < files_.size(); ++i) {
             if (!files_[i].info.is_shared_library()) continue;
-            if (const auto* p = probe_for(files_[i].abs.filename().string())) {
-                ops.insert(ops.end(), {"probe", std::to_string(static_cast<int>(p->kind)), files_[i].abs.string()});
-                meta.push_back({"probe", i});
-            }
+            if (const auto* p = probe_for(files_[i].abs.filename().string()))
+                probes.add({"probe", std::to_string(static_cast<int>(p->kind)), files_[i].abs.string()}, {"probe", i});
         }
-        for (std::size_t k = 0; k < shadows_.size(); ++k) {
-            if (!shadows_[k].probe) continue;
-            ops.insert(ops.end(), {"probe-isolated", std::to_string(static_cast<int>(shadows_[k].probe->kind)), shadows_[k].path});
-            meta.push_back({"shadow", k});
-        }
+        for (std::size_t k = 0; k < shadows_.size(); ++k)
+            if (shadows_[k].probe)
+                probes.add({"probe-isolated", std::to_string(static_cast<int>(shadows_[k].probe->kind)), shadows_[k].path},
+                           {"shadow", k});
         libcuda_ = resolver_->find("libcuda.so.1", host_class_, host_machine_, o_.prefix, {}, {});
-        if (!libcuda_.empty()) {
-            ops.insert(ops.end(), {"driver", libcuda_});
-            meta.push_back({"driver", 0});
-        }
+        if (!libcuda_.empty()) driver.add({"driver", libcuda_}, {"driver", 0});
         if (o_.gpu && !libcuda_.empty()) {
             for (std::size_t i = 0; i < files_.size(); ++i) {
                 const auto [stem, v] = split_so_name(files_[i].abs.filename().string());
                 if (!files_[i].info.is_shared_library() || v.empty()) continue;
-                if (stem == "libcudnn.so") ops.insert(ops.end(), {"gpu-cudnn", files_[i].abs.string(), libcuda_});
-                else if (stem == "libcudart.so") ops.insert(ops.end(), {"gpu-cudart", files_[i].abs.string()});
-                else if (stem == "libcublas.so") ops.insert(ops.end(), {"gpu-cublas", files_[i].abs.string(), libcuda_});
-                else continue;
-                meta.push_back({"gpu", i});
+                if (stem == "libcudnn.so") probes.add({"gpu-cudnn", files_[i].abs.string(), libcuda_}, {"gpu", i});
+                else if (stem == "libcudart.so") probes.add({"gpu-cudart", files_[i].abs.string()}, {"gpu", i});
+                else if (stem == "libcublas.so") probes.add({"gpu-cublas", files_[i].abs.string(), libcuda_}, {"gpu", i});
             }
         }
     }
     std::string ld_path;
     for (const auto& d : prefix_dirs_) ld_path += (ld_path.empty() ? "" : ":") + d.string();
     for (const auto& d : resolver_->ld_library_path()) ld_path += (ld_path.empty() ? "" : ":") + d.string();
-    // The child loads while we resolve: the two together set the time.
-    std::optional<child_process> child;
-    if (!ops.empty()) child.emplace(o_, ops, ld_path);
+    // The children work while we resolve: the slowest of them sets the time.
+    for (auto& j : jobs)
+        if (!j.ops.empty()) j.child.emplace(o_, j.ops, ld_path);
 
     check_resolution();
     check_runtime_dependencies();
@@ -785,9 +803,11 @@ result<check_report> checker::run() {
     std::optional<int> driver_cuda;
     std::vector<driver_info::gpu> gpus;
     std::string driver_error;
-    if (child) {
-        const auto out = child->wait();
-        const auto results = collect(out, meta.size());
+    for (auto& j : jobs) {
+        if (!j.child) continue;
+        const auto out = j.child->wait();
+        const auto results = collect(out, j.meta.size());
+        const auto& meta = j.meta;
         for (std::size_t k = 0; k < meta.size(); ++k) {
             const auto& m = meta[k];
             const auto& res = results[k];
