@@ -17,6 +17,7 @@ int exit_code_for(error_code code) noexcept {
         case error_code::conflict: return 9;
         case error_code::filesystem: return 10;
         case error_code::cancelled: return 130;
+        case error_code::check_failed: return 11;
     }
     return 1;
 }
@@ -34,6 +35,7 @@ const char* to_string(error_code code) noexcept {
         case error_code::conflict: return "conflict";
         case error_code::filesystem: return "filesystem";
         case error_code::cancelled: return "cancelled";
+        case error_code::check_failed: return "check_failed";
     }
     return "internal";
 }

@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "commands/check.hpp"
 #include "common/cli.hpp"
 #include "common/printable.hpp"
 #include "redist/cache.hpp"
@@ -311,6 +312,8 @@ int cmd_cache(const std::string& action, const std::string& cache_dir, const std
 }  // namespace
 
 int main(int argc, char** argv) {
+    // The child of `redist check` (hidden): runs before any parsing or curl setup.
+    if (argc >= 2 && std::string_view(argv[1]) == "__check-probe") return check_probe_main(argc, argv);
     tool_name = "redist";
     CLI::App app{"redist: fetch NVIDIA redistrib releases (cuDNN, CUDA, cuTENSOR, ...) into a prefix.\n"
                  "Every archive is verified (size and SHA-256) before anything lands in the prefix.",
@@ -424,6 +427,7 @@ int main(int argc, char** argv) {
     command_runner selected;
     add_env_command(app, selected);
     add_mirror_command(app, selected);
+    add_check_command(app, selected);
 
     return run_tool(app, argc, argv, [&]() -> int {
         if (selected) return selected();

@@ -28,6 +28,7 @@ enum class error_code : std::uint8_t {
     conflict,        // two components ship different files at one path
     filesystem,      // I/O errors: disk full, permissions, ...
     cancelled,       // the caller's progress callback asked to stop
+    check_failed,    // a post-install check failed (redist check, fetch --check)
 };
 
 // The exit code a tool uses for an error of this category. Documented in

@@ -29,7 +29,8 @@ const char* const exit_code_help =
     "  7  unsafe archive (entries escaping the prefix, device nodes, ...)\n"
     "  8  corrupt or unsupported archive data\n"
     "  9  conflict (two components ship different files at one path)\n"
-    " 10  filesystem error (disk full, permissions, ...)\n";
+    " 10  filesystem error (disk full, permissions, ...)\n"
+    " 11  a post-install check failed (redist check; fetch --check)\n";
 
 redist::transfer_options source_options::transfer() const {
     redist::transfer_options t;
@@ -149,6 +150,8 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->type_name("N");
     app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
     app.add_flag("--quiet,-q", options.quiet, "Print only errors");
+    app.add_flag("--check", options.check, "Fail (exit 11) when the post-install checks fail, instead of warning");
+    app.add_flag("--no-check", options.no_check, "Skip the post-install checks (see `redist check`)");
 }
 
 redist::release_request make_release_request(const source_options& source, const std::string& product,

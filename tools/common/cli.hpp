@@ -59,6 +59,8 @@ struct fetch_options {
     bool quiet = false;
     unsigned jobs = 0;
     unsigned max_expansion = 20;   // --max-expansion (see redist::install_request)
+    bool check = false;     // --check: a failed post-install check is an error (exit 11)
+    bool no_check = false;  // --no-check: skip the post-install checks
 };
 void add_fetch_flags(CLI::App& app, fetch_options& options);
 

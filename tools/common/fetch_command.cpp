@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "commands/check.hpp"
 #include "common/cli.hpp"
 #include "common/printable.hpp"
 #include "redist/install.hpp"
@@ -108,7 +109,7 @@ private:
     std::chrono::steady_clock::time_point last_draw_{};
 };
 
-void print_json_report(const redist::install_report& report) {
+void print_json_report(const redist::install_report& report, const std::optional<redist::check_report>& check) {
     redist::json_writer w(2);
     w.begin_object();
     w.field("prefix", report.prefix.string());
@@ -132,6 +133,11 @@ void print_json_report(const redist::install_report& report) {
         w.end_object();
     }
     w.end_array();
+    if (check) {
+        w.key("check").begin_object();
+        write_check_json(w, *check, false);
+        w.end_object();
+    }
     w.end_object();
     std::printf("%s\n", w.str().c_str());
 }
@@ -247,11 +253,77 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
 
 }  // namespace
 
+namespace {
+
+// Before downloading: warn when the driver or a GPU here cannot run the
+// chosen CUDA variant, so that nobody waits for 800 MB they cannot use.
+void preflight(const install_plan& plan) {
+    std::optional<int> major;
+    std::string version = plan.label;
+    for (const auto& a : plan.artifacts) {
+        if (!a.variant) continue;
+        major = a.cuda_major();
+        if (auto it = plan.versions.find(a.component); it != plan.versions.end()) version = it->second;
+        break;
+    }
+    if (!major) return;
+    const auto driver = redist::detect_driver(default_check_options({}));
+    for (const auto& f : redist::preflight_findings(driver, plan.product, version, major))
+        std::fprintf(stderr, "%s: warning: %s (checked before downloading)\n", tool_name.c_str(),
+                     redist::escape_for_display(f.message).c_str());
+}
+
+// After installing: the CPU-only checks of `redist check` on what was just
+// installed (run before the summary so that --json carries them).
+std::optional<redist::check_report> post_install_check(const fetch_options& options,
+                                                       const redist::install_report& report) {
+    auto o = default_check_options(options.prefix);
+    for (const auto& c : report.components) o.components.push_back(c.component);
+    auto result = redist::run_checks(o);
+    if (!result.ok()) {
+        if (!options.quiet)
+            std::fprintf(stderr, "%s: warning: the post-install check could not run: %s\n", tool_name.c_str(),
+                         result.error_value().describe().c_str());
+        return std::nullopt;
+    }
+    return std::move(*result);
+}
+
+// A failure is one warning line, or with --check every failure and exit 11.
+int render_post_install_check(const fetch_options& options, const redist::check_report& checked) {
+    const auto failures = checked.count(redist::check_severity::failure);
+    if (failures == 0) {
+        if (!options.quiet && !options.json)
+            std::printf("checked: %zu libraries resolve and load (%.2f s; details: redist check --prefix %s)\n",
+                        checked.loaded, checked.seconds, redist::escape_for_display(options.prefix).c_str());
+        return 0;
+    }
+    if (options.check) {
+        if (!options.json)
+            for (const auto& f : checked.findings)
+                if (f.severity == redist::check_severity::failure) std::fprintf(stderr, "%s\n", format_finding(f).c_str());
+        std::fprintf(stderr, "%s: error: %zu post-install checks failed (--check)\n", tool_name.c_str(), failures);
+        return redist::exit_code_for(redist::error_code::check_failed);
+    }
+    if (!options.quiet) {
+        std::string first;
+        for (const auto& f : checked.findings)
+            if (f.severity == redist::check_severity::failure && first.empty()) first = f.check + ": " + f.message;
+        std::fprintf(stderr, "%s: warning: %zu post-install checks failed, first: %s (see `redist check --prefix %s`)\n",
+                     tool_name.c_str(), failures, redist::escape_for_display(first).c_str(),
+                     redist::escape_for_display(options.prefix).c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+
 int run_fetch(const fetch_options& options) {
     const bool chatty = !options.quiet && !options.json;
     auto planned = options.locked.empty() ? plan_from_manifest(options, chatty) : plan_from_lock(options, chatty);
     if (!planned.ok()) return report_error(planned.error_value());
     const install_plan& plan = *planned;
+    if (!options.quiet) preflight(plan);  // independent of --no-check, which is about the prefix
 
     progress_display display(chatty, ::isatty(STDOUT_FILENO) != 0);
     redist::install_request req;
@@ -286,8 +358,10 @@ int run_fetch(const fetch_options& options) {
     display.finish();
     if (!report.ok()) return report_error(report.error_value());
 
+    std::optional<redist::check_report> checked;
+    if (!options.no_check) checked = post_install_check(options, *report);
     if (options.json) {
-        print_json_report(*report);
+        print_json_report(*report, checked);
     } else if (!options.quiet) {
         for (const auto& c : report->components) {
             if (c.unchanged)
@@ -300,7 +374,7 @@ int run_fetch(const fetch_options& options) {
                             c.from_cache ? "the cache" : printable(c.url).c_str());
         }
     }
-    return 0;
+    return checked ? render_post_install_check(options, *checked) : 0;
 }
 
 }  // namespace redist_tools

@@ -1,0 +1,141 @@
+// redist/check.hpp — post-install checks: does what redist installed work on
+// this machine?
+//
+// redist proves that the bytes are right; these checks prove the next step,
+// using what only the receipts know (which files, which version, which CUDA
+// variant):
+//   resolve   every ELF file's DT_NEEDED resolves the way ld.so would for a
+//             program that puts the prefix's lib first (RPATH, the prefix,
+//             LD_LIBRARY_PATH, RUNPATH with $ORIGIN, /etc/ld.so.cache, the
+//             default directories);
+//   runtime   libraries the installed code loads with dlopen (libcublasLt,
+//             libnvrtc) are found (warnings only);
+//   load      every installed library dlopen(RTLD_NOW)s, in dependency order,
+//             in a child process with a clean environment (a bad library
+//             must not take the caller down);
+//   version   versioned file names agree with the receipt, and the product's
+//             own version function (cudnnGetVersion, ...) returns it;
+//   shadow    no other copy of an installed SONAME with another version is
+//             reachable through LD_LIBRARY_PATH or ld.so.cache;
+//   driver    the NVIDIA driver supports the installed CUDA variant; every
+//             GPU's compute capability is one the release supports;
+//   gpu       (opt-in) one real operation on the GPU: a cuDNN convolution
+//             against a CPU reference, a cudart copy round trip, a cuBLAS GEMM.
+//
+// CUDA is never linked: everything CUDA goes through dlopen/dlsym in the child.
+// The library never prints: the findings are data; the tools render them.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redist/error.hpp"
+
+namespace redist {
+
+enum class check_severity : std::uint8_t {
+    info,     // something worth saying that is fine (a probe's answer, the driver found)
+    warning,  // might bite (no driver on a build machine, a dlopen-only dependency missing)
+    failure,  // will bite: a program using the prefix fails or misbehaves
+};
+const char* to_string(check_severity s) noexcept;
+
+struct check_finding {
+    std::string check;      // "resolve", "runtime", "load", "version", "shadow", "driver", "gpu", "gpu-run"
+    check_severity severity = check_severity::info;
+    std::string component;  // empty for machine-wide findings (driver)
+    std::string path;       // prefix-relative file the finding is about, if any
+    std::string message;    // one line; names from the prefix are embedded raw: escape before printing
+};
+
+struct check_options {
+    std::filesystem::path prefix;
+    std::vector<std::string> components;  // empty: every installed component
+    bool gpu = false;                     // also run one real operation on the GPU
+    bool load = true;                     // the child-process checks (load, probes, driver)
+    // The loader search path the user's programs see (the tool passes
+    // $LD_LIBRARY_PATH); searched after the prefix.
+    std::string ld_library_path;
+    // An executable that runs run_check_probe() when called as
+    // `<helper> __check-probe OPS...` (the redist tool). Empty: fork and run
+    // the probe in the forked child without exec (fine in single-threaded callers).
+    std::filesystem::path helper;
+    std::chrono::milliseconds timeout{60000};  // the child is killed after this
+    // Machine files, replaceable for tests.
+    std::filesystem::path ld_so_cache = "/etc/ld.so.cache";
+    std::filesystem::path driver_version_file = "/proc/driver/nvidia/version";
+    std::vector<std::filesystem::path> default_dirs = {
+        "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
+        "/lib64", "/usr/lib64", "/lib", "/usr/lib"};
+};
+
+struct check_report {
+    std::filesystem::path prefix;
+    std::vector<check_finding> findings;  // in check order
+    std::size_t components = 0;
+    std::size_t elf_files = 0;   // ELF files inspected
+    std::size_t libraries = 0;   // shared libraries among them
+    std::size_t loaded = 0;      // libraries the child loaded
+    double seconds = 0;
+
+    std::size_t count(check_severity s) const;
+    bool failed() const { return count(check_severity::failure) != 0; }
+};
+
+// Runs the checks on the installed components of a prefix.
+// Outcomes: ok (the report; failed checks are findings, not errors) |
+// not_found (no receipts, or a --component that is not installed) |
+// bad_manifest (a corrupt receipt) | filesystem.
+result<check_report> run_checks(const check_options& options);
+
+// What the installed driver and GPUs can run, found without a prefix (for the
+// preflight before a download).
+struct driver_info {
+    std::optional<std::string> kernel_module;  // "580.65.06" from /proc/driver/nvidia/version
+    std::optional<int> cuda_version;            // cuDriverGetVersion: 12040 for CUDA 12.4
+    std::string libcuda;                        // where libcuda.so.1 was found, empty if not
+    struct gpu {
+        int index = 0;
+        int major = 0, minor = 0;  // compute capability
+        std::string name;
+    };
+    std::vector<gpu> gpus;
+    std::string error;  // why the driver could not be asked (no libcuda, cuInit failed, ...)
+};
+driver_info detect_driver(const check_options& options);
+
+// Warnings for installing `product` `version` built for CUDA `cuda_major` on
+// this machine: a driver too old for the variant, a GPU the release no longer
+// supports. Empty when it fits or nothing can be told (no driver).
+std::vector<check_finding> preflight_findings(const driver_info& driver, const std::string& product,
+                                              const std::string& version, std::optional<int> cuda_major);
+
+// The child side: runs the operations the parent passed after
+// `__check-probe` and reports each result through `emit`, one line at a
+// time (tab-separated, flushed by the caller), so that a crash mid-way still
+// leaves the lines before it. Returns the child's exit status.
+int run_check_probe(const std::vector<std::string>& args, const std::function<void(std::string_view)>& emit);
+
+// ---- helpers, public for the tools and the tests --------------------------
+
+// A printable copy of a name from an archive: control characters, DEL and
+// invalid UTF-8 bytes become \xNN, backslashes \\.
+std::string escape_for_display(std::string_view text);
+
+// "12.4" for 12040 (the CUDA driver/runtime version encoding).
+std::string cuda_version_string(int encoded);
+
+// The minimum Linux driver for a CUDA major (CUDA 12: 525.60.13, 13: 580.65.06);
+// empty for unknown majors.
+std::string minimum_driver_for_cuda(int cuda_major);
+
+// The Debian/Ubuntu package that ships a SONAME, or empty.
+std::string debian_package_hint(std::string_view soname);
+
+}  // namespace redist

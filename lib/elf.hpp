@@ -1,0 +1,72 @@
+// elf.hpp (internal) — the dynamic-linking facts of an ELF file, and the
+// entries of /etc/ld.so.cache: the inputs `redist check` resolves with.
+//
+// Both readers take bytes from archives someone else built (and a cache file
+// another tool wrote), so they are bounds-checked throughout and fuzzed
+// (tests/fuzz/elf_fuzz.cpp).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redist/error.hpp"
+
+namespace redist::elf {
+
+struct elf_info {
+    int elf_class = 0;        // ELFCLASS32 / ELFCLASS64
+    int data = 0;             // ELFDATA2LSB / ELFDATA2MSB
+    unsigned machine = 0;     // EM_X86_64, EM_AARCH64, ...
+    unsigned type = 0;        // ET_DYN, ET_EXEC, ...
+    bool has_interp = false;  // PT_INTERP: a program (possibly PIE), not only a library
+    bool has_dynamic = false; // PT_DYNAMIC / SHT_DYNAMIC present
+    std::string soname;
+    std::vector<std::string> needed;   // DT_NEEDED, in order
+    std::vector<std::string> rpath;    // DT_RPATH, split on ':'
+    std::vector<std::string> runpath;  // DT_RUNPATH, split on ':'
+
+    bool is_shared_library() const { return type == 3 /* ET_DYN */ && !has_interp; }
+};
+
+// True when the bytes start with the ELF magic.
+bool has_elf_magic(std::string_view head) noexcept;
+
+// Parses an ELF image held in memory. Outcomes: ok | bad_archive (not ELF,
+// truncated, or inconsistent; the message says what).
+result<elf_info> parse_elf(std::string_view bytes);
+
+// Parses an ELF file (mapped read-only, opened with O_NOFOLLOW: the caller
+// passes the receipt's path of a regular file). Outcomes: ok | bad_archive |
+// filesystem.
+result<elf_info> read_elf_file(const std::filesystem::path& path);
+
+// Reads only the ELF header: class and machine, or nullopt-like {0,0} when the
+// file is not ELF. Used to skip candidates of the wrong class, as ld.so does.
+struct elf_ident {
+    int elf_class = 0;
+    unsigned machine = 0;
+};
+elf_ident read_elf_ident(const std::filesystem::path& path) noexcept;
+
+// ---- /etc/ld.so.cache -------------------------------------------------------
+
+struct ld_cache_entry {
+    std::string soname;  // "libz.so.1"
+    std::string path;    // "/lib/x86_64-linux-gnu/libz.so.1"
+    std::uint32_t flags = 0;
+};
+
+// The flags value of libraries for this machine in the cache (FLAG_ELF_LIBC6
+// plus the architecture bits), as ldconfig writes them.
+std::uint32_t ld_cache_host_flags() noexcept;
+
+// Parses glibc's cache: the "glibc-ld.so.cache1.1" format, alone or after
+// the old "ld.so-1.7.0" table. Entries whose flags differ from `want_flags`
+// are skipped (0: keep all). Outcomes: ok | bad_manifest (bad magic,
+// counts or offsets outside the file).
+result<std::vector<ld_cache_entry>> parse_ld_cache(std::string_view bytes, std::uint32_t want_flags);
+
+}  // namespace redist::elf

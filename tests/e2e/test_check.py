@@ -1,0 +1,301 @@
+"""`redist check`: broken installs built at test time from tiny fake libraries
+(cc -shared), installed through the real tool from a file:// release, each
+giving its exact finding and exit code. Also the post-install check of
+`fetch`/`cudnn-fetch` (--check, --no-check, --json) and the real cuDNN under
+/usr/local/cuda/lib64 when present."""
+
+import glob
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import tarfile
+import unittest
+
+import support
+
+CC = shutil.which("cc") or shutil.which("gcc")
+EXIT_CHECK_FAILED = 11
+EXIT_NOT_FOUND = 3
+
+
+def build_lib(out, soname, source, link=()):
+    """Compiles `source` (C) into the shared library `out` with this SONAME."""
+    src = out + ".c"
+    with open(src, "w") as f:
+        f.write(source)
+    subprocess.run([CC, "-shared", "-fPIC", "-o", out, src, f"-Wl,-soname,{soname}", *link],
+                   check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    os.unlink(src)
+    return out
+
+
+def fake_cudnn(out, encoded):
+    return build_lib(out, "libcudnn.so.9", f"#include <stddef.h>\nsize_t cudnnGetVersion(void) {{ return {encoded}; }}\n")
+
+
+def fake_libcuda(out, encoded):
+    # cuInit says CUDA_ERROR_NO_DEVICE (100): the driver answers, no GPU is usable.
+    return build_lib(out, "libcuda.so.1",
+                     f"int cuDriverGetVersion(int* v) {{ *v = {encoded}; return 0; }}\n"
+                     "int cuInit(unsigned f) { (void)f; return 100; }\n"
+                     "int cuDeviceGetCount(int* n) { *n = 0; return 0; }\n"
+                     "int cuDeviceGet(int* d, int i) { *d = i; return 0; }\n"
+                     "int cuDeviceGetAttribute(int* v, int a, int d) { (void)a; (void)d; *v = 0; return 0; }\n")
+
+
+def make_release(mirror, product, label, component, version, lib_files, variant="cuda13", compress="xz"):
+    """Writes <mirror>/<product>/redist/redistrib_<label>.json and one archive
+    laid out like NVIDIA's (<top>-archive/lib/...). lib_files: (name in lib/,
+    source path or ("symlink", target))."""
+    top = f"{component}-linux-x86_64-{version}_{variant}-archive"
+    rel = f"{component}/linux-x86_64/{top}.tar.{'xz' if compress == 'xz' else 'gz'}"
+    root = os.path.join(mirror, product, "redist")
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    tmp = path + ".tar"
+    with tarfile.open(tmp, "w", format=tarfile.GNU_FORMAT) as tf:
+        for d in (top, f"{top}/lib"):
+            ti = tarfile.TarInfo(d)
+            ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+            tf.addfile(ti)
+        ti = tarfile.TarInfo(f"{top}/LICENSE")
+        ti.size = 8
+        tf.addfile(ti, __import__("io").BytesIO(b"license\n"))
+        for name, src in lib_files:
+            if isinstance(src, tuple):
+                ti = tarfile.TarInfo(f"{top}/lib/{name}")
+                ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, src[1], 0o777
+                tf.addfile(ti)
+            else:
+                tf.add(src, f"{top}/lib/{name}", recursive=False)
+    cmd = ["xz", "-1", "-T2", "-c", tmp] if compress == "xz" else ["gzip", "-1", "-c", tmp]
+    with open(path, "wb") as f:
+        subprocess.run(cmd, stdout=f, check=True)
+    os.unlink(tmp)
+    data_hash, md5, size = hashlib.sha256(), hashlib.md5(), os.path.getsize(path)
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            data_hash.update(chunk)
+            md5.update(chunk)
+    record = {"relative_path": rel, "sha256": data_hash.hexdigest(), "md5": md5.hexdigest(), "size": str(size)}
+    doc = {"release_date": "2026-01-01", "release_label": label, "release_product": product,
+           component: {"name": f"fake {component}", "license": "test", "version": version,
+                       "linux-x86_64": {variant: record} if variant else record}}
+    manifest = os.path.join(root, f"redistrib_{label}.json")
+    support.save_json(manifest, doc)
+    return manifest
+
+
+def versioned_lib(lib, version, soname):
+    """The NVIDIA layout: lib.so.X.Y.Z (the file), SONAME and .so symlinks."""
+    name = f"{soname.split('.so')[0]}.so.{version}"
+    return [(name, lib), (soname, ("symlink", name)), (soname.split(".so")[0] + ".so", ("symlink", soname))]
+
+
+def env_without_loader_path(extra=None):
+    env = {"LD_LIBRARY_PATH": None}
+    env.update(extra or {})
+    return env
+
+
+@unittest.skipUnless(CC, "no C compiler")
+class CheckFindings(unittest.TestCase):
+    def setUp(self):
+        self.dir = support.make_scratch_dir(self.id())
+        self.mirror = os.path.join(self.dir, "mirror")
+        self.libs = os.path.join(self.dir, "libs")
+        os.makedirs(self.libs)
+
+    def install(self, manifest, prefix, *extra, env=None, check=0, tool="redist"):
+        args = ["fetch", "--manifest", manifest] if tool == "redist" else ["--manifest", manifest]
+        return support.run_tool(tool, *args, "--prefix", prefix, "--platform", "linux-x86_64", "--cuda", "13",
+                                "--no-cache", *extra, env=env_without_loader_path(env), check=check)
+
+    def check(self, prefix, *extra, env=None, check=None):
+        return support.run_tool("redist", "check", "--prefix", prefix, *extra, env=env_without_loader_path(env),
+                                check=check)
+
+    def good_cudnn_release(self, label="9.19.0", encoded=91900):
+        lib = fake_cudnn(os.path.join(self.libs, f"libcudnn-{label}.so"), encoded)
+        return make_release(self.mirror, "cudnn", label, "cudnn", label, versioned_lib(lib, label, "libcudnn.so.9"))
+
+    def test_missing_dependency_names_who_needs_it(self):
+        missing = build_lib(os.path.join(self.libs, "libmissing.so.1"), "libmissing.so.1", "int missing(void) { return 1; }\n")
+        broken = build_lib(os.path.join(self.libs, "libbroken.so"), "libbroken.so.1",
+                           "int missing(void);\nint broken(void) { return missing(); }\n",
+                           link=[missing])
+        manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(broken, "1.0.0", "libbroken.so.1"))
+        prefix = os.path.join(self.dir, "prefix")
+        # The install itself succeeds: a failed check is one warning line.
+        res = self.install(manifest, prefix)
+        self.assertIn("warning: 2 post-install checks failed, first: resolve: lib/libbroken.so.1.0.0 needs "
+                      "libmissing.so.1: not found", res.stderr)
+        res = self.check(prefix, check=EXIT_CHECK_FAILED)
+        self.assertIn("FAIL resolve: lib/libbroken.so.1.0.0 needs libmissing.so.1: not found\n", res.stdout)
+        # dlerror() verbatim, from the child.
+        self.assertIn("FAIL load: dlopen(lib/libbroken.so.1.0.0): libmissing.so.1: cannot open shared object file: "
+                      "No such file or directory", res.stdout)
+        self.assertIn("2 failed", res.stdout)
+        # The dependency on the loader path fixes both.
+        res = self.check(prefix, env={"LD_LIBRARY_PATH": self.libs}, check=0)
+        self.assertNotIn("FAIL", res.stdout)
+        # --check turns the post-install warning into exit 11; --no-check skips it.
+        self.install(manifest, prefix, "--force", "--check", check=EXIT_CHECK_FAILED)
+        res = self.install(manifest, prefix, "--force", "--no-check", check=0)
+        self.assertNotIn("post-install", res.stderr)
+
+    def test_dependency_renamed_in_the_binary(self):
+        # A NEEDED entry edited in the file (as a hostile archive could): resolved by
+        # what the file says, not by what it was linked against.
+        fake_z_dir = os.path.join(self.dir, "z")
+        os.makedirs(fake_z_dir)
+        z = build_lib(os.path.join(fake_z_dir, "libz.so.1"), "libz.so.1", "int zfake(void) { return 0; }\n")
+        needs_z = build_lib(os.path.join(self.libs, "libneedsz.so"), "libneedsz.so.1",
+                            "int zfake(void);\nint f(void) { return zfake(); }\n", link=[z])
+        # Rename the NEEDED entry's library so that nothing on this machine satisfies it.
+        with open(needs_z, "rb") as f:
+            data = f.read().replace(b"libz.so.1\0", b"libq.so.1\0")
+        with open(needs_z, "wb") as f:
+            f.write(data)
+        manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(needs_z, "1.0.0", "libneedsz.so.1"))
+        prefix = os.path.join(self.dir, "prefix")
+        self.install(manifest, prefix, "--no-check")
+        res = self.check(prefix, check=EXIT_CHECK_FAILED)
+        self.assertIn("FAIL resolve: lib/libneedsz.so.1.0.0 needs libq.so.1: not found\n", res.stdout)
+        helptext = support.run_tool("redist", "check", "--help", check=0).stdout
+        self.assertIn(" 11  a post-install check failed", helptext)
+
+    def test_version_probe_disagrees_with_the_manifest(self):
+        # The files say 9.22.0 (the manifest's version), the code says 9.19.0.
+        lib = fake_cudnn(os.path.join(self.libs, "libcudnn.so"), 91900)
+        manifest = make_release(self.mirror, "cudnn", "9.22.0", "cudnn", "9.22.0", versioned_lib(lib, "9.22.0", "libcudnn.so.9"))
+        prefix = os.path.join(self.dir, "prefix")
+        self.install(manifest, prefix, "--no-check")
+        res = self.check(prefix, check=EXIT_CHECK_FAILED)
+        self.assertIn("FAIL version: lib/libcudnn.so.9.22.0: cudnnGetVersion() = 91900 (9.19.0), but the receipt says "
+                      "cudnn 9.22.0\n", res.stdout)
+        doc = json.loads(self.check(prefix, "--json", check=EXIT_CHECK_FAILED).stdout)
+        self.assertFalse(doc["ok"])
+        versions = [f for f in doc["findings"] if f["check"] == "version" and f["severity"] == "failure"]
+        self.assertEqual(len(versions), 1, doc)
+        self.assertEqual(versions[0]["path"], "lib/libcudnn.so.9.22.0")
+        self.assertEqual(versions[0]["component"], "cudnn")
+
+    def test_mixed_file_versions_in_one_component(self):
+        lib = fake_cudnn(os.path.join(self.libs, "libcudnn.so"), 91900)
+        ops = build_lib(os.path.join(self.libs, "libcudnn_ops.so"), "libcudnn_ops.so.9", "int ops(void) { return 0; }\n")
+        files = versioned_lib(lib, "9.19.0", "libcudnn.so.9") + versioned_lib(ops, "9.18.1", "libcudnn_ops.so.9")
+        manifest = make_release(self.mirror, "cudnn", "9.19.0", "cudnn", "9.19.0", files)
+        prefix = os.path.join(self.dir, "prefix")
+        self.install(manifest, prefix, "--no-check")
+        res = self.check(prefix, check=EXIT_CHECK_FAILED)
+        self.assertIn("FAIL version: lib/libcudnn_ops.so.9.18.1 is version 9.18.1, but cudnn is 9.19.0: the component "
+                      "mixes versions\n", res.stdout)
+
+    def test_shadowing_copy_on_ld_library_path(self):
+        prefix = os.path.join(self.dir, "prefix")
+        self.install(self.good_cudnn_release(), prefix, "--no-check")
+        res = self.check(prefix, check=0)
+        self.assertIn("ok   version: cudnnGetVersion() = 91900 (9.19.0): matches cudnn 9.19.0", res.stdout)
+        self.assertIn("all checks passed", res.stdout)
+        other = os.path.join(self.dir, "other")
+        os.makedirs(other)
+        fake_cudnn(os.path.join(other, "libcudnn.so.9"), 91002)
+        res = self.check(prefix, env={"LD_LIBRARY_PATH": other}, check=EXIT_CHECK_FAILED)
+        self.assertIn(f"FAIL shadow: libcudnn.so.9: another copy (version 9.10.2) at {other}/libcudnn.so.9 through "
+                      "LD_LIBRARY_PATH; LD_LIBRARY_PATH is searched before DT_RUNPATH, so programs load that copy "
+                      "instead of cudnn 9.19.0, and mixing cuDNN sub-libraries of two versions fails with "
+                      "CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH\n", res.stdout)
+        # The same version elsewhere is no problem.
+        shutil.rmtree(other)
+        os.makedirs(other)
+        fake_cudnn(os.path.join(other, "libcudnn.so.9"), 91900)
+        self.check(prefix, env={"LD_LIBRARY_PATH": other}, check=0)
+
+    def test_driver_too_old_for_the_cuda_variant(self):
+        prefix = os.path.join(self.dir, "prefix")
+        manifest = self.good_cudnn_release()
+        driver = os.path.join(self.dir, "driver")
+        os.makedirs(driver)
+        fake_libcuda(os.path.join(driver, "libcuda.so.1"), 12040)
+        # Preflight: warned before the download.
+        res = self.install(manifest, prefix, "--no-check", env={"LD_LIBRARY_PATH": driver})
+        expected = ("the driver supports CUDA 12.4, but cudnn 9.19.0 for CUDA 13 needs driver >= 580.65.06: use "
+                    "--cuda 12, or upgrade the driver")
+        self.assertIn(f"warning: {expected} (checked before downloading)", res.stderr)
+        res = self.check(prefix, env={"LD_LIBRARY_PATH": driver}, check=EXIT_CHECK_FAILED)
+        self.assertIn(f"FAIL driver: {expected}\n", res.stdout)
+        self.assertIn("supports CUDA 12.4", res.stdout)
+        # A driver new enough passes (cuInit's "no device" stays a warning).
+        fake_libcuda(os.path.join(driver, "libcuda.so.1"), 13000)
+        res = self.check(prefix, env={"LD_LIBRARY_PATH": driver}, check=0)
+        self.assertIn("WARN driver: the driver answered, but no GPU is usable: cuInit: CUDA error (100)", res.stdout)
+        self.check(prefix, "--strict", env={"LD_LIBRARY_PATH": driver}, check=EXIT_CHECK_FAILED)
+
+    def test_no_driver_is_a_warning(self):
+        prefix = os.path.join(self.dir, "prefix")
+        self.install(self.good_cudnn_release(), prefix, "--no-check")
+        res = self.check(prefix, check=0)
+        if os.path.exists("/proc/driver/nvidia/version"):
+            self.skipTest("this machine has an NVIDIA driver")
+        self.assertIn("WARN driver: no NVIDIA driver found", res.stdout)
+
+    def test_no_receipts_exits_3(self):
+        empty = os.path.join(self.dir, "empty")
+        os.makedirs(empty)
+        res = self.check(empty, check=EXIT_NOT_FOUND)
+        self.assertIn("no redist receipts in this prefix", res.stderr)
+
+    def test_fetch_json_carries_the_findings(self):
+        missing = build_lib(os.path.join(self.libs, "libmissing.so.1"), "libmissing.so.1", "int missing(void) { return 1; }\n")
+        broken = build_lib(os.path.join(self.libs, "libbroken.so"), "libbroken.so.1",
+                           "int missing(void);\nint broken(void) { return missing(); }\n", link=[missing])
+        manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(broken, "1.0.0", "libbroken.so.1"))
+        prefix = os.path.join(self.dir, "prefix")
+        doc = json.loads(self.install(manifest, prefix, "--json").stdout)
+        self.assertFalse(doc["check"]["ok"])
+        self.assertEqual(doc["check"]["failures"], 2)
+        self.assertIn("needs libmissing.so.1: not found", json.dumps(doc["check"]["findings"]))
+
+    def test_hostile_names_are_escaped(self):
+        lib = build_lib(os.path.join(self.libs, "libx.so"), "libx.so.1",
+                        "int needs(void);\nint x(void) { return needs(); }\n",
+                        link=[build_lib(os.path.join(self.libs, "libesc.so.1"), "libesc\x1b[31m.so.1", "int needs(void) { return 0; }\n")])
+        manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(lib, "1.0.0", "libx.so.1"))
+        prefix = os.path.join(self.dir, "prefix")
+        self.install(manifest, prefix, "--no-check")
+        res = self.check(prefix, check=EXIT_CHECK_FAILED)
+        self.assertNotIn("\x1b", res.stdout)
+        self.assertIn("needs libesc\\x1b[31m.so.1: not found", res.stdout)
+
+
+REAL_CUDNN = sorted(glob.glob("/usr/local/cuda/lib64/libcudnn*.so.9"))
+
+
+@unittest.skipUnless(REAL_CUDNN, "no cuDNN under /usr/local/cuda/lib64")
+class RealCudnn(unittest.TestCase):
+    def test_real_cudnn_passes_the_cpu_checks(self):
+        work = support.make_scratch_dir(self.id())
+        version = "9.19.0"
+        mirror = os.path.join(work, "mirror")
+        files = []
+        for lib in REAL_CUDNN:
+            stem = os.path.basename(lib)[: -len(".so.9")]
+            files += [(f"{stem}.so.{version}", lib), (f"{stem}.so.9", ("symlink", f"{stem}.so.{version}")),
+                      (f"{stem}.so", ("symlink", f"{stem}.so.9"))]
+        # gzip -1: packing 470 MB with xz would take minutes.
+        manifest = make_release(mirror, "cudnn", version, "cudnn", version + ".1", files, compress="gz")
+        prefix = os.path.join(work, "prefix")
+        res = support.run_tool("cudnn-fetch", "--manifest", manifest, "--prefix", prefix, "--platform", "linux-x86_64",
+                               "--cuda", "13", "--no-cache", "--check", env={"LD_LIBRARY_PATH": None}, check=0,
+                               timeout=600)
+        self.assertIn("checked: 8 libraries resolve and load", res.stdout)
+        res = support.run_tool("redist", "check", "--prefix", prefix, env={"LD_LIBRARY_PATH": None}, check=0)
+        self.assertIn("ok   version: cudnnGetVersion() = 91900 (9.19.0): matches cudnn 9.19.0.1", res.stdout)
+        self.assertIn("8 libraries (8 loaded): 0 failed", res.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main()

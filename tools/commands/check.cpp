@@ -1,0 +1,153 @@
+// `redist check --prefix DIR [--component X] [--gpu] [--json] [--strict]`:
+// proves that what redist installed works on this machine (see
+// include/redist/check.hpp for what is checked). One line per finding, then a
+// summary; exit 0 when nothing failed, 11 when a check failed (or, with
+// --strict, warned), 3 when the prefix has no receipts.
+#include "commands/check.hpp"
+
+#include <errno.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+namespace redist_tools {
+
+namespace fs = std::filesystem;
+
+int check_probe_main(int argc, char** argv) {
+    std::vector<std::string> args(argv + 2, argv + argc);
+    return redist::run_check_probe(args, [](std::string_view line) {
+        std::fwrite(line.data(), 1, line.size(), stdout);
+        std::fputc('\n', stdout);
+        std::fflush(stdout);  // a crash in the next dlopen must not lose this line
+    });
+}
+
+fs::path check_helper_path() {
+    std::error_code ec;
+    fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (ec) return {};
+    // Started as `ld.so --library-path DIR redist ...`, /proc/self/exe is the
+    // loader; the tool's path is then in argv[0] (program_invocation_name).
+    if (self.filename().string().rfind("ld-", 0) == 0 && std::strchr(program_invocation_name, '/'))
+        self = fs::absolute(program_invocation_name, ec);
+    for (const char* name : {"redist-check-probe", "redist"}) {
+        const fs::path sibling = self.parent_path() / name;
+        if (::access(sibling.c_str(), X_OK) == 0) return sibling;
+    }
+    if (self.filename() == "redist") return self;
+    return {};
+}
+
+redist::check_options default_check_options(const fs::path& prefix) {
+    redist::check_options o;
+    o.prefix = prefix;
+    o.helper = check_helper_path();
+    if (const char* ld = std::getenv("LD_LIBRARY_PATH")) o.ld_library_path = ld;
+    return o;
+}
+
+std::string format_finding(const redist::check_finding& f) {
+    const char* tag = f.severity == redist::check_severity::failure   ? "FAIL"
+                      : f.severity == redist::check_severity::warning ? "WARN"
+                                                                      : "ok  ";
+    return std::string(tag) + " " + f.check + ": " + redist::escape_for_display(f.message);
+}
+
+void write_check_json(redist::json_writer& w, const redist::check_report& r, bool strict) {
+    const auto failures = r.count(redist::check_severity::failure);
+    const auto warnings = r.count(redist::check_severity::warning);
+    w.field("ok", failures == 0 && (!strict || warnings == 0));
+    w.field("failures", static_cast<std::uint64_t>(failures));
+    w.field("warnings", static_cast<std::uint64_t>(warnings));
+    w.field("components", static_cast<std::uint64_t>(r.components));
+    w.field("elf_files", static_cast<std::uint64_t>(r.elf_files));
+    w.field("libraries", static_cast<std::uint64_t>(r.libraries));
+    w.field("loaded", static_cast<std::uint64_t>(r.loaded));
+    w.field("seconds", r.seconds);
+    w.key("findings").begin_array();
+    for (const auto& f : r.findings) {
+        w.begin_object();
+        w.field("check", f.check);
+        w.field("severity", redist::to_string(f.severity));
+        w.field("component", f.component);
+        w.field("path", f.path);
+        w.field("message", f.message);
+        w.end_object();
+    }
+    w.end_array();
+}
+
+namespace {
+
+struct check_args {
+    std::string prefix;
+    std::vector<std::string> components;
+    bool gpu = false;
+    bool json = false;
+    bool strict = false;
+    bool quiet = false;
+    double timeout = 0;
+};
+
+int cmd_check(const check_args& args) {
+    auto o = default_check_options(args.prefix);
+    o.components = args.components;
+    o.gpu = args.gpu;
+    if (args.timeout > 0) o.timeout = std::chrono::milliseconds(static_cast<long long>(args.timeout * 1000));
+    else if (args.gpu) o.timeout = std::chrono::milliseconds(300000);  // the first GPU call may JIT for minutes
+    auto report = redist::run_checks(o);
+    if (!report.ok()) return report_error(report.error_value());
+    const auto failures = report->count(redist::check_severity::failure);
+    const auto warnings = report->count(redist::check_severity::warning);
+    const bool failed = failures != 0 || (args.strict && warnings != 0);
+    if (args.json) {
+        redist::json_writer w(2);
+        w.begin_object();
+        w.field("prefix", args.prefix);
+        write_check_json(w, *report, args.strict);
+        w.end_object();
+        std::printf("%s\n", w.str().c_str());
+    } else {
+        for (const auto& f : report->findings) {
+            if (args.quiet && f.severity == redist::check_severity::info) continue;
+            std::printf("%s\n", format_finding(f).c_str());
+        }
+        std::printf("%s: %zu components, %zu ELF files, %zu libraries (%zu loaded): %zu failed, %zu warnings in %.2f s: %s\n",
+                    redist::escape_for_display(args.prefix).c_str(), report->components, report->elf_files,
+                    report->libraries, report->loaded, failures, warnings, report->seconds,
+                    failed ? (failures ? "CHECK FAILED" : "CHECK FAILED (--strict: warnings fail)") : "all checks passed");
+    }
+    return failed ? redist::exit_code_for(redist::error_code::check_failed) : 0;
+}
+
+}  // namespace
+
+void add_check_command(CLI::App& app, command_runner& selected) {
+    auto args = std::make_shared<check_args>();
+    auto* cmd = app.add_subcommand("check", "Check that what was installed works on this machine");
+    cmd->add_option("--prefix", args->prefix, "The prefix to check")->required()->type_name("DIR");
+    cmd->add_option("--component", args->components, "Only these components (default: all installed)")
+        ->delimiter(',')
+        ->type_name("a,b");
+    cmd->add_flag("--gpu", args->gpu,
+                  "Also run one real operation on the GPU (cuDNN convolution vs a CPU reference; cudart copy; cuBLAS GEMM)");
+    cmd->add_flag("--json", args->json, "Print one JSON report with every finding");
+    cmd->add_flag("--strict", args->strict, "Warnings fail too (exit 11)");
+    cmd->add_flag("--quiet,-q", args->quiet, "Print only warnings, failures and the summary");
+    cmd->add_option("--timeout", args->timeout, "Seconds the checking child process may take (default 60; 300 with --gpu)")
+        ->type_name("S");
+    cmd->footer(
+        "\nChecks: every installed ELF file's DT_NEEDED resolves (RPATH, the prefix, LD_LIBRARY_PATH, RUNPATH,\n"
+        "/etc/ld.so.cache, default dirs); dlopen-only dependencies (libcublasLt, libnvrtc) are found; every\n"
+        "library loads (dlopen RTLD_NOW in a child process); file names and the library's own version function\n"
+        "(cudnnGetVersion, ...) match the receipt; no other version of an installed SONAME shadows it through\n"
+        "LD_LIBRARY_PATH or ld.so.cache; the driver supports the installed CUDA variant and every GPU's compute\n"
+        "capability is supported. No driver is a warning. Exits 11 when a check fails.\n\n" +
+        std::string(exit_code_help));
+    cmd->final_callback([args, &selected] { selected = [args] { return cmd_check(*args); }; });
+}
+
+}  // namespace redist_tools
