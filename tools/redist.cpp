@@ -5,6 +5,7 @@
 #include <optional>
 #include <set>
 
+#include "commands/project_commands.hpp"
 #include "common/cli.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
@@ -414,6 +415,7 @@ int main(int argc, char** argv) {
     command_runner selected;
     add_env_command(app, selected);
     add_mirror_command(app, selected);
+    add_sbom_command(app, selected);
 
     return run_tool(app, argc, argv, [&]() -> int {
         if (selected) return selected();

@@ -1,0 +1,18 @@
+// Subcommands of the projects/drift/SBOM work (issue 12), each in its own
+// file under tools/commands/, and the pieces they share with `redist fetch`.
+#pragma once
+
+#include <cstdio>
+#include <string>
+
+#include "common/cli.hpp"
+
+namespace redist_tools {
+
+void add_sbom_command(CLI::App& app, command_runner& selected);
+
+// Writes `text` to `path` atomically (temporary file + rename), or to stdout
+// for "-". Returns the exit code (0, or the filesystem error's).
+int write_output(const std::string& path, const std::string& text);
+
+}  // namespace redist_tools
