@@ -6,10 +6,16 @@
 #include <string>
 
 #include "common/cli.hpp"
+#include "redist/diff.hpp"
 
 namespace redist_tools {
 
 void add_sbom_command(CLI::App& app, command_runner& selected);
+void add_diff_command(CLI::App& app, command_runner& selected);
+
+// Short structured lines for a manifest diff ("  + component x 1.2", ...),
+// each starting with `indent`. Shared by `redist diff` and drift reports.
+void print_manifest_diff(std::FILE* out, const redist::manifest_diff& d, const char* indent);
 
 // Writes `text` to `path` atomically (temporary file + rename), or to stdout
 // for "-". Returns the exit code (0, or the filesystem error's).
