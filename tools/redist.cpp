@@ -6,6 +6,7 @@
 #include <set>
 
 #include "commands/check.hpp"
+#include "commands/project_commands.hpp"
 #include "common/cli.hpp"
 #include "common/printable.hpp"
 #include "redist/cache.hpp"
@@ -428,6 +429,9 @@ int main(int argc, char** argv) {
     add_env_command(app, selected);
     add_mirror_command(app, selected);
     add_check_command(app, selected);
+    add_sbom_command(app, selected);
+    add_diff_command(app, selected);
+    add_outdated_command(app, selected);
 
     return run_tool(app, argc, argv, [&]() -> int {
         if (selected) return selected();

@@ -137,6 +137,8 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                    "Install exactly what this lock file (from `redist lock`) pins; never re-resolve")
         ->type_name("FILE");
     app.add_flag("--force", options.force, "Reinstall even if the receipts say it is installed");
+    app.add_flag("--strict", options.strict,
+                 "Fail (exit 5) when a manifest differs from the one this URL served before (drift)");
     app.add_option("--link-mode", options.link_mode,
                    "How a cached extracted tree is placed on re-installs: auto (reflink where possible, else copy; the "
                    "default), reflink, copy, or hardlink (instant, but prefixes share inodes with the cache)")

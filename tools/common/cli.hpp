@@ -55,6 +55,7 @@ struct fetch_options {
     std::string locked;            // --locked FILE
     std::string link_mode = "auto";  // --link-mode
     bool force = false;
+    bool strict = false;           // --strict: upstream drift is an error (exit 5)
     bool json = false;
     bool quiet = false;
     unsigned jobs = 0;

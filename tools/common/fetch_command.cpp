@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "commands/check.hpp"
+#include "commands/project_commands.hpp"
 #include "common/cli.hpp"
 #include "common/printable.hpp"
 #include "redist/install.hpp"
@@ -159,6 +160,11 @@ struct install_plan {
 redist::result<install_plan> plan_from_manifest(const fetch_options& options, bool chatty) {
     const auto release_req = make_release_request(options.source, options.product, options.version);
     REDIST_TRY(const auto release, redist::resolve_release(release_req, options.source.transfer()));
+    // Drift watching (issue 12): a manifest that differs from the one this URL served before
+    // (not for a local file given with --manifest: that is the user's own document).
+    if (options.source.manifest.empty() || !redist::is_file_url(redist::to_url(options.source.manifest)))
+        REDIST_TRY_VOID(watch_manifest_drift(options.source, options.strict, options.quiet, release.manifest_url,
+                                             release.manifest_sha256, release.manifest_text));
     const redist::manifest& m = release.parsed;
     REDIST_TRY(const std::string platform, effective_platform(options.selection));
     const auto choice = redist::choose_cuda_variant(m, platform, options.selection.components, options.selection.cuda,
@@ -219,6 +225,10 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
         artifacts = std::move(wanted);
     }
     auto upstream = redist::fetch_text(lock.manifest_url, transfer);
+    // Drift watching (issue 12): with a lock file, upstream drift is an error.
+    if (upstream.ok())
+        REDIST_TRY_VOID(watch_manifest_drift(options.source, true, options.quiet, lock.manifest_url,
+                                             redist::sha256_hex(*upstream), *upstream));
     if (!upstream.ok()) {
         if (!options.quiet)
             std::fprintf(stderr, "%s: warning: cannot re-read the locked manifest (%s); installing the locked hashes\n",
@@ -357,6 +367,7 @@ int run_fetch(const fetch_options& options) {
     auto report = redist::install(req);
     display.finish();
     if (!report.ok()) return report_error(report.error_value());
+    record_artifacts(options.source, options.quiet, *report);  // drift watching (issue 12)
 
     std::optional<redist::check_report> checked;
     if (!options.no_check) checked = post_install_check(options, *report);

@@ -1,0 +1,95 @@
+// redist/drift.hpp — drift watching: the cache remembers the SHA-256 of every
+// manifest and artifact redist verified, per URL, with when it was first and
+// last seen, and keeps each manifest's bytes so that a change can be diffed
+// (see diff.hpp). Upstream has regenerated manifests, replaced archives in
+// place and renamed components under its users; this is how redist notices.
+//
+// Layout under the cache root:
+//   history/urls/<sha256 of the URL>.json   what one URL served, oldest first
+//   history/urls/<sha256 of the URL>.lock   flock, held while it is updated
+//   history/documents/<sha256>              the bytes of a manifest, by their SHA-256
+//
+// The history is advisory: every file in it is read as hostile input (size
+// limit, every field validated, documents re-hashed before use), written
+// atomically (temporary file + rename), and a corrupt one is replaced rather
+// than allowed to block an install.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redist/error.hpp"
+
+namespace redist {
+
+struct seen_entry {
+    std::string sha256;      // 64 lower-case hex digits
+    std::uint64_t size = 0;  // bytes
+    std::string first_seen;  // ISO 8601 UTC
+    std::string last_seen;
+};
+
+struct url_history {
+    std::string url;
+    std::vector<seen_entry> seen;  // oldest first; the last is what the URL served most recently
+};
+
+inline constexpr std::size_t kMaxHistoryBytes = 1u << 20;   // a history file larger than this is corrupt
+inline constexpr std::size_t kMaxHistoryEntries = 64;       // older entries are dropped on write
+inline constexpr std::size_t kMaxKeptDocumentBytes = 64u << 20;
+
+// Parses a history file. Outcomes: ok | bad_manifest (broken JSON, an
+// unknown history_version, a missing or malformed field, more than
+// kMaxHistoryEntries entries or kMaxHistoryBytes bytes; error.source =
+// `source`, error.json_path names the field, e.g. "seen[2].sha256").
+// Never throws, never crashes on any input (fuzzed: tests/fuzz/drift_fuzz.cpp).
+result<url_history> parse_url_history(std::string_view json, std::string_view source);
+std::string url_history_to_json(const url_history& history);
+
+struct drift_check {
+    bool first_time = false;  // the URL was never recorded
+    bool changed = false;     // it served other bytes last time
+    std::optional<seen_entry> previous;  // what it served last time (set when changed)
+    bool corrupt_history = false;  // the history file was unreadable and is treated as empty
+};
+
+class drift_store {
+public:
+    // Creates history/urls and history/documents. Outcomes: ok | filesystem.
+    static result<drift_store> open(const std::filesystem::path& cache_root);
+
+    // Compares what `url` serves now (its SHA-256) with what it served last
+    // time. Reads only. Outcomes: ok | filesystem.
+    result<drift_check> check(std::string_view url, std::string_view sha256) const;
+
+    // Records that `url` served `sha256`/`size` at `now` (ISO 8601 UTC;
+    // empty: the current time): a new entry, or last_seen of the latest one
+    // when it matches. Atomic and serialized by a per-URL flock, so
+    // concurrent writers never corrupt the file. Outcomes: ok | filesystem.
+    result<void> record(std::string_view url, std::string_view sha256, std::uint64_t size,
+                        std::string_view now = {}) const;
+
+    // The whole history of `url` (nullopt: never recorded).
+    // Outcomes: ok | bad_manifest (corrupt history file) | filesystem.
+    result<std::optional<url_history>> load(std::string_view url) const;
+
+    // Keeps a document's bytes by their SHA-256 (no-op when present or when
+    // larger than kMaxKeptDocumentBytes). Outcomes: ok | filesystem.
+    result<void> keep_document(std::string_view body) const;
+
+    // The bytes kept for `sha256`, re-hashed: nullopt when missing, too
+    // large or no longer matching.
+    std::optional<std::string> load_document(std::string_view sha256) const;
+
+    const std::filesystem::path& root() const { return root_; }
+
+private:
+    std::filesystem::path url_file(std::string_view url) const;
+    std::filesystem::path root_;  // <cache>/history
+};
+
+}  // namespace redist

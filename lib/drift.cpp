@@ -1,0 +1,265 @@
+// drift.cpp — the per-URL history of what upstream served, in the cache.
+#include "redist/drift.hpp"
+
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <simdjson.h>
+
+#include "redist/json_writer.hpp"
+#include "redist/verify.hpp"
+
+namespace redist {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr std::size_t kMaxUrlBytes = 8192;
+constexpr std::size_t kMaxTimestampBytes = 64;
+
+class unique_fd {
+public:
+    explicit unique_fd(int fd = -1) noexcept : fd_(fd) {}
+    ~unique_fd() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    unique_fd(const unique_fd&) = delete;
+    unique_fd& operator=(const unique_fd&) = delete;
+    int get() const noexcept { return fd_; }
+
+private:
+    int fd_;
+};
+
+error fs_error(const fs::path& path, const std::string& what, int err) {
+    return make_error(error_code::filesystem, what + ": " + std::strerror(err)).with_path(path.string());
+}
+
+std::string now_iso8601() {
+    const std::time_t t = std::time(nullptr);
+    std::tm tm{};
+    gmtime_r(&t, &tm);
+    char buf[32];
+    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+    return buf;
+}
+
+// Reads at most `limit` bytes of a regular file, without following a
+// symlink at the final component. nullopt when it does not exist.
+result<std::optional<std::string>> read_limited(const fs::path& path, std::size_t limit) {
+    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
+    if (fd.get() < 0) {
+        if (errno == ENOENT) return std::optional<std::string>{};
+        return fs_error(path, "cannot open", errno);
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return fs_error(path, "cannot stat", errno);
+    if (!S_ISREG(st.st_mode)) return make_error(error_code::bad_manifest, "not a regular file").with_path(path.string());
+    if (static_cast<std::uint64_t>(st.st_size) > limit)
+        return make_error(error_code::bad_manifest, "larger than " + std::to_string(limit) + " bytes")
+            .with_path(path.string());
+    std::string out;
+    char buf[65536];
+    for (;;) {
+        const ssize_t n = ::read(fd.get(), buf, sizeof buf);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return fs_error(path, "read", errno);
+        if (n == 0) break;
+        out.append(buf, static_cast<std::size_t>(n));
+        // The file may grow between fstat and read.
+        if (out.size() > limit)
+            return make_error(error_code::bad_manifest, "larger than " + std::to_string(limit) + " bytes")
+                .with_path(path.string());
+    }
+    return std::optional<std::string>(std::move(out));
+}
+
+// Writes `body` to `path` through a temporary file in the same directory
+// and a rename, so that readers see the old or the new file, never half.
+result<void> write_atomically(const fs::path& path, std::string_view body) {
+    const fs::path tmp = path.string() + "." + std::to_string(::getpid()) + ".tmp";
+    unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (fd.get() < 0) return fs_error(tmp, "cannot create", errno);
+    std::size_t done = 0;
+    while (done < body.size()) {
+        const ssize_t n = ::write(fd.get(), body.data() + done, body.size() - done);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            const int err = errno;
+            ::unlink(tmp.c_str());
+            return fs_error(tmp, "write", err);
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        return fs_error(path, "cannot rename into place", err);
+    }
+    return {};
+}
+
+bool plausible_timestamp(std::string_view s) {
+    if (s.empty() || s.size() > kMaxTimestampBytes) return false;
+    for (unsigned char c : s)
+        if (!(std::isdigit(c) || c == '-' || c == ':' || c == 'T' || c == 'Z' || c == '.' || c == '+')) return false;
+    return true;
+}
+
+}  // namespace
+
+result<url_history> parse_url_history(std::string_view json, std::string_view source) {
+    auto fail = [&](const std::string& path, const std::string& what) {
+        return make_error(error_code::bad_manifest, what).with_source(std::string(source)).with_json_path(path);
+    };
+    if (json.size() > kMaxHistoryBytes)
+        return fail("", "history file larger than " + std::to_string(kMaxHistoryBytes) + " bytes");
+    // The DOM parser validates the whole document (structure, UTF-8, every
+    // literal) before anything is read from it.
+    simdjson::dom::parser parser;
+    simdjson::dom::element root;
+    if (auto err = parser.parse(json.data(), json.size()).get(root))
+        return fail("", std::string("history file is not JSON: ") + simdjson::error_message(err));
+    simdjson::dom::object obj;
+    if (root.get_object().get(obj)) return fail("", "history file is not a JSON object");
+    std::uint64_t version = 0;
+    if (obj["history_version"].get_uint64().get(version) || version != 1)
+        return fail("history_version", "missing or unsupported history_version (expected 1)");
+    url_history h;
+    std::string_view s;
+    if (obj["url"].get_string().get(s)) return fail("url", "expected a string");
+    if (s.empty() || s.size() > kMaxUrlBytes) return fail("url", "empty or too long");
+    h.url = std::string(s);
+    simdjson::dom::array seen;
+    if (obj["seen"].get_array().get(seen)) return fail("seen", "expected an array");
+    if (seen.size() > kMaxHistoryEntries)
+        return fail("seen", "more than " + std::to_string(kMaxHistoryEntries) + " entries");
+    std::size_t index = 0;
+    for (auto item : seen) {
+        const std::string path = "seen[" + std::to_string(index++) + "]";
+        simdjson::dom::object e;
+        if (item.get_object().get(e)) return fail(path, "expected an object");
+        seen_entry entry;
+        if (e["sha256"].get_string().get(s) || !is_sha256_hex(s)) return fail(path + ".sha256", "not a SHA-256");
+        entry.sha256 = std::string(s);
+        if (e["size"].get_uint64().get(entry.size)) return fail(path + ".size", "expected an unsigned integer");
+        if (e["first_seen"].get_string().get(s) || !plausible_timestamp(s))
+            return fail(path + ".first_seen", "expected an ISO 8601 timestamp");
+        entry.first_seen = std::string(s);
+        if (e["last_seen"].get_string().get(s) || !plausible_timestamp(s))
+            return fail(path + ".last_seen", "expected an ISO 8601 timestamp");
+        entry.last_seen = std::string(s);
+        h.seen.push_back(std::move(entry));
+    }
+    return h;
+}
+
+std::string url_history_to_json(const url_history& history) {
+    json_writer w(2);
+    w.begin_object();
+    w.field("history_version", 1);
+    w.field("url", history.url);
+    w.key("seen").begin_array();
+    for (const auto& e : history.seen) {
+        w.begin_object().field("sha256", e.sha256).field("size", e.size);
+        w.field("first_seen", e.first_seen).field("last_seen", e.last_seen).end_object();
+    }
+    w.end_array().end_object();
+    return w.str() + "\n";
+}
+
+result<drift_store> drift_store::open(const fs::path& cache_root) {
+    drift_store store;
+    store.root_ = cache_root / "history";
+    std::error_code ec;
+    fs::create_directories(store.root_ / "urls", ec);
+    if (!ec) fs::create_directories(store.root_ / "documents", ec);
+    if (ec)
+        return make_error(error_code::filesystem, "cannot create the drift history: " + ec.message())
+            .with_path(store.root_.string());
+    return store;
+}
+
+fs::path drift_store::url_file(std::string_view url) const {
+    return root_ / "urls" / (sha256_hex(url) + ".json");
+}
+
+result<std::optional<url_history>> drift_store::load(std::string_view url) const {
+    const fs::path path = url_file(url);
+    REDIST_TRY(auto text, read_limited(path, kMaxHistoryBytes));
+    if (!text) return std::optional<url_history>{};
+    REDIST_TRY(auto h, parse_url_history(*text, path.string()));
+    // A file that names another URL (a hash collision, or a file copied in)
+    // is not this URL's history.
+    if (h.url != url)
+        return make_error(error_code::bad_manifest, "history file belongs to another URL").with_path(path.string());
+    return std::optional<url_history>(std::move(h));
+}
+
+result<drift_check> drift_store::check(std::string_view url, std::string_view sha256) const {
+    drift_check out;
+    auto h = load(url);
+    if (!h.ok()) {
+        if (h.error_value().code != error_code::bad_manifest) return std::move(h).error_value();
+        out.corrupt_history = true;
+        out.first_time = true;
+        return out;
+    }
+    if (!*h || (*h)->seen.empty()) {
+        out.first_time = true;
+        return out;
+    }
+    const seen_entry& last = (*h)->seen.back();
+    if (last.sha256 != sha256) {
+        out.changed = true;
+        out.previous = last;
+    }
+    return out;
+}
+
+result<void> drift_store::record(std::string_view url, std::string_view sha256, std::uint64_t size,
+                                 std::string_view now) const {
+    const std::string when = now.empty() ? now_iso8601() : std::string(now);
+    const fs::path path = url_file(url);
+    const fs::path lock_path = path.string().substr(0, path.string().size() - 5) + ".lock";
+    unique_fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
+    if (lock.get() < 0) return fs_error(lock_path, "cannot open", errno);
+    while (::flock(lock.get(), LOCK_EX) != 0)
+        if (errno != EINTR) return fs_error(lock_path, "flock", errno);
+
+    url_history h;
+    h.url = std::string(url);
+    if (auto old = load(url); old.ok() && *old) h = std::move(**old);  // corrupt or missing: start over
+    if (!h.seen.empty() && h.seen.back().sha256 == sha256 && h.seen.back().size == size) {
+        h.seen.back().last_seen = when;
+    } else {
+        h.seen.push_back({std::string(sha256), size, when, when});
+        if (h.seen.size() > kMaxHistoryEntries)
+            h.seen.erase(h.seen.begin(), h.seen.end() - static_cast<std::ptrdiff_t>(kMaxHistoryEntries));
+    }
+    return write_atomically(path, url_history_to_json(h));
+}
+
+result<void> drift_store::keep_document(std::string_view body) const {
+    if (body.size() > kMaxKeptDocumentBytes) return {};
+    const fs::path path = root_ / "documents" / sha256_hex(body);
+    std::error_code ec;
+    if (fs::is_regular_file(fs::symlink_status(path, ec))) return {};
+    return write_atomically(path, body);
+}
+
+std::optional<std::string> drift_store::load_document(std::string_view sha256) const {
+    if (!is_sha256_hex(sha256)) return std::nullopt;
+    auto text = read_limited(root_ / "documents" / std::string(sha256), kMaxKeptDocumentBytes);
+    if (!text.ok() || !*text || sha256_hex(**text) != sha256) return std::nullopt;
+    return std::move(**text);
+}
+
+}  // namespace redist

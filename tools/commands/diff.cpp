@@ -1,0 +1,112 @@
+// `redist diff PRODUCT V1 V2` — what changed between two releases:
+// components added, removed or renamed, versions, platforms, CUDA variants,
+// artifacts and sizes. Text, or one JSON object with --json.
+#include <cinttypes>
+#include <cstdio>
+#include <memory>
+
+#include "commands/project_commands.hpp"
+#include "redist/diff.hpp"
+
+namespace redist_tools {
+
+namespace {
+
+struct diff_args {
+    std::string product;
+    std::string from;
+    std::string to;
+    source_options source;
+    bool json = false;
+};
+
+std::string join(const std::vector<std::string>& items) {
+    std::string out;
+    for (const auto& s : items) out += (out.empty() ? "" : ", ") + s;
+    return out;
+}
+
+std::string signed_size(std::uint64_t from, std::uint64_t to) {
+    return to >= from ? "+" + human_size(to - from) : "-" + human_size(from - to);
+}
+
+std::string artifact_name(const redist::artifact_change& a) {
+    return a.component + " " + a.platform + (a.variant ? " " + *a.variant : "");
+}
+
+int run_diff(const diff_args& args) {
+    const auto transfer = args.source.transfer();
+    auto from = redist::resolve_release(make_release_request(args.source, args.product, args.from), transfer);
+    if (!from.ok()) return report_error(from.error_value());
+    auto to = redist::resolve_release(make_release_request(args.source, args.product, args.to), transfer);
+    if (!to.ok()) return report_error(to.error_value());
+    auto d = redist::diff_manifests(from->parsed, to->parsed);
+    // Labels from the resolved releases: old manifests may not carry one.
+    d.old_label = from->label;
+    d.new_label = to->label;
+    if (args.json) {
+        std::printf("%s\n", redist::manifest_diff_to_json(d).c_str());
+        return 0;
+    }
+    std::printf("%s %s -> %s\n", args.product.c_str(), d.old_label.c_str(), d.new_label.c_str());
+    if (d.empty()) std::printf("  no component, version or artifact differs\n");
+    print_manifest_diff(stdout, d, "  ");
+    return 0;
+}
+
+}  // namespace
+
+void print_manifest_diff(std::FILE* out, const redist::manifest_diff& d, const char* indent) {
+    for (const auto& r : d.renamed) std::fprintf(out, "%scomponent renamed: %s -> %s\n", indent, r.from.c_str(), r.to.c_str());
+    if (!d.added.empty()) std::fprintf(out, "%scomponents added: %s\n", indent, join(d.added).c_str());
+    if (!d.removed.empty()) std::fprintf(out, "%scomponents removed: %s\n", indent, join(d.removed).c_str());
+    for (const auto& v : d.versions)
+        std::fprintf(out, "%sversion: %s %s -> %s\n", indent, v.component.c_str(), v.from.c_str(), v.to.c_str());
+    if (!d.platforms_added.empty()) std::fprintf(out, "%splatforms added: %s\n", indent, join(d.platforms_added).c_str());
+    if (!d.platforms_removed.empty())
+        std::fprintf(out, "%splatforms removed: %s\n", indent, join(d.platforms_removed).c_str());
+    if (!d.variants_added.empty()) std::fprintf(out, "%svariants added: %s\n", indent, join(d.variants_added).c_str());
+    if (!d.variants_removed.empty())
+        std::fprintf(out, "%svariants removed: %s\n", indent, join(d.variants_removed).c_str());
+    for (const auto& a : d.artifacts) {
+        const std::string name = artifact_name(a);
+        switch (a.kind) {
+            case redist::artifact_change_kind::replaced_in_place:
+                std::fprintf(out, "%sREPLACED IN PLACE: %s %s: sha256 %s -> %s, size %" PRIu64 " -> %" PRIu64 "\n",
+                             indent, name.c_str(), a.new_relative_path.c_str(), a.old_sha256.c_str(),
+                             a.new_sha256.c_str(), a.old_size, a.new_size);
+                break;
+            case redist::artifact_change_kind::rebuilt:
+                std::fprintf(out, "%sartifact changed: %s: %s (%s)\n", indent, name.c_str(),
+                             a.new_relative_path.c_str(), signed_size(a.old_size, a.new_size).c_str());
+                break;
+            case redist::artifact_change_kind::added:
+                std::fprintf(out, "%sartifact added: %s (%s)\n", indent, name.c_str(), human_size(a.new_size).c_str());
+                break;
+            case redist::artifact_change_kind::removed:
+                std::fprintf(out, "%sartifact removed: %s\n", indent, name.c_str());
+                break;
+        }
+    }
+    if (d.old_total_size != d.new_total_size)
+        std::fprintf(out, "%stotal size: %s -> %s (%s)\n", indent, human_size(d.old_total_size).c_str(),
+                     human_size(d.new_total_size).c_str(), signed_size(d.old_total_size, d.new_total_size).c_str());
+}
+
+void add_diff_command(CLI::App& app, command_runner& selected) {
+    auto args = std::make_shared<diff_args>();
+    auto* cmd = app.add_subcommand("diff", "Show what changed between two releases of a product");
+    cmd->add_option("PRODUCT", args->product, "cudnn, cuda, ...")->required();
+    cmd->add_option("V1", args->from, "The older release (9.8.0, 9.8, 9 or latest)")->required();
+    cmd->add_option("V2", args->to, "The newer release")->required();
+    add_source_options(*cmd, args->source);
+    cmd->add_flag("--json", args->json, "Print one JSON object");
+    cmd->footer(std::string("\nComponents added, removed or renamed (known renames: cuda_cccl -> cccl), versions,\n"
+                            "platforms, CUDA variants, and every artifact that changed: a new file, one added\n"
+                            "or removed, or one REPLACED IN PLACE (same file name, new SHA-256 or size).\n\n"
+                            "Examples:\n  redist diff cudnn 9.8.0 9.27.0\n  redist diff cuda 12.9 13.0 --json\n\n") +
+                exit_code_help);
+    cmd->final_callback([args, &selected] { selected = [args] { return run_diff(*args); }; });
+}
+
+}  // namespace redist_tools

@@ -1,0 +1,105 @@
+// `redist sbom` — an SPDX 2.3 or CycloneDX 1.5 JSON bill of materials for a
+// prefix, from its receipts. Licenses come from each release's manifest
+// (receipts do not carry them), read through the usual sources and cache.
+#include <cstdio>
+#include <memory>
+#include <set>
+
+#include "commands/project_commands.hpp"
+#include "redist/install.hpp"
+#include "redist/sbom.hpp"
+
+namespace redist_tools {
+
+namespace {
+
+struct sbom_args {
+    std::string prefix;
+    std::string format;
+    std::string output = "-";
+    source_options source;
+    bool no_license_lookup = false;
+};
+
+// One manifest per (product, release) in the receipts; a release that cannot
+// be read leaves its licenses unknown (NOASSERTION), with a warning.
+redist::license_table look_up_licenses(const std::vector<redist::receipt>& receipts, const source_options& source) {
+    redist::license_table table;
+    std::set<std::pair<std::string, std::string>> releases;
+    for (const auto& r : receipts) releases.insert({r.product, r.release_label});
+    for (const auto& [product, label] : releases) {
+        auto release = redist::resolve_release(make_release_request(source, product, label), source.transfer());
+        if (!release.ok()) {
+            std::fprintf(stderr, "%s: warning: cannot read the manifest of %s %s for its licenses (%s); "
+                                 "they are NOASSERTION\n",
+                         tool_name.c_str(), product.c_str(), label.c_str(),
+                         release.error_value().describe().c_str());
+            continue;
+        }
+        for (const auto& c : release->parsed.components)
+            if (!c.license.empty()) table[{product, c.key}] = c.license;
+    }
+    return table;
+}
+
+int run_sbom(const sbom_args& args) {
+    const auto format = redist::parse_sbom_format(args.format);
+    if (!format.ok()) return report_error(format.error_value());
+    redist::sbom_request req;
+    req.prefix = args.prefix;
+    req.tool_version = REDIST_VERSION;
+    if (!args.no_license_lookup) {
+        auto receipts = redist::read_receipts(args.prefix);
+        if (!receipts.ok()) return report_error(receipts.error_value());
+        req.licenses = look_up_licenses(*receipts, args.source);
+    }
+    auto doc = redist::collect_sbom(req);
+    if (!doc.ok()) return report_error(doc.error_value());
+    return write_output(args.output, redist::render_sbom(*doc, *format));
+}
+
+}  // namespace
+
+int write_output(const std::string& path, const std::string& text) {
+    if (path == "-") {
+        std::fwrite(text.data(), 1, text.size(), stdout);
+        return std::fflush(stdout) == 0 ? 0 : report_error(redist::make_error(redist::error_code::filesystem,
+                                                                                 "cannot write to stdout"));
+    }
+    const std::string tmp = path + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "wb");
+    const bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
+    if (f && std::fclose(f) != 0) f = nullptr;
+    if (!written || !f || std::rename(tmp.c_str(), path.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        return report_error(redist::make_error(redist::error_code::filesystem, "cannot write").with_path(path));
+    }
+    return 0;
+}
+
+void add_sbom_command(CLI::App& app, command_runner& selected) {
+    auto args = std::make_shared<sbom_args>();
+    auto* cmd = app.add_subcommand("sbom", "Write an SBOM (SPDX 2.3 or CycloneDX 1.5 JSON) of a prefix");
+    cmd->add_option("--prefix", args->prefix, "A prefix redist installed into")->required()->type_name("DIR");
+    cmd->add_option("--format", args->format, "spdx-json or cyclonedx-json")
+        ->required()
+        ->check(CLI::IsMember({"spdx-json", "cyclonedx-json"}))
+        ->type_name("FORMAT");
+    cmd->add_option("-o,--output", args->output, "Where to write it (default '-': stdout)")->type_name("FILE");
+    cmd->add_flag("--no-license-lookup", args->no_license_lookup,
+                  "Do not read the manifests for license names (they become NOASSERTION)");
+    add_source_options(*cmd, args->source);
+    cmd->footer(std::string("\nEvery installed component (product, release, version, platform, CUDA variant,\n"
+                            "download URL, archive SHA-256, license named in its manifest) and every regular\n"
+                            "file it installed, with SHA-256 and SHA-1. Files are hashed again: a file that no\n"
+                            "longer matches its receipt is an error (exit 5; `redist verify` lists them).\n"
+                            "Licenses are read from the releases' manifests (--base-url, --mirror, --offline\n"
+                            "and the cache apply).\n\n"
+                            "Examples:\n"
+                            "  redist sbom --prefix /opt/cudnn --format spdx-json -o cudnn.spdx.json\n"
+                            "  redist sbom --prefix /opt/cuda --format cyclonedx-json --offline\n\n") +
+                exit_code_help);
+    cmd->final_callback([args, &selected] { selected = [args] { return run_sbom(*args); }; });
+}
+
+}  // namespace redist_tools
