@@ -1,4 +1,4 @@
-// redist/transfer.hpp — HTTP(S) and file:// transfers through libcurl.
+// redist/transfer.hpp — HTTP(S) transfers through libcurl, and file:// reads.
 //
 // The caller must call curl_global_init() once at program start (the tools'
 // main() and the test runner do). The library never does it on the fly.

@@ -15,7 +15,7 @@ _redist_subcommands="versions show fetch verify remove lock cache env mirror"
 
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
-_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --link-mode --jobs -j --json --quiet -q"
+_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --link-mode --jobs -j --max-expansion --json --quiet -q"
 
 # Options of each subcommand (and of cudnn-fetch).
 _redist_opts_for() {
@@ -38,7 +38,7 @@ _redist_opts_for() {
 _redist_takes_value() {
     case $1 in
         --prefix | --dest | --cache-dir | --manifest | --manifest-sha256 | --locked | --output | -o | --ca-file | --base-url | --mirror | --platform | --cuda | \
-            --component | --format | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode)
+            --component | --format | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion)
             return 0 ;;
     esac
     return 1

@@ -181,16 +181,17 @@ class HostileStream(unittest.TestCase):
         self.assertEqual(sandbox_after[1], sandbox_before[1], "a directory above the prefix changed")
         return res
 
-    def fetch_with_file_size_limit(self, limit, *args, sigxfsz_kills=True):
+    def fetch_with_file_size_limit(self, limit, *args, sigxfsz_kills=True, cache=None):
         """A cudnn-fetch that may write no file larger than `limit` bytes. With
         sigxfsz_kills, a larger write kills it (SIGXFSZ: proof that a cap held);
-        otherwise the write fails with EFBIG, as on a full disk."""
+        otherwise the write fails with EFBIG, as on a full disk. Without a
+        cache directory, it runs with --no-cache."""
         def limit_files():
             resource.setrlimit(resource.RLIMIT_FSIZE, (limit, limit))
             if not sigxfsz_kills:
                 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # inherited across exec
         argv = [support.tool_path("cudnn-fetch"), LABEL, "--prefix", self.prefix, "--platform", PLATFORM,
-                "--cuda", CUDA, "--no-cache", *args]
+                "--cuda", CUDA, *(["--cache-dir", cache] if cache else ["--no-cache"]), *args]
         return subprocess.run(argv, env=support.tool_env(), cwd=self.cwd, stdin=subprocess.DEVNULL,
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                               timeout=RUN_TIMEOUT, preexec_fn=limit_files)
@@ -350,6 +351,43 @@ class HostileStream(unittest.TestCase):
         self.assertEqual([n.size for p, n in got.items() if p.rsplit("/", 1)[-1] == "zeros"], [128 * MiB])
         verify = support.run_tool("redist", "verify", "--prefix", self.prefix)
         self.assertEqual(verify.returncode, 0, support.describe(verify))
+
+    def test_a_failed_cache_write_gives_up_the_cache_copy_not_the_download(self):
+        # The compressed archive (9 MiB of noise) cannot be written to the
+        # cache's .part file (EFBIG at 4 MiB, as ENOSPC would), while every
+        # file it holds can. The hash must still decide: the right bytes
+        # install (uncached), wrong ones are an integrity failure.
+        members = good_members() + [(f"{TOP}/lib/noise{i}.bin", "file", 0o644, os.urandom(3 * MiB))
+                                    for i in range(3)]
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
+            for name, kind, mode, payload in members:
+                ti = tarfile.TarInfo(name)
+                ti.mode, ti.mtime = mode, 1735689600
+                if kind == "dir":
+                    ti.type = tarfile.DIRTYPE
+                    tf.addfile(ti)
+                else:
+                    ti.size = len(payload)
+                    tf.addfile(ti, io.BytesIO(payload))
+        data = _xz(buf.getvalue())
+        rec = rewrite_artifact(self.mirror, "cudnn", LABEL, "cudnn", PLATFORM, VARIANT, data)
+        cache = os.path.join(self.aux, "cache")
+        res = self.fetch_with_file_size_limit(4 * MiB, "--base-url", support.file_base_url(self.mirror),
+                                              sigxfsz_kills=False, cache=cache)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assertIn("lib/noise2.bin", installed(self.prefix))
+        blobs = os.path.join(cache, "blobs", "sha256")
+        self.assertEqual([n for n in os.listdir(blobs) if n.startswith(rec["sha256"])] if os.path.isdir(blobs)
+                         else [], [], "a partial blob must not be kept, let alone published")
+        verify = support.run_tool("redist", "verify", "--prefix", self.prefix)
+        self.assertEqual(verify.returncode, 0, support.describe(verify))
+
+        # The same bytes under a wrong hash: integrity, not a filesystem error.
+        set_record(self.mirror, len(data), "0" * 64)
+        res = self.fetch_with_file_size_limit(4 * MiB, "--base-url", support.file_base_url(self.mirror),
+                                              "--force", sigxfsz_kills=False, cache=cache)
+        self.assertFails(res, 5, "sha256")
 
     # -- unpacking ------------------------------------------------------------
 
