@@ -501,7 +501,9 @@ result<void> apply_journal(const fs::path& prefix, const journal& j) {
         // Created here: then (and only then) it gets the stage's mode. A
         // directory that exists already (the user's, or ours from an earlier
         // run) keeps its mode, setgid and sticky bits included.
-        if (::mkdir(dir.c_str(), 0700) == 0) {
+        // mkdir(2) with the mode already (less the umask), so that a crash
+        // before the chmod leaves a sane mode.
+        if (::mkdir(dir.c_str(), m.mode & 0777) == 0) {
             ::chmod(dir.c_str(), m.mode & 0777);
         } else if (errno != EEXIST) {
             return errno_error("cannot create directory", dir, errno);
