@@ -51,7 +51,7 @@
 # ${CMAKE_BINARY_DIR}/CMakeFiles/redist_fetch/ records the request (product,
 # version, components, platform, cuda, base url, manifest, lockfile and the
 # SHA-256 of local manifest/lock files, prefix) and the SHA-256 of each
-# receipt the fetch left (<prefix>/.redist/receipts/<component>.json). When
+# receipt the fetch left (<prefix>/.redist/receipts/<product>/<component>.json). When
 # the next configure makes the same request and those receipts are unchanged,
 # the tool is not run at all: no process, no manifest download. Any change
 # (another version, a receipt removed or rewritten by `redist fetch/remove`)
@@ -129,7 +129,10 @@ endfunction()
 # Receipts of `product` under prefix: "<sha256> <path>" lines in out_var, and
 # the release label of the first in label_var. With components, only theirs.
 function(_redist_fetch_receipts prefix product components out_var label_var)
-  file(GLOB receipts LIST_DIRECTORIES false "${prefix}/.redist/receipts/*.json")
+  # receipts/<product>/<component>.json, and receipts/<component>.json as
+  # redist before 0.2 wrote them.
+  file(GLOB receipts LIST_DIRECTORIES false "${prefix}/.redist/receipts/${product}/*.json"
+    "${prefix}/.redist/receipts/*.json")
   list(SORT receipts)
   set(lines "")
   set(label "")

@@ -26,10 +26,12 @@ struct journal {
     struct mkdir_step {
         std::string path;
         unsigned mode = 0755;
+        bool operator==(const mkdir_step&) const = default;
     };
     struct move_step {
         std::string from;  // under .redist/staging/
         std::string to;
+        bool operator==(const move_step&) const = default;
     };
     std::vector<mkdir_step> mkdirs;   // parents first; created with `mode` only if missing
     std::vector<move_step> moves;     // renames; a missing `from` was done by an earlier run

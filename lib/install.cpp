@@ -501,7 +501,9 @@ result<void> apply_journal(const fs::path& prefix, const journal& j) {
         // Created here: then (and only then) it gets the stage's mode. A
         // directory that exists already (the user's, or ours from an earlier
         // run) keeps its mode, setgid and sticky bits included.
-        if (::mkdir(dir.c_str(), 0700) == 0) {
+        // mkdir(2) with the mode already (less the umask), so that a crash
+        // before the chmod leaves a sane mode.
+        if (::mkdir(dir.c_str(), m.mode & 0777) == 0) {
             ::chmod(dir.c_str(), m.mode & 0777);
         } else if (errno != EEXIST) {
             return errno_error("cannot create directory", dir, errno);
@@ -788,16 +790,18 @@ result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::f
     const fs::path prefix = fs::absolute(prefix_in, ec).lexically_normal();
     // create_directories never changes the mode of what exists, so nothing
     // above the prefix (or the prefix itself) is chmod'ed.
-    for (const auto& dir : {prefix, state_dir(prefix), receipts_dir(prefix), staging_dir(prefix)}) {
-        fs::create_directories(dir, ec);
-        if (ec) return fs_error("cannot create directory", dir, ec);
-    }
-    // .redist/ must be ours: a symlink there (planted by an archive of an older
-    // version, or by someone else) would carry every write elsewhere.
-    for (const auto& dir : {state_dir(prefix), receipts_dir(prefix), staging_dir(prefix)})
+    fs::create_directories(prefix, ec);
+    if (ec) return fs_error("cannot create directory", prefix, ec);
+    // .redist/ and its parts must be ours: a symlink there (planted by an
+    // archive of an older version, or by someone else) would carry every
+    // write elsewhere. Each level is checked before anything is created in it.
+    for (const auto& dir : {state_dir(prefix), receipts_dir(prefix), staging_dir(prefix)}) {
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST)
+            return errno_error("cannot create directory", dir, errno);
         if (!is_directory_no_follow(dir))
             return make_error(error_code::bad_manifest, "corrupt prefix state: not a directory (is it a symlink?)")
                 .with_path(dir.string());
+    }
     REDIST_TRY(const int fd, lock_file_exclusive(state_dir(prefix) / "lock", on_wait));
     prefix_lock lock;
     lock.prefix_ = prefix;

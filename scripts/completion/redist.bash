@@ -25,7 +25,7 @@ _redist_opts_for() {
         fetch) echo "$_redist_fetch_opts --help -h" ;;
         cudnn-fetch) echo "$_redist_fetch_opts --help -h --version" ;;
         verify) echo "--prefix --json --help -h" ;;
-        remove) echo "--prefix --component --quiet -q --help -h" ;;
+        remove) echo "--prefix --product --component --quiet -q --help -h" ;;
         lock) echo "$_redist_source_opts $_redist_select_opts --output -o --help -h" ;;
         cache) echo "--cache-dir --older-than --json --help -h" ;;
         env) echo "--prefix --format --help -h" ;;

@@ -170,7 +170,7 @@ def run_project_checks(args, state: str, work: str, base_url: str):
 
     # 5. A receipt rewritten behind CMake's back (here: removed) invalidates
     # the stamp.
-    receipt = os.path.join(prefix, ".redist", "receipts", "cudnn.json")
+    receipt = os.path.join(prefix, ".redist", "receipts", "cudnn", "cudnn.json")
     cs.check(os.path.isfile(receipt), f"no receipt at {receipt}")
     saved = open(receipt, "rb").read()
     os.unlink(receipt)

@@ -235,6 +235,14 @@ class HostilePrefix(unittest.TestCase):
         os.symlink(target, link)
         self.run_hostile("remove", "--prefix", self.prefix, code=4, needles=(link, "not a regular file"))
 
+    def test_symlinked_state_directory_is_not_followed(self):
+        # .redist/receipts pointing elsewhere: nothing may be created or read there.
+        elsewhere = os.path.join(self.outside, "receipts")
+        receipts = os.path.join(self.prefix, ".redist", "receipts")
+        shutil.move(receipts, elsewhere)
+        os.symlink(elsewhere, receipts)
+        self.run_hostile(*self.fetch_args(), code=4, needles=(receipts, "not a directory"))
+
     # -- the journal ----------------------------------------------------------------
 
     def plant_journal(self, doc):
@@ -295,6 +303,16 @@ class HostilePrefix(unittest.TestCase):
             [(TOP.replace("cudnn-", "cudnn_jit-"), "dir", 0o755, b""),
              (TOP.replace("cudnn-", "cudnn_jit-") + "/j.h", "file", 0o644, b"j\n")])
         self.run_hostile(*args, code=9, needles=("include/mine",))
+        self.assertHealthy()
+
+    # -- .redist/ is reserved --------------------------------------------------------------
+
+    def test_archive_entry_in_redist_state(self):
+        rewrite_artifact(self.mirror, "cudnn", LABEL, "cudnn", PLATFORM, f"cuda{CUDA}", tar_xz([
+            (TOP, "dir", 0o755, b""), (f"{TOP}/lib", "dir", 0o755, b""), (f"{TOP}/lib/ok.so", "file", 0o644, b"ok\n"),
+            (f"{TOP}/.redist", "dir", 0o755, b""), (f"{TOP}/.redist/receipts", "dir", 0o755, b""),
+            (f"{TOP}/.redist/receipts/evil.json", "file", 0o644, b"{}")]))
+        self.run_hostile(*self.fetch_args(), code=7, needles=(".redist",))
         self.assertHealthy()
 
     # -- modes ----------------------------------------------------------------------------

@@ -1,0 +1,94 @@
+// libFuzzer target for the readers of the prefix's own files and of lock
+// files: receipt_from_json, journal_from_json (the commit journal) and
+// lockfile_from_json (built by tests/fuzz/CMakeLists.txt with clang++
+// -fsanitize=fuzzer,address,undefined).
+//
+// The first byte picks the reader; the rest is the document. Besides "never
+// crash, no UB", each reader's contract is checked on every input: what is
+// accepted holds only valid names and plain relative paths (so nothing read
+// can name a place outside the prefix), and a refusal is a one-line
+// bad_manifest error naming its source. A violated contract aborts.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+#include "../../lib/commit_plan.hpp"
+#include "../../lib/safe_path.hpp"
+#include "redist/install.hpp"
+#include "redist/lockfile.hpp"
+
+namespace {
+
+void require(bool condition) {
+    if (!condition) std::abort();
+}
+
+template <class T>
+void require_clean_refusal(const redist::result<T>& r, std::string_view source) {
+    if (r.ok()) return;
+    const redist::error& e = r.error_value();
+    require(e.code == redist::error_code::bad_manifest || e.code == redist::error_code::internal);
+    require(e.describe().find('\n') == std::string::npos);
+    require(e.source == source);
+}
+
+void check_receipt(std::string_view text) {
+    const std::string source = "/p/.redist/receipts/p/c.json";
+    auto r = redist::receipt_from_json(text, source);
+    require_clean_refusal(r, source);
+    if (!r.ok()) return;
+    require(redist::name_problem(r->product) == nullptr);
+    require(redist::name_problem(r->component) == nullptr);
+    for (const auto& f : r->files) {
+        require(redist::relative_path_problem(f.path) == nullptr);
+        require(f.path.rfind(".redist", 0) != 0 || (f.path.size() > 7 && f.path[7] != '/'));
+        require(redist::confined_join("/p", f.path).ok());
+    }
+    // What is written reads back the same.
+    auto again = redist::receipt_from_json(redist::receipt_to_json(*r), source);
+    require(again.ok() && again->files.size() == r->files.size());
+}
+
+void check_journal(std::string_view text) {
+    const std::string source = "/p/.redist/transaction.json";
+    auto j = redist::journal_from_json(text, source);
+    require_clean_refusal(j, source);
+    if (!j.ok()) return;
+    require(redist::check_journal(*j).ok());
+    for (const auto& m : j->moves) {
+        require(m.from.rfind(".redist/staging/", 0) == 0);
+        require(redist::confined_join("/p", m.to).ok());
+    }
+    for (const auto& d : j->deletes) require(redist::confined_join("/p", d).ok());
+    for (const auto& s : j->stages) require(s.rfind(".redist/staging/", 0) == 0);
+    auto again = redist::journal_from_json(redist::journal_to_json(*j), source);
+    require(again.ok() && *again == *j);
+}
+
+void check_lockfile(std::string_view text) {
+    const std::string source = "redist.lock";
+    auto l = redist::lockfile_from_json(text, source);
+    require_clean_refusal(l, source);
+    if (!l.ok()) return;
+    require(redist::name_problem(l->product) == nullptr);
+    for (const auto& a : l->artifacts) {
+        require(redist::name_problem(a.entry.component) == nullptr);
+        require(redist::name_problem(a.entry.platform) == nullptr);
+        require(a.entry.relative_path.empty() || redist::artifact_path_problem(a.entry.relative_path) == nullptr);
+    }
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    if (size == 0) return 0;
+    const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
+    switch (data[0] % 3) {
+        case 0: check_receipt(text); break;
+        case 1: check_journal(text); break;
+        default: check_lockfile(text); break;
+    }
+    return 0;
+}

@@ -1,0 +1,118 @@
+// The file helpers (lib/posix_file.hpp): bounded reads that never block on a
+// FIFO or follow a planted symlink, and the one atomic writer.
+#include <catch2/catch.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "../lib/posix_file.hpp"
+
+namespace fs = std::filesystem;
+using namespace redist;
+
+namespace {
+
+fs::path scratch(const std::string& name) {
+    const fs::path dir = fs::path(REDIST_TEST_SCRATCH) / name;
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    return dir;
+}
+
+std::string slurp(const fs::path& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+}
+
+}  // namespace
+
+TEST_CASE("read_file reads a regular file within its limit") {
+    const fs::path dir = scratch("read");
+    REQUIRE(atomic_write(dir / "f", "hello", durability::none).ok());
+    auto text = read_file(dir / "f", 5);
+    REQUIRE(text.ok());
+    CHECK(*text == "hello");
+    auto empty_limit = read_file(dir / "f", 4);
+    REQUIRE_FALSE(empty_limit.ok());
+    CHECK(empty_limit.error_value().code == error_code::bad_manifest);
+    auto custom = read_file(dir / "f", 4, follow_links::no, error_code::filesystem);
+    REQUIRE_FALSE(custom.ok());
+    CHECK(custom.error_value().code == error_code::filesystem);
+}
+
+TEST_CASE("read_file refuses a FIFO without blocking, and symlinks unless asked") {
+    const fs::path dir = scratch("special");
+    REQUIRE(::mkfifo((dir / "fifo").c_str(), 0600) == 0);
+    auto fifo = read_file(dir / "fifo", 100);  // would hang forever without O_NONBLOCK
+    REQUIRE_FALSE(fifo.ok());
+    CHECK(fifo.error_value().code == error_code::filesystem);
+    REQUIRE(atomic_write(dir / "target", "t", durability::none).ok());
+    fs::create_symlink(dir / "target", dir / "link");
+    CHECK_FALSE(read_file(dir / "link", 100).ok());
+    auto followed = read_file(dir / "link", 100, follow_links::yes);
+    REQUIRE(followed.ok());
+    CHECK(*followed == "t");
+    CHECK_FALSE(read_file(dir, 100).ok());  // a directory
+    auto missing = read_file(dir / "missing", 100);
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error_value().path == (dir / "missing").string());
+}
+
+TEST_CASE("atomic_write replaces a symlink instead of writing through it") {
+    const fs::path dir = scratch("atomic");
+    REQUIRE(atomic_write(dir / "victim", "precious", durability::full).ok());
+    fs::create_symlink(dir / "victim", dir / "out");
+    REQUIRE(atomic_write(dir / "out", "new", durability::contents).ok());
+    CHECK(slurp(dir / "victim") == "precious");
+    CHECK_FALSE(fs::is_symlink(dir / "out"));
+    CHECK(slurp(dir / "out") == "new");
+    // No temp file is left behind.
+    std::size_t entries = 0;
+    for (const auto& e : fs::directory_iterator(dir)) {
+        CHECK_FALSE(is_atomic_write_temp(e.path().filename().string()));
+        ++entries;
+    }
+    CHECK(entries == 2);
+}
+
+TEST_CASE("atomic_write fails cleanly where it cannot write") {
+    const fs::path dir = scratch("fail");
+    auto missing_dir = atomic_write(dir / "no" / "such" / "file", "x", durability::full);
+    REQUIRE_FALSE(missing_dir.ok());
+    CHECK(missing_dir.error_value().code == error_code::filesystem);
+    CHECK(missing_dir.error_value().message.find("cannot create") != std::string::npos);
+}
+
+TEST_CASE("unique_fd closes once and can be released") {
+    const fs::path dir = scratch("fd");
+    REQUIRE(atomic_write(dir / "f", "x", durability::none).ok());
+    int raw = -1;
+    {
+        unique_fd fd(::open((dir / "f").c_str(), O_RDONLY | O_CLOEXEC));
+        REQUIRE(fd.valid());
+        raw = fd.get();
+        unique_fd moved = std::move(fd);
+        CHECK_FALSE(fd.valid());
+        CHECK(moved.get() == raw);
+    }
+    CHECK(::fcntl(raw, F_GETFD) == -1);  // closed by the destructor
+    unique_fd kept(::open((dir / "f").c_str(), O_RDONLY | O_CLOEXEC));
+    const int released = kept.release();
+    CHECK_FALSE(kept.valid());
+    CHECK(::close(released) == 0);
+}
+
+TEST_CASE("errno_error names the path and the reason") {
+    const error e = errno_error("cannot open", "/some/path", ENOENT);
+    CHECK(e.code == error_code::filesystem);
+    CHECK(e.path == "/some/path");
+    CHECK(e.message.find("cannot open: ") == 0);
+    CHECK(errno_error("x", "p", EACCES, error_code::bad_manifest).code == error_code::bad_manifest);
+}
