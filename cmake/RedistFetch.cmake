@@ -11,7 +11,8 @@
 #                [MANIFEST <path|url>]  # a redistrib_<v>.json instead of resolving VERSION
 #                [LOCKFILE <file>]      # passed as `redist fetch --locked <file>`
 #                [NAMESPACE <ns>]       # target namespace, default: upper-case product
-#                [GLOBAL])              # make the imported targets IMPORTED_GLOBAL
+#                [GLOBAL]               # make the imported targets IMPORTED_GLOBAL
+#                [CHECK])               # fail the configure when the post-install checks fail
 #
 # It runs `redist fetch` (execute_process) at configure time; a failure stops
 # the configure with the tool's one-line error. Relative PREFIX is taken from
@@ -160,7 +161,7 @@ function(_redist_fetch_receipts prefix product components out_var label_var)
 endfunction()
 
 function(redist_fetch product)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "GLOBAL"
+  cmake_parse_arguments(PARSE_ARGV 1 arg "GLOBAL;CHECK"
     "VERSION;CUDA;PLATFORM;PREFIX;BASE_URL;MANIFEST;LOCKFILE;NAMESPACE" "COMPONENTS")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "redist_fetch(${product}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
@@ -211,6 +212,9 @@ function(redist_fetch product)
   foreach(field IN ITEMS VERSION CUDA PLATFORM BASE_URL)
     string(APPEND request "${field}=${arg_${field}}\n")
   endforeach()
+  if(arg_CHECK)  # only when set, so that existing stamps stay valid
+    string(APPEND request "CHECK=ON\n")
+  endif()
   string(SHA256 prefix_hash "${prefix}")
   string(SUBSTRING "${prefix_hash}" 0 12 prefix_hash)
   set(stamp "${CMAKE_BINARY_DIR}/CMakeFiles/redist_fetch/${product}-${prefix_hash}.stamp")
@@ -251,6 +255,13 @@ function(redist_fetch product)
     endif()
     if(lockfile)
       list(APPEND cmd --locked "${lockfile}")
+    endif()
+    # CHECK: `redist fetch --check` makes a failed post-install check (a
+    # missing dependency, a library that does not load, mixed versions, a
+    # driver too old for the variant: see `redist check --help`) exit 11,
+    # and the configure stops with its first finding.
+    if(arg_CHECK)
+      list(APPEND cmd --check)
     endif()
     message(STATUS "redist_fetch(${product}): running ${REDIST_EXECUTABLE} fetch into ${prefix}")
     file(REMOVE "${stamp}")

@@ -44,6 +44,8 @@ echo; echo "== 2. redist check --gpu"
 t redist check --prefix $P --gpu; echo "check --gpu rc=$?"
 echo; echo "== 3. CPU-only checks on the cuDNN tree, 7 runs (internal time = what fetch adds)"
 for i in 1 2 3 4 5 6 7; do s=$(date +%s%N); t redist check --prefix $P -q | tail -1 | grep -o 'in [0-9.]* s'; e=$(date +%s%N); echo "   wall incl. redist start: $(( (e-s)/1000000 )) ms"; done
+echo; echo "== 3a. what fetch adds: cudnn-fetch --force (from the cache) runs the checks after the install, 5 runs"
+for i in 1 2 3 4 5; do t cudnn-fetch $V --base-url $U --prefix $P --cuda 13 --platform linux-x86_64 --cache-dir $W/cache --force | grep '^checked'; done
 echo; echo "== 3b. --json"
 t redist check --prefix $P --json | head -30
 echo; echo "== 4a. broken: a cuDNN of another version (fake, cudnnGetVersion 9.10.2) first on LD_LIBRARY_PATH"
@@ -60,4 +62,4 @@ LD_LIBRARY_PATH=$W/olddriver t redist check --prefix $P; echo "check rc=$?"
 echo "-- and the preflight of a fetch with it:"
 LD_LIBRARY_PATH=$W/olddriver t cudnn-fetch $V --base-url $U --prefix $W/cudnn2 --cuda 13 --platform linux-x86_64 --cache-dir $W/cache --no-check; echo "fetch rc=$?"
 echo; echo "== 5. repaired: the same prefix, nothing on LD_LIBRARY_PATH"
-t redist check --prefix $P --gpu -q; echo "check --gpu rc=$?"
+t redist check --prefix $P --gpu; echo "check --gpu rc=$?"

@@ -11,11 +11,11 @@
 _redist_products="cudnn cuda cublasmp cudss cuquantum cusolvermp cusparselt cutensor nppplus nvcomp nvjpeg2000 nvpl nvtiff tensorrt"
 _redist_platforms="linux-x86_64 linux-sbsa linux-aarch64 linux-ppc64le windows-x86_64 windows-arm64 source"
 _redist_formats="sh fish cmake json github"
-_redist_subcommands="versions show fetch verify remove lock cache env mirror"
+_redist_subcommands="versions show fetch verify remove lock cache env mirror check"
 
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
-_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --link-mode --jobs -j --max-expansion --json --quiet -q"
+_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --link-mode --jobs -j --max-expansion --json --quiet -q --check --no-check"
 
 # Options of each subcommand (and of cudnn-fetch).
 _redist_opts_for() {
@@ -29,6 +29,7 @@ _redist_opts_for() {
         lock) echo "$_redist_source_opts $_redist_select_opts --output -o --help -h" ;;
         cache) echo "--cache-dir --older-than --json --help -h" ;;
         env) echo "--prefix --format --help -h" ;;
+        check) echo "--prefix --component --gpu --json --strict --quiet -q --timeout --help -h" ;;
         mirror) echo "--dest --platform --cuda --component --base-url --ca-file --from-cache --cache-dir --json --quiet -q --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
@@ -38,7 +39,7 @@ _redist_opts_for() {
 _redist_takes_value() {
     case $1 in
         --prefix | --dest | --cache-dir | --manifest | --manifest-sha256 | --locked | --output | -o | --ca-file | --base-url | --mirror | --platform | --cuda | \
-            --component | --format | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion)
+            --component | --format | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout)
             return 0 ;;
     esac
     return 1

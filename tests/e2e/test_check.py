@@ -259,6 +259,33 @@ class CheckFindings(unittest.TestCase):
         self.assertEqual(doc["check"]["failures"], 2)
         self.assertIn("needs libmissing.so.1: not found", json.dumps(doc["check"]["findings"]))
 
+    @unittest.skipUnless(shutil.which("cmake"), "cmake not installed")
+    def test_redist_fetch_check_fails_the_configure(self):
+        missing = build_lib(os.path.join(self.libs, "libmissing.so.1"), "libmissing.so.1", "int missing(void) { return 1; }\n")
+        broken = build_lib(os.path.join(self.libs, "libbroken.so"), "libbroken.so.1",
+                           "int missing(void);\nint broken(void) { return missing(); }\n", link=[missing])
+        manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(broken, "1.0.0", "libbroken.so.1"))
+        project = os.path.join(self.dir, "project")
+        os.makedirs(project)
+        module = os.path.join(support.source_dir(), "cmake", "RedistFetch.cmake")
+
+        def configure(check):
+            with open(os.path.join(project, "CMakeLists.txt"), "w") as f:
+                f.write("cmake_minimum_required(VERSION 3.24)\nproject(p LANGUAGES NONE)\n"
+                        f'set(REDIST_EXECUTABLE "{support.tool_path("redist")}")\ninclude("{module}")\n'
+                        f'redist_fetch(demo MANIFEST "{manifest}" CUDA 13 PLATFORM linux-x86_64 {check})\n')
+            build = os.path.join(self.dir, "build-" + (check or "plain"))
+            return subprocess.run(["cmake", "-S", project, "-B", build], env=support.tool_env(env_without_loader_path()),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
+
+        res = configure("")
+        self.assertEqual(res.returncode, 0, res.stderr)  # a warning only
+        res = configure("CHECK")
+        self.assertNotEqual(res.returncode, 0, res.stdout)
+        flat = " ".join(res.stderr.split())  # CMake wraps messages
+        self.assertIn("redist_fetch(demo): FAIL resolve: lib/libbroken.so.1.0.0 needs libmissing.so.1: not found", flat)
+        self.assertIn("exit code: 11", res.stderr)
+
     def test_hostile_names_are_escaped(self):
         lib = build_lib(os.path.join(self.libs, "libx.so"), "libx.so.1",
                         "int needs(void);\nint x(void) { return needs(); }\n",

@@ -303,7 +303,7 @@ std::optional<redist::check_report> post_install_check(const fetch_options& opti
 int render_post_install_check(const fetch_options& options, const redist::check_report& checked) {
     const auto failures = checked.count(redist::check_severity::failure);
     if (failures == 0) {
-        if (!options.quiet && !options.json)
+        if (!options.quiet && !options.json && checked.elf_files != 0)
             std::printf("checked: %zu libraries resolve and load (%.2f s; details: redist check --prefix %s)\n",
                         checked.loaded, checked.seconds, redist::escape_for_display(options.prefix).c_str());
         return 0;
