@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -177,9 +178,17 @@ private:
     // Removes trees/<hex>/; returns the bytes of its files (shared with
     // hardlinked prefixes, so not all of them are freed on disk).
     std::uint64_t remove_tree(const std::string& sha256) const;
+    static blob_cache from_checked(const std::filesystem::path& root, bool shared, struct cache_dir_handles&& opened);
 
     std::filesystem::path root_;
     bool shared_ = false;
+    // How blobs/sha256/, trees/, documents/ and locks/ are reached. Shared,
+    // these are /proc/self/fd/<n> of the directories that open() checked:
+    // other users may rename or replace the directories in a shared cache,
+    // but cannot change where these names lead (a symlink swapped in for
+    // blobs/sha256 cannot make us create files elsewhere).
+    std::filesystem::path blobs_, trees_, documents_, locks_;
+    std::shared_ptr<const struct cache_dir_handles> handles_;  // keeps those descriptors open
 };
 
 }  // namespace redist
