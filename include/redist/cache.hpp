@@ -87,9 +87,10 @@ struct cache_entry {
 // The tree itself is recorded, on a cold install, by reflink where the
 // filesystem can, else by a copy of the stage (holes kept): never by hard
 // links, so the first prefix does not share inodes with the cache either.
-// The copy runs in the kernel from the page cache and costs about 1-2% of a
-// cold install (bench/RESULTS.md); a background or lazy copy would save that
-// but leave a window where the tree is missing or a prefix is shared.
+// The copy runs in the kernel from the page cache: measured at 2-3% of a
+// cold install (the same copy as a warm --link-mode copy re-install). A
+// background or lazy copy would save that, but leave a window where the
+// tree is missing (the next install decodes again) or a prefix is shared.
 enum class link_mode : std::uint8_t { auto_select, reflink, hardlink, copy };
 result<link_mode> parse_link_mode(std::string_view text);
 
