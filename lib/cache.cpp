@@ -400,9 +400,14 @@ blob_lock::~blob_lock() {
 
 namespace {
 
+// The checked directories of a cache, open.
+struct checked_dirs {
+    fd_holder blobs, trees, documents, locks;
+};
+
 // Creates what is missing and checks every directory of the cache (see
-// "Trust" in cache.hpp). nullopt: all good.
-std::optional<open_failure> prepare_cache_dirs(const fs::path& root, bool shared) {
+// "Trust" in cache.hpp), keeping each open.
+std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root, bool shared) {
     std::error_code ec;
     if (root.has_parent_path() && root.parent_path() != root) {
         fs::create_directories(root.parent_path(), ec);
@@ -422,15 +427,28 @@ std::optional<open_failure> prepare_cache_dirs(const fs::path& root, bool shared
         top = std::move(fd);
     }
     const int root_fd = std::get<fd_holder>(top).get();
-    for (const char* sub : {"trees", "documents", "locks"}) {
-        auto dir = open_cache_dir(root_fd, sub, root / sub, shared);
+    checked_dirs out;
+    const std::pair<const char*, fd_holder*> subs[] = {
+        {"trees", &out.trees}, {"documents", &out.documents}, {"locks", &out.locks}};
+    for (const auto& [name, slot] : subs) {
+        auto dir = open_cache_dir(root_fd, name, root / name, shared);
         if (auto* f = std::get_if<open_failure>(&dir)) return std::move(*f);
+        *slot = std::move(std::get<fd_holder>(dir));
     }
     auto blobs = open_cache_dir(root_fd, "blobs", root / "blobs", shared);
     if (auto* f = std::get_if<open_failure>(&blobs)) return std::move(*f);
     auto sha = open_cache_dir(std::get<fd_holder>(blobs).get(), "sha256", root / "blobs" / "sha256", shared);
     if (auto* f = std::get_if<open_failure>(&sha)) return std::move(*f);
-    return std::nullopt;
+    out.blobs = std::move(std::get<fd_holder>(sha));
+    return out;
+}
+
+// /proc/self/fd/<fd>: the directory itself, whatever happens to its name.
+// Falls back to `path` where /proc is not mounted.
+fs::path anchored(int fd, const fs::path& path) {
+    static const bool have_proc = ::access("/proc/self/fd", X_OK) == 0;
+    if (!have_proc || fd < 0) return path;
+    return fs::path("/proc/self/fd") / std::to_string(fd);
 }
 
 std::optional<open_failure> resolve_root(const fs::path& root, fs::path& absolute) {
@@ -448,32 +466,55 @@ std::optional<open_failure> resolve_root(const fs::path& root, fs::path& absolut
 
 }  // namespace
 
-result<blob_cache> blob_cache::open(const fs::path& root, bool shared) {
-    fs::path absolute;
-    if (auto failed = resolve_root(root, absolute)) return std::move(failed->err);
-    if (auto failed = prepare_cache_dirs(absolute, shared)) return std::move(failed->err);
+struct cache_dir_handles {
+    checked_dirs dirs;
+};
+
+blob_cache blob_cache::from_checked(const fs::path& absolute, bool shared, cache_dir_handles&& opened) {
+    checked_dirs& dirs = opened.dirs;
     blob_cache cache;
     cache.root_ = absolute;
     cache.shared_ = shared;
+    cache.blobs_ = absolute / "blobs" / "sha256";
+    cache.trees_ = absolute / "trees";
+    cache.documents_ = absolute / "documents";
+    cache.locks_ = absolute / "locks";
+    if (shared) {
+        // Not ours: reach each directory through its descriptor (see cache.hpp).
+        auto handles = std::make_shared<cache_dir_handles>();
+        handles->dirs = std::move(dirs);
+        cache.blobs_ = anchored(handles->dirs.blobs.get(), cache.blobs_);
+        cache.trees_ = anchored(handles->dirs.trees.get(), cache.trees_);
+        cache.documents_ = anchored(handles->dirs.documents.get(), cache.documents_);
+        cache.locks_ = anchored(handles->dirs.locks.get(), cache.locks_);
+        cache.handles_ = std::move(handles);
+    }
     return cache;
+}
+
+result<blob_cache> blob_cache::open(const fs::path& root, bool shared) {
+    fs::path absolute;
+    if (auto failed = resolve_root(root, absolute)) return std::move(failed->err);
+    auto dirs = prepare_cache_dirs(absolute, shared);
+    if (auto* f = std::get_if<open_failure>(&dirs)) return std::move(f->err);
+    return from_checked(absolute, shared, cache_dir_handles{std::move(std::get<checked_dirs>(dirs))});
 }
 
 result<std::optional<blob_cache>> blob_cache::open_if_possible(const fs::path& root, bool shared) {
     fs::path absolute;
     if (auto failed = resolve_root(root, absolute)) return std::optional<blob_cache>();
-    if (auto failed = prepare_cache_dirs(absolute, shared)) {
-        if (failed->refused) return std::move(failed->err);
+    auto dirs = prepare_cache_dirs(absolute, shared);
+    if (auto* f = std::get_if<open_failure>(&dirs)) {
+        if (f->refused) return std::move(f->err);
         return std::optional<blob_cache>();
     }
-    blob_cache cache;
-    cache.root_ = absolute;
-    cache.shared_ = shared;
-    return std::optional<blob_cache>(std::move(cache));
+    return std::optional<blob_cache>(
+        from_checked(absolute, shared, cache_dir_handles{std::move(std::get<checked_dirs>(dirs))}));
 }
 
-fs::path blob_cache::blob_path(const std::string& sha256) const { return root_ / "blobs" / "sha256" / sha256; }
+fs::path blob_cache::blob_path(const std::string& sha256) const { return blobs_ / sha256; }
 fs::path blob_cache::partial_path(const std::string& sha256) const {
-    return root_ / "blobs" / "sha256" / (sha256 + ".part");
+    return blobs_ / (sha256 + ".part");
 }
 
 bool blob_cache::has_blob(const std::string& sha256) const {
@@ -485,7 +526,7 @@ result<blob_lock> blob_cache::lock_blob(const std::string& sha256, const std::fu
     // The digest becomes a file name here first: nothing else may.
     if (!is_sha256_hex(sha256))
         return make_error(error_code::bad_manifest, "sha256 is not 64 hex digits: '" + sha256.substr(0, 80) + "'");
-    const fs::path path = root_ / "locks" / (sha256 + ".lock");
+    const fs::path path = locks_ / (sha256 + ".lock");
     REDIST_TRY(int fd, open_lock_file(path));
     blob_lock lock;
     lock.fd_ = fd;  // closed by the lock from here on
@@ -508,7 +549,7 @@ result<void> blob_cache::publish(const std::string& sha256) const {
 result<std::vector<cache_entry>> blob_cache::list() const {
     std::vector<cache_entry> out;
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(root_ / "blobs" / "sha256", ec)) {
+    for (const auto& entry : fs::directory_iterator(blobs_, ec)) {
         std::string name = entry.path().filename().string();
         cache_entry e;
         if (name.ends_with(".part")) {
@@ -529,11 +570,13 @@ result<std::vector<cache_entry>> blob_cache::list() const {
 }
 
 std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
-    const fs::path dir = root_ / "trees" / sha256;
+    // Never in a shared cache: what others wrote is theirs to remove, and a
+    // recursive delete where others can rename directories is a race
+    // (a directory swapped for a symlink mid-way) that we do not run.
+    if (shared_) return 0;
+    const fs::path dir = trees_ / sha256;
     struct stat st{};
-    // In a shared cache, what others wrote is theirs to remove (and a
-    // recursive delete in a directory others can write is a race we do not run).
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || (shared_ && st.st_uid != ::geteuid())) return 0;
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     std::uint64_t bytes = 0;
     std::error_code ec;
     for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
@@ -541,7 +584,7 @@ std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
         if (entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) bytes += entry.file_size(ignored);
     }
     // Rename first, so that no process picks up a half-removed tree.
-    const fs::path doomed = root_ / "trees" / (sha256 + ".stale." + unique_suffix());
+    const fs::path doomed = trees_ / (sha256 + ".stale." + unique_suffix());
     if (::rename(dir.c_str(), doomed.c_str()) != 0) return 0;
     fs::remove_all(doomed, ec);
     return bytes;
@@ -554,7 +597,7 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
     for (const auto& e : entries) {
         if (older_than.count() > 0 && now - e.last_used < older_than) continue;
         // Skip blobs that another process is working on right now.
-        auto lock = open_lock_file(root_ / "locks" / (e.sha256 + ".lock"));
+        auto lock = open_lock_file(locks_ / (e.sha256 + ".lock"));
         if (!lock.ok()) continue;
         fd_holder fd(*lock);
         if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
@@ -565,7 +608,7 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
     }
     // Trees whose archive is gone (pruned above, or deleted by hand).
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(root_ / "trees", ec)) {
+    for (const auto& entry : fs::directory_iterator(trees_, ec)) {
         const std::string name = entry.path().filename().string();
         if (!is_sha256_hex(name) || fs::exists(blob_path(name))) continue;
         std::error_code ignored;
@@ -576,7 +619,7 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
 }
 
 void blob_cache::store_document(const std::string& url, const std::string& body) const noexcept {
-    const fs::path path = root_ / "documents" / sha256_hex(url);
+    const fs::path path = documents_ / sha256_hex(url);
     const fs::path tmp = path.string() + ".tmp." + unique_suffix();
     fd_holder fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
     if (fd.get() < 0) return;
@@ -588,7 +631,7 @@ std::optional<std::string> blob_cache::load_document(const std::string& url, std
     // A document is input like any download: no symlinks, no FIFOs, bounded,
     // and, in a shared cache, only what we wrote (a manifest decides which
     // hashes are trusted, so one planted by another user must not be used).
-    auto opened = open_cache_file(root_ / "documents" / sha256_hex(url), cache_file_access::read);
+    auto opened = open_cache_file(documents_ / sha256_hex(url), cache_file_access::read);
     if (!opened.ok()) return std::nullopt;
     fd_holder fd(*opened);
     struct stat st{};
@@ -748,14 +791,21 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
                             const std::vector<installed_file>& files) const noexcept {
     try {
         if (!is_sha256_hex(sha256)) return;
-        const fs::path final_dir = root_ / "trees" / sha256;
+        const fs::path final_dir = trees_ / sha256;
         struct stat st{};
         if (::lstat(final_dir.c_str(), &st) == 0) return;
-        const fs::path tmp = root_ / "trees" / (sha256 + ".partial." + unique_suffix());
-        if (::mkdir(tmp.c_str(), 0755) != 0) return;
+        const fs::path tmp_path = trees_ / (sha256 + ".partial." + unique_suffix());
+        if (::mkdir(tmp_path.c_str(), 0755) != 0) return;
+        // From here on the new directory is reached through its descriptor
+        // when others can rename things in trees/ (shared); inside it, only
+        // we can write.
+        fd_holder tmp_fd(::open(tmp_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (tmp_fd.get() < 0 || ::fstat(tmp_fd.get(), &st) != 0 || st.st_uid != ::geteuid()) return;
+        const fs::path tmp = shared_ ? anchored(tmp_fd.get(), tmp_path) : tmp_path;
         auto abandon = [&] {
             std::error_code ec;
-            fs::remove_all(tmp, ec);
+            for (const auto& entry : fs::directory_iterator(tmp, ec)) fs::remove_all(entry.path(), ec);
+            ::rmdir(tmp_path.c_str());
         };
         tree_list list;
         list.archive = sha256;
@@ -792,7 +842,7 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
                              0644));
         if (out.get() < 0) return abandon();
         const bool written = write_all(out.get(), tree_list_json(list));
-        if (!out.close() || !written || ::rename(tmp.c_str(), final_dir.c_str()) != 0) return abandon();
+        if (!out.close() || !written || ::rename(tmp_path.c_str(), final_dir.c_str()) != 0) return abandon();
     } catch (...) {
         // Best effort (std::bad_alloc): no tree is recorded.
     }
@@ -803,10 +853,14 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
                                                                                 link_mode mode) const {
     using outcome = std::optional<std::vector<installed_file>>;
     if (!is_sha256_hex(sha256)) return outcome();
-    const fs::path dir = root_ / "trees" / sha256;
-    const fs::path list_path = dir / ".redist-tree.json";
+    const fs::path dir_path = trees_ / sha256;
+    fd_holder dir_fd(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir_fd.get() < 0 && errno == ENOENT) return outcome();
     struct stat dir_st{};
-    if (::lstat(dir.c_str(), &dir_st) != 0) return outcome();
+    const bool dir_opened = dir_fd.get() >= 0 && ::fstat(dir_fd.get(), &dir_st) == 0;
+    // Shared: the tree is reached through the directory checked below, whatever happens to its name.
+    const fs::path dir = shared_ ? anchored(dir_fd.get(), dir_path) : dir_path;
+    const fs::path list_path = dir / ".redist-tree.json";
 
     // An untrusted or stale tree: the caller unpacks the archive instead.
     auto reject = [&]() -> result<outcome> {
@@ -823,7 +877,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
     // The list decides what gets installed, so it must be one we wrote: in
     // a directory and a file owned by us (or root) that nobody else can
     // write, not a link to somebody else's file.
-    if (!S_ISDIR(dir_st.st_mode) || (dir_st.st_uid != ::geteuid() && dir_st.st_uid != 0) ||
+    if (!dir_opened || !S_ISDIR(dir_st.st_mode) || (dir_st.st_uid != ::geteuid() && dir_st.st_uid != 0) ||
         (dir_st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
         return reject();
     auto opened = open_cache_file(list_path, cache_file_access::read);

@@ -89,7 +89,7 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
                                    const char* what = "manifest", std::size_t max_bytes = kMaxManifestBytes) {
     if (sources.offline && !is_file_url(url)) {
         if (cache) {
-            if (auto doc = cache->load_document(url)) return std::move(*doc);
+            if (auto doc = cache->load_document(url, max_bytes)) return std::move(*doc);  // sec-cache: bounded
         }
         return make_error(error_code::not_found, "offline, and not in the cache").with_url(url);
     }

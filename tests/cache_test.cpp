@@ -451,3 +451,24 @@ TEST_CASE("a digest that is not hex never becomes a path", "[cache]") {
     CHECK(lock.error_value().code == error_code::bad_manifest);
     CHECK_FALSE(fs::exists(base / "escape.lock"));
 }
+
+TEST_CASE("shared: a cache directory swapped for a symlink after open does not redirect us", "[cache]") {
+    const fs::path base = scratch("swapped");
+    const fs::path root = base / "cache";
+    auto opened = blob_cache::open(root, true);
+    REQUIRE(opened.ok());
+    const blob_cache& c = *opened;
+    fs::create_directories(base / "elsewhere");
+    // Another user of the shared cache moves blobs/sha256 away and plants a symlink.
+    fs::rename(root / "blobs" / "sha256", base / "moved");
+    fs::create_directory_symlink(base / "elsewhere", root / "blobs" / "sha256");
+    auto fresh = open_cache_file(c.partial_path(k_sha), cache_file_access::create_fresh);
+    REQUIRE(fresh.ok());
+    ::close(*fresh);
+    CHECK(fs::is_empty(base / "elsewhere"));
+    CHECK(fs::exists(base / "moved" / (k_sha + ".part")));
+    fs::rename(root / "locks", base / "moved-locks");
+    fs::create_directory_symlink(base / "elsewhere", root / "locks");
+    CHECK(c.lock_blob(k_sha).ok());
+    CHECK(fs::is_empty(base / "elsewhere"));
+}

@@ -34,6 +34,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -86,9 +87,10 @@ struct cache_entry {
 // The tree itself is recorded, on a cold install, by reflink where the
 // filesystem can, else by a copy of the stage (holes kept): never by hard
 // links, so the first prefix does not share inodes with the cache either.
-// The copy runs in the kernel from the page cache and costs about 1-2% of a
-// cold install (bench/RESULTS.md); a background or lazy copy would save that
-// but leave a window where the tree is missing or a prefix is shared.
+// The copy runs in the kernel from the page cache: measured at 2-3% of a
+// cold install (the same copy as a warm --link-mode copy re-install). A
+// background or lazy copy would save that, but leave a window where the
+// tree is missing (the next install decodes again) or a prefix is shared.
 enum class link_mode : std::uint8_t { auto_select, reflink, hardlink, copy };
 result<link_mode> parse_link_mode(std::string_view text);
 
@@ -177,9 +179,17 @@ private:
     // Removes trees/<hex>/; returns the bytes of its files (shared with
     // hardlinked prefixes, so not all of them are freed on disk).
     std::uint64_t remove_tree(const std::string& sha256) const;
+    static blob_cache from_checked(const std::filesystem::path& root, bool shared, struct cache_dir_handles&& opened);
 
     std::filesystem::path root_;
     bool shared_ = false;
+    // How blobs/sha256/, trees/, documents/ and locks/ are reached. Shared,
+    // these are /proc/self/fd/<n> of the directories that open() checked:
+    // other users may rename or replace the directories in a shared cache,
+    // but cannot change where these names lead (a symlink swapped in for
+    // blobs/sha256 cannot make us create files elsewhere).
+    std::filesystem::path blobs_, trees_, documents_, locks_;
+    std::shared_ptr<const struct cache_dir_handles> handles_;  // keeps those descriptors open
 };
 
 }  // namespace redist

@@ -13,7 +13,7 @@ _redist_platforms="linux-x86_64 linux-sbsa linux-aarch64 linux-ppc64le windows-x
 _redist_formats="sh fish cmake json github"
 _redist_subcommands="versions show fetch verify remove lock cache env mirror check"
 
-_redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --offline --retries --stall-timeout"
+_redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
 _redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --link-mode --jobs -j --max-expansion --json --quiet -q --check --no-check"
 
@@ -27,7 +27,7 @@ _redist_opts_for() {
         verify) echo "--prefix --json --help -h" ;;
         remove) echo "--prefix --product --component --quiet -q --help -h" ;;
         lock) echo "$_redist_source_opts $_redist_select_opts --output -o --help -h" ;;
-        cache) echo "--cache-dir --older-than --json --help -h" ;;
+        cache) echo "--cache-dir --older-than --json --shared-cache --help -h" ;;
         env) echo "--prefix --format --help -h" ;;
         check) echo "--prefix --component --gpu --json --strict --quiet -q --timeout --help -h" ;;
         mirror) echo "--dest --platform --cuda --component --base-url --ca-file --from-cache --cache-dir --json --quiet -q --help -h" ;;

@@ -88,6 +88,7 @@ int run_mirror(const mirror_args& args) {
     if (args.from_cache) {
         req.sources.cache_dir = redist::default_cache_dir(args.source.cache_dir);
         req.sources.offline = true;
+        req.sources.shared_cache = args.source.shared_cache;
     }
     if (req.platforms.empty()) {
         auto host = redist::detect_host_platform(redist::host_probe::system());
