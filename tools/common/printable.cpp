@@ -50,7 +50,6 @@ std::string printable(std::string_view text) {
                 case '\t': out += "\\t"; break;
                 case '\r': out += "\\r"; break;
                 case 0x1B: out += "\\e"; break;
-                case '\\': out += "\\\\"; break;
                 default:
                     if (c < 0x20 || c == 0x7F) append_hex_byte(out, c);
                     else out += static_cast<char>(c);
