@@ -70,7 +70,8 @@ result<void> read_artifact(json::value& item, locked_artifact& a) {
              REDIST_TRY_VOID(v.get(a.entry.relative_path));
              if (const char* why = artifact_path_problem(a.entry.relative_path)) return result<void>(v.bad(why));
              return result<void>();
-         }},
+         },
+         true},  // required: `redist lock` always writes it, and the archive format comes from it
         {"url", str(a.url), true},
         {"sha256",
          [&](json::value& v) -> result<void> {
@@ -79,7 +80,7 @@ result<void> read_artifact(json::value& item, locked_artifact& a) {
              return result<void>();
          },
          true},
-        {"size", [&](json::value& v) -> result<void> { return v.get(a.entry.size); }},
+        {"size", [&](json::value& v) -> result<void> { return v.get(a.entry.size); }, true},
     });
     if (!read.ok()) return read;
     if (a.url.empty()) return item.bad("url is empty");
