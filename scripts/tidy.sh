@@ -35,10 +35,13 @@ printf '%s\n' "${files[@]}" |
 echo "Functions above the cognitive-complexity ceiling:"
 grep -E "warning: function '.*' has cognitive complexity of [0-9]+" "$log" |
     sed -E "s/^([^:]+:[0-9]+):[0-9]+: warning: function '([^']*)' has cognitive complexity of ([0-9]+).*/\3  \2  \1/" |
-    sort -rn -k1,1 | uniq | sed 's/^/  /' || echo "  (none)"
+    sort -rn -k1,1 | uniq | sed "s|$PWD/||; s/^/  /" || echo "  (none)"
+# A warning in a header is reported once per file that includes it: count
+# each location once.
+unique=$(grep -E "^[^ ]+:[0-9]+:[0-9]+: (warning|error): " "$log" | sort -u || true)
 echo "Other findings per check:"
-grep -oE "warning: .* \[[a-z0-9.,-]+\]$" "$log" | grep -v "cognitive complexity" |
-    grep -oE "\[[a-z0-9.,-]+\]$" | sort | uniq -c | sort -rn | sed 's/^/  /' || echo "  (none)"
-findings=$(grep -cE "(warning|error): " "$log" || true)
+grep -v "cognitive complexity" <<<"$unique" | grep -oE "\[[a-z0-9.,-]+\]$" | sort | uniq -c | sort -rn |
+    sed 's/^/  /' || echo "  (none)"
+findings=$(grep -c . <<<"$unique" || true)
 echo "tidy.sh: $findings finding(s); details in $log"
 if ((strict && findings > 0)); then exit 1; fi

@@ -16,8 +16,7 @@ inline void require(bool condition) {
 
 // Every failure of a reader of untrusted bytes is one error of the expected
 // category that names its source, and renders as one line.
-inline void require_clean_error(const redist::error& err, redist::error_code expected,
-                                std::string_view source) {
+inline void require_clean_error(const redist::error& err, redist::error_code expected, std::string_view source) {
     require(err.code == expected);
     require(err.source == source);
     require(!err.message.empty());

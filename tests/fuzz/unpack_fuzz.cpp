@@ -27,9 +27,9 @@
 //
 // Disk use is bounded: RLIMIT_FSIZE caps every file the process writes (a
 // small input can expand to gigabytes), and the smoke test sets -max_len.
+#include <dirent.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -213,9 +213,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     if (size == 0) return 0;
     const sandbox& box = *g_box;
     const std::uint8_t control = data[0];
-    static constexpr redist::archive_format kFormats[] = {
-        redist::archive_format::tar_xz, redist::archive_format::tar_gz, redist::archive_format::zip,
-        redist::archive_format::tar_zst};
+    static constexpr redist::archive_format kFormats[] = {redist::archive_format::tar_xz,
+                                                          redist::archive_format::tar_gz, redist::archive_format::zip,
+                                                          redist::archive_format::tar_zst};
 
     redist::unpack_options options;
     options.format = kFormats[control & 3u];
