@@ -432,6 +432,7 @@ int main(int argc, char** argv) {
     add_sbom_command(app, selected);
     add_diff_command(app, selected);
     add_outdated_command(app, selected);
+    add_init_command(app, selected);
 
     return run_tool(app, argc, argv, [&]() -> int {
         if (selected) return selected();

@@ -11,11 +11,11 @@
 _redist_products="cudnn cuda cublasmp cudss cuquantum cusolvermp cusparselt cutensor nppplus nvcomp nvjpeg2000 nvpl nvtiff tensorrt"
 _redist_platforms="linux-x86_64 linux-sbsa linux-aarch64 linux-ppc64le windows-x86_64 windows-arm64 source"
 _redist_formats="sh fish cmake json github"
-_redist_subcommands="versions show fetch verify remove lock cache env mirror check"
+_redist_subcommands="versions show fetch verify remove lock cache env mirror check sbom diff outdated init"
 
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
-_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --link-mode --jobs -j --max-expansion --json --quiet -q --check --no-check"
+_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --strict --link-mode --jobs -j --max-expansion --json --quiet -q --check --no-check"
 
 # Options of each subcommand (and of cudnn-fetch).
 _redist_opts_for() {
@@ -31,6 +31,10 @@ _redist_opts_for() {
         env) echo "--prefix --format --help -h" ;;
         check) echo "--prefix --component --gpu --json --strict --quiet -q --timeout --help -h" ;;
         mirror) echo "--dest --platform --cuda --component --base-url --ca-file --from-cache --cache-dir --json --quiet -q --help -h" ;;
+        sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --help -h" ;;
+        diff) echo "$_redist_source_opts --json --help -h" ;;
+        outdated) echo "--prefix $_redist_source_opts --json --help -h" ;;
+        init) echo "--file --platform --force --check --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
 }
@@ -39,7 +43,7 @@ _redist_opts_for() {
 _redist_takes_value() {
     case $1 in
         --prefix | --dest | --cache-dir | --manifest | --manifest-sha256 | --locked | --output | -o | --ca-file | --base-url | --mirror | --platform | --cuda | \
-            --component | --format | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout)
+            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout)
             return 0 ;;
     esac
     return 1
@@ -49,13 +53,18 @@ _redist_takes_value() {
 _redist_complete_value() {
     case $1 in
         --platform) mapfile -t COMPREPLY < <(compgen -W "$_redist_platforms" -- "$2") ;;
-        --format) mapfile -t COMPREPLY < <(compgen -W "$_redist_formats" -- "$2") ;;
+        --format)
+            if [[ $_redist_sub == sbom ]]; then
+                mapfile -t COMPREPLY < <(compgen -W "spdx-json cyclonedx-json" -- "$2")
+            else
+                mapfile -t COMPREPLY < <(compgen -W "$_redist_formats" -- "$2")
+            fi ;;
         --cuda) mapfile -t COMPREPLY < <(compgen -W "11 12 13" -- "$2") ;;
         --link-mode) mapfile -t COMPREPLY < <(compgen -W "auto reflink copy hardlink" -- "$2") ;;
         --prefix | --dest | --cache-dir)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
-        --manifest | --ca-file | --locked | --output | -o)
+        --manifest | --ca-file | --locked | --output | -o | --file)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
         *) COMPREPLY=() ;;  # free-form: URLs, numbers, component names
@@ -92,6 +101,7 @@ _redist() {
         esac
     done
 
+    _redist_sub=$sub  # for values that depend on the subcommand (--format)
     if [[ $cur == -* ]]; then
         mapfile -t COMPREPLY < <(compgen -W "$(_redist_opts_for "$sub")" -- "$cur")
         return 0
@@ -105,7 +115,7 @@ _redist() {
         return 0
     fi
     case $sub in
-        versions | show | fetch | lock | mirror)
+        versions | show | fetch | lock | mirror | diff)
             ((npos == 0)) && mapfile -t COMPREPLY < <(compgen -W "$_redist_products" -- "$cur") ;;
         cache)
             ((npos == 0)) && mapfile -t COMPREPLY < <(compgen -W "list prune dir" -- "$cur") ;;

@@ -13,6 +13,7 @@ namespace redist_tools {
 void add_sbom_command(CLI::App& app, command_runner& selected);
 void add_diff_command(CLI::App& app, command_runner& selected);
 void add_outdated_command(CLI::App& app, command_runner& selected);
+void add_init_command(CLI::App& app, command_runner& selected);
 
 // Short structured lines for a manifest diff ("  + component x 1.2", ...),
 // each starting with `indent`. Shared by `redist diff` and drift reports.

@@ -1,0 +1,17 @@
+// libFuzzer target for the project file parser (redist/project.hpp): a
+// redist.toml may come from anywhere (a cloned repository). Any input must
+// give a value or a bad_manifest error, never a crash or another outcome.
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "redist/project.hpp"
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    const std::string_view text(reinterpret_cast<const char*>(data), size);
+    auto parsed = redist::parse_project(text, "fuzz/redist.toml");
+    if (!parsed.ok() && parsed.error_value().code != redist::error_code::bad_manifest) std::abort();
+    if (parsed.ok() && (parsed->products.empty() || parsed->platforms.empty())) std::abort();
+    return 0;
+}

@@ -1,0 +1,156 @@
+// redist.toml: the issue's example, defaults, and errors that name the line,
+// the column and the key.
+#include <catch2/catch.hpp>
+
+#include "redist/project.hpp"
+
+using namespace redist;
+
+namespace {
+
+const char* const kExample = R"(# the example of issue 12
+[project]
+prefix = "nvidia"                       # relative to the file's directory
+platforms = ["linux-x86_64", "linux-sbsa"]
+cuda = "12"
+base-url = "https://developer.download.nvidia.com/compute"
+exclude = ["lib/*_static*.a"]
+
+[products.cuda]
+version = "12.9"
+components = ["cuda_nvcc", "cuda_cudart", "libcublas"]
+
+[products.cudnn]
+version = "9"                           # components: optional, default every component
+)";
+
+error parse_error(const std::string& text) {
+    auto p = parse_project(text, "/work/app/redist.toml");
+    REQUIRE_FALSE(p.ok());
+    CHECK(p.error_value().code == error_code::bad_manifest);
+    CHECK(p.error_value().source.rfind("/work/app/redist.toml:", 0) == 0);
+    return p.error_value();
+}
+
+}  // namespace
+
+TEST_CASE("the issue's example parses") {
+    auto p = parse_project(kExample, "/work/app/redist.toml");
+    REQUIRE(p.ok());
+    CHECK(p->prefix == "/work/app/nvidia");  // relative to the file's directory
+    CHECK(p->platforms == std::vector<std::string>{"linux-x86_64", "linux-sbsa"});
+    CHECK(p->cuda == 12);
+    CHECK(p->base_url == "https://developer.download.nvidia.com/compute");
+    CHECK(p->exclude == std::vector<std::string>{"lib/*_static*.a"});
+    REQUIRE(p->products.size() == 2);
+    CHECK(p->products[0].name == "cuda");
+    CHECK(p->products[0].version == "12.9");
+    CHECK(p->products[0].components == std::vector<std::string>{"cuda_nvcc", "cuda_cudart", "libcublas"});
+    CHECK(p->products[0].line == 9);
+    CHECK(p->products[1].name == "cudnn");
+    CHECK(p->products[1].components.empty());  // every component
+}
+
+TEST_CASE("optional keys, an absolute prefix and an integer cuda") {
+    auto p = parse_project("[project]\nprefix = \"/opt/nv\"\nplatforms = [\"linux-sbsa\"]\ncuda = 13\n"
+                           "[products.cutensor]\nversion = \"latest\"\n",
+                           "redist.toml");
+    REQUIRE(p.ok());
+    CHECK(p->prefix == "/opt/nv");
+    CHECK(p->cuda == 13);
+    CHECK(p->base_url.empty());
+    CHECK(p->mirrors.empty());
+    auto no_cuda = parse_project("[project]\nprefix = \"p\"\nplatforms = [\"linux-sbsa\"]\n"
+                                 "[products.cutensor]\nversion = \"2\"\n",
+                                 "sub/redist.toml");
+    REQUIRE(no_cuda.ok());
+    CHECK_FALSE(no_cuda->cuda);
+    CHECK(no_cuda->prefix == "sub/p");
+}
+
+TEST_CASE("errors name the line, the column and the key") {
+    SECTION("a wrong type") {
+        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
+                                   "[products.cuda]\nversion = 12.9\n");
+        CHECK(e.json_path == "products.cuda.version");
+        CHECK(e.source.rfind("/work/app/redist.toml:5:", 0) == 0);
+        CHECK(e.message == "expected a string");
+        CHECK(e.describe() == "/work/app/redist.toml:5:11: products.cuda.version: expected a string");
+    }
+    SECTION("a typo in a key") {
+        const auto e = parse_error("[project]\nprefix = \"p\"\nplatform = [\"linux-x86_64\"]\n");
+        CHECK(e.json_path == "project.platform");
+        CHECK(e.source == "/work/app/redist.toml:3:1");
+        CHECK(e.message.find("unknown key") != std::string::npos);
+    }
+    SECTION("a missing version") {
+        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n\n"
+                                   "[products.cudnn]\ncomponents = [\"cudnn\"]\n");
+        CHECK(e.json_path == "products.cudnn.version");
+        CHECK(e.source.rfind("/work/app/redist.toml:5:", 0) == 0);
+    }
+    SECTION("a duplicate component") {
+        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
+                                   "[products.cuda]\nversion = \"12\"\ncomponents = [\"a\", \"a\"]\n");
+        CHECK(e.json_path == "products.cuda.components[1]");
+        CHECK(e.source.rfind("/work/app/redist.toml:6:", 0) == 0);
+    }
+    SECTION("a bad cuda value") {
+        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\ncuda = \"12.9\"\n"
+                                   "[products.cuda]\nversion = \"12\"\n");
+        CHECK(e.json_path == "project.cuda");
+        CHECK(e.source.rfind("/work/app/redist.toml:4:", 0) == 0);
+    }
+    SECTION("an escaping exclude pattern") {
+        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
+                                   "exclude = [\"../etc/*\"]\n[products.cuda]\nversion = \"12\"\n");
+        CHECK(e.json_path == "project.exclude[0]");
+    }
+    SECTION("missing pieces") {
+        CHECK(parse_error("[products.cuda]\nversion = \"12\"\n").json_path == "project");
+        CHECK(parse_error("[project]\nplatforms = [\"x\"]\n[products.a]\nversion = \"1\"\n").json_path ==
+              "project.prefix");
+        CHECK(parse_error("[project]\nprefix = \"p\"\n[products.a]\nversion = \"1\"\n").json_path ==
+              "project.platforms");
+        CHECK(parse_error("[project]\nprefix = \"p\"\nplatforms = [\"x\"]\n").json_path == "products");
+        CHECK(parse_error("[project]\nprefix = \"p\"\nplatforms = [\"x\"]\n[extra]\n").json_path == "extra");
+    }
+    SECTION("a table header without a key (toml++ 3.3 asserts on it; found by project_fuzz)") {
+        for (const char* text : {"[(roject]\nprefix = \"p\"\n", "[project]\nprefix = \"p\"\n[]\n",
+                                 "[project]\n  [[ \t(x]]\n"}) {
+            INFO(text);
+            const auto e = parse_error(text);
+            CHECK(e.message.find("must start with a key") != std::string::npos);
+        }
+        CHECK(parse_error("[(roject]\n").source == "/work/app/redist.toml:1");
+    }
+    SECTION("non-ASCII bytes (toml++ 3.3 reaches unreachable code on them; found by project_fuzz)") {
+        const auto e = parse_error("[project]\nprefix = \"p\"\n\xC3\xA9 = 1\n");
+        CHECK(e.source == "/work/app/redist.toml:3");
+        CHECK(e.message.find("non-ASCII") != std::string::npos);
+        CHECK(parse_error("# K\xC3\xBChler\n[project]\n").source == "/work/app/redist.toml:1");
+        // The fuzzer's input: a stray quote before the byte, in an invalid value.
+        CHECK(parse_error("atform =55554p\x10\\\"\xd1\x87pt5\n").source == "/work/app/redist.toml:1");
+        // Any character, written as an escape.
+        auto ok = parse_project("[project]\nprefix = \"caf\\u00e9\"\nplatforms = [\"linux-x86_64\"]\n"
+                                "[products.cuda]\nversion = '12'\n",
+                                "/x/redist.toml");
+        REQUIRE(ok.ok());
+        CHECK(ok->prefix == "/x/caf\xC3\xA9");
+    }
+    SECTION("broken TOML carries toml++'s reason and position") {
+        const auto e = parse_error("[project]\nprefix = \"p\n");
+        CHECK(e.json_path.empty());
+        CHECK(e.source.rfind("/work/app/redist.toml:2:", 0) == 0);
+    }
+}
+
+TEST_CASE("the starter file parses and lists the platforms") {
+    const std::string text = starter_project({"linux-x86_64"});
+    CHECK(text.find("# ") != std::string::npos);  // commented
+    auto p = parse_project(text, "/x/redist.toml");
+    REQUIRE(p.ok());
+    CHECK(p->platforms == std::vector<std::string>{"linux-x86_64"});
+    CHECK(p->prefix == "/x/nvidia");
+    CHECK(p->products.size() == 2);
+}

@@ -1,0 +1,86 @@
+// `redist init` — writes a commented starter redist.toml (see project.hpp).
+// It never overwrites an existing file unless --force.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include "commands/project_commands.hpp"
+#include "redist/platform.hpp"
+#include "redist/project.hpp"
+
+namespace redist_tools {
+
+namespace {
+
+struct init_args {
+    std::string file = "redist.toml";
+    std::vector<std::string> platforms;
+    bool force = false;
+    bool check = false;  // validate an existing file instead of writing one
+};
+
+// --check: parses and validates the file; prints a summary, or the error
+// with its line and key (exit 4).
+int run_check(const init_args& args) {
+    std::string text;
+    if (FILE* f = std::fopen(args.file.c_str(), "rb")) {
+        char buf[65536];
+        std::size_t n = 0;
+        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= redist::kMaxProjectFileBytes)
+            text.append(buf, n);
+        std::fclose(f);
+    } else {
+        return report_error(redist::make_error(redist::error_code::not_found, "cannot open the project file")
+                                .with_path(args.file));
+    }
+    // Absolute, so that a relative prefix resolves against the file's directory.
+    auto project = redist::parse_project(text, std::filesystem::absolute(args.file));
+    if (!project.ok()) return report_error(project.error_value());
+    std::printf("%s: prefix %s, platforms", args.file.c_str(), project->prefix.c_str());
+    for (const auto& p : project->platforms) std::printf(" %s", p.c_str());
+    if (project->cuda) std::printf(", CUDA %d", *project->cuda);
+    std::printf("\n");
+    for (const auto& p : project->products) {
+        std::printf("  %s %s:", p.name.c_str(), p.version.c_str());
+        if (p.components.empty()) std::printf(" every component");
+        for (const auto& c : p.components) std::printf(" %s", c.c_str());
+        std::printf("\n");
+    }
+    return 0;
+}
+
+int run_init(const init_args& args) {
+    if (args.check) return run_check(args);
+    std::vector<std::string> platforms = args.platforms;
+    if (platforms.empty()) {
+        auto host = redist::detect_host_platform(redist::host_probe::system());
+        platforms.push_back(host.ok() ? *host : std::string("linux-x86_64"));
+    }
+    const std::string text = redist::starter_project(platforms);
+    // The starter must be a valid project file: a broken template is a bug.
+    if (auto check = redist::parse_project(text, args.file); !check.ok()) return report_error(check.error_value());
+    if (!args.force && ::access(args.file.c_str(), F_OK) == 0)
+        return report_error(redist::make_error(redist::error_code::usage, "already exists (use --force to replace it)")
+                                .with_path(args.file));
+    if (const int code = write_output(args.file, text); code != 0) return code;
+    std::printf("wrote %s: edit it, then check it with `redist init --check`\n", args.file.c_str());
+    return 0;
+}
+
+}  // namespace
+
+void add_init_command(CLI::App& app, command_runner& selected) {
+    auto args = std::make_shared<init_args>();
+    auto* cmd = app.add_subcommand("init", "Write a commented starter project file (redist.toml)");
+    cmd->add_option("--file", args->file, "Where to write it (default redist.toml)")->type_name("FILE");
+    cmd->add_option("--platform", args->platforms, "Platforms to list (repeatable; default: this machine's)")
+        ->type_name("P");
+    cmd->add_flag("--force", args->force, "Replace an existing file");
+    cmd->add_flag("--check", args->check, "Validate an existing project file instead (errors name the line and key)");
+    cmd->footer(exit_code_help);
+    cmd->final_callback([args, &selected] { selected = [args] { return run_init(*args); }; });
+}
+
+}  // namespace redist_tools
