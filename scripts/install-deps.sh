@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libsimdjson-dev libcurl4-openssl-dev libarchive-dev liblzma-dev libssl-dev
-  catch2 libcli11-dev libfmt-dev
+  catch2 libcli11-dev
   libelf-dev                        # redist check: ELF reader (elfutils)
   libtomlplusplus-dev               # redist.toml project files
   python3-jsonschema                # SBOM schema validation in the tests
