@@ -12,8 +12,10 @@
 #include <ctime>
 #include <simdjson.h>
 
+#include "posix_file.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
+#include "timestamp.hpp"
 
 namespace redist {
 
@@ -24,86 +26,22 @@ namespace {
 constexpr std::size_t kMaxUrlBytes = 8192;
 constexpr std::size_t kMaxTimestampBytes = 64;
 
-class unique_fd {
-public:
-    explicit unique_fd(int fd = -1) noexcept : fd_(fd) {}
-    ~unique_fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    unique_fd(const unique_fd&) = delete;
-    unique_fd& operator=(const unique_fd&) = delete;
-    int get() const noexcept { return fd_; }
 
-private:
-    int fd_;
-};
 
-error fs_error(const fs::path& path, const std::string& what, int err) {
-    return make_error(error_code::filesystem, what + ": " + std::strerror(err)).with_path(path.string());
-}
-
-std::string now_iso8601() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 // Reads at most `limit` bytes of a regular file, without following a
 // symlink at the final component. nullopt when it does not exist.
 result<std::optional<std::string>> read_limited(const fs::path& path, std::size_t limit) {
-    unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY));
-    if (fd.get() < 0) {
-        if (errno == ENOENT) return std::optional<std::string>{};
-        return fs_error(path, "cannot open", errno);
-    }
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return fs_error(path, "cannot stat", errno);
-    if (!S_ISREG(st.st_mode)) return make_error(error_code::bad_manifest, "not a regular file").with_path(path.string());
-    if (static_cast<std::uint64_t>(st.st_size) > limit)
-        return make_error(error_code::bad_manifest, "larger than " + std::to_string(limit) + " bytes")
-            .with_path(path.string());
-    std::string out;
-    char buf[65536];
-    for (;;) {
-        const ssize_t n = ::read(fd.get(), buf, sizeof buf);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return fs_error(path, "read", errno);
-        if (n == 0) break;
-        out.append(buf, static_cast<std::size_t>(n));
-        // The file may grow between fstat and read.
-        if (out.size() > limit)
-            return make_error(error_code::bad_manifest, "larger than " + std::to_string(limit) + " bytes")
-                .with_path(path.string());
-    }
-    return std::optional<std::string>(std::move(out));
+    if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return std::optional<std::string>{};
+    REDIST_TRY(std::string body, read_file(path, limit, follow_links::no, error_code::bad_manifest));
+    return std::optional<std::string>(std::move(body));
 }
 
-// Writes `body` to `path` through a temporary file in the same directory
-// and a rename, so that readers see the old or the new file, never half.
+// Readers see the old or the new file, never half; a crash may lose the
+// newest entry, which only means it is recorded again next time.
 result<void> write_atomically(const fs::path& path, std::string_view body) {
-    const fs::path tmp = path.string() + "." + std::to_string(::getpid()) + ".tmp";
-    unique_fd fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644));
-    if (fd.get() < 0) return fs_error(tmp, "cannot create", errno);
-    std::size_t done = 0;
-    while (done < body.size()) {
-        const ssize_t n = ::write(fd.get(), body.data() + done, body.size() - done);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            const int err = errno;
-            ::unlink(tmp.c_str());
-            return fs_error(tmp, "write", err);
-        }
-        done += static_cast<std::size_t>(n);
-    }
-    if (::rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        ::unlink(tmp.c_str());
-        return fs_error(path, "cannot rename into place", err);
-    }
-    return {};
+    return atomic_write(path, body, durability::contents);
 }
 
 bool plausible_timestamp(std::string_view s) {
@@ -226,13 +164,13 @@ result<drift_check> drift_store::check(std::string_view url, std::string_view sh
 
 result<void> drift_store::record(std::string_view url, std::string_view sha256, std::uint64_t size,
                                  std::string_view now) const {
-    const std::string when = now.empty() ? now_iso8601() : std::string(now);
+    const std::string when = now.empty() ? utc_now_iso8601() : std::string(now);
     const fs::path path = url_file(url);
     const fs::path lock_path = path.string().substr(0, path.string().size() - 5) + ".lock";
     unique_fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-    if (lock.get() < 0) return fs_error(lock_path, "cannot open", errno);
+    if (lock.get() < 0) return errno_error("cannot open", lock_path, errno);
     while (::flock(lock.get(), LOCK_EX) != 0)
-        if (errno != EINTR) return fs_error(lock_path, "flock", errno);
+        if (errno != EINTR) return errno_error("flock", lock_path, errno);
 
     url_history h;
     h.url = std::string(url);

@@ -23,6 +23,7 @@
 #include "file_lock.hpp"
 #include "json_reader.hpp"
 #include "posix_file.hpp"
+#include "timestamp.hpp"
 #include "safe_path.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
@@ -47,14 +48,6 @@ error fs_error(const std::string& what, const fs::path& path, const std::error_c
     return make_error(error_code::filesystem, what + ": " + ec.message()).with_path(path.string());
 }
 
-std::string now_iso8601() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 const char* kind_name(entry_kind kind) {
     switch (kind) {
@@ -904,7 +897,7 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
     files.erase(std::unique(files.begin(), files.end(), [](const auto& a, const auto& b) { return a.path == b.path; }),
                 files.end());
     staged.new_receipt.files = std::move(files);
-    if (staged.new_receipt.installed_at.empty()) staged.new_receipt.installed_at = now_iso8601();
+    if (staged.new_receipt.installed_at.empty()) staged.new_receipt.installed_at = utc_now_iso8601();
     return {};
 }
 
@@ -972,7 +965,7 @@ result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component
         if (stage.parent_path() != staging_dir(prefix))
             return abandon(make_error(error_code::internal, "stage outside the prefix's staging directory")
                                .with_path(stage.string()));
-        if (s.new_receipt.installed_at.empty()) s.new_receipt.installed_at = now_iso8601();
+        if (s.new_receipt.installed_at.empty()) s.new_receipt.installed_at = utc_now_iso8601();
         planned.push_back({std::string(staging_rel) + "/" + stage.filename().string(), &s.new_receipt});
     }
     auto plan = plan_commit(disk_view(prefix), *existing, planned, overwrite_unowned);

@@ -19,8 +19,10 @@
 #include <set>
 #include <vector>
 
+#include "posix_file.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
+#include "timestamp.hpp"
 
 namespace redist {
 
@@ -363,19 +365,6 @@ std::string render_cyclonedx(const sbom_document& doc, const std::string& digest
 
 // ---- reading the prefix -------------------------------------------------------------
 
-class unique_fd {
-public:
-    explicit unique_fd(int fd) noexcept : fd_(fd) {}
-    ~unique_fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    unique_fd(const unique_fd&) = delete;
-    unique_fd& operator=(const unique_fd&) = delete;
-    int get() const noexcept { return fd_; }
-
-private:
-    int fd_;
-};
 
 // Receipt paths are relative and '/'-separated; anything else is corrupt.
 bool plausible_relative(std::string_view path) {
@@ -464,14 +453,6 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
     return sbom_file{f.path, total, std::move(sha256), std::move(sha1)};
 }
 
-std::string now_utc() {
-    const std::time_t t = std::time(nullptr);
-    std::tm tm{};
-    gmtime_r(&t, &tm);
-    char buf[32];
-    std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-    return buf;
-}
 
 }  // namespace
 
@@ -493,7 +474,7 @@ result<sbom_document> collect_sbom(const sbom_request& request) {
     doc.name = std::filesystem::absolute(request.prefix).lexically_normal().filename().string();
     if (doc.name.empty()) doc.name = std::filesystem::absolute(request.prefix).lexically_normal().parent_path().filename().string();
     if (doc.name.empty()) doc.name = "prefix";
-    doc.created = request.created.empty() ? now_utc() : request.created;
+    doc.created = request.created.empty() ? utc_now_iso8601() : request.created;
     doc.tool_version = request.tool_version;
     for (auto& r : receipts) {
         sbom_component c;

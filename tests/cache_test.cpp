@@ -14,33 +14,15 @@
 
 #include "redist/cache.hpp"
 #include "redist/verify.hpp"
+#include "support.hpp"
 
 namespace fs = std::filesystem;
+using namespace redist_test;
 using namespace redist;
 
 namespace {
 
 constexpr uid_t k_nobody = 65534;
-
-fs::path scratch(const std::string& name) {
-    const fs::path dir = fs::path(REDIST_TEST_SCRATCH) / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    ::chmod(dir.c_str(), 0755);
-    return dir;
-}
-
-void write(const fs::path& path, const std::string& content) {
-    fs::create_directories(path.parent_path());
-    std::ofstream(path, std::ios::binary | std::ios::trunc) << content;
-}
-
-std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 struct stat stat_of(const fs::path& path) {
     struct stat st{};
@@ -118,7 +100,7 @@ struct fixture {
     // Rewrites the tree list through a text substitution (as root may do).
     void rewrite_list(const std::string& from, const std::string& to) const {
         const fs::path list = tree() / ".redist-tree.json";
-        std::string text = read(list);
+        std::string text = slurp(list);
         const auto at = text.find(from);
         REQUIRE(at != std::string::npos);
         text.replace(at, from.size(), to);
@@ -243,7 +225,7 @@ TEST_CASE("a cached tree is a copy: no shared inodes with the stage or the next 
         auto placed = fx.place(c, mode);
         REQUIRE(placed);
         CHECK(placed->size() == 3);
-        CHECK(read(fx.root / "out/include/a.h") == "#define A 1\n");
+        CHECK(slurp(fx.root / "out/include/a.h") == "#define A 1\n");
         CHECK(fs::read_symlink(fx.root / "out/lib/libx.so") == "libx.so.1");
         CHECK(stat_of(fx.root / "out/lib/libx.so.1").st_ino != cached.st_ino);
         CHECK((stat_of(fx.root / "out/lib/libx.so.1").st_mode & 0777) == 0755);
@@ -378,7 +360,7 @@ TEST_CASE("holes survive the cache", "[cache][tree]") {
         const struct stat out = stat_of(fx.root / "out/lib/sparse.bin");
         CHECK(out.st_size == size);
         CHECK(static_cast<off_t>(out.st_blocks) * 512 < size / 2);
-        CHECK(read(fx.root / "out/lib/sparse.bin") == content);
+        CHECK(slurp(fx.root / "out/lib/sparse.bin") == content);
     }
 }
 
@@ -397,9 +379,9 @@ TEST_CASE("cache files are opened without following planted symlinks", "[cache]"
     REQUIRE(fresh.ok());
     CHECK(::write(*fresh, "new", 3) == 3);
     ::close(*fresh);
-    CHECK(read(dir / "victim") == "precious");
+    CHECK(slurp(dir / "victim") == "precious");
     CHECK_FALSE(fs::is_symlink(part));
-    CHECK(read(part) == "new");
+    CHECK(slurp(part) == "new");
     CHECK(resumable_cache_file(part, 1000));
     CHECK_FALSE(resumable_cache_file(part, 2));  // longer than the artifact
 

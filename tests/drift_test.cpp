@@ -9,18 +9,13 @@
 
 #include "redist/drift.hpp"
 #include "redist/verify.hpp"
+#include "support.hpp"
 
 namespace fs = std::filesystem;
+using namespace redist_test;
 using namespace redist;
 
 namespace {
-
-fs::path scratch(const std::string& name) {
-    const fs::path dir = fs::path(REDIST_TEST_SCRATCH) / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
 
 fs::path only_history_file(const fs::path& cache) {
     fs::path found;

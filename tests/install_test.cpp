@@ -13,30 +13,13 @@
 #include "../lib/commit_plan.hpp"
 #include "redist/install.hpp"
 #include "redist/verify.hpp"
+#include "support.hpp"
 
 namespace fs = std::filesystem;
+using namespace redist_test;
 using namespace redist;
 
 namespace {
-
-fs::path scratch(const std::string& name) {
-    const fs::path dir = fs::path(REDIST_TEST_SCRATCH) / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
-
-void write(const fs::path& path, const std::string& content) {
-    fs::create_directories(path.parent_path());
-    std::ofstream(path, std::ios::binary) << content;
-}
-
-std::string read(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 // A stage holding `files` (path -> content), as the unpacker would leave it.
 staged_component make_staged(const prefix_lock& lock, const std::string& component,
@@ -99,15 +82,15 @@ TEST_CASE("commit, upgrade without stale files, conflicts leave the prefix uncha
     std::vector<staged_component> first;
     first.push_back(make_staged(*lock, "a", {{"include/a.h", "a1"}, {"lib/old.so", "old"}, {"LICENSE", "L"}}));
     REQUIRE(commit_stages(*lock, std::move(first)).ok());
-    CHECK(read(prefix / "include/a.h") == "a1");
-    CHECK(read(prefix / "share/licenses/a/LICENSE") == "L");  // top-level files are relocated
+    CHECK(slurp(prefix / "include/a.h") == "a1");
+    CHECK(slurp(prefix / "share/licenses/a/LICENSE") == "L");  // top-level files are relocated
     CHECK_FALSE(fs::exists(prefix / ".redist/transaction.json"));
 
     // Upgrade: lib/old.so is no longer shipped and goes away.
     std::vector<staged_component> upgrade;
     upgrade.push_back(make_staged(*lock, "a", {{"include/a.h", "a2"}, {"LICENSE", "L"}}));
     REQUIRE(commit_stages(*lock, std::move(upgrade)).ok());
-    CHECK(read(prefix / "include/a.h") == "a2");
+    CHECK(slurp(prefix / "include/a.h") == "a2");
     CHECK_FALSE(fs::exists(prefix / "lib/old.so"));
     CHECK_FALSE(fs::exists(prefix / "lib"));  // emptied directories are pruned
 
@@ -118,7 +101,7 @@ TEST_CASE("commit, upgrade without stale files, conflicts leave the prefix uncha
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error_value().code == error_code::conflict);
     CHECK(refused.error_value().message.find("a and b") != std::string::npos);
-    CHECK(read(prefix / "include/a.h") == "a2");
+    CHECK(slurp(prefix / "include/a.h") == "a2");
     CHECK_FALSE(fs::exists(prefix / "include/b.h"));
     CHECK(fs::is_empty(prefix / ".redist/staging"));
 
@@ -129,16 +112,16 @@ TEST_CASE("commit, upgrade without stale files, conflicts leave the prefix uncha
     auto clobber = commit_stages(*lock, std::move(overwrite));
     REQUIRE_FALSE(clobber.ok());
     CHECK(clobber.error_value().code == error_code::conflict);
-    CHECK(read(prefix / "include/mine.h") == "user");
+    CHECK(slurp(prefix / "include/mine.h") == "user");
 
     // An identical file shipped by a second component is shared, and survives removing one owner.
     std::vector<staged_component> shared;
     shared.push_back(make_staged(*lock, "d", {{"include/a.h", "a2"}, {"include/d.h", "d"}}));
     REQUIRE(commit_stages(*lock, std::move(shared)).ok());
     REQUIRE(remove_component(*lock, "a").ok());
-    CHECK(read(prefix / "include/a.h") == "a2");
+    CHECK(slurp(prefix / "include/a.h") == "a2");
     CHECK_FALSE(fs::exists(prefix / "share/licenses/a/LICENSE"));
-    CHECK(read(prefix / "include/mine.h") == "user");
+    CHECK(slurp(prefix / "include/mine.h") == "user");
     auto problems = verify_prefix(prefix);
     REQUIRE(problems.ok());
     CHECK(problems->empty());
@@ -163,7 +146,7 @@ TEST_CASE("an interrupted commit is rolled forward by the next lock holder") {
     CHECK(commit_pending(prefix));
     auto lock = prefix_lock::acquire(prefix);
     REQUIRE(lock.ok());
-    CHECK(read(prefix / "bin/tool") == "t");
+    CHECK(slurp(prefix / "bin/tool") == "t");
     CHECK_FALSE(commit_pending(prefix));
     CHECK_FALSE(fs::exists(stage));
 }
@@ -397,7 +380,7 @@ TEST_CASE("a planted journal with absolute paths is refused, and nothing is touc
     auto lock = prefix_lock::acquire(prefix);
     REQUIRE_FALSE(lock.ok());
     CHECK(lock.error_value().code == error_code::bad_manifest);
-    CHECK(read(victim) == "precious");
+    CHECK(slurp(victim) == "precious");
     CHECK(fs::exists(prefix / ".redist/transaction.json"));  // left for the user to inspect
 }
 
@@ -421,7 +404,7 @@ TEST_CASE("receipts live at receipts/<product>/<component>.json; legacy receipts
     CHECK(fs::exists(prefix / ".redist/receipts/demo/a.json"));
     CHECK_FALSE(fs::exists(prefix / ".redist/receipts/a.json"));
     CHECK_FALSE(fs::exists(prefix / "lib/old.so"));
-    CHECK(read(prefix / "lib/new.so") == "new");
+    CHECK(slurp(prefix / "lib/new.so") == "new");
 }
 
 TEST_CASE("a receipt whose name does not match its content is corrupt") {
@@ -489,14 +472,14 @@ TEST_CASE("two products with the same component key do not uninstall each other"
     std::vector<staged_component> second;
     second.push_back(std::move(two));
     REQUIRE(commit_stages(*lock, std::move(second)).ok());
-    CHECK(read(prefix / "lib/one.so") == "1");
-    CHECK(read(prefix / "lib/two.so") == "2");
+    CHECK(slurp(prefix / "lib/one.so") == "1");
+    CHECK(slurp(prefix / "lib/two.so") == "2");
     auto ambiguous = remove_component(*lock, "libx");
     REQUIRE_FALSE(ambiguous.ok());
     CHECK(ambiguous.error_value().code == error_code::usage);
     REQUIRE(remove_components(*lock, {{"p1", "libx"}}).ok());
     CHECK_FALSE(fs::exists(prefix / "lib/one.so"));
-    CHECK(read(prefix / "lib/two.so") == "2");
+    CHECK(slurp(prefix / "lib/two.so") == "2");
     CHECK_FALSE(fs::exists(prefix / ".redist/receipts/p1"));
     REQUIRE(remove_component(*lock, "libx").ok());
     CHECK_FALSE(fs::exists(prefix / "lib"));

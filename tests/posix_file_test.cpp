@@ -11,25 +11,13 @@
 #include <sstream>
 
 #include "../lib/posix_file.hpp"
+#include "support.hpp"
 
 namespace fs = std::filesystem;
+using namespace redist_test;
 using namespace redist;
 
 namespace {
-
-fs::path scratch(const std::string& name) {
-    const fs::path dir = fs::path(REDIST_TEST_SCRATCH) / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
-
-std::string slurp(const fs::path& path) {
-    std::ifstream in(path, std::ios::binary);
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-}
 
 }  // namespace
 

@@ -10,23 +10,13 @@
 #include "redist/install.hpp"
 #include "redist/sbom.hpp"
 #include "redist/verify.hpp"
+#include "support.hpp"
 
 namespace fs = std::filesystem;
+using namespace redist_test;
 using namespace redist;
 
 namespace {
-
-fs::path scratch(const std::string& name) {
-    const fs::path dir = fs::path(REDIST_TEST_SCRATCH) / name;
-    fs::remove_all(dir);
-    fs::create_directories(dir);
-    return dir;
-}
-
-void write(const fs::path& path, const std::string& content) {
-    fs::create_directories(path.parent_path());
-    std::ofstream(path, std::ios::binary) << content;
-}
 
 sbom_document two_component_doc() {
     sbom_document doc;
