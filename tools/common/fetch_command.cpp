@@ -287,8 +287,13 @@ void preflight(const install_plan& plan) {
 // installed (run before the summary so that --json carries them).
 std::optional<redist::check_report> post_install_check(const fetch_options& options,
                                                        const redist::install_report& report) {
+    // Only what this run installed: a no-op re-run (every receipt already
+    // matched) must stay a few milliseconds. An explicit --check still checks
+    // the unchanged components.
     auto o = default_check_options(options.prefix);
-    for (const auto& c : report.components) o.components.push_back(c.component);
+    for (const auto& c : report.components)
+        if (!c.unchanged || options.check) o.components.push_back(c.component);
+    if (o.components.empty()) return std::nullopt;
     auto result = redist::run_checks(o);
     if (!result.ok()) {
         if (!options.quiet)
