@@ -128,6 +128,43 @@ TEST_CASE("the ELF reader reads this test binary") {
     CHECK(from_file->needed == info->needed);
 }
 
+TEST_CASE("the ELF reader reads symbol versions: needed by this binary, defined by libc") {
+    const auto real = std::filesystem::canonical("/proc/self/exe");
+    auto self = redist::elf::read_elf_file(real);
+    REQUIRE(self.ok());
+    const auto libc = std::find_if(self->version_needs.begin(), self->version_needs.end(),
+                                   [](const auto& n) { return n.file == "libc.so.6"; });
+    REQUIRE(libc != self->version_needs.end());
+    REQUIRE_FALSE(libc->names.empty());
+    for (const auto& name : libc->names) CHECK(name.rfind("GLIBC_", 0) == 0);
+    // The libc this binary runs with defines every version it needs.
+    std::string libc_path;
+    {
+        std::ifstream maps("/proc/self/maps");
+        for (std::string line; std::getline(maps, line) && libc_path.empty();)
+            if (const auto at = line.find('/'); at != std::string::npos && line.find("/libc.so.6") != std::string::npos)
+                libc_path = line.substr(at);
+    }
+    REQUIRE_FALSE(libc_path.empty());
+    auto defs = redist::elf::read_elf_file(std::filesystem::canonical(libc_path));
+    REQUIRE(defs.ok());
+    for (const auto& name : libc->names)
+        CHECK(std::find(defs->version_defs.begin(), defs->version_defs.end(), name) != defs->version_defs.end());
+    // libc's own name (the VER_FLG_BASE entry) is not a version.
+    CHECK(std::find(defs->version_defs.begin(), defs->version_defs.end(), "libc.so.6") == defs->version_defs.end());
+}
+
+TEST_CASE("run_check_probe --quick: the driver is asked only its version") {
+    std::vector<std::string> lines;
+    auto emit = [&](std::string_view l) { lines.emplace_back(l); };
+    CHECK(redist::run_check_probe({"--quick", "load"}, emit) == 2);  // still a usage error
+    lines.clear();
+    CHECK(redist::run_check_probe({"--quick", "driver", "/nonexistent/libcuda.so.1"}, emit) == 0);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0] == "begin\t0");  // --quick is no operation: indices are unchanged
+    CHECK(lines[1].rfind("fail\t0\t/nonexistent/libcuda.so.1: cannot open shared object file", 0) == 0);
+}
+
 TEST_CASE("the ELF reader rejects garbage and truncations without crashing") {
     CHECK_FALSE(redist::elf::parse_elf("").ok());
     CHECK_FALSE(redist::elf::parse_elf("not an elf file at all").ok());
