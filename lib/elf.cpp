@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -123,6 +124,12 @@ result<bool> read_dynamic_section(Elf* e, elf_info& info) {
 
 constexpr std::size_t max_version_entries = 1u << 14;
 
+// gelf_get{verneed,vernaux,verdef,verdaux} take an int offset and check it
+// against the data's size themselves; this keeps the cast exact.
+bool offset_ok(std::size_t off, const Elf_Data* data) {
+    return off <= data->d_size && off <= static_cast<std::size_t>(std::numeric_limits<int>::max());
+}
+
 std::optional<std::string> section_string(Elf* e, std::size_t link, std::size_t off) {
     const char* s = elf_strptr(e, link, off);
     if (!s) return std::nullopt;
@@ -138,9 +145,9 @@ result<void> read_version_needs(Elf* e, Elf_Scn* scn, const GElf_Shdr& shdr, elf
     Elf_Data* data = elf_getdata(scn, nullptr);
     if (!data) return bad("unreadable .gnu.version_r section");
     std::size_t off = 0, total = 0;
-    for (std::size_t n = 0; n < shdr.sh_info; ++n) {
+    for (std::size_t n = 0; n < shdr.sh_info && n < max_version_entries; ++n) {
         GElf_Verneed need;
-        if (off > data->d_size || !gelf_getverneed(data, static_cast<int>(off), &need))
+        if (!offset_ok(off, data) || !gelf_getverneed(data, static_cast<int>(off), &need))
             return bad("a version need outside its section");
         auto file = section_string(e, shdr.sh_link, need.vn_file);
         if (!file) return bad("a version need names a string outside its table");
@@ -149,7 +156,7 @@ result<void> read_version_needs(Elf* e, Elf_Scn* scn, const GElf_Shdr& shdr, elf
         for (std::size_t k = 0; k < need.vn_cnt; ++k) {
             if (++total > max_version_entries) return bad("too many version needs");
             GElf_Vernaux vna;
-            if (aux > data->d_size || !gelf_getvernaux(data, static_cast<int>(aux), &vna))
+            if (!offset_ok(aux, data) || !gelf_getvernaux(data, static_cast<int>(aux), &vna))
                 return bad("a version need outside its section");
             auto name = section_string(e, shdr.sh_link, vna.vna_name);
             if (!name) return bad("a version need names a string outside its table");
@@ -171,12 +178,12 @@ result<void> read_version_defs(Elf* e, Elf_Scn* scn, const GElf_Shdr& shdr, elf_
     std::size_t off = 0;
     for (std::size_t n = 0; n < shdr.sh_info && n < max_version_entries; ++n) {
         GElf_Verdef def;
-        if (off > data->d_size || !gelf_getverdef(data, static_cast<int>(off), &def))
+        if (!offset_ok(off, data) || !gelf_getverdef(data, static_cast<int>(off), &def))
             return bad("a version definition outside its section");
         GElf_Verdaux vda;
         const std::size_t aux = off + def.vd_aux;
         if (def.vd_cnt > 0) {
-            if (aux > data->d_size || !gelf_getverdaux(data, static_cast<int>(aux), &vda))
+            if (!offset_ok(aux, data) || !gelf_getverdaux(data, static_cast<int>(aux), &vda))
                 return bad("a version definition outside its section");
             auto name = section_string(e, shdr.sh_link, vda.vda_name);
             if (!name) return bad("a version definition names a string outside its table");
@@ -261,7 +268,12 @@ result<elf_info> parse_elf_handle(Elf* e, std::size_t file_size) {
     }
     REDIST_TRY(const bool found, read_dynamic_section(e, info));
     if (!found && dynph) REDIST_TRY_VOID(read_dynamic_segment(e, *dynph, loads, file_size, info));
-    if (found) REDIST_TRY_VOID(read_versions(e, info));
+    // Symbol versions only sharpen the check: a file whose version sections
+    // do not parse is still resolved, with no version claims made about it.
+    if (found && !read_versions(e, info).ok()) {
+        info.version_needs.clear();
+        info.version_defs.clear();
+    }
     return info;
 }
 

@@ -302,6 +302,10 @@ class CheckFindings(unittest.TestCase):
         res = self.check(prefix, "--quick", env={"LD_LIBRARY_PATH": driver}, check=0)
         self.assertIn("ok   driver: driver (kernel module version unknown) supports CUDA 13.0", res.stdout)
         self.assertNotIn("cuInit", res.stdout)
+        # The help says what runs after an install and what --check adds.
+        helptext = " ".join(support.run_tool("redist", "fetch", "--help", check=0).stdout.split())
+        self.assertIn("Without it a quick check runs and only warns", helptext)
+        self.assertIn("Run the full `redist check` after installing", helptext)
 
     def test_symbol_version_missing_from_an_older_dependency(self):
         # Built against a libdep that defines DEP_2.0; the machine has an older

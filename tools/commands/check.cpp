@@ -149,12 +149,15 @@ void add_check_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--timeout", args->timeout, "Seconds the checking child process may take (default 60; 300 with --gpu)")
         ->type_name("S");
     cmd->footer(
-        "\nChecks: every installed ELF file's DT_NEEDED resolves (RPATH, the prefix, LD_LIBRARY_PATH, RUNPATH,\n"
-        "/etc/ld.so.cache, default dirs); dlopen-only dependencies (libcublasLt, libnvrtc) are found; every\n"
-        "library loads (dlopen RTLD_NOW in a child process); file names and the library's own version function\n"
-        "(cudnnGetVersion, ...) match the receipt; no other version of an installed SONAME shadows it through\n"
-        "LD_LIBRARY_PATH or ld.so.cache; the driver supports the installed CUDA variant and every GPU's compute\n"
-        "capability is supported. No driver is a warning. Exits 11 when a check fails.\n\n" +
+        "\nChecks: every installed ELF file's DT_NEEDED resolves, with the symbol versions it needs (RPATH, the\n"
+        "prefix, LD_LIBRARY_PATH, RUNPATH, /etc/ld.so.cache, default dirs); dlopen-only dependencies\n"
+        "(libcublasLt, libnvrtc) are found; every library loads (dlopen RTLD_NOW in a child process); file\n"
+        "names and the library's own version function (cudnnGetVersion, ...) match the receipt; no other version\n"
+        "of an installed SONAME shadows it through LD_LIBRARY_PATH or ld.so.cache; the driver supports the\n"
+        "installed CUDA variant and every GPU's compute capability is supported. No driver is a warning. Exits 11\n"
+        "when a check fails.\n"
+        "--quick is what fetch runs after every install: the same checks without loading the libraries (only\n"
+        "the version probe's library, RTLD_LAZY, and the driver's version without cuInit; see docs/check.md).\n\n" +
         std::string(exit_code_help));
     cmd->final_callback([args, &selected] { selected = [args] { return cmd_check(*args); }; });
 }
