@@ -4,6 +4,7 @@
 // time, installed through the tools) are in tests/e2e/test_check.py.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -152,6 +153,29 @@ TEST_CASE("the ELF reader reads symbol versions: needed by this binary, defined 
         CHECK(std::find(defs->version_defs.begin(), defs->version_defs.end(), name) != defs->version_defs.end());
     // libc's own name (the VER_FLG_BASE entry) is not a version.
     CHECK(std::find(defs->version_defs.begin(), defs->version_defs.end(), "libc.so.6") == defs->version_defs.end());
+}
+
+TEST_CASE("the ELF reader: a version section pointing outside itself makes no claims, the file still reads") {
+    std::string bytes = slurp(std::filesystem::canonical("/proc/self/exe"));
+    auto intact = redist::elf::parse_elf(bytes);
+    REQUIRE(intact.ok());
+    REQUIRE_FALSE(intact->version_needs.empty());
+    // Find .gnu.version_r through the (ELF64, little-endian) section headers.
+    auto u64 = [&](std::size_t at) { std::uint64_t v; std::memcpy(&v, bytes.data() + at, 8); return v; };
+    auto u32 = [&](std::size_t at) { std::uint32_t v; std::memcpy(&v, bytes.data() + at, 4); return v; };
+    auto u16 = [&](std::size_t at) { std::uint16_t v; std::memcpy(&v, bytes.data() + at, 2); return v; };
+    const std::uint64_t shoff = u64(0x28);
+    const unsigned shentsize = u16(0x3a), shnum = u16(0x3c);
+    std::uint64_t verneed = 0;
+    for (unsigned i = 0; i < shnum; ++i)
+        if (u32(shoff + std::uint64_t(i) * shentsize + 4) == 0x6ffffffe) verneed = u64(shoff + std::uint64_t(i) * shentsize + 0x18);
+    REQUIRE(verneed != 0);
+    const std::uint32_t far = 0x7fffff00;  // vn_aux: the first Vernaux far outside the section
+    std::memcpy(bytes.data() + verneed + 8, &far, 4);
+    auto broken = redist::elf::parse_elf(bytes);
+    REQUIRE(broken.ok());
+    CHECK(broken->version_needs.empty());
+    CHECK(broken->needed == intact->needed);
 }
 
 TEST_CASE("run_check_probe --quick: the driver is asked only its version") {
