@@ -380,7 +380,11 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
     for (std::size_t i = 0; i < n; ++i) threads.emplace_back([this] { worker(); });
 
     result<void> outcome;
+    // The resume record is rewritten each time the prefix grew by 4 MiB, and
+    // at least once a second: a kill loses at most that much.
+    constexpr std::uint64_t kRecordStep = 4u << 20;
     auto last_record = clock_type::now();
+    std::uint64_t recorded = delivered;
     while (delivered < size_) {
         std::unique_lock lock(mutex_);
         progress_cv_.wait_for(lock, std::chrono::seconds(1),
@@ -388,9 +392,11 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
         if (stop_) break;
         const std::uint64_t available = contiguous_end();
         std::optional<segment_record> record;
-        if (!part_file_.empty() && clock_type::now() - last_record >= std::chrono::seconds(1)) {
+        if (!part_file_.empty() &&
+            (available >= recorded + kRecordStep || clock_type::now() - last_record >= std::chrono::seconds(1))) {
             record = snapshot();
             last_record = clock_type::now();
+            recorded = available;
         }
         lock.unlock();
         if (record) (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(*record), durability::none);
