@@ -230,6 +230,7 @@ private:
     std::optional<error> fatal_;
     transfer_failure_info fatal_info_;
     std::string validator_;  // ETag (else Last-Modified) of the first response
+    std::size_t finished_ = 0;  // chunks done by this run
     int requests_ = 0;
     int retries_ = 0;
     std::uint64_t received_ = 0;
@@ -329,6 +330,7 @@ void segmented_run::settle(chunk& c, result<void> outcome, const transfer_failur
     std::lock_guard lock(mutex_);
     if (outcome.ok() && c.done == c.end - c.start) {
         c.st = chunk::state::done;
+        ++finished_;
         progress_cv_.notify_one();
         return;
     }
@@ -380,11 +382,12 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
     for (std::size_t i = 0; i < n; ++i) threads.emplace_back([this] { worker(); });
 
     result<void> outcome;
-    // The resume record is rewritten each time the prefix grew by 4 MiB, and
-    // at least once a second: a kill loses at most that much.
+    // The resume record is rewritten each time a chunk finished or the prefix
+    // grew by 4 MiB, and at least once a second: a kill loses at most that.
     constexpr std::uint64_t kRecordStep = 4u << 20;
     auto last_record = clock_type::now();
     std::uint64_t recorded = delivered;
+    std::size_t recorded_finished = 0;
     while (delivered < size_) {
         std::unique_lock lock(mutex_);
         progress_cv_.wait_for(lock, std::chrono::seconds(1),
@@ -393,10 +396,12 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
         const std::uint64_t available = contiguous_end();
         std::optional<segment_record> record;
         if (!part_file_.empty() &&
-            (available >= recorded + kRecordStep || clock_type::now() - last_record >= std::chrono::seconds(1))) {
+            (available >= recorded + kRecordStep || finished_ != recorded_finished ||
+             clock_type::now() - last_record >= std::chrono::seconds(1))) {
             record = snapshot();
             last_record = clock_type::now();
             recorded = available;
+            recorded_finished = finished_;
         }
         lock.unlock();
         if (record) (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(*record), durability::none);

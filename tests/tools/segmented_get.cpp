@@ -4,7 +4,10 @@
 //
 //   segmented_get URL SIZE (--part FILE | --temp DIR) [--connections N]
 //                 [--retries N] [--abort-after BYTES] [--min-total BYTES]
+//                 [--min-segment BYTES] [--max-segment BYTES] [--stdout 1]
 //
+// --stdout 1: also write the in-order stream to stdout (for `| xz -dc`); the
+// JSON line then goes to stderr.
 // --abort-after: _exit(9) once that many bytes were delivered (a kill in the
 // middle, for the resume tests). Exit codes: 0 ok, 1 download failed, 2 usage.
 #include <curl/curl.h>
@@ -29,6 +32,7 @@ int main(int argc, char** argv) {
     redist::segment_options segments;
     int retries = 3;
     std::uint64_t abort_after = 0;
+    bool to_stdout = false;
     for (int i = 3; i + 1 < argc; i += 2) {
         const std::string opt = argv[i];
         const char* value = argv[i + 1];
@@ -36,6 +40,7 @@ int main(int argc, char** argv) {
         else if (opt == "--temp") spool.temp_dir = value;
         else if (opt == "--connections") segments.connections = std::atoi(value);
         else if (opt == "--retries") retries = std::atoi(value);
+        else if (opt == "--stdout") to_stdout = std::string(value) == "1";
         else if (opt == "--abort-after") abort_after = std::strtoull(value, nullptr, 10);
         else if (opt == "--min-total") segments.min_total_bytes = std::strtoull(value, nullptr, 10);
         else if (opt == "--min-segment") segments.min_segment_bytes = std::strtoull(value, nullptr, 10);
@@ -54,6 +59,8 @@ int main(int argc, char** argv) {
     redist::download_callbacks callbacks;
     callbacks.on_data = [&](const std::byte* data, std::size_t n) -> redist::result<void> {
         hasher.update(data, n);
+        if (to_stdout && std::fwrite(data, 1, n, stdout) != n)
+            return redist::make_error(redist::error_code::filesystem, "cannot write to stdout");
         delivered += n;
         if (abort_after > 0 && delivered >= abort_after) ::_exit(9);
         return {};
@@ -70,7 +77,8 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "segmented_get: %s\n", r.error_value().describe().c_str());
         return 1;
     }
-    std::printf("{\"sha256\":\"%s\",\"bytes\":%llu,\"segmented\":%s,\"reused\":%llu,\"received\":%llu,"
+    std::fflush(stdout);
+    std::fprintf(to_stdout ? stderr : stdout, "{\"sha256\":\"%s\",\"bytes\":%llu,\"segmented\":%s,\"reused\":%llu,\"received\":%llu,"
                 "\"requests\":%d,\"retries\":%d,\"seconds\":%.3f}\n",
                 hasher.finish_hex().c_str(), static_cast<unsigned long long>(delivered),
                 r->segmented ? "true" : "false", static_cast<unsigned long long>(r->reused_bytes),
