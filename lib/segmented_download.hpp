@@ -49,8 +49,12 @@ namespace redist {
 
 // How to split. The defaults come from bench/capped_link.py (see there).
 struct segment_options {
-    // Connections at once; <= 1: one stream. 6 on a 10 MiB/s-per-connection
-    // link gives 60 MiB/s, above what one xz thread decodes (~45 MiB/s here).
+    // Connections at once; <= 1: one stream. Chosen as the fewest connections
+    // whose download (hash only) outruns one xz thread's decode (~45 MiB/s on
+    // the 2-core bench machine) on the capped link (nginx limit_rate 10m per
+    // connection, 312 MiB single-block cuDNN archive). Measured 2026-11-30,
+    // once, load average 15 on 2 cores: 4 connections 35 MiB/s (8.9 s),
+    // 6: 49 MiB/s (6.3 s), 8: 57 MiB/s (5.4 s); 1: ~30 s.
     int connections = 6;
     // Smaller archives use one stream: the extra requests are not worth it.
     std::uint64_t min_total_bytes = 64ull << 20;
