@@ -30,6 +30,13 @@
 //    writes; a segmented run writes the record before its first
 //    out-of-order byte. Resumed bytes are not trusted either: they go
 //    through the caller's hash like every other byte.
+//
+// Known limits: every chunk is a new connection (download_range() keeps no
+// connection cache: one TLS handshake per chunk, ~25 for a 313 MiB archive);
+// stopping (a caller error, a fatal chunk) waits for each running request's
+// next byte, so a stalled one holds it up to transfer_options'
+// stall_timeout_seconds; no work stealing at the tail (the last chunks run
+// at one connection's rate each).
 #pragma once
 
 #include <chrono>
