@@ -116,6 +116,14 @@ class MirrorOverFaultServer(unittest.TestCase):
         self.assertEqual([e["status"] for e in self.server.log(self.path)], [503, 200])
         self.assertIn("Retry-After", res.stderr)
 
+    def test_a_missing_mirror_falls_back_to_the_base(self):
+        # /m1 does not exist on the server: every request there is a 404.
+        res = self.mirror("--mirror", self.server.url("/m1"))
+        self.assert_mirrored()
+        paths = [(e["path"], e["status"]) for e in self.server.log() if e["path"].endswith(self.rel)]
+        self.assertEqual(paths, [("/m1/cudnn/redist/" + self.rel, 404), (self.path, 200)])
+        self.assertIn("trying the next source", res.stderr)
+
     def test_wrong_bytes_leave_no_part_file(self):
         self.server.set_faults({self.path: {"corrupt_byte_at": 100}})
         res = self.mirror(check=5)

@@ -94,6 +94,7 @@ int run_mirror(const mirror_args& args) {
         req.sources.shared_cache = args.source.shared_cache;
     }
     req.sources.attempts_per_source = args.source.retries;
+    req.sources.mirrors = args.source.mirrors;  // tried before the base for archives (never for manifests)
     req.jobs = args.jobs;
     if (req.platforms.empty()) {
         auto host = redist::detect_host_platform(redist::host_probe::system());
@@ -181,6 +182,10 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                     "Default: $REDIST_BASE_URL, else NVIDIA's")
         ->type_name("URL");
     cmd->add_option("--ca-file", args->source.ca_file, "CA bundle for HTTPS")->type_name("FILE");
+    cmd->add_option("--mirror", args->source.mirrors,
+                    "Another <base> to try before --base-url for the archives (repeatable; verified against the "
+                    "upstream manifest, which always comes from --base-url)")
+        ->type_name("URL");
     cmd->add_flag("--from-cache", args->from_cache,
                   "Seed the mirror from the local download cache only (manifests and archives a fetch left "
                   "there; re-verified); fails naming what is missing");
