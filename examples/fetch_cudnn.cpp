@@ -46,8 +46,15 @@ int main(int argc, char** argv) {
     if (selection->cuda_major) std::printf(" (CUDA %d)", *selection->cuda_major);
     std::printf("\n");
 
-    // 3. Install, with a progress callback (called from worker threads).
-    std::mutex print_mutex;
+    // 3. Install, with an observer (called from worker threads).
+    struct printer : redist::fetch_observer {
+        std::mutex print_mutex;
+        void on_progress(const redist::progress_event& e) override {
+            std::lock_guard lock(print_mutex);
+            std::printf("  %s: %s %llu/%llu bytes\n", e.component.c_str(), redist::to_string(e.stage),
+                        static_cast<unsigned long long>(e.bytes_done), static_cast<unsigned long long>(e.bytes_total));
+        }
+    } observer;
     redist::install_request req;
     req.prefix = argv[3];
     req.product = release->product;
@@ -56,11 +63,7 @@ int main(int argc, char** argv) {
     req.artifacts = selection->artifacts;
     for (const auto& c : release->parsed.components) req.component_versions[c.key] = c.version;
     req.sources.cache_dir = std::nullopt;  // no cache: always download
-    req.on_progress = [&](const redist::progress_event& e) {
-        std::lock_guard lock(print_mutex);
-        std::printf("  %s: %s %llu/%llu bytes\n", e.component.c_str(), redist::to_string(e.stage),
-                    static_cast<unsigned long long>(e.bytes_done), static_cast<unsigned long long>(e.bytes_total));
-    };
+    req.observer = &observer;
     auto report = redist::install(req);
     if (!report.ok()) return fail(report.error_value());
 

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "debug_pause.hpp"
+#include "sources.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
 #include "redist/unpack.hpp"
@@ -64,51 +65,42 @@ result<std::optional<blob_cache>> open_cache(const source_policy& sources) {
     return blob_cache::open_if_possible(*sources.cache_dir, sources.shared_cache);
 }
 
-// Sleeps before retry `attempt` (1-based): exponential backoff with jitter,
-// or the server's Retry-After when it gave one.
-void backoff(const source_policy& sources, int attempt, const transfer_failure_info& failure) {
-    double seconds = sources.initial_backoff_seconds * static_cast<double>(1 << std::min(attempt - 1, 10));
-    seconds = std::min(seconds, sources.max_backoff_seconds);
-    static thread_local std::minstd_rand rng(static_cast<unsigned>(::getpid()) ^
-                                             static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
-    seconds *= std::uniform_real_distribution<double>(0.5, 1.0)(rng);
-    if (failure.retry_after_seconds) seconds = static_cast<double>(*failure.retry_after_seconds);
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-}
-
 constexpr std::size_t kMaxManifestBytes = 64u << 20;
 constexpr std::size_t kMaxIndexBytes = 16u << 20;
 
-// Fetches a small document (index, manifest), retrying transient failures.
-// Online, a fetched document is remembered in the cache; offline, only
-// file:// URLs and remembered documents are used. A document larger than
-// max_bytes is a bad document ("manifest larger than 64 MiB"), not a
-// network failure: retrying or another mirror would not make it right.
+// Fetches a small document (index, manifest) through the source driver
+// (transient failures retried). Online, a fetched document is remembered in
+// the cache; offline, only file:// URLs and remembered documents are used. A
+// document larger than max_bytes is a bad document ("manifest larger than 64
+// MiB"), not a network failure: retrying or another mirror would not make it right.
 result<std::string> fetch_document(const std::string& url, const transfer_options& options,
                                    const source_policy& sources, const std::optional<blob_cache>& cache,
-                                   const char* what = "manifest", std::size_t max_bytes = kMaxManifestBytes) {
+                                   fetch_observer* observer, const char* what = "manifest",
+                                   std::size_t max_bytes = kMaxManifestBytes) {
     if (sources.offline && !is_file_url(url)) {
         if (cache) {
             if (auto doc = cache->load_document(url, max_bytes)) return std::move(*doc);  // sec-cache: bounded
         }
         return make_error(error_code::not_found, "offline, and not in the cache").with_url(url);
     }
-    for (int attempt = 1;; ++attempt) {
-        transfer_failure_info failure;
-        auto text = fetch_text(url, options, max_bytes, &failure);
-        if (text.ok()) {
-            if (cache && !is_file_url(url)) cache->store_document(url, *text);
-            return text;
+    std::string text;
+    source_run run{retry_policy(sources)};
+    run.observer = observer;
+    auto fetched = try_sources({url}, run, [&](source_attempt& at) -> result<void> {
+        auto got = fetch_text(at.url, options, max_bytes, &at.failure);
+        if (got.ok()) {
+            text = std::move(got).value();
+            return {};
         }
-        if (failure.too_large)
+        if (at.failure.too_large)
             return make_error(error_code::bad_manifest, std::string(what) + " larger than " +
                                                             std::to_string(max_bytes >> 20) + " MiB")
                 .with_url(url);
-        const bool retry = failure.transient && attempt < sources.attempts_per_source &&
-                           (!failure.retry_after_seconds || *failure.retry_after_seconds <= sources.max_retry_after_seconds);
-        if (!retry) return text;
-        backoff(sources, attempt, failure);
-    }
+        return std::move(got).error_value();
+    });
+    if (!fetched.ok()) return std::move(fetched).error_value();
+    if (cache && !is_file_url(url)) cache->store_document(url, text);
+    return text;
 }
 
 bool equal_hex(std::string_view a, std::string_view b) {
@@ -132,7 +124,8 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
 }
 
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
-                                               const transfer_options& options, const source_policy& sources) {
+                                               const transfer_options& options, const source_policy& sources,
+                                               fetch_observer* observer) {
     REDIST_TRY(const auto cache, open_cache(sources));
     std::optional<error> last_error;
     for (const auto& base : bases_in_order(sources, base_url)) {
@@ -152,7 +145,7 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
             if (ec) return make_error(error_code::filesystem, "cannot list: " + ec.message()).with_path(dir.string());
             labels = parse_index_html(html);
         } else {
-            auto html = fetch_document(url, options, sources, cache, "index", kMaxIndexBytes);
+            auto html = fetch_document(url, options, sources, cache, observer, "index", kMaxIndexBytes);
             if (!html.ok()) {
                 last_error = std::move(html).error_value();
                 continue;
@@ -175,7 +168,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
     std::string text;
     if (!request.manifest_location.empty()) {
         out.manifest_url = to_url(request.manifest_location);
-        REDIST_TRY(text, fetch_document(out.manifest_url, options, request.sources, cache));
+        REDIST_TRY(text, fetch_document(out.manifest_url, options, request.sources, cache, request.observer));
     } else {
         if (request.product.empty()) return make_error(error_code::usage, "a product is required");
         const std::string spec = request.version_spec.empty() ? "latest" : request.version_spec;
@@ -185,7 +178,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
             if (spec != "latest") {
                 // Try the spec as an exact label first: that skips the index entirely.
                 out.manifest_url = manifest_url(base, request.product, spec);
-                auto direct = fetch_document(out.manifest_url, options, request.sources, cache);
+                auto direct = fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
                 if (direct.ok()) {
                     text = std::move(direct).value();
                     fetched = true;
@@ -198,7 +191,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
             }
             source_policy index_sources{{}, request.sources.cache_dir, request.sources.offline};
             index_sources.shared_cache = request.sources.shared_cache;
-            auto labels = list_versions(base, request.product, options, index_sources);
+            auto labels = list_versions(base, request.product, options, index_sources, request.observer);
             if (!labels.ok()) {
                 last_error = std::move(labels).error_value();
                 continue;
@@ -209,7 +202,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
                 continue;
             }
             out.manifest_url = manifest_url(base, request.product, *label);
-            auto manifest_text = fetch_document(out.manifest_url, options, request.sources, cache);
+            auto manifest_text = fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
             if (!manifest_text.ok()) {
                 last_error = std::move(manifest_text).error_value();
                 continue;
@@ -296,19 +289,17 @@ struct job_result {
     component_report report;
 };
 
-// The streaming state of one artifact: bytes are counted against the
-// manifest's size, hashed, appended to the cache's .part file, and fed to the
-// unpacker writing the stage -- all in one pass, as they arrive.
-class artifact_pipeline {
+// The byte sink of fetch: the unpacker writing a fresh stage. Its failures
+// wait for the hash (see byte_sink::write): a corrupt download must be
+// reported as an integrity failure, not as whatever the decoder tripped over.
+class stage_sink final : public byte_sink {
 public:
     // max_output: the unpacker's cap on decoded bytes (see install_request::max_expansion); 0 = none.
-    artifact_pipeline(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output)
+    stage_sink(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output)
         : lock_(lock), artifact_(a), source_(std::move(source)), max_output_(max_output) {}
-    ~artifact_pipeline() { discard(); }
+    ~stage_sink() override { discard(); }
 
-    // Starts over from byte 0: a fresh stage, unpacker and hasher, and an
-    // empty .part file (when caching).
-    result<void> restart() {
+    result<void> restart() override {
         discard();
         REDIST_TRY(stage_, make_stage(lock_.prefix(), artifact_.component));
         unpack_options options;
@@ -316,124 +307,25 @@ public:
         options.source = source_;
         options.max_output_bytes = max_output_;
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
-        hasher_ = sha256_hasher();
-        received_ = 0;
-        verified_ = false;
-        unpack_failure_.reset();
-        paused_mid_download_ = false;
-        part_dropped_ = false;
-        if (!part_path_.empty()) {
-            // Never through a planted symlink: a new file of our own.
-            REDIST_TRY(part_fd_, open_cache_file(part_path_, cache_file_access::create_fresh));
+        failure_.reset();
+        return {};
+    }
+
+    result<void> write(const std::byte* data, std::size_t size) override {
+        if (failure_ || !unpacker_) return {};
+        auto written = unpacker_->write(data, size);
+        if (!written.ok()) {
+            // Keep hashing: the hash decides what this failure means.
+            failure_ = std::move(written).error_value();
+            unpacker_->cancel();
         }
         return {};
     }
 
-    // Tee into the cache's .part file from now on.
-    void set_part_file(const fs::path& path) { part_path_ = path; }
-
-    // Continues from an existing .part file of a previous (killed) process:
-    // its bytes go through hash and unpack first. Returns false when there is
-    // nothing usable to resume.
-    result<bool> resume_from_part_file() {
-        // Only a regular file of ours, with one link, is resumed.
-        if (part_path_.empty() || !resumable_cache_file(part_path_, artifact_.size)) return false;
-        const std::string keep = part_path_.string();
-        part_path_.clear();  // restart() must not truncate the bytes we are about to replay
-        auto started = restart();
-        part_path_ = keep;
-        REDIST_TRY_VOID(started);
-        REDIST_TRY_VOID(feed_file(part_path_, /*tee=*/false));
-        REDIST_TRY(part_fd_, open_cache_file(part_path_, cache_file_access::append));
-        return true;
-    }
-
-    // Streams a local file (a cached blob or a .part) through the pipeline.
-    result<void> feed_file(const fs::path& path, bool tee) {
-        // O_NOFOLLOW, regular files only. Anything else is not what we wrote
-        // there: treated like corrupt bytes (dropped, fetched again).
-        auto opened = open_cache_file(path, cache_file_access::read);
-        if (!opened.ok())
-            return make_error(error_code::integrity, "unusable cache entry: " + opened.error_value().message)
-                .with_path(path.string());
-        const int fd = *opened;
-        ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
-        std::vector<std::byte> buffer(1u << 20);
-        const int saved_part_fd = part_fd_;
-        if (!tee) part_fd_ = -1;
-        result<void> outcome;
-        for (;;) {
-            const ssize_t n = ::read(fd, buffer.data(), buffer.size());
-            if (n < 0 && errno == EINTR) continue;
-            if (n < 0) {
-                outcome = make_error(error_code::filesystem, std::string("cannot read: ") + std::strerror(errno))
-                              .with_path(path.string());
-                break;
-            }
-            if (n == 0) break;
-            outcome = feed(buffer.data(), static_cast<std::size_t>(n));
-            if (!outcome.ok()) break;
-        }
-        ::close(fd);
-        if (!tee) part_fd_ = saved_part_fd;
-        return outcome;
-    }
-
-    result<void> feed(const std::byte* data, std::size_t size) {
-        if (received_ + size > artifact_.size) {
-            return make_error(error_code::integrity, "more bytes than the manifest's size")
-                .with_url(source_)
-                .with_expected_actual(std::to_string(artifact_.size), "at least " + std::to_string(received_ + size));
-        }
-        received_ += size;
-        hasher_.update(data, size);
-        if (part_fd_ >= 0) {
-            std::size_t written = 0;
-            while (written < size) {
-                const ssize_t n = ::write(part_fd_, data + written, size - written);
-                if (n < 0 && errno == EINTR) continue;
-                if (n < 0) {
-                    // Disk full (often because of what we are unpacking): the
-                    // cache copy is given up, not the download -- the hash
-                    // must still decide about these bytes.
-                    drop_part_file();
-                    break;
-                }
-                written += static_cast<std::size_t>(n);
-            }
-        }
-        if (!unpack_failure_) {
-            auto written = unpacker_->write(data, size);
-            if (!written.ok()) {
-                // Keep hashing: a corrupt download must be reported as an
-                // integrity failure, not as whatever the decoder tripped over.
-                unpack_failure_ = std::move(written).error_value();
-                unpacker_->cancel();
-            }
-        }
-        if (!paused_mid_download_ && received_ >= artifact_.size / 2) {
-            paused_mid_download_ = true;
-            debug_pause("mid-download");
-        }
-        return {};
-    }
-
-    std::uint64_t received() const { return received_; }
-    // The cache's .part file holds every byte received (false after a failed write dropped it).
-    bool cacheable() const { return !part_dropped_; }
-    // The bytes matched the manifest's size and SHA-256 (even if unpacking failed).
-    bool verified() const { return verified_; }
-    std::uint64_t expected_size() const { return artifact_.size; }
-
-    // After the last byte: size, hash, then the unpacker's result.
-    result<std::vector<unpacked_entry>> finish(const std::string& url) {
-        if (part_fd_ >= 0) {
-            ::close(part_fd_);
-            part_fd_ = -1;
-        }
-        REDIST_TRY_VOID(check_integrity(artifact_.size, artifact_.sha256, received_, hasher_.finish_hex(), url));
-        verified_ = true;
-        if (unpack_failure_) return std::move(*unpack_failure_);
+    // After the stream verified the bytes: the unpacker's result.
+    result<std::vector<unpacked_entry>> finish() {
+        if (failure_) return std::move(*failure_);
+        if (!unpacker_) return make_error(error_code::internal, "unpacker not started");
         auto entries = unpacker_->finish();
         if (entries.ok()) debug_pause("after-unpack");
         return entries;
@@ -443,18 +335,9 @@ public:
     void keep_stage() { stage_.clear(); }
 
 private:
-    void drop_part_file() {
-        if (part_fd_ >= 0) ::close(part_fd_);
-        part_fd_ = -1;
-        ::unlink(part_path_.c_str());
-        part_dropped_ = true;
-    }
-
-    void discard() {
+    void discard() noexcept {
         if (unpacker_) unpacker_->cancel();
         unpacker_.reset();
-        if (part_fd_ >= 0) ::close(part_fd_);
-        part_fd_ = -1;
         if (!stage_.empty()) {
             std::error_code ec;
             fs::remove_all(stage_, ec);
@@ -468,14 +351,7 @@ private:
     std::uint64_t max_output_ = 0;
     fs::path stage_;
     std::unique_ptr<stream_unpacker> unpacker_;
-    sha256_hasher hasher_;
-    std::uint64_t received_ = 0;
-    std::optional<error> unpack_failure_;
-    fs::path part_path_;
-    int part_fd_ = -1;
-    bool paused_mid_download_ = false;
-    bool verified_ = false;
-    bool part_dropped_ = false;
+    std::optional<error> failure_;
 };
 
 // The cap on an unverified archive's decoded output (see install_request::max_expansion).
@@ -500,260 +376,207 @@ void fill_receipt(const install_request& request, const artifact& a, const std::
     r.archive_size = a.size;
 }
 
-// Picks the error to report when every source failed: an integrity failure
-// (somebody served wrong bytes) or not-found says more than a later transient one.
-void remember_failure(std::optional<error>& kept, error e) {
-    const auto rank = [](error_code c) {
-        return c == error_code::integrity ? 3 : c == error_code::network ? 2 : c == error_code::not_found ? 1 : 4;
-    };
-    if (!kept || rank(e.code) >= rank(kept->code)) kept = std::move(e);
-}
-
-// Downloads one artifact (cache, then mirrors, then the base URL, with
-// retries and resume) through the pipeline into a stage. The archive bytes
-// are read exactly once per attempt.
-void run_job(const install_request& request, const prefix_lock& lock, const std::optional<blob_cache>& cache,
-             const artifact& a, std::atomic<bool>& abort_all, job_result& out) {
-    const auto started = std::chrono::steady_clock::now();
-    auto progress = [&](fetch_stage stage, std::uint64_t done) {
-        if (request.on_progress) request.on_progress({a.component, stage, done, a.size});
-    };
-    auto fail = [&](error e) {
-        out.failure = std::move(e);
-        abort_all = true;
-        progress(fetch_stage::failed, 0);
-    };
-
+// The URLs of an artifact, in the order they are tried: mirrors, then the base.
+std::vector<std::string> artifact_urls(const install_request& request, const artifact& a) {
     std::vector<std::string> urls;
     for (const auto& m : request.sources.mirrors)
         urls.push_back(join_url(join_url(join_url(to_url(m), request.product), "redist"), a.relative_path));
     urls.push_back(join_url(request.artifact_base_url, a.relative_path));
-
-    // Single flight: one process per blob at a time; the others wait here and
-    // then find the verified blob in the cache.
-    blob_lock blob;
-    if (cache) {
-        auto locked = cache->lock_blob(a.sha256, [&] {
-            if (request.on_blob_wait) request.on_blob_wait(a.component);
-        });
-        if (!locked.ok()) return fail(std::move(locked).error_value());
-        blob = std::move(locked).value();
-    }
-
-    auto finish_report = [&] {
-        out.report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    };
-
-    // 0. The extracted tree of this archive, from an earlier install: placed
-    //    by reflink/hardlink/copy, no decoding at all.
-    if (cache) {
-        auto stage = make_stage(lock.prefix(), a.component);
-        if (!stage.ok()) return fail(std::move(stage).error_value());
-        auto files = cache->materialize_tree(a.sha256, *stage, request.tree_link_mode);
-        if (!files.ok()) {
-            std::error_code ec;
-            fs::remove_all(*stage, ec);
-            return fail(std::move(files).error_value());
-        }
-        if (*files) {
-            staged_component staged;
-            staged.stage_dir = *stage;
-            fill_receipt(request, a, sanitize_url(urls.back()), staged.new_receipt);
-            staged.new_receipt.files = std::move(**files);
-            staged.new_receipt.installed_at.clear();
-            out.report.from_cache = true;
-            out.report.url = sanitize_url(urls.back());
-            out.report.files = staged.new_receipt.files.size();
-            finish_report();
-            out.staged = std::move(staged);
-            return;
-        }
-        std::error_code ec;
-        fs::remove_all(*stage, ec);
-    }
-
-    artifact_pipeline pipeline(lock, a, sanitize_url(urls.back()), output_cap(request, a.size));
-    std::optional<std::vector<unpacked_entry>> entries;
-    std::optional<error> last_error;
-
-    // 1. A verified blob in the cache: re-verified while it is unpacked.
-    if (cache && cache->has_blob(a.sha256)) {  // a regular file, not a planted symlink or FIFO
-        const fs::path blob_file = cache->blob_path(a.sha256);
-        auto restarted = pipeline.restart();
-        if (!restarted.ok()) return fail(std::move(restarted).error_value());
-        progress(fetch_stage::downloading, 0);
-        auto fed = pipeline.feed_file(blob_file, false);
-        auto done = fed.ok() ? pipeline.finish("cache:" + blob_file.string())
-                             : result<std::vector<unpacked_entry>>(std::move(fed).error_value());
-        if (done.ok()) {
-            entries = std::move(done).value();
-            out.report.from_cache = true;
-            ::utimensat(AT_FDCWD, blob_file.c_str(), nullptr, 0);  // last used, for prune
-        } else if (done.error_value().code == error_code::integrity || done.error_value().code == error_code::bad_archive) {
-            std::error_code ec;
-            fs::remove(blob_file, ec);  // a corrupt cache entry is dropped and fetched again
-        } else {
-            return fail(std::move(done).error_value());
-        }
-    }
-
-    // 2. Download: mirrors first, then the base; transient failures retried
-    //    with backoff, resuming with a Range request where the bytes so far
-    //    are kept; wrong bytes or a 404 move on to the next source.
-    if (!entries) {
-        if (cache) pipeline.set_part_file(cache->partial_path(a.sha256));
-        auto resumed = pipeline.resume_from_part_file();
-        if (!resumed.ok()) return fail(std::move(resumed).error_value());
-        if (!*resumed) {
-            auto restarted = pipeline.restart();
-            if (!restarted.ok()) return fail(std::move(restarted).error_value());
-        }
-        for (std::size_t source = 0; source < urls.size() && !entries; ++source) {
-            const std::string& url = urls[source];
-            if (request.sources.offline && !is_file_url(url)) {
-                remember_failure(last_error, make_error(error_code::not_found, "offline, and not in the cache")
-                                                 .with_url(url));
-                continue;
-            }
-            std::string validator;  // ETag or Last-Modified of the response the bytes so far came from
-            for (int attempt = 1; attempt <= request.sources.attempts_per_source; ++attempt) {
-                if (abort_all) return fail(make_error(error_code::cancelled, "cancelled because another artifact failed"));
-                const std::uint64_t resume_from = pipeline.received();
-                if (resume_from == a.size && resume_from > 0) break;  // a complete .part: just verify it
-                bool restart_needed = false;
-                download_callbacks callbacks;
-                callbacks.on_response = [&](const response_info& info) -> result<void> {
-                    const std::string this_validator = !info.etag.empty() ? info.etag : info.last_modified;
-                    if (resume_from > 0 && !info.partial) {
-                        // The server ignored the Range: start over cleanly with this body.
-                        REDIST_TRY_VOID(pipeline.restart());
-                    } else if (resume_from > 0 && !validator.empty() && !this_validator.empty() &&
-                               validator != this_validator) {
-                        restart_needed = true;  // the file changed under us: the bytes so far are worthless
-                        return make_error(error_code::network, "the file changed during the download").with_url(url);
-                    }
-                    validator = this_validator;
-                    const std::uint64_t expected_body = a.size - (info.partial ? resume_from : 0);
-                    if (info.content_length >= 0 && static_cast<std::uint64_t>(info.content_length) != expected_body) {
-                        return make_error(error_code::integrity, "Content-Length disagrees with the manifest's size")
-                            .with_url(url)
-                            .with_expected_actual(std::to_string(expected_body), std::to_string(info.content_length));
-                    }
-                    progress(fetch_stage::downloading, pipeline.received());
-                    return {};
-                };
-                auto last_report = std::chrono::steady_clock::now();
-                callbacks.on_data = [&](const std::byte* data, std::size_t size) -> result<void> {
-                    if (abort_all) return make_error(error_code::cancelled, "cancelled because another artifact failed");
-                    REDIST_TRY_VOID(pipeline.feed(data, size));
-                    const auto now = std::chrono::steady_clock::now();
-                    if (now - last_report > std::chrono::milliseconds(200)) {
-                        last_report = now;
-                        progress(fetch_stage::downloading, pipeline.received());
-                    }
-                    return {};
-                };
-                transfer_failure_info failure;
-                ++out.report.requests;
-                auto downloaded = download(url, request.transfer, callbacks, resume_from, &failure);
-                if (downloaded.ok()) {
-                    if (pipeline.received() < a.size) {
-                        // The body ended early without a transport error (no Content-Length).
-                        remember_failure(last_error, make_error(error_code::integrity, "archive is truncated")
-                                                         .with_url(url)
-                                                         .with_expected_actual(std::to_string(a.size) + " bytes",
-                                                                               std::to_string(pipeline.received()) + " bytes"));
-                        auto restarted = pipeline.restart();
-                        if (!restarted.ok()) return fail(std::move(restarted).error_value());
-                    }
-                    break;
-                }
-                error e = std::move(downloaded).error_value();
-                if (e.code == error_code::cancelled) return fail(std::move(e));
-                if (e.code == error_code::filesystem) return fail(std::move(e));
-                if (restart_needed || e.code == error_code::integrity) {
-                    auto restarted = pipeline.restart();
-                    if (!restarted.ok()) return fail(std::move(restarted).error_value());
-                }
-                const bool retry = (failure.transient || restart_needed) && attempt < request.sources.attempts_per_source &&
-                                   (!failure.retry_after_seconds ||
-                                    *failure.retry_after_seconds <= request.sources.max_retry_after_seconds);
-                remember_failure(last_error, e);
-                if (!retry) {
-                    validator.clear();
-                    goto next_source;
-                }
-                if (request.on_retry)
-                    request.on_retry(a.component, "retrying after " + e.describe() + " (attempt " +
-                                                      std::to_string(attempt + 1) + " of " +
-                                                      std::to_string(request.sources.attempts_per_source) + ")");
-                backoff(request.sources, attempt, failure);
-            }
-            if (pipeline.received() == a.size) {
-                auto done = pipeline.finish(sanitize_url(url));
-                if (done.ok()) {
-                    entries = std::move(done).value();
-                    out.report.url = sanitize_url(url);
-                    break;
-                }
-                if (pipeline.verified()) {
-                    // The archive is good; unpacking failed (disk full, unsafe entry...).
-                    // Keep the verified blob, so a retry needs no download.
-                    if (cache && pipeline.cacheable()) (void)cache->publish(a.sha256);
-                    return fail(std::move(done).error_value());
-                }
-                // Wrong bytes from this source: drop them and try the next one.
-                remember_failure(last_error, std::move(done).error_value());
-                if (last_error->code != error_code::integrity) return fail(std::move(*last_error));
-                auto restarted = pipeline.restart();
-                if (!restarted.ok()) return fail(std::move(restarted).error_value());
-            }
-            // A partial download is kept: the next source resumes it (the hash decides at the end).
-        next_source:
-            if (!entries && request.on_retry && source + 1 < urls.size())
-                request.on_retry(a.component, "trying the next source after " +
-                                                  (last_error ? last_error->describe() : std::string("a failure")));
-        }
-        if (!entries) {
-            // After a network failure the .part file stays, so the next run resumes it.
-            const bool resumable = pipeline.received() < a.size && last_error && last_error->code == error_code::network;
-            if (cache && !resumable) {
-                std::error_code ec;
-                fs::remove(cache->partial_path(a.sha256), ec);
-            }
-            return fail(last_error ? std::move(*last_error)
-                                   : make_error(error_code::not_found, "no source has this artifact"));
-        }
-        if (cache && pipeline.cacheable()) {
-            auto published = cache->publish(a.sha256);
-            if (!published.ok()) return fail(std::move(published).error_value());
-        }
-    } else {
-        out.report.url = sanitize_url(urls.back());
-    }
-
-    staged_component staged;
-    staged.stage_dir = pipeline.stage();
-    fill_receipt(request, a, out.report.url, staged.new_receipt);
-    auto prepared = prepare_stage(staged, *entries);
-    if (!prepared.ok()) return fail(std::move(prepared).error_value());
-    // The extracted tree is kept the second time a blob is installed (from
-    // the cache), not when it is downloaded: it is a full copy (never hard
-    // links to the prefix), which on the cold install would sit on the
-    // critical path, and a blob installed once never needs it.
-    if (cache && pipeline.cacheable() && out.report.from_cache)
-        cache->store_tree(a.sha256, staged.stage_dir, staged.new_receipt.files);
-
-    out.report.files = staged.new_receipt.files.size();
-    finish_report();
-    pipeline.keep_stage();
-    out.staged = std::move(staged);
+    return urls;
 }
 
+// Where an artifact's bytes will come from, decided once, before any work.
+// Each later source is the fallback of the one before: a cached tree that
+// cannot be trusted falls back to the blob, a blob that fails re-verification
+// to the download.
+struct job_plan {
+    bool cached_tree = false;  // a cache: its extracted tree may be placed (no decoding at all)
+    bool cached_blob = false;  // a verified archive is in the cache: re-verified while it is unpacked
+};
+
+// One artifact, from its sources into a stage: named phases run in the
+// order the plan says, each returning what it made or falling through.
+class artifact_job {
+public:
+    artifact_job(const install_request& request, const prefix_lock& lock, const std::optional<blob_cache>& cache,
+                 const artifact& a, std::atomic<bool>& abort_all, job_result& out)
+        : request_(request), lock_(lock), cache_(cache), a_(a), abort_all_(abort_all), out_(out),
+          urls_(artifact_urls(request, a)) {}
+
+    void progress(fetch_stage stage, std::uint64_t done) const {
+        if (request_.observer) request_.observer->on_progress({a_.component, stage, done, a_.size});
+    }
+
+    void fail(error e) {
+        out_.failure = std::move(e);
+        abort_all_ = true;
+        progress(fetch_stage::failed, 0);
+    }
+
+    // Single flight: one process per blob at a time; the others wait here and
+    // then find the verified blob (or tree) in the cache.
+    result<blob_lock> lock_blob() const {
+        if (!cache_) return blob_lock();
+        return cache_->lock_blob(a_.sha256, [&] {
+            if (request_.observer) request_.observer->on_blob_wait({a_.component});
+        });
+    }
+
+    job_plan classify() const {
+        job_plan plan;
+        plan.cached_tree = cache_.has_value();
+        plan.cached_blob = cache_ && cache_->has_blob(a_.sha256);  // a regular file, not a planted symlink or FIFO
+        return plan;
+    }
+
+    // The extracted tree of this archive, from an earlier install: placed by
+    // reflink/hardlink/copy. nullopt: no tree, or one that cannot be trusted.
+    result<std::optional<staged_component>> place_cached_tree() {
+        REDIST_TRY(const fs::path stage, make_stage(lock_.prefix(), a_.component));
+        auto files = cache_->materialize_tree(a_.sha256, stage, request_.tree_link_mode);
+        if (!files.ok() || !*files) {
+            std::error_code ec;
+            fs::remove_all(stage, ec);
+            if (!files.ok()) return std::move(files).error_value();
+            return std::optional<staged_component>();
+        }
+        staged_component staged;
+        staged.stage_dir = stage;
+        fill_receipt(request_, a_, sanitize_url(urls_.back()), staged.new_receipt);
+        staged.new_receipt.files = std::move(**files);
+        staged.new_receipt.installed_at.clear();
+        out_.report.from_cache = true;
+        out_.report.url = sanitize_url(urls_.back());
+        return std::optional<staged_component>(std::move(staged));
+    }
+
+    // The verified blob in the cache, re-verified while it is unpacked. A
+    // corrupt blob is dropped (nullopt: download it again).
+    result<std::optional<std::vector<unpacked_entry>>> unpack_cached_blob(artifact_stream& stream, stage_sink& sink) {
+        const fs::path blob_file = cache_->blob_path(a_.sha256);
+        progress(fetch_stage::downloading, 0);
+        auto verified = stream.fetch_file(blob_file, "cache:" + blob_file.string());
+        auto entries = verified.ok() ? sink.finish() : result<std::vector<unpacked_entry>>(std::move(verified).error_value());
+        if (entries.ok()) {
+            out_.report.from_cache = true;
+            out_.report.url = sanitize_url(urls_.back());
+            ::utimensat(AT_FDCWD, blob_file.c_str(), nullptr, 0);  // last used, for prune
+            return std::optional(std::move(entries).value());
+        }
+        const error_code code = entries.error_value().code;
+        if (code != error_code::integrity && code != error_code::bad_archive) return std::move(entries).error_value();
+        std::error_code ec;
+        fs::remove(blob_file, ec);  // a corrupt cache entry is dropped and fetched again
+        return std::optional<std::vector<unpacked_entry>>();
+    }
+
+    // Mirrors first, then the base, through the one source driver: transient
+    // failures retried with backoff, resuming with a Range request where the
+    // bytes so far are kept; wrong bytes or a 404 move on to the next source.
+    result<std::vector<unpacked_entry>> download_archive(artifact_stream& stream, stage_sink& sink) {
+        if (cache_) stream.set_tee(cache_->partial_path(a_.sha256));
+        REDIST_TRY_VOID(stream.resume_or_restart());
+        source_run run{retry_policy(request_.sources)};
+        run.observer = request_.observer;
+        run.component = a_.component;
+        run.offline = request_.sources.offline;
+        run.on_next_source = [&] { stream.next_source(); };
+        auto fetched = try_sources(urls_, run, [&](source_attempt& at) {
+            progress(fetch_stage::downloading, stream.received());
+            return stream.fetch_from(at.url, request_.transfer, at.failure);
+        }, &out_.report.requests);
+        if (!fetched.ok()) {
+            drop_part_unless_resumable(stream, fetched.error_value());
+            return std::move(fetched).error_value();
+        }
+        out_.report.url = sanitize_url(urls_[fetched->source]);
+        // The archive is verified: keep it even if unpacking fails (disk full,
+        // unsafe entry...), so that a retry needs no download.
+        if (cache_ && stream.tee_complete()) REDIST_TRY_VOID(cache_->publish(a_.sha256));
+        return sink.finish();
+    }
+
+    // After a failed download the .part file stays only when a later run can
+    // resume it: a network failure part-way.
+    void drop_part_unless_resumable(const artifact_stream& stream, const error& e) const {
+        const bool resumable = stream.received() < a_.size && e.code == error_code::network;
+        if (!cache_ || resumable) return;
+        std::error_code ec;
+        fs::remove(cache_->partial_path(a_.sha256), ec);
+    }
+
+    // The unpacked entries become the receipt; the stage is kept for the commit.
+    result<staged_component> stage_entries(stage_sink& sink, const std::vector<unpacked_entry>& entries,
+                                           bool cacheable) {
+        staged_component staged;
+        staged.stage_dir = sink.stage();
+        fill_receipt(request_, a_, out_.report.url, staged.new_receipt);
+        REDIST_TRY_VOID(prepare_stage(staged, entries));
+        // The extracted tree is kept the second time a blob is installed (from
+        // the cache), not when it is downloaded: it is a full copy (never hard
+        // links to the prefix), which on the cold install would sit on the
+        // critical path, and a blob installed once never needs it.
+        if (cache_ && cacheable && out_.report.from_cache)
+            cache_->store_tree(a_.sha256, staged.stage_dir, staged.new_receipt.files);
+        sink.keep_stage();
+        return staged;
+    }
+
+    // From the archive (cached blob, else download) into a stage.
+    result<staged_component> unpack_archive(const job_plan& plan) {
+        stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size));
+        artifact_stream stream({a_.size, a_.sha256}, sink);
+        stream.set_cancel(&abort_all_);
+        stream.set_progress([&](std::uint64_t done) { progress(fetch_stage::downloading, done); });
+        std::optional<std::vector<unpacked_entry>> entries;
+        if (plan.cached_blob) {
+            REDIST_TRY(entries, unpack_cached_blob(stream, sink));
+        }
+        if (!entries) {
+            REDIST_TRY(entries, download_archive(stream, sink));
+        }
+        return stage_entries(sink, *entries, !cache_ || out_.report.from_cache || stream.tee_complete());
+    }
+
+    result<staged_component> run() {
+        REDIST_TRY(const blob_lock blob, lock_blob());
+        const job_plan plan = classify();
+        if (plan.cached_tree) {
+            REDIST_TRY(auto placed, place_cached_tree());
+            if (placed) return std::move(*placed);
+        }
+        return unpack_archive(plan);
+    }
+
+private:
+    const install_request& request_;
+    const prefix_lock& lock_;
+    const std::optional<blob_cache>& cache_;
+    const artifact& a_;
+    std::atomic<bool>& abort_all_;
+    job_result& out_;
+    std::vector<std::string> urls_;
+};
+
+// Downloads one artifact (cache, then mirrors, then the base URL, with
+// retries and resume) into a stage. The archive bytes are read exactly once
+// per attempt.
+void run_job(const install_request& request, const prefix_lock& lock, const std::optional<blob_cache>& cache,
+             const artifact& a, std::atomic<bool>& abort_all, job_result& out) {
+    const auto started = std::chrono::steady_clock::now();
+    artifact_job job(request, lock, cache, a, abort_all, out);
+    auto staged = job.run();
+    if (!staged.ok()) return job.fail(std::move(staged).error_value());
+    out.report.files = staged->new_receipt.files.size();
+    out.report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    out.staged = std::move(staged).value();
+}
 }  // namespace
 
 result<install_report> install(const install_request& request) {
-    REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, request.on_lock_wait));
+    REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, [&] {
+                   if (request.observer) request.observer->on_lock_wait({request.prefix});
+               }));
     REDIST_TRY(const std::vector<receipt> receipts, read_receipts(lock.prefix()));
 
     install_report report;
@@ -780,7 +603,7 @@ result<install_report> install(const install_request& request) {
             cr.unchanged = true;
             cr.files = existing->files.size();
             cr.url = existing->url;
-            if (request.on_progress) request.on_progress({a.component, fetch_stage::unchanged, a.size, a.size});
+            if (request.observer) request.observer->on_progress({a.component, fetch_stage::unchanged, a.size, a.size});
             continue;
         }
         todo.push_back(i);
@@ -824,14 +647,14 @@ result<install_report> install(const install_request& request) {
     for (const std::size_t i : todo) staged.push_back(std::move(*results[i].staged));
     if (!staged.empty()) {
         for (const std::size_t i : todo)
-            if (request.on_progress)
-                request.on_progress({results[i].report.component, fetch_stage::committing, 0, results[i].report.size});
+            if (request.observer)
+                request.observer->on_progress({results[i].report.component, fetch_stage::committing, 0, results[i].report.size});
         debug_pause("before-commit");
         REDIST_TRY_VOID(commit_stages(lock, std::move(staged), request.force));
         for (const std::size_t i : todo)
-            if (request.on_progress)
-                request.on_progress({results[i].report.component, fetch_stage::done, results[i].report.size,
-                                     results[i].report.size});
+            if (request.observer)
+                request.observer->on_progress({results[i].report.component, fetch_stage::done, results[i].report.size,
+                                               results[i].report.size});
     }
     for (auto& r : results) report.components.push_back(std::move(r.report));
     return report;

@@ -25,12 +25,16 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <atomic>
 #include <thread>
 #include <utility>
 
+#include "posix_file.hpp"
+#include "redist/cache.hpp"
 #include "redist/fetch.hpp"
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
+#include "sources.hpp"
 
 namespace redist {
 
@@ -47,33 +51,6 @@ const char* to_string(mirror_status status) noexcept {
 
 namespace {
 
-// Owns a file descriptor; closes it once.
-class unique_fd {
-public:
-    explicit unique_fd(int fd = -1) noexcept : fd_(fd) {}
-    ~unique_fd() { reset(); }
-    unique_fd(const unique_fd&) = delete;
-    unique_fd& operator=(const unique_fd&) = delete;
-    int get() const noexcept { return fd_; }
-    // Closes now and reports close(2)'s result (NFS reports write errors there).
-    int close_checked() noexcept {
-        const int rc = fd_ >= 0 ? ::close(fd_) : 0;
-        fd_ = -1;
-        return rc;
-    }
-    void reset() noexcept {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = -1;
-    }
-
-private:
-    int fd_;
-};
-
-error errno_error(const std::string& what, const fs::path& path, int err) {
-    return make_error(error_code::filesystem, what + ": " + std::strerror(err)).with_path(path.string());
-}
-
 bool is_plain_name(std::string_view name) {
     if (name.empty() || name == "." || name == "..") return false;
     return std::all_of(name.begin(), name.end(), [](char c) {
@@ -82,76 +59,19 @@ bool is_plain_name(std::string_view name) {
     });
 }
 
-result<void> write_all(int fd, const std::byte* data, std::size_t size, const fs::path& path) {
-    while (size > 0) {
-        const ssize_t n = ::write(fd, data, size);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return errno_error("cannot write", path, errno);
-        }
-        data += n;
-        size -= static_cast<std::size_t>(n);
-    }
-    return {};
-}
-
-fs::path part_path(const fs::path& final_path) {
-    return fs::path(final_path.string() + ".part." + std::to_string(::getpid()));
-}
-
-// Removes "<name>.part.<pid>" siblings left by processes that no longer run
-// (a live pid may be another mirror run writing the same file: leave it).
-void sweep_stale_parts(const fs::path& final_path) noexcept {
-    std::error_code ec;
-    const std::string prefix = final_path.filename().string() + ".part.";
-    for (const auto& entry : fs::directory_iterator(final_path.parent_path(), ec)) {
-        const std::string name = entry.path().filename().string();
-        if (!name.starts_with(prefix)) continue;
-        const std::string pid_text = name.substr(prefix.size());
-        if (pid_text.empty() || !std::all_of(pid_text.begin(), pid_text.end(), [](char c) { return c >= '0' && c <= '9'; }))
-            continue;
-        const long pid = std::strtol(pid_text.c_str(), nullptr, 10);
-        const bool ours = pid == static_cast<long>(::getpid());
-        if (ours || (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH)) {
-            std::error_code rm_ec;
-            fs::remove(entry.path(), rm_ec);
-        }
-    }
-}
-
-// fsync + close + rename of a fully written part file.
-result<void> publish(unique_fd& fd, const fs::path& part, const fs::path& final_path) {
-    // Without fsync a power loss after the rename could leave an empty or
-    // short file under the final name, which is exactly what must not happen.
-    if (::fsync(fd.get()) != 0) return errno_error("cannot sync", part, errno);
-    if (fd.close_checked() != 0) return errno_error("cannot close", part, errno);
-    if (::rename(part.c_str(), final_path.c_str()) != 0) return errno_error("cannot rename into place", final_path, errno);
-    return {};
-}
-
-// Writes `bytes` to `final_path` atomically (part file, fsync, rename).
+// Writes `bytes` to `final_path` atomically (temp file, fsync, rename).
 result<void> write_file_atomically(const fs::path& final_path, std::string_view bytes) {
     std::error_code ec;
     fs::create_directories(final_path.parent_path(), ec);
     if (ec) return errno_error("cannot create directory", final_path.parent_path(), ec.value());
-    sweep_stale_parts(final_path);
-    const fs::path part = part_path(final_path);
-    unique_fd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return errno_error("cannot create", part, errno);
-    auto written = write_all(fd.get(), reinterpret_cast<const std::byte*>(bytes.data()), bytes.size(), part);
-    if (written.ok()) written = publish(fd, part, final_path);
-    if (!written.ok()) {
-        fd.reset();
-        fs::remove(part, ec);
-    }
-    return written;
+    return atomic_write(final_path, bytes, durability::contents);
 }
 
 // What is at `path` compared with the expected content: nullopt if absent
 // (or not a regular file), else whether size and SHA-256 match.
 std::optional<bool> existing_matches(const fs::path& path, std::uint64_t size, const std::string& sha256) {
     std::error_code ec;
-    const auto st = fs::status(path, ec);
+    const auto st = fs::symlink_status(path, ec);
     if (ec || !fs::is_regular_file(st)) return std::nullopt;
     const auto actual_size = fs::file_size(path, ec);
     if (ec) return false;
@@ -160,73 +80,56 @@ std::optional<bool> existing_matches(const fs::path& path, std::uint64_t size, c
     return digest.ok() && *digest == sha256;
 }
 
-void sleep_backoff(double initial, int attempt) {
-    const double seconds = std::min(20.0, initial * std::pow(2.0, attempt - 1));
-    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+void emit(const mirror_request& request, const mirror_event& event) {
+    if (request.observer) request.observer->on_mirror(event);
 }
 
+// One artifact to put into the mirror.
 struct download_target {
-    std::string url;
+    std::vector<std::string> urls;  // in order: the cache's blob, mirrors, upstream
     fs::path final_path;
+    std::string label;
+    std::string relative_path;
+    mirror_status status = mirror_status::downloaded;
     std::uint64_t size = 0;
     std::string sha256;
 };
 
-// Downloads one artifact into place, verifying size and SHA-256 while the
-// bytes stream. Outcomes: ok | not_found | network | integrity | filesystem.
+// Downloads one artifact into place through the one source driver and
+// artifact stream: verified (size and SHA-256) while the bytes stream into
+// "<file>.part.<pid>", resumed across retries, sources and runs, renamed
+// into place only once verified. Outcomes: ok | not_found | network |
+// integrity | filesystem | cancelled.
 result<void> download_verified(const download_target& t, const mirror_request& request,
-                               const std::function<void(std::uint64_t)>& on_bytes) {
+                               const std::atomic<bool>* cancel) {
     std::error_code ec;
     fs::create_directories(t.final_path.parent_path(), ec);
     if (ec) return errno_error("cannot create directory", t.final_path.parent_path(), ec.value());
-    sweep_stale_parts(t.final_path);
-    const fs::path part = part_path(t.final_path);
-    const std::string where = sanitize_url(t.url);
-
-    for (int attempt = 1;; ++attempt) {
-        unique_fd fd(::open(part.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644));
-        if (fd.get() < 0) return errno_error("cannot create", part, errno);
-        sha256_hasher hasher;
-        std::uint64_t received = 0;
-
-        download_callbacks callbacks;
-        callbacks.on_response = [&](const response_info& info) -> result<void> {
-            // A Content-Length that disagrees with the manifest: fail before
-            // spending the bandwidth.
-            if (!info.partial && info.content_length >= 0 && static_cast<std::uint64_t>(info.content_length) != t.size)
-                return make_error(error_code::integrity, "size mismatch (Content-Length)")
-                    .with_url(where)
-                    .with_expected_actual(std::to_string(t.size), std::to_string(info.content_length));
-            return {};
-        };
-        callbacks.on_data = [&](const std::byte* data, std::size_t n) -> result<void> {
-            // More bytes than the manifest says: stop now rather than fill the disk.
-            if (received + n > t.size)
-                return make_error(error_code::integrity, "size mismatch (more bytes than the manifest says)")
-                    .with_url(where)
-                    .with_expected_actual(std::to_string(t.size), "more than " + std::to_string(received + n - 1));
-            REDIST_TRY_VOID(write_all(fd.get(), data, n, part));
-            hasher.update(data, n);
-            received += n;
-            if (on_bytes) on_bytes(received);
-            return {};
-        };
-
-        transfer_failure_info failure;
-        auto fetched = download(t.url, request.transfer, callbacks, 0, &failure);
-        result<void> outcome = fetched;
-        if (outcome.ok()) outcome = check_integrity(t.size, t.sha256, received, hasher.finish_hex(), where);
-        if (outcome.ok()) outcome = publish(fd, part, t.final_path);
-        if (outcome.ok()) return {};
-
-        fd.reset();
-        fs::remove(part, ec);
-        error e = std::move(outcome).error_value();
-        if (e.code == error_code::integrity && e.path.empty()) e.path = t.final_path.string();
-        const bool retry = e.code == error_code::network && failure.transient && attempt < request.attempts;
-        if (!retry) return e;
-        sleep_backoff(request.initial_backoff_seconds, attempt);
+    file_sink sink(t.final_path);
+    artifact_stream stream({t.size, t.sha256}, sink);
+    stream.set_cancel(cancel);
+    stream.set_progress([&](std::uint64_t done) {
+        emit(request, {t.label, t.relative_path, mirror_step::downloading, t.status, done, t.size});
+    });
+    REDIST_TRY_VOID(stream.resume_or_restart());
+    source_run run{retry_policy(request.sources)};
+    run.observer = request.observer;
+    run.component = t.relative_path;
+    run.offline = request.sources.offline;
+    run.on_next_source = [&] { stream.next_source(); };
+    auto fetched = try_sources(t.urls, run, [&](source_attempt& at) {
+        return stream.fetch_from(at.url, request.transfer, at.failure);
+    });
+    if (fetched.ok()) {
+        auto committed = sink.commit();
+        if (!committed.ok()) sink.discard();
+        return committed;
     }
+    error e = std::move(fetched).error_value();
+    // A network failure part-way keeps the .part file: the next run adopts and resumes it.
+    if (!(e.code == error_code::network && stream.received() > 0 && stream.received() < t.size)) sink.discard();
+    if (e.code == error_code::integrity && e.path.empty()) e.path = t.final_path.string();
+    return e;
 }
 
 struct picked {
@@ -307,8 +210,83 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
     return out;
 }
 
-void emit(const mirror_request& request, const mirror_event& event) {
-    if (request.on_progress) request.on_progress(event);
+// The URLs to try for one artifact: the cache's verified blob (re-verified
+// as it streams), then the mirrors, then upstream.
+std::vector<std::string> artifact_sources(const mirror_request& request, const std::optional<blob_cache>& cache,
+                                          const resolved_release& release, const artifact& a) {
+    std::vector<std::string> urls;
+    if (cache && cache->has_blob(a.sha256)) urls.push_back(to_url(cache->blob_path(a.sha256).string()));
+    for (const auto& m : request.sources.mirrors)
+        urls.push_back(join_url(join_url(join_url(to_url(m), request.product), "redist"), a.relative_path));
+    urls.push_back(join_url(release.artifact_base_url, a.relative_path));
+    return urls;
+}
+
+// Checks one artifact in the mirror and fetches it when missing or wrong.
+result<mirrored_file> mirror_file(const mirror_request& request, const std::optional<blob_cache>& cache,
+                                  const resolved_release& release, const fs::path& redist_dir, const artifact& a,
+                                  const std::atomic<bool>& cancel) {
+    mirrored_file f;
+    f.component = a.component;
+    f.platform = a.platform;
+    f.variant = a.variant;
+    f.relative_path = a.relative_path;
+    f.path = redist_dir / fs::path(a.relative_path);
+    f.url = sanitize_url(join_url(release.artifact_base_url, a.relative_path));
+    f.sha256 = a.sha256;
+    f.size = a.size;
+
+    emit(request, {release.label, a.relative_path, mirror_step::checking, mirror_status::downloaded, 0, a.size});
+    const auto present = existing_matches(f.path, a.size, a.sha256);
+    if (present && *present) {
+        f.status = mirror_status::up_to_date;
+    } else {
+        f.status = present ? mirror_status::replaced : mirror_status::downloaded;
+        download_target t{artifact_sources(request, cache, release, a), f.path, release.label, a.relative_path,
+                          f.status, a.size, a.sha256};
+        if (request.sources.offline && !is_file_url(t.urls.front()))
+            return make_error(error_code::not_found,
+                              "not in the cache (" + (cache ? cache->blob_path(a.sha256).string() : a.sha256) + ")")
+                .with_url(f.url);
+        if (cache && cache->has_blob(a.sha256)) f.url = sanitize_url(t.urls.front());  // seeded from the cache
+        emit(request, {release.label, a.relative_path, mirror_step::downloading, f.status, 0, a.size});
+        REDIST_TRY_VOID(download_verified(t, request, &cancel));
+    }
+    emit(request, {release.label, a.relative_path, mirror_step::finished, f.status, a.size, a.size});
+    return f;
+}
+
+// Mirrors the picked artifacts, `jobs` at a time. The first failure stops
+// the others (cancelled) and is returned; files come back in manifest order.
+result<std::vector<mirrored_file>> mirror_files(const mirror_request& request, const resolved_release& release,
+                                                const fs::path& redist_dir, const std::vector<picked>& picks) {
+    REDIST_TRY(const auto cache, request.sources.cache_dir
+                                     ? blob_cache::open_if_possible(*request.sources.cache_dir, request.sources.shared_cache)
+                                     : result<std::optional<blob_cache>>(std::optional<blob_cache>()));
+    std::vector<std::optional<result<mirrored_file>>> results(picks.size());
+    std::atomic<bool> cancel{false};
+    std::atomic<std::size_t> next{0};
+    const auto work = [&] {
+        for (std::size_t i = next++; i < picks.size() && !cancel; i = next++) {
+            results[i] = mirror_file(request, cache, release, redist_dir, picks[i].art, cancel);
+            if (!results[i]->ok()) cancel = true;
+        }
+    };
+    const std::size_t workers = std::clamp<std::size_t>(request.jobs, 1, std::max<std::size_t>(picks.size(), 1));
+    std::vector<std::thread> pool;
+    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+
+    // The first real failure, not the "cancelled because another failed" ones.
+    std::optional<error> failure;
+    std::vector<mirrored_file> files;
+    for (auto& r : results) {
+        if (r && !r->ok() && (!failure || failure->code == error_code::cancelled)) failure = r->error_value();
+        if (r && r->ok()) files.push_back(std::move(*r).value());
+    }
+    if (failure) return *failure;
+    return files;
 }
 
 result<mirrored_release> mirror_one(const mirror_request& request, const std::string& spec, const fs::path& redist_dir,
@@ -319,7 +297,8 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     rr.version_spec = spec;
     rr.base_url = request.base_url;
     rr.sources = request.sources;
-    rr.sources.mirrors.clear();
+    rr.sources.mirrors.clear();  // the manifest is recorded as upstream published it
+    rr.observer = request.observer;
     REDIST_TRY(const resolved_release release, resolve_release(rr, request.transfer));
     if (!is_plain_name(release.label))
         return make_error(error_code::bad_manifest, "release label is not a plain file name: '" + release.label + "'")
@@ -334,44 +313,9 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     out.label = release.label;
     out.manifest_url = sanitize_url(release.manifest_url);
     out.manifest_sha256 = manifest_digest;
-
-    for (const auto& p : picks) {
-        const artifact& a = p.art;
-        mirrored_file f;
-        f.component = a.component;
-        f.platform = a.platform;
-        f.variant = a.variant;
-        f.relative_path = a.relative_path;
-        f.path = redist_dir / fs::path(a.relative_path);
-        std::string url = join_url(release.artifact_base_url, a.relative_path);
-        if (request.sources.cache_dir) {
-            // Seed from the local cache: the blob is re-verified as it streams.
-            const fs::path blob = *request.sources.cache_dir / "blobs" / "sha256" / a.sha256;
-            std::error_code ec;
-            if (fs::is_regular_file(blob, ec)) url = "file://" + fs::absolute(blob, ec).string();
-            else if (request.sources.offline)
-                return make_error(error_code::not_found, "not in the cache (" + blob.string() + ")")
-                    .with_url(sanitize_url(url));
-        }
-        f.url = sanitize_url(url);
-        f.sha256 = a.sha256;
-        f.size = a.size;
-
-        emit(request, {release.label, a.relative_path, mirror_step::checking, mirror_status::downloaded, 0, a.size});
-        const auto present = existing_matches(f.path, a.size, a.sha256);
-        if (present && *present) {
-            f.status = mirror_status::up_to_date;
-        } else {
-            f.status = present ? mirror_status::replaced : mirror_status::downloaded;
-            emit(request, {release.label, a.relative_path, mirror_step::downloading, f.status, 0, a.size});
-            REDIST_TRY_VOID(download_verified({url, f.path, a.size, a.sha256}, request, [&](std::uint64_t done) {
-                emit(request, {release.label, a.relative_path, mirror_step::downloading, f.status, done, a.size});
-            }));
-            bytes_downloaded += a.size;
-        }
-        emit(request, {release.label, a.relative_path, mirror_step::finished, f.status, a.size, a.size});
-        out.files.push_back(std::move(f));
-    }
+    REDIST_TRY(out.files, mirror_files(request, release, redist_dir, picks));
+    for (const auto& f : out.files)
+        if (f.status != mirror_status::up_to_date) bytes_downloaded += f.size;
 
     // Last: the manifest (so the release is advertised only when complete),
     // then the listing.
@@ -412,7 +356,8 @@ result<void> write_mirror_index(const fs::path& redist_dir) {
     std::vector<std::string> names;
     for (const auto& entry : fs::directory_iterator(redist_dir, ec)) {
         const std::string name = entry.path().filename().string();
-        if (name.empty() || name[0] == '.' || name.find(".part.") != std::string::npos) continue;
+        if (name.empty() || name[0] == '.' || name.find(".part.") != std::string::npos || is_atomic_write_temp(name))
+            continue;
         std::error_code type_ec;
         if (entry.is_directory(type_ec)) {
             names.push_back(name + "/");

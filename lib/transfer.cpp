@@ -15,6 +15,7 @@
 //   (see read_file_url), so that the path means exactly what it says and a
 //   FIFO or device cannot block us.
 #include "redist/transfer.hpp"
+#include "redist/urls.hpp"
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -164,7 +165,6 @@ long long content_range_start(std::string_view value) {
     return start;
 }
 
-bool is_file_url(std::string_view url) { return iequals_prefix(url, "file:"); }
 bool is_https_url(std::string_view url) { return iequals_prefix(url, "https:"); }
 
 // ---- per-transfer state shared with the C callbacks ------------------------

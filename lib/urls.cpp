@@ -1,5 +1,7 @@
 #include "redist/urls.hpp"
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 
 namespace redist {
@@ -30,7 +32,14 @@ std::string url_directory(std::string_view url) {
     return std::string(url.substr(0, slash + 1));
 }
 
-bool is_file_url(std::string_view url) noexcept { return url.starts_with("file://"); }
+bool is_file_url(std::string_view url) noexcept {
+    // Any "file:" URL, case-insensitively: download() reads every one of them
+    // itself (and refuses the malformed ones), so they must never reach libcurl.
+    constexpr std::string_view scheme = "file:";
+    return url.size() >= scheme.size() &&
+           std::equal(scheme.begin(), scheme.end(), url.begin(),
+                      [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); });
+}
 
 std::string to_url(std::string_view path_or_url) {
     if (path_or_url.find("://") != std::string_view::npos) return std::string(path_or_url);

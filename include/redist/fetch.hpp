@@ -24,6 +24,7 @@ namespace redist {
 // ---- resolving ---------------------------------------------------------------
 
 struct source_policy;
+class fetch_observer;  // below: the events of a run
 
 // The release labels of a product, newest first. http(s): parses the HTML
 // index at <base>/<product>/redist/; file://: lists that directory.
@@ -45,7 +46,8 @@ struct source_policy {
 
 // As above, trying mirrors first, with retries, the document cache and --offline.
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
-                                               const transfer_options& options, const source_policy& sources);
+                                               const transfer_options& options, const source_policy& sources,
+                                               fetch_observer* observer = nullptr);
 
 struct release_request {
     std::string product;            // "cudnn"; may be empty with manifest_location
@@ -54,6 +56,7 @@ struct release_request {
     std::string manifest_location;  // --manifest PATH|URL: skips the index entirely
     std::string manifest_sha256;    // --manifest-sha256: pin the manifest's bytes (integrity error otherwise)
     source_policy sources;          // mirrors are tried first for the index and manifest too
+    fetch_observer* observer = nullptr;  // retries of the index and manifest; not owned
 };
 
 struct resolved_release {
@@ -97,8 +100,54 @@ struct progress_event {
     std::uint64_t bytes_done = 0;   // archive bytes received and hashed
     std::uint64_t bytes_total = 0;  // the manifest's size
 };
-// Called from worker threads, possibly concurrently: must be thread-safe.
-using progress_callback = std::function<void(const progress_event&)>;
+
+// ---- observing a run: one observer, typed events -----------------------------------
+//
+// The library reports what it is doing through one fetch_observer (install,
+// resolve_release, list_versions and mirror_releases); the tools turn the
+// events into words. Methods may be called from worker threads, possibly
+// concurrently: an observer must be thread-safe. Each defaults to doing nothing.
+
+// Another process holds the prefix lock; the call blocks until it is released.
+struct lock_wait_event {
+    std::filesystem::path prefix;
+};
+// Another process is downloading the same blob into the shared cache.
+struct blob_wait_event {
+    std::string component;
+};
+// A transient failure is retried on the same source after a delay.
+struct retry_event {
+    std::string component;  // empty for documents (index, manifest)
+    std::string url;        // sanitized
+    error reason;           // what failed
+    int next_attempt = 0;   // the attempt about to be made on this source, 1-based
+    int attempts = 0;       // at most this many per source
+    double delay_seconds = 0;
+    bool retry_after = false;  // the delay is the server's Retry-After
+};
+// A source is given up, and the next one (a mirror, then the base) is tried.
+struct source_change_event {
+    std::string component;  // empty for documents
+    std::string from_url;   // sanitized
+    std::string to_url;     // sanitized
+    error reason;           // why from_url was given up
+};
+struct mirror_event;  // see mirror.hpp
+
+class fetch_observer {
+public:
+    fetch_observer() = default;
+    fetch_observer(const fetch_observer&) = default;
+    fetch_observer& operator=(const fetch_observer&) = default;
+    virtual ~fetch_observer() = default;
+    virtual void on_progress(const progress_event&) {}
+    virtual void on_lock_wait(const lock_wait_event&) {}
+    virtual void on_blob_wait(const blob_wait_event&) {}
+    virtual void on_retry(const retry_event&) {}
+    virtual void on_source_change(const source_change_event&) {}
+    virtual void on_mirror(const mirror_event&) {}  // mirror_releases' steps
+};
 
 struct install_request {
     std::filesystem::path prefix;
@@ -127,12 +176,7 @@ struct install_request {
     std::uint64_t min_expansion_bytes = 64ull << 20;
     transfer_options transfer;
     source_policy sources;
-    progress_callback on_progress;
-    std::function<void()> on_lock_wait;   // another process holds the prefix lock
-    // Another process is downloading the same blob into the shared cache.
-    std::function<void(const std::string& component)> on_blob_wait;
-    // A transient failure is being retried, or the next source is tried.
-    std::function<void(const std::string& component, const std::string& what)> on_retry;
+    fetch_observer* observer = nullptr;   // not owned; null: nobody listens
 };
 
 struct component_report {

@@ -8,10 +8,12 @@
 //                                                    redistrib_*.json present
 //
 // Guarantees:
-//   - Nothing unverified sits under a final name: every file is written to
+//   - Nothing unverified sits under a final name: every artifact is written to
 //     "<file>.part.<pid>", checked (size + SHA-256, hashed while streaming),
-//     fsync'ed, then renamed. Leftover .part files of dead processes are
-//     removed when the same file is written again.
+//     fsync'ed, then renamed. A download interrupted by a network failure
+//     resumes (Range) on the next attempt or source; its .part file stays
+//     when the run fails, and the next run adopts the .part file of a dead
+//     process and resumes it (the hash decides at the end).
 //   - A release's manifest is written only after all of its selected
 //     artifacts are in place, and index.html is rewritten after each
 //     manifest: the mirror never advertises a release whose selected
@@ -56,9 +58,8 @@ struct mirror_event {
     std::uint64_t bytes_done = 0;
     std::uint64_t bytes_total = 0;
 };
-// Called on the thread that called mirror_releases(), in order (artifacts
-// are mirrored one after the other).
-using mirror_progress_callback = std::function<void(const mirror_event&)>;
+// Reported through fetch_observer::on_mirror. With jobs > 1 the events of
+// several artifacts interleave and come from worker threads.
 
 struct mirror_request {
     std::filesystem::path dest;           // the mirror root (created if needed)
@@ -74,10 +75,12 @@ struct mirror_request {
     // cache.hpp) are copied from it instead of downloaded (re-verified as
     // they stream). With offline too (--from-cache), nothing but the cache and
     // file:// sources is used.
+    // Retries (attempts_per_source, backoff with jitter, Retry-After) and
+    // mirrors tried before the base for artifacts (the manifest always comes
+    // from the base), as for fetch: the same source driver.
     source_policy sources;
-    int attempts = 4;                     // per artifact, for transient network failures
-    double initial_backoff_seconds = 0.5;  // doubled after each failed attempt
-    mirror_progress_callback on_progress;
+    unsigned jobs = 1;                    // artifacts in flight at once (at least 1)
+    fetch_observer* observer = nullptr;   // on_mirror steps, retries, source changes; not owned
 };
 
 struct mirrored_file {
@@ -127,7 +130,8 @@ struct mirror_report {
 //   integrity     an artifact's size or SHA-256 differs from the manifest
 //                 (url, path, expected and actual set); nothing is left under
 //                 the final name
-//   network       transport failures (after `attempts` for transient ones)
+//   network       transport failures (after sources.attempts_per_source for
+//                 transient ones, on every source)
 //   filesystem    cannot create, write or rename under dest
 result<mirror_report> mirror_releases(const mirror_request& request);
 

@@ -24,7 +24,8 @@ std::string url_directory(std::string_view url);
 // Turns a local path into a file:// URL (absolute), leaves URLs as they are.
 std::string to_url(std::string_view path_or_url);
 
-// True for file:// URLs.
+// True for file: URLs (case-insensitive scheme). The one test for them:
+// download() reads these itself, everything else goes to libcurl.
 bool is_file_url(std::string_view url) noexcept;
 
 }  // namespace redist

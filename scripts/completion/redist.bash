@@ -30,7 +30,7 @@ _redist_opts_for() {
         cache) echo "--cache-dir --older-than --json --shared-cache --help -h" ;;
         env) echo "--prefix --format --help -h" ;;
         check) echo "--prefix --component --gpu --json --strict --quiet -q --timeout --help -h" ;;
-        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --from-cache --cache-dir --json --quiet -q --help -h" ;;
+        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --json --quiet -q --help -h" ;;
         sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --help -h" ;;
         diff) echo "$_redist_source_opts --json --help -h" ;;
         outdated) echo "--prefix $_redist_source_opts --json --help -h" ;;

@@ -5,8 +5,10 @@
 
 #include <cstdio>
 #include <memory>
+#include <mutex>
 
 #include "common/cli.hpp"
+#include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/mirror.hpp"
@@ -25,6 +27,7 @@ struct mirror_args {
     std::vector<std::string> components;
     source_options source;
     bool from_cache = false;
+    unsigned jobs = 1;
     bool json = false;
     bool quiet = false;
 };
@@ -90,6 +93,9 @@ int run_mirror(const mirror_args& args) {
         req.sources.offline = true;
         req.sources.shared_cache = args.source.shared_cache;
     }
+    req.sources.attempts_per_source = args.source.retries;
+    req.sources.mirrors = args.source.mirrors;  // tried before the base for archives (never for manifests)
+    req.jobs = args.jobs;
     if (req.platforms.empty()) {
         auto host = redist::detect_host_platform(redist::host_probe::system());
         if (!host.ok()) return report_error(host.error_value());
@@ -97,12 +103,16 @@ int run_mirror(const mirror_args& args) {
     }
 
     // Plain lines, one per finished file (CI logs); on a terminal, a
-    // transient percentage on stderr for the file being downloaded.
+    // transient percentage on stderr for the file being downloaded (with
+    // --jobs > 1, for whichever file reported last).
     const bool tty = !args.json && !args.quiet && ::isatty(STDERR_FILENO);
     int last_percent = -1;
-    req.on_progress = [&](const redist::mirror_event& e) {
+    std::mutex mutex;
+    console_observer observer(args.quiet || args.json);
+    observer.mirror = [&](const redist::mirror_event& e) {
         if (args.json || args.quiet) return;
         using redist::mirror_step;
+        std::lock_guard lock(mutex);
         if (e.step == mirror_step::resolving) {
             std::printf("%s %s\n", printable(args.product).c_str(), printable(e.label).c_str());
         } else if (e.step == mirror_step::downloading && tty && e.bytes_total > 0) {
@@ -121,6 +131,7 @@ int run_mirror(const mirror_args& args) {
             std::fflush(stdout);
         }
     };
+    req.observer = &observer;
 
     auto report = redist::mirror_releases(req);
     if (last_percent >= 0) std::fprintf(stderr, "\n");
@@ -171,12 +182,24 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                     "Default: $REDIST_BASE_URL, else NVIDIA's")
         ->type_name("URL");
     cmd->add_option("--ca-file", args->source.ca_file, "CA bundle for HTTPS")->type_name("FILE");
+    cmd->add_option("--mirror", args->source.mirrors,
+                    "Another <base> to try before --base-url for the archives (repeatable; verified against the "
+                    "upstream manifest, which always comes from --base-url)")
+        ->type_name("URL");
     cmd->add_flag("--from-cache", args->from_cache,
                   "Seed the mirror from the local download cache only (manifests and archives a fetch left "
                   "there; re-verified); fails naming what is missing");
     cmd->add_option("--cache-dir", args->source.cache_dir,
                     "The cache for --from-cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist)")
         ->type_name("DIR");
+    cmd->add_option("--jobs,-j", args->jobs, "Artifacts downloaded at once (default 1)")
+        ->check(CLI::Range(1u, 64u))
+        ->type_name("N");
+    cmd->add_option("--retries", args->source.retries,
+                    "Attempts per source for transient network failures (default 4; backoff with jitter, "
+                    "Retry-After honoured)")
+        ->check(CLI::Range(1, 100))
+        ->type_name("N");
     cmd->add_flag("--json", args->json, "Print one JSON report at the end instead of progress");
     cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
     cmd->footer(std::string(

@@ -10,6 +10,7 @@
 #include "commands/check.hpp"
 #include "commands/project_commands.hpp"
 #include "common/cli.hpp"
+#include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
@@ -158,7 +159,9 @@ struct install_plan {
 
 // Resolves PRODUCT VERSION (or --manifest) and selects artifacts.
 redist::result<install_plan> plan_from_manifest(const fetch_options& options, bool chatty) {
-    const auto release_req = make_release_request(options.source, options.product, options.version);
+    auto release_req = make_release_request(options.source, options.product, options.version);
+    console_observer observer(options.quiet);  // retries of the index and manifest
+    release_req.observer = &observer;
     REDIST_TRY(const auto release, redist::resolve_release(release_req, options.source.transfer()));
     // Drift watching (issue 12): a manifest that differs from the one this URL served before
     // (not for a local file given with --manifest: that is the user's own document).
@@ -362,21 +365,9 @@ int run_fetch(const fetch_options& options) {
     req.max_expansion = options.max_expansion;
     req.transfer = options.source.transfer();
     req.sources = options.source.policy();
-    req.on_blob_wait = [&](const std::string& component) {
-        if (!options.quiet)
-            std::fprintf(stderr, "%s: %s: waiting for another process downloading the same archive\n",
-                         tool_name.c_str(), printable(component).c_str());
-    };
-    req.on_retry = [&](const std::string& component, const std::string& what) {
-        if (!options.quiet) std::fprintf(stderr, "%s: %s: %s\n", tool_name.c_str(), printable(component).c_str(),
-                                         printable(what).c_str());
-    };
-    req.on_progress = [&display](const redist::progress_event& e) { display(e); };
-    req.on_lock_wait = [&] {
-        if (!options.quiet)
-            std::fprintf(stderr, "%s: waiting for lock on %s (another redist is installing there)\n",
-                         tool_name.c_str(), printable(options.prefix).c_str());
-    };
+    console_observer observer(options.quiet);
+    observer.progress = [&display](const redist::progress_event& e) { display(e); };
+    req.observer = &observer;
     auto report = redist::install(req);
     display.finish();
     if (!report.ok()) return report_error(report.error_value());

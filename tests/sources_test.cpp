@@ -1,0 +1,497 @@
+// sources_test.cpp — the one source driver and the artifact stream
+// (lib/sources.hpp): the retry policy with an injected jitter source and
+// sleeper (no real sleeps), try_sources' offline rule, error ranking and
+// events, and the artifact stream's resume / Range / validator / .part rules,
+// in-process against tests/fixtures/fault_server.py.
+#include <catch2/catch.hpp>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "../lib/sources.hpp"
+#include "fixtures/fault_server_support.hpp"
+#include "redist/verify.hpp"
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+using namespace redist;
+using action = retry_decision::action;
+using std::chrono::milliseconds;
+
+namespace {
+
+source_policy policy_of(int attempts = 4, double initial = 0.5, double max_backoff = 20, long max_retry_after = 60) {
+    source_policy p;
+    p.attempts_per_source = attempts;
+    p.initial_backoff_seconds = initial;
+    p.max_backoff_seconds = max_backoff;
+    p.max_retry_after_seconds = max_retry_after;
+    return p;
+}
+
+attempt_failure transient_network(std::optional<long> retry_after = std::nullopt) {
+    return {error_code::network, true, retry_after};
+}
+
+// Remembers every event.
+struct recording_observer : fetch_observer {
+    std::vector<retry_event> retries;
+    std::vector<source_change_event> changes;
+    void on_retry(const retry_event& e) override { retries.push_back(e); }
+    void on_source_change(const source_change_event& e) override { changes.push_back(e); }
+};
+
+}  // namespace
+
+// ---- retry_policy ---------------------------------------------------------------------------
+
+TEST_CASE("retry_policy: backoff doubles per attempt, times a jitter in [0.5, 1)", "[retry_policy]") {
+    const retry_policy low(policy_of(), [] { return 0.0; });
+    CHECK(low.next(1, transient_network()) == retry_decision{action::retry, milliseconds(250)});
+    CHECK(low.next(2, transient_network()) == retry_decision{action::retry, milliseconds(500)});
+    CHECK(low.next(3, transient_network()) == retry_decision{action::retry, milliseconds(1000)});
+    const retry_policy high(policy_of(), [] { return 0.999; });
+    CHECK(high.next(3, transient_network()).delay == milliseconds(1999));
+}
+
+TEST_CASE("retry_policy: the backoff is capped at max_backoff_seconds", "[retry_policy]") {
+    const retry_policy p(policy_of(40, 0.5, 3), [] { return 0.999; });
+    CHECK(p.next(20, transient_network()).delay <= milliseconds(3000));
+    CHECK(p.next(20, transient_network()).delay >= milliseconds(2990));
+}
+
+TEST_CASE("retry_policy: Retry-After is honoured as given, without jitter", "[retry_policy]") {
+    const retry_policy p(policy_of(), [] { return 0.0; });
+    CHECK(p.next(1, transient_network(7)) == retry_decision{action::retry, milliseconds(7000)});
+    CHECK(p.next(1, transient_network(60)) == retry_decision{action::retry, milliseconds(60000)});
+}
+
+TEST_CASE("retry_policy: a Retry-After above the cap moves on to the next source", "[retry_policy]") {
+    const retry_policy p(policy_of(4, 0.5, 20, 60), [] { return 0.0; });
+    CHECK(p.next(1, transient_network(61)).what == action::next_source);
+}
+
+TEST_CASE("retry_policy: after attempts_per_source attempts the next source is tried", "[retry_policy]") {
+    const retry_policy p(policy_of(3), [] { return 0.0; });
+    CHECK(p.next(2, transient_network()).what == action::retry);
+    CHECK(p.next(3, transient_network()).what == action::next_source);
+}
+
+TEST_CASE("retry_policy: wrong bytes, not found and permanent failures move on", "[retry_policy]") {
+    const retry_policy p(policy_of(), [] { return 0.0; });
+    CHECK(p.next(1, {error_code::integrity, false, {}}).what == action::next_source);
+    CHECK(p.next(1, {error_code::not_found, false, {}}).what == action::next_source);
+    CHECK(p.next(1, {error_code::network, false, {}}).what == action::next_source);
+    // A transient flag on wrong bytes does not make the same source right.
+    CHECK(p.next(1, {error_code::integrity, true, {}}).what == action::next_source);
+}
+
+TEST_CASE("retry_policy: local failures fail at once", "[retry_policy]") {
+    const retry_policy p(policy_of(), [] { return 0.0; });
+    for (auto code : {error_code::filesystem, error_code::cancelled, error_code::bad_archive,
+                      error_code::unsafe_archive, error_code::bad_manifest})
+        CHECK(p.next(1, {code, true, {}}).what == action::fail);
+}
+
+// ---- try_sources ----------------------------------------------------------------------------
+
+namespace {
+
+using step = std::pair<std::optional<error_code>, bool>;
+struct scripted {
+    // Per call, in order: the error to return (nullopt: success) and whether it is transient.
+    explicit scripted(std::vector<step> steps) : script(std::move(steps)) {}
+    std::vector<step> script;
+    std::vector<std::string> urls_tried;
+    attempt_function fn() {
+        return [this](source_attempt& a) -> result<void> {
+            const auto step = script.at(urls_tried.size());
+            urls_tried.push_back(a.url);
+            a.failure.transient = step.second;
+            if (!step.first) return {};
+            return make_error(*step.first, "scripted failure " + std::to_string(urls_tried.size())).with_url(a.url);
+        };
+    }
+};
+
+source_run run_with(std::vector<milliseconds>& slept, fetch_observer* observer, int attempts = 3) {
+    source_run run{retry_policy(policy_of(attempts, 1.0, 20), [] { return 0.0; })};
+    run.sleep = [&slept](milliseconds d) { slept.push_back(d); };
+    run.observer = observer;
+    run.component = "libfoo";
+    return run;
+}
+
+}  // namespace
+
+TEST_CASE("try_sources: a transient failure is retried on the same source after the policy's delay", "[try_sources]") {
+    std::vector<milliseconds> slept;
+    recording_observer events;
+    scripted s({{error_code::network, true}, {error_code::network, true}, {std::nullopt, false}});
+    int requests = 0;
+    auto done = try_sources({"http://a/x", "http://b/x"}, run_with(slept, &events), s.fn(), &requests);
+    REQUIRE(done.ok());
+    CHECK(done->source == 0);
+    CHECK(requests == 3);
+    CHECK(s.urls_tried == std::vector<std::string>{"http://a/x", "http://a/x", "http://a/x"});
+    CHECK(slept == std::vector<milliseconds>{milliseconds(500), milliseconds(1000)});
+    REQUIRE(events.retries.size() == 2);
+    CHECK(events.retries[0].component == "libfoo");
+    CHECK(events.retries[0].next_attempt == 2);
+    CHECK(events.retries[0].attempts == 3);
+    CHECK(events.retries[0].delay_seconds == Approx(0.5));
+    CHECK(events.retries[0].reason.code == error_code::network);
+    CHECK(events.retries[0].reason.message == "scripted failure 1");
+    CHECK(events.changes.empty());
+}
+
+TEST_CASE("try_sources: exhausted retries move on to the next source with a source-change event", "[try_sources]") {
+    std::vector<milliseconds> slept;
+    recording_observer events;
+    scripted s({{error_code::network, true}, {error_code::network, true}, {std::nullopt, false}});
+    auto done = try_sources({"http://a/x", "http://b/x"}, run_with(slept, &events, 2), s.fn());
+    REQUIRE(done.ok());
+    CHECK(done->source == 1);
+    CHECK(s.urls_tried == std::vector<std::string>{"http://a/x", "http://a/x", "http://b/x"});
+    REQUIRE(events.changes.size() == 1);
+    CHECK(events.changes[0].from_url == "http://a/x");
+    CHECK(events.changes[0].to_url == "http://b/x");
+    CHECK(events.changes[0].reason.message == "scripted failure 2");
+}
+
+TEST_CASE("try_sources: offline, only file:// sources are tried", "[try_sources]") {
+    std::vector<milliseconds> slept;
+    scripted s({{std::nullopt, false}});
+    auto run = run_with(slept, nullptr);
+    run.offline = true;
+    auto done = try_sources({"http://a/x", "file:///mirror/x"}, run, s.fn());
+    REQUIRE(done.ok());
+    CHECK(done->source == 1);
+    CHECK(s.urls_tried == std::vector<std::string>{"file:///mirror/x"});
+
+    scripted none({});
+    auto failed = try_sources({"http://a/x"}, run, none.fn());
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.error_value().code == error_code::not_found);
+    CHECK(failed.error_value().message == "offline, and not in the cache");
+    CHECK(none.urls_tried.empty());
+}
+
+TEST_CASE("try_sources: wrong bytes are reported over a later not-found or network failure", "[try_sources]") {
+    std::vector<milliseconds> slept;
+    scripted s({{error_code::integrity, false}, {error_code::not_found, false}, {error_code::network, false}});
+    auto done = try_sources({"http://a/x", "http://b/x", "http://c/x"}, run_with(slept, nullptr), s.fn());
+    REQUIRE_FALSE(done.ok());
+    CHECK(done.error_value().code == error_code::integrity);
+    CHECK(done.error_value().url == "http://a/x");
+    CHECK(slept.empty());
+}
+
+TEST_CASE("try_sources: a local failure stops at once, without trying other sources", "[try_sources]") {
+    std::vector<milliseconds> slept;
+    scripted s({{error_code::filesystem, false}});
+    auto done = try_sources({"http://a/x", "http://b/x"}, run_with(slept, nullptr), s.fn());
+    REQUIRE_FALSE(done.ok());
+    CHECK(done.error_value().code == error_code::filesystem);
+    CHECK(s.urls_tried.size() == 1);
+}
+
+// ---- artifact_stream -------------------------------------------------------------------------
+
+namespace {
+
+// Collects what the stream hands its sink.
+struct memory_sink final : byte_sink {
+    std::string bytes;
+    int restarts = 0;
+    result<void> restart() override {
+        ++restarts;
+        bytes.clear();
+        return {};
+    }
+    result<void> write(const std::byte* data, std::size_t size) override {
+        bytes.append(reinterpret_cast<const char*>(data), size);
+        return {};
+    }
+};
+
+std::string random_bytes(std::size_t size, unsigned seed) {
+    std::mt19937 gen(seed);
+    std::string out(size, '\0');
+    for (auto& c : out) c = static_cast<char>(gen() & 0xff);
+    return out;
+}
+
+result<void> feed(artifact_stream& s, std::string_view bytes) {
+    return s.feed(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size());
+}
+
+response_info partial_response(std::int64_t length, std::string etag) {
+    response_info r;
+    r.status = 206;
+    r.partial = true;
+    r.content_length = length;
+    r.etag = std::move(etag);
+    return r;
+}
+
+// One fault server for the whole program (starting Python costs more than the transfers).
+struct served {
+    fs::path dir;
+    std::string body = random_bytes(400'000, 7);
+    std::string sha;
+    std::unique_ptr<redist_test::fault_server> server;
+    served() {
+        ::setenv("no_proxy", "127.0.0.1,localhost", 1);
+        ::setenv("NO_PROXY", "127.0.0.1,localhost", 1);
+        dir = fs::path(REDIST_TEST_SCRATCH) / ("server." + std::to_string(::getpid()));
+        fs::remove_all(dir);
+        redist_test::write(dir / "root" / "a.bin", body);
+        sha = sha256_hex(body);
+        server = std::make_unique<redist_test::fault_server>(dir / "root", dir / "server");
+    }
+    ~served() {
+        server.reset();
+        std::error_code ignored;
+        fs::remove_all(dir, ignored);
+    }
+    served(const served&) = delete;
+    served& operator=(const served&) = delete;
+    std::string url() const { return server->url("/a.bin"); }
+    std::uint64_t bytes_sent() const {
+        std::uint64_t n = 0;
+        for (const auto& e : server->log())
+            if (e.path == "/a.bin") n += e.bytes_sent;
+        return n;
+    }
+};
+
+served& server() {
+    static served s;
+    s.server->set_faults("{}");
+    s.server->reset();
+    return s;
+}
+
+transfer_options fast() {
+    transfer_options o;
+    o.connect_timeout_seconds = 5;
+    o.stall_timeout_seconds = 10;
+    return o;
+}
+
+}  // namespace
+
+TEST_CASE("artifact_stream: more bytes than the manifest's size is an integrity failure", "[artifact_stream]") {
+    memory_sink sink;
+    artifact_stream s({4, sha256_hex("abcd")}, sink);
+    REQUIRE(s.restart().ok());
+    REQUIRE(feed(s, "abc").ok());
+    auto over = feed(s, "de");
+    REQUIRE_FALSE(over.ok());
+    CHECK(over.error_value().code == error_code::integrity);
+}
+
+TEST_CASE("artifact_stream: a 206 with the same validator keeps the bytes so far", "[artifact_stream]") {
+    memory_sink sink;
+    artifact_stream s({6, sha256_hex("abcdef")}, sink);
+    REQUIRE(s.restart().ok());
+    REQUIRE(s.accept_response(partial_response(6, "\"v1\""), 0, "http://h/a").ok());
+    REQUIRE(feed(s, "abc").ok());
+    REQUIRE(s.accept_response(partial_response(3, "\"v1\""), 3, "http://h/a").ok());
+    REQUIRE(feed(s, "def").ok());
+    CHECK(sink.bytes == "abcdef");
+    CHECK(s.verify("http://h/a").ok());
+}
+
+TEST_CASE("artifact_stream: a 200 to a Range request starts over with the new body", "[artifact_stream]") {
+    memory_sink sink;
+    artifact_stream s({6, sha256_hex("abcdef")}, sink);
+    REQUIRE(s.restart().ok());
+    REQUIRE(feed(s, "abX").ok());
+    response_info whole;
+    whole.status = 200;
+    whole.content_length = 6;
+    REQUIRE(s.accept_response(whole, 3, "http://h/a").ok());
+    CHECK(s.received() == 0);
+    CHECK(sink.bytes.empty());
+    REQUIRE(feed(s, "abcdef").ok());
+    CHECK(s.verify("http://h/a").ok());
+}
+
+TEST_CASE("artifact_stream: a changed ETag on resume fails the attempt as the file changed", "[artifact_stream]") {
+    memory_sink sink;
+    artifact_stream s({6, sha256_hex("abcdef")}, sink);
+    REQUIRE(s.restart().ok());
+    REQUIRE(s.accept_response(partial_response(6, "\"v1\""), 0, "http://h/a").ok());
+    REQUIRE(feed(s, "abc").ok());
+    auto changed = s.accept_response(partial_response(3, "\"v2\""), 3, "http://h/a");
+    REQUIRE_FALSE(changed.ok());
+    CHECK(changed.error_value().code == error_code::network);
+    CHECK(changed.error_value().message == "the file changed during the download");
+    // A new source has no validator to compare with: its 206 is taken.
+    s.next_source();
+    CHECK(s.accept_response(partial_response(3, "\"other\""), 3, "http://m/a").ok());
+}
+
+TEST_CASE("artifact_stream: a Content-Length other than what is left is an integrity failure", "[artifact_stream]") {
+    memory_sink sink;
+    artifact_stream s({6, sha256_hex("abcdef")}, sink);
+    REQUIRE(s.restart().ok());
+    REQUIRE(feed(s, "abc").ok());
+    auto bad = s.accept_response(partial_response(6, ""), 3, "http://h/a");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error_value().code == error_code::integrity);
+    CHECK(bad.error_value().expected == "3");
+}
+
+TEST_CASE("artifact_stream: a dropped connection is resumed with a Range request (server byte counts)",
+          "[artifact_stream]") {
+    auto& srv = server();
+    srv.server->set_faults(R"({"/a.bin": {"drop_after": 150000, "times": 1}})");
+    memory_sink sink;
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    REQUIRE(s.restart().ok());
+    transfer_failure_info failure;
+    auto first = s.fetch_from(srv.url(), fast(), failure);
+    REQUIRE_FALSE(first.ok());
+    CHECK(first.error_value().code == error_code::network);
+    CHECK(failure.transient);
+    CHECK(s.received() == 150000);
+    transfer_failure_info again;
+    REQUIRE(s.fetch_from(srv.url(), fast(), again).ok());
+    CHECK(s.verified());
+    CHECK(sink.bytes == srv.body);
+    CHECK(sink.restarts == 1);
+    const auto log = srv.server->log();
+    REQUIRE(log.size() == 2);
+    CHECK(log[1].range == std::optional<std::string>("bytes=150000-"));
+    CHECK(srv.bytes_sent() == srv.body.size());  // not one byte twice
+}
+
+TEST_CASE("artifact_stream: a server that ignores Range is downloaded again from byte 0", "[artifact_stream]") {
+    auto& srv = server();
+    srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1}})");
+    memory_sink sink;
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    REQUIRE(s.restart().ok());
+    transfer_failure_info failure;
+    REQUIRE_FALSE(s.fetch_from(srv.url(), fast(), failure).ok());
+    srv.server->set_faults(R"({"/a.bin": {"ignore_range": true}})");
+    transfer_failure_info again;
+    REQUIRE(s.fetch_from(srv.url(), fast(), again).ok());
+    CHECK(sink.bytes == srv.body);
+    CHECK(sink.restarts == 2);
+    CHECK(srv.bytes_sent() == 100000 + srv.body.size());
+}
+
+TEST_CASE("artifact_stream: an ETag that changes between attempts drops the bytes, transient", "[artifact_stream]") {
+    auto& srv = server();
+    srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1, "etag": "\"v1\""}})");
+    memory_sink sink;
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    REQUIRE(s.restart().ok());
+    transfer_failure_info failure;
+    REQUIRE_FALSE(s.fetch_from(srv.url(), fast(), failure).ok());
+    srv.server->set_faults(R"({"/a.bin": {"etag": "\"v2\""}})");
+    transfer_failure_info changed;
+    auto second = s.fetch_from(srv.url(), fast(), changed);
+    REQUIRE_FALSE(second.ok());
+    CHECK(second.error_value().message == "the file changed during the download");
+    CHECK(changed.transient);
+    CHECK(s.received() == 0);
+    transfer_failure_info third;
+    REQUIRE(s.fetch_from(srv.url(), fast(), third).ok());
+    CHECK(sink.bytes == srv.body);
+}
+
+TEST_CASE("artifact_stream: the .part tee is kept after a network failure and resumed by the next stream",
+          "[artifact_stream]") {
+    auto& srv = server();
+    const fs::path dir = redist_test::scratch("tee");
+    const fs::path part = dir / "blob.part";
+    srv.server->set_faults(R"({"/a.bin": {"drop_after": 120000, "times": 1}})");
+    {
+        memory_sink sink;
+        artifact_stream s({srv.body.size(), srv.sha}, sink);
+        s.set_tee(part);
+        REQUIRE(s.resume_or_restart().ok());
+        transfer_failure_info failure;
+        REQUIRE_FALSE(s.fetch_from(srv.url(), fast(), failure).ok());
+    }
+    REQUIRE(fs::file_size(part) == 120000);
+    CHECK(redist_test::slurp(part) == srv.body.substr(0, 120000));
+
+    // A later process: the .part is replayed through hash and sink, then resumed.
+    memory_sink sink;
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    s.set_tee(part);
+    auto resumed = s.resume_or_restart();
+    REQUIRE(resumed.ok());
+    CHECK(*resumed);
+    CHECK(s.received() == 120000);
+    transfer_failure_info failure;
+    REQUIRE(s.fetch_from(srv.url(), fast(), failure).ok());
+    CHECK(sink.bytes == srv.body);
+    CHECK(redist_test::slurp(part) == srv.body);
+    CHECK(s.tee_complete());
+}
+
+TEST_CASE("artifact_stream: wrong bytes empty the .part tee", "[artifact_stream]") {
+    auto& srv = server();
+    const fs::path dir = redist_test::scratch("tee-corrupt");
+    const fs::path part = dir / "blob.part";
+    srv.server->set_faults(R"({"/a.bin": {"corrupt_byte_at": 5}})");
+    memory_sink sink;
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    s.set_tee(part);
+    REQUIRE(s.resume_or_restart().ok());
+    transfer_failure_info failure;
+    auto done = s.fetch_from(srv.url(), fast(), failure);
+    REQUIRE_FALSE(done.ok());
+    CHECK(done.error_value().code == error_code::integrity);
+    CHECK(s.received() == 0);
+    CHECK(fs::file_size(part) == 0);
+}
+
+// ---- file_sink -------------------------------------------------------------------------------
+
+TEST_CASE("file_sink: nothing is under the final name before commit", "[file_sink]") {
+    const fs::path dir = redist_test::scratch("file-sink");
+    file_sink sink(dir / "a.bin");
+    artifact_stream s({3, sha256_hex("xyz")}, sink);
+    REQUIRE(s.restart().ok());
+    REQUIRE(feed(s, "xyz").ok());
+    REQUIRE(s.verify("test").ok());
+    CHECK_FALSE(fs::exists(dir / "a.bin"));
+    REQUIRE(sink.commit().ok());
+    CHECK(redist_test::slurp(dir / "a.bin") == "xyz");
+    CHECK_FALSE(fs::exists(sink.part_path()));
+}
+
+TEST_CASE("file_sink: the .part file of a dead process is adopted and resumed", "[file_sink]") {
+    const fs::path dir = redist_test::scratch("file-sink-adopt");
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);  // its pid is now free: a dead process
+    redist_test::write(dir / ("a.bin.part." + std::to_string(child)), "abc");
+
+    file_sink sink(dir / "a.bin");
+    artifact_stream s({6, sha256_hex("abcdef")}, sink);
+    auto resumed = s.resume_or_restart();
+    REQUIRE(resumed.ok());
+    CHECK(*resumed);
+    CHECK(s.received() == 3);
+    REQUIRE(feed(s, "def").ok());
+    REQUIRE(s.verify("test").ok());
+    REQUIRE(sink.commit().ok());
+    CHECK(redist_test::slurp(dir / "a.bin") == "abcdef");
+    CHECK_FALSE(fs::exists(dir / ("a.bin.part." + std::to_string(child))));
+}
