@@ -8,6 +8,7 @@
 #include <cmath>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <thread>
 
 #include "posix_file.hpp"
@@ -169,5 +170,17 @@ run_profile run_budget::profile() const {
     }
     return p;
 }
+
+result<std::shared_ptr<run_budget>> make_run_budget(const run_limits& limits) {
+    try {
+        return std::make_shared<run_budget>(limits);
+    } catch (const std::system_error& e) {
+        return make_error(error_code::internal, std::string("cannot start writer threads: ") + e.what());
+    } catch (const std::bad_alloc&) {
+        return make_error(error_code::internal, "out of memory");
+    }
+}
+
+run_profile profile_of(const run_budget& budget) { return budget.profile(); }
 
 }  // namespace redist

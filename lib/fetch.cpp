@@ -302,8 +302,9 @@ struct job_result {
 class artifact_pipeline {
 public:
     // max_output: the unpacker's cap on decoded bytes (see install_request::max_expansion); 0 = none.
-    artifact_pipeline(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output)
-        : lock_(lock), artifact_(a), source_(std::move(source)), max_output_(max_output) {}
+    artifact_pipeline(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output,
+                      std::shared_ptr<run_budget> budget)
+        : lock_(lock), artifact_(a), source_(std::move(source)), max_output_(max_output), budget_(std::move(budget)) {}
     ~artifact_pipeline() { discard(); }
 
     // Starts over from byte 0: a fresh stage, unpacker and hasher, and an
@@ -315,6 +316,8 @@ public:
         options.format = artifact_.format;
         options.source = source_;
         options.max_output_bytes = max_output_;
+        options.budget = budget_;          // issue 11: one budget per run
+        options.size_hint = artifact_.size;
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
         hasher_ = sha256_hasher();
         received_ = 0;
@@ -467,6 +470,7 @@ private:
     std::string source_;
     std::uint64_t max_output_ = 0;
     fs::path stage_;
+    std::shared_ptr<run_budget> budget_;
     std::unique_ptr<stream_unpacker> unpacker_;
     sha256_hasher hasher_;
     std::uint64_t received_ = 0;
@@ -572,7 +576,7 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
         fs::remove_all(*stage, ec);
     }
 
-    artifact_pipeline pipeline(lock, a, sanitize_url(urls.back()), output_cap(request, a.size));
+    artifact_pipeline pipeline(lock, a, sanitize_url(urls.back()), output_cap(request, a.size), request.budget);
     std::optional<std::vector<unpacked_entry>> entries;
     std::optional<error> last_error;
 

@@ -18,8 +18,11 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
+
+#include "redist/error.hpp"
 
 namespace redist {
 
@@ -43,5 +46,15 @@ struct run_profile {
     std::uint64_t max_memory = 0;    // the run's memory budget
     std::uint64_t peak_rss = 0;      // the process's peak resident set (bytes; 0 = unknown)
 };
+
+class run_budget;  // lib/budget.hpp: opaque to users of the library
+
+// A budget for one run (an install): pass it in install_request::budget (or
+// unpack_options::budget) and every artifact of the run shares it.
+// Outcomes: ok | internal (the writer threads could not start).
+result<std::shared_ptr<run_budget>> make_run_budget(const run_limits& limits = {});
+
+// What the run measured so far (call it after install() for the whole run).
+run_profile profile_of(const run_budget& budget);
 
 }  // namespace redist
