@@ -659,7 +659,7 @@ private:
         return s ? s : "unknown libarchive error";
     }
 
-    error unsafe(std::string message, const std::string& original) const {
+    error unsafe(const std::string& message, const std::string& original) const {
         return make_error(error_code::unsafe_archive, printable(message))
             .with_path(printable(original))
             .with_source(options_.source);
