@@ -1068,7 +1068,10 @@ public:
         : stage_(std::move(stage)),
           options_(options),
           budget_(std::move(budget)),
-          ticket_(std::make_unique<run_budget::ticket>(*budget_, options.size_hint)),
+          // Only an xz decoder takes a share; libarchive's filters decode on the extractor's thread.
+          ticket_(options.format == archive_format::tar_xz
+                      ? std::make_unique<run_budget::ticket>(*budget_, options.size_hint)
+                      : nullptr),
           input_(budget_->queue_bytes()),
           tar_(budget_->queue_bytes()),
           writes_(std::make_shared<write_state>()) {
@@ -1232,6 +1235,11 @@ private:
     };
 
     void decode_xz() {
+        // The share goes back when decoding ends, for artifacts that start later.
+        struct leave {
+            std::unique_ptr<run_budget::ticket>& ticket;
+            ~leave() { ticket.reset(); }
+        } leave_budget{ticket_};
         stage_clock clock;
         chunk in;
         auto got = clock.wait([&] { return input_.pop(in); });
@@ -1412,7 +1420,7 @@ private:
     const std::string stage_;
     const unpack_options options_;
     std::shared_ptr<run_budget> budget_;
-    std::unique_ptr<run_budget::ticket> ticket_;  // this artifact's share of the budget
+    std::unique_ptr<run_budget::ticket> ticket_;  // this artifact's share of the budget (xz only; decoder thread)
     chunk_queue input_;
     chunk_queue tar_;
     std::shared_ptr<write_state> writes_;
