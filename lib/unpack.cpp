@@ -369,6 +369,7 @@ void hash_zeros(sha256_hasher& hasher, std::uint64_t count) {
 // in flight.
 
 constexpr std::size_t kBlockBytes = 1u << 20;
+constexpr std::size_t kSpareBlocks = 4;  // recycled block buffers kept per unpacker
 constexpr std::uint64_t kSplitBytes = 8u << 20;
 
 // What the extractor and the write tasks of one unpacker share. Held by
@@ -397,6 +398,29 @@ struct write_state {
         std::unique_lock lock(mutex);
         idle.wait(lock, [&] { return files_in_flight == 0; });
     }
+
+    // Full-size block buffers are recycled: a fresh 1 MiB allocation per
+    // block, freed on another thread, costs an mmap, a munmap and 256 page
+    // faults (measured: +30% system time on cuDNN).
+    std::unique_ptr<std::byte[]> take_buffer(std::size_t capacity) {
+        if (capacity == kBlockBytes) {
+            std::lock_guard lock(spare_mutex);
+            if (!spares.empty()) {
+                auto b = std::move(spares.back());
+                spares.pop_back();
+                return b;
+            }
+        }
+        return std::make_unique_for_overwrite<std::byte[]>(capacity);
+    }
+    void give_back(std::unique_ptr<std::byte[]> buffer, std::size_t capacity) noexcept {
+        if (capacity != kBlockBytes) return;
+        std::lock_guard lock(spare_mutex);
+        if (spares.size() < kSpareBlocks) spares.push_back(std::move(buffer));  // cannot throw: reserved
+    }
+
+    std::mutex spare_mutex;
+    std::vector<std::unique_ptr<std::byte[]>> spares;  // capacity reserved up front
 };
 
 // Bytes of one file at one offset. Its capacity is reserved from the pool
@@ -406,13 +430,15 @@ struct data_block {
     std::size_t size = 0;
     std::size_t capacity = 0;
     std::uint64_t offset = 0;
-    work_pool* pool = nullptr;
+    std::shared_ptr<write_state> state;  // set once the capacity is reserved
 
     data_block() = default;
     data_block(const data_block&) = delete;
     data_block& operator=(const data_block&) = delete;
     ~data_block() {
-        if (pool) pool->release(capacity, 0);
+        if (!state) return;
+        state->give_back(std::move(bytes), capacity);
+        state->pool->release(capacity, 0);
     }
 };
 using block_ptr = std::shared_ptr<data_block>;
@@ -917,11 +943,19 @@ private:
         if (!state_->pool->reserve(capacity, 0, state_->stop))
             return make_error(error_code::cancelled, "unpacking stopped");
         wait_ns_ += ns_since(waited);
+        struct unreserve {
+            work_pool* pool;
+            std::size_t bytes;
+            ~unreserve() {
+                if (pool) pool->release(bytes, 0);
+            }
+        } undo{state_->pool, capacity};  // until the block owns the reservation
         auto block = std::make_shared<data_block>();
-        block->pool = state_->pool;  // from here on, the block releases what was reserved
         block->capacity = capacity;
-        block->bytes = std::make_unique_for_overwrite<std::byte[]>(capacity);
+        block->bytes = state_->take_buffer(capacity);
         block->offset = offset;
+        block->state = state_;  // from here on, the block releases what was reserved
+        undo.pool = nullptr;
         return block;
     }
 
@@ -1076,6 +1110,7 @@ public:
           tar_(budget_->queue_bytes()),
           writes_(std::make_shared<write_state>()) {
         writes_->pool = &budget_->pool();
+        writes_->spares.reserve(kSpareBlocks);
         writes_->source = options_.source;
         writes_->on_error = [this](error e) { fail(std::move(e)); };
     }
