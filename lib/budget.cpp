@@ -22,7 +22,7 @@ constexpr std::uint64_t kMaxDefaultMemory = 1024 * kMiB;
 
 // "/sys/fs/cgroup/<our cgroup v2 path>/<file>", or "" without cgroup v2.
 std::string cgroup_file(const char* name) {
-    auto self = read_file("/proc/self/cgroup", 64u * 1024, follow_links::yes);
+    auto self = read_file("/proc/self/cgroup", std::uint64_t{64} << 10, follow_links::yes);
     if (!self) return {};
     std::istringstream lines(*self);
     for (std::string line; std::getline(lines, line);) {
@@ -81,7 +81,7 @@ std::uint64_t machine_memory() {
 }
 
 std::uint64_t peak_rss() {
-    auto status = read_file("/proc/self/status", 64u * 1024, follow_links::yes);
+    auto status = read_file("/proc/self/status", std::uint64_t{64} << 10, follow_links::yes);
     if (!status) return 0;
     const auto pos = status->find("VmHWM:");
     if (pos == std::string::npos) return 0;

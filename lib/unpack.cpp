@@ -1303,6 +1303,7 @@ private:
             if (strm.avail_in == 0 && action == LZMA_RUN) {
                 if (!have_input) {
                     input_.recycle(std::move(in));
+                    // NOLINTNEXTLINE(bugprone-use-after-move): pop() assigns a fresh chunk to `in`
                     got = clock.wait([&] { return input_.pop(in); });
                 }
                 have_input = false;
