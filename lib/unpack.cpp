@@ -399,9 +399,10 @@ struct write_state {
         idle.wait(lock, [&] { return files_in_flight == 0; });
     }
 
-    // Full-size block buffers are recycled: a fresh 1 MiB allocation per
-    // block, freed on another thread, costs an mmap, a munmap and 256 page
-    // faults (measured: +30% system time on cuDNN).
+    // Full-size block buffers are recycled, so that a steady stream does
+    // not allocate (and page-fault in) a fresh 1 MiB per block, freed on
+    // another thread. (On 2 cores this did not measurably change system
+    // time; see the issue 11 notes.)
     std::unique_ptr<std::byte[]> take_buffer(std::size_t capacity) {
         if (capacity == kBlockBytes) {
             std::lock_guard lock(spare_mutex);
