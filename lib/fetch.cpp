@@ -295,8 +295,9 @@ struct job_result {
 class stage_sink final : public byte_sink {
 public:
     // max_output: the unpacker's cap on decoded bytes (see install_request::max_expansion); 0 = none.
-    stage_sink(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output)
-        : lock_(lock), artifact_(a), source_(std::move(source)), max_output_(max_output) {}
+    stage_sink(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output,
+               std::shared_ptr<run_budget> budget)
+        : lock_(lock), artifact_(a), source_(std::move(source)), max_output_(max_output), budget_(std::move(budget)) {}
     ~stage_sink() override { discard(); }
 
     result<void> restart() override {
@@ -306,6 +307,8 @@ public:
         options.format = artifact_.format;
         options.source = source_;
         options.max_output_bytes = max_output_;
+        options.budget = budget_;          // issue 11: one budget per run
+        options.size_hint = artifact_.size;
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
         failure_.reset();
         return {};
@@ -349,6 +352,7 @@ private:
     const artifact& artifact_;
     std::string source_;
     std::uint64_t max_output_ = 0;
+    std::shared_ptr<run_budget> budget_;
     fs::path stage_;
     std::unique_ptr<stream_unpacker> unpacker_;
     std::optional<error> failure_;
@@ -524,7 +528,7 @@ public:
 
     // From the archive (cached blob, else download) into a stage.
     result<staged_component> unpack_archive(const job_plan& plan) {
-        stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size));
+        stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size), request_.budget);
         artifact_stream stream({a_.size, a_.sha256}, sink);
         stream.set_cancel(&abort_all_);
         stream.set_progress([&](std::uint64_t done) { progress(fetch_stage::downloading, done); });

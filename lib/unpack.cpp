@@ -9,14 +9,17 @@
 //
 // Threads and ownership:
 //   write()   --[input_ queue]-->  decoder thread (xz only)  --[tar_ queue]-->
-//   extractor thread (libarchive read from the queue, secure write to disk).
+//   extractor thread (libarchive read from the queue, checks, namespace
+//   changes) --[file_jobs]--> the run's writer pool (file data: pwrite and
+//   SHA-256; see "file writers" below).
 // For tar.gz and tar.zst the extractor reads input_ directly and lets
 // libarchive's filters decode. Zip needs random access, so its bytes are
 // spooled to `<stage>.zip.part` and extracted in finish().
 //
-// Errors: the first failure wins (fail()), and aborts both queues so that
-// every blocked push/pop returns at once; the threads then run to their end
-// and are joined by finish(), cancel() or the destructor.
+// Errors: the first failure wins (fail()), and aborts both queues and the
+// writers' admission so that every blocked push/pop/reserve returns at once;
+// the threads then run to their end and are joined (and the writer tasks
+// waited for) by finish(), cancel() or the destructor.
 #include "redist/unpack.hpp"
 
 #include <archive.h>
@@ -28,6 +31,8 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <functional>
 #include <cerrno>
 #include <condition_variable>
 #include <cstring>
@@ -41,6 +46,8 @@
 #include <unordered_set>
 #include <utility>
 
+#include "budget.hpp"
+#include "posix_file.hpp"
 #include "redist/verify.hpp"
 
 namespace redist {
@@ -51,13 +58,12 @@ namespace fs = std::filesystem;
 // ---- tuning ---------------------------------------------------------------
 // Queue bounds are in bytes, so peak memory does not depend on the archive
 // size or on how the caller slices its writes.
-constexpr std::size_t kInputQueueBytes = 8u << 20;   // compressed bytes waiting
-constexpr std::size_t kTarQueueBytes = 8u << 20;     // decoded tar bytes waiting
+// The two queues' capacities come from the run's budget (budget.hpp).
 constexpr std::size_t kLzmaOutBuffer = 1u << 20;     // one decoded chunk
 constexpr std::size_t kMinInputChunk = 64u << 10;    // small writes are coalesced
 constexpr std::size_t kMaxInputChunk = 1u << 20;     // large writes are split
 constexpr std::size_t kZipReadBlock = 1u << 20;
-constexpr std::size_t kMaxSpares = 4;                // recycled buffers kept per queue
+constexpr std::size_t kMaxSpares = 2;                // recycled buffers kept per queue
 
 // ---- a chunk of bytes without the zero-fill of std::vector ------------------
 struct chunk {
@@ -196,28 +202,28 @@ struct lzma_guard {
     ~lzma_guard() { lzma_end(strm); }
 };
 
-class unique_fd {
-public:
-    unique_fd() = default;
-    explicit unique_fd(int fd) : fd_(fd) {}
-    unique_fd(unique_fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-    unique_fd& operator=(unique_fd&& o) noexcept {
-        if (this != &o) {
-            reset();
-            fd_ = std::exchange(o.fd_, -1);
-        }
-        return *this;
-    }
-    ~unique_fd() { reset(); }
-    int get() const noexcept { return fd_; }
-    // Returns close()'s result: on NFS a failed write may only show up here.
-    int reset() noexcept { return fd_ >= 0 ? ::close(std::exchange(fd_, -1)) : 0; }
-
-private:
-    int fd_ = -1;
-};
+std::uint64_t ns_since(std::chrono::steady_clock::time_point t) {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count());
+}
 
 // ---- entry-name validation -----------------------------------------------------
+
+// Calls f(segment) for each '/'-separated segment of `text`, empty and "."
+// segments included, until f returns false. The one walk behind every name
+// and symlink-target check below.
+template <class F>
+void for_each_segment(std::string_view text, F&& f) {
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        std::size_t end = text.find('/', start);
+        if (end == std::string_view::npos) end = text.size();
+        if (!f(text.substr(start, end - start))) return;
+        start = end + 1;
+    }
+}
+
+bool is_name(std::string_view seg) { return !seg.empty() && seg != "." && seg != ".."; }
 
 // Splits an archive entry name into its segments. Tolerates "./" prefixes,
 // "." segments and doubled or trailing slashes (directory entries end in '/').
@@ -227,15 +233,13 @@ std::optional<std::string> split_entry_name(std::string_view name,
     segments.clear();
     if (name.empty()) return "empty entry name";
     if (name.front() == '/') return "absolute path in archive";
-    std::size_t start = 0;
-    while (start <= name.size()) {
-        std::size_t end = name.find('/', start);
-        if (end == std::string_view::npos) end = name.size();
-        const std::string_view seg = name.substr(start, end - start);
-        if (seg == "..") return "'..' in entry name";
-        if (!seg.empty() && seg != ".") segments.push_back(seg);
-        start = end + 1;
-    }
+    bool dotdot = false;
+    for_each_segment(name, [&](std::string_view seg) {
+        if (seg == "..") dotdot = true;
+        else if (is_name(seg)) segments.push_back(seg);
+        return !dotdot;
+    });
+    if (dotdot) return "'..' in entry name";
     return std::nullopt;
 }
 
@@ -248,39 +252,49 @@ std::string join_segments(const std::vector<std::string_view>& segments, std::si
     return out;
 }
 
+// A symlink target's shape: how many leading "..", the first name after them
+// (empty if none), and whether a ".." follows a name.
+struct target_shape {
+    std::size_t ups = 0;
+    std::string_view first_name;
+    bool dotdot_after_name = false;
+};
+
+target_shape shape_of(std::string_view target) {
+    target_shape s;
+    for_each_segment(target, [&](std::string_view seg) {
+        if (seg == "..") {
+            if (!s.first_name.empty()) s.dotdot_after_name = true;
+            else ++s.ups;
+        } else if (is_name(seg) && s.first_name.empty()) {
+            s.first_name = seg;
+        }
+        return !s.dotdot_after_name;
+    });
+    return s;
+}
+
 // A symlink target is accepted when it is relative and has the shape
 // "../" * k followed by plain names, with k no deeper than the link's own
 // directory inside the stage. Why not just collapse ".." lexically: a ".."
 // that follows a name can walk back out through another symlink of the
 // archive ("a -> ." then "b -> a/.."), which lexical resolution misses. With
-// ".." only up front, the climb happens through real directories (libarchive
-// refuses to write through symlinks), and the descent can only pass through
-// symlinks that were themselves checked to stay inside.
+// ".." only up front, the climb happens through real directories (nothing is
+// written through symlinks), and the descent can only pass through symlinks
+// that were themselves checked to stay inside.
 std::optional<std::string> check_symlink_target(std::string_view target, std::size_t link_depth) {
     if (target.empty()) return "empty symlink target";
     if (target.front() == '/') return "absolute symlink target";
-    std::size_t ups = 0;
-    bool descended = false;
-    std::size_t start = 0;
-    while (start <= target.size()) {
-        std::size_t end = target.find('/', start);
-        if (end == std::string_view::npos) end = target.size();
-        const std::string_view seg = target.substr(start, end - start);
-        if (seg == "..") {
-            if (descended) return "symlink target has '..' after a name";
-            ++ups;
-        } else if (!seg.empty() && seg != ".") {
-            descended = true;
-        }
-        start = end + 1;
-    }
-    if (ups > link_depth) return "symlink target points outside the stage";
+    const target_shape s = shape_of(target);
+    if (s.dotdot_after_name) return "symlink target has '..' after a name";
+    if (s.ups > link_depth) return "symlink target points outside the stage";
     return std::nullopt;
 }
 
 // Archive bytes shown to a person: C0 controls, DEL and (UTF-8 encoded) C1
 // controls become \xNN, so that an entry name cannot send escape sequences
 // to the user's terminal. Everything else, UTF-8 included, is kept.
+// (safe_path.hpp's printable() also truncates, which entry paths must not.)
 std::string printable(std::string_view text) {
     std::string out;
     out.reserve(text.size());
@@ -312,20 +326,8 @@ constexpr std::string_view kReservedDir = ".redist";
 // root, with a target already accepted by check_symlink_target(), points into
 // the reserved directory: "../" * link_depth followed by ".redist".
 bool symlink_points_into_reserved(std::string_view target, std::size_t link_depth) {
-    std::size_t ups = 0;
-    std::size_t start = 0;
-    while (start <= target.size()) {
-        std::size_t end = target.find('/', start);
-        if (end == std::string_view::npos) end = target.size();
-        const std::string_view seg = target.substr(start, end - start);
-        if (seg == "..") {
-            ++ups;
-        } else if (!seg.empty() && seg != ".") {
-            return ups == link_depth && seg == kReservedDir;
-        }
-        start = end + 1;
-    }
-    return false;
+    const target_shape s = shape_of(target);
+    return s.ups == link_depth && s.first_name == kReservedDir;
 }
 
 std::string size_text(std::uint64_t bytes) {
@@ -349,21 +351,302 @@ void hash_zeros(sha256_hasher& hasher, std::uint64_t count) {
     }
 }
 
+// ---- file writers: the extractor's hand-off to the run's worker pool -------------
+//
+// The extractor thread parses tar headers, creates each regular file itself
+// (confined openat, O_EXCL|O_NOFOLLOW: see create_regular) and then only
+// copies the file's data into blocks of up to kBlockBytes. Each file is a
+// file_job: a strand whose blocks a pool worker hashes in order (SHA-256 is
+// sequential), writing them with pwrite as it goes. A file of kSplitBytes or
+// more also gets each block's pwrite posted as a task of its own, so that
+// several workers write one large library while its owner hashes. The last
+// task of a file to finish sets the size (sparse files end in holes), mode
+// and times through the descriptor and closes it.
+//
+// Namespace changes (creating, replacing, linking) stay on the extractor, in
+// archive order; workers only touch descriptors of files this unpacker
+// created. Admission (work_pool::reserve) bounds the bytes and the open files
+// in flight.
+
+constexpr std::size_t kBlockBytes = 1u << 20;
+constexpr std::size_t kSpareBlocks = 4;  // recycled block buffers kept per unpacker
+constexpr std::uint64_t kSplitBytes = 8u << 20;
+
+// What the extractor and the write tasks of one unpacker share. Held by
+// shared_ptr: a task may still release its last reference after the
+// unpacker has seen its file finish.
+struct write_state {
+    work_pool* pool = nullptr;
+    std::string source;                               // for errors
+    std::atomic<bool> stop{false};                    // set by the unpacker's fail()
+    std::function<void(error)> on_error;              // the unpacker's fail(); called before the file finishes
+    std::mutex mutex;
+    std::condition_variable idle;
+    std::size_t files_in_flight = 0;
+
+    void file_started() {
+        std::lock_guard lock(mutex);
+        ++files_in_flight;
+    }
+    void file_finished() noexcept {
+        pool->release(0, 1);
+        std::lock_guard lock(mutex);
+        --files_in_flight;
+        idle.notify_all();
+    }
+    void wait_idle() {
+        std::unique_lock lock(mutex);
+        idle.wait(lock, [&] { return files_in_flight == 0; });
+    }
+
+    // Full-size block buffers are recycled, so that a steady stream does
+    // not allocate (and page-fault in) a fresh 1 MiB per block, freed on
+    // another thread. (On 2 cores this did not measurably change system
+    // time; see the issue 11 notes.)
+    std::unique_ptr<std::byte[]> take_buffer(std::size_t capacity) {
+        if (capacity == kBlockBytes) {
+            std::lock_guard lock(spare_mutex);
+            if (!spares.empty()) {
+                auto b = std::move(spares.back());
+                spares.pop_back();
+                return b;
+            }
+        }
+        return std::make_unique_for_overwrite<std::byte[]>(capacity);
+    }
+    void give_back(std::unique_ptr<std::byte[]> buffer, std::size_t capacity) noexcept {
+        if (capacity != kBlockBytes) return;
+        std::lock_guard lock(spare_mutex);
+        if (spares.size() < kSpareBlocks) spares.push_back(std::move(buffer));  // cannot throw: reserved
+    }
+
+    std::mutex spare_mutex;
+    std::vector<std::unique_ptr<std::byte[]>> spares;  // capacity reserved up front
+};
+
+// Bytes of one file at one offset. Its capacity is reserved from the pool
+// and released when the last task holding it lets go.
+struct data_block {
+    std::unique_ptr<std::byte[]> bytes;
+    std::size_t size = 0;
+    std::size_t capacity = 0;
+    std::uint64_t offset = 0;
+    std::shared_ptr<write_state> state;  // set once the capacity is reserved
+
+    data_block() = default;
+    data_block(const data_block&) = delete;
+    data_block& operator=(const data_block&) = delete;
+    ~data_block() {
+        if (!state) return;
+        state->give_back(std::move(bytes), capacity);
+        state->pool->release(capacity, 0);
+    }
+};
+using block_ptr = std::shared_ptr<data_block>;
+
+struct file_meta {
+    std::string path;                     // absolute, under the stage (for errors)
+    unsigned mode = 0;                    // applied at the end: the file is 0600 while written
+    struct timespec times[2] = {};        // atime, mtime
+    std::optional<std::uint64_t> declared_size;
+    bool split = false;
+};
+
+class file_job : public std::enable_shared_from_this<file_job> {
+public:
+    file_job(std::shared_ptr<write_state> state, unique_fd fd, file_meta meta)
+        : state_(std::move(state)), fd_(std::move(fd)), meta_(std::move(meta)) {}
+
+    // Extractor, in offset order. A null block ends the file.
+    void add(block_ptr block) {
+        if (block && meta_.split) {
+            outstanding_.fetch_add(1, std::memory_order_relaxed);
+            state_->pool->post([self = shared_from_this(), block] {
+                self->guarded([&] { return self->write_block(*block); });
+                self->release_one();
+            });
+        }
+        bool schedule = false;
+        {
+            std::lock_guard lock(mutex_);
+            queue_.push_back(std::move(block));
+            schedule = !scheduled_;
+            scheduled_ = true;
+        }
+        if (schedule) state_->pool->post([self = shared_from_this()] { self->drain(); });
+    }
+
+    // Valid once the file finished (write_state::wait_idle returned).
+    const std::string& sha256() const noexcept { return sha256_; }
+    std::uint64_t size() const noexcept { return size_; }
+
+private:
+    bool stopped() const noexcept { return state_->stop.load(std::memory_order_acquire); }
+
+    template <class F>
+    void guarded(F&& body) noexcept {
+        if (stopped()) return;
+        try {
+            auto r = body();
+            if (!r) state_->on_error(std::move(r).error_value());
+        } catch (const std::bad_alloc&) {
+            state_->on_error(make_error(error_code::internal, "out of memory"));
+        } catch (const std::exception& e) {
+            state_->on_error(make_error(error_code::internal, e.what()));
+        }
+    }
+
+    error os_error(const char* what, int err) const {
+        return make_error(error_code::filesystem, std::string(what) + ": " + std::strerror(err))
+            .with_path(printable(meta_.path))
+            .with_source(state_->source);
+    }
+
+    // The strand: one worker at a time runs it, blocks in order.
+    void drain() noexcept {
+        for (;;) {
+            block_ptr block;
+            {
+                std::lock_guard lock(mutex_);
+                if (queue_.empty()) {
+                    scheduled_ = false;
+                    return;
+                }
+                block = std::move(queue_.front());
+                queue_.pop_front();
+            }
+            if (!block) {
+                guarded([&] { return finish_hash(); });
+                release_one();
+                return;  // nothing follows the end marker
+            }
+            guarded([&]() -> result<void> {
+                hash_zeros(hasher_, block->offset - hashed_);
+                hasher_.update(block->bytes.get(), block->size);
+                hashed_ = block->offset + block->size;
+                if (!meta_.split) return write_block(*block);
+                return {};
+            });
+        }
+    }
+
+    result<void> write_block(const data_block& block) const {
+        std::size_t done = 0;
+        while (done < block.size) {
+            const ssize_t n = ::pwrite(fd_.get(), block.bytes.get() + done, block.size - done,
+                                       static_cast<off_t>(block.offset + done));
+            if (n < 0) {
+                if (errno == EINTR) continue;
+                return os_error("cannot write", errno);
+            }
+            done += static_cast<std::size_t>(n);
+        }
+        return {};
+    }
+
+    // A sparse file may end in a hole: it reads back as zeros up to the
+    // declared size.
+    result<void> finish_hash() {
+        data_end_ = hashed_;
+        if (meta_.declared_size && *meta_.declared_size > hashed_) {
+            hash_zeros(hasher_, *meta_.declared_size - hashed_);
+            hashed_ = *meta_.declared_size;
+        }
+        size_ = hashed_;
+        sha256_ = hasher_.finish_hex();
+        return {};
+    }
+
+    void release_one() noexcept {
+        if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        guarded([&] { return finalize(); });
+        fd_.reset();
+        state_->file_finished();
+    }
+
+    // Size, mode and times, through the descriptor of the file we created.
+    result<void> finalize() {
+        if (size_ > data_end_ && ::ftruncate(fd_.get(), static_cast<off_t>(size_)) != 0)
+            return os_error("cannot extend", errno);
+        if (::fchmod(fd_.get(), static_cast<mode_t>(meta_.mode)) != 0) return os_error("cannot set mode", errno);
+        if (::futimens(fd_.get(), meta_.times) != 0) return os_error("cannot set times", errno);
+        // close() may be where NFS reports a failed write.
+        if (::close(fd_.release()) != 0 && errno != EINTR) return os_error("cannot write", errno);
+        return {};
+    }
+
+    std::shared_ptr<write_state> state_;
+    unique_fd fd_;
+    const file_meta meta_;
+    std::mutex mutex_;
+    std::deque<block_ptr> queue_;
+    bool scheduled_ = false;
+    std::atomic<int> outstanding_{1};  // the strand until its end marker, plus split writes
+    // Owned by the strand, then read after the file finished.
+    sha256_hasher hasher_;
+    std::uint64_t hashed_ = 0;
+    std::uint64_t data_end_ = 0;
+    std::uint64_t size_ = 0;
+    std::string sha256_;
+};
+
 // ---- the extraction loop (shared by the tar stream and the zip file) ---------------
 
 // Writes the entries of an opened libarchive reader under `stage`, checking
-// each one before anything touches the disk.
+// each one before anything touches the disk. Regular files go through the
+// file_jobs above; directories, symlinks and hardlinks through libarchive's
+// disk writer (their namespace change is all there is to them).
 class extractor {
 public:
-    extractor(std::string stage, const unpack_options& options)
-        : stage_(std::move(stage)), options_(options) {}
+    extractor(std::string stage, const unpack_options& options, std::shared_ptr<write_state> state)
+        : stage_(std::move(stage)), options_(options), state_(std::move(state)) {}
 
-    // Outcomes: ok | bad_archive | unsafe_archive | filesystem | internal.
-    // `interrupted()` tells whether a read failure came from our own abort (the
-    // real cause was recorded elsewhere).
+    // Outcomes: ok | bad_archive | unsafe_archive | filesystem | internal | cancelled.
+    // Waits for every file it handed to the workers before returning.
     result<void> run(archive* in) {
-        archive_writer out(archive_write_disk_new());
-        if (!out) return make_error(error_code::internal, "archive_write_disk_new failed");
+        auto r = run_entries(in);
+        if (!r) state_->on_error(r.error_value());  // stops the workers' remaining blocks
+        state_->wait_idle();
+        if (!r) return r;
+        if (state_->stop.load(std::memory_order_acquire))
+            return make_error(error_code::cancelled, "unpacking stopped");
+        // Runs the deferred directory fixups (modes, times), after the files in them.
+        if (archive_write_close(out_.get()) < ARCHIVE_OK)
+            return make_error(error_code::filesystem,
+                              std::string("cannot finish directories: ") + error_text(out_.get()))
+                .with_path(stage_)
+                .with_source(options_.source);
+        return {};
+    }
+
+    // After run(): the entries in archive order, replaced ones left out.
+    std::vector<unpacked_entry> take_entries() {
+        std::vector<unpacked_entry> out;
+        out.reserve(entries_.size());
+        for (std::size_t i = 0; i < entries_.size(); ++i) {
+            if (replaced_[i]) continue;
+            if (jobs_[i]) {
+                entries_[i].sha256 = jobs_[i]->sha256();
+                entries_[i].size = jobs_[i]->size();
+            }
+            out.push_back(std::move(entries_[i]));
+        }
+        return out;
+    }
+
+    std::uint64_t wait_ns() const noexcept { return wait_ns_; }
+
+private:
+    // Where an entry goes: its stage-relative path and the depth of its directory.
+    struct placement {
+        std::string rel;
+        std::size_t depth = 0;
+        bool skip = false;  // the stage root or the top directory itself
+    };
+
+    result<void> run_entries(archive* in) {
+        out_.reset(archive_write_disk_new());
+        if (!out_) return make_error(error_code::internal, "archive_write_disk_new failed");
         // SECURE_SYMLINKS: never write through a symlink already on disk.
         // SECURE_NODOTDOT: never accept ".." in the path handed to libarchive.
         // No SECURE_NOABSOLUTEPATHS: we hand libarchive absolute paths under the
@@ -378,10 +661,14 @@ public:
         // directory does not block the files that follow it.
         const int flags = ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
                           ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT;
-        if (archive_write_disk_set_options(out.get(), flags) != ARCHIVE_OK)
+        if (archive_write_disk_set_options(out_.get(), flags) != ARCHIVE_OK)
             return make_error(error_code::internal, "archive_write_disk_set_options failed");
+        stage_fd_ = unique_fd(::open(stage_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!stage_fd_) return os_error("cannot open staging directory", stage_, errno);
 
         for (;;) {
+            if (state_->stop.load(std::memory_order_acquire))
+                return make_error(error_code::cancelled, "unpacking stopped");
             archive_entry* entry = nullptr;
             const int r = archive_read_next_header(in, &entry);
             if (r == ARCHIVE_EOF) break;
@@ -389,33 +676,17 @@ public:
             // cannot be converted) is treated as failure: we would rather stop
             // than install a tree that differs from what the archive meant.
             if (r < ARCHIVE_OK) return read_error(in, "");
-            auto written = write_entry(in, out.get(), entry);
-            if (!written) return written;
+            REDIST_TRY_VOID(write_entry(in, entry));
         }
-        // Runs the deferred directory fixups (modes, times).
-        if (archive_write_close(out.get()) < ARCHIVE_OK)
-            return make_error(error_code::filesystem,
-                              std::string("cannot finish directories: ") + error_text(out.get()))
-                .with_path(stage_)
-                .with_source(options_.source);
         return {};
     }
 
-    std::vector<unpacked_entry> take_entries() {
-        std::vector<unpacked_entry> out;
-        out.reserve(entries_.size());
-        for (std::size_t i = 0; i < entries_.size(); ++i)
-            if (!replaced_[i]) out.push_back(std::move(entries_[i]));
-        return out;
-    }
-
-private:
     static std::string error_text(archive* a) {
         const char* s = archive_error_string(a);
         return s ? s : "unknown libarchive error";
     }
 
-    error unsafe(std::string message, const std::string& original) const {
+    error unsafe(const std::string& message, const std::string& original) const {
         return make_error(error_code::unsafe_archive, printable(message))
             .with_path(printable(original))
             .with_source(options_.source);
@@ -426,6 +697,12 @@ private:
         e.path = printable(original);
         e.source = options_.source;
         return e;
+    }
+
+    error os_error(const std::string& what, const std::string& path, int err) const {
+        return make_error(error_code::filesystem, what + ": " + std::strerror(err))
+            .with_path(printable(path))
+            .with_source(options_.source);
     }
 
     // Counts `bytes` more of decoded output against the cap.
@@ -450,19 +727,44 @@ private:
             .with_source(options_.source);
     }
 
-    result<void> write_entry(archive* in, archive* out, archive_entry* entry) {
+    // Steps 1-5 of one entry; nothing touches the disk before step 4.
+    result<void> write_entry(archive* in, archive_entry* entry) {
         const char* raw_name = archive_entry_pathname(entry);
         if (!raw_name) return make_error(error_code::bad_archive, "entry without a name")
                                   .with_source(options_.source);
         const std::string original = raw_name;
+        REDIST_TRY(const placement place, place_entry(entry, original));  // 1
+        if (place.skip) return {};
+        // (An exclude predicate on place.rel belongs here: after validation,
+        // before anything is written; libarchive skips the data itself.)
+        if (!within_cap(512)) return expansion_error(options_.max_output_bytes);  // a tar header's worth
+        unpacked_entry record;
+        record.path = place.rel;
+        std::shared_ptr<file_job> job;
+        REDIST_TRY_VOID(classify_entry(entry, original, place, record, job));  // 2
+        REDIST_TRY_VOID(check_not_below_symlink(place.rel, original));
+        // 3. Drop setuid/setgid/sticky.
+        const unsigned mode = static_cast<unsigned>(archive_entry_perm(entry)) & 0777u;
+        archive_entry_set_perm(entry, static_cast<mode_t>(mode));
+        if (record.kind != entry_kind::hardlink) record.mode = mode;
+        const std::string target_path = stage_ + "/" + place.rel;
+        if (record.kind == entry_kind::regular) {  // 4
+            REDIST_TRY(job, write_regular(in, entry, original, place.rel, target_path, mode));
+        } else {
+            REDIST_TRY_VOID(write_other(entry, original, target_path));
+        }
+        remember(std::move(record), std::move(job));  // 5
+        return {};
+    }
 
-        // 1. Validate the original name, before any rewriting.
+    // 1. Validate the original name, before any rewriting.
+    result<placement> place_entry(archive_entry* entry, const std::string& original) {
         if (auto bad = split_entry_name(original, segments_)) return unsafe(*bad, original);
-        const mode_t type = archive_entry_filetype(entry);
-        const char* hardlink = archive_entry_hardlink(entry);
+        const bool plain_dir = archive_entry_filetype(entry) == AE_IFDIR && !archive_entry_hardlink(entry);
+        placement place;
         if (segments_.empty()) {
             // "./" itself is the stage root: nothing to create.
-            if (type == AE_IFDIR && !hardlink) return {};
+            if (plain_dir) return placement{{}, 0, true};
             return unsafe("empty entry name", original);
         }
         std::size_t first = 0;
@@ -471,148 +773,310 @@ private:
             else if (segments_.front() != *top_)
                 return unsafe("more than one top-level directory", original);
             if (segments_.size() == 1) {
-                if (type == AE_IFDIR && !hardlink) return {};  // the top directory itself
+                if (plain_dir) return placement{{}, 0, true};  // the top directory itself
                 return unsafe("entry outside the top-level directory", original);
             }
             first = 1;
         }
         if (segments_[first] == kReservedDir)
             return unsafe("entry under .redist/, which is reserved for redist's own metadata", original);
-        std::string rel = join_segments(segments_, first);
-        const std::size_t depth = segments_.size() - first - 1;  // of the entry's directory
-        if (!within_cap(512)) return expansion_error(options_.max_output_bytes);  // a tar header's worth
+        place.rel = join_segments(segments_, first);
+        place.depth = segments_.size() - first - 1;
+        return place;
+    }
 
-        // 2. Kind checks.
-        unpacked_entry record;
-        record.path = rel;
-        if (hardlink) {
-            // pax lets a hardlink carry data; libarchive then truncates and
-            // rewrites the file it links to, and every record of that inode
-            // would lie. Real archives never do this: refuse it.
-            if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0)
-                return unsafe("hardlink entry carries data (it would rewrite an earlier file)", original);
-            if (auto bad = split_entry_name(hardlink, segments_))
-                return unsafe("hardlink target: " + *bad, original);
-            std::size_t tfirst = 0;
-            if (options_.strip_top_level) {
-                if (segments_.size() < 2 || segments_.front() != *top_)
-                    return unsafe("hardlink target outside the top-level directory", original);
-                tfirst = 1;
+    // 2. Kind checks; fills the record (and, for a hardlink, the job whose
+    // digest it shares).
+    result<void> classify_entry(archive_entry* entry, const std::string& original, const placement& place,
+                                unpacked_entry& record, std::shared_ptr<file_job>& job) {
+        if (archive_entry_hardlink(entry)) return classify_hardlink(entry, original, record, job);
+        switch (archive_entry_filetype(entry)) {
+            case AE_IFREG: record.kind = entry_kind::regular; return {};
+            case AE_IFDIR: record.kind = entry_kind::directory; return {};
+            case AE_IFLNK: {
+                record.kind = entry_kind::symlink;
+                const char* target = archive_entry_symlink(entry);
+                if (!target) return unsafe("symlink without a target", original);
+                if (auto bad = check_symlink_target(target, place.depth)) return unsafe(*bad, original);
+                if (symlink_points_into_reserved(target, place.depth))
+                    return unsafe("symlink into .redist/, which is reserved for redist's own metadata", original);
+                record.link_target = target;
+                return {};
             }
-            std::string target_rel = join_segments(segments_, tfirst);
-            auto it = index_.find(target_rel);
-            if (it == index_.end() || replaced_[it->second] ||
-                (entries_[it->second].kind != entry_kind::regular &&
-                 entries_[it->second].kind != entry_kind::hardlink))
-                return unsafe("hardlink target is not an earlier file of the archive", original);
-            const unpacked_entry& target = entries_[it->second];
-            record.kind = entry_kind::hardlink;
-            record.size = target.size;
-            record.sha256 = target.sha256;
-            record.mode = target.mode;
-            record.link_target = target_rel;
-            archive_entry_copy_hardlink(entry, (stage_ + "/" + target_rel).c_str());
-        } else {
-            switch (type) {
-                case AE_IFREG: record.kind = entry_kind::regular; break;
-                case AE_IFDIR: record.kind = entry_kind::directory; break;
-                case AE_IFLNK: {
-                    record.kind = entry_kind::symlink;
-                    const char* target = archive_entry_symlink(entry);
-                    if (!target) return unsafe("symlink without a target", original);
-                    if (auto bad = check_symlink_target(target, depth)) return unsafe(*bad, original);
-                    if (symlink_points_into_reserved(target, depth))
-                        return unsafe("symlink into .redist/, which is reserved for redist's own metadata",
-                                      original);
-                    record.link_target = target;
-                    break;
-                }
-                case AE_IFCHR:
-                case AE_IFBLK: return unsafe("device node in archive", original);
-                case AE_IFIFO: return unsafe("fifo in archive", original);
-                case AE_IFSOCK: return unsafe("socket in archive", original);
-                default: return unsafe("unsupported entry type in archive", original);
-            }
+            case AE_IFCHR:
+            case AE_IFBLK: return unsafe("device node in archive", original);
+            case AE_IFIFO: return unsafe("fifo in archive", original);
+            case AE_IFSOCK: return unsafe("socket in archive", original);
+            default: return unsafe("unsupported entry type in archive", original);
         }
-        // Writing below a symlink of this archive would land wherever it points;
-        // libarchive would refuse too, but this gives a clear message.
+    }
+
+    result<void> classify_hardlink(archive_entry* entry, const std::string& original, unpacked_entry& record,
+                                   std::shared_ptr<file_job>& job) {
+        // pax lets a hardlink carry data; libarchive then truncates and
+        // rewrites the file it links to, and every record of that inode
+        // would lie. Real archives never do this: refuse it.
+        if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0)
+            return unsafe("hardlink entry carries data (it would rewrite an earlier file)", original);
+        if (auto bad = split_entry_name(archive_entry_hardlink(entry), segments_))
+            return unsafe("hardlink target: " + *bad, original);
+        std::size_t tfirst = 0;
+        if (options_.strip_top_level) {
+            if (segments_.size() < 2 || segments_.front() != *top_)
+                return unsafe("hardlink target outside the top-level directory", original);
+            tfirst = 1;
+        }
+        std::string target_rel = join_segments(segments_, tfirst);
+        auto it = index_.find(target_rel);
+        if (it == index_.end() || replaced_[it->second] ||
+            (entries_[it->second].kind != entry_kind::regular && entries_[it->second].kind != entry_kind::hardlink))
+            return unsafe("hardlink target is not an earlier file of the archive", original);
+        // The target's digest may still be in the works: share its job, and
+        // read both when every file is done. libarchive links a data-less
+        // hardlink without touching the inode's mode or times, so the link
+        // does not race the target's last task.
+        const unpacked_entry& target = entries_[it->second];
+        job = jobs_[it->second];
+        record.kind = entry_kind::hardlink;
+        record.size = target.size;
+        record.sha256 = target.sha256;
+        record.mode = target.mode;
+        record.link_target = target_rel;
+        archive_entry_copy_hardlink(entry, (stage_ + "/" + target_rel).c_str());
+        return {};
+    }
+
+    // Writing below a symlink of this archive would land wherever it points;
+    // the confined walk (and libarchive) would refuse too, but this gives a
+    // clear message.
+    result<void> check_not_below_symlink(const std::string& rel, const std::string& original) const {
         for (std::size_t pos = rel.find('/'); pos != std::string::npos; pos = rel.find('/', pos + 1))
-            if (symlinks_.count(rel.substr(0, pos)))
-                return unsafe("entry below a symlink of the archive", original);
+            if (symlinks_.count(rel.substr(0, pos))) return unsafe("entry below a symlink of the archive", original);
+        return {};
+    }
 
-        // 3. Rewrite under the stage. Drop setuid/setgid/sticky.
-        const unsigned mode = static_cast<unsigned>(archive_entry_perm(entry)) & 0777u;
-        archive_entry_set_perm(entry, static_cast<mode_t>(mode));
-        if (record.kind != entry_kind::hardlink) record.mode = mode;
-        const std::string target_path = stage_ + "/" + rel;
+    // 4a. Directories, symlinks and hardlinks: libarchive's disk writer.
+    // ARCHIVE_WARN counts as failure: for write_disk it means a mode, time or
+    // link could not be restored as archived.
+    result<void> write_other(archive_entry* entry, const std::string& original, const std::string& target_path) {
+        parent_dir_.clear();  // the namespace may change under the cached directory
+        parent_fd_.reset();
         archive_entry_copy_pathname(entry, target_path.c_str());
+        if (archive_write_header(out_.get(), entry) < ARCHIVE_OK) return write_error(out_.get(), original, target_path);
+        if (archive_write_finish_entry(out_.get()) < ARCHIVE_OK)
+            return write_error(out_.get(), original, target_path);
+        return {};
+    }
 
-        // 4. Write. ARCHIVE_WARN counts as failure: for write_disk it means a
-        // mode, time or link could not be restored as archived.
-        if (archive_write_header(out, entry) < ARCHIVE_OK)
-            return write_error(out, original, target_path);
-        if (record.kind == entry_kind::regular || record.kind == entry_kind::hardlink) {
-            const bool hash = record.kind == entry_kind::regular;
-            sha256_hasher hasher;
-            std::uint64_t pos = 0;
-            for (;;) {
-                const void* buf = nullptr;
-                std::size_t len = 0;
-                la_int64_t offset = 0;
-                const int r = archive_read_data_block(in, &buf, &len, &offset);
-                if (r == ARCHIVE_EOF) break;
-                if (r < ARCHIVE_OK) return read_error(in, original);
-                if (offset < 0 || static_cast<std::uint64_t>(offset) < pos)
-                    return make_error(error_code::bad_archive, "overlapping data blocks")
-                        .with_path(printable(original))
-                        .with_source(options_.source);
-                // Holes count: they cost hashing time, and a dense copy later.
-                if (!within_cap(static_cast<std::uint64_t>(offset) - pos + len))
-                    return expansion_error(options_.max_output_bytes);
-                if (hash) hash_zeros(hasher, static_cast<std::uint64_t>(offset) - pos);
-                if (len > 0 && archive_write_data_block(out, buf, len, offset) < ARCHIVE_OK)
-                    return write_error(out, original, target_path);
-                if (hash) hasher.update(buf, len);
-                pos = static_cast<std::uint64_t>(offset) + len;
-            }
-            if (hash) {
-                // A sparse file may end in a hole; libarchive extends the file to
-                // the declared size at finish_entry.
-                if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0 &&
-                    static_cast<std::uint64_t>(archive_entry_size(entry)) > pos) {
-                    if (!within_cap(static_cast<std::uint64_t>(archive_entry_size(entry)) - pos))
-                        return expansion_error(options_.max_output_bytes);
-                    hash_zeros(hasher, static_cast<std::uint64_t>(archive_entry_size(entry)) - pos);
-                    pos = static_cast<std::uint64_t>(archive_entry_size(entry));
+    // 4b. A regular file: created here, written and hashed by the workers.
+    result<std::shared_ptr<file_job>> write_regular(archive* in, archive_entry* entry, const std::string& original,
+                                                    const std::string& rel, const std::string& target_path,
+                                                    unsigned mode) {
+        REDIST_TRY(unique_fd fd, create_regular(rel, original, target_path));
+        file_meta meta;
+        meta.path = target_path;
+        meta.mode = mode;
+        meta.times[0] = archive_entry_atime_is_set(entry)
+                            ? timespec{archive_entry_atime(entry), archive_entry_atime_nsec(entry)}
+                            : timespec{0, UTIME_NOW};
+        meta.times[1] = archive_entry_mtime_is_set(entry)
+                            ? timespec{archive_entry_mtime(entry), archive_entry_mtime_nsec(entry)}
+                            : timespec{0, UTIME_NOW};
+        if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0)
+            meta.declared_size = static_cast<std::uint64_t>(archive_entry_size(entry));
+        meta.split = meta.declared_size && *meta.declared_size >= kSplitBytes && state_->pool->threads() > 1;
+        const auto declared = meta.declared_size.value_or(0);
+        auto job = std::make_shared<file_job>(state_, std::move(fd), std::move(meta));
+        state_->file_started();
+        // Whatever happens below, the job gets its end marker, so that it
+        // finishes (closing its descriptor) and wait_idle() returns.
+        struct ender {
+            file_job& job;
+            ~ender() { job.add(nullptr); }
+        } end_guard{*job};
+        REDIST_TRY_VOID(copy_data(in, *job, original, declared));
+        return job;
+    }
+
+    // Copies the entry's data blocks into pool-admitted blocks of the job.
+    result<void> copy_data(archive* in, file_job& job, const std::string& original, std::uint64_t declared) {
+        block_ptr block;
+        std::uint64_t pos = 0;
+        for (;;) {
+            const void* buf = nullptr;
+            std::size_t len = 0;
+            la_int64_t offset = 0;
+            const int r = archive_read_data_block(in, &buf, &len, &offset);
+            if (r == ARCHIVE_EOF) break;
+            if (r < ARCHIVE_OK) return read_error(in, original);
+            if (offset < 0 || static_cast<std::uint64_t>(offset) < pos)
+                return make_error(error_code::bad_archive, "overlapping data blocks")
+                    .with_path(printable(original))
+                    .with_source(options_.source);
+            // Holes count: they cost hashing time, and a dense copy later.
+            if (!within_cap(static_cast<std::uint64_t>(offset) - pos + len))
+                return expansion_error(options_.max_output_bytes);
+            auto at = static_cast<std::uint64_t>(offset);
+            const auto* bytes = static_cast<const std::byte*>(buf);
+            while (len > 0) {
+                if (!block || block->offset + block->size != at || block->size == block->capacity) {
+                    if (block) job.add(std::move(block));
+                    REDIST_TRY(block, new_block(at, declared > at ? declared - at : len));
                 }
-                record.size = pos;
-                record.sha256 = hasher.finish_hex();
+                const std::size_t n = std::min(len, block->capacity - block->size);
+                std::memcpy(block->bytes.get() + block->size, bytes, n);
+                block->size += n;
+                at += n;
+                bytes += n;
+                len -= n;
             }
+            pos = at;
         }
-        if (archive_write_finish_entry(out) < ARCHIVE_OK) return write_error(out, original, target_path);
+        if (block) job.add(std::move(block));
+        // The end of the data may be a hole: it counts against the cap too.
+        if (declared > pos && !within_cap(declared - pos)) return expansion_error(options_.max_output_bytes);
+        return {};
+    }
 
-        // 5. Remember it. A later entry with the same path replaces the earlier one.
-        if (auto it = index_.find(rel); it != index_.end()) {
+    result<block_ptr> new_block(std::uint64_t offset, std::uint64_t wanted) {
+        const auto capacity = static_cast<std::size_t>(std::clamp<std::uint64_t>(wanted, 1, kBlockBytes));
+        const auto waited = std::chrono::steady_clock::now();
+        if (!state_->pool->reserve(capacity, 0, state_->stop))
+            return make_error(error_code::cancelled, "unpacking stopped");
+        wait_ns_ += ns_since(waited);
+        struct unreserve {
+            work_pool* pool;
+            std::size_t bytes;
+            ~unreserve() {
+                if (pool) pool->release(bytes, 0);
+            }
+        } undo{state_->pool, capacity};  // until the block owns the reservation
+        auto block = std::make_shared<data_block>();
+        block->capacity = capacity;
+        block->bytes = state_->take_buffer(capacity);
+        block->offset = offset;
+        block->state = state_;  // from here on, the block releases what was reserved
+        undo.pool = nullptr;
+        return block;
+    }
+
+    // Opens (creating when missing) the directory `dir` (stage-relative,
+    // "" = the stage) one segment at a time, never following a symlink. The
+    // last one opened is kept for the next file.
+    result<int> open_dir(const std::string& dir, const std::string& original) {
+        if (dir.empty()) return stage_fd_.get();
+        if (parent_fd_ && parent_dir_ == dir) return parent_fd_.get();
+        parent_fd_.reset();
+        parent_dir_.clear();
+        unique_fd cur;
+        int at = stage_fd_.get();
+        std::optional<error> failed;
+        std::string walked = stage_;
+        for_each_segment(dir, [&](std::string_view seg) {
+            walked.append("/").append(seg);
+            auto next = open_or_make_dir(at, std::string(seg), walked, original);
+            if (!next) {
+                failed = std::move(next).error_value();
+                return false;
+            }
+            cur = std::move(*next);
+            at = cur.get();
+            return true;
+        });
+        if (failed) return *failed;
+        parent_fd_ = std::move(cur);
+        parent_dir_ = dir;
+        return parent_fd_.get();
+    }
+
+    // One segment of open_dir. A missing directory is created as libarchive
+    // would (0777 minus the umask); a file in the way is replaced, as
+    // libarchive replaces it; a symlink in the way is an unsafe archive.
+    result<unique_fd> open_or_make_dir(int at, const std::string& name, const std::string& path,
+                                       const std::string& original) {
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            unique_fd fd(::openat(at, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+            if (fd) return fd;
+            const int err = errno;
+            if (err == ENOENT) {
+                if (::mkdirat(at, name.c_str(), 0777) != 0 && errno != EEXIST)
+                    return os_error("cannot create directory", path, errno);
+                continue;
+            }
+            struct stat st{};
+            if ((err == ELOOP || err == ENOTDIR) && ::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+                if (S_ISLNK(st.st_mode)) return unsafe("entry below a symlink", original);
+                if (::unlinkat(at, name.c_str(), 0) != 0) return os_error("cannot replace", path, errno);
+                continue;
+            }
+            return os_error("cannot open directory", path, err);
+        }
+        return os_error("cannot open directory", path, EAGAIN);
+    }
+
+    // A new file of our own at rel, 0600 until its job finishes: O_EXCL so an
+    // earlier entry of the same name is replaced (unlinked, as libarchive
+    // does; a hardlink to it keeps the old content), O_NOFOLLOW so nothing
+    // planted is followed. One slot of the pool is held until the job ends.
+    result<unique_fd> create_regular(const std::string& rel, const std::string& original,
+                                     const std::string& target_path) {
+        const auto slash = rel.rfind('/');
+        const std::string dir = slash == std::string::npos ? std::string() : rel.substr(0, slash);
+        const std::string name = slash == std::string::npos ? rel : rel.substr(slash + 1);
+        REDIST_TRY(const int at, open_dir(dir, original));
+        const auto waited = std::chrono::steady_clock::now();
+        if (!state_->pool->reserve(0, 1, state_->stop)) return make_error(error_code::cancelled, "unpacking stopped");
+        wait_ns_ += ns_since(waited);
+        struct slot_guard {
+            work_pool* pool;
+            ~slot_guard() {
+                if (pool) pool->release(0, 1);
+            }
+        } slot{state_->pool};
+        for (int attempt = 0; attempt < 2; ++attempt) {
+            unique_fd fd(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+            if (fd) {
+                slot.pool = nullptr;  // the job's now
+                return fd;
+            }
+            if (errno != EEXIST) return os_error("cannot create", target_path, errno);
+            if (::unlinkat(at, name.c_str(), 0) != 0 &&
+                (errno != EISDIR || ::unlinkat(at, name.c_str(), AT_REMOVEDIR) != 0))
+                return os_error("cannot replace", target_path, errno);
+        }
+        return os_error("cannot create", target_path, EEXIST);
+    }
+
+    // 5. Remember it. A later entry with the same path replaces the earlier one.
+    void remember(unpacked_entry record, std::shared_ptr<file_job> job) {
+        if (auto it = index_.find(record.path); it != index_.end()) {
             replaced_[it->second] = true;
             index_.erase(it);
         }
-        if (record.kind == entry_kind::symlink) symlinks_.insert(rel);
-        else symlinks_.erase(rel);
-        index_.emplace(rel, entries_.size());
+        if (record.kind == entry_kind::symlink) symlinks_.insert(record.path);
+        else symlinks_.erase(record.path);
+        index_.emplace(record.path, entries_.size());
         entries_.push_back(std::move(record));
+        jobs_.push_back(std::move(job));
         replaced_.push_back(false);
-        return {};
     }
 
     std::string stage_;  // canonical, absolute, no trailing slash
     const unpack_options& options_;
+    std::shared_ptr<write_state> state_;
+    archive_writer out_;
+    unique_fd stage_fd_;
+    std::string parent_dir_;  // stage-relative; parent_fd_ is open on it
+    unique_fd parent_fd_;
     std::optional<std::string> top_;
     std::vector<std::string_view> segments_;  // scratch
     std::vector<unpacked_entry> entries_;
+    std::vector<std::shared_ptr<file_job>> jobs_;  // per entry: the job with its digest (regular, hardlink)
     std::vector<bool> replaced_;
     std::unordered_map<std::string, std::size_t> index_;  // stage-relative path -> entries_
     std::unordered_set<std::string> symlinks_;
     std::uint64_t output_ = 0;  // decoded bytes so far, for max_output_bytes
+    std::uint64_t wait_ns_ = 0;
 };
 
 // ---- the unpacker ------------------------------------------------------------
@@ -635,8 +1099,22 @@ error lzma_error(lzma_ret ret, bool finishing) {
 
 class unpacker_impl final : public stream_unpacker {
 public:
-    unpacker_impl(std::string stage, const unpack_options& options)
-        : stage_(std::move(stage)), options_(options) {}
+    unpacker_impl(std::string stage, const unpack_options& options, std::shared_ptr<run_budget> budget)
+        : stage_(std::move(stage)),
+          options_(options),
+          budget_(std::move(budget)),
+          // Only an xz decoder takes a share; libarchive's filters decode on the extractor's thread.
+          ticket_(options.format == archive_format::tar_xz
+                      ? std::make_unique<run_budget::ticket>(*budget_, options.size_hint)
+                      : nullptr),
+          input_(budget_->queue_bytes()),
+          tar_(budget_->queue_bytes()),
+          writes_(std::make_shared<write_state>()) {
+        writes_->pool = &budget_->pool();
+        writes_->spares.reserve(kSpareBlocks);
+        writes_->source = options_.source;
+        writes_->on_error = [this](error e) { fail(std::move(e)); };
+    }
 
     ~unpacker_impl() override { cancel(); }
 
@@ -739,6 +1217,8 @@ private:
         }
         input_.abort();
         tar_.abort();
+        writes_->stop.store(true, std::memory_order_release);
+        writes_->pool->wake();
     }
 
     error current_error() {
@@ -746,9 +1226,11 @@ private:
         return error_ ? *error_ : make_error(error_code::internal, "unpacker stopped");
     }
 
+    // Also waits for the writer tasks, which call fail() (this) until their file ends.
     void join() noexcept {
         if (decoder_.joinable()) decoder_.join();
         if (extractor_.joinable()) extractor_.join();
+        writes_->wait_idle();
     }
 
     void remove_spool() noexcept {
@@ -759,35 +1241,73 @@ private:
     }
 
     // ---- xz decoder thread
-    void decode_xz() {
-        lzma_stream strm = LZMA_STREAM_INIT;
+    // Threads and multi-threading memory: the budget's share, claimed when
+    // the first bytes arrive (by then the artifacts started together have
+    // all enrolled), unless the options fix them.
+    lzma_ret start_decoder(lzma_stream& strm) {
+        const run_budget::decoder_share share = ticket_->claim();
         lzma_mt mt{};
         mt.flags = LZMA_CONCATENATED;
-        mt.threads = options_.decoder_threads ? options_.decoder_threads
-                                              : std::max(1u, std::thread::hardware_concurrency());
+        mt.threads = options_.decoder_threads ? options_.decoder_threads : share.threads;
         mt.timeout = 0;  // block until there is output: we have nothing else to do
         // Above memlimit_threading the decoder falls back to fewer threads
         // (down to one); memlimit_stop is where it would give up, which we
         // never want for a hash-verified download.
-        mt.memlimit_threading = options_.decoder_memlimit;
+        mt.memlimit_threading = options_.decoder_memlimit ? options_.decoder_memlimit : share.memlimit;
         mt.memlimit_stop = UINT64_MAX;
-        lzma_ret ret = lzma_stream_decoder_mt(&strm, &mt);
+        return lzma_stream_decoder_mt(&strm, &mt);
+    }
+
+    struct stage_clock {
+        std::uint64_t busy_ns = 0;
+        std::uint64_t wait_ns = 0;
+        template <class F>
+        auto wait(F&& f) {
+            const auto t = std::chrono::steady_clock::now();
+            auto r = f();
+            wait_ns += ns_since(t);
+            return r;
+        }
+    };
+
+    void decode_xz() {
+        // The share goes back when decoding ends, for artifacts that start later.
+        struct leave {
+            std::unique_ptr<run_budget::ticket>& ticket;
+            ~leave() { ticket.reset(); }
+        } leave_budget{ticket_};
+        stage_clock clock;
+        chunk in;
+        auto got = clock.wait([&] { return input_.pop(in); });
+        if (got == chunk_queue::pop_result::aborted) return;
+        lzma_stream strm = LZMA_STREAM_INIT;
+        lzma_ret ret = start_decoder(strm);
         if (ret != LZMA_OK) {
             fail(lzma_error(ret, false));
             return;
         }
         lzma_guard guard{&strm};
+        struct report {
+            run_budget& budget;
+            stage_clock& clock;
+            std::uint64_t decoded = 0;  // also counts what follows the tar end marker
+            ~report() { budget.add_time(profile_stage::decoder, clock.busy_ns, clock.wait_ns, decoded); }
+        } totals{*budget_, clock};
 
-        chunk in;
         chunk out = tar_.spare_or_make(kLzmaOutBuffer);
-        std::uint64_t decoded = 0;  // also counts what follows the tar end marker
+        std::uint64_t& decoded = totals.decoded;
         strm.next_out = reinterpret_cast<std::uint8_t*>(out.bytes.get());
         strm.avail_out = out.capacity;
         lzma_action action = LZMA_RUN;
+        bool have_input = true;  // `got` holds the first pop's outcome
         for (;;) {
             if (strm.avail_in == 0 && action == LZMA_RUN) {
-                input_.recycle(std::move(in));
-                const auto got = input_.pop(in);
+                if (!have_input) {
+                    input_.recycle(std::move(in));
+                    // NOLINTNEXTLINE(bugprone-use-after-move): pop() assigns a fresh chunk to `in`
+                    got = clock.wait([&] { return input_.pop(in); });
+                }
+                have_input = false;
                 if (got == chunk_queue::pop_result::aborted) return;
                 if (got == chunk_queue::pop_result::end) {
                     action = LZMA_FINISH;
@@ -796,7 +1316,9 @@ private:
                     strm.avail_in = in.size;
                 }
             }
+            const auto coding = std::chrono::steady_clock::now();
             ret = lzma_code(&strm, action);
+            clock.busy_ns += ns_since(coding);
             if (ret != LZMA_OK && ret != LZMA_STREAM_END) {
                 fail(lzma_error(ret, action == LZMA_FINISH));
                 return;
@@ -809,7 +1331,7 @@ private:
                     return;
                 }
                 if (out.size > 0) {
-                    if (!tar_.push(std::move(out))) return;
+                    if (!clock.wait([&] { return tar_.push(std::move(out)); })) return;
                     out = tar_.spare_or_make(kLzmaOutBuffer);
                 }
                 strm.next_out = reinterpret_cast<std::uint8_t*>(out.bytes.get());
@@ -826,6 +1348,7 @@ private:
     struct read_source {
         chunk_queue* queue;
         chunk current;
+        std::uint64_t wait_ns = 0;
     };
 
     // libarchive's read callback contract: return the byte count and point
@@ -834,7 +1357,10 @@ private:
     static la_ssize_t read_callback(archive* a, void* user, const void** buffer) {
         auto* src = static_cast<read_source*>(user);
         src->queue->recycle(std::move(src->current));  // libarchive is done with it
-        switch (src->queue->pop(src->current)) {
+        const auto waited = std::chrono::steady_clock::now();
+        const auto got = src->queue->pop(src->current);
+        src->wait_ns += ns_since(waited);
+        switch (got) {
             case chunk_queue::pop_result::ok:
                 *buffer = src->current.bytes.get();
                 return static_cast<la_ssize_t>(src->current.size);
@@ -846,6 +1372,7 @@ private:
     }
 
     void extract_stream(chunk_queue& queue) {
+        const auto started = std::chrono::steady_clock::now();
         archive_reader in(archive_read_new());
         if (!in) {
             fail(make_error(error_code::internal, "archive_read_new failed"));
@@ -868,8 +1395,11 @@ private:
                                                           : "cannot open archive"));
             return;
         }
-        extractor ex(stage_, options_);
+        extractor ex(stage_, options_, writes_);
         auto r = ex.run(in.get());
+        const std::uint64_t wait_ns = src.wait_ns + ex.wait_ns();
+        const std::uint64_t total_ns = ns_since(started);
+        budget_->add_time(profile_stage::extractor, total_ns > wait_ns ? total_ns - wait_ns : 0, wait_ns);
         if (!r) {
             fail(std::move(r).error_value());
             return;
@@ -905,10 +1435,7 @@ private:
     }
 
     result<void> extract_zip() {
-        if (spool_.reset() != 0)
-            return make_error(error_code::filesystem,
-                              std::string("cannot write spool file: ") + std::strerror(errno))
-                .with_path(spool_path_);
+        REDIST_TRY_VOID(spool_.close(spool_path_));
         archive_reader in(archive_read_new());
         if (!in) return make_error(error_code::internal, "archive_read_new failed");
         // The seekable reader trusts the central directory, as unzip does;
@@ -920,7 +1447,7 @@ private:
                                                            ? archive_error_string(in.get())
                                                            : "cannot open zip archive")
                 .with_source(options_.source);
-        extractor ex(stage_, options_);
+        extractor ex(stage_, options_, writes_);
         auto r = ex.run(in.get());
         if (!r) return r;
         entries_ = ex.take_entries();
@@ -929,8 +1456,11 @@ private:
 
     const std::string stage_;
     const unpack_options options_;
-    chunk_queue input_{kInputQueueBytes};
-    chunk_queue tar_{kTarQueueBytes};
+    std::shared_ptr<run_budget> budget_;
+    std::unique_ptr<run_budget::ticket> ticket_;  // this artifact's share of the budget (xz only; decoder thread)
+    chunk_queue input_;
+    chunk_queue tar_;
+    std::shared_ptr<write_state> writes_;
     std::thread decoder_;
     std::thread extractor_;
     std::mutex error_mutex_;
@@ -961,11 +1491,14 @@ result<std::unique_ptr<stream_unpacker>> stream_unpacker::start(const fs::path& 
         return make_error(error_code::filesystem, "staging directory is not empty")
             .with_path(stage.string());
     try {
-        auto impl = std::make_unique<unpacker_impl>(stage.string(), options);
+        auto budget = options.budget ? options.budget : std::make_shared<run_budget>();
+        auto impl = std::make_unique<unpacker_impl>(stage.string(), options, std::move(budget));
         REDIST_TRY_VOID(impl->start_workers());
         return std::unique_ptr<stream_unpacker>(std::move(impl));
     } catch (const std::bad_alloc&) {
         return make_error(error_code::internal, "out of memory");
+    } catch (const std::system_error& e) {
+        return make_error(error_code::internal, std::string("cannot start thread: ") + e.what());
     }
 }
 

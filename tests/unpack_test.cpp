@@ -26,10 +26,14 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "../lib/budget.hpp"
 #include "redist/unpack.hpp"
 #include "redist/verify.hpp"
 
@@ -794,4 +798,220 @@ TEST_CASE("the output cap counts the holes of sparse files", "[unpack]") {
     REQUIRE(ok->size() == 1);
     CHECK(ok->front().size == (64ull << 20));
     CHECK(fs::file_size(stage / "sparse") == (64ull << 20));
+}
+
+// ---- issue 11: the writer pool and the run budget ----
+
+namespace {
+
+// A reference extraction: the same tar through libarchive's own disk writer,
+// as the unpacker wrote every file before issue 11 (minus our checks, which
+// these archives pass).
+void reference_extract(const std::string& tar, const fs::path& dir) {
+    archive* in = archive_read_new();
+    archive_read_support_format_tar(in);
+    REQUIRE(archive_read_open_memory(in, tar.data(), tar.size()) == ARCHIVE_OK);
+    archive* out = archive_write_disk_new();
+    archive_write_disk_set_options(out, ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM);
+    const std::string root = fs::absolute(dir).string() + "/";
+    archive_entry* e = nullptr;
+    while (archive_read_next_header(in, &e) == ARCHIVE_OK) {
+        archive_entry_set_perm(e, archive_entry_perm(e) & 0777);
+        archive_entry_copy_pathname(e, (root + archive_entry_pathname(e)).c_str());
+        if (archive_entry_hardlink(e)) archive_entry_copy_hardlink(e, (root + archive_entry_hardlink(e)).c_str());
+        REQUIRE(archive_write_header(out, e) == ARCHIVE_OK);
+        const void* buf = nullptr;
+        std::size_t len = 0;
+        la_int64_t off = 0;
+        while (archive_read_data_block(in, &buf, &len, &off) == ARCHIVE_OK)
+            REQUIRE(archive_write_data_block(out, buf, len, off) == ARCHIVE_OK);
+        REQUIRE(archive_write_finish_entry(out) == ARCHIVE_OK);
+    }
+    REQUIRE(archive_write_close(out) == ARCHIVE_OK);
+    archive_write_free(out);
+    archive_read_free(in);
+}
+
+// Every path under both trees: same kind, mode, size, content, link target,
+// mtime (files), and the same hardlink groups.
+void check_same_tree(const fs::path& got, const fs::path& want) {
+    REQUIRE(listing(got) == listing(want));
+    std::map<std::pair<dev_t, ino_t>, std::string> got_inodes;
+    std::map<std::pair<dev_t, ino_t>, std::string> want_inodes;
+    for (const auto& rel : listing(want)) {
+        INFO(rel);
+        struct stat a{};
+        struct stat b{};
+        REQUIRE(::lstat((got / rel).c_str(), &a) == 0);
+        REQUIRE(::lstat((want / rel).c_str(), &b) == 0);
+        CHECK((a.st_mode & S_IFMT) == (b.st_mode & S_IFMT));
+        CHECK((a.st_mode & 07777) == (b.st_mode & 07777));
+        if (S_ISLNK(b.st_mode)) CHECK(fs::read_symlink(got / rel) == fs::read_symlink(want / rel));
+        if (S_ISREG(b.st_mode)) {
+            CHECK(a.st_size == b.st_size);
+            CHECK(a.st_mtime == b.st_mtime);
+            CHECK(read_file(got / rel) == read_file(want / rel));
+            // Hardlink groups: the first name seen for each inode.
+            const auto ga = got_inodes.emplace(std::make_pair(a.st_dev, a.st_ino), rel).first->second;
+            const auto wb = want_inodes.emplace(std::make_pair(b.st_dev, b.st_ino), rel).first->second;
+            CHECK(ga == wb);
+        }
+    }
+}
+
+std::vector<spec> many_files_tree() {
+    std::vector<spec> specs = {{"top/", kind::dir, "", 0755}};
+    for (int d = 0; d < 20; ++d) {
+        const std::string dir = "top/d" + std::to_string(d) + "/";
+        specs.push_back({dir, kind::dir, "", d % 7 == 0 ? 0555u : 0755u});
+        for (int f = 0; f < 30; ++f) {
+            const auto n = static_cast<std::size_t>((d * 30 + f) * 37 % 5000);
+            specs.push_back({dir + "f" + std::to_string(f), kind::file,
+                             noise(n, static_cast<std::uint64_t>(d * 100 + f)), f % 3 == 0 ? 0755u : 0644u});
+        }
+        specs.push_back({dir + "link", kind::symlink, "f1", 0777});
+        specs.push_back({dir + "hard", kind::hardlink, dir + "f2", 0644});
+    }
+    // Implied parents: no directory entry for top/implied/deep/.
+    specs.push_back({"top/implied/deep/file", kind::file, "implied", 0600});
+    // Larger than the split threshold (8 MiB): its writes go to several workers.
+    specs.push_back({"top/lib/", kind::dir, "", 0755});
+    specs.push_back({"top/lib/libbig.so", kind::file, noise(9u << 20, 77) + std::string(3u << 20, 'q'), 0755});
+    specs.push_back({"top/lib/libbig-hard.so", kind::hardlink, "top/lib/libbig.so", 0755});
+    specs.push_back({"top/lib/libbig.so.1", kind::symlink, "libbig.so", 0777});
+    specs.push_back({"top/empty", kind::file, "", 0444});
+    return specs;
+}
+
+std::shared_ptr<redist::run_budget> budget(unsigned threads, std::uint64_t memory) {
+    return std::make_shared<redist::run_budget>(redist::run_limits{threads, memory});
+}
+
+}  // namespace
+
+TEST_CASE("files written by the worker pool match libarchive's own extraction", "[unpack][pool]") {
+    const auto specs = many_files_tree();
+    const std::string tar = build(specs, container::tar, 0);
+    const fs::path ref = fresh_stage("pool_reference");
+    reference_extract(tar, ref);
+    const std::string xz = xz_multiblock(tar, 1u << 20);
+
+    std::vector<unpacked_entry> first;
+    for (const unsigned threads : {1u, 2u, 4u}) {
+        INFO("threads " << threads);
+        auto o = opts(redist::archive_format::tar_xz);
+        o.budget = budget(threads, 256ull << 20);  // the smallest default: 16 MiB of writer buffers
+        const fs::path stage = fresh_stage("pool_" + std::to_string(threads));
+        auto r = unpack(xz, stage, o);
+        REQUIRE_OK(r);
+        check_same_tree(stage, ref / "top");
+        check_entries_match_disk(stage, *r);
+        const unpacked_entry* big = find(*r, "lib/libbig.so");
+        REQUIRE(big != nullptr);
+        CHECK(big->size == (12u << 20));
+        CHECK(big->sha256 == redist::sha256_hex(noise(9u << 20, 77) + std::string(3u << 20, 'q')));
+        const unpacked_entry* hard = find(*r, "lib/libbig-hard.so");
+        REQUIRE(hard != nullptr);
+        CHECK(hard->sha256 == big->sha256);
+        CHECK(hard->size == big->size);
+        // Entries (and receipts' hashes) do not depend on the thread count.
+        if (first.empty()) first = *r;
+        else CHECK(same(first, *r));
+    }
+}
+
+TEST_CASE("unpackers sharing one budget each get the same result", "[unpack][pool]") {
+    const std::string xz = xz_multiblock(build(many_files_tree(), container::tar, 0), 1u << 20);
+    auto shared = budget(2, 256ull << 20);
+    std::vector<redist::result<std::vector<unpacked_entry>>> results;
+    results.reserve(3);
+    std::vector<std::thread> threads;
+    std::mutex m;
+    for (int i = 0; i < 3; ++i)
+        threads.emplace_back([&, i] {
+            auto o = opts(redist::archive_format::tar_xz);
+            o.budget = shared;
+            o.size_hint = xz.size();
+            auto started = redist::stream_unpacker::start(fresh_stage("shared_" + std::to_string(i)), o);
+            if (!started) return;
+            auto& u = *started.value();
+            for (std::size_t pos = 0; pos < xz.size(); pos += 100000)
+                if (!u.write(reinterpret_cast<const std::byte*>(xz.data() + pos), std::min<std::size_t>(100000, xz.size() - pos)))
+                    break;
+            auto r = u.finish();
+            std::lock_guard lock(m);
+            results.push_back(std::move(r));
+        });
+    for (auto& t : threads) t.join();
+    REQUIRE(results.size() == 3);
+    for (auto& r : results) REQUIRE_OK(r);
+    CHECK(same(*results[0], *results[1]));
+    CHECK(same(*results[0], *results[2]));
+    const auto p = shared->profile();
+    bool saw_decoder = false;
+    for (const auto& s : p.stages)
+        if (s.stage == "decoder") saw_decoder = s.bytes > (36u << 20);
+    CHECK(saw_decoder);
+}
+
+TEST_CASE("a sparse file written by the pool matches libarchive's own extraction", "[unpack][pool]") {
+    // Old-GNU sparse entry ('S'): 5 bytes at 3 MiB - 5 of a 3 MiB + 4 KiB file
+    // that ends in a hole.
+    std::string h = tar_header("top/sparse", 'S', 5);
+    const auto octal = [&](std::size_t off, std::size_t len, std::uint64_t v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), static_cast<unsigned long long>(v));
+        std::memcpy(&h[off], buf, len - 1);
+    };
+    std::memcpy(&h[257], "ustar  ", 8);
+    octal(386, 12, (3ull << 20) - 5);
+    octal(398, 12, 5);
+    octal(483, 12, (3ull << 20) + 4096);
+    std::memset(&h[148], ' ', 8);
+    unsigned sum = 0;
+    for (const char c : h) sum += static_cast<unsigned char>(c);
+    char cs[8];
+    std::snprintf(cs, sizeof cs, "%06o", sum);
+    std::memcpy(&h[148], cs, 7);
+    const std::string raw = tar_header("top/", '5', 0) + h + padded("hello") + std::string(1024, '\0');
+    const fs::path ref = fresh_stage("sparse_reference");
+    reference_extract(raw, ref);
+    const fs::path stage = fresh_stage("sparse_pool");
+    auto r = unpack(xz_multiblock(raw, 1 << 20), stage, opts(redist::archive_format::tar_xz));
+    REQUIRE_OK(r);
+    check_same_tree(stage, ref / "top");
+    check_entries_match_disk(stage, *r);
+    REQUIRE(r->size() == 1);
+    CHECK(r->front().size == (3ull << 20) + 4096);
+}
+
+TEST_CASE("a failing write in a worker stops everything and reports the file", "[unpack][pool]") {
+    // RLIMIT_FSIZE: writes past 2 MiB fail with EFBIG, in the split writes of
+    // the large file (several workers) while small files are in flight too.
+    const std::string xz = xz_multiblock(build(many_files_tree(), container::tar, 0), 1u << 20);
+    for (const unsigned threads : {1u, 4u}) {
+        INFO("threads " << threads);
+        const fs::path stage = fresh_stage("pool_efbig_" + std::to_string(threads));
+        auto o = opts(redist::archive_format::tar_xz);
+        o.budget = budget(threads, 256ull << 20);
+        struct rlimit old{};
+        REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
+        auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
+        struct rlimit small = old;
+        small.rlim_cur = 2u << 20;
+        REQUIRE(::setrlimit(RLIMIT_FSIZE, &small) == 0);
+        auto r = unpack(xz, stage, o);
+        ::setrlimit(RLIMIT_FSIZE, &old);
+        std::signal(SIGXFSZ, old_handler);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::filesystem);
+        CHECK(r.error_value().path == (fs::canonical(stage) / "lib/libbig.so").string());
+        CHECK(r.error_value().source == "test://archive");
+        for (const auto& p : listing(stage.parent_path())) CHECK(p.rfind("stage", 0) == 0);
+        // Nothing the unpacker wrote is still open or growing: a second look
+        // after a pause sees the same sizes.
+        const auto size_now = fs::file_size(stage / "lib/libbig.so");
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        CHECK(fs::file_size(stage / "lib/libbig.so") == size_now);
+    }
 }

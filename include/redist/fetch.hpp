@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "redist/budget.hpp"
 #include "redist/cache.hpp"
 #include "redist/error.hpp"
 #include "redist/manifest.hpp"
@@ -159,6 +160,10 @@ struct install_request {
     bool force = false;                   // reinstall even when receipts match
     link_mode tree_link_mode = link_mode::auto_select;  // how cached trees are placed (see cache.hpp)
     unsigned jobs = 0;                    // concurrent artifacts; 0 = cores
+    // Threads and memory the artifacts in flight share (make_run_budget; its
+    // profile_of() afterwards has the per-stage times). Null: each artifact
+    // sizes its decoder and writers for the whole machine.
+    std::shared_ptr<run_budget> budget;
     // Unverified bytes are bounded. The hash is known only after the last
     // byte, but unpacking runs while the bytes arrive, so a hostile archive
     // of the right size and the wrong hash could expand to gigabytes before

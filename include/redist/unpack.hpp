@@ -5,7 +5,13 @@
 //
 //   caller (network + hash) --write()--> [bounded queue] --> decoder thread
 //     (liblzma multi-threaded xz decoder; pass-through for other formats)
-//     --> [bounded queue] --> extractor thread (libarchive read + secure write)
+//     --> [bounded queue] --> extractor thread (libarchive read, checks,
+//     creates each file) --> writer pool (writes and hashes file data)
+//
+// The decoder's threads and memory and the writer pool come from a
+// run_budget (lib/budget.hpp; limits in redist/budget.hpp) that every
+// unpacker of one install shares, so that many artifacts in flight divide
+// the machine instead of each taking all of it.
 //
 // Security: every entry name is validated *before* it is rewritten under the
 // stage: no absolute paths, no "..", a single common top-level directory
@@ -44,6 +50,8 @@
 
 namespace redist {
 
+class run_budget;  // lib/budget.hpp
+
 enum class entry_kind : std::uint8_t { regular, directory, symlink, hardlink };
 
 struct unpacked_entry {
@@ -58,8 +66,12 @@ struct unpacked_entry {
 struct unpack_options {
     archive_format format = archive_format::tar_xz;
     bool strip_top_level = true;       // require and strip one top-level directory
-    unsigned decoder_threads = 0;      // 0 = std::thread::hardware_concurrency()
-    std::uint64_t decoder_memlimit = 512ull << 20;  // lzma_mt memlimit_threading
+    unsigned decoder_threads = 0;      // 0 = this artifact's share of the budget
+    std::uint64_t decoder_memlimit = 0;  // lzma_mt memlimit_threading; 0 = the budget's share
+    // Shared by the unpackers of one run; null = a budget of its own with
+    // the machine's defaults (redist/budget.hpp).
+    std::shared_ptr<run_budget> budget;
+    std::uint64_t size_hint = 0;       // the archive's size, if known: weighs its share of the budget
     std::string source;                // URL or path, for error messages only
     std::uint64_t max_output_bytes = 0;  // cap on decoded output (see above); 0 = none
 };

@@ -150,6 +150,14 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                    "An archive whose hash is not yet known may unpack to at most N times its size "
                    "(at least 64 MiB) before it is refused as unsafe (default 20; 0: no limit)")
         ->type_name("N");
+    app.add_option("--max-memory", options.max_memory,
+                   "Memory the run's decoders, writers and queues share, e.g. 512MiB (default: RAM/8 "
+                   "within 256 MiB..1 GiB; see redist/budget.hpp)")
+        ->transform(CLI::AsSizeValue(false))
+        ->type_name("SIZE");
+    app.add_option("--threads", options.threads, "Threads the run's decoders and writers share (default: cores)")
+        ->type_name("N");
+    app.add_flag("--profile", options.profile, "Print per-stage busy and wait times to stderr at the end");
     app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
     app.add_flag("--quiet,-q", options.quiet, "Print only errors");
     app.add_flag("--check", options.check,

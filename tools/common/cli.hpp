@@ -62,6 +62,9 @@ struct fetch_options {
     unsigned max_expansion = 20;   // --max-expansion (see redist::install_request)
     bool check = false;     // --check: a failed post-install check is an error (exit 11)
     bool no_check = false;  // --no-check: skip the post-install checks
+    std::uint64_t max_memory = 0;  // --max-memory SIZE (see redist/budget.hpp); 0 = the default
+    unsigned threads = 0;          // --threads N; 0 = the cores
+    bool profile = false;          // --profile or REDIST_PROFILE=1: per-stage times on stderr
 };
 void add_fetch_flags(CLI::App& app, fetch_options& options);
 

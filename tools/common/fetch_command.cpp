@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <string_view>
 #include <map>
 #include <mutex>
 
@@ -270,6 +272,25 @@ namespace {
 
 // Before downloading: warn when the driver or a GPU here cannot run the
 // chosen CUDA variant, so that nobody waits for 800 MB they cannot use.
+// REDIST_PROFILE=1 asks for --profile without changing the command line (CI).
+bool profile_requested() {
+    const char* env = std::getenv("REDIST_PROFILE");
+    return env && *env && std::string_view(env) != "0";
+}
+
+// --profile: one line per stage. busy and wait are summed over the stage's
+// threads and the run's artifacts, so busy can exceed the wall time.
+void print_profile(const redist::run_profile& p) {
+    std::fprintf(stderr, "profile: %u threads, memory budget %s, peak RSS %s\n", p.threads,
+                 human_size(p.max_memory).c_str(), p.peak_rss ? human_size(p.peak_rss).c_str() : "unknown");
+    for (const auto& s : p.stages) {
+        std::fprintf(stderr, "profile: %-12s busy %7.2f s  wait %7.2f s", s.stage.c_str(), s.busy_seconds,
+                     s.wait_seconds);
+        if (s.bytes) std::fprintf(stderr, "  %s", human_size(s.bytes).c_str());
+        std::fprintf(stderr, "\n");
+    }
+}
+
 void preflight(const install_plan& plan) {
     std::optional<int> major;
     std::string version = plan.label;
@@ -362,6 +383,9 @@ int run_fetch(const fetch_options& options) {
     req.force = options.force;
     req.tree_link_mode = redist::parse_link_mode(options.link_mode).value();  // validated by CLI11
     req.jobs = options.jobs;
+    auto budget = redist::make_run_budget({options.threads, options.max_memory});
+    if (!budget.ok()) return report_error(budget.error_value());
+    req.budget = *budget;
     req.max_expansion = options.max_expansion;
     req.transfer = options.source.transfer();
     req.sources = options.source.policy();
@@ -370,6 +394,7 @@ int run_fetch(const fetch_options& options) {
     req.observer = &observer;
     auto report = redist::install(req);
     display.finish();
+    if (options.profile || profile_requested()) print_profile(redist::profile_of(*req.budget));
     if (!report.ok()) return report_error(report.error_value());
     record_artifacts(options.source, options.quiet, *report);  // drift watching (issue 12)
 

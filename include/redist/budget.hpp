@@ -1,0 +1,60 @@
+// redist/budget.hpp — the limits one run shares, and what it measured.
+//
+// One install runs several artifacts at once, and each artifact's pipeline
+// has a multi-threaded xz decoder and a pool of writer threads (see
+// unpack.hpp). Sized independently, each decoder would take every core and
+// its own memory; run_limits bounds them together (lib/budget.hpp divides
+// them among the artifacts in flight).
+//
+// Defaults (a field left at 0):
+//   threads    = the CPUs this process may run on (sched_getaffinity), further
+//                capped by a cgroup v2 cpu.max quota when there is one.
+//   max_memory = clamp(available / 8, 256 MiB, 1 GiB), where available is the
+//                smaller of physical RAM and the cgroup v2 memory.max. It
+//                covers the decoders' multi-threading memory, the writers'
+//                buffers and the queues between stages; it is a target, not a
+//                hard cap: every decoder may still decode with one thread,
+//                whose memory (the xz dictionary, up to 64 MiB) is not counted.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+
+namespace redist {
+
+struct run_limits {
+    unsigned threads = 0;          // 0 = the default above
+    std::uint64_t max_memory = 0;  // bytes; 0 = the default above
+};
+
+// Per-stage time of one run, summed over the artifacts (and the threads of a
+// stage). busy: working; wait: blocked on the stage before or after it.
+struct stage_time {
+    std::string stage;  // "transfer", "archive hash", "decoder", "extractor", "writers"
+    double busy_seconds = 0;
+    double wait_seconds = 0;
+    std::uint64_t bytes = 0;  // bytes the stage produced or consumed
+};
+
+struct run_profile {
+    std::vector<stage_time> stages;  // stages that did any work, in pipeline order
+    unsigned threads = 0;            // the run's thread budget
+    std::uint64_t max_memory = 0;    // the run's memory budget
+    std::uint64_t peak_rss = 0;      // the process's peak resident set (bytes; 0 = unknown)
+};
+
+class run_budget;  // lib/budget.hpp: opaque to users of the library
+
+// A budget for one run (an install): pass it in install_request::budget (or
+// unpack_options::budget) and every artifact of the run shares it.
+// Outcomes: ok | internal (the writer threads could not start).
+result<std::shared_ptr<run_budget>> make_run_budget(const run_limits& limits = {});
+
+// What the run measured so far (call it after install() for the whole run).
+run_profile profile_of(const run_budget& budget);
+
+}  // namespace redist

@@ -1,0 +1,186 @@
+// budget.cpp — see budget.hpp.
+#include "budget.hpp"
+
+#include <sched.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <string>
+#include <system_error>
+#include <thread>
+
+#include "posix_file.hpp"
+
+namespace redist {
+namespace {
+
+constexpr std::uint64_t kMiB = 1ull << 20;
+constexpr std::uint64_t kMinMemory = 256 * kMiB;
+constexpr std::uint64_t kMaxDefaultMemory = 1024 * kMiB;
+
+// "/sys/fs/cgroup/<our cgroup v2 path>/<file>", or "" without cgroup v2.
+std::string cgroup_file(const char* name) {
+    auto self = read_file("/proc/self/cgroup", std::uint64_t{64} << 10, follow_links::yes);
+    if (!self) return {};
+    std::istringstream lines(*self);
+    for (std::string line; std::getline(lines, line);) {
+        if (line.rfind("0::", 0) != 0) continue;
+        std::string path = line.substr(3);
+        if (path.find("..") != std::string::npos) return {};
+        return "/sys/fs/cgroup" + (path == "/" ? std::string() : path) + "/" + name;
+    }
+    return {};
+}
+
+// First line of a cgroup file, or "" when absent.
+std::string cgroup_value(const char* name) {
+    const std::string path = cgroup_file(name);
+    if (path.empty()) return {};
+    auto text = read_file(path, 4096, follow_links::yes);
+    if (!text) return {};
+    return text->substr(0, text->find('\n'));
+}
+
+unsigned machine_threads() {
+    unsigned n = 0;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    if (sched_getaffinity(0, sizeof set, &set) == 0) n = static_cast<unsigned>(CPU_COUNT(&set));
+    if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+    // cpu.max: "<quota> <period>" or "max <period>".
+    std::istringstream quota(cgroup_value("cpu.max"));
+    std::string q;
+    double period = 0;
+    if (quota >> q >> period && q != "max" && period > 0) {
+        try {
+            const double cpus = std::ceil(std::stod(q) / period);
+            if (cpus >= 1 && cpus < n) n = static_cast<unsigned>(cpus);
+        } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): unreadable quota, keep n
+        }
+    }
+    return n;
+}
+
+std::uint64_t machine_memory() {
+    const long pages = ::sysconf(_SC_PHYS_PAGES);
+    const long page = ::sysconf(_SC_PAGESIZE);
+    std::uint64_t ram = pages > 0 && page > 0 ? static_cast<std::uint64_t>(pages) * static_cast<std::uint64_t>(page)
+                                              : 0;
+    const std::string limit = cgroup_value("memory.max");
+    if (!limit.empty() && limit != "max") {
+        try {
+            const std::uint64_t cg = std::stoull(limit);
+            if (cg > 0 && (ram == 0 || cg < ram)) ram = cg;
+        } catch (const std::exception&) {  // NOLINT(bugprone-empty-catch): unreadable limit, keep RAM
+        }
+    }
+    if (ram == 0) return kMinMemory;
+    return std::clamp<std::uint64_t>(ram / 8, kMinMemory, kMaxDefaultMemory);
+}
+
+std::uint64_t peak_rss() {
+    auto status = read_file("/proc/self/status", std::uint64_t{64} << 10, follow_links::yes);
+    if (!status) return 0;
+    const auto pos = status->find("VmHWM:");
+    if (pos == std::string::npos) return 0;
+    std::istringstream in(status->substr(pos + 6));
+    std::uint64_t kib = 0;
+    in >> kib;
+    return kib * 1024;
+}
+
+}  // namespace
+
+run_limits run_budget::machine_limits() { return {machine_threads(), machine_memory()}; }
+
+run_budget::run_budget(run_limits limits)
+    : threads_(limits.threads), memory_(limits.max_memory) {
+    if (threads_ == 0) threads_ = machine_threads();
+    if (memory_ == 0) memory_ = machine_memory();
+    // Small budgets shrink the queues and the writers' buffers with them;
+    // 1 GiB (the largest default) gives 4 MiB queues and 64 MiB of buffers.
+    queue_bytes_ = static_cast<std::size_t>(std::clamp<std::uint64_t>(memory_ / 256, 1 * kMiB, 8 * kMiB));
+    pool_bytes_ = static_cast<std::size_t>(std::clamp<std::uint64_t>(memory_ / 16, 8 * kMiB, 64 * kMiB));
+    pool_ = std::make_unique<work_pool>(threads_, work_pool::limits{pool_bytes_, 256});
+}
+
+run_budget::ticket::ticket(run_budget& budget, std::uint64_t weight) : budget_(&budget), weight_(std::max<std::uint64_t>(weight, 1)) {
+    std::lock_guard lock(budget_->mutex_);
+    budget_->unclaimed_weight_ += weight_;
+    ++budget_->enrolled_;
+}
+
+run_budget::ticket::~ticket() {
+    if (!budget_) return;
+    std::lock_guard lock(budget_->mutex_);
+    --budget_->enrolled_;
+    if (claimed_) {
+        budget_->claimed_threads_ -= share_.threads;
+        budget_->claimed_memory_ -= share_.memlimit;
+    } else {
+        budget_->unclaimed_weight_ -= weight_;
+    }
+}
+
+run_budget::decoder_share run_budget::ticket::claim() {
+    if (!budget_ || claimed_) return share_;
+    run_budget& b = *budget_;
+    std::lock_guard lock(b.mutex_);
+    const std::uint64_t overhead = b.pool_bytes_ + b.enrolled_ * 2 * b.queue_bytes_;
+    const std::uint64_t decoders = b.memory_ > overhead ? b.memory_ - overhead : 0;
+    const std::uint64_t free_memory = decoders > b.claimed_memory_ ? decoders - b.claimed_memory_ : 0;
+    const unsigned free_threads = b.threads_ > b.claimed_threads_ ? b.threads_ - b.claimed_threads_ : 0;
+    const double fraction = static_cast<double>(weight_) / static_cast<double>(std::max(b.unclaimed_weight_, weight_));
+    share_.threads = std::clamp(static_cast<unsigned>(std::lround(free_threads * fraction)), 1u, b.threads_);
+    share_.memlimit = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(static_cast<double>(free_memory) * fraction));
+    b.unclaimed_weight_ -= weight_;
+    b.claimed_threads_ += share_.threads;
+    b.claimed_memory_ += share_.memlimit;
+    claimed_ = true;
+    return share_;
+}
+
+void run_budget::add_time(profile_stage stage, std::uint64_t busy_ns, std::uint64_t wait_ns,
+                          std::uint64_t bytes) noexcept {
+    auto& s = stages_[static_cast<std::size_t>(stage)];
+    s.busy_ns.fetch_add(busy_ns, std::memory_order_relaxed);
+    s.wait_ns.fetch_add(wait_ns, std::memory_order_relaxed);
+    s.bytes.fetch_add(bytes, std::memory_order_relaxed);
+}
+
+run_profile run_budget::profile() const {
+    static const char* const names[] = {"transfer", "archive hash", "decoder", "extractor", "writers"};
+    run_profile p;
+    p.threads = threads_;
+    p.max_memory = memory_;
+    p.peak_rss = peak_rss();
+    for (std::size_t i = 0; i < stages_.size(); ++i) {
+        stage_time t;
+        t.stage = names[i];
+        t.busy_seconds = static_cast<double>(stages_[i].busy_ns.load()) / 1e9;
+        t.wait_seconds = static_cast<double>(stages_[i].wait_ns.load()) / 1e9;
+        t.bytes = stages_[i].bytes.load();
+        if (static_cast<profile_stage>(i) == profile_stage::writers) {
+            t.busy_seconds = pool_->busy_seconds();
+            t.wait_seconds = pool_->idle_seconds();
+        }
+        if (t.busy_seconds > 0 || t.wait_seconds > 0 || t.bytes > 0) p.stages.push_back(std::move(t));
+    }
+    return p;
+}
+
+result<std::shared_ptr<run_budget>> make_run_budget(const run_limits& limits) {
+    try {
+        return std::make_shared<run_budget>(limits);
+    } catch (const std::system_error& e) {
+        return make_error(error_code::internal, std::string("cannot start writer threads: ") + e.what());
+    } catch (const std::bad_alloc&) {
+        return make_error(error_code::internal, "out of memory");
+    }
+}
+
+run_profile profile_of(const run_budget& budget) { return budget.profile(); }
+
+}  // namespace redist

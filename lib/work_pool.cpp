@@ -1,0 +1,104 @@
+// work_pool.cpp — see work_pool.hpp.
+#include "work_pool.hpp"
+
+#include <chrono>
+#include <utility>
+
+namespace redist {
+namespace {
+
+std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
+}
+
+}  // namespace
+
+work_pool::work_pool(unsigned threads, limits lim) : limits_(lim) {
+    if (threads == 0) threads = 1;
+    workers_.reserve(threads);
+    try {
+        for (unsigned i = 0; i < threads; ++i) workers_.emplace_back([this] { run_worker(); });
+    } catch (...) {
+        // Could not start them all: stop the ones that did start, then rethrow.
+        {
+            std::lock_guard lock(mutex_);
+            stopping_ = true;
+        }
+        work_ready_.notify_all();
+        for (auto& w : workers_) w.join();
+        throw;
+    }
+}
+
+work_pool::~work_pool() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    work_ready_.notify_all();
+    room_.notify_all();
+    for (auto& w : workers_) w.join();
+}
+
+bool work_pool::reserve(std::size_t bytes, std::size_t slots, const std::atomic<bool>& stop) {
+    std::unique_lock lock(mutex_);
+    room_.wait(lock, [&] {
+        if (stop.load(std::memory_order_acquire)) return true;
+        const bool idle = bytes_ == 0 && slots_ == 0;
+        return idle || (bytes_ + bytes <= limits_.max_bytes && slots_ + slots <= limits_.max_slots);
+    });
+    if (stop.load(std::memory_order_acquire)) return false;
+    bytes_ += bytes;
+    slots_ += slots;
+    return true;
+}
+
+void work_pool::release(std::size_t bytes, std::size_t slots) noexcept {
+    {
+        std::lock_guard lock(mutex_);
+        bytes_ -= bytes;
+        slots_ -= slots;
+    }
+    room_.notify_all();
+}
+
+void work_pool::wake() noexcept {
+    // Taking the lock orders the caller's stop flag before the waiters' check.
+    { std::lock_guard lock(mutex_); }
+    room_.notify_all();
+}
+
+void work_pool::post(std::function<void()> task) {
+    {
+        std::lock_guard lock(mutex_);
+        tasks_.push_back(std::move(task));
+    }
+    work_ready_.notify_one();
+}
+
+void work_pool::run_worker() {
+    for (;;) {
+        std::function<void()> task;
+        {
+            const auto idle_since = std::chrono::steady_clock::now();
+            std::unique_lock lock(mutex_);
+            work_ready_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+            idle_ns_.fetch_add(elapsed_ns(idle_since), std::memory_order_relaxed);
+            if (tasks_.empty()) return;  // stopping, and nothing left to run
+            task = std::move(tasks_.front());
+            tasks_.pop_front();
+        }
+        const auto started = std::chrono::steady_clock::now();
+        try {
+            task();
+        } catch (...) {  // NOLINT(bugprone-empty-catch): documented in the header
+        }
+        busy_ns_.fetch_add(elapsed_ns(started), std::memory_order_relaxed);
+    }
+}
+
+double work_pool::busy_seconds() const noexcept { return static_cast<double>(busy_ns_.load()) / 1e9; }
+double work_pool::idle_seconds() const noexcept { return static_cast<double>(idle_ns_.load()) / 1e9; }
+
+}  // namespace redist
