@@ -43,6 +43,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "json_type.hpp"
 #include "safe_path.hpp"
 
 namespace redist {
@@ -50,6 +51,7 @@ namespace redist {
 namespace {
 
 namespace od = simdjson::ondemand;
+using json::type_name;
 
 // ---- small helpers ----------------------------------------------------------
 
@@ -81,18 +83,6 @@ std::string child_path(std::string_view parent, std::string_view key) {
     if (!out.empty()) out += '.';
     out += display_key(key);
     return out;
-}
-
-const char* type_name(od::json_type t) noexcept {
-    switch (t) {
-        case od::json_type::array: return "an array";
-        case od::json_type::object: return "an object";
-        case od::json_type::number: return "a number";
-        case od::json_type::string: return "a string";
-        case od::json_type::boolean: return "a boolean";
-        case od::json_type::null: return "null";
-    }
-    return "an unknown value";
 }
 
 // Returns the lower-cased digest, or nullopt if `text` is not `digits` hex digits.
@@ -378,7 +368,7 @@ result<void> walker::read_cuda_variants(od::value value, const std::string& path
     for (auto element_result : array) {
         const std::string element_path = path + "[" + std::to_string(index++) + "]";
         od::value element;
-        if (auto ec = std::move(element_result).get(element)) return json_error(ec, element_path);
+        if (auto ec = element_result.get(element)) return json_error(ec, element_path);
         std::string text;
         REDIST_TRY_VOID(read_string(element, element_path, "cuda_variant entry", text));
         out.push_back(std::move(text));

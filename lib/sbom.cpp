@@ -19,6 +19,7 @@
 #include <set>
 #include <vector>
 
+#include "hex.hpp"
 #include "posix_file.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
@@ -397,13 +398,7 @@ private:
         std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
         unsigned len = 0;
         EVP_DigestFinal_ex(ctx, md.data(), &len);
-        static constexpr char digits[] = "0123456789abcdef";
-        std::string out;
-        for (unsigned i = 0; i < len; ++i) {
-            out += digits[md[i] >> 4];
-            out += digits[md[i] & 15];
-        }
-        return out;
+        return to_hex(md.data(), len);
     }
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha1_, sha256_;
 };
