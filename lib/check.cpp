@@ -24,6 +24,7 @@
 #include "check_data.hpp"
 #include "elf.hpp"
 #include "redist/install.hpp"
+#include "redist/printable.hpp"
 
 namespace redist {
 
@@ -44,39 +45,7 @@ std::size_t check_report::count(check_severity s) const {
 }
 
 std::string escape_for_display(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    auto hex = [&](unsigned char c) {
-        char buf[5];
-        std::snprintf(buf, sizeof buf, "\\x%02x", c);
-        out += buf;
-    };
-    for (std::size_t i = 0; i < text.size();) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (c == '\\') {
-            out += "\\\\";
-            ++i;
-        } else if (c < 0x20 || c == 0x7f) {
-            hex(c);
-            ++i;
-        } else if (c < 0x80) {
-            out += static_cast<char>(c);
-            ++i;
-        } else {
-            // Keep well-formed UTF-8 (names may be non-ASCII); escape stray bytes.
-            const std::size_t len = c >= 0xf0 && c < 0xf5 ? 4 : c >= 0xe0 ? 3 : c >= 0xc2 && c < 0xe0 ? 2 : 0;
-            bool ok = len != 0 && i + len <= text.size();
-            for (std::size_t k = 1; ok && k < len; ++k) ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
-            if (ok) {
-                out.append(text.substr(i, len));
-                i += len;
-            } else {
-                hex(c);
-                ++i;
-            }
-        }
-    }
-    return out;
+    return printable(text, no_length_limit, backslashes::escape);
 }
 
 std::string minimum_driver_for_cuda(int cuda_major) {

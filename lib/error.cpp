@@ -1,44 +1,51 @@
 #include "redist/error.hpp"
 
 #include <algorithm>
+#include <iterator>
 
 namespace redist {
 
-int exit_code_for(error_code code) noexcept {
-    switch (code) {
-        case error_code::internal: return 1;
-        case error_code::usage: return 2;
-        case error_code::not_found: return 3;
-        case error_code::bad_manifest: return 4;
-        case error_code::integrity: return 5;
-        case error_code::network: return 6;
-        case error_code::unsafe_archive: return 7;
-        case error_code::bad_archive: return 8;
-        case error_code::conflict: return 9;
-        case error_code::filesystem: return 10;
-        case error_code::cancelled: return 130;
-        case error_code::check_failed: return 11;
-    }
-    return 1;
+namespace {
+
+constexpr exit_code_row rows[] = {
+    {error_code::internal, 1, "internal", "internal error", ""},
+    {error_code::usage, 2, "usage", "usage error", "bad arguments"},
+    {error_code::not_found, 3, "not_found", "not found",
+     "product, version, component, platform, CUDA variant; HTTP 404; offline and not cached"},
+    {error_code::bad_manifest, 4, "bad_manifest", "bad manifest, index, receipt or lock file", ""},
+    {error_code::bad_archive, 8, "bad_archive", "corrupt or unsupported archive data", ""},
+    {error_code::integrity, 5, "integrity", "integrity failure",
+     "size or SHA-256 mismatch; verify found changes; a locked artifact changed upstream"},
+    {error_code::network, 6, "network", "network failure", "connection, TLS, HTTP errors other than 404"},
+    {error_code::unsafe_archive, 7, "unsafe_archive", "unsafe archive",
+     "entries escaping the prefix, device nodes, ..."},
+    {error_code::conflict, 9, "conflict", "conflict", "two components ship different files at one path"},
+    {error_code::filesystem, 10, "filesystem", "filesystem error", "disk full, permissions, ..."},
+    {error_code::cancelled, 130, "cancelled", "cancelled", "stopped on purpose; as Ctrl-C"},
+    {error_code::check_failed, 11, "check_failed", "a post-install check failed", "redist check; fetch --check"},
+};
+
+// Row i describes enumerator i, so a lookup is an index and a missing or
+// misplaced row fails the build.
+constexpr bool rows_follow_enumerators() {
+    for (std::size_t i = 0; i < std::size(rows); ++i)
+        if (static_cast<std::size_t>(rows[i].code) != i) return false;
+    return static_cast<std::size_t>(error_code::check_failed) + 1 == std::size(rows);
+}
+static_assert(rows_follow_enumerators(), "exit_code_table(): one row per error_code, in enumerator order");
+
+const exit_code_row& row_for(error_code code) noexcept {
+    const auto i = static_cast<std::size_t>(code);
+    return i < std::size(rows) ? rows[i] : rows[0];
 }
 
-const char* to_string(error_code code) noexcept {
-    switch (code) {
-        case error_code::internal: return "internal";
-        case error_code::usage: return "usage";
-        case error_code::not_found: return "not_found";
-        case error_code::bad_manifest: return "bad_manifest";
-        case error_code::bad_archive: return "bad_archive";
-        case error_code::integrity: return "integrity";
-        case error_code::network: return "network";
-        case error_code::unsafe_archive: return "unsafe_archive";
-        case error_code::conflict: return "conflict";
-        case error_code::filesystem: return "filesystem";
-        case error_code::cancelled: return "cancelled";
-        case error_code::check_failed: return "check_failed";
-    }
-    return "internal";
-}
+}  // namespace
+
+std::span<const exit_code_row> exit_code_table() noexcept { return rows; }
+
+int exit_code_for(error_code code) noexcept { return row_for(code).exit_code; }
+
+const char* to_string(error_code code) noexcept { return row_for(code).name; }
 
 namespace {
 // Messages must stay on one line whatever a server or archive put in them.
@@ -60,10 +67,10 @@ std::string error::describe() const {
     return one_line(std::move(out));
 }
 
-error&& error::with_url(std::string v) && { url = sanitize_url(v); return std::move(*this); }
+error&& error::with_url(const std::string& v) && { url = sanitize_url(v); return std::move(*this); }
 error&& error::with_path(std::string v) && { path = std::move(v); return std::move(*this); }
 error&& error::with_json_path(std::string v) && { json_path = std::move(v); return std::move(*this); }
-error&& error::with_source(std::string v) && { source = sanitize_url(v); return std::move(*this); }
+error&& error::with_source(const std::string& v) && { source = sanitize_url(v); return std::move(*this); }
 error&& error::with_expected_actual(std::string e, std::string a) && {
     expected = std::move(e);
     actual = std::move(a);

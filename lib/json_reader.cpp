@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "json_type.hpp"
 #include "safe_path.hpp"
 
 namespace redist::json {
@@ -39,8 +40,6 @@ struct context {
     }
 };
 
-namespace {
-
 const char* type_name(od::json_type t) noexcept {
     switch (t) {
         case od::json_type::array: return "an array";
@@ -52,6 +51,8 @@ const char* type_name(od::json_type t) noexcept {
     }
     return "an unknown value";
 }
+
+namespace {
 
 std::string child_path(const std::string& parent, std::string_view key) {
     std::string out = parent;
@@ -164,7 +165,7 @@ result<void> value::for_each(const value_fn& fn) {
     for (auto element_result : array) {
         const std::string element_path = path_ + "[" + std::to_string(index++) + "]";
         od::value element;
-        if (auto ec = std::move(element_result).get(element)) return ctx_->json_error(ec, element_path);
+        if (auto ec = element_result.get(element)) return ctx_->json_error(ec, element_path);
         value wrapped(*ctx_, &element, element_path);
         REDIST_TRY_VOID(fn(wrapped));
     }

@@ -43,6 +43,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "json_type.hpp"
 #include "safe_path.hpp"
 
 namespace redist {
@@ -50,6 +51,7 @@ namespace redist {
 namespace {
 
 namespace od = simdjson::ondemand;
+using json::type_name;
 
 // ---- small helpers ----------------------------------------------------------
 
@@ -81,18 +83,6 @@ std::string child_path(std::string_view parent, std::string_view key) {
     if (!out.empty()) out += '.';
     out += display_key(key);
     return out;
-}
-
-const char* type_name(od::json_type t) noexcept {
-    switch (t) {
-        case od::json_type::array: return "an array";
-        case od::json_type::object: return "an object";
-        case od::json_type::number: return "a number";
-        case od::json_type::string: return "a string";
-        case od::json_type::boolean: return "a boolean";
-        case od::json_type::null: return "null";
-    }
-    return "an unknown value";
 }
 
 // Returns the lower-cased digest, or nullopt if `text` is not `digits` hex digits.
@@ -233,6 +223,13 @@ private:
     result<void> read_platform(od::object object, const std::string& path, component& comp,
                                const std::string& platform);
     result<void> read_variant(od::object object, const std::string& path, pending_artifact& out);
+    // A field whose value is an object under a name (a platform of a
+    // component, a variant of a platform): nullopt for a value of another
+    // type (metadata this parser does not know); an error for a key that is
+    // not a valid name or that `seen` holds already.
+    result<std::optional<od::object>> read_named_object(od::value value, const std::string& path,
+                                                        const std::string& key, const char* what,
+                                                        std::unordered_set<std::string>& seen);
     // Returns true if `key` is an artifact key (and stores it), false if not.
     result<bool> read_artifact_field(std::string_view key, od::value value, const std::string& parent,
                                      pending_artifact& out);
@@ -355,17 +352,25 @@ result<void> walker::read_component(od::object object, const std::string& path, 
             continue;
         }
 
-        od::json_type type{};
-        if (auto ec = value.type().get(type)) return json_error(ec, field_path);
-        if (type != od::json_type::object) continue;  // unknown component metadata
-        if (const char* why = name_problem(key))
-            return bad(field_path, "platform key '" + printable(key, 64) + "' is not a valid name: " + why);
-        if (!platform_keys.insert(key).second) return bad(field_path, "duplicate platform");
-        od::object platform;
-        if (auto ec = value.get_object().get(platform)) return json_error(ec, field_path);
-        REDIST_TRY_VOID(read_platform(platform, field_path, out, key));
+        REDIST_TRY(const auto platform, read_named_object(value, field_path, key, "platform", platform_keys));
+        if (!platform) continue;  // unknown component metadata
+        REDIST_TRY_VOID(read_platform(*platform, field_path, out, key));
     }
     return {};
+}
+
+result<std::optional<od::object>> walker::read_named_object(od::value value, const std::string& path,
+                                                             const std::string& key, const char* what,
+                                                             std::unordered_set<std::string>& seen) {
+    od::json_type type{};
+    if (auto ec = value.type().get(type)) return json_error(ec, path);
+    if (type != od::json_type::object) return std::optional<od::object>();
+    if (const char* why = name_problem(key))
+        return bad(path, std::string(what) + " key '" + printable(key, 64) + "' is not a valid name: " + why);
+    if (!seen.insert(key).second) return bad(path, std::string("duplicate ") + what);
+    od::object object;
+    if (auto ec = value.get_object().get(object)) return json_error(ec, path);
+    return std::optional<od::object>(object);
 }
 
 result<void> walker::read_cuda_variants(od::value value, const std::string& path, std::vector<std::string>& out) {
@@ -378,7 +383,7 @@ result<void> walker::read_cuda_variants(od::value value, const std::string& path
     for (auto element_result : array) {
         const std::string element_path = path + "[" + std::to_string(index++) + "]";
         od::value element;
-        if (auto ec = std::move(element_result).get(element)) return json_error(ec, element_path);
+        if (auto ec = element_result.get(element)) return json_error(ec, element_path);
         std::string text;
         REDIST_TRY_VOID(read_string(element, element_path, "cuda_variant entry", text));
         out.push_back(std::move(text));
@@ -408,16 +413,10 @@ result<void> walker::read_platform(od::object object, const std::string& path, c
         }
 
         const std::string variant_path = child_path(path, key);
-        od::json_type type{};
-        if (auto ec = value.type().get(type)) return json_error(ec, variant_path);
-        if (type != od::json_type::object) continue;  // unknown platform metadata
-        if (const char* why = name_problem(key))
-            return bad(variant_path, "variant key '" + printable(key, 64) + "' is not a valid name: " + why);
-        if (!variant_keys.insert(key).second) return bad(variant_path, "duplicate variant");
-        od::object variant_object;
-        if (auto ec = value.get_object().get(variant_object)) return json_error(ec, variant_path);
+        REDIST_TRY(const auto variant_object, read_named_object(value, variant_path, key, "variant", variant_keys));
+        if (!variant_object) continue;  // unknown platform metadata
         pending_artifact fields;
-        REDIST_TRY_VOID(read_variant(variant_object, variant_path, fields));
+        REDIST_TRY_VOID(read_variant(*variant_object, variant_path, fields));
         REDIST_TRY(artifact a, finish_artifact(std::move(fields), variant_path, comp.key, platform, key));
         variants.push_back(std::move(a));
     }

@@ -15,26 +15,6 @@ bool is_name_char(char ch) noexcept {
 
 }  // namespace
 
-std::string printable(std::string_view text, std::size_t max_len) {
-    static constexpr char hex[] = "0123456789abcdef";
-    std::string out;
-    for (const char ch : text) {
-        if (out.size() >= max_len) {
-            out += "...";
-            break;
-        }
-        const auto c = static_cast<unsigned char>(ch);
-        if (c < 0x20 || c >= 0x7f || c == '\\') {
-            out += "\\x";
-            out += hex[c >> 4];
-            out += hex[c & 15];
-        } else {
-            out += ch;
-        }
-    }
-    return out;
-}
-
 const char* name_problem(std::string_view text) noexcept {
     if (text.empty()) return "it is empty";
     if (text.size() > max_name_length) return "it is longer than 128 characters";

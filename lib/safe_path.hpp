@@ -16,6 +16,7 @@
 #include <string_view>
 
 #include "redist/error.hpp"
+#include "redist/printable.hpp"  // printable(): names in the messages below are escaped
 
 namespace redist {
 
@@ -45,9 +46,5 @@ result<std::filesystem::path> confined_join(const std::filesystem::path& root, s
 
 // True when `path` is lexically strictly below `root` (both normalized).
 bool is_strictly_under(const std::filesystem::path& root, const std::filesystem::path& path) noexcept;
-
-// `text` with control characters and non-ASCII bytes escaped (\xNN), cut to
-// about max_len characters, so that it can appear in a one-line message.
-std::string printable(std::string_view text, std::size_t max_len = 200);
 
 }  // namespace redist

@@ -19,6 +19,7 @@
 #include <set>
 #include <vector>
 
+#include "hex.hpp"
 #include "posix_file.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
@@ -137,6 +138,7 @@ std::map<std::string, std::string> license_refs(const sbom_document& doc) {
 // SPDX 2.3 §7.9: SHA-1 over the sorted, concatenated SHA-1s of the package's files.
 std::string verification_code(const std::vector<sbom_file>& files) {
     std::vector<std::string> sums;
+    sums.reserve(files.size());
     for (const auto& f : files) sums.push_back(f.sha1);
     std::sort(sums.begin(), sums.end());
     std::string joined;
@@ -148,13 +150,7 @@ std::string verification_code(const std::vector<sbom_file>& files) {
         EVP_DigestUpdate(ctx.get(), joined.data(), joined.size()) != 1 ||
         EVP_DigestFinal_ex(ctx.get(), md.data(), &len) != 1)
         throw std::bad_alloc();
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out;
-    for (unsigned i = 0; i < len; ++i) {
-        out += digits[md[i] >> 4];
-        out += digits[md[i] & 15];
-    }
-    return out;
+    return to_hex(md.data(), len);
 }
 
 void spdx_checksum(json_writer& w, const char* algorithm, const std::string& value) {
@@ -397,13 +393,7 @@ private:
         std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
         unsigned len = 0;
         EVP_DigestFinal_ex(ctx, md.data(), &len);
-        static constexpr char digits[] = "0123456789abcdef";
-        std::string out;
-        for (unsigned i = 0; i < len; ++i) {
-            out += digits[md[i] >> 4];
-            out += digits[md[i] & 15];
-        }
-        return out;
+        return to_hex(md.data(), len);
     }
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha1_, sha256_;
 };

@@ -13,6 +13,8 @@
 #include <new>
 #include <vector>
 
+#include "hex.hpp"
+
 namespace redist {
 
 namespace {
@@ -20,16 +22,6 @@ namespace {
 constexpr std::size_t kDigestSize = 32;
 // Large reads keep syscall overhead negligible next to the hashing itself.
 constexpr std::size_t kReadBuffer = 1u << 20;
-
-std::string to_hex(const unsigned char* bytes, std::size_t size) {
-    static constexpr char digits[] = "0123456789abcdef";
-    std::string out(size * 2, '\0');
-    for (std::size_t i = 0; i < size; ++i) {
-        out[2 * i] = digits[bytes[i] >> 4];
-        out[2 * i + 1] = digits[bytes[i] & 0x0f];
-    }
-    return out;
-}
 
 // (Re)initializes a context for SHA-256. EVP_DigestInit_ex only fails on
 // allocation failure or a broken provider setup; neither is recoverable here.
@@ -84,6 +76,16 @@ result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64
 }
 
 }  // namespace
+
+std::string to_hex(const unsigned char* bytes, std::size_t size) {
+    static constexpr char digits[] = "0123456789abcdef";
+    std::string out(size * 2, '\0');
+    for (std::size_t i = 0; i < size; ++i) {
+        out[2 * i] = digits[bytes[i] >> 4];
+        out[2 * i + 1] = digits[bytes[i] & 0x0f];
+    }
+    return out;
+}
 
 void sha256_hasher::ctx_deleter::operator()(evp_md_ctx_st* ctx) const noexcept {
     EVP_MD_CTX_free(ctx);

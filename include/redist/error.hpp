@@ -8,14 +8,19 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 
 namespace redist {
 
 // Error categories. Each maps to a distinct, documented tool exit code
-// (see exit_code_for()).
+// (see exit_code_table()). Adding one: add the enumerator here, its row in
+// exit_code_table() (lib/error.cpp; the build fails until the rows and the
+// enumerators line up) and its row in README.md's table (tests/error_test.cpp
+// checks it).
 enum class error_code : std::uint8_t {
     internal,        // a bug or an unexpected library failure
     usage,           // bad arguments or options
@@ -27,9 +32,25 @@ enum class error_code : std::uint8_t {
     unsafe_archive,  // archive entry that would escape the prefix, device nodes, ...
     conflict,        // two components ship different files at one path
     filesystem,      // I/O errors: disk full, permissions, ...
-    cancelled,       // the caller's progress callback asked to stop
+    cancelled,       // stopped on purpose: stream_unpacker::cancel(), or work abandoned
+                     // because another artifact failed (install() reports that failure)
     check_failed,    // a post-install check failed (redist check, fetch --check)
 };
+
+// One row of the exit-code table, the single source of exit_code_for(),
+// to_string(), the "Exit codes:" section of every tool's --help and the
+// README's table (tests/error_test.cpp compares them).
+struct exit_code_row {
+    error_code code;
+    int exit_code;        // 1..125, or 130 for cancelled (as for SIGINT)
+    const char* name;     // stable, for --json: "integrity", "network", ...
+    const char* summary;  // a few words; each README row starts with them
+    const char* detail;   // what falls under it, for --help; may be empty
+};
+
+// Every error_code once, in enumerator order. (0, success, is no error and
+// has no row.)
+std::span<const exit_code_row> exit_code_table() noexcept;
 
 // The exit code a tool uses for an error of this category. Documented in
 // README.md and in every tool's --help.
@@ -55,10 +76,10 @@ struct error {
 
     // Fluent helpers, so call sites stay short:
     //   return make_error(error_code::integrity, "sha256 mismatch").with_url(u)
-    error&& with_url(std::string v) &&;
+    error&& with_url(const std::string& v) &&;
     error&& with_path(std::string v) &&;
     error&& with_json_path(std::string v) &&;
-    error&& with_source(std::string v) &&;
+    error&& with_source(const std::string& v) &&;
     error&& with_expected_actual(std::string e, std::string a) &&;
 };
 
@@ -117,6 +138,8 @@ private:
 
 // Propagates an error from an expression returning result<...>.
 //   REDIST_TRY(auto manifest, parse_manifest(text, source));
+// `decl` is a declaration and `tmp` a name: neither can be parenthesized.
+// NOLINTBEGIN(bugprone-macro-parentheses)
 #define REDIST_CONCAT_INNER(a, b) a##b
 #define REDIST_CONCAT(a, b) REDIST_CONCAT_INNER(a, b)
 #define REDIST_TRY_IMPL(tmp, decl, expr)                          \
@@ -129,3 +152,4 @@ private:
         auto redist_try_void_ = (expr);                           \
         if (!redist_try_void_.ok()) return std::move(redist_try_void_).error_value(); \
     } while (0)
+// NOLINTEND(bugprone-macro-parentheses)

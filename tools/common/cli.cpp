@@ -17,20 +17,27 @@ namespace redist_tools {
 
 std::string tool_name = "redist";
 
-const char* const exit_code_help =
-    "Exit codes:\n"
-    "  0  success (including \"already installed\")\n"
-    "  1  internal error\n"
-    "  2  usage error (bad arguments)\n"
-    "  3  not found (product, version, component, platform, CUDA variant; HTTP 404)\n"
-    "  4  bad manifest, index, receipt or lock file\n"
-    "  5  integrity failure (size or SHA-256 mismatch; verify found changes)\n"
-    "  6  network failure (connection, TLS, HTTP errors other than 404)\n"
-    "  7  unsafe archive (entries escaping the prefix, device nodes, ...)\n"
-    "  8  corrupt or unsupported archive data\n"
-    "  9  conflict (two components ship different files at one path)\n"
-    " 10  filesystem error (disk full, permissions, ...)\n"
-    " 11  a post-install check failed (redist check; fetch --check)\n";
+namespace {
+
+// "Exit codes:" and one line per code, from the library's table (0 first,
+// then by number), so --help, exit_code_for() and README.md cannot disagree.
+std::string make_exit_code_help() {
+    std::vector<redist::exit_code_row> rows(redist::exit_code_table().begin(), redist::exit_code_table().end());
+    std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.exit_code < b.exit_code; });
+    std::string out = "Exit codes:\n    0  success (including \"already installed\")\n";
+    for (const auto& r : rows) {
+        char code[8];
+        std::snprintf(code, sizeof code, "%5d", r.exit_code);
+        out += std::string(code) + "  " + r.summary;
+        if (*r.detail) out += std::string(" (") + r.detail + ")";
+        out += "\n";
+    }
+    return out;
+}
+
+}  // namespace
+
+const std::string exit_code_help = make_exit_code_help();
 
 redist::transfer_options source_options::transfer() const {
     redist::transfer_options t;

@@ -15,8 +15,9 @@
 
 namespace redist_tools {
 
-// The exit-code table printed by every --help and documented in README.md.
-extern const char* const exit_code_help;
+// The "Exit codes:" section of every --help, made from
+// redist::exit_code_table() (the README's table is tested against it).
+extern const std::string exit_code_help;
 
 // Options shared by every command that reads a release.
 struct source_options {

@@ -1,0 +1,12 @@
+// Internal: lower-case hex of a byte string (digests in receipts, lock files,
+// SBOMs). One copy for every hasher (verify.cpp defines it).
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace redist {
+
+std::string to_hex(const unsigned char* bytes, std::size_t size);
+
+}  // namespace redist

@@ -1,0 +1,116 @@
+// `redist cache list|prune|dir` — the download cache: verified archives by
+// SHA-256, interrupted downloads and per-blob locks.
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+
+#include "commands/commands.hpp"
+#include "common/printable.hpp"
+#include "redist/cache.hpp"
+#include "redist/json_writer.hpp"
+
+namespace redist_tools {
+
+namespace {
+
+struct cache_args {
+    std::string action;
+    std::string cache_dir;
+    std::string older_than;
+    bool json = false;
+    bool shared = false;
+};
+
+// "30d", "12h", "45m", "90s" or plain seconds.
+std::optional<std::chrono::seconds> parse_duration(const std::string& text) {
+    if (text.empty()) return std::nullopt;
+    std::size_t used = 0;
+    unsigned long long n = 0;
+    try {
+        n = std::stoull(text, &used);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    const std::string unit = text.substr(used);
+    const unsigned long long scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600
+                                     : unit == "d" ? 86400 : unit == "w" ? 604800 : 0;
+    if (!scale) return std::nullopt;
+    return std::chrono::seconds(static_cast<long long>(n * scale));
+}
+
+int list_cache(const redist::blob_cache& cache, const std::filesystem::path& root, bool json) {
+    auto entries = cache.list();
+    if (!entries.ok()) return report_error(entries.error_value());
+    std::uint64_t total = 0;
+    redist::json_writer w(2);
+    w.begin_array();
+    for (const auto& e : *entries) {
+        total += e.size;
+        if (json) {
+            w.begin_object().field("sha256", e.sha256).field("size", e.size).field("partial", e.partial);
+            w.field("path", (e.partial ? cache.partial_path(e.sha256) : cache.blob_path(e.sha256)).string());
+            w.end_object();
+        } else {
+            std::printf("%s %10s%s\n", e.sha256.c_str(), human_size(e.size).c_str(),
+                        e.partial ? "  (partial download)" : "");
+        }
+    }
+    w.end_array();
+    if (json) std::printf("%s\n", w.str().c_str());
+    else std::printf("%zu entries, %s in %s\n", entries->size(), human_size(total).c_str(), printable(root.string()).c_str());
+    return 0;
+}
+
+int prune_cache(const redist::blob_cache& cache, const std::filesystem::path& root, const std::string& older_than) {
+    std::chrono::seconds age{0};
+    if (!older_than.empty()) {
+        auto parsed = parse_duration(older_than);
+        if (!parsed)
+            return report_error(redist::make_error(redist::error_code::usage,
+                                                   "--older-than takes a duration like 30d, 12h, 45m or 90s, not '" +
+                                                       older_than + "'"));
+        age = *parsed;
+    }
+    auto freed = cache.prune(age);
+    if (!freed.ok()) return report_error(freed.error_value());
+    std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
+    return 0;
+}
+
+int run_cache(const cache_args& args) {
+    const auto root = redist::default_cache_dir(args.cache_dir);
+    if (args.action == "dir" && !root.empty()) {  // no home: open() below says why
+        std::printf("%s\n", root.c_str());
+        return 0;
+    }
+    auto cache = redist::blob_cache::open(root, args.shared);
+    if (!cache.ok()) return report_error(cache.error_value());
+    if (args.action == "list") return list_cache(*cache, root, args.json);
+    return prune_cache(*cache, root, args.older_than);
+}
+
+}  // namespace
+
+void add_cache_command(CLI::App& app, command_runner& selected) {
+    auto args = std::make_shared<cache_args>();
+    auto* cmd = app.add_subcommand("cache", "Manage the download cache: list, prune, dir");
+    cmd->add_option("ACTION", args->action, "list | prune | dir")
+        ->required()
+        ->check(CLI::IsMember({"list", "prune", "dir"}));
+    cmd->add_option("--cache-dir", args->cache_dir,
+                    "The cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist, else ~/.cache/redist)")
+        ->type_name("DIR");
+    cmd->add_option("--older-than", args->older_than, "prune: only entries unused for this long (30d, 12h, ...)")
+        ->type_name("D");
+    cmd->add_flag("--json", args->json, "list: print JSON");
+    cmd->add_flag("--shared-cache", args->shared, "The cache may belong to other users (see fetch --shared-cache)");
+    cmd->footer("\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
+                "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
+                "processes and to delete at any time.\n\n"
+                "Examples:\n  redist cache list\n  redist cache prune --older-than 30d\n  du -sh \"$(redist cache dir)\"\n\n" +
+                exit_code_help);
+    cmd->final_callback([args, &selected] { selected = [args] { return run_cache(*args); }; });
+}
+
+}  // namespace redist_tools

@@ -1,0 +1,38 @@
+// `redist fetch PRODUCT [VERSION] --prefix DIR` — download, verify and
+// install. The work and its rendering are in common/fetch_command.cpp
+// (run_fetch), shared with cudnn-fetch.
+#include <memory>
+
+#include "commands/commands.hpp"
+
+namespace redist_tools {
+
+namespace {
+
+int run_fetch_command(const fetch_options& fetch) {
+    if (fetch.source.manifest.empty() && fetch.product.empty() && fetch.locked.empty())
+        return report_error(redist::make_error(redist::error_code::usage,
+                                               "fetch needs PRODUCT [VERSION], or --manifest PATH|URL"));
+    return run_fetch(fetch);
+}
+
+}  // namespace
+
+void add_fetch_command(CLI::App& app, command_runner& selected) {
+    auto fetch = std::make_shared<fetch_options>();
+    auto* cmd = app.add_subcommand("fetch", "Download, verify and install components into a prefix");
+    cmd->add_option("PRODUCT", fetch->product, "cudnn, cuda, ...");
+    cmd->add_option("VERSION", fetch->version, "9.27.0, 9.27, 9 or latest (default)");
+    add_fetch_flags(*cmd, *fetch);
+    cmd->footer(
+        "\nThe archive's top-level directory is stripped: --prefix /opt/cudnn gives /opt/cudnn/include, "
+        "/opt/cudnn/lib.\nEach archive's top-level files (LICENSE, ...) go to <prefix>/share/licenses/<component>/.\n"
+        "Receipts: <prefix>/.redist/receipts/<product>/<component>.json. Re-running is a no-op when they match.\n\n"
+        "Examples:\n  redist fetch cuda 12.9.1 --component cuda_nvcc,cuda_cudart --prefix /opt/cuda\n"
+        "  redist fetch cudnn 9 --component cudnn,cudnn_jit --cuda 12 --prefix /opt/cudnn\n"
+        "  redist fetch --locked redist.lock --prefix /opt/cudnn\n\n" +
+        exit_code_help);
+    cmd->final_callback([fetch, &selected] { selected = [fetch] { return run_fetch_command(*fetch); }; });
+}
+
+}  // namespace redist_tools

@@ -1,0 +1,64 @@
+// `redist remove --prefix DIR [--component a,b] [--product P]` — removes what
+// redist installed, in one journaled transaction under the prefix lock.
+#include <cstdio>
+#include <memory>
+
+#include "commands/commands.hpp"
+#include "common/printable.hpp"
+#include "redist/install.hpp"
+
+namespace redist_tools {
+
+namespace {
+
+struct remove_args {
+    std::string prefix;
+    std::string product;
+    std::vector<std::string> components;
+    bool quiet = false;
+};
+
+int run_remove(const remove_args& args) {
+    auto lock = redist::prefix_lock::acquire(args.prefix, [&] {
+        std::fprintf(stderr, "%s: waiting for lock on %s\n", tool_name.c_str(), printable(args.prefix).c_str());
+    });
+    if (!lock.ok()) return report_error(lock.error_value());
+    // One transaction for all of them: the receipts are read once.
+    std::vector<redist::component_ref> targets;
+    if (args.components.empty()) {
+        auto receipts = redist::read_receipts(lock->prefix());
+        if (!receipts.ok()) return report_error(receipts.error_value());
+        for (const auto& r : *receipts)
+            if (args.product.empty() || r.product == args.product) targets.push_back({r.product, r.component});
+    } else {
+        for (const auto& component : args.components) targets.push_back({args.product, component});
+    }
+    auto removed = redist::remove_components(*lock, targets);
+    if (!removed.ok()) return report_error(removed.error_value());
+    if (!args.quiet)
+        for (const auto& t : targets)
+            std::printf("removed %s from %s\n", printable(t.component).c_str(), printable(args.prefix).c_str());
+    return 0;
+}
+
+}  // namespace
+
+void add_remove_command(CLI::App& app, command_runner& selected) {
+    auto args = std::make_shared<remove_args>();
+    auto* cmd = app.add_subcommand("remove", "Remove what redist installed (all, or --component)");
+    cmd->add_option("--prefix", args->prefix, "The prefix")->required()->type_name("DIR");
+    cmd->add_option("--component", args->components, "Components to remove (default: all)")
+        ->delimiter(',')
+        ->type_name("a,b");
+    cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
+    cmd->add_option("--product", args->product, "Only this product's components")->type_name("NAME");
+    cmd->footer("\nOnly files the receipts list are removed (with their receipts and directories left empty);\n"
+                "files you added stay. All or nothing: an interrupted removal is completed by the next\n"
+                "`redist fetch` or `redist remove` on the prefix.\n\n"
+                "Examples:\n  redist remove --prefix /opt/cudnn\n"
+                "  redist remove --prefix /opt/cuda --component cuda_nvcc --product cuda\n\n" +
+                exit_code_help);
+    cmd->final_callback([args, &selected] { selected = [args] { return run_remove(*args); }; });
+}
+
+}  // namespace redist_tools

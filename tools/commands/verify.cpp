@@ -1,0 +1,79 @@
+// `redist verify --prefix DIR` — every installed file against its receipt.
+#include <cstdio>
+#include <memory>
+
+#include "commands/commands.hpp"
+#include "common/printable.hpp"
+#include "redist/install.hpp"
+#include "redist/json_writer.hpp"
+
+namespace redist_tools {
+
+namespace {
+
+struct verify_args {
+    std::string prefix;
+    bool json = false;
+};
+
+void print_json(const std::string& prefix, const std::vector<redist::verify_problem>& problems) {
+    redist::json_writer w(2);
+    w.begin_object();
+    w.field("prefix", prefix);
+    w.field("ok", problems.empty());
+    w.key("problems").begin_array();
+    for (const auto& p : problems) {
+        w.begin_object().field("component", p.component).field("path", p.path).field("problem", p.what);
+        w.end_object();
+    }
+    w.end_array().end_object();
+    std::printf("%s\n", w.str().c_str());
+}
+
+void print_text(const std::string& prefix, const std::vector<redist::verify_problem>& problems,
+                const std::vector<redist::receipt>& receipts) {
+    for (const auto& p : problems)
+        std::printf("%s: %s: %s\n", printable(p.component).c_str(), printable(p.path).c_str(), printable(p.what).c_str());
+    std::size_t files = 0;
+    for (const auto& r : receipts) files += r.files.size();
+    if (problems.empty())
+        std::printf("%s: %zu components, %zu files: all match their receipts\n", printable(prefix).c_str(),
+                    receipts.size(), files);
+    else
+        std::printf("%s: %zu of %zu files differ from their receipts\n", printable(prefix).c_str(), problems.size(),
+                    files);
+}
+
+int run_verify(const verify_args& args) {
+    if (redist::commit_pending(args.prefix))
+        std::fprintf(stderr, "%s: warning: %s: an interrupted commit is pending; the next `redist fetch` or "
+                             "`redist remove` on this prefix completes it\n",
+                     tool_name.c_str(), printable(args.prefix).c_str());
+    auto problems = redist::verify_prefix(args.prefix);
+    if (!problems.ok()) return report_error(problems.error_value());
+    auto receipts = redist::read_receipts(args.prefix);
+    if (!receipts.ok()) return report_error(receipts.error_value());
+    if (receipts->empty()) {
+        return report_error(redist::make_error(redist::error_code::not_found, "no redist receipts in this prefix")
+                                .with_path(args.prefix));
+    }
+    if (args.json) print_json(args.prefix, *problems);
+    else print_text(args.prefix, *problems, *receipts);
+    return problems->empty() ? 0 : redist::exit_code_for(redist::error_code::integrity);
+}
+
+}  // namespace
+
+void add_verify_command(CLI::App& app, command_runner& selected) {
+    auto args = std::make_shared<verify_args>();
+    auto* cmd = app.add_subcommand("verify", "Check installed files against the receipts");
+    cmd->add_option("--prefix", args->prefix, "The prefix to check")->required()->type_name("DIR");
+    cmd->add_flag("--json", args->json, "Print a JSON report");
+    cmd->footer("\nEvery file a receipt lists is checked (symlinks by target; files by type, size and SHA-256);\n"
+                "nothing is changed. Exits 5 when any file is missing or changed, 3 when the prefix has no\n"
+                "receipts. To repair: run the same `redist fetch` again with --force.\n\n" +
+                exit_code_help);
+    cmd->final_callback([args, &selected] { selected = [args] { return run_verify(*args); }; });
+}
+
+}  // namespace redist_tools
