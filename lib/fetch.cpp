@@ -20,9 +20,11 @@
 #include "debug_pause.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
+#include "redist/sync.hpp"
 #include "redist/unpack.hpp"
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
+#include "safe_path.hpp"
 #include "redist/version.hpp"
 
 namespace fs = std::filesystem;
@@ -830,6 +832,113 @@ result<install_report> install(const install_request& request) {
     }
     for (auto& r : results) report.components.push_back(std::move(r.report));
     return report;
+}
+
+// ---- staging without committing (install_all, lib/sync.cpp) -------------------------
+// The first half of install(): the same jobs, under a lock the caller holds,
+// with the stages handed back instead of committed; then the exclude globs
+// are applied to the stages.
+
+namespace {
+
+// Removes the excluded files from a stage and records them in its receipt.
+result<void> apply_exclude(staged_component& staged, const std::vector<std::string>& exclude) {
+    staged.new_receipt.exclude = exclude;
+    staged.new_receipt.excluded.clear();
+    if (exclude.empty()) return {};
+    std::vector<installed_file> kept;
+    for (auto& f : staged.new_receipt.files) {
+        if (!path_excluded(f.path, exclude)) {
+            kept.push_back(std::move(f));
+            continue;
+        }
+        // Files in the stage are ours (unpacked or placed there by this run).
+        REDIST_TRY(const fs::path target, confined_join(staged.stage_dir, f.path));
+        if (::unlink(target.c_str()) != 0 && errno != ENOENT)
+            return make_error(error_code::filesystem, std::string("cannot remove an excluded file: ") +
+                                                          std::strerror(errno))
+                .with_path(target.string());
+        // Directories left empty go too (rmdir fails on the others).
+        for (fs::path dir = target.parent_path(); dir != staged.stage_dir && is_strictly_under(staged.stage_dir, dir);
+             dir = dir.parent_path())
+            if (::rmdir(dir.c_str()) != 0) break;
+        staged.new_receipt.excluded.push_back(f.path);
+    }
+    staged.new_receipt.files = std::move(kept);
+    std::sort(staged.new_receipt.excluded.begin(), staged.new_receipt.excluded.end());
+    return {};
+}
+
+}  // namespace
+
+result<staged_install> stage_install(const install_request& request, const prefix_lock& lock,
+                                     const std::vector<receipt>& receipts, const std::vector<std::string>& exclude) {
+    staged_install out;
+    out.report.prefix = lock.prefix();
+    out.report.product = request.product;
+    out.report.release_label = request.release_label;
+
+    std::vector<job_result> results(request.artifacts.size());
+    std::vector<std::size_t> todo;
+    for (std::size_t i = 0; i < request.artifacts.size(); ++i) {
+        const artifact& a = request.artifacts[i];
+        component_report& cr = results[i].report;
+        cr.component = a.component;
+        if (auto v = request.component_versions.find(a.component); v != request.component_versions.end())
+            cr.version = v->second;
+        cr.platform = a.platform;
+        cr.variant = a.variant;
+        cr.url = sanitize_url(join_url(request.artifact_base_url, a.relative_path));
+        cr.sha256 = a.sha256;
+        cr.size = a.size;
+        const auto existing = std::find_if(receipts.begin(), receipts.end(), [&](const receipt& r) {
+            return receipt_current(r, request.product, a, exclude);
+        });
+        if (!request.force && existing != receipts.end()) {
+            cr.unchanged = true;
+            cr.files = existing->files.size();
+            cr.url = existing->url;
+            if (request.on_progress) request.on_progress({a.component, fetch_stage::unchanged, a.size, a.size});
+            continue;
+        }
+        todo.push_back(i);
+    }
+
+    REDIST_TRY(const auto cache, open_cache(request.sources));
+    std::atomic<bool> abort_all{false};
+    std::atomic<std::size_t> next{0};
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const std::size_t workers = std::min<std::size_t>(todo.size(), request.jobs ? request.jobs : cores);
+    std::vector<std::thread> pool;
+    for (std::size_t w = 0; w < workers; ++w) {
+        pool.emplace_back([&] {
+            for (std::size_t k = next++; k < todo.size() && !abort_all; k = next++) {
+                const std::size_t i = todo[k];
+                run_job(request, lock, cache, request.artifacts[i], abort_all, results[i]);
+            }
+        });
+    }
+    for (auto& t : pool) t.join();
+
+    std::optional<error> first_failure;
+    for (const std::size_t i : todo) {
+        auto& f = results[i].failure;
+        if (f && (!first_failure || first_failure->code == error_code::cancelled)) first_failure = *f;
+        if (!f && !results[i].staged && !first_failure) first_failure = make_error(error_code::cancelled, "not installed");
+    }
+    for (const std::size_t i : todo) {
+        if (first_failure) break;
+        auto applied = apply_exclude(*results[i].staged, exclude);
+        if (!applied.ok()) first_failure = std::move(applied).error_value();
+        else results[i].report.files = results[i].staged->new_receipt.files.size();
+    }
+    if (first_failure) {
+        discard_stages(lock);
+        return *first_failure;
+    }
+    for (const std::size_t i : todo) out.staged.push_back(std::move(*results[i].staged));
+    for (auto& r : results) out.report.components.push_back(std::move(r.report));
+    return out;
 }
 
 }  // namespace redist

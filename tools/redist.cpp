@@ -1,7 +1,9 @@
 // redist — fetch NVIDIA redistrib releases, verified, into a prefix.
 // Each subcommand parses its options and makes one library call.
 #include <chrono>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <set>
 
@@ -200,35 +202,9 @@ int cmd_lock(const lock_args& args) {
         if (!host.ok()) return report_error(host.error_value());
         platforms.push_back(*host);
     }
-    redist::lockfile lock;
-    lock.product = release->product;
-    lock.release_label = release->label;
-    lock.manifest_url = redist::sanitize_url(release->manifest_url);
-    lock.manifest_sha256 = release->manifest_sha256;
-    std::set<std::string> seen;  // platform/variant/component, so plain artifacts are locked once
-    for (const auto& platform : platforms) {
-        std::vector<std::optional<int>> majors;
-        if (!args.cuda.empty()) {
-            for (int m : args.cuda) majors.emplace_back(m);
-        } else {
-            for (int m : redist::available_cuda_majors(release->parsed, platform, args.components)) majors.emplace_back(m);
-            if (majors.empty()) majors.emplace_back(std::nullopt);
-        }
-        for (const auto& major : majors) {
-            redist::selection_request req{platform, major, args.components};
-            auto selection = redist::select_artifacts(release->parsed, req);
-            if (!selection.ok()) return report_error(std::move(selection).error_value().with_source(release->manifest_url));
-            for (const auto& a : selection->artifacts) {
-                const std::string key = a.platform + "/" + a.variant.value_or("") + "/" + a.component;
-                if (!seen.insert(key).second) continue;
-                redist::locked_artifact locked;
-                locked.entry = a;
-                if (const auto* c = release->parsed.find_component(a.component)) locked.version = c->version;
-                locked.url = redist::sanitize_url(redist::join_url(release->artifact_base_url, a.relative_path));
-                lock.artifacts.push_back(std::move(locked));
-            }
-        }
-    }
+    auto made = redist::make_lockfile(*release, platforms, args.cuda, args.components);
+    if (!made.ok()) return report_error(made.error_value());
+    const redist::lockfile& lock = *made;
     const std::string text = redist::lockfile_to_json(lock);
     if (args.output == "-") {
         std::fputs(text.c_str(), stdout);
@@ -263,8 +239,27 @@ std::optional<std::chrono::seconds> parse_duration(const std::string& text) {
     return std::chrono::seconds(static_cast<long long>(n * scale));
 }
 
+// "20G", "500M", "64K", "1T" (powers of 1024, an optional trailing "iB" or "B"), or plain bytes.
+std::optional<std::uint64_t> parse_size(std::string text) {
+    for (const char* suffix : {"iB", "B"})
+        if (text.size() > std::strlen(suffix) && text.ends_with(suffix)) text.resize(text.size() - std::strlen(suffix));
+    if (text.empty() || !std::isdigit(static_cast<unsigned char>(text[0]))) return std::nullopt;
+    std::size_t used = 0;
+    unsigned long long n = 0;
+    try {
+        n = std::stoull(text, &used);
+    } catch (const std::exception&) {
+        return std::nullopt;
+    }
+    const std::string unit = text.substr(used);
+    const int shift = unit.empty() ? 0 : unit == "K" || unit == "k" ? 10 : unit == "M" ? 20 : unit == "G" ? 30
+                      : unit == "T" ? 40 : -1;
+    if (shift < 0 || (shift && n > (UINT64_MAX >> shift))) return std::nullopt;
+    return static_cast<std::uint64_t>(n) << shift;
+}
+
 int cmd_cache(const std::string& action, const std::string& cache_dir, const std::string& older_than, bool json,
-              bool shared) {
+              bool shared, const std::string& max_size = {}) {
     const auto root = redist::default_cache_dir(cache_dir);
     if (action == "dir" && !root.empty()) {  // no home: open() below says why
         std::printf("%s\n", root.c_str());
@@ -295,6 +290,18 @@ int cmd_cache(const std::string& action, const std::string& cache_dir, const std
         return 0;
     }
     // prune
+    if (!max_size.empty()) {  // --max-size: least recently used first (cache.hpp)
+        const auto limit = parse_size(max_size);
+        if (!limit || !older_than.empty())
+            return report_error(redist::make_error(redist::error_code::usage,
+                                                   limit ? "--max-size and --older-than do not combine"
+                                                         : "--max-size takes a size like 20G, 500M or 64K, not '" +
+                                                               max_size + "'"));
+        auto freed = cache->prune_to_size(*limit);
+        if (!freed.ok()) return report_error(freed.error_value());
+        std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
+        return 0;
+    }
     std::chrono::seconds age{0};
     if (!older_than.empty()) {
         auto parsed = parse_duration(older_than);
@@ -400,6 +407,9 @@ int main(int argc, char** argv) {
     cache_cmd->add_option("--older-than", cache_older_than, "prune: only entries unused for this long (30d, 12h, ...)")
         ->type_name("D");
     cache_cmd->add_flag("--json", cache_json, "list: print JSON");
+    std::string cache_max_size;
+    cache_cmd->add_option("--max-size", cache_max_size, "prune: evict least recently used entries down to this size (20G, 500M)")
+        ->type_name("SIZE");
     bool cache_shared = false;
     cache_cmd->add_flag("--shared-cache", cache_shared, "The cache may belong to other users (see fetch --shared-cache)");
     cache_cmd->footer("\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
@@ -433,6 +443,7 @@ int main(int argc, char** argv) {
     add_diff_command(app, selected);
     add_outdated_command(app, selected);
     add_init_command(app, selected);
+    add_sync_command(app, selected);
 
     return run_tool(app, argc, argv, [&]() -> int {
         if (selected) return selected();
@@ -445,7 +456,7 @@ int main(int argc, char** argv) {
             return run_fetch(fetch);
         }
         if (*lock_cmd) return cmd_lock(lock);
-        if (*cache_cmd) return cmd_cache(cache_action, cache_dir, cache_older_than, cache_json, cache_shared);
+        if (*cache_cmd) return cmd_cache(cache_action, cache_dir, cache_older_than, cache_json, cache_shared, cache_max_size);
         if (*verify_cmd) return cmd_verify(verify_prefix, verify_json);
         if (*remove_cmd) return cmd_remove(remove_prefix, remove_product, remove_components, remove_quiet);
         return 2;
