@@ -20,6 +20,7 @@ namespace {
 // Sorted (platform, variant, component): a re-lock gives the same bytes.
 void write_artifacts(json_writer& w, const std::vector<locked_artifact>& artifacts) {
     std::vector<const locked_artifact*> sorted;
+    sorted.reserve(artifacts.size());
     for (const auto& a : artifacts) sorted.push_back(&a);
     std::sort(sorted.begin(), sorted.end(), [](const locked_artifact* x, const locked_artifact* y) {
         return std::tie(x->entry.platform, x->entry.variant, x->entry.component) <

@@ -282,7 +282,7 @@ file(WRITE "{result}" "${{out}}")
             out = dict(line.split("=", 1) for line in f.read().splitlines())
         self.assertEqual(out["products"], "cuda;cudnn;nccl")
         self.assertEqual(out["prefix"], self.prefix)
-        self.assertEqual(out["NCCL"], "NCCL::nccl")
+        self.assertEqual(out["NCCL"], "NCCL::nccl;NCCL::nccl_static")  # lib/libnccl.so and lib/libnccl_static.a
         self.assertEqual(out["nccl_location"], os.path.join(self.prefix, "lib", "libnccl.so.2"))
         self.assertEqual(out["CUDNN_VERSION"], "9.27.0")
         self.assertNotIn("NCCL::", out["CUDNN"])  # a product's targets are its own libraries only
