@@ -126,6 +126,9 @@ class Sync(unittest.TestCase):
         for key, rec in want.items():
             self.assertEqual(receipts[key]["archive_sha256"], rec["sha256"], key)
         self.assertIn("3 products for linux-x86_64: 4 components installed, 0 unchanged", res.stdout)
+        # ... and nothing else: every file in the prefix belongs to one of those receipts.
+        on_disk = {p for p, n in support.tree_snapshot(self.prefix, ignore=r"^\.redist").items() if n.kind != "dir"}
+        self.assertEqual(on_disk, {f["path"] for r in receipts.values() for f in r["files"]})
         self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist", "transaction.json")))
         support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
         # The resolution did read the index and the manifests (so the --locked check below can fail).
@@ -192,6 +195,19 @@ class Sync(unittest.TestCase):
         self.assertIn("1 components installed, 4 unchanged", res.stdout)
         self.assertIn(("cudnn", "cudnn_jit"), self.receipts())
         self.sync("--frozen", check=0)
+
+    def test_all_or_nothing(self):
+        # One bad archive (nccl's bytes do not match the manifest): nothing of any product lands.
+        nccl = support.load_manifest("nccl", NCCL_LABEL, self.mirror)
+        path = "/nccl/redist/" + support.find_artifact(nccl, "nccl", "linux-x86_64")["relative_path"]
+        self.server.set_faults({"/cudnn/redist/": {"serve": "/cudnn/redist/index.html"},
+                                path: {"corrupt_byte_at": 100}})
+        res = self.sync("--retries", "1")
+        self.assertEqual(res.returncode, 5, support.describe(res))
+        receipts = os.path.join(self.prefix, ".redist", "receipts")
+        self.assertFalse(os.path.exists(receipts) and os.listdir(receipts), "nothing may be committed")
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "bin")))
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "lib")))
 
     def test_other_platform_and_unlisted_platform(self):
         res = support.run_tool("redist", "sync", "--file", self.project, "--platform", "linux-sbsa",
