@@ -604,7 +604,7 @@ std::string receipt_to_json(const receipt& r) {
         w.end_object();
     }
     w.end_array();
-    if (!r.exclude.empty()) {
+    if (!r.exclude.empty() || !r.excluded.empty()) {  // absent in every receipt without --exclude
         w.key("exclude").begin_array();
         for (const auto& g : r.exclude) w.value(g);
         w.end_array();
