@@ -473,6 +473,29 @@ std::string child_death(const child_outcome& out) {
 
 // ---- the checks ------------------------------------------------------------------
 
+// One child process: its operations and what each one is about.
+struct op_meta {
+    std::string what;      // load, probe, shadow, driver, gpu
+    std::size_t file = 0;  // files_ index; shadows_ index for "shadow"
+};
+struct child_job {
+    std::vector<std::string> flags;  // before the operations: --quick
+    std::vector<std::string> ops;
+    std::vector<op_meta> meta;
+    std::optional<child_process> child;
+    void add(std::initializer_list<std::string> op, op_meta m) {
+        ops.insert(ops.end(), op);
+        meta.push_back(std::move(m));
+    }
+};
+
+// What the driver child said.
+struct driver_answer {
+    std::optional<int> cuda;
+    std::vector<driver_info::gpu> gpus;
+    std::string error;
+};
+
 struct elf_file {
     std::size_t receipt = 0;  // index into receipts
     std::string rel;          // prefix-relative path
@@ -491,7 +514,14 @@ private:
         report_.findings.push_back({std::move(check), s, std::move(component), std::move(path), std::move(message)});
     }
     void scan_files();
+    std::vector<child_job> plan_children(bool full);
+    void plan_loaders(std::vector<child_job>& jobs, std::size_t loaders);
+    void collect_children(std::vector<child_job>& jobs, driver_answer& driver);
+    void apply(const op_meta& m, const op_result& res, const std::string& failure, driver_answer& driver);
+    void apply_probe(const elf_file& f, const op_result& res, const std::string& failure);
     void check_resolution();
+    void check_symbol_versions(const elf_file& f, const std::string& dep, const std::string& found);
+    const std::vector<std::string>* defined_versions(const std::string& path);
     std::vector<std::size_t> load_order() const;
     void check_file_versions();
     void check_runtime_dependencies();
@@ -515,6 +545,7 @@ private:
         const check_data::version_probe* probe = nullptr;  // ask the copy in the child
     };
     std::vector<shadow_candidate> shadows_;
+    std::map<std::string, std::optional<std::vector<std::string>>> version_defs_;  // by resolved path
     std::string libcuda_;
     int host_class_ = 0;
     unsigned host_machine_ = 0;
@@ -562,8 +593,11 @@ void checker::check_resolution() {
         if (f.info.is_shared_library()) ++report_.libraries;
         const fs::path origin = f.abs.parent_path();
         for (const auto& dep : f.info.needed) {
-            if (!resolver_->find(dep, f.info.elf_class, f.info.machine, origin, f.info.rpath, f.info.runpath).empty())
+            const auto found = resolver_->find(dep, f.info.elf_class, f.info.machine, origin, f.info.rpath, f.info.runpath);
+            if (!found.empty()) {
+                check_symbol_versions(f, dep, found);
                 continue;
+            }
             std::string msg = f.rel + " needs " + dep + ": not found";
             if (const auto hint = debian_package_hint(dep); !hint.empty()) msg += " (Debian/Ubuntu: " + hint + ")";
             add("resolve", check_severity::failure, receipts_[f.receipt].component, f.rel, std::move(msg));
@@ -572,6 +606,45 @@ void checker::check_resolution() {
     if (foreign)
         add("resolve", check_severity::info, "", "",
             std::to_string(foreign) + " ELF files are for another machine (cross install): not resolved or loaded here");
+}
+
+// The version names a resolved dependency defines, read once per file;
+// nullptr when it cannot be read (then nothing is claimed about it).
+const std::vector<std::string>* checker::defined_versions(const std::string& path) {
+    auto it = version_defs_.find(path);
+    if (it == version_defs_.end()) {
+        std::optional<std::vector<std::string>> defs;
+        std::error_code ec;
+        // The loader follows the SONAME link (libstdc++.so.6 -> ...so.6.0.30);
+        // the reader does not, so it gets the file itself.
+        const auto real = fs::canonical(path, ec);
+        if (!ec)
+            if (auto info = elf::read_elf_file(real); info.ok()) defs = std::move(info->version_defs);
+        it = version_defs_.emplace(path, std::move(defs)).first;
+    }
+    return it->second ? &*it->second : nullptr;
+}
+
+// ld.so refuses to load a file that needs a symbol version its dependency
+// does not define ("version `GLIBCXX_3.4.30' not found"): the usual failure
+// of a library built on a newer distribution than the one it runs on. The
+// check is made before any symbol is bound, so it needs no load.
+void checker::check_symbol_versions(const elf_file& f, const std::string& dep, const std::string& found) {
+    for (const auto& need : f.info.version_needs) {
+        if (need.file != dep || need.names.empty()) continue;
+        const auto* defs = defined_versions(found);
+        // A dependency without version definitions satisfies any need (ld.so only notes it).
+        if (!defs || defs->empty()) return;
+        std::string missing;
+        for (const auto& name : need.names)
+            if (std::find(defs->begin(), defs->end(), name) == defs->end()) missing += (missing.empty() ? "" : ", ") + name;
+        if (missing.empty()) return;
+        std::string msg = f.rel;
+        msg.append(" needs version ").append(missing).append(" of ").append(dep).append(", which ").append(found);
+        msg += " does not define: it is older than the one the library was built against";
+        if (const auto hint = debian_package_hint(dep); !hint.empty()) msg += " (Debian/Ubuntu: a newer " + hint + ")";
+        add("resolve", check_severity::failure, receipts_[f.receipt].component, f.rel, std::move(msg));
+    }
 }
 
 // Shared libraries in dependency order (dependencies first), by the prefix
@@ -718,8 +791,129 @@ void checker::evaluate_driver(const std::optional<int>& driver_cuda, const std::
             report_.findings.push_back(std::move(f));
         }
     }
-    if (gpus.empty() && driver_cuda && driver_error.empty())
+    // Quick: no cuInit, so no GPU list to judge (see check_depth).
+    if (report_.depth == check_depth::full && gpus.empty() && driver_cuda && driver_error.empty())
         add("gpu", check_severity::warning, "", "", "the driver reports no GPU");
+}
+
+// What the children do: load every library, probe versions, ask the
+// driver, and with --gpu run one operation per product. Several children run
+// at once: RTLD_NOW relocation of cuDNN's 500 MB dominates the full check's
+// time, and cuInit takes tens of milliseconds on a real GPU, so the libraries
+// are spread over a few loaders (balanced by size, each in dependency order)
+// and the driver gets its own child. Quick (the post-install check of fetch):
+// no loaders; the probes and the driver load only what they call, lazily.
+std::vector<child_job> checker::plan_children(bool full) {
+    const std::size_t loaders = full ? std::clamp<std::size_t>(std::thread::hardware_concurrency() / 2, 1, 4) : 0;
+    std::vector<child_job> jobs(loaders + 2);  // loaders, then probes (+ GPU runs), then the driver
+    child_job& probes = jobs[loaders];
+    child_job& driver = jobs[loaders + 1];
+    if (!full) probes.flags = driver.flags = {"--quick"};
+    if (!o_.load) return jobs;
+    if (full) plan_loaders(jobs, loaders);
+    for (std::size_t i = 0; i < files_.size(); ++i) {
+        if (!files_[i].info.is_shared_library()) continue;
+        if (const auto* p = probe_for(files_[i].abs.filename().string()))
+            probes.add({"probe", std::to_string(static_cast<int>(p->kind)), files_[i].abs.string()}, {"probe", i});
+    }
+    for (std::size_t k = 0; k < shadows_.size(); ++k)
+        if (shadows_[k].probe)
+            probes.add({"probe-isolated", std::to_string(static_cast<int>(shadows_[k].probe->kind)), shadows_[k].path},
+                       {"shadow", k});
+    libcuda_ = resolver_->find("libcuda.so.1", host_class_, host_machine_, o_.prefix, {}, {});
+    if (libcuda_.empty()) return jobs;
+    driver.add({"driver", libcuda_}, {"driver", 0});
+    if (!o_.gpu) return jobs;
+    for (std::size_t i = 0; i < files_.size(); ++i) {
+        const auto [stem, v] = split_so_name(files_[i].abs.filename().string());
+        if (!files_[i].info.is_shared_library() || v.empty()) continue;
+        if (stem == "libcudnn.so") probes.add({"gpu-cudnn", files_[i].abs.string(), libcuda_}, {"gpu", i});
+        else if (stem == "libcudart.so") probes.add({"gpu-cudart", files_[i].abs.string()}, {"gpu", i});
+        else if (stem == "libcublas.so") probes.add({"gpu-cublas", files_[i].abs.string(), libcuda_}, {"gpu", i});
+    }
+    return jobs;
+}
+
+// Every library into one of the first `loaders` jobs, balanced by size,
+// each job in dependency order.
+void checker::plan_loaders(std::vector<child_job>& jobs, std::size_t loaders) {
+    const auto order = load_order();
+    std::vector<std::size_t> by_size(order);
+    std::error_code ec;
+    std::map<std::size_t, std::uintmax_t> size;
+    for (std::size_t i : order) size[i] = fs::file_size(files_[i].abs, ec);
+    std::stable_sort(by_size.begin(), by_size.end(), [&](std::size_t a, std::size_t b) { return size[a] > size[b]; });
+    std::map<std::size_t, std::size_t> group;  // file -> loader
+    std::vector<std::uintmax_t> load(loaders, 0);
+    for (std::size_t i : by_size) {
+        const auto g = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+        group[i] = g;
+        load[g] += size[i];
+    }
+    for (std::size_t i : order) jobs[group[i]].add({"load", files_[i].abs.string()}, {"load", i});
+}
+
+void checker::apply_probe(const elf_file& f, const op_result& res, const std::string& failure) {
+    const auto& r = receipts_[f.receipt];
+    const auto* p = probe_for(f.abs.filename().string());
+    if (!res.ok) {
+        add("version", check_severity::failure, r.component, f.rel,
+            std::string(p->symbol) + "() in " + f.rel + " could not be called: " + failure);
+        return;
+    }
+    if (res.fields.size() < 2) return;
+    const std::string& got = res.fields[0];
+    const std::string call = std::string(p->symbol) + "() = " + res.fields[1] + " (" + got + ")";
+    if (versions_agree(version_parts(got), version_parts(r.component_version)))
+        add("version", check_severity::info, r.component, f.rel, call + ": matches " + r.component + " " + r.component_version);
+    else
+        add("version", check_severity::failure, r.component, f.rel,
+            f.rel + ": " + call + ", but the receipt says " + r.component + " " + r.component_version);
+}
+
+// One operation's outcome (`failure`: the child's message, or why it died).
+void checker::apply(const op_meta& m, const op_result& res, const std::string& failure, driver_answer& driver) {
+    if (m.what == "shadow") {
+        if (res.ok && !res.fields.empty()) shadows_[m.file].version = res.fields[0];
+        return;
+    }
+    if (m.what == "driver") {
+        driver.cuda = res.driver_version;
+        driver.gpus = res.gpus;
+        if (!res.ok) driver.error = failure;
+        else if (!res.fields.empty() && !res.fields[0].empty()) driver.error = res.fields[0];
+        return;
+    }
+    const elf_file& f = files_[m.file];
+    const std::string& component = receipts_[f.receipt].component;
+    if (m.what == "load") {
+        if (res.ok) ++report_.loaded;
+        else add("load", check_severity::failure, component, f.rel, "dlopen(" + f.rel + "): " + failure);
+    } else if (m.what == "probe") {
+        apply_probe(f, res, failure);
+    } else if (res.ok) {
+        add("gpu-run", check_severity::info, component, f.rel, res.fields.empty() ? "ok" : res.fields[0]);
+    } else {
+        add("gpu-run", check_severity::failure, component, f.rel, "on the GPU: " + failure);
+    }
+}
+
+void checker::collect_children(std::vector<child_job>& jobs, driver_answer& driver) {
+    for (auto& j : jobs) {
+        if (!j.child) continue;
+        const auto out = j.child->wait();
+        const auto results = collect(out, j.meta.size());
+        for (std::size_t k = 0; k < j.meta.size(); ++k) {
+            const auto& res = results[k];
+            std::string failure = res.done ? (res.fields.empty() ? "" : res.fields[0])
+                                           : (res.begun ? child_death(out) : std::string());
+            if (!res.done && !res.begun) {
+                if (!out.spawn_error.empty() || k == 0) failure = child_death(out);
+                else continue;  // never reached: the operation that killed the child is reported
+            }
+            apply(j.meta[k], res, failure, driver);
+        }
+    }
 }
 
 result<check_report> checker::run() {
@@ -730,131 +924,29 @@ result<check_report> checker::run() {
         if (std::error_code ec; fs::is_directory(o_.prefix / d, ec)) prefix_dirs_.push_back(o_.prefix / d);
     resolver_.emplace(o_, prefix_dirs_);
     scan_files();
-
-    // What the children do: load every library, probe versions, ask the
-    // driver, and with --gpu run one operation per product. Several children
-    // run at once: RTLD_NOW relocation of cuDNN's 500 MB dominates the time,
-    // and cuInit takes tens of milliseconds on a real GPU, so the libraries
-    // are spread over a few loaders (balanced by size, each in dependency
-    // order) and the driver gets its own child.
-    struct op_meta {
-        std::string what;  // load, probe, shadow, driver, gpu
-        std::size_t file = 0;  // files_ index; shadows_ index for "shadow"
-    };
-    struct job {
-        std::vector<std::string> ops;
-        std::vector<op_meta> meta;
-        std::optional<child_process> child;
-        void add(std::initializer_list<std::string> op, op_meta m) {
-            ops.insert(ops.end(), op);
-            meta.push_back(std::move(m));
-        }
-    };
     find_shadow_candidates();
-    const std::size_t loaders = std::clamp<std::size_t>(std::thread::hardware_concurrency() / 2, 1, 4);
-    std::vector<job> jobs(loaders + 2);  // loaders, then probes (+ GPU runs), then the driver
-    job& probes = jobs[loaders];
-    job& driver = jobs[loaders + 1];
-    if (o_.load) {
-        const auto order = load_order();
-        std::vector<std::size_t> by_size(order);
-        std::error_code ec;
-        std::map<std::size_t, std::uintmax_t> size;
-        for (std::size_t i : order) size[i] = fs::file_size(files_[i].abs, ec);
-        std::stable_sort(by_size.begin(), by_size.end(), [&](std::size_t a, std::size_t b) { return size[a] > size[b]; });
-        std::map<std::size_t, std::size_t> group;  // file -> loader
-        std::vector<std::uintmax_t> load(loaders, 0);
-        for (std::size_t i : by_size) {
-            const auto g = static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
-            group[i] = g;
-            load[g] += size[i];
-        }
-        for (std::size_t i : order) jobs[group[i]].add({"load", files_[i].abs.string()}, {"load", i});
-        for (std::size_t i = 0; i < files_.size(); ++i) {
-            if (!files_[i].info.is_shared_library()) continue;
-            if (const auto* p = probe_for(files_[i].abs.filename().string()))
-                probes.add({"probe", std::to_string(static_cast<int>(p->kind)), files_[i].abs.string()}, {"probe", i});
-        }
-        for (std::size_t k = 0; k < shadows_.size(); ++k)
-            if (shadows_[k].probe)
-                probes.add({"probe-isolated", std::to_string(static_cast<int>(shadows_[k].probe->kind)), shadows_[k].path},
-                           {"shadow", k});
-        libcuda_ = resolver_->find("libcuda.so.1", host_class_, host_machine_, o_.prefix, {}, {});
-        if (!libcuda_.empty()) driver.add({"driver", libcuda_}, {"driver", 0});
-        if (o_.gpu && !libcuda_.empty()) {
-            for (std::size_t i = 0; i < files_.size(); ++i) {
-                const auto [stem, v] = split_so_name(files_[i].abs.filename().string());
-                if (!files_[i].info.is_shared_library() || v.empty()) continue;
-                if (stem == "libcudnn.so") probes.add({"gpu-cudnn", files_[i].abs.string(), libcuda_}, {"gpu", i});
-                else if (stem == "libcudart.so") probes.add({"gpu-cudart", files_[i].abs.string()}, {"gpu", i});
-                else if (stem == "libcublas.so") probes.add({"gpu-cublas", files_[i].abs.string(), libcuda_}, {"gpu", i});
-            }
-        }
-    }
+    const bool full = o_.depth == check_depth::full || o_.gpu;
+    report_.depth = full ? check_depth::full : check_depth::quick;
+    auto jobs = plan_children(full);
+
     std::string ld_path;
     for (const auto& d : prefix_dirs_) ld_path += (ld_path.empty() ? "" : ":") + d.string();
     for (const auto& d : resolver_->ld_library_path()) ld_path += (ld_path.empty() ? "" : ":") + d.string();
     // The children work while we resolve: the slowest of them sets the time.
-    for (auto& j : jobs)
-        if (!j.ops.empty()) j.child.emplace(o_, j.ops, ld_path);
+    for (auto& j : jobs) {
+        if (j.ops.empty()) continue;
+        j.flags.insert(j.flags.end(), j.ops.begin(), j.ops.end());
+        j.child.emplace(o_, j.flags, ld_path);
+    }
 
     check_resolution();
     check_runtime_dependencies();
     check_file_versions();
 
-    std::optional<int> driver_cuda;
-    std::vector<driver_info::gpu> gpus;
-    std::string driver_error;
-    for (auto& j : jobs) {
-        if (!j.child) continue;
-        const auto out = j.child->wait();
-        const auto results = collect(out, j.meta.size());
-        const auto& meta = j.meta;
-        for (std::size_t k = 0; k < meta.size(); ++k) {
-            const auto& m = meta[k];
-            const auto& res = results[k];
-            const elf_file* f = m.what == "driver" || m.what == "shadow" ? nullptr : &files_[m.file];
-            const std::string component = f ? receipts_[f->receipt].component : "";
-            const std::string rel = f ? f->rel : "";
-            std::string failure = res.done ? (res.fields.empty() ? "" : res.fields[0])
-                                           : (res.begun ? child_death(out) : std::string());
-            if (!res.done && !res.begun) {
-                if (!out.spawn_error.empty() || k == 0) failure = child_death(out);
-                else continue;  // never reached: the operation that killed the child is reported
-            }
-            if (m.what == "load") {
-                if (res.ok) ++report_.loaded;
-                else add("load", check_severity::failure, component, rel, "dlopen(" + rel + "): " + failure);
-            } else if (m.what == "probe") {
-                const auto& r = receipts_[f->receipt];
-                const auto* p = probe_for(f->abs.filename().string());
-                if (!res.ok) {
-                    add("version", check_severity::failure, component, rel,
-                        std::string(p->symbol) + "() in " + rel + " could not be called: " + failure);
-                } else if (res.fields.size() >= 2) {
-                    const std::string got = res.fields[0];
-                    const std::string call = std::string(p->symbol) + "() = " + res.fields[1] + " (" + got + ")";
-                    if (versions_agree(version_parts(got), version_parts(r.component_version)))
-                        add("version", check_severity::info, component, rel, call + ": matches " + r.component + " " + r.component_version);
-                    else
-                        add("version", check_severity::failure, component, rel,
-                            rel + ": " + call + ", but the receipt says " + r.component + " " + r.component_version);
-                }
-            } else if (m.what == "shadow") {
-                if (res.ok && !res.fields.empty()) shadows_[m.file].version = res.fields[0];
-            } else if (m.what == "driver") {
-                driver_cuda = res.driver_version;
-                gpus = res.gpus;
-                if (!res.ok) driver_error = failure;
-                else if (!res.fields.empty() && !res.fields[0].empty()) driver_error = res.fields[0];
-            } else {
-                if (res.ok) add("gpu-run", check_severity::info, component, rel, res.fields.empty() ? "ok" : res.fields[0]);
-                else add("gpu-run", check_severity::failure, component, rel, "on the GPU: " + failure);
-            }
-        }
-    }
+    driver_answer driver;
+    collect_children(jobs, driver);
     check_shadows();
-    evaluate_driver(driver_cuda, gpus, driver_error);
+    evaluate_driver(driver.cuda, driver.gpus, driver.error);
     if (o_.gpu && libcuda_.empty())
         add("gpu-run", check_severity::failure, "", "", "--gpu: no NVIDIA driver (libcuda.so.1) to run on");
     report_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

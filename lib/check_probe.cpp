@@ -4,6 +4,8 @@
 // library that crashes or hangs here takes only the child down, and the
 // parent reports which operation it was on (each one is announced first).
 //
+// Arguments: [--quick] then operations (see prober::run); --quick loads with
+// RTLD_LAZY and asks the driver only its version (check_depth::quick).
 // Protocol: one line per event, tab-separated, flushed by the caller:
 //   begin <i>                      operation i starts
 //   ok <i> [fields...]             operation i succeeded
@@ -47,7 +49,9 @@ public:
     void* open(const std::string& path, std::string& err) {
         if (auto it = handles_.find(path); it != handles_.end()) return it->second;
         dlerror();
-        void* h = dlopen(path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+        // Quick: only the called function's library is mapped, and its
+        // functions are bound on first call (see check_depth).
+        void* h = dlopen(path.c_str(), quick_ ? RTLD_LAZY | RTLD_LOCAL : RTLD_NOW | RTLD_GLOBAL);
         if (!h) {
             const char* e = dlerror();
             err = e ? e : "dlopen failed";
@@ -74,6 +78,7 @@ private:
 
     const std::function<void(std::string_view)>& emit_;
     std::map<std::string, void*> handles_;
+    bool quick_ = false;  // --quick: RTLD_LAZY, and the driver without cuInit
 };
 
 void prober::op_load(const std::string& i, const std::string& path) {
@@ -90,7 +95,7 @@ void prober::op_probe(const std::string& i, const std::string& kind, const std::
     void* h = nullptr;
     if (isolated) {
         dlerror();
-        h = dlmopen(LM_ID_NEWLM, path.c_str(), RTLD_NOW | RTLD_LOCAL);
+        h = dlmopen(LM_ID_NEWLM, path.c_str(), (quick_ ? RTLD_LAZY : RTLD_NOW) | RTLD_LOCAL);
         if (!h) {
             const char* e = dlerror();
             err = e ? e : "dlmopen failed";
@@ -201,6 +206,8 @@ void prober::op_driver(const std::string& i, const std::string& path) {
     int v = 0;
     if (const int rc = api.driver_version(&v); rc != 0) return say({"fail", i, "cuDriverGetVersion: " + api.describe(rc)});
     say({"driver", i, std::to_string(v)});
+    // Quick: cuInit takes tens of milliseconds and maps much of the driver.
+    if (quick_) return say({"ok", i, ""});
     if (!api.init || !api.device_count || !api.device_get || !api.attribute) return say({"ok", i, "no device API"});
     if (const int rc = api.init(0); rc != 0) return say({"ok", i, "cuInit: " + api.describe(rc)});
     int n = 0;
@@ -407,6 +414,10 @@ int prober::run(const std::vector<std::string>& args) {
     const std::map<std::string, std::size_t> arity = {{"load", 1},      {"probe", 2},      {"probe-isolated", 2}, {"driver", 1},
                                                       {"gpu-cudnn", 2}, {"gpu-cudart", 1}, {"gpu-cublas", 2}};
     std::size_t pos = 0;
+    if (pos < args.size() && args[pos] == "--quick") {
+        quick_ = true;
+        ++pos;
+    }
     for (int index = 0; pos < args.size(); ++index) {
         const auto it = arity.find(args[pos]);
         if (it == arity.end() || args.size() - pos - 1 < it->second) return 2;

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -121,6 +122,90 @@ result<bool> read_dynamic_section(Elf* e, elf_info& info) {
     return false;
 }
 
+constexpr std::size_t max_version_entries = 1u << 14;
+
+// gelf_get{verneed,vernaux,verdef,verdaux} take an int offset and check it
+// against the data's size themselves; this keeps the cast exact.
+bool offset_ok(std::size_t off, const Elf_Data* data) {
+    return off <= data->d_size && off <= static_cast<std::size_t>(std::numeric_limits<int>::max());
+}
+
+std::optional<std::string> section_string(Elf* e, std::size_t link, std::size_t off) {
+    const char* s = elf_strptr(e, link, off);
+    if (!s) return std::nullopt;
+    const std::size_t len = strnlen(s, max_name + 1);
+    if (len > max_name) return std::nullopt;
+    return std::string(s, len);
+}
+
+// SHT_GNU_verneed: a chain of Verneed records (one per file), each with a
+// chain of Vernaux (one per version). Offsets come from the file: every step
+// is bounds-checked by gelf_get*, must move forward, and the counts are capped.
+result<void> read_version_needs(Elf* e, Elf_Scn* scn, const GElf_Shdr& shdr, elf_info& info) {
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data) return bad("unreadable .gnu.version_r section");
+    std::size_t off = 0, total = 0;
+    for (std::size_t n = 0; n < shdr.sh_info && n < max_version_entries; ++n) {
+        GElf_Verneed need;
+        if (!offset_ok(off, data) || !gelf_getverneed(data, static_cast<int>(off), &need))
+            return bad("a version need outside its section");
+        auto file = section_string(e, shdr.sh_link, need.vn_file);
+        if (!file) return bad("a version need names a string outside its table");
+        elf_info::version_need entry{std::move(*file), {}};
+        std::size_t aux = off + need.vn_aux;
+        for (std::size_t k = 0; k < need.vn_cnt; ++k) {
+            if (++total > max_version_entries) return bad("too many version needs");
+            GElf_Vernaux vna;
+            if (!offset_ok(aux, data) || !gelf_getvernaux(data, static_cast<int>(aux), &vna))
+                return bad("a version need outside its section");
+            auto name = section_string(e, shdr.sh_link, vna.vna_name);
+            if (!name) return bad("a version need names a string outside its table");
+            if ((vna.vna_flags & VER_FLG_WEAK) == 0) entry.names.push_back(std::move(*name));
+            if (vna.vna_next == 0) break;
+            aux += vna.vna_next;
+        }
+        info.version_needs.push_back(std::move(entry));
+        if (need.vn_next == 0) break;
+        off += need.vn_next;
+    }
+    return {};
+}
+
+// SHT_GNU_verdef: Verdef records, each naming its version in the first Verdaux.
+result<void> read_version_defs(Elf* e, Elf_Scn* scn, const GElf_Shdr& shdr, elf_info& info) {
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data) return bad("unreadable .gnu.version_d section");
+    std::size_t off = 0;
+    for (std::size_t n = 0; n < shdr.sh_info && n < max_version_entries; ++n) {
+        GElf_Verdef def;
+        if (!offset_ok(off, data) || !gelf_getverdef(data, static_cast<int>(off), &def))
+            return bad("a version definition outside its section");
+        GElf_Verdaux vda;
+        const std::size_t aux = off + def.vd_aux;
+        if (def.vd_cnt > 0) {
+            if (!offset_ok(aux, data) || !gelf_getverdaux(data, static_cast<int>(aux), &vda))
+                return bad("a version definition outside its section");
+            auto name = section_string(e, shdr.sh_link, vda.vda_name);
+            if (!name) return bad("a version definition names a string outside its table");
+            if ((def.vd_flags & VER_FLG_BASE) == 0) info.version_defs.push_back(std::move(*name));
+        }
+        if (def.vd_next == 0) break;
+        off += def.vd_next;
+    }
+    return {};
+}
+
+result<void> read_versions(Elf* e, elf_info& info) {
+    Elf_Scn* scn = nullptr;
+    while ((scn = elf_nextscn(e, scn)) != nullptr) {
+        GElf_Shdr shdr;
+        if (!gelf_getshdr(scn, &shdr)) return bad("unreadable section header");
+        if (shdr.sh_type == SHT_GNU_verneed) REDIST_TRY_VOID(read_version_needs(e, scn, shdr, info));
+        else if (shdr.sh_type == SHT_GNU_verdef) REDIST_TRY_VOID(read_version_defs(e, scn, shdr, info));
+    }
+    return {};
+}
+
 // Files without section headers (sstrip'ed) still have PT_DYNAMIC: find the
 // string table through DT_STRTAB/DT_STRSZ and the PT_LOAD segments, as ld.so does.
 result<void> read_dynamic_segment(Elf* e, const GElf_Phdr& dynph, const std::vector<GElf_Phdr>& loads,
@@ -183,6 +268,12 @@ result<elf_info> parse_elf_handle(Elf* e, std::size_t file_size) {
     }
     REDIST_TRY(const bool found, read_dynamic_section(e, info));
     if (!found && dynph) REDIST_TRY_VOID(read_dynamic_segment(e, *dynph, loads, file_size, info));
+    // Symbol versions only sharpen the check: a file whose version sections
+    // do not parse is still resolved, with no version claims made about it.
+    if (found && !read_versions(e, info).ok()) {
+        info.version_needs.clear();
+        info.version_defs.clear();
+    }
     return info;
 }
 

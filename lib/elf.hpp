@@ -27,6 +27,15 @@ struct elf_info {
     std::vector<std::string> needed;   // DT_NEEDED, in order
     std::vector<std::string> rpath;    // DT_RPATH, split on ':'
     std::vector<std::string> runpath;  // DT_RUNPATH, split on ':'
+    // Symbol versions (SHT_GNU_verneed/verdef; empty in files without section
+    // headers): what ld.so checks at load time, before any symbol is bound,
+    // so "version `GLIBCXX_3.4.30' not found" is found without loading.
+    struct version_need {
+        std::string file;                 // "libstdc++.so.6", as in DT_NEEDED
+        std::vector<std::string> names;   // "GLIBCXX_3.4.30", ... (weak ones left out: not fatal)
+    };
+    std::vector<version_need> version_needs;
+    std::vector<std::string> version_defs;  // the versions this file defines ("GLIBC_2.34", ...)
 
     bool is_shared_library() const { return type == 3 /* ET_DYN */ && !has_interp; }
 };

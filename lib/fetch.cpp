@@ -739,7 +739,12 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
     fill_receipt(request, a, out.report.url, staged.new_receipt);
     auto prepared = prepare_stage(staged, *entries);
     if (!prepared.ok()) return fail(std::move(prepared).error_value());
-    if (cache && pipeline.cacheable()) cache->store_tree(a.sha256, staged.stage_dir, staged.new_receipt.files);
+    // The extracted tree is kept the second time a blob is installed (from
+    // the cache), not when it is downloaded: it is a full copy (never hard
+    // links to the prefix), which on the cold install would sit on the
+    // critical path, and a blob installed once never needs it.
+    if (cache && pipeline.cacheable() && out.report.from_cache)
+        cache->store_tree(a.sha256, staged.stage_dir, staged.new_receipt.files);
 
     out.report.files = staged.new_receipt.files.size();
     finish_report();

@@ -128,6 +128,26 @@ std::optional<long> parse_retry_after(std::string_view value) {
     return when > now ? static_cast<long>(when - now) : 0L;
 }
 
+// "bytes START-END/TOTAL" -> {START, END}; nullopt if unparsable.
+std::optional<std::pair<long long, long long>> content_range_bounds(std::string_view value) {
+    value = trim(value);
+    if (!iequals_prefix(value, "bytes ")) return std::nullopt;
+    value.remove_prefix(6);
+    value = trim(value);
+    long long bounds[2] = {0, 0};
+    std::size_t i = 0;
+    for (int which = 0; which < 2; ++which) {
+        const std::size_t first = i;
+        for (; i < value.size() && value[i] >= '0' && value[i] <= '9'; ++i) {
+            if (bounds[which] > (1LL << 55)) return std::nullopt;
+            bounds[which] = bounds[which] * 10 + (value[i] - '0');
+        }
+        if (i == first || i >= value.size() || value[i] != (which == 0 ? '-' : '/')) return std::nullopt;
+        ++i;
+    }
+    return std::pair{bounds[0], bounds[1]};
+}
+
 // "bytes START-END/TOTAL" -> START; -1 if unparsable.
 long long content_range_start(std::string_view value) {
     value = trim(value);
@@ -155,6 +175,7 @@ struct transfer_state {
     std::string safe_url;
     bool file_url = false;
     std::uint64_t resume_from = 0;
+    std::optional<std::uint64_t> range_last;  // download_range(): the last byte asked for
 
     // Headers of the current response. Reset at each status line, because
     // with redirects (and 1xx) the header callback sees several responses.
@@ -247,7 +268,19 @@ bool start_response(transfer_state& st) {
     // A 206 for a different range than we asked for would splice the wrong
     // bytes onto the partial file; refuse it (the hash would catch it later,
     // but only after downloading everything).
-    if (!st.file_url && st.status == 206) {
+    if (!st.file_url && st.status == 206 && st.range_last) {
+        // A bounded range must come back exactly: same first and last byte.
+        const auto bounds = content_range_bounds(st.content_range);
+        if (!bounds || bounds->first != static_cast<long long>(st.resume_from) ||
+            bounds->second != static_cast<long long>(*st.range_last)) {
+            st.callback_error = make_error(error_code::network,
+                                           "HTTP 206 with unexpected Content-Range '" + st.content_range +
+                                               "' (asked for bytes=" + std::to_string(st.resume_from) + "-" +
+                                               std::to_string(*st.range_last) + ")")
+                                    .with_url(st.safe_url);
+            return false;
+        }
+    } else if (!st.file_url && st.status == 206) {
         const long long start = content_range_start(st.content_range);
         if (start != static_cast<long long>(st.resume_from)) {
             st.callback_error = make_error(error_code::network,
@@ -588,11 +621,18 @@ std::string ca_bundle(const transfer_options& options) {
 
 }  // namespace
 
-result<void> download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
-                      std::uint64_t resume_from, transfer_failure_info* failure) {
+namespace {
+
+result<void> perform_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+                              std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
+                              transfer_failure_info* failure) {
     set_failure(failure, false, 0, std::nullopt);
     const std::string safe_url = sanitize_url(url);
-    if (is_file_url(url)) return read_file_url(url, safe_url, options, callbacks, resume_from, failure);
+    if (is_file_url(url)) {
+        if (range_last)
+            return make_error(error_code::internal, "download_range() does not read file:// URLs").with_url(safe_url);
+        return read_file_url(url, safe_url, options, callbacks, resume_from, failure);
+    }
 
     curl_easy handle;
     if (!handle) return make_error(error_code::internal, "curl_easy_init failed").with_url(safe_url);
@@ -603,11 +643,14 @@ result<void> download(const std::string& url, const transfer_options& options, d
     st.safe_url = safe_url;
     st.file_url = is_file_url(url);
     st.resume_from = resume_from;
+    st.range_last = range_last;
     st.stall_seconds = options.stall_timeout_seconds;
 
     char errbuf[CURL_ERROR_SIZE] = {};
     curl_slist_ptr headers;
-    const std::string range = resume_from > 0 ? std::to_string(resume_from) + "-" : std::string();
+    const std::string range = range_last ? std::to_string(resume_from) + "-" + std::to_string(*range_last)
+                              : resume_from > 0 ? std::to_string(resume_from) + "-"
+                                                : std::string();
     {
         auto configured = configure(handle.get(), url, options, st, headers, errbuf, range, ca_bundle(options));
         if (!configured.ok()) return std::move(configured).error_value().with_url(safe_url);
@@ -663,6 +706,19 @@ result<void> download(const std::string& url, const transfer_options& options, d
     if (status != 0) message += " (HTTP " + std::to_string(status) + ")";
     if (!redirected.empty()) message += " [redirected to " + redirected + "]";
     return make_error(error_code::network, std::move(message)).with_url(safe_url);
+}
+
+}  // namespace
+
+result<void> download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+                      std::uint64_t resume_from, transfer_failure_info* failure) {
+    return perform_download(url, options, callbacks, resume_from, std::nullopt, failure);
+}
+
+result<void> download_range(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+                            std::uint64_t first, std::uint64_t last, transfer_failure_info* failure) {
+    if (last < first) return make_error(error_code::internal, "download_range: empty range").with_url(sanitize_url(url));
+    return perform_download(url, options, callbacks, first, last, failure);
 }
 
 result<std::string> fetch_text(const std::string& url, const transfer_options& options, std::size_t max_bytes,

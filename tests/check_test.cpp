@@ -4,6 +4,7 @@
 // time, installed through the tools) are in tests/e2e/test_check.py.
 #include <catch2/catch.hpp>
 
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -126,6 +127,66 @@ TEST_CASE("the ELF reader reads this test binary") {
     from_file = redist::elf::read_elf_file(real);
     REQUIRE(from_file.ok());
     CHECK(from_file->needed == info->needed);
+}
+
+TEST_CASE("the ELF reader reads symbol versions: needed by this binary, defined by libc") {
+    const auto real = std::filesystem::canonical("/proc/self/exe");
+    auto self = redist::elf::read_elf_file(real);
+    REQUIRE(self.ok());
+    const auto libc = std::find_if(self->version_needs.begin(), self->version_needs.end(),
+                                   [](const auto& n) { return n.file == "libc.so.6"; });
+    REQUIRE(libc != self->version_needs.end());
+    REQUIRE_FALSE(libc->names.empty());
+    for (const auto& name : libc->names) CHECK(name.rfind("GLIBC_", 0) == 0);
+    // The libc this binary runs with defines every version it needs.
+    std::string libc_path;
+    {
+        std::ifstream maps("/proc/self/maps");
+        for (std::string line; std::getline(maps, line) && libc_path.empty();)
+            if (const auto at = line.find('/'); at != std::string::npos && line.find("/libc.so.6") != std::string::npos)
+                libc_path = line.substr(at);
+    }
+    REQUIRE_FALSE(libc_path.empty());
+    auto defs = redist::elf::read_elf_file(std::filesystem::canonical(libc_path));
+    REQUIRE(defs.ok());
+    for (const auto& name : libc->names)
+        CHECK(std::find(defs->version_defs.begin(), defs->version_defs.end(), name) != defs->version_defs.end());
+    // libc's own name (the VER_FLG_BASE entry) is not a version.
+    CHECK(std::find(defs->version_defs.begin(), defs->version_defs.end(), "libc.so.6") == defs->version_defs.end());
+}
+
+TEST_CASE("the ELF reader: a version section pointing outside itself makes no claims, the file still reads") {
+    std::string bytes = slurp(std::filesystem::canonical("/proc/self/exe"));
+    auto intact = redist::elf::parse_elf(bytes);
+    REQUIRE(intact.ok());
+    REQUIRE_FALSE(intact->version_needs.empty());
+    // Find .gnu.version_r through the (ELF64, little-endian) section headers.
+    auto u64 = [&](std::size_t at) { std::uint64_t v; std::memcpy(&v, bytes.data() + at, 8); return v; };
+    auto u32 = [&](std::size_t at) { std::uint32_t v; std::memcpy(&v, bytes.data() + at, 4); return v; };
+    auto u16 = [&](std::size_t at) { std::uint16_t v; std::memcpy(&v, bytes.data() + at, 2); return v; };
+    const std::uint64_t shoff = u64(0x28);
+    const unsigned shentsize = u16(0x3a), shnum = u16(0x3c);
+    std::uint64_t verneed = 0;
+    for (unsigned i = 0; i < shnum; ++i)
+        if (u32(shoff + std::uint64_t(i) * shentsize + 4) == 0x6ffffffe) verneed = u64(shoff + std::uint64_t(i) * shentsize + 0x18);
+    REQUIRE(verneed != 0);
+    const std::uint32_t far = 0x7fffff00;  // vn_aux: the first Vernaux far outside the section
+    std::memcpy(bytes.data() + verneed + 8, &far, 4);
+    auto broken = redist::elf::parse_elf(bytes);
+    REQUIRE(broken.ok());
+    CHECK(broken->version_needs.empty());
+    CHECK(broken->needed == intact->needed);
+}
+
+TEST_CASE("run_check_probe --quick: the driver is asked only its version") {
+    std::vector<std::string> lines;
+    auto emit = [&](std::string_view l) { lines.emplace_back(l); };
+    CHECK(redist::run_check_probe({"--quick", "load"}, emit) == 2);  // still a usage error
+    lines.clear();
+    CHECK(redist::run_check_probe({"--quick", "driver", "/nonexistent/libcuda.so.1"}, emit) == 0);
+    REQUIRE(lines.size() == 2);
+    CHECK(lines[0] == "begin\t0");  // --quick is no operation: indices are unchanged
+    CHECK(lines[1].rfind("fail\t0\t/nonexistent/libcuda.so.1: cannot open shared object file", 0) == 0);
 }
 
 TEST_CASE("the ELF reader rejects garbage and truncations without crashing") {

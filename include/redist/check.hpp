@@ -54,11 +54,28 @@ struct check_finding {
     std::string message;    // one line; names from the prefix are embedded raw: escape before printing
 };
 
+// How much the child processes load. The parent's ELF checks (resolve,
+// runtime, file-name versions, shadow) are the same at both depths.
+//   full   every library dlopen(RTLD_NOW), dependencies first; the version
+//          probes; the driver with cuInit and each GPU's compute capability.
+//          `redist check`, and `fetch --check`.
+//   quick  only what the version probes need: the probed library alone
+//          (libcudnn.so.9 is a 130 kB dispatcher), RTLD_LAZY; the driver's
+//          cuDriverGetVersion (libcuda RTLD_LAZY, no cuInit, so no GPU list).
+//          What the post-install check of `fetch` runs: a few tens of
+//          milliseconds and a few MiB where full maps all of cuDNN (about
+//          0.2 s and 90 MiB). It does not see what only loading everything
+//          shows: an undefined symbol, a failing constructor, a GPU
+//          architecture the release dropped (the preflight before the
+//          download checks that one).
+enum class check_depth : std::uint8_t { full, quick };
+
 struct check_options {
     std::filesystem::path prefix;
     std::vector<std::string> components;  // empty: every installed component
-    bool gpu = false;                     // also run one real operation on the GPU
+    bool gpu = false;                     // also run one real operation on the GPU (implies full)
     bool load = true;                     // the child-process checks (load, probes, driver)
+    check_depth depth = check_depth::full;
     // The loader search path the user's programs see (the tool passes
     // $LD_LIBRARY_PATH); searched after the prefix.
     std::string ld_library_path;
@@ -81,7 +98,8 @@ struct check_report {
     std::size_t components = 0;
     std::size_t elf_files = 0;   // ELF files inspected
     std::size_t libraries = 0;   // shared libraries among them
-    std::size_t loaded = 0;      // libraries the child loaded
+    std::size_t loaded = 0;      // libraries the child loaded (none when quick)
+    check_depth depth = check_depth::full;
     double seconds = 0;
 
     std::size_t count(check_severity s) const;

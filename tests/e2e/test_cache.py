@@ -120,11 +120,29 @@ class Reuse(CacheCase):
         self.assertEqual(support.sha256_file(self.blob), self.sha256)
         self.assert_no_unverified_blob()
 
+    def test_tree_is_kept_from_the_second_install(self):
+        # The cold install (download) keeps no tree: copying it would sit on
+        # its critical path. The second, from the blob, keeps it; the third
+        # needs neither the blob nor the network.
+        trees = os.path.join(self.cache, "trees", self.sha256)
+        self.assertFalse(self.report(self.fetch("a", "--json"))["from_cache"])
+        self.assertFalse(os.path.exists(trees), "no tree from the download")
+        self.assertTrue(self.report(self.fetch("b", "--json"))["from_cache"])
+        self.assertTrue(os.path.isdir(trees), "the second install keeps the tree")
+        os.unlink(self.blob)
+        mark = support.access_log_mark()
+        third = self.report(self.fetch("c", "--json"))
+        self.assertTrue(third["from_cache"], third)
+        self.assertEqual(self.artifact_requests(mark), [])
+        self.assertFalse(os.path.exists(self.blob), "served from the tree, not downloaded again")
+        for name in "abc":
+            self.assert_tree(name)
+
     def test_tampered_cached_tree_is_not_installed(self):
         self.fetch("a", check=0)
+        self.fetch("a2", check=0)  # from the blob: keeps the tree
         trees = os.path.join(self.cache, "trees", self.sha256)
-        if not os.path.isdir(trees):
-            self.skipTest("this cache keeps no extracted trees")
+        self.assertTrue(os.path.isdir(trees))
         victim = os.path.join(trees, "include", "cudnn.h")
         with open(victim, "r+b") as f:
             data = f.read()
@@ -239,8 +257,10 @@ class CacheCommand(unittest.TestCase):
 
     def test_list_and_prune(self):
         self.assertEqual(self.listed(), [])
-        support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "p"), support.nginx_base_url(),
-                                                    self.cache, "--quiet"), env=CLEAN_ENV, check=0)
+        for name in ("p", "p2"):  # the second install keeps the extracted tree
+            support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, name), support.nginx_base_url(),
+                                                        self.cache, "--quiet"), env=CLEAN_ENV, check=0)
+        self.assertTrue(os.listdir(os.path.join(self.cache, "trees")))
         # A second blob, half downloaded.
         other = "ab" * 32
         with open(os.path.join(self.cache, "blobs", "sha256", other + ".part"), "wb") as f:

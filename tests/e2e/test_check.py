@@ -128,9 +128,11 @@ class CheckFindings(unittest.TestCase):
                            link=[missing])
         manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(broken, "1.0.0", "libbroken.so.1"))
         prefix = os.path.join(self.dir, "prefix")
-        # The install itself succeeds: a failed check is one warning line.
+        # The install itself succeeds: a failed check is one warning line. The
+        # post-install check is the quick one: the ELF resolution finds it,
+        # nothing is loaded.
         res = self.install(manifest, prefix)
-        self.assertIn("warning: 2 post-install checks failed, first: resolve: lib/libbroken.so.1.0.0 needs "
+        self.assertIn("warning: 1 post-install checks failed, first: resolve: lib/libbroken.so.1.0.0 needs "
                       "libmissing.so.1: not found", res.stderr)
         res = self.check(prefix, check=EXIT_CHECK_FAILED)
         self.assertIn("FAIL resolve: lib/libbroken.so.1.0.0 needs libmissing.so.1: not found\n", res.stdout)
@@ -141,8 +143,12 @@ class CheckFindings(unittest.TestCase):
         # The dependency on the loader path fixes both.
         res = self.check(prefix, env={"LD_LIBRARY_PATH": self.libs}, check=0)
         self.assertNotIn("FAIL", res.stdout)
-        # --check turns the post-install warning into exit 11; --no-check skips it.
-        self.install(manifest, prefix, "--force", "--check", check=EXIT_CHECK_FAILED)
+        # --check runs the full check (the dlopen too) and turns the warning into exit 11; --no-check skips it.
+        res = self.install(manifest, prefix, "--force", "--check", check=EXIT_CHECK_FAILED)
+        self.assertIn("FAIL resolve: lib/libbroken.so.1.0.0 needs libmissing.so.1: not found\n", res.stderr)
+        self.assertIn("FAIL load: dlopen(lib/libbroken.so.1.0.0): libmissing.so.1: cannot open shared object file",
+                      res.stderr)
+        self.assertIn("error: 2 post-install checks failed (--check)", res.stderr)
         res = self.install(manifest, prefix, "--force", "--no-check", check=0)
         self.assertNotIn("post-install", res.stderr)
 
@@ -256,8 +262,90 @@ class CheckFindings(unittest.TestCase):
         prefix = os.path.join(self.dir, "prefix")
         doc = json.loads(self.install(manifest, prefix, "--json").stdout)
         self.assertFalse(doc["check"]["ok"])
-        self.assertEqual(doc["check"]["failures"], 2)
+        self.assertEqual(doc["check"]["depth"], "quick")
+        self.assertEqual(doc["check"]["loaded"], 0)
+        self.assertEqual(doc["check"]["failures"], 1)
         self.assertIn("needs libmissing.so.1: not found", json.dumps(doc["check"]["findings"]))
+
+    def test_post_install_quick_check_keeps_its_findings(self):
+        # What the quick post-install check promises (docs/check.md): the
+        # version probe, shadowing copies and the driver's version, each found
+        # without loading the libraries.
+        lib = fake_cudnn(os.path.join(self.libs, "libcudnn.so"), 91900)
+        manifest = make_release(self.mirror, "cudnn", "9.22.0", "cudnn", "9.22.0", versioned_lib(lib, "9.22.0", "libcudnn.so.9"))
+        prefix = os.path.join(self.dir, "prefix")
+        res = self.install(manifest, prefix)
+        self.assertIn("warning: 1 post-install checks failed, first: version: lib/libcudnn.so.9.22.0: cudnnGetVersion() "
+                      "= 91900 (9.19.0), but the receipt says cudnn 9.22.0", res.stderr)
+        prefix = os.path.join(self.dir, "good")
+        res = self.install(self.good_cudnn_release(), prefix, "--json")
+        doc = json.loads(res.stdout)["check"]
+        self.assertTrue(doc["ok"], doc)
+        self.assertEqual((doc["depth"], doc["loaded"]), ("quick", 0))
+        self.assertIn("cudnnGetVersion() = 91900 (9.19.0): matches cudnn 9.19.0", json.dumps(doc["findings"]))
+        # The same depth through `redist check --quick`.
+        other = os.path.join(self.dir, "other")
+        os.makedirs(other)
+        fake_cudnn(os.path.join(other, "libcudnn.so.9"), 91002)
+        res = self.check(prefix, "--quick", env={"LD_LIBRARY_PATH": other}, check=EXIT_CHECK_FAILED)
+        self.assertIn(f"FAIL shadow: libcudnn.so.9: another copy (version 9.10.2) at {other}/libcudnn.so.9 through "
+                      "LD_LIBRARY_PATH", res.stdout)
+        self.assertIn("(quick: only the version probes loaded)", res.stdout)
+        driver = os.path.join(self.dir, "driver")
+        os.makedirs(driver)
+        fake_libcuda(os.path.join(driver, "libcuda.so.1"), 12040)
+        res = self.check(prefix, "--quick", env={"LD_LIBRARY_PATH": driver}, check=EXIT_CHECK_FAILED)
+        self.assertIn("FAIL driver: the driver supports CUDA 12.4, but cudnn 9.19.0 for CUDA 13 needs driver >= "
+                      "580.65.06: use --cuda 12, or upgrade the driver\n", res.stdout)
+        # Quick asks the driver its version only: no cuInit, so no "no GPU is usable".
+        fake_libcuda(os.path.join(driver, "libcuda.so.1"), 13000)
+        res = self.check(prefix, "--quick", env={"LD_LIBRARY_PATH": driver}, check=0)
+        self.assertIn("ok   driver: driver (kernel module version unknown) supports CUDA 13.0", res.stdout)
+        self.assertNotIn("cuInit", res.stdout)
+        # The help says what runs after an install and what --check adds.
+        helptext = " ".join(support.run_tool("redist", "fetch", "--help", check=0).stdout.split())
+        self.assertIn("Without it a quick check runs and only warns", helptext)
+        self.assertIn("Run the full `redist check` after installing", helptext)
+
+    def test_symbol_version_missing_from_an_older_dependency(self):
+        # Built against a libdep that defines DEP_2.0; the machine has an older
+        # one with DEP_1.0 only: ld.so says "version `DEP_2.0' not found". The
+        # quick check finds it from the version sections, without loading.
+        def dep(where, versions):
+            os.makedirs(where, exist_ok=True)
+            script = os.path.join(where, "dep.map")
+            with open(script, "w") as f:
+                f.write("".join(f"{v} {{ global: dep_{v.replace('.', '_')}; }};\n" for v in versions))
+            src = "".join(f"int dep_{v.replace('.', '_')}(void) {{ return 0; }}\n" for v in versions)
+            return build_lib(os.path.join(where, "libdep.so.1"), "libdep.so.1", src, link=[f"-Wl,--version-script={script}"])
+        new_dep = dep(os.path.join(self.dir, "new"), ["DEP_1.0", "DEP_2.0"])
+        user = build_lib(os.path.join(self.libs, "libuser.so"), "libuser.so.1",
+                         "int dep_DEP_2_0(void);\nint user(void) { return dep_DEP_2_0(); }\n", link=[new_dep])
+        old = os.path.dirname(dep(os.path.join(self.dir, "old"), ["DEP_1.0"]))
+        manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(user, "1.0.0", "libuser.so.1"))
+        prefix = os.path.join(self.dir, "prefix")
+        res = self.install(manifest, prefix, env={"LD_LIBRARY_PATH": old})
+        expected = (f"lib/libuser.so.1.0.0 needs version DEP_2.0 of libdep.so.1, which {old}/libdep.so.1 does not "
+                    "define: it is older than the one the library was built against")
+        self.assertIn(f"warning: 1 post-install checks failed, first: resolve: {expected}", res.stderr)
+        res = self.check(prefix, env={"LD_LIBRARY_PATH": old}, check=EXIT_CHECK_FAILED)
+        self.assertIn(f"FAIL resolve: {expected}\n", res.stdout)
+        self.assertIn("version `DEP_2.0' not found", res.stdout)  # the load agrees (dlerror verbatim)
+        self.check(prefix, "--quick", env={"LD_LIBRARY_PATH": os.path.dirname(new_dep)}, check=0)
+
+    def test_quick_check_does_not_load_what_it_does_not_probe(self):
+        # The documented limit of the quick depth: a library that fails only
+        # when loaded (here: its constructor aborts) passes the post-install
+        # check; the full check (redist check, fetch --check) catches it.
+        lib = build_lib(os.path.join(self.libs, "libboom.so"), "libboom.so.1",
+                        "#include <stdlib.h>\n__attribute__((constructor)) static void boom(void) { abort(); }\n")
+        manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(lib, "1.0.0", "libboom.so.1"))
+        prefix = os.path.join(self.dir, "prefix")
+        res = self.install(manifest, prefix, check=0)
+        self.assertIn("checked: 1 libraries resolve (quick", res.stdout)
+        res = self.check(prefix, check=EXIT_CHECK_FAILED)
+        self.assertIn("FAIL load: dlopen(lib/libboom.so.1.0.0): the check process was killed by signal 6", res.stdout)
+        self.install(manifest, prefix, "--force", "--check", check=EXIT_CHECK_FAILED)
 
     @unittest.skipUnless(shutil.which("cmake"), "cmake not installed")
     def test_redist_fetch_check_fails_the_configure(self):
@@ -322,6 +410,13 @@ class RealCudnn(unittest.TestCase):
         res = support.run_tool("redist", "check", "--prefix", prefix, env={"LD_LIBRARY_PATH": None}, check=0)
         self.assertIn("ok   version: cudnnGetVersion() = 91900 (9.19.0): matches cudnn 9.19.0.1", res.stdout)
         self.assertIn("8 libraries (8 loaded): 0 failed", res.stdout)
+        # The post-install depth on the same tree: the probe alone is loaded.
+        res = support.run_tool("redist", "check", "--quick", "--json", "--prefix", prefix,
+                               env={"LD_LIBRARY_PATH": None}, check=0)
+        doc = json.loads(res.stdout)
+        self.assertTrue(doc["ok"], doc)
+        self.assertEqual((doc["depth"], doc["libraries"], doc["loaded"]), ("quick", 8, 0))
+        self.assertIn("cudnnGetVersion() = 91900 (9.19.0): matches cudnn 9.19.0.1", json.dumps(doc["findings"]))
 
 
 if __name__ == "__main__":

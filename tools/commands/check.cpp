@@ -66,6 +66,7 @@ void write_check_json(redist::json_writer& w, const redist::check_report& r, boo
     w.field("elf_files", static_cast<std::uint64_t>(r.elf_files));
     w.field("libraries", static_cast<std::uint64_t>(r.libraries));
     w.field("loaded", static_cast<std::uint64_t>(r.loaded));
+    w.field("depth", r.depth == redist::check_depth::quick ? "quick" : "full");
     w.field("seconds", r.seconds);
     w.key("findings").begin_array();
     for (const auto& f : r.findings) {
@@ -89,6 +90,7 @@ struct check_args {
     bool json = false;
     bool strict = false;
     bool quiet = false;
+    bool quick = false;
     double timeout = 0;
 };
 
@@ -96,6 +98,7 @@ int cmd_check(const check_args& args) {
     auto o = default_check_options(args.prefix);
     o.components = args.components;
     o.gpu = args.gpu;
+    if (args.quick) o.depth = redist::check_depth::quick;
     if (args.timeout > 0) o.timeout = std::chrono::milliseconds(static_cast<long long>(args.timeout * 1000));
     else if (args.gpu) o.timeout = std::chrono::milliseconds(300000);  // the first GPU call may JIT for minutes
     auto report = redist::run_checks(o);
@@ -115,9 +118,12 @@ int cmd_check(const check_args& args) {
             if (args.quiet && f.severity == redist::check_severity::info) continue;
             std::printf("%s\n", format_finding(f).c_str());
         }
-        std::printf("%s: %zu components, %zu ELF files, %zu libraries (%zu loaded): %zu failed, %zu warnings in %.2f s: %s\n",
+        const bool quick = report->depth == redist::check_depth::quick;
+        std::printf("%s: %zu components, %zu ELF files, %zu libraries (%s): %zu failed, %zu warnings in %.2f s: %s\n",
                     redist::escape_for_display(args.prefix).c_str(), report->components, report->elf_files,
-                    report->libraries, report->loaded, failures, warnings, report->seconds,
+                    report->libraries,
+                    quick ? "quick: only the version probes loaded" : (std::to_string(report->loaded) + " loaded").c_str(),
+                    failures, warnings, report->seconds,
                     failed ? (failures ? "CHECK FAILED" : "CHECK FAILED (--strict: warnings fail)") : "all checks passed");
     }
     return failed ? redist::exit_code_for(redist::error_code::check_failed) : 0;
@@ -137,15 +143,21 @@ void add_check_command(CLI::App& app, command_runner& selected) {
     cmd->add_flag("--json", args->json, "Print one JSON report with every finding");
     cmd->add_flag("--strict", args->strict, "Warnings fail too (exit 11)");
     cmd->add_flag("--quiet,-q", args->quiet, "Print only warnings, failures and the summary");
+    cmd->add_flag("--quick", args->quick,
+                  "The post-install check of fetch: nothing is loaded but the version probes (RTLD_LAZY) and the "
+                  "driver's version (no cuInit); misses undefined symbols, failing constructors and GPU architectures");
     cmd->add_option("--timeout", args->timeout, "Seconds the checking child process may take (default 60; 300 with --gpu)")
         ->type_name("S");
     cmd->footer(
-        "\nChecks: every installed ELF file's DT_NEEDED resolves (RPATH, the prefix, LD_LIBRARY_PATH, RUNPATH,\n"
-        "/etc/ld.so.cache, default dirs); dlopen-only dependencies (libcublasLt, libnvrtc) are found; every\n"
-        "library loads (dlopen RTLD_NOW in a child process); file names and the library's own version function\n"
-        "(cudnnGetVersion, ...) match the receipt; no other version of an installed SONAME shadows it through\n"
-        "LD_LIBRARY_PATH or ld.so.cache; the driver supports the installed CUDA variant and every GPU's compute\n"
-        "capability is supported. No driver is a warning. Exits 11 when a check fails.\n\n" +
+        "\nChecks: every installed ELF file's DT_NEEDED resolves, with the symbol versions it needs (RPATH, the\n"
+        "prefix, LD_LIBRARY_PATH, RUNPATH, /etc/ld.so.cache, default dirs); dlopen-only dependencies\n"
+        "(libcublasLt, libnvrtc) are found; every library loads (dlopen RTLD_NOW in a child process); file\n"
+        "names and the library's own version function (cudnnGetVersion, ...) match the receipt; no other version\n"
+        "of an installed SONAME shadows it through LD_LIBRARY_PATH or ld.so.cache; the driver supports the\n"
+        "installed CUDA variant and every GPU's compute capability is supported. No driver is a warning. Exits 11\n"
+        "when a check fails.\n"
+        "--quick is what fetch runs after every install: the same checks without loading the libraries (only\n"
+        "the version probe's library, RTLD_LAZY, and the driver's version without cuInit; see docs/check.md).\n\n" +
         std::string(exit_code_help));
     cmd->final_callback([args, &selected] { selected = [args] { return cmd_check(*args); }; });
 }

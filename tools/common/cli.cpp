@@ -152,7 +152,10 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->type_name("N");
     app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
     app.add_flag("--quiet,-q", options.quiet, "Print only errors");
-    app.add_flag("--check", options.check, "Fail (exit 11) when the post-install checks fail, instead of warning");
+    app.add_flag("--check", options.check,
+                 "Run the full `redist check` after installing (every library loaded, RTLD_NOW) and fail (exit 11) "
+                 "when a check fails. Without it a quick check runs and only warns: DT_NEEDED and symbol-version "
+                 "resolution, versions, shadowing copies, the driver's version; it loads only the version probes");
     app.add_flag("--no-check", options.no_check, "Skip the post-install checks (see `redist check`)");
 }
 

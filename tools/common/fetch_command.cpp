@@ -286,6 +286,10 @@ std::optional<redist::check_report> post_install_check(const fetch_options& opti
     // matched) must stay a few milliseconds. An explicit --check still checks
     // the unchanged components.
     auto o = default_check_options(options.prefix);
+    // After every install, the quick depth (ELF resolution, versions,
+    // shadowing, the driver's version: tens of milliseconds, nothing big
+    // mapped); --check asks for everything `redist check` does.
+    o.depth = options.check ? redist::check_depth::full : redist::check_depth::quick;
     for (const auto& c : report.components)
         if (!c.unchanged || options.check) o.components.push_back(c.component);
     if (o.components.empty()) return std::nullopt;
@@ -303,9 +307,13 @@ std::optional<redist::check_report> post_install_check(const fetch_options& opti
 int render_post_install_check(const fetch_options& options, const redist::check_report& checked) {
     const auto failures = checked.count(redist::check_severity::failure);
     if (failures == 0) {
-        if (!options.quiet && !options.json && checked.elf_files != 0)
+        if (options.quiet || options.json || checked.elf_files == 0) return 0;
+        if (checked.depth == redist::check_depth::full)
             std::printf("checked: %zu libraries resolve and load (%.2f s; details: redist check --prefix %s)\n",
                         checked.loaded, checked.seconds, redist::escape_for_display(options.prefix).c_str());
+        else
+            std::printf("checked: %zu libraries resolve (quick, %.2f s; loading each: redist check --prefix %s)\n",
+                        checked.libraries, checked.seconds, redist::escape_for_display(options.prefix).c_str());
         return 0;
     }
     if (options.check) {

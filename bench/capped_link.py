@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Capped-link scenario (issue 11, item 3): a CDN that caps every connection.
+
+    python3 bench/capped_link.py --build build [--runs 1] [--connections 1,4,6,8]
+
+nginx on 127.0.0.1 serves the single-block cuDNN archive that bench/run.py
+builds (run `python3 bench/run.py --prepare` first) with `limit_rate 10m`
+per connection. Contenders, one round each per run, order rotating:
+
+  floor            xz -T1 -dc ARCHIVE > /dev/null            (local file)
+  N conn + xz      segmented_get URL SIZE --connections N --stdout 1 | xz -T1 -dc
+                   (download, in-order reassembly, hash, decode: what fetch
+                   will do once the lead wires lib/segmented_download in)
+  N conn, hash     segmented_get URL SIZE --connections N   (download + hash)
+
+segmented_get (tests/tools/segmented_get.cpp, target `segmented_get`) links
+lib/segmented_download and hashes the in-order stream; each run checks the
+SHA-256 against the archive's. Goal: N conn + xz <= 1.15x the floor.
+
+Note on nginx's limiter: it allows limit_rate * (seconds since the request
+started + 1) bytes, i.e. a first-second burst of 10 MiB per REQUEST. Chunks
+below ~10 MiB are therefore nearly free here; the chunk sizes of
+segment_options (4..32 MiB, ~offset/N) keep most bytes under the cap. The
+"requests" column says how many requests a run made.
+
+Python 3 standard library, nginx, xz. Prints a table and, with --json FILE,
+writes the samples.
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import hashlib
+import json
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import run as bench  # noqa: E402  (timed(), ENV, BenchError, nginx_fixture)
+
+DEFAULT_ARCHIVES = "/var/tmp/redist-bench/archives"
+
+
+def find_archive(root: str) -> tuple[str, str]:
+    """The single-block archive bench/run.py cached, and its SHA-256."""
+    for meta_path in sorted(glob.glob(os.path.join(root, "*", "meta.json")), key=os.path.getmtime, reverse=True):
+        with open(meta_path) as f:
+            meta = json.load(f)
+        single = meta.get("single") or {}
+        path = os.path.join(os.path.dirname(meta_path), single.get("file", ""))
+        if single.get("file") and os.path.isfile(path):
+            return path, single.get("sha256", "")
+    raise bench.BenchError(f"no single-block archive under {root}: run `python3 bench/run.py --prepare`")
+
+
+class CappedNginx:
+    """nginx serving one directory with limit_rate per connection."""
+
+    def __init__(self, scratch: str, root: str, rate: str):
+        self.dir, self.root, self.rate = os.path.join(scratch, "nginx"), root, rate
+        self.pid = None
+
+    def start(self) -> str:
+        os.makedirs(os.path.join(self.dir, "temp"), exist_ok=True)
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        t = os.path.join(self.dir, "temp")
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        conf = os.path.join(self.dir, "nginx.conf")
+        with open(conf, "w") as f:
+            f.write(f"""{user}worker_processes 1;
+daemon on;
+pid {self.dir}/nginx.pid;
+error_log {self.dir}/error.log warn;
+events {{ worker_connections 256; }}
+http {{
+    default_type application/octet-stream;
+    log_format bytes '$status $body_bytes_sent "$http_range"';
+    access_log {self.dir}/access.log bytes;
+    client_body_temp_path {t}/cb; proxy_temp_path {t}/p; fastcgi_temp_path {t}/f;
+    uwsgi_temp_path {t}/u; scgi_temp_path {t}/s;
+    sendfile on;
+    server_tokens off;
+    server {{
+        listen 127.0.0.1:{port};
+        root {self.root};
+        limit_rate {self.rate};
+    }}
+}}
+""")
+        res = subprocess.run([bench.NGINX, "-p", self.dir, "-c", conf, "-e", f"{self.dir}/error.log"],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if res.returncode != 0:
+            raise bench.BenchError(f"nginx failed to start:\n{res.stdout}")
+        for _ in range(100):
+            try:
+                with open(f"{self.dir}/nginx.pid") as f:
+                    self.pid = int(f.read().strip())
+                break
+            except (OSError, ValueError):
+                time.sleep(0.05)
+        return f"http://127.0.0.1:{port}"
+
+    def stop(self) -> None:
+        if self.pid is not None:
+            pid, self.pid = self.pid, None
+            bench.nginx_fixture.terminate(pid)
+
+
+def run_driver(cmd: str) -> tuple[float, dict]:
+    """Times a shell pipeline whose segmented_get prints its JSON to stderr or stdout."""
+    t0 = time.perf_counter()
+    res = subprocess.run(["/bin/sh", "-c", cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, env=bench.ENV)
+    wall = time.perf_counter() - t0
+    if res.returncode != 0:
+        raise bench.BenchError(f"failed (exit {res.returncode}): {cmd}\n{res.stderr[-2000:]}")
+    for line in (res.stdout + "\n" + res.stderr).splitlines():
+        if line.startswith("{\"sha256\""):
+            return wall, json.loads(line)
+    raise bench.BenchError(f"no result line from: {cmd}")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--build", default="build", help="build tree with bin/segmented_get")
+    ap.add_argument("--archives", default=DEFAULT_ARCHIVES)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--connections", default="1,4,6,8")
+    ap.add_argument("--rate", default="10m")
+    ap.add_argument("--json", default=None)
+    args = ap.parse_args(argv)
+
+    driver = os.path.abspath(os.path.join(args.build, "bin", "segmented_get"))
+    if not os.access(driver, os.X_OK):
+        raise bench.BenchError(f"{driver} missing: cmake --build {args.build} --target segmented_get")
+    archive, sha = find_archive(args.archives)
+    size = os.path.getsize(archive)
+    conns = [int(c) for c in args.connections.split(",")]
+    scratch = tempfile.mkdtemp(prefix="redist-capped-")
+    nginx = CappedNginx(scratch, os.path.dirname(archive), args.rate)
+    results: dict[str, list] = {}
+    load = os.getloadavg()
+    try:
+        url = nginx.start() + "/" + os.path.basename(archive)
+        contenders = [("floor: xz -T1 -dc", f"xz -T1 -dc {archive} > /dev/null", False)]
+        for n in conns:
+            get = f"{driver} {url} {size} --temp {scratch} --connections {n}"
+            contenders.append((f"{n} conn + xz -T1 -dc", f"{get} --stdout 1 | xz -T1 -dc > /dev/null", True))
+        for n in conns:
+            if n > 1:
+                contenders.append((f"{n} conn, hash only", f"{driver} {url} {size} --temp {scratch} --connections {n}", True))
+        for r in range(args.runs):
+            order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
+            for name, cmd, is_driver in order:
+                if is_driver:
+                    wall, out = run_driver(cmd)
+                    if sha and out["sha256"] != sha:
+                        raise bench.BenchError(f"{name}: sha256 {out['sha256']} != {sha}")
+                else:
+                    wall, out = bench.timed(cmd, shell=True).wall, {}
+                results.setdefault(name, []).append({"wall": wall, **out})
+                print(f"  {name:28s} {wall:7.2f} s {out.get('requests', '')}", flush=True)
+    finally:
+        nginx.stop()
+        subprocess.run(["rm", "-rf", scratch])
+    floor = statistics.median(s["wall"] for s in results["floor: xz -T1 -dc"])
+    print(f"\ncapped link: {os.path.basename(archive)} ({size / 2**20:.0f} MiB), limit_rate {args.rate} per "
+          f"connection, load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs")
+    print(f"{'contender':28s} {'median s':>9s} {'x floor':>8s} {'requests':>9s}")
+    for name, samples in results.items():
+        wall = statistics.median(s["wall"] for s in samples)
+        reqs = samples[-1].get("requests", "")
+        print(f"{name:28s} {wall:9.2f} {wall / floor:8.2f} {reqs!s:>9s}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"archive": archive, "size": size, "rate": args.rate, "load": load,
+                       "results": results}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except bench.BenchError as e:
+        print(f"capped_link: {e}", file=sys.stderr)
+        sys.exit(1)

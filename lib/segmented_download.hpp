@@ -1,0 +1,148 @@
+// Internal: one large artifact over several HTTP connections at once
+// (issue 11, item 3), reassembled in order for the hash and the decoder.
+//
+// Why: CDNs often cap each connection (nginx `limit_rate`); one stream of a
+// 313 MiB archive then takes 30 s while xz decodes it in 7. Byte ranges over
+// N connections make the download stop being the bottleneck.
+//
+// How (see segmented_download.cpp for the reasons):
+//  * The file is cut into chunks, small at the start and growing with the
+//    offset (so that the contiguous prefix, which is all the decoder can use,
+//    grows at about N times one connection's rate from the first second).
+//    Worker threads (one per connection) take the lowest chunk nobody has,
+//    fetch it with download_range() and pwrite() its bytes at their offset
+//    into the spool file. All of transfer.hpp's rules hold per request
+//    (https never downgrades, redirect limit, stall detector, no decoding).
+//  * The calling thread reads the spool back in order as the contiguous
+//    prefix grows and calls on_data: the caller's callbacks run on its own
+//    thread only, one byte stream from byte 0. Memory is bounded (libcurl's
+//    buffers plus one 1 MiB read buffer); the bytes wait on disk, in the
+//    spool, which is the cache's .part file anyway.
+//  * A failed chunk keeps what it wrote and is retried from there when the
+//    caller's retry hook says so; the other chunks go on.
+//  * A server that answers a Range request with 200 makes the whole download
+//    fall back to one stream (no byte is delivered twice).
+//  * Resume: next to a .part spool, "<part>.segments" lists the byte ranges
+//    known to be in the .part (the contiguous prefix and finished chunks
+//    beyond it). It is untrusted (parse_segment_record, fuzzed): anything
+//    odd, and the record is ignored. Without it a .part counts as written
+//    sequentially (its size is the prefix), which is what a single stream
+//    writes; a segmented run writes the record before its first
+//    out-of-order byte. Resumed bytes are not trusted either: they go
+//    through the caller's hash like every other byte.
+//
+// Known limits: every chunk is a new connection (download_range() keeps no
+// connection cache: one TLS handshake per chunk, ~25 for a 313 MiB archive);
+// stopping (a caller error, a fatal chunk) waits for each running request's
+// next byte, so a stalled one holds it up to transfer_options'
+// stall_timeout_seconds; no work stealing at the tail (the last chunks run
+// at one connection's rate each).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/transfer.hpp"
+
+namespace redist {
+
+// How to split. The defaults come from bench/capped_link.py (see there).
+struct segment_options {
+    // Connections at once; <= 1: one stream. Chosen as the fewest connections
+    // whose download (hash only) outruns one xz thread's decode (~45 MiB/s on
+    // the 2-core bench machine) on the capped link (nginx limit_rate 10m per
+    // connection, 312 MiB single-block cuDNN archive). Measured 2026-11-30,
+    // once, load average 15 on 2 cores: 4 connections 35 MiB/s (8.9 s),
+    // 6: 49 MiB/s (6.3 s), 8: 57 MiB/s (5.4 s); 1: ~30 s.
+    int connections = 6;
+    // Smaller archives use one stream: the extra requests are not worth it.
+    std::uint64_t min_total_bytes = 64ull << 20;
+    // Chunk sizes: chunk at offset x is about x / connections bytes, within
+    // these bounds (small first chunks: the decoder gets going at once; big
+    // later ones: fewer requests).
+    std::uint64_t min_segment_bytes = 4ull << 20;
+    std::uint64_t max_segment_bytes = 32ull << 20;
+};
+
+// Command-line knob for the tools (fetch's --connections N); 0 = default.
+struct download_split_options {
+    int connections = 0;
+};
+
+// Where the bytes wait between the network and on_data.
+struct spool_location {
+    // The cache's "<hex>.part": resumable; "<part>.segments" is kept beside it.
+    // Opened with O_NOFOLLOW; must be a regular file with one link owned by us.
+    std::filesystem::path part_file;
+    // Without a part_file: an unlinked O_TMPFILE in this directory (no resume).
+    std::filesystem::path temp_dir;
+};
+
+// Asked after each failed request of a chunk (attempt = 1, 2, ... failures of
+// that chunk in a row without progress): how long to wait before trying
+// again, or nullopt to give up (the whole download fails with that error).
+// Called with the download's lock held, from any of its threads, one call at
+// a time: it need not be thread-safe but must be quick.
+using segment_retry_hook =
+    std::function<std::optional<std::chrono::milliseconds>(int attempt, const transfer_failure_info&)>;
+
+struct segmented_stats {
+    bool segmented = false;            // false: one stream was used
+    std::uint64_t reused_bytes = 0;    // taken from the spool of an earlier run
+    std::uint64_t received_bytes = 0;  // body bytes that came over the network and were kept
+    int requests = 0;                  // HTTP requests (or file:// reads) made
+    int retries = 0;                   // requests that were repeats after a failure
+};
+
+// Downloads `url` (expected_size bytes; 0 = unknown, which means one stream)
+// into the spool, calling callbacks.on_response once (status of the first
+// response, content_length = expected_size or the server's, partial = false:
+// the stream always starts at byte 0) and then callbacks.on_data with every
+// byte of the file from byte 0, in order, on the calling thread. Bytes found
+// in the spool from an earlier run are delivered from there first.
+//
+// One stream is used for file:// URLs, expected_size < min_total_bytes,
+// connections <= 1, and servers that ignore ranges.
+//
+// On success the spool holds the whole file and "<part>.segments" is gone, so
+// the caller can verify and rename the .part. On failure the spool and its
+// record stay for a later resume (the caller removes both to start over:
+// remove_segment_record()).
+// Outcomes: ok | network / not_found (last failure of a request the retry
+// hook gave up on; `failure` describes it) | integrity (the server sent more
+// or fewer bytes than expected_size, or the file changed between requests) |
+// filesystem (spool) | whatever a callback returned, unchanged.
+result<segmented_stats> segmented_download(const std::string& url, std::uint64_t expected_size,
+                                           const transfer_options& transfer, const segment_options& segments,
+                                           const spool_location& spool, download_callbacks& callbacks,
+                                           const segment_retry_hook& retry = {},
+                                           transfer_failure_info* failure = nullptr);
+
+// ---- the resume record (exposed for tests and the fuzz target) --------------
+
+// Byte ranges [first, second) of a file of `size` bytes, sorted, disjoint,
+// non-adjacent, non-empty, within the size.
+struct segment_record {
+    std::uint64_t size = 0;
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;
+};
+
+// Text form: "redist-segments 1\nsize N\nA B\n...". At most 64 KiB and 4096
+// ranges. Outcomes: ok | bad_manifest (why, naming `what`).
+result<segment_record> parse_segment_record(std::string_view text, std::string_view what);
+std::string segment_record_to_text(const segment_record& record);
+
+// "<part>.segments"
+std::filesystem::path segment_record_path(const std::filesystem::path& part_file);
+// Removes the record (best effort), e.g. when the caller drops the .part.
+void remove_segment_record(const std::filesystem::path& part_file) noexcept;
+
+}  // namespace redist

@@ -1,0 +1,378 @@
+// segmented_download_test.cpp — lib/segmented_download against the
+// misbehaving loopback server (tests/fixtures/fault_server.py), whose request
+// log gives the ranges asked for and the body bytes really sent.
+#include "../lib/segmented_download.hpp"
+
+#include <catch2/catch.hpp>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <random>
+#include <string>
+
+#include "fixtures/fault_server_support.hpp"
+#include "redist/verify.hpp"
+#include "support.hpp"
+
+namespace fs = std::filesystem;
+using redist::error_code;
+
+namespace {
+
+std::string random_bytes(std::size_t size, unsigned seed) {
+    std::mt19937 gen(seed);
+    std::string out(size, '\0');
+    for (auto& c : out) c = static_cast<char>(gen() & 0xff);
+    return out;
+}
+
+std::string sha256_of(const std::string& bytes) {
+    redist::sha256_hasher h;
+    h.update(bytes);
+    return h.finish_hex();
+}
+
+constexpr std::size_t kSize = 2'000'000;
+
+struct fixture {
+    fs::path dir;
+    fs::path root;
+    std::string blob;
+    std::unique_ptr<redist_test::fault_server> server;
+
+    fixture() {
+        ::setenv("no_proxy", "127.0.0.1,localhost", 1);
+        ::setenv("NO_PROXY", "127.0.0.1,localhost", 1);
+        dir = fs::path(REDIST_TEST_SCRATCH) / ("server." + std::to_string(::getpid()));
+        fs::remove_all(dir);
+        root = dir / "root";
+        fs::create_directories(root);
+        blob = random_bytes(kSize, 7);
+        redist_test::write(root / "blob.bin", blob);
+        server = std::make_unique<redist_test::fault_server>(root, dir / "server");
+    }
+    ~fixture() {
+        server.reset();
+        std::error_code ignored;
+        fs::remove_all(dir, ignored);
+    }
+    fixture(const fixture&) = delete;
+    fixture& operator=(const fixture&) = delete;
+};
+
+fixture& shared_fixture() {
+    static fixture f;
+    f.server->set_faults("{}");
+    f.server->reset();
+    return f;
+}
+
+redist::segment_options small_segments(int connections = 4) {
+    redist::segment_options o;
+    o.connections = connections;
+    o.min_total_bytes = 1u << 20;
+    o.min_segment_bytes = 128u << 10;
+    o.max_segment_bytes = 512u << 10;
+    return o;
+}
+
+redist::transfer_options fast_options() {
+    redist::transfer_options o;
+    o.connect_timeout_seconds = 5;
+    o.stall_timeout_seconds = 10;
+    return o;
+}
+
+// Hashes the in-order stream; can stop (like a killed process) after N bytes.
+struct sink {
+    redist::sha256_hasher hasher;
+    std::uint64_t bytes = 0;
+    int responses = 0;
+    redist::response_info info;
+    std::uint64_t stop_after = 0;
+    redist::download_callbacks callbacks;
+
+    sink() {
+        callbacks.on_response = [this](const redist::response_info& i) -> redist::result<void> {
+            ++responses;
+            info = i;
+            return {};
+        };
+        callbacks.on_data = [this](const std::byte* data, std::size_t n) -> redist::result<void> {
+            hasher.update(data, n);
+            bytes += n;
+            if (stop_after > 0 && bytes >= stop_after)
+                return redist::make_error(error_code::cancelled, "stopped by the test");
+            return {};
+        };
+    }
+    std::string hex() { return hasher.finish_hex(); }
+};
+
+redist::segment_retry_hook retry_transient(int max_attempts, int* calls = nullptr) {
+    return [max_attempts, calls](int attempt, const redist::transfer_failure_info& info)
+               -> std::optional<std::chrono::milliseconds> {
+        if (calls != nullptr) ++*calls;
+        if (!info.transient || attempt > max_attempts) return std::nullopt;
+        return std::chrono::milliseconds(10);
+    };
+}
+
+std::uint64_t body_bytes(const std::vector<redist_test::request_log_entry>& log) {
+    std::uint64_t total = 0;
+    for (const auto& e : log) total += e.bytes_sent;
+    return total;
+}
+
+}  // namespace
+
+TEST_CASE("segments are fetched as ranges and delivered in order", "[segmented]") {
+    auto& f = shared_fixture();
+    const fs::path dir = redist_test::scratch("reassembly");
+    sink s;
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK(r->segmented);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(s.bytes == kSize);
+    CHECK(s.responses == 1);
+    CHECK(s.info.content_length == static_cast<std::int64_t>(kSize));
+    CHECK(redist_test::slurp(spool.part_file) == f.blob);
+    CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));  // gone once complete
+    const auto log = f.server->log();
+    CHECK(log.size() > 4);
+    CHECK(static_cast<int>(log.size()) == r->requests);
+    for (const auto& e : log) {
+        CHECK(e.status == 206);
+        REQUIRE(e.range);
+        CHECK(e.range->find('-') + 1 < e.range->size());  // bounded: "bytes=A-B"
+    }
+    CHECK(body_bytes(log) == kSize);  // every byte exactly once
+}
+
+TEST_CASE("a temp spool without a cache works the same", "[segmented]") {
+    auto& f = shared_fixture();
+    const fs::path dir = redist_test::scratch("temp");
+    sink s;
+    redist::spool_location spool;
+    spool.temp_dir = dir;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK(r->segmented);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(fs::is_empty(dir));  // unlinked
+}
+
+TEST_CASE("a server that ignores ranges falls back to one stream", "[segmented]") {
+    auto& f = shared_fixture();
+    f.server->set_faults(R"({"/blob.bin": {"ignore_range": true}})");
+    const fs::path dir = redist_test::scratch("ignore-range");
+    sink s;
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK_FALSE(r->segmented);
+    CHECK(s.bytes == kSize);  // no byte twice
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(s.responses == 1);
+    CHECK(redist_test::slurp(spool.part_file) == f.blob);
+    CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
+}
+
+TEST_CASE("a 206 for the wrong range is an error", "[segmented]") {
+    auto& f = shared_fixture();
+    f.server->set_faults(R"({"/blob.bin": {"range_shift": 10}})");
+    const fs::path dir = redist_test::scratch("shift");
+    sink s;
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    int calls = 0;
+    redist::transfer_failure_info failure;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3, &calls), &failure);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::network);
+    CHECK(r.error_value().message.find("Content-Range") != std::string::npos);
+    CHECK_FALSE(failure.transient);
+    // The first chunk (range 0-...) is not shifted by the server; no later
+    // chunk's bytes may reach the stream.
+    CHECK(s.bytes < kSize);
+}
+
+TEST_CASE("a failed segment is retried alone, from where it stopped", "[segmented]") {
+    auto& f = shared_fixture();
+    // The first request of all is cut after 50000 bytes.
+    f.server->set_faults(R"({"/blob.bin": {"drop_after": 50000, "times": 1}})");
+    const fs::path dir = redist_test::scratch("retry");
+    sink s;
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    int calls = 0;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3, &calls));
+    REQUIRE(r.ok());
+    CHECK(r->segmented);
+    CHECK(r->retries == 1);
+    CHECK(calls == 1);
+    CHECK(s.hex() == sha256_of(f.blob));
+    const auto log = f.server->log();
+    // One request more than segments, and the repeat asked only for the rest.
+    CHECK(static_cast<int>(log.size()) == r->requests);
+    CHECK(body_bytes(log) == kSize);
+}
+
+TEST_CASE("a retry hook that gives up fails the download and reports why", "[segmented]") {
+    auto& f = shared_fixture();
+    f.server->set_faults(R"({"/blob.bin": {"status": 503, "retry_after": 3}})");
+    const fs::path dir = redist_test::scratch("give-up");
+    sink s;
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    redist::transfer_failure_info failure;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(2), &failure);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::network);
+    CHECK(failure.transient);
+    CHECK(failure.http_status == 503);
+    CHECK(failure.retry_after_seconds == 3);
+    CHECK(s.bytes == 0);
+}
+
+TEST_CASE("an interrupted segmented download resumes with fewer bytes", "[segmented]") {
+    auto& f = shared_fixture();
+    // The first request stalls after 1000 bytes while the others finish; the
+    // caller stops (as a kill would) at the first bytes delivered: the spool
+    // then holds a prefix, whole segments beyond it, and a hole.
+    f.server->set_faults(R"({"/blob.bin": {"stall_after": 1000, "stall_seconds": 2, "times": 1}})");
+    const fs::path dir = redist_test::scratch("resume");
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    {
+        sink s;
+        s.stop_after = 1;
+        auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(),
+                                            spool, s.callbacks, retry_transient(3));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::cancelled);
+    }
+    REQUIRE(fs::exists(redist::segment_record_path(spool.part_file)));
+    (void)f.server->log();  // waits for the requests cut short to be logged
+    f.server->set_faults("{}");
+    f.server->reset();
+    sink s;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(s.bytes == kSize);
+    CHECK(r->reused_bytes >= 1000);
+    const std::uint64_t sent = body_bytes(f.server->log());
+    CHECK(sent + r->reused_bytes == kSize);  // nothing fetched twice
+    CHECK(sent > 0);
+    CHECK(sent < kSize);
+    CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
+}
+
+TEST_CASE("a .part without a record resumes from its size", "[segmented]") {
+    auto& f = shared_fixture();
+    const fs::path dir = redist_test::scratch("legacy");
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    redist_test::write(spool.part_file, f.blob.substr(0, 300'000));
+    sink s;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(r->reused_bytes == 300'000);
+    CHECK(body_bytes(f.server->log()) == kSize - 300'000);
+}
+
+TEST_CASE("a hostile record is ignored: everything is fetched again", "[segmented]") {
+    auto& f = shared_fixture();
+    const fs::path dir = redist_test::scratch("hostile-record");
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    redist_test::write(spool.part_file, std::string(1000, 'x'));
+    // Claims more than the file holds.
+    redist_test::write(redist::segment_record_path(spool.part_file), "redist-segments 1\nsize 2000000\n0 1500000\n");
+    sink s;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK(r->reused_bytes == 0);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(body_bytes(f.server->log()) == kSize);
+}
+
+TEST_CASE("the spool is never opened through a symlink", "[segmented]") {
+    auto& f = shared_fixture();
+    const fs::path dir = redist_test::scratch("symlink");
+    const fs::path victim = dir / "victim";
+    redist_test::write(victim, "precious");
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    fs::create_symlink(victim, spool.part_file);
+    sink s;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK(redist_test::slurp(victim) == "precious");
+    CHECK_FALSE(fs::is_symlink(spool.part_file));
+    CHECK(s.hex() == sha256_of(f.blob));
+}
+
+TEST_CASE("file:// and small files use one stream", "[segmented]") {
+    auto& f = shared_fixture();
+    const fs::path dir = redist_test::scratch("one-stream");
+    redist::spool_location spool;
+    spool.temp_dir = dir;
+    {
+        sink s;
+        auto r = redist::segmented_download("file://" + (f.root / "blob.bin").string(), kSize, fast_options(),
+                                            small_segments(), spool, s.callbacks, retry_transient(3));
+        REQUIRE(r.ok());
+        CHECK_FALSE(r->segmented);
+        CHECK(s.hex() == sha256_of(f.blob));
+    }
+    {
+        auto options = small_segments();
+        options.min_total_bytes = kSize + 1;
+        sink s;
+        auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), options, spool,
+                                            s.callbacks, retry_transient(3));
+        REQUIRE(r.ok());
+        CHECK_FALSE(r->segmented);
+        CHECK(r->requests == 1);
+        CHECK(s.hex() == sha256_of(f.blob));
+    }
+}
+
+TEST_CASE("segment records: round trip and refusals", "[segmented]") {
+    redist::segment_record rec;
+    rec.size = 1000;
+    rec.ranges = {{0, 10}, {20, 30}, {999, 1000}};
+    auto back = redist::parse_segment_record(redist::segment_record_to_text(rec), "r");
+    REQUIRE(back.ok());
+    CHECK(back->size == 1000);
+    CHECK(back->ranges == rec.ranges);
+    for (const char* bad : {"", "redist-segments 2\nsize 10\n", "redist-segments 1\nsize 0\n",
+                            "redist-segments 1\nsize 10\n0 11\n", "redist-segments 1\nsize 10\n5 5\n",
+                            "redist-segments 1\nsize 10\n4 6\n0 2\n", "redist-segments 1\nsize 10\n0 2\n2 4\n",
+                            "redist-segments 1\nsize 10\n0 2", "redist-segments 1\nsize 10\n-1 2\n",
+                            "redist-segments 1\nsize 10\n01 2\n", "redist-segments 1\nsize 99999999999999999999\n"}) {
+        auto r = redist::parse_segment_record(bad, "r");
+        CHECK_FALSE(r.ok());
+        if (!r.ok()) CHECK(r.error_value().code == error_code::bad_manifest);
+    }
+}
