@@ -618,6 +618,80 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
     return freed;
 }
 
+namespace {
+
+// Bytes of regular files under `dir` (not following symlinks); 0 if it is not a directory.
+std::uint64_t tree_bytes(const fs::path& dir) {
+    struct stat st{};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    std::uint64_t bytes = 0;
+    std::error_code ec;
+    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
+        std::error_code ignored;
+        if (entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) bytes += entry.file_size(ignored);
+    }
+    return bytes;
+}
+
+}  // namespace
+
+result<std::uint64_t> blob_cache::prune_to_size(std::uint64_t max_bytes) const {
+    REDIST_TRY(const auto entries, list());
+    struct candidate {
+        const cache_entry* entry;
+        std::uint64_t bytes;  // the blob and its tree
+        fs::file_time_type used;
+    };
+    std::vector<candidate> order;
+    std::uint64_t total = 0;
+    std::set<std::string> blobs;
+    for (const auto& e : entries) {
+        candidate c{&e, e.size, e.last_used};
+        if (!e.partial) {
+            blobs.insert(e.sha256);
+            const fs::path tree = trees_ / e.sha256;
+            c.bytes += tree_bytes(tree);
+            struct stat st{};
+            if (::lstat((tree / ".redist-tree.json").c_str(), &st) == 0) {
+                const std::chrono::system_clock::time_point sys(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                    std::chrono::seconds(st.st_atim.tv_sec) + std::chrono::nanoseconds(st.st_atim.tv_nsec)));
+                const auto atime = fs::file_time_type::clock::from_sys(sys);
+                c.used = std::max(c.used, atime);
+            }
+        }
+        total += c.bytes;
+        order.push_back(c);
+    }
+    std::uint64_t freed = 0;
+    // Orphaned trees (their archive is gone) first: nothing can reuse them without decoding again.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(trees_, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!is_sha256_hex(name) || blobs.count(name)) continue;
+        if (total <= max_bytes) {
+            total += tree_bytes(entry.path());
+            continue;
+        }
+        freed += remove_tree(name);
+    }
+    std::sort(order.begin(), order.end(), [](const candidate& a, const candidate& b) { return a.used < b.used; });
+    for (const auto& c : order) {
+        if (total <= max_bytes) break;
+        auto lock = open_lock_file(locks_ / (c.entry->sha256 + ".lock"));
+        if (!lock.ok()) continue;
+        fd_holder fd(*lock);
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // in use by another process
+        std::uint64_t gone = 0;
+        std::error_code removed;
+        if (fs::remove(c.entry->partial ? partial_path(c.entry->sha256) : blob_path(c.entry->sha256), removed))
+            gone += c.entry->size;
+        if (!c.entry->partial) gone += remove_tree(c.entry->sha256);
+        freed += gone;
+        total -= std::min(total, c.bytes);
+    }
+    return freed;
+}
+
 void blob_cache::store_document(const std::string& url, const std::string& body) const noexcept {
     const fs::path path = documents_ / sha256_hex(url);
     const fs::path tmp = path.string() + ".tmp." + unique_suffix();

@@ -21,9 +21,11 @@
 #include "sources.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
+#include "redist/sync.hpp"
 #include "redist/unpack.hpp"
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
+#include "safe_path.hpp"
 #include "redist/version.hpp"
 
 namespace fs = std::filesystem;
@@ -277,11 +279,6 @@ variant_choice choose_cuda_variant(const manifest& m, const std::string& platfor
 // ---- installing ------------------------------------------------------------------------------
 
 namespace {
-
-bool receipt_matches(const receipt& r, const install_request& request, const artifact& a) {
-    return r.component == a.component && r.archive_sha256 == a.sha256 && r.archive_size == a.size &&
-           r.platform == a.platform && r.variant == a.variant && r.product == request.product;
-}
 
 struct job_result {
     std::optional<staged_component> staged;
@@ -575,6 +572,14 @@ void run_job(const install_request& request, const prefix_lock& lock, const std:
     out.report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     out.staged = std::move(staged).value();
 }
+
+// Progress for every component this run (re)installs: committing, then done.
+void notify_components(const install_request& request, const install_report& report, fetch_stage stage) {
+    if (!request.observer) return;
+    for (const auto& c : report.components)
+        if (!c.unchanged)
+            request.observer->on_progress({c.component, stage, stage == fetch_stage::done ? c.size : 0, c.size});
+}
 }  // namespace
 
 result<install_report> install(const install_request& request) {
@@ -582,11 +587,59 @@ result<install_report> install(const install_request& request) {
                    if (request.observer) request.observer->on_lock_wait({request.prefix});
                }));
     REDIST_TRY(const std::vector<receipt> receipts, read_receipts(lock.prefix()));
+    REDIST_TRY(staged_install staged, stage_install(request, lock, receipts, {}));
+    if (!staged.staged.empty()) {
+        notify_components(request, staged.report, fetch_stage::committing);
+        debug_pause("before-commit");
+        REDIST_TRY_VOID(commit_stages(lock, std::move(staged.staged), request.force));
+        notify_components(request, staged.report, fetch_stage::done);
+    }
+    return std::move(staged.report);
+}
 
-    install_report report;
-    report.prefix = lock.prefix();
-    report.product = request.product;
-    report.release_label = request.release_label;
+// ---- staging without committing (install_all, lib/sync.cpp) -------------------------
+// The first half of install() (and of install_all): the jobs, under a lock
+// the caller holds, with the stages handed back instead of committed; then
+// the exclude globs are applied to the stages.
+
+namespace {
+
+// Removes the excluded files from a stage and records them in its receipt.
+result<void> apply_exclude(staged_component& staged, const std::vector<std::string>& exclude) {
+    staged.new_receipt.exclude = exclude;
+    staged.new_receipt.excluded.clear();
+    if (exclude.empty()) return {};
+    std::vector<installed_file> kept;
+    for (auto& f : staged.new_receipt.files) {
+        if (!path_excluded(f.path, exclude)) {
+            kept.push_back(std::move(f));
+            continue;
+        }
+        // Files in the stage are ours (unpacked or placed there by this run).
+        REDIST_TRY(const fs::path target, confined_join(staged.stage_dir, f.path));
+        if (::unlink(target.c_str()) != 0 && errno != ENOENT)
+            return make_error(error_code::filesystem, std::string("cannot remove an excluded file: ") +
+                                                          std::strerror(errno))
+                .with_path(target.string());
+        // Directories left empty go too (rmdir fails on the others).
+        for (fs::path dir = target.parent_path(); dir != staged.stage_dir && is_strictly_under(staged.stage_dir, dir);
+             dir = dir.parent_path())
+            if (::rmdir(dir.c_str()) != 0) break;
+        staged.new_receipt.excluded.push_back(f.path);
+    }
+    staged.new_receipt.files = std::move(kept);
+    std::sort(staged.new_receipt.excluded.begin(), staged.new_receipt.excluded.end());
+    return {};
+}
+
+}  // namespace
+
+result<staged_install> stage_install(const install_request& request, const prefix_lock& lock,
+                                     const std::vector<receipt>& receipts, const std::vector<std::string>& exclude) {
+    staged_install out;
+    out.report.prefix = lock.prefix();
+    out.report.product = request.product;
+    out.report.release_label = request.release_label;
 
     std::vector<job_result> results(request.artifacts.size());
     std::vector<std::size_t> todo;
@@ -601,8 +654,9 @@ result<install_report> install(const install_request& request) {
         cr.url = sanitize_url(join_url(request.artifact_base_url, a.relative_path));
         cr.sha256 = a.sha256;
         cr.size = a.size;
-        const auto existing = std::find_if(receipts.begin(), receipts.end(),
-                                           [&](const receipt& r) { return receipt_matches(r, request, a); });
+        const auto existing = std::find_if(receipts.begin(), receipts.end(), [&](const receipt& r) {
+            return receipt_current(r, request.product, a, exclude);
+        });
         if (!request.force && existing != receipts.end()) {
             cr.unchanged = true;
             cr.files = existing->files.size();
@@ -614,9 +668,6 @@ result<install_report> install(const install_request& request) {
     }
 
     REDIST_TRY(const auto cache, open_cache(request.sources));
-
-    // A small pool: each worker takes the next artifact. Each artifact's own
-    // pipeline already runs on several threads (see unpack.hpp).
     std::atomic<bool> abort_all{false};
     std::atomic<std::size_t> next{0};
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
@@ -632,36 +683,25 @@ result<install_report> install(const install_request& request) {
     }
     for (auto& t : pool) t.join();
 
-    // Report the first real failure (not the "cancelled because another failed" ones).
     std::optional<error> first_failure;
     for (const std::size_t i : todo) {
         auto& f = results[i].failure;
         if (f && (!first_failure || first_failure->code == error_code::cancelled)) first_failure = *f;
+        if (!f && !results[i].staged && !first_failure) first_failure = make_error(error_code::cancelled, "not installed");
     }
-    if (!first_failure) {
-        for (const std::size_t i : todo)
-            if (!results[i].staged) first_failure = make_error(error_code::cancelled, "not installed");
+    for (const std::size_t i : todo) {
+        if (first_failure) break;
+        auto applied = apply_exclude(*results[i].staged, exclude);
+        if (!applied.ok()) first_failure = std::move(applied).error_value();
+        else results[i].report.files = results[i].staged->new_receipt.files.size();
     }
     if (first_failure) {
         discard_stages(lock);
         return *first_failure;
     }
-
-    std::vector<staged_component> staged;
-    for (const std::size_t i : todo) staged.push_back(std::move(*results[i].staged));
-    if (!staged.empty()) {
-        for (const std::size_t i : todo)
-            if (request.observer)
-                request.observer->on_progress({results[i].report.component, fetch_stage::committing, 0, results[i].report.size});
-        debug_pause("before-commit");
-        REDIST_TRY_VOID(commit_stages(lock, std::move(staged), request.force));
-        for (const std::size_t i : todo)
-            if (request.observer)
-                request.observer->on_progress({results[i].report.component, fetch_stage::done, results[i].report.size,
-                                               results[i].report.size});
-    }
-    for (auto& r : results) report.components.push_back(std::move(r.report));
-    return report;
+    for (const std::size_t i : todo) out.staged.push_back(std::move(*results[i].staged));
+    for (auto& r : results) out.report.components.push_back(std::move(r.report));
+    return out;
 }
 
 }  // namespace redist

@@ -604,6 +604,14 @@ std::string receipt_to_json(const receipt& r) {
         w.end_object();
     }
     w.end_array();
+    if (!r.exclude.empty() || !r.excluded.empty()) {  // absent in every receipt without --exclude
+        w.key("exclude").begin_array();
+        for (const auto& g : r.exclude) w.value(g);
+        w.end_array();
+        w.key("excluded").begin_array();
+        for (const auto& path : r.excluded) w.value(path);
+        w.end_array();
+    }
     w.end_object();
     return w.str() + "\n";
 }
@@ -681,6 +689,22 @@ result<receipt> receipt_from_json(std::string_view text, std::string_view source
                   installed_file f;
                   REDIST_TRY_VOID(read_installed_file(item, f));
                   r.files.push_back(std::move(f));
+                  return result<void>();
+              });
+          }},
+         {"exclude", [&](json::value& v) -> result<void> {
+              return v.for_each([&](json::value& item) -> result<void> {
+                  std::string glob;
+                  REDIST_TRY_VOID(item.get(glob));
+                  r.exclude.push_back(std::move(glob));
+                  return result<void>();
+              });
+          }},
+         {"excluded", [&](json::value& v) -> result<void> {
+              return v.for_each([&](json::value& item) -> result<void> {
+                  std::string path;
+                  REDIST_TRY_VOID(item.get_relative_path(path));
+                  r.excluded.push_back(std::move(path));
                   return result<void>();
               });
           }}});

@@ -233,8 +233,8 @@ std::string starter_project(const std::vector<std::string>& platforms) {
     std::string list;
     for (const auto& p : platforms) list += (list.empty() ? "\"" : ", \"") + p + "\"";
     return "# redist.toml: the NVIDIA libraries this project needs.\n"
-           "# Check it with `redist init --check`. (`redist sync`, which will install the whole set in one\n"
-           "# transaction and write one redist.lock, is not implemented yet.)\n"
+           "# Check it with `redist init --check`; install the whole set with `redist sync` (one transaction;\n"
+           "# it writes redist.lock beside this file, and `redist sync --locked` reinstalls exactly that).\n"
            "\n"
            "[project]\n"
            "# Where to install, relative to this file's directory (or absolute).\n"

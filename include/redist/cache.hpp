@@ -152,6 +152,15 @@ public:
     // process are skipped.
     result<std::uint64_t> prune(std::chrono::seconds older_than) const;
 
+    // Least recently used first: removes blobs (with their trees) and partial
+    // downloads until what stays (blobs, partials and trees) takes at most
+    // `max_bytes`; orphaned trees go first. "Used" is the later of the blob's
+    // mtime (touched when an install reads it) and the atime of its tree's
+    // list (read when a tree is placed; relatime: at most daily). Blobs locked
+    // by another process are skipped. Returns the number of bytes freed.
+    // Outcomes: ok | filesystem.
+    result<std::uint64_t> prune_to_size(std::uint64_t max_bytes) const;
+
     // Records a committed-ready stage as the tree of blob `sha256`, by
     // reflink or copy (holes kept), never by hard links. Best effort: any
     // failure leaves no tree behind.

@@ -66,6 +66,11 @@ struct receipt {
     std::uint64_t archive_size = 0;
     std::string installed_at;    // ISO 8601 UTC
     std::vector<installed_file> files;  // sorted by path
+    // --exclude / redist.toml exclude: the globs applied, and the archive
+    // paths (prefix-relative, sorted) they skipped. Skipped paths are not in
+    // `files`, so verify does not miss them. Written only when not empty.
+    std::vector<std::string> exclude;
+    std::vector<std::string> excluded;
 };
 
 std::string receipt_to_json(const receipt& r);

@@ -7,8 +7,24 @@
 //
 // Artifacts are sorted (platform, variant, component) so that a re-lock of
 // the same request produces the same bytes.
+//
+// Version 2, the project lock `redist sync` writes next to redist.toml, pins
+// every product of a project for every listed platform:
+//
+//   {"lock_version": 2, "platforms": ["linux-sbsa", "linux-x86_64"], "cuda": 12,
+//    "products": [{"name": "cuda", "version": "12.9", "components": ["cuda_nvcc"],
+//                  "release_label": "12.9.1", "manifest_url": "...", "manifest_sha256": "...",
+//                  "artifacts": [ ...as in version 1... ]}, ...]}
+//
+// "version", "components", "platforms" and "cuda" repeat what redist.toml
+// asked for (components as written there, aliases included), so that a lock
+// can be checked against the project file without any request: a lock whose
+// inputs differ is stale (lock_staleness()). "cuda" is absent when the
+// project names none. Products are sorted by name, platforms by name.
 #pragma once
 
+#include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -16,6 +32,7 @@
 
 #include "redist/error.hpp"
 #include "redist/manifest.hpp"
+#include "redist/project.hpp"
 
 namespace redist {
 
@@ -47,5 +64,70 @@ result<std::vector<locked_artifact>> locked_for(const lockfile& lock, const std:
 // still be in the manifest with the same sha256 and size.
 // Outcomes: ok | integrity (names the component, platform and both hashes).
 result<void> check_lock_against_manifest(const lockfile& lock, const manifest& m);
+
+// ---- making and using a version 1 lock (`redist lock`, `fetch --locked`) ----
+
+struct resolved_release;  // fetch.hpp
+
+// Locks every artifact `components` (empty: all) selects on each platform
+// and, per platform, each CUDA major in `cuda_majors` (empty: every variant
+// offered). Plain artifacts are locked once. URLs are sanitized.
+// Outcomes: ok | not_found (a platform, component or variant is missing).
+result<lockfile> make_lockfile(const resolved_release& release, const std::vector<std::string>& platforms,
+                               const std::vector<int>& cuda_majors, const std::vector<std::string>& components);
+
+// What a lock installs: one product's artifacts, where they come from.
+struct locked_plan {
+    std::string product;
+    std::string label;
+    std::string artifact_base_url;  // the locked manifest's directory
+    std::vector<artifact> artifacts;
+    std::map<std::string, std::string> component_versions;
+};
+
+// The lock's artifacts for `platform` and `cuda_major` (see locked_for),
+// restricted to `components` when not empty. A component may be named by its
+// other name in the alias table (cuda_cccl for cccl); `notes` then gets a
+// line saying so. No request is made.
+// Outcomes: ok | not_found (platform, variant or a component not locked).
+result<locked_plan> plan_from_lock(const lockfile& lock, const std::string& platform, std::optional<int> cuda_major,
+                                   const std::vector<std::string>& components,
+                                   std::vector<std::string>* notes = nullptr);
+
+// ---- version 2: the project lock ------------------------------------------------
+
+struct locked_product {
+    std::string name;                     // the product ("cuda")
+    std::string version_spec;             // as redist.toml asked ("12.9")
+    std::vector<std::string> components;  // as redist.toml asked (empty: every component)
+    std::string release_label;            // what it resolved to ("12.9.1")
+    std::string manifest_url;
+    std::string manifest_sha256;
+    std::vector<locked_artifact> artifacts;  // every listed platform
+};
+
+struct project_lock {
+    std::vector<std::string> platforms;  // sorted
+    std::optional<int> cuda;
+    std::vector<locked_product> products;  // sorted by name
+};
+
+inline constexpr std::uint64_t kMaxLockFileBytes = 16u << 20;
+
+std::string project_lock_to_json(const project_lock& lock);
+// Outcomes: ok | bad_manifest (source and json_path name the problem: broken
+// JSON, a duplicate key, a name that is not valid, a product twice, not
+// version 2). Never crashes on any input (fuzzed: tests/fuzz/project_lock_fuzz.cpp).
+result<project_lock> project_lock_from_json(std::string_view json, std::string_view source);
+
+// Why the lock no longer matches the project file ("products.cuda.version is
+// 12.9 in redist.toml, 12.8 in the lock"), or nullopt when it does. Compares
+// the inputs only: the product set, each version spec and component list,
+// the platforms and the CUDA major. The prefix and exclude do not matter.
+std::optional<std::string> lock_staleness(const project_lock& lock, const project_file& project);
+
+// One product's artifacts for one platform, ready to install.
+// Outcomes: ok | not_found (the lock does not list `platform`).
+result<std::vector<locked_plan>> plans_for_platform(const project_lock& lock, const std::string& platform);
 
 }  // namespace redist

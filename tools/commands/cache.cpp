@@ -20,6 +20,7 @@ struct cache_args {
     std::string older_than;
     bool json = false;
     bool shared = false;
+    std::optional<std::uint64_t> max_size;  // prune --max-size
 };
 
 // "30d", "12h", "45m", "90s" or plain seconds.
@@ -78,6 +79,14 @@ int prune_cache(const redist::blob_cache& cache, const std::filesystem::path& ro
     return 0;
 }
 
+// --max-size: least recently used entries go first (blob_cache::prune_to_size).
+int prune_cache_to_size(const redist::blob_cache& cache, const std::filesystem::path& root, std::uint64_t limit) {
+    auto freed = cache.prune_to_size(limit);
+    if (!freed.ok()) return report_error(freed.error_value());
+    std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
+    return 0;
+}
+
 int run_cache(const cache_args& args) {
     const auto root = redist::default_cache_dir(args.cache_dir);
     if (args.action == "dir" && !root.empty()) {  // no home: open() below says why
@@ -87,6 +96,12 @@ int run_cache(const cache_args& args) {
     auto cache = redist::blob_cache::open(root, args.shared);
     if (!cache.ok()) return report_error(cache.error_value());
     if (args.action == "list") return list_cache(*cache, root, args.json);
+    if (args.max_size) {
+        if (!args.older_than.empty())
+            return report_error(
+                redist::make_error(redist::error_code::usage, "--max-size and --older-than do not combine"));
+        return prune_cache_to_size(*cache, root, *args.max_size);
+    }
     return prune_cache(*cache, root, args.older_than);
 }
 
@@ -104,11 +119,15 @@ void add_cache_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--older-than", args->older_than, "prune: only entries unused for this long (30d, 12h, ...)")
         ->type_name("D");
     cmd->add_flag("--json", args->json, "list: print JSON");
+    cmd->add_option("--max-size", args->max_size,
+                    "prune: evict least recently used entries until the cache is at most this big (20G, 500MiB)")
+        ->transform(CLI::AsSizeValue(false))
+        ->type_name("SIZE");
     cmd->add_flag("--shared-cache", args->shared, "The cache may belong to other users (see fetch --shared-cache)");
     cmd->footer("\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
                 "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
                 "processes and to delete at any time.\n\n"
-                "Examples:\n  redist cache list\n  redist cache prune --older-than 30d\n  du -sh \"$(redist cache dir)\"\n\n" +
+                "Examples:\n  redist cache list\n  redist cache prune --older-than 30d\n  redist cache prune --max-size 20G\n  du -sh \"$(redist cache dir)\"\n\n" +
                 exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_cache(*args); }; });
 }

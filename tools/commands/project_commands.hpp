@@ -14,6 +14,7 @@ void add_sbom_command(CLI::App& app, command_runner& selected);
 void add_diff_command(CLI::App& app, command_runner& selected);
 void add_outdated_command(CLI::App& app, command_runner& selected);
 void add_init_command(CLI::App& app, command_runner& selected);
+void add_sync_command(CLI::App& app, command_runner& selected);  // tools/commands/sync.cpp
 
 // Short structured lines for a manifest diff ("  + component x 1.2", ...),
 // each starting with `indent`. Shared by `redist diff` and drift reports.

@@ -216,19 +216,11 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
     REDIST_TRY(const std::string text, redist::fetch_text(redist::to_url(options.locked), transfer, 16u << 20));
     REDIST_TRY(const auto lock, redist::lockfile_from_json(text, options.locked));
     REDIST_TRY(const std::string platform, effective_platform(options.selection));
-    REDIST_TRY(auto artifacts, redist::locked_for(lock, platform, options.selection.cuda));
-    if (!options.selection.components.empty()) {
-        std::vector<redist::locked_artifact> wanted;
-        for (auto& a : artifacts)
-            if (std::find(options.selection.components.begin(), options.selection.components.end(),
-                          a.entry.component) != options.selection.components.end())
-                wanted.push_back(std::move(a));
-        if (wanted.size() != options.selection.components.size())
-            return redist::make_error(redist::error_code::not_found,
-                                      "a requested component is not in the lock file for " + platform)
-                .with_path(options.locked);
-        artifacts = std::move(wanted);
-    }
+    std::vector<std::string> notes;
+    REDIST_TRY(auto locked, redist::plan_from_lock(lock, platform, options.selection.cuda,
+                                                   options.selection.components, &notes));
+    if (!options.quiet)
+        for (const auto& note : notes) std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
     auto upstream = redist::fetch_text(lock.manifest_url, transfer);
     // Drift watching (issue 12): with a lock file, upstream drift is an error.
     if (upstream.ok())
@@ -246,7 +238,12 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
         auto parsed = redist::parse_manifest(*upstream, redist::sanitize_url(lock.manifest_url));
         if (parsed.ok()) {
             redist::lockfile relevant = lock;
-            relevant.artifacts = artifacts;
+            std::erase_if(relevant.artifacts, [&](const redist::locked_artifact& a) {
+                return std::none_of(locked.artifacts.begin(), locked.artifacts.end(), [&](const redist::artifact& b) {
+                    return a.entry.component == b.component && a.entry.platform == b.platform &&
+                           a.entry.variant == b.variant;
+                });
+            });
             REDIST_TRY_VOID(redist::check_lock_against_manifest(relevant, *parsed));
         }
     }
@@ -256,13 +253,11 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
         std::fflush(stdout);
     }
     install_plan plan;
-    plan.product = lock.product;
-    plan.label = lock.release_label;
-    plan.artifact_base_url = redist::url_directory(lock.manifest_url);
-    for (auto& a : artifacts) {
-        plan.versions[a.entry.component] = a.version;
-        plan.artifacts.push_back(std::move(a.entry));
-    }
+    plan.product = std::move(locked.product);
+    plan.label = std::move(locked.label);
+    plan.artifact_base_url = std::move(locked.artifact_base_url);
+    plan.artifacts = std::move(locked.artifacts);
+    plan.versions = std::move(locked.component_versions);
     return plan;
 }
 

@@ -1,0 +1,116 @@
+// redist/sync.hpp — a whole project (redist.toml) into one prefix, in one
+// transaction: resolve every product for every listed platform into a
+// project lock (lockfile.hpp, version 2), then stage every artifact of every
+// product for one platform and commit them with a single journal.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/fetch.hpp"
+#include "redist/install.hpp"
+#include "redist/lockfile.hpp"
+#include "redist/project.hpp"
+
+namespace redist {
+
+// ---- resolving a project ------------------------------------------------------------
+
+struct project_resolve_options {
+    std::string base_url;   // the effective base (the project's base-url, else the caller's)
+    source_policy sources;  // mirrors, cache, offline: as for resolve_release
+    transfer_options transfer;
+    // Called once per product with the manifest as fetched (drift watching,
+    // in the tools). A returned error stops the resolution with that error.
+    std::function<result<void>(const resolved_release&)> on_manifest;
+};
+
+struct project_resolution {
+    project_lock lock;
+    std::vector<std::string> notes;  // one line each: alias renames, defaulted CUDA variants
+};
+
+// Resolves every product of the project (one manifest each), and for every
+// listed platform selects its artifacts: the project's CUDA major where the
+// product has variants, else the newest offered there. A component named by
+// its other name in the alias table (cuda_cccl for a CUDA 13 release, where
+// it is cccl) is locked under the manifest's name, with a note; the lock
+// keeps the name as written in redist.toml for the staleness check.
+// Outcomes: ok | not_found (a product, version, component, platform or
+// variant missing: the error names the product) | network | bad_manifest | integrity.
+result<project_resolution> resolve_project(const project_file& project, const project_resolve_options& options);
+
+// ---- installing several products in one transaction ---------------------------------
+
+// One product's share of a multi-product install.
+struct product_install {
+    std::string product;
+    std::string label;
+    std::string artifact_base_url;
+    std::vector<artifact> artifacts;
+    std::map<std::string, std::string> component_versions;
+};
+
+struct multi_install_request {
+    std::filesystem::path prefix;
+    std::vector<product_install> products;
+    // Archive paths (prefix-relative, as installed) to skip: fnmatch(3) globs
+    // with FNM_PATHNAME ('*' does not cross '/'). A glob that matches a
+    // directory skips everything below it. Skipped paths are recorded in the
+    // receipts (receipt::excluded), so verify does not miss them; a component
+    // whose receipt was made with other globs is reinstalled.
+    std::vector<std::string> exclude;
+    // Everything else (force, link mode, jobs, expansion cap, transfer,
+    // sources, callbacks) as for install(); its prefix, product, label,
+    // artifact base, artifacts and component versions are ignored.
+    install_request options;
+    // Free-space preflight: before any download, the free space of the
+    // prefix's and the cache's filesystems must hold the archives still to be
+    // fetched (the cache keeps a copy) and, in the prefix, at least their size
+    // again (unpacked is never smaller; the exact unpacked size is not known
+    // in advance). Fails with filesystem (exit 10) naming both numbers.
+    bool check_free_space = true;
+};
+
+// Stages every product's artifacts (receipts already matching are left
+// alone), then commits them all with one commit_stages() call: one journal,
+// all or nothing. Reports are in product order.
+// Outcomes: as install(), plus filesystem for the free-space preflight.
+result<std::vector<install_report>> install_all(const multi_install_request& request);
+
+// ---- the pieces, for callers that hold the lock themselves --------------------------
+
+// Downloads and stages request.artifacts under `lock` without committing
+// (lib/fetch.cpp). `receipts` are the prefix's current receipts: an artifact
+// whose receipt matches (and, with `exclude`, was made with the same globs)
+// is reported unchanged and not staged, unless request.force. On failure,
+// every stage under the lock is discarded. `exclude` as in multi_install_request.
+struct staged_install {
+    install_report report;
+    std::vector<staged_component> staged;
+};
+result<staged_install> stage_install(const install_request& request, const prefix_lock& lock,
+                                     const std::vector<receipt>& receipts, const std::vector<std::string>& exclude);
+
+// The receipt already has this artifact of `product`, made with these exclude globs.
+bool receipt_current(const receipt& r, const std::string& product, const artifact& a,
+                     const std::vector<std::string>& exclude);
+
+// True when `path` (prefix-relative) or one of its parent directories matches one of `globs`.
+bool path_excluded(std::string_view path, const std::vector<std::string>& globs);
+
+// The free-space preflight of install_all, on its own. `needed_prefix` and
+// `needed_cache` are bytes; `cache_dir` may be empty (no cache). Where both
+// lie on one filesystem, their sum must fit. REDIST_TEST_FREE_BYTES (tests
+// only) replaces the free space statvfs reports.
+// Outcomes: ok | filesystem (names the directory, what is needed and what is free).
+result<void> check_free_space(const std::filesystem::path& prefix, std::uint64_t needed_prefix,
+                              const std::filesystem::path& cache_dir, std::uint64_t needed_cache);
+
+}  // namespace redist

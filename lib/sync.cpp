@@ -1,0 +1,267 @@
+// sync.cpp — a project into a prefix. See include/redist/sync.hpp.
+#include "redist/sync.hpp"
+
+#include <fnmatch.h>
+#include <sys/stat.h>
+#include <sys/statvfs.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <set>
+
+#include "redist/cache.hpp"
+#include "redist/diff.hpp"
+#include "redist/select.hpp"
+#include "redist/urls.hpp"
+
+namespace redist {
+
+namespace fs = std::filesystem;
+
+// ---- resolving ---------------------------------------------------------------------
+
+namespace {
+
+// The manifest's names for the requested components (aliases followed), with notes.
+result<std::vector<std::string>> manifest_components(const project_product& p, const resolved_release& release,
+                                                     std::vector<std::string>& notes) {
+    std::vector<std::string> out;
+    for (const auto& wanted : p.components) {
+        const component* c = find_component_or_alias(release.parsed, wanted);
+        if (!c) {
+            std::string available;
+            for (const auto& have : release.parsed.components) available += (available.empty() ? "" : ", ") + have.key;
+            return make_error(error_code::not_found, "products." + p.name + ": no component '" + wanted + "' in " +
+                                                         p.name + " " + release.label + " (available: " + available + ")")
+                .with_source(sanitize_url(release.manifest_url));
+        }
+        if (c->key != wanted)
+            notes.push_back("products." + p.name + ": '" + wanted + "' is called '" + c->key + "' in " + p.name + " " +
+                            release.label + "; locking '" + c->key + "'");
+        out.push_back(c->key);
+    }
+    return out;
+}
+
+// One product's artifacts on one platform, in the project's CUDA variant
+// when the product has variants there (else the newest it offers).
+result<void> lock_platform(const project_file& project, const project_product& p, const resolved_release& release,
+                           const std::vector<std::string>& components, const std::string& platform,
+                           locked_product& out, std::vector<std::string>& notes) {
+    std::optional<int> major;
+    const auto offered = available_cuda_majors(release.parsed, platform, components);
+    if (!offered.empty()) {
+        if (project.cuda && std::find(offered.begin(), offered.end(), *project.cuda) != offered.end()) {
+            major = project.cuda;
+        } else if (project.cuda) {
+            return make_error(error_code::not_found, "products." + p.name + ": " + p.name + " " + release.label +
+                                                         " has no CUDA " + std::to_string(*project.cuda) +
+                                                         " variant for " + platform)
+                .with_source(sanitize_url(release.manifest_url));
+        } else {
+            major = offered.back();
+            notes.push_back("products." + p.name + ": no project.cuda; locking the newest variant for " + platform +
+                            ", CUDA " + std::to_string(*major));
+        }
+    }
+    auto selection = select_artifacts(release.parsed, {platform, major, components});
+    if (!selection.ok()) {
+        error e = std::move(selection).error_value();
+        e.message = "products." + p.name + " on " + platform + ": " + e.message;
+        return std::move(e).with_source(sanitize_url(release.manifest_url));
+    }
+    for (const auto& a : selection->artifacts) {
+        locked_artifact locked;
+        locked.entry = a;
+        if (const auto* c = release.parsed.find_component(a.component)) locked.version = c->version;
+        locked.url = sanitize_url(join_url(release.artifact_base_url, a.relative_path));
+        out.artifacts.push_back(std::move(locked));
+    }
+    return {};
+}
+
+}  // namespace
+
+result<project_resolution> resolve_project(const project_file& project, const project_resolve_options& options) {
+    project_resolution out;
+    out.lock.platforms = project.platforms;
+    std::sort(out.lock.platforms.begin(), out.lock.platforms.end());
+    out.lock.cuda = project.cuda;
+    for (const auto& p : project.products) {
+        release_request req;
+        req.product = p.name;
+        req.version_spec = p.version;
+        req.base_url = options.base_url;
+        req.sources = options.sources;
+        auto release = resolve_release(req, options.transfer);
+        if (!release.ok()) {
+            error e = std::move(release).error_value();
+            e.message = "products." + p.name + ": " + e.message;
+            return e;
+        }
+        if (options.on_manifest) REDIST_TRY_VOID(options.on_manifest(*release));
+        REDIST_TRY(const auto components, manifest_components(p, *release, out.notes));
+        locked_product locked;
+        locked.name = p.name;
+        locked.version_spec = p.version;
+        locked.components = p.components;
+        locked.release_label = release->label;
+        locked.manifest_url = sanitize_url(release->manifest_url);
+        locked.manifest_sha256 = release->manifest_sha256;
+        for (const auto& platform : out.lock.platforms)
+            REDIST_TRY_VOID(lock_platform(project, p, *release, components, platform, locked, out.notes));
+        out.lock.products.push_back(std::move(locked));
+    }
+    return out;
+}
+
+// ---- excluding ---------------------------------------------------------------------
+
+bool path_excluded(std::string_view path, const std::vector<std::string>& globs) {
+    if (globs.empty()) return false;
+    const std::string p(path);
+    for (std::size_t end = p.find('/');; end = p.find('/', end + 1)) {
+        const std::string head = p.substr(0, end);  // each parent directory, then the path itself
+        for (const auto& g : globs)
+            if (::fnmatch(g.c_str(), head.c_str(), FNM_PATHNAME) == 0) return true;
+        if (end == std::string::npos) return false;
+    }
+}
+
+bool receipt_current(const receipt& r, const std::string& product, const artifact& a,
+                     const std::vector<std::string>& exclude) {
+    return r.component == a.component && r.archive_sha256 == a.sha256 && r.archive_size == a.size &&
+           r.platform == a.platform && r.variant == a.variant && r.product == product && r.exclude == exclude;
+}
+
+// ---- free space ----------------------------------------------------------------------
+
+namespace {
+
+struct fs_space {
+    dev_t device = 0;
+    std::uint64_t free = 0;
+    fs::path where;  // the directory measured
+};
+
+// The nearest existing directory at or above `dir` (the prefix may not exist yet).
+result<fs_space> space_of(const fs::path& dir) {
+    fs::path p = dir.lexically_normal();
+    struct stat st {};
+    while (::stat(p.c_str(), &st) != 0) {
+        if (!p.has_relative_path()) break;
+        p = p.parent_path();
+    }
+    struct statvfs vfs {};
+    if (::statvfs(p.c_str(), &vfs) != 0)
+        return make_error(error_code::filesystem, "cannot measure the free space").with_path(p.string());
+    fs_space out;
+    out.device = st.st_dev;
+    out.free = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    out.where = p;
+    // Tests only: a pretend amount of free space (documented in sync.hpp).
+    if (const char* fake = std::getenv("REDIST_TEST_FREE_BYTES"); fake && *fake)
+        out.free = std::strtoull(fake, nullptr, 10);
+    return out;
+}
+
+std::string mib(std::uint64_t bytes) {
+    return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB (" + std::to_string(bytes) + " bytes)";
+}
+
+}  // namespace
+
+result<void> check_free_space(const fs::path& prefix, std::uint64_t needed_prefix, const fs::path& cache_dir,
+                              std::uint64_t needed_cache) {
+    REDIST_TRY(const fs_space at_prefix, space_of(prefix));
+    std::uint64_t on_prefix_fs = needed_prefix;
+    if (!cache_dir.empty() && needed_cache) {
+        REDIST_TRY(const fs_space at_cache, space_of(cache_dir));
+        if (at_cache.device == at_prefix.device) {
+            on_prefix_fs += needed_cache;
+        } else if (needed_cache > at_cache.free) {
+            return make_error(error_code::filesystem, "not enough free space for the download cache: " +
+                                                          mib(needed_cache) + " needed, " + mib(at_cache.free) + " free")
+                .with_path(at_cache.where.string());
+        }
+    }
+    if (on_prefix_fs > at_prefix.free)
+        return make_error(error_code::filesystem, "not enough free space: " + mib(on_prefix_fs) + " needed (archives " +
+                                                      "and their unpacked contents, at least), " + mib(at_prefix.free) +
+                                                      " free")
+            .with_path(at_prefix.where.string());
+    return {};
+}
+
+// ---- installing ------------------------------------------------------------------------
+
+namespace {
+
+install_request product_request(const multi_install_request& request, const product_install& p) {
+    install_request req = request.options;
+    req.prefix = request.prefix;
+    req.product = p.product;
+    req.release_label = p.label;
+    req.artifact_base_url = p.artifact_base_url;
+    req.artifacts = p.artifacts;
+    req.component_versions = p.component_versions;
+    return req;
+}
+
+// Bytes still to download: artifacts without a current receipt, not in the cache.
+result<void> preflight(const multi_install_request& request, const std::vector<receipt>& receipts) {
+    std::optional<blob_cache> cache;
+    if (request.options.sources.cache_dir) {
+        auto opened = blob_cache::open_if_possible(*request.options.sources.cache_dir, request.options.sources.shared_cache);
+        if (opened.ok()) cache = std::move(*opened);
+    }
+    std::uint64_t download = 0;
+    std::uint64_t unpack = 0;
+    for (const auto& p : request.products) {
+        for (const auto& a : p.artifacts) {
+            const bool current = std::any_of(receipts.begin(), receipts.end(), [&](const receipt& r) {
+                return receipt_current(r, p.product, a, request.exclude);
+            });
+            if (current && !request.options.force) continue;
+            unpack += a.size;
+            if (!cache || !cache->has_blob(a.sha256)) download += a.size;
+        }
+    }
+    // Without a cache the download streams: only the unpacked bytes land on disk.
+    return check_free_space(request.prefix, unpack, cache ? cache->root() : fs::path(), download);
+}
+
+}  // namespace
+
+result<std::vector<install_report>> install_all(const multi_install_request& request) {
+    REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, [&] {
+                   if (request.options.observer) request.options.observer->on_lock_wait({request.prefix});
+               }));
+    REDIST_TRY(const std::vector<receipt> receipts, read_receipts(lock.prefix()));
+    if (request.check_free_space) REDIST_TRY_VOID(preflight(request, receipts));
+
+    std::vector<install_report> reports;
+    std::vector<staged_component> staged;
+    for (const auto& p : request.products) {
+        const install_request req = product_request(request, p);
+        auto done = stage_install(req, lock, receipts, request.exclude);
+        if (!done.ok()) return std::move(done).error_value();  // stage_install discarded every stage
+        for (auto& s : done->staged) staged.push_back(std::move(s));
+        reports.push_back(std::move(done->report));
+    }
+    if (staged.empty()) return reports;
+    auto notify = [&](fetch_stage stage) {
+        if (!request.options.observer) return;
+        for (const auto& r : reports)
+            for (const auto& c : r.components)
+                if (!c.unchanged)
+                    request.options.observer->on_progress(
+                        {c.component, stage, stage == fetch_stage::done ? c.size : 0, c.size});
+    };
+    notify(fetch_stage::committing);
+    REDIST_TRY_VOID(commit_stages(lock, std::move(staged), request.options.force));
+    notify(fetch_stage::done);
+    return reports;
+}
+
+}  // namespace redist

@@ -1,0 +1,337 @@
+"""`redist sync`: a redist.toml with three products and two platforms against
+a generated mirror served over HTTP (the fault server, for its request log):
+the union is installed in one transaction, a second sync is a no-op,
+--locked makes no index or manifest requests, --frozen refuses a stale lock,
+--exclude skips entries (receipts record them, verify passes), a renamed
+component (cuda_cccl -> cccl) keeps working, and the free-space preflight
+fails before any download on a small tmpfs."""
+
+import hashlib
+import io
+import json
+import os
+import subprocess
+import tarfile
+import unittest
+
+import support
+
+NCCL_LABEL = "2.27.3"
+PLATFORMS = ("linux-x86_64", "linux-sbsa")
+
+
+def make_nccl(mirror, big=0):
+    """A third product, `nccl`, with one plain artifact per platform:
+    include/nccl.h, lib/libnccl.so.2, lib/libnccl_static.a (+ `big` random,
+    incompressible bytes in lib/libnccl_big.bin) and a LICENSE."""
+    root = os.path.join(mirror, "nccl", "redist")
+    doc = {"release_date": "2026-01-01", "release_label": NCCL_LABEL, "release_product": "nccl",
+           "nccl": {"name": "NCCL", "license": "test", "version": NCCL_LABEL}}
+    for platform in PLATFORMS:
+        top = f"nccl-{platform}-{NCCL_LABEL}-archive"
+        rel = f"nccl/{platform}/{top}.tar.xz"
+        path = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        files = {"LICENSE": b"license\n", "include/nccl.h": b"#define NCCL 2\n",
+                 "lib/libnccl.so.2": platform.encode() * 100, "lib/libnccl_static.a": b"!<arch>\n" + b"s" * 500}
+        if big:
+            files["lib/libnccl_big.bin"] = os.urandom(big)
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w:xz", format=tarfile.GNU_FORMAT) as tf:
+            for d in (top, f"{top}/include", f"{top}/lib"):
+                ti = tarfile.TarInfo(d)
+                ti.type, ti.mode = tarfile.DIRTYPE, 0o755
+                tf.addfile(ti)
+            for name, data in files.items():
+                ti = tarfile.TarInfo(f"{top}/{name}")
+                ti.size, ti.mode = len(data), 0o644
+                tf.addfile(ti, io.BytesIO(data))
+            ti = tarfile.TarInfo(f"{top}/lib/libnccl.so")
+            ti.type, ti.linkname, ti.mode = tarfile.SYMTYPE, "libnccl.so.2", 0o777
+            tf.addfile(ti)
+        data = buf.getvalue()
+        with open(path, "wb") as f:
+            f.write(data)
+        doc["nccl"][platform] = {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest(),
+                                 "md5": hashlib.md5(data).hexdigest(), "size": str(len(data))}
+    support.save_json(os.path.join(root, f"redistrib_{NCCL_LABEL}.json"), doc)
+
+
+def file_sha256(path):
+    with open(path, "rb") as f:
+        return hashlib.sha256(f.read()).hexdigest()
+
+
+class Sync(unittest.TestCase):
+    def setUp(self):
+        self.dir = support.make_scratch_dir(self.id())
+        self.mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), products=["cuda", "cudnn"])
+        make_nccl(self.mirror)
+        self.server = support.FaultServer(self.mirror, os.path.join(self.dir, "server"))
+        self.addCleanup(self.server.stop)
+        # Directory URLs get the NVIDIA-style index (cudnn "9" is resolved through it).
+        self.server.set_faults({"/cudnn/redist/": {"serve": "/cudnn/redist/index.html"}})
+        self.project = os.path.join(self.dir, "redist.toml")
+        self.lock = os.path.join(self.dir, "redist.lock")
+        self.prefix = os.path.join(self.dir, "prefix")
+        self.cache = os.path.join(self.dir, "cache")
+        self.write_project()
+
+    def write_project(self, cudnn_components='["cudnn"]', exclude=None, prefix="prefix", cuda_version="12.9.1",
+                      cuda_components='["cuda_nvcc", "cuda_cudart"]', products=("cuda", "cudnn", "nccl"),
+                      platforms=PLATFORMS, cuda="12", base=None):
+        lines = ["[project]", f'prefix = "{prefix}"',
+                 "platforms = [" + ", ".join(f'"{p}"' for p in platforms) + "]",
+                 f'cuda = "{cuda}"', f'base-url = "{base or self.server.url()}"']
+        if exclude is not None:
+            lines.append("exclude = [" + ", ".join(f'"{g}"' for g in exclude) + "]")
+        if "cuda" in products:
+            lines += ["", "[products.cuda]", f'version = "{cuda_version}"', f"components = {cuda_components}"]
+        if "cudnn" in products:
+            lines += ["", "[products.cudnn]", 'version = "9"', f"components = {cudnn_components}"]
+        if "nccl" in products:
+            lines += ["", "[products.nccl]", f'version = "{NCCL_LABEL}"']
+        with open(self.project, "w") as f:
+            f.write("\n".join(lines) + "\n")
+
+    def sync(self, *args, check=None, env=None):
+        return support.run_tool("redist", "sync", "--file", self.project, "--platform", "linux-x86_64",
+                                "--cache-dir", self.cache, *args, check=check, env=env)
+
+    def receipts(self, prefix=None):
+        root = os.path.join(prefix or self.prefix, ".redist", "receipts")
+        out = {}
+        for product in sorted(os.listdir(root)):
+            for name in sorted(os.listdir(os.path.join(root, product))):
+                out[(product, name[:-5])] = support.load_json(os.path.join(root, product, name))
+        return out
+
+    def expected(self, platform):
+        """(product, component) -> the manifest's artifact record on `platform`."""
+        cuda = support.load_manifest("cuda", "12.9.1", self.mirror)
+        cudnn = support.load_manifest("cudnn", "9.27.0", self.mirror)
+        nccl = support.load_manifest("nccl", NCCL_LABEL, self.mirror)
+        return {("cuda", "cuda_nvcc"): support.find_artifact(cuda, "cuda_nvcc", platform),
+                ("cuda", "cuda_cudart"): support.find_artifact(cuda, "cuda_cudart", platform),
+                ("cudnn", "cudnn"): support.find_artifact(cudnn, "cudnn", platform, "cuda12"),
+                ("nccl", "nccl"): support.find_artifact(nccl, "nccl", platform)}
+
+    def test_union_noop_locked_and_frozen(self):
+        self.server.reset()
+        res = self.sync(check=0)
+        # Exactly the union of the three products, for this platform, from one transaction.
+        receipts = self.receipts()
+        want = self.expected("linux-x86_64")
+        self.assertEqual(set(receipts), set(want))
+        for key, rec in want.items():
+            self.assertEqual(receipts[key]["archive_sha256"], rec["sha256"], key)
+        self.assertIn("3 products for linux-x86_64: 4 components installed, 0 unchanged", res.stdout)
+        # ... and nothing else: every file in the prefix belongs to one of those receipts.
+        on_disk = {p for p, n in support.tree_snapshot(self.prefix, ignore=r"^\.redist").items() if n.kind != "dir"}
+        self.assertEqual(on_disk, {f["path"] for r in receipts.values() for f in r["files"]})
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist", "transaction.json")))
+        support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
+        # The resolution did read the index and the manifests (so the --locked check below can fail).
+        paths = [e["path"] for e in self.server.log()]
+        self.assertIn("/cudnn/redist/", paths)
+        self.assertIn("/cuda/redist/redistrib_12.9.1.json", paths)
+
+        # The lock: every product, both platforms, URLs, hashes, sizes, manifest hashes.
+        lock = support.load_json(self.lock)
+        self.assertEqual(lock["lock_version"], 2)
+        self.assertEqual(lock["platforms"], sorted(PLATFORMS))
+        self.assertEqual([p["name"] for p in lock["products"]], ["cuda", "cudnn", "nccl"])
+        labels = {p["name"]: p["release_label"] for p in lock["products"]}
+        self.assertEqual(labels, {"cuda": "12.9.1", "cudnn": "9.27.0", "nccl": NCCL_LABEL})
+        for p in lock["products"]:
+            self.assertEqual(p["manifest_sha256"],
+                             file_sha256(support.manifest_path(p["name"], p["release_label"], self.mirror)))
+        for platform in PLATFORMS:
+            locked = {(p["name"], a["component"]): a for p in lock["products"] for a in p["artifacts"]
+                      if a["platform"] == platform}
+            want = self.expected(platform)
+            self.assertEqual(set(locked), set(want), platform)
+            for key, rec in want.items():
+                self.assertEqual((locked[key]["sha256"], locked[key]["size"]), (rec["sha256"], int(rec["size"])))
+                self.assertTrue(locked[key]["url"].startswith(self.server.url(f"/{key[0]}/redist/")))
+        with open(self.lock, "rb") as f:
+            lock_bytes = f.read()
+        lock_mtime = os.stat(self.lock).st_mtime_ns
+
+        # A second sync is a no-op: nothing installed, the lock untouched, the prefix unchanged.
+        before = support.tree_snapshot(self.prefix)
+        res = self.sync(check=0)
+        self.assertIn("0 components installed, 4 unchanged", res.stdout)
+        self.assertNotIn("wrote", res.stdout)
+        self.assertEqual(os.stat(self.lock).st_mtime_ns, lock_mtime)
+        self.assertEqual(support.diff_snapshots(before, support.tree_snapshot(self.prefix)), "")
+
+        # --locked into a fresh prefix, without the cache: archives only, no index, no manifest.
+        fresh = os.path.join(self.dir, "fresh")
+        self.write_project(prefix="fresh")
+        self.server.reset()
+        support.run_tool("redist", "sync", "--file", self.project, "--platform", "linux-x86_64", "--locked",
+                         "--no-cache", check=0)
+        log = self.server.log()
+        self.assertEqual(len(log), 4, log)  # one GET per archive
+        for e in log:
+            self.assertFalse(e["path"].endswith("/") or e["path"].endswith(".json"), e)
+        self.assertEqual({k: r["archive_sha256"] for k, r in self.receipts(fresh).items()},
+                         {k: r["archive_sha256"] for k, r in receipts.items()})
+        with open(self.lock, "rb") as f:
+            self.assertEqual(f.read(), lock_bytes)
+
+        # The project changes: --frozen refuses the stale lock (exit 4), --locked warns and installs the lock.
+        self.write_project(cudnn_components='["cudnn", "cudnn_jit"]')
+        res = self.sync("--frozen")
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn("stale", res.stderr)
+        self.assertIn("products.cudnn.components", res.stderr)
+        res = self.sync("--locked", check=0)
+        self.assertIn("stale", res.stderr)
+        self.assertIn("4 unchanged", res.stdout)
+        # A plain sync re-resolves, rewrites the lock, and adds cudnn_jit.
+        res = self.sync(check=0)
+        self.assertIn("1 components installed, 4 unchanged", res.stdout)
+        self.assertIn(("cudnn", "cudnn_jit"), self.receipts())
+        self.sync("--frozen", check=0)
+
+    def test_all_or_nothing(self):
+        # One bad archive (nccl's bytes do not match the manifest): nothing of any product lands.
+        nccl = support.load_manifest("nccl", NCCL_LABEL, self.mirror)
+        path = "/nccl/redist/" + support.find_artifact(nccl, "nccl", "linux-x86_64")["relative_path"]
+        self.server.set_faults({"/cudnn/redist/": {"serve": "/cudnn/redist/index.html"},
+                                path: {"corrupt_byte_at": 100}})
+        res = self.sync("--retries", "1")
+        self.assertEqual(res.returncode, 5, support.describe(res))
+        receipts = os.path.join(self.prefix, ".redist", "receipts")
+        self.assertFalse(os.path.exists(receipts) and os.listdir(receipts), "nothing may be committed")
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "bin")))
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "lib")))
+
+    def test_other_platform_and_unlisted_platform(self):
+        res = support.run_tool("redist", "sync", "--file", self.project, "--platform", "linux-sbsa",
+                               "--cache-dir", self.cache, check=0)
+        receipts = self.receipts()
+        want = self.expected("linux-sbsa")
+        self.assertEqual({k: r["archive_sha256"] for k, r in receipts.items()},
+                         {k: r["sha256"] for k, r in want.items()})
+        self.assertIn("4 components installed", res.stdout)
+        res = support.run_tool("redist", "sync", "--file", self.project, "--platform", "windows-x86_64")
+        self.assertEqual(res.returncode, 2, support.describe(res))
+        self.assertIn("not in project.platforms", res.stderr)
+
+    def test_exclude(self):
+        self.write_project(exclude=["lib/*_static*.a"])
+        self.sync("--exclude", "include", check=0)
+        nccl = self.receipts()[("nccl", "nccl")]
+        self.assertEqual(nccl["exclude"], ["lib/*_static*.a", "include"])
+        self.assertEqual(nccl["excluded"], ["include/nccl.h", "lib/libnccl_static.a"])
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "lib", "libnccl_static.a")))
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "include", "nccl.h")))
+        self.assertTrue(os.path.exists(os.path.join(self.prefix, "lib", "libnccl.so.2")))
+        self.assertNotIn("lib/libnccl_static.a", [f["path"] for f in nccl["files"]])
+        res = support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
+        self.assertIn("all match their receipts", res.stdout)
+        # Other globs: the components are reinstalled (from the cache), the files come back.
+        res = self.sync(check=0)
+        self.assertIn("4 components installed", res.stdout)
+        self.assertTrue(os.path.exists(os.path.join(self.prefix, "include", "nccl.h")))
+        self.assertNotIn("include/nccl.h", self.receipts()[("nccl", "nccl")].get("excluded", []))
+        support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
+
+    def test_renamed_component_keeps_working(self):
+        # CUDA 13 calls cuda_cccl `cccl`: a project that names the old key still installs it.
+        path = support.manifest_path("cuda", "13.0.0", self.mirror)
+        manifest = support.load_manifest("cuda", "13.0.0", self.mirror)
+        manifest["cccl"] = manifest.pop("cuda_cccl")
+        support.save_json(path, manifest)
+        self.write_project(cuda_version="13.0.0", cuda_components='["cuda_cccl"]', products=("cuda",),
+                           platforms=("linux-x86_64",), cuda="13")
+        res = self.sync(check=0)
+        self.assertIn("'cuda_cccl' is called 'cccl'", res.stderr)
+        self.assertEqual(set(self.receipts()), {("cuda", "cccl")})
+        lock = support.load_json(self.lock)
+        self.assertEqual(lock["products"][0]["components"], ["cuda_cccl"])  # as written, for the stale check
+        self.assertEqual([a["component"] for a in lock["products"][0]["artifacts"]], ["cccl"])
+        res = self.sync("--frozen", check=0)
+        self.assertIn("1 unchanged", res.stdout)
+
+    def test_cache_prune_max_size(self):
+        self.sync(check=0)
+        listed = json.loads(support.run_tool("redist", "cache", "list", "--cache-dir", self.cache, "--json",
+                                             check=0).stdout)
+        self.assertEqual(len(listed), 4)
+        sizes = sorted(e["size"] for e in listed)
+        res = support.run_tool("redist", "cache", "prune", "--max-size", "0", "--cache-dir", self.cache, check=0)
+        self.assertIn("freed", res.stdout)
+        self.assertEqual(json.loads(support.run_tool("redist", "cache", "list", "--cache-dir", self.cache, "--json",
+                                                     check=0).stdout), [])
+        self.assertGreater(sum(sizes), 0)
+        res = support.run_tool("redist", "cache", "prune", "--max-size", "12X", "--cache-dir", self.cache)
+        self.assertEqual(res.returncode, 2, support.describe(res))
+
+    def test_cmake_redist_fetch_file(self):
+        """redist_fetch(FILE redist.toml): one sync, targets per product from its own receipts."""
+        src = os.path.join(self.dir, "cmake-src")
+        os.makedirs(src)
+        result = os.path.join(self.dir, "cmake-result.txt")
+        with open(os.path.join(src, "CMakeLists.txt"), "w") as f:
+            f.write(f"""cmake_minimum_required(VERSION 3.19)
+project(p LANGUAGES NONE)
+include({support.source_dir()}/cmake/RedistFetch.cmake)
+redist_fetch(FILE {self.project} PLATFORM linux-x86_64)
+set(out "products=${{REDIST_PROJECT_PRODUCTS}}\nprefix=${{REDIST_PROJECT_PREFIX}}\n")
+foreach(ns CUDA CUDNN NCCL)
+  string(APPEND out "${{ns}}=${{${{ns}}_TARGETS}}\n${{ns}}_VERSION=${{${{ns}}_VERSION}}\n")
+endforeach()
+get_target_property(loc NCCL::nccl IMPORTED_LOCATION)
+string(APPEND out "nccl_location=${{loc}}\n")
+file(WRITE "{result}" "${{out}}")
+""")
+        build = os.path.join(self.dir, "cmake-build")
+        env = support.tool_env({"REDIST_CACHE_DIR": self.cache})
+        cmd = ["cmake", "-S", src, "-B", build, f"-DREDIST_EXECUTABLE={support.tool_path('redist')}"]
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        with open(result) as f:
+            out = dict(line.split("=", 1) for line in f.read().splitlines())
+        self.assertEqual(out["products"], "cuda;cudnn;nccl")
+        self.assertEqual(out["prefix"], self.prefix)
+        self.assertEqual(out["NCCL"], "NCCL::nccl;NCCL::nccl_static")  # lib/libnccl.so and lib/libnccl_static.a
+        self.assertEqual(out["nccl_location"], os.path.join(self.prefix, "lib", "libnccl.so.2"))
+        self.assertEqual(out["CUDNN_VERSION"], "9.27.0")
+        self.assertNotIn("NCCL::", out["CUDNN"])  # a product's targets are its own libraries only
+        self.assertIn("CUDNN::cudnn", out["CUDNN"].split(";"))
+        self.assertTrue(os.path.exists(self.lock))
+        # Re-configure: the stamp holds, the tool does not run.
+        self.server.reset()
+        res = subprocess.run(cmd, capture_output=True, text=True, env=env)
+        self.assertEqual(res.returncode, 0, res.stdout + res.stderr)
+        self.assertIn("up to date", res.stdout)
+        self.assertEqual(self.server.log(), [])
+
+    def test_free_space_preflight_on_a_small_tmpfs(self):
+        small = os.path.join(self.dir, "small")
+        os.makedirs(small)
+        mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", small],
+                                 capture_output=True).returncode == 0
+        env = None
+        if mounted:
+            self.addCleanup(subprocess.run, ["umount", small])
+        else:  # not root: the documented test-only stand-in for statvfs
+            env = {"REDIST_TEST_FREE_BYTES": str(2 << 20)}
+        make_nccl(self.mirror, big=3 << 20)  # incompressible: the archive alone is over 3 MiB
+        self.write_project(prefix=os.path.join(small, "prefix"), products=("nccl",))
+        self.server.reset()
+        res = self.sync(env=env)
+        self.assertEqual(res.returncode, 10, support.describe(res))
+        self.assertIn("not enough free space", res.stderr)
+        self.assertIn("MiB", res.stderr)
+        # It failed before downloading anything.
+        self.assertEqual([e for e in self.server.log() if e["path"].endswith(".tar.xz")], [])
+        self.assertFalse(os.path.exists(os.path.join(small, "prefix", "lib")))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,257 @@
+// The project lock (version 2): writer and reader, refusals, the staleness
+// check against redist.toml, the per-platform plans; the version 1 helpers
+// moved out of the tool (plan_from_lock with an alias); exclude globs; the
+// free-space check.
+#include <catch2/catch.hpp>
+
+#include <cstdlib>
+
+#include "redist/lockfile.hpp"
+#include "redist/sync.hpp"
+#include "support.hpp"
+
+using namespace redist;
+
+namespace {
+
+const std::string kHash(64, 'a');
+
+locked_artifact make_artifact(const std::string& component, const std::string& platform,
+                              std::optional<std::string> variant = std::nullopt) {
+    locked_artifact a;
+    a.entry.component = component;
+    a.entry.platform = platform;
+    a.entry.variant = std::move(variant);
+    a.entry.relative_path = component + "/" + platform + "/" + component + "-archive.tar.xz";
+    a.entry.sha256 = kHash;
+    a.entry.size = 42;
+    a.version = "1.2.3";
+    a.url = "https://example.invalid/p/redist/" + a.entry.relative_path;
+    return a;
+}
+
+project_lock sample_lock() {
+    project_lock lock;
+    lock.platforms = {"linux-x86_64", "linux-sbsa"};
+    lock.cuda = 12;
+    locked_product cudnn;
+    cudnn.name = "cudnn";
+    cudnn.version_spec = "9";
+    cudnn.components = {"cudnn"};
+    cudnn.release_label = "9.27.0";
+    cudnn.manifest_url = "https://example.invalid/cudnn/redist/redistrib_9.27.0.json";
+    cudnn.manifest_sha256 = std::string(64, 'b');
+    cudnn.artifacts = {make_artifact("cudnn", "linux-x86_64", "cuda12"), make_artifact("cudnn", "linux-sbsa", "cuda12")};
+    locked_product cuda;
+    cuda.name = "cuda";
+    cuda.version_spec = "12.9";
+    cuda.components = {"cuda_nvcc", "cuda_cccl"};
+    cuda.release_label = "12.9.1";
+    cuda.manifest_url = "https://example.invalid/cuda/redist/redistrib_12.9.1.json";
+    cuda.manifest_sha256 = std::string(64, 'c');
+    cuda.artifacts = {make_artifact("cuda_nvcc", "linux-sbsa"), make_artifact("cuda_nvcc", "linux-x86_64"),
+                      make_artifact("cuda_cccl", "linux-x86_64"), make_artifact("cuda_cccl", "linux-sbsa")};
+    lock.products = {cudnn, cuda};  // unsorted on purpose
+    return lock;
+}
+
+project_file sample_project() {
+    auto p = parse_project(R"([project]
+prefix = "nvidia"
+platforms = ["linux-x86_64", "linux-sbsa"]
+cuda = "12"
+
+[products.cuda]
+version = "12.9"
+components = ["cuda_nvcc", "cuda_cccl"]
+
+[products.cudnn]
+version = "9"
+components = ["cudnn"]
+)",
+                           "/work/app/redist.toml");
+    REQUIRE(p.ok());
+    return *p;
+}
+
+error read_error(const std::string& text) {
+    auto lock = project_lock_from_json(text, "redist.lock");
+    REQUIRE_FALSE(lock.ok());
+    CHECK(lock.error_value().code == error_code::bad_manifest);
+    CHECK(lock.error_value().source == "redist.lock");
+    return lock.error_value();
+}
+
+}  // namespace
+
+TEST_CASE("project lock: written sorted, read back identical") {
+    const std::string text = project_lock_to_json(sample_lock());
+    CHECK(text.find("\"lock_version\": 2") != std::string::npos);
+    CHECK(text.find("\"cuda\"") < text.find("\"cudnn\""));          // products sorted by name
+    CHECK(text.find("linux-sbsa") < text.find("linux-x86_64"));     // platforms sorted
+    auto lock = project_lock_from_json(text, "redist.lock");
+    REQUIRE(lock.ok());
+    REQUIRE(lock->products.size() == 2);
+    CHECK(lock->products[0].name == "cuda");
+    CHECK(lock->products[0].components == std::vector<std::string>{"cuda_nvcc", "cuda_cccl"});
+    CHECK(lock->products[0].artifacts.size() == 4);
+    CHECK(lock->products[1].artifacts[0].entry.variant == std::optional<std::string>("cuda12"));
+    CHECK(lock->cuda == 12);
+    CHECK(project_lock_to_json(*lock) == text);
+}
+
+TEST_CASE("project lock: hostile or wrong documents are refused with their JSON path") {
+    const std::string good = project_lock_to_json(sample_lock());
+    CHECK(read_error("{\"lock_version\": 2, \"platforms\": [], \"products\": [], \"products\": []}").message.find(
+              "duplicate") != std::string::npos);
+    auto e = read_error(std::string(good).replace(good.find("\"name\": \"cudnn\""), 15, "\"name\": \"../x\""));
+    CHECK(e.json_path == "products[1].name");
+    e = read_error(std::string(good).replace(good.find("\"name\": \"cudnn\""), 15, "\"name\": \"cuda\""));
+    CHECK(e.message.find("locked twice") != std::string::npos);
+    e = read_error(std::string(good).replace(good.find(kHash), 64, "zz"));
+    CHECK(e.json_path == "products[0].artifacts[0].sha256");
+    e = read_error("{\"lock_version\": 1, \"product\": \"cudnn\", \"artifacts\": []}");
+    CHECK(e.message.find("redist fetch --locked") != std::string::npos);
+    e = read_error("{\"lock_version\": 2, \"platforms\": [\"linux-x86_64\"], \"cuda\": 0, \"products\": []}");
+    CHECK(e.json_path == "cuda");
+    read_error("{\"lock_version\": 2, \"platforms\": [\"a b\"], \"products\": []}");
+    read_error("[]");
+    // And the version 1 reader points a version 2 lock at `redist sync --locked`.
+    auto v1 = lockfile_from_json(good, "redist.lock");
+    REQUIRE_FALSE(v1.ok());
+    CHECK(v1.error_value().message.find("redist sync --locked") != std::string::npos);
+}
+
+TEST_CASE("project lock: stale when an input of redist.toml changed, not otherwise") {
+    const project_lock lock = sample_lock();
+    project_file project = sample_project();
+    CHECK_FALSE(lock_staleness(lock, project));
+    project.prefix = "/elsewhere";  // not an input of the resolution
+    project.exclude = {"lib/*.a"};
+    CHECK_FALSE(lock_staleness(lock, project));
+
+    auto changed = project;
+    changed.products[0].version = "12.8";
+    CHECK(lock_staleness(lock, changed) == std::optional<std::string>(
+                                               "products.cuda.version is 12.8 in the project file, 12.9 in the lock"));
+    changed = project;
+    changed.products[1].components.push_back("cudnn_jit");
+    CHECK(lock_staleness(lock, changed)->find("products.cudnn.components") != std::string::npos);
+    changed = project;
+    changed.products.pop_back();
+    CHECK(lock_staleness(lock, changed)->find("no longer in the project file") != std::string::npos);
+    changed = project;
+    changed.products.push_back({"nccl", "2", {}, 0});
+    CHECK(lock_staleness(lock, changed) == std::optional<std::string>("products.nccl is not in the lock"));
+    changed = project;
+    changed.platforms = {"linux-x86_64"};
+    CHECK(lock_staleness(lock, changed)->find("project.platforms") != std::string::npos);
+    changed = project;
+    changed.platforms = {"linux-sbsa", "linux-x86_64"};  // order does not matter
+    CHECK_FALSE(lock_staleness(lock, changed));
+    changed.cuda = 13;
+    CHECK(lock_staleness(lock, changed)->find("project.cuda is 13") != std::string::npos);
+}
+
+TEST_CASE("project lock: the plans for one platform") {
+    auto plans = plans_for_platform(sample_lock(), "linux-sbsa");
+    REQUIRE(plans.ok());
+    REQUIRE(plans->size() == 2);
+    CHECK((*plans)[0].product == "cudnn");
+    CHECK((*plans)[0].artifact_base_url == "https://example.invalid/cudnn/redist/");
+    REQUIRE((*plans)[1].artifacts.size() == 2);
+    for (const auto& p : *plans)
+        for (const auto& a : p.artifacts) CHECK(a.platform == "linux-sbsa");
+    CHECK((*plans)[1].component_versions.at("cuda_nvcc") == "1.2.3");
+    auto missing = plans_for_platform(sample_lock(), "windows-x86_64");
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error_value().code == error_code::not_found);
+    CHECK(missing.error_value().message.find("(it locks: linux-x86_64, linux-sbsa)") != std::string::npos);
+}
+
+TEST_CASE("version 1 lock: plan_from_lock follows the alias table, with a note") {
+    lockfile lock;
+    lock.product = "cuda";
+    lock.release_label = "13.0.0";
+    lock.manifest_url = "https://example.invalid/cuda/redist/redistrib_13.0.0.json";
+    lock.artifacts = {make_artifact("cccl", "linux-x86_64"), make_artifact("cuda_nvcc", "linux-x86_64")};
+    std::vector<std::string> notes;
+    auto plan = plan_from_lock(lock, "linux-x86_64", std::nullopt, {"cuda_cccl"}, &notes);
+    REQUIRE(plan.ok());
+    REQUIRE(plan->artifacts.size() == 1);
+    CHECK(plan->artifacts[0].component == "cccl");
+    REQUIRE(notes.size() == 1);
+    CHECK(notes[0].find("'cuda_cccl' is called 'cccl'") != std::string::npos);
+    CHECK(plan->artifact_base_url == "https://example.invalid/cuda/redist/");
+    auto all = plan_from_lock(lock, "linux-x86_64", std::nullopt, {});
+    REQUIRE(all.ok());
+    CHECK(all->artifacts.size() == 2);
+    auto missing = plan_from_lock(lock, "linux-x86_64", std::nullopt, {"libcublas"});
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error_value().code == error_code::not_found);
+}
+
+TEST_CASE("exclude globs: fnmatch with FNM_PATHNAME, a directory excludes what is below it") {
+    const std::vector<std::string> globs{"lib/*_static*.a", "share/doc"};
+    CHECK(path_excluded("lib/libcublas_static.a", globs));
+    CHECK_FALSE(path_excluded("lib/libcublas.so.12", globs));
+    CHECK_FALSE(path_excluded("lib/stubs/libcuda_static.a", globs));  // '*' does not cross '/'
+    CHECK(path_excluded("share/doc/README", globs));
+    CHECK(path_excluded("share/doc", globs));
+    CHECK_FALSE(path_excluded("share/documents/x", globs));
+    CHECK_FALSE(path_excluded("lib/libx_static.a", {}));
+}
+
+TEST_CASE("receipt_current compares the exclude globs too") {
+    receipt r;
+    r.product = "cuda";
+    r.component = "cuda_nvcc";
+    r.platform = "linux-x86_64";
+    r.archive_sha256 = kHash;
+    r.archive_size = 42;
+    const artifact a = make_artifact("cuda_nvcc", "linux-x86_64").entry;
+    CHECK(receipt_current(r, "cuda", a, {}));
+    CHECK_FALSE(receipt_current(r, "cudnn", a, {}));
+    CHECK_FALSE(receipt_current(r, "cuda", a, {"lib/*.a"}));
+    r.exclude = {"lib/*.a"};
+    CHECK(receipt_current(r, "cuda", a, {"lib/*.a"}));
+}
+
+TEST_CASE("receipts keep the exclude globs and the skipped paths") {
+    receipt r;
+    r.product = "nccl";
+    r.component = "nccl";
+    r.exclude = {"lib/*.a"};
+    r.excluded = {"lib/libnccl_static.a"};
+    auto back = receipt_from_json(receipt_to_json(r), "r.json");
+    REQUIRE(back.ok());
+    CHECK(back->exclude == r.exclude);
+    CHECK(back->excluded == r.excluded);
+    auto hostile = receipt_from_json(
+        "{\"product\": \"p\", \"component\": \"c\", \"exclude\": [\"x\"], \"excluded\": [\"../etc/passwd\"]}", "r.json");
+    REQUIRE_FALSE(hostile.ok());
+    CHECK(hostile.error_value().json_path == "excluded[0]");
+    // Receipts without the fields (every older one) read as "nothing excluded".
+    auto plain = receipt_from_json("{\"product\": \"p\", \"component\": \"c\"}", "r.json");
+    REQUIRE(plain.ok());
+    CHECK(plain->excluded.empty());
+    CHECK(receipt_to_json(*plain).find("excluded") == std::string::npos);
+}
+
+TEST_CASE("free-space check: names the directory and both numbers") {
+    const auto dir = redist_test::scratch("free_space");
+    CHECK(check_free_space(dir / "not-yet" / "prefix", 1, {}, 0).ok());  // measured at the nearest existing parent
+    auto full = check_free_space(dir, UINT64_MAX / 2, {}, 0);
+    REQUIRE_FALSE(full.ok());
+    CHECK(full.error_value().code == error_code::filesystem);
+    CHECK(full.error_value().message.find("not enough free space") != std::string::npos);
+    CHECK(full.error_value().message.find("free") != std::string::npos);
+    CHECK(full.error_value().path == dir.lexically_normal().string());
+    // Prefix and cache on one filesystem: their sum must fit.
+    ::setenv("REDIST_TEST_FREE_BYTES", "1000", 1);
+    CHECK(check_free_space(dir, 600, dir, 300).ok());
+    auto both = check_free_space(dir, 600, dir, 500);
+    ::unsetenv("REDIST_TEST_FREE_BYTES");
+    REQUIRE_FALSE(both.ok());
+    CHECK(both.error_value().message.find("1100 bytes") != std::string::npos);
+}
