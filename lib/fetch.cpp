@@ -474,17 +474,44 @@ public:
     // Mirrors first, then the base, through the one source driver: transient
     // failures retried with backoff, resuming with a Range request where the
     // bytes so far are kept; wrong bytes or a 404 move on to the next source.
+    // Large archives come over several ranged connections at once (a CDN
+    // caps each one); small ones, file:// and --connections 1 over one.
+    // An explicit --connections N splits anything of at least two segments.
+    segment_options split_options() const {
+        segment_options segments;
+        if (request_.connections > 1) {
+            segments.connections = request_.connections;
+            segments.min_total_bytes = 2 * segments.min_segment_bytes;
+        }
+        return segments;
+    }
+    bool split_download() const {
+        return request_.connections != 1 && a_.size >= split_options().min_total_bytes;
+    }
+
     result<std::vector<unpacked_entry>> download_archive(artifact_stream& stream, stage_sink& sink) {
-        if (cache_) stream.set_tee(cache_->partial_path(a_.sha256));
-        REDIST_TRY_VOID(stream.resume_or_restart());
+        const bool split = split_download();
+        if (cache_ && !split) stream.set_tee(cache_->partial_path(a_.sha256));
+        REDIST_TRY_VOID(stream.resume_or_restart());  // split: the downloader resumes from its spool instead
+        const segment_options segments = split_options();
+        spool_location spool;
+        if (cache_) spool.part_file = cache_->partial_path(a_.sha256);
+        else spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory, ours
         source_run run{retry_policy(request_.sources)};
         run.observer = request_.observer;
         run.component = a_.component;
         run.offline = request_.sources.offline;
         run.on_next_source = [&] { stream.next_source(); };
+        const segment_retry_hook segment_retry = [&run](int attempt, const transfer_failure_info& f)
+            -> std::optional<std::chrono::milliseconds> {
+            const auto decision = run.policy.next(attempt, {error_code::network, f.transient, f.retry_after_seconds});
+            if (decision.what != retry_decision::action::retry) return std::nullopt;
+            return decision.delay;
+        };
         auto fetched = try_sources(urls_, run, [&](source_attempt& at) {
             progress(fetch_stage::downloading, stream.received());
-            return stream.fetch_from(at.url, request_.transfer, at.failure);
+            return split ? stream.fetch_split(at.url, request_.transfer, segments, spool, segment_retry, at.failure)
+                         : stream.fetch_from(at.url, request_.transfer, at.failure);
         }, &out_.report.requests);
         if (!fetched.ok()) {
             drop_part_unless_resumable(stream, fetched.error_value());
@@ -493,7 +520,7 @@ public:
         out_.report.url = sanitize_url(urls_[fetched->source]);
         // The archive is verified: keep it even if unpacking fails (disk full,
         // unsafe entry...), so that a retry needs no download.
-        if (cache_ && stream.tee_complete()) REDIST_TRY_VOID(cache_->publish(a_.sha256));
+        if (cache_ && (split || stream.tee_complete())) REDIST_TRY_VOID(cache_->publish(a_.sha256));
         return sink.finish();
     }
 
@@ -504,6 +531,7 @@ public:
         if (!cache_ || resumable) return;
         std::error_code ec;
         fs::remove(cache_->partial_path(a_.sha256), ec);
+        remove_segment_record(cache_->partial_path(a_.sha256));
     }
 
     // The unpacked entries become the receipt; the stage is kept for the commit.

@@ -384,17 +384,13 @@ bool cancelled(const std::atomic<bool>* flag) { return flag && flag->load(); }
 error cancelled_error() { return make_error(error_code::cancelled, "cancelled because another artifact failed"); }
 }  // namespace
 
-result<void> artifact_stream::fetch_from(const std::string& url, const transfer_options& options,
-                                         transfer_failure_info& failure) {
-    if (cancelled(cancel_)) return cancelled_error();
-    const std::string where = sanitize_url(url);
-    const std::uint64_t resume_from = received_;
-    if (resume_from == expected_.size && resume_from > 0) return verify(where);  // a complete .part: just verify it
-    changed_ = false;
+download_callbacks artifact_stream::body_callbacks(const std::string& url, std::uint64_t resume_from,
+                                                   std::chrono::steady_clock::time_point& last_report) {
     download_callbacks callbacks;
-    callbacks.on_response = [&](const response_info& info) { return accept_response(info, resume_from, url); };
-    auto last_report = std::chrono::steady_clock::now();
-    callbacks.on_data = [&](const std::byte* data, std::size_t size) -> result<void> {
+    callbacks.on_response = [this, &url, resume_from](const response_info& info) {
+        return accept_response(info, resume_from, url);
+    };
+    callbacks.on_data = [this, &last_report](const std::byte* data, std::size_t size) -> result<void> {
         if (cancelled(cancel_)) return cancelled_error();
         REDIST_TRY_VOID(feed(data, size));
         const auto now = std::chrono::steady_clock::now();
@@ -404,15 +400,10 @@ result<void> artifact_stream::fetch_from(const std::string& url, const transfer_
         }
         return {};
     };
-    // The one place an artifact body is downloaded.
-    auto downloaded = download(url, options, callbacks, resume_from, &failure);
-    if (!downloaded.ok()) {
-        error e = std::move(downloaded).error_value();
-        if (changed_) failure.transient = true;  // retried from byte 0
-        if (changed_ || e.code == error_code::integrity) REDIST_TRY_VOID(restart());
-        if (e.code == error_code::integrity && e.url.empty()) e.url = where;
-        return e;
-    }
+    return callbacks;
+}
+
+result<void> artifact_stream::check_complete(const std::string& where) {
     if (received_ < expected_.size) {
         // The body ended early without a transport error (no Content-Length).
         auto e = make_error(error_code::integrity, "size mismatch: the body ended early")
@@ -423,6 +414,54 @@ result<void> artifact_stream::fetch_from(const std::string& url, const transfer_
         return e;
     }
     return verify(where);
+}
+
+result<void> artifact_stream::fetch_from(const std::string& url, const transfer_options& options,
+                                         transfer_failure_info& failure) {
+    if (cancelled(cancel_)) return cancelled_error();
+    const std::string where = sanitize_url(url);
+    const std::uint64_t resume_from = received_;
+    if (resume_from == expected_.size && resume_from > 0) return verify(where);  // a complete .part: just verify it
+    changed_ = false;
+    auto last_report = std::chrono::steady_clock::now();
+    download_callbacks callbacks = body_callbacks(url, resume_from, last_report);
+    // The one place an artifact body is downloaded over one connection.
+    auto downloaded = download(url, options, callbacks, resume_from, &failure);
+    if (!downloaded.ok()) {
+        error e = std::move(downloaded).error_value();
+        if (changed_) failure.transient = true;  // retried from byte 0
+        if (changed_ || e.code == error_code::integrity) REDIST_TRY_VOID(restart());
+        if (e.code == error_code::integrity && e.url.empty()) e.url = where;
+        return e;
+    }
+    return check_complete(where);
+}
+
+result<void> artifact_stream::fetch_split(const std::string& url, const transfer_options& options,
+                                          const segment_options& segments, const spool_location& spool,
+                                          const segment_retry_hook& retry, transfer_failure_info& failure) {
+    if (cancelled(cancel_)) return cancelled_error();
+    const std::string where = sanitize_url(url);
+    REDIST_TRY_VOID(restart());  // every byte comes again from 0 (see the header)
+    auto last_report = std::chrono::steady_clock::now();
+    download_callbacks callbacks = body_callbacks(url, 0, last_report);
+    auto drop_spool = [&] {
+        if (spool.part_file.empty()) return;
+        ::unlink(spool.part_file.c_str());
+        remove_segment_record(spool.part_file);
+    };
+    auto downloaded = segmented_download(url, expected_.size, options, segments, spool, callbacks, retry, &failure);
+    if (!downloaded.ok()) {
+        error e = std::move(downloaded).error_value();
+        if (e.code == error_code::integrity) {
+            drop_spool();
+            if (e.url.empty()) e.url = where;
+        }
+        return e;
+    }
+    auto checked = check_complete(where);
+    if (!checked.ok()) drop_spool();
+    return checked;
 }
 
 result<void> artifact_stream::fetch_file(const std::filesystem::path& path, const std::string& source) {

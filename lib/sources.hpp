@@ -22,6 +22,7 @@
 
 #include "redist/error.hpp"
 #include "redist/fetch.hpp"
+#include "segmented_download.hpp"
 #include "redist/transfer.hpp"
 #include "redist/verify.hpp"
 #include "posix_file.hpp"
@@ -209,6 +210,15 @@ public:
     // integrity | cancelled | filesystem | the sink's error.
     result<void> fetch_from(const std::string& url, const transfer_options& options,
                             transfer_failure_info& failure);
+    // One attempt from `url` over several ranged connections (see
+    // segmented_download.hpp): the downloader owns the spool (the cache's
+    // .part, with its resume record), so no tee may be set. It delivers every
+    // byte from 0, including those an earlier run left in the spool, so the
+    // hash and the sink start over. Wrong bytes (integrity) remove the spool's
+    // .part and record. Outcomes as fetch_from.
+    result<void> fetch_split(const std::string& url, const transfer_options& options,
+                             const segment_options& segments, const spool_location& spool,
+                             const segment_retry_hook& retry, transfer_failure_info& failure);
     // Streams a local file (a cached blob) through hash and sink, from 0, and
     // verifies it. An unreadable or odd file (symlink, FIFO) is an integrity
     // failure: treated like wrong bytes. Outcomes as fetch_from.
@@ -232,6 +242,11 @@ public:
 
 private:
     result<void> replay(const std::filesystem::path& path, bool into_sink);
+    // The callbacks of one attempt that asked for bytes resume_from..
+    download_callbacks body_callbacks(const std::string& url, std::uint64_t resume_from,
+                                      std::chrono::steady_clock::time_point& last_report);
+    // After a transfer that returned ok: the body must have been complete.
+    result<void> check_complete(const std::string& where);
     void drop_tee() noexcept;
 
     expected_artifact expected_;

@@ -160,6 +160,11 @@ struct install_request {
     bool force = false;                   // reinstall even when receipts match
     link_mode tree_link_mode = link_mode::auto_select;  // how cached trees are placed (see cache.hpp)
     unsigned jobs = 0;                    // concurrent artifacts; 0 = cores
+    // Ranged connections per archive (http/https): 0 = the default, 6
+    // connections for archives of 64 MiB or more (measured:
+    // bench/capped_link.py); N > 1 splits any archive of at least 8 MiB;
+    // 1 = one stream. A server that ignores ranges gets one stream anyway.
+    int connections = 0;
     // Threads and memory the artifacts in flight share (make_run_budget; its
     // profile_of() afterwards has the per-stage times). Null: each artifact
     // sizes its decoder and writers for the whole machine.

@@ -11,11 +11,11 @@
 _redist_products="cudnn cuda cublasmp cudss cuquantum cusolvermp cusparselt cutensor nppplus nvcomp nvjpeg2000 nvpl nvtiff tensorrt"
 _redist_platforms="linux-x86_64 linux-sbsa linux-aarch64 linux-ppc64le windows-x86_64 windows-arm64 source"
 _redist_formats="sh fish cmake json github"
-_redist_subcommands="versions show fetch verify remove lock cache env mirror check sbom diff outdated init"
+_redist_subcommands="versions show fetch verify remove lock cache env mirror check sbom diff outdated init sync"
 
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
-_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --strict --link-mode --jobs -j --max-expansion --json --quiet -q --check --no-check"
+_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --profile --json --quiet -q --check --no-check"
 
 # Options of each subcommand (and of cudnn-fetch).
 _redist_opts_for() {
@@ -27,14 +27,15 @@ _redist_opts_for() {
         verify) echo "--prefix --json --help -h" ;;
         remove) echo "--prefix --product --component --quiet -q --help -h" ;;
         lock) echo "$_redist_source_opts $_redist_select_opts --output -o --help -h" ;;
-        cache) echo "--cache-dir --older-than --json --shared-cache --help -h" ;;
+        cache) echo "--cache-dir --older-than --max-size --json --shared-cache --help -h" ;;
         env) echo "--prefix --format --help -h" ;;
-        check) echo "--prefix --component --gpu --json --strict --quiet -q --timeout --help -h" ;;
+        check) echo "--prefix --component --gpu --quick --json --strict --quiet -q --timeout --help -h" ;;
         mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --json --quiet -q --help -h" ;;
         sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --help -h" ;;
         diff) echo "$_redist_source_opts --json --help -h" ;;
         outdated) echo "--prefix $_redist_source_opts --json --help -h" ;;
         init) echo "--file --platform --force --check --help -h" ;;
+        sync) echo "--file --lock-file --platform --exclude --locked --frozen --force --quiet -q --json --jobs -j $_redist_source_opts --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
 }
@@ -43,7 +44,7 @@ _redist_opts_for() {
 _redist_takes_value() {
     case $1 in
         --prefix | --dest | --cache-dir | --manifest | --manifest-sha256 | --locked | --output | -o | --ca-file | --base-url | --mirror | --platform | --cuda | \
-            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout)
+            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout | --max-memory | --threads | --max-size | --lock-file | --exclude | --connections)
             return 0 ;;
     esac
     return 1

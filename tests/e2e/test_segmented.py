@@ -1,6 +1,6 @@
-"""Segmented downloads (lib/segmented_download, issue 11 item 3) against the
-real nginx of the e2e fixture, through tests/tools/segmented_get (fetch's
-integration is separate). The biggest archive of the demo mirror is cut into
+"""Segmented downloads (lib/segmented_download, issue 11 item 3): the module
+against the real nginx of the e2e fixture, through tests/tools/segmented_get,
+and `redist fetch --connections` against the fault server (SegmentedFetch). The biggest archive of the demo mirror is cut into
 small segments, so that a few hundred KiB exercise many ranges. Each test
 checks the SHA-256 of the in-order stream and of the spool, and nginx's own
 count of the body bytes it sent ($body_bytes_sent in the access log).
@@ -9,9 +9,11 @@ fault server in tests/segmented_download_test.cpp."""
 
 import glob
 import hashlib
+import io
 import json
 import os
 import subprocess
+import tarfile
 import time
 import unittest
 
@@ -99,6 +101,103 @@ class SegmentedNginx(unittest.TestCase):
         log = self.entries(mark)
         self.assertEqual(len(log), 1)
         self.assertEqual(log[0]["status"], "200")
+
+
+BIG = 9 << 20  # above two minimum segments (4 MiB): `--connections 4` splits it
+
+
+def make_big_release(mirror):
+    """Product `bigprod` 1.0.0: one component whose archive holds BIG random
+    (incompressible) bytes, so the archive itself is about BIG bytes."""
+    root = os.path.join(mirror, "bigprod", "redist")
+    top = "big-linux-x86_64-1.0.0-archive"
+    rel = f"big/linux-x86_64/{top}.tar.xz"
+    payload = os.urandom(BIG)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz", format=tarfile.GNU_FORMAT, preset=0) as tf:
+        ti = tarfile.TarInfo(f"{top}/lib/libbig.so.1")
+        ti.size, ti.mode = len(payload), 0o644
+        tf.addfile(ti, io.BytesIO(payload))
+    data = buf.getvalue()
+    os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+    with open(os.path.join(root, rel), "wb") as f:
+        f.write(data)
+    doc = {"release_date": "2026-01-01", "release_label": "1.0.0", "release_product": "bigprod",
+           "big": {"name": "big", "license": "test", "version": "1.0.0",
+                   "linux-x86_64": {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest(),
+                                    "md5": hashlib.md5(data).hexdigest(), "size": str(len(data))}}}
+    support.save_json(os.path.join(root, "redistrib_1.0.0.json"), doc)
+    return "/bigprod/redist/" + rel, data, hashlib.sha256(payload).hexdigest()
+
+
+class SegmentedFetch(unittest.TestCase):
+    """`redist fetch --connections 4` on a 9 MiB archive: ranged requests,
+    reassembled in order for the hash and the unpacker, published to the
+    cache; a range-ignoring server; a kill part-way and a resume."""
+
+    def setUp(self):
+        self.dir = support.make_scratch_dir(self.id())
+        self.mirror = os.path.join(self.dir, "mirror")
+        self.path, self.archive, self.payload_sha = make_big_release(self.mirror)
+        self.sha = hashlib.sha256(self.archive).hexdigest()
+        self.server = support.FaultServer(self.mirror, os.path.join(self.dir, "server"))
+        self.addCleanup(self.server.stop)
+        self.prefix = os.path.join(self.dir, "prefix")
+        self.cache = os.path.join(self.dir, "cache")
+
+    def args(self, connections=4):
+        return ["fetch", "bigprod", "1.0.0", "--base-url", self.server.url(), "--prefix", self.prefix,
+                "--cache-dir", self.cache, "--platform", "linux-x86_64", "--connections", str(connections),
+                "--no-check", "--quiet"]
+
+    def assert_installed(self):
+        self.assertEqual(support.sha256_file(os.path.join(self.prefix, "lib", "libbig.so.1")), self.payload_sha)
+        support.run_tool("redist", "verify", "--prefix", self.prefix, check=True)
+        blob = os.path.join(self.cache, "blobs", "sha256", self.sha)
+        self.assertEqual(support.sha256_file(blob), self.sha)
+        leftovers = [f for f in os.listdir(os.path.dirname(blob)) if f.startswith(self.sha + ".")]
+        self.assertEqual(leftovers, [], "no .part or .segments may stay after a verified download")
+
+    def test_ranges_are_reassembled_and_cached(self):
+        support.run_tool("redist", *self.args(), check=True)
+        self.assert_installed()
+        log = self.server.log(self.path)
+        self.assertGreater(len(log), 1, log)
+        self.assertTrue(all(e["status"] == 206 and e["range"].startswith("bytes=") for e in log), log)
+        self.assertEqual(sum(e["bytes_sent"] for e in log), len(self.archive), "every byte sent once")
+
+    def test_one_connection_is_one_request(self):
+        support.run_tool("redist", *self.args(connections=1), check=True)
+        self.assert_installed()
+        log = self.server.log(self.path)
+        self.assertEqual([(e["status"], e["range"]) for e in log], [(200, None)], log)
+
+    def test_a_server_that_ignores_ranges_gets_one_stream(self):
+        self.server.set_faults({self.path: {"ignore_range": True}})
+        support.run_tool("redist", *self.args(), check=True)
+        self.assert_installed()
+        log = self.server.log(self.path)
+        self.assertTrue(all(e["status"] == 200 for e in log), log)
+        self.assertIn(None, [e["range"] for e in log], "the fallback asks for the whole file")
+
+    def test_a_killed_run_is_resumed_without_refetching_what_it_kept(self):
+        # Every request stalls after 1 MiB: the run holds the first MiB of
+        # several segments (and the whole short last one) when it is killed.
+        self.server.set_faults({self.path: {"stall_after": 1 << 20, "stall_seconds": 30}})
+        first = support.BackgroundTool("redist", *self.args())
+        try:
+            time.sleep(3)
+        finally:
+            first.kill()
+        part = os.path.join(self.cache, "blobs", "sha256", self.sha + ".part")
+        self.assertTrue(os.path.exists(part + ".segments"), os.listdir(os.path.dirname(part)))
+        self.server.set_faults({})
+        self.server.reset()
+        support.run_tool("redist", *self.args(), check=True)
+        self.assert_installed()
+        sent = sum(e["bytes_sent"] for e in self.server.log(self.path))
+        self.assertGreater(sent, 0)
+        self.assertLessEqual(sent, len(self.archive) - (1 << 20), "the kept bytes were not fetched again")
 
 
 if __name__ == "__main__":

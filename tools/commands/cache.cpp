@@ -121,7 +121,7 @@ void add_cache_command(CLI::App& app, command_runner& selected) {
     cmd->add_flag("--json", args->json, "list: print JSON");
     cmd->add_option("--max-size", args->max_size,
                     "prune: evict least recently used entries until the cache is at most this big (20G, 500MiB)")
-        ->transform(CLI::AsSizeValue(false))
+        ->transform(CLI::AsSizeValue(false).description(""))
         ->type_name("SIZE");
     cmd->add_flag("--shared-cache", args->shared, "The cache may belong to other users (see fetch --shared-cache)");
     cmd->footer("\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"

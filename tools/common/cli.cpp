@@ -153,6 +153,12 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->type_name("MODE");
     app.add_option("--jobs,-j", options.jobs, "Artifacts fetched concurrently (default: number of cores)")
         ->type_name("N");
+    app.add_option("--connections", options.connections,
+                   "Ranged connections per archive, for links that cap each connection (default: 6 for "
+                   "archives of 64 MiB or more; N splits any archive of 8 MiB or more; 1: one stream; a "
+                   "server that ignores ranges gets one stream)")
+        ->check(CLI::Range(1, 32))
+        ->type_name("N");
     app.add_option("--max-expansion", options.max_expansion,
                    "An archive whose hash is not yet known may unpack to at most N times its size "
                    "(at least 64 MiB) before it is refused as unsafe (default 20; 0: no limit)")
@@ -160,7 +166,7 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
     app.add_option("--max-memory", options.max_memory,
                    "Memory the run's decoders, writers and queues share, e.g. 512MiB (default: RAM/8 "
                    "within 256 MiB..1 GiB; see redist/budget.hpp)")
-        ->transform(CLI::AsSizeValue(false))
+        ->transform(CLI::AsSizeValue(false).description(""))
         ->type_name("SIZE");
     app.add_option("--threads", options.threads, "Threads the run's decoders and writers share (default: cores)")
         ->type_name("N");

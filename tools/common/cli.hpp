@@ -63,6 +63,7 @@ struct fetch_options {
     unsigned max_expansion = 20;   // --max-expansion (see redist::install_request)
     bool check = false;     // --check: a failed post-install check is an error (exit 11)
     bool no_check = false;  // --no-check: skip the post-install checks
+    int connections = 0;           // --connections N (see install_request::connections); 0 = the default
     std::uint64_t max_memory = 0;  // --max-memory SIZE (see redist/budget.hpp); 0 = the default
     unsigned threads = 0;          // --threads N; 0 = the cores
     bool profile = false;          // --profile or REDIST_PROFILE=1: per-stage times on stderr

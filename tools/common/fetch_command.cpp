@@ -378,6 +378,7 @@ int run_fetch(const fetch_options& options) {
     req.force = options.force;
     req.tree_link_mode = redist::parse_link_mode(options.link_mode).value();  // validated by CLI11
     req.jobs = options.jobs;
+    req.connections = options.connections;
     auto budget = redist::make_run_budget({options.threads, options.max_memory});
     if (!budget.ok()) return report_error(budget.error_value());
     req.budget = *budget;
