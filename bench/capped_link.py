@@ -9,13 +9,15 @@ per connection. Contenders, one round each per run, order rotating:
 
   floor            xz -T1 -dc ARCHIVE > /dev/null            (local file)
   N conn + xz      segmented_get URL SIZE --connections N --stdout 1 | xz -T1 -dc
-                   (download, in-order reassembly, hash, decode: what fetch
-                   will do once the lead wires lib/segmented_download in)
+                   (download, in-order reassembly, hash, decode)
   N conn, hash     segmented_get URL SIZE --connections N   (download + hash)
+  fetch, N conn    redist fetch --manifest URL --connections N --no-cache
+                   (the real install: download, hash, decode, unpack, commit)
 
 segmented_get (tests/tools/segmented_get.cpp, target `segmented_get`) links
 lib/segmented_download and hashes the in-order stream; each run checks the
-SHA-256 against the archive's. Goal: N conn + xz <= 1.15x the floor.
+SHA-256 against the archive's. Goal: fetch with the default connections
+<= 1.15x the floor.
 
 Note on nginx's limiter: it allows limit_rate * (seconds since the request
 started + 1) bytes, i.e. a first-second burst of 10 MiB per REQUEST. Chunks
@@ -137,6 +139,7 @@ def main(argv=None) -> int:
     ap.add_argument("--connections", default="1,4,6,8")
     ap.add_argument("--rate", default="10m")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--fetch-connections", default="1,6", help="redist fetch contenders (0: none)")
     args = ap.parse_args(argv)
 
     driver = os.path.abspath(os.path.join(args.build, "bin", "segmented_get"))
@@ -146,7 +149,18 @@ def main(argv=None) -> int:
     size = os.path.getsize(archive)
     conns = [int(c) for c in args.connections.split(",")]
     scratch = tempfile.mkdtemp(prefix="redist-capped-")
-    nginx = CappedNginx(scratch, os.path.dirname(archive), args.rate)
+    # What nginx serves: the archive (linked) and a manifest for it.
+    served = os.path.join(scratch, "www")
+    os.makedirs(served)
+    os.symlink(archive, os.path.join(served, os.path.basename(archive)))
+    with open(os.path.join(served, "redistrib_9.19.0.json"), "w") as f:
+        json.dump({"release_label": "9.19.0", "release_product": "cudnn",
+                   "cudnn": {"name": "cuDNN", "license": "cudnn", "version": "9.19.0",
+                             "linux-x86_64": {"cuda13": {"relative_path": os.path.basename(archive),
+                                                         "sha256": sha or hashlib.sha256(open(archive, "rb").read()).hexdigest(),
+                                                         "md5": "0" * 32, "size": str(size)}}}}, f)
+    redist = os.path.abspath(os.path.join(args.build, "bin", "redist"))
+    nginx = CappedNginx(scratch, served, args.rate)
     results: dict[str, list] = {}
     load = os.getloadavg()
     try:
@@ -158,6 +172,11 @@ def main(argv=None) -> int:
         for n in conns:
             if n > 1:
                 contenders.append((f"{n} conn, hash only", f"{driver} {url} {size} --temp {scratch} --connections {n}", True))
+        for n in [int(c) for c in args.fetch_connections.split(",") if c.strip() != "0"]:
+            prefix = os.path.join(scratch, f"prefix{n}")
+            contenders.append((f"fetch, {n} conn", f"rm -rf {prefix} && {redist} fetch --manifest "
+                               f"{url.rsplit('/', 1)[0]}/redistrib_9.19.0.json --prefix {prefix} --no-cache "
+                               f"--platform linux-x86_64 --cuda 13 --connections {n} --no-check --quiet", False))
         for r in range(args.runs):
             order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
             for name, cmd, is_driver in order:
