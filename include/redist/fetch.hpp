@@ -29,7 +29,14 @@ class fetch_observer;  // below: the events of a run
 
 // The release labels of a product, newest first. http(s): parses the HTML
 // index at <base>/<product>/redist/; file://: lists that directory.
-// Outcomes: ok | not_found | network | bad_manifest (no releases in the index).
+// Outcomes:
+//   ok
+//   not_found     no product directory (file://), an index that lists no
+//                 manifests, or offline and not cached
+//   network       the index could not be fetched
+//   bad_manifest  an index larger than 16 MiB
+//   filesystem    a file:// directory that cannot be listed, or a cache that
+//                 cannot be trusted
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
                                                const transfer_options& options);
 
@@ -73,7 +80,15 @@ struct resolved_release {
 // Finds the label (exact specs skip the index), fetches and parses the
 // manifest, and checks that release_product/release_label, when present,
 // agree with the request.
-// Outcomes: ok | not_found | network | bad_manifest.
+// Outcomes:
+//   ok
+//   usage         neither a product nor a manifest was given
+//   not_found     no such release (or offline and not cached)
+//   network       the index or manifest could not be fetched
+//   integrity     the manifest's SHA-256 is not request.manifest_sha256
+//   bad_manifest  an empty, HTML or oversized (> 64 MiB) body, invalid JSON,
+//                 or a manifest for another product or release
+//   filesystem    the cache or a file:// manifest could not be read
 result<resolved_release> resolve_release(const release_request& request, const transfer_options& options);
 
 // ---- choosing the CUDA variant --------------------------------------------------
@@ -217,7 +232,10 @@ struct install_report {
 // wrong bytes (integrity, including an archive that failed to unpack before its
 // hash was known) and not-found move on to the next source.
 // Outcomes: ok | not_found | network | integrity | bad_archive |
-// unsafe_archive | conflict | filesystem.
+// unsafe_archive | conflict | filesystem | bad_manifest (a corrupt receipt or
+// journal in the prefix, or invalid names) | internal (the archive reader
+// could not be set up) | cancelled (an artifact that neither staged nor
+// failed; rare).
 result<install_report> install(const install_request& request);
 
 }  // namespace redist
