@@ -73,7 +73,7 @@ class SegmentedNginx(unittest.TestCase):
         # network is far ahead of delivery, so later kills often find the
         # whole file fetched (the fault-server unit test pins a partial state).
         killed = self.get("--abort-after", "1")
-        self.assertEqual(killed.returncode, 9, killed.stderr)  # _exit(9) in the middle: no cleanup ran
+        self.assertEqual(killed.returncode, -9, killed.stderr)  # SIGKILL in the middle: no cleanup ran
         self.assertTrue(os.path.exists(self.part + ".segments"))
         time.sleep(0.5)  # nginx logs the requests the dead process left
         first = sum(int(e["body_bytes_sent"]) for e in self.entries(mark))
