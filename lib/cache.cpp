@@ -569,12 +569,10 @@ result<std::vector<cache_entry>> blob_cache::list() const {
     return out;
 }
 
-std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
-    // Never in a shared cache: what others wrote is theirs to remove, and a
-    // recursive delete where others can rename directories is a race
-    // (a directory swapped for a symlink mid-way) that we do not run.
-    if (shared_) return 0;
-    const fs::path dir = trees_ / sha256;
+namespace {
+
+// Bytes of regular files under `dir` (not following symlinks); 0 if it is not a directory.
+std::uint64_t tree_bytes(const fs::path& dir) {
     struct stat st{};
     if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     std::uint64_t bytes = 0;
@@ -583,6 +581,21 @@ std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
         std::error_code ignored;
         if (entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) bytes += entry.file_size(ignored);
     }
+    return bytes;
+}
+
+}  // namespace
+
+std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
+    // Never in a shared cache: what others wrote is theirs to remove, and a
+    // recursive delete where others can rename directories is a race
+    // (a directory swapped for a symlink mid-way) that we do not run.
+    if (shared_) return 0;
+    const fs::path dir = trees_ / sha256;
+    struct stat st{};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    const std::uint64_t bytes = tree_bytes(dir);
+    std::error_code ec;
     // Rename first, so that no process picks up a half-removed tree.
     const fs::path doomed = trees_ / (sha256 + ".stale." + unique_suffix());
     if (::rename(dir.c_str(), doomed.c_str()) != 0) return 0;
@@ -617,23 +630,6 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
     }
     return freed;
 }
-
-namespace {
-
-// Bytes of regular files under `dir` (not following symlinks); 0 if it is not a directory.
-std::uint64_t tree_bytes(const fs::path& dir) {
-    struct stat st{};
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-    std::uint64_t bytes = 0;
-    std::error_code ec;
-    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
-        std::error_code ignored;
-        if (entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) bytes += entry.file_size(ignored);
-    }
-    return bytes;
-}
-
-}  // namespace
 
 result<std::uint64_t> blob_cache::prune_to_size(std::uint64_t max_bytes) const {
     REDIST_TRY(const auto entries, list());
