@@ -442,7 +442,9 @@ result<void> artifact_stream::fetch_split(const std::string& url, const transfer
                                           const segment_retry_hook& retry, transfer_failure_info& failure) {
     if (cancelled(cancel_)) return cancelled_error();
     const std::string where = sanitize_url(url);
-    REDIST_TRY_VOID(restart());  // every byte comes again from 0 (see the header)
+    // Every byte comes again from 0 (see the header): start over unless
+    // nothing was fed since the last restart (the first attempt).
+    if (received_ > 0) REDIST_TRY_VOID(restart());
     auto last_report = std::chrono::steady_clock::now();
     download_callbacks callbacks = body_callbacks(url, 0, last_report);
     auto drop_spool = [&] {

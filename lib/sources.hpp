@@ -214,7 +214,8 @@ public:
     // segmented_download.hpp): the downloader owns the spool (the cache's
     // .part, with its resume record), so no tee may be set. It delivers every
     // byte from 0, including those an earlier run left in the spool, so the
-    // hash and the sink start over. Wrong bytes (integrity) remove the spool's
+    // hash and the sink start over (the caller restarts them once before the
+    // first attempt). Wrong bytes (integrity) remove the spool's
     // .part and record. Outcomes as fetch_from.
     result<void> fetch_split(const std::string& url, const transfer_options& options,
                              const segment_options& segments, const spool_location& spool,
