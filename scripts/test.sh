@@ -72,15 +72,25 @@ run_sanitized() {
         for f in "$logs"/*; do echo "==== $f" >&2; cat "$f" >&2; done
         status=1
     fi
+    # Remember what failed for the summary at the very end: CI shows only the
+    # tail of the log, and the next pass's output would push this out of it.
+    if [ "$status" != 0 ]; then
+        local failed_list="build-$preset/Testing/Temporary/LastTestsFailed.log"
+        [ -s "$failed_list" ] && sed "s/^/  $preset: failed test /" "$failed_list" >>"$summary"
+        grep -h "SUMMARY:" "$logs"/* 2>/dev/null | sort | uniq -c | sed "s/^/  $preset: /" >>"$summary" || true
+    fi
     echo "test.sh: $preset: $((SECONDS - start)) s, status $status"
     return "$status"
 }
 
 failed=()
+summary=$(mktemp)
+trap 'rm -f "$summary"' EXIT
 for preset in ${REDIST_SANITIZERS-asan tsan}; do
     run_sanitized "$preset" || failed+=("$preset")
 done
 if ((${#failed[@]})); then
     echo "test.sh: failed under: ${failed[*]}" >&2
+    cat "$summary" >&2
     exit 1
 fi

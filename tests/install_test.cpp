@@ -386,7 +386,7 @@ TEST_CASE("a planted journal with absolute paths is refused, and nothing is touc
 
 // ---- the prefix: layout, modes, hardlinks, products ------------------------------------
 
-TEST_CASE("receipts live at receipts/<product>/<component>.json; legacy receipts are read and replaced") {
+TEST_CASE("receipts live at receipts/<product>/<component>.json, legacy receipts are read and replaced") {
     const fs::path prefix = scratch("layout") / "prefix";
     auto lock = prefix_lock::acquire(prefix);
     REQUIRE(lock.ok());

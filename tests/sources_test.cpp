@@ -51,7 +51,7 @@ struct recording_observer : fetch_observer {
 
 // ---- retry_policy ---------------------------------------------------------------------------
 
-TEST_CASE("retry_policy: backoff doubles per attempt, times a jitter in [0.5, 1)", "[retry_policy]") {
+TEST_CASE("retry_policy: backoff doubles per attempt, times a jitter from 0.5 up to 1", "[retry_policy]") {
     const retry_policy low(policy_of(), [] { return 0.0; });
     CHECK(low.next(1, transient_network()) == retry_decision{action::retry, milliseconds(250)});
     CHECK(low.next(2, transient_network()) == retry_decision{action::retry, milliseconds(500)});

@@ -105,7 +105,7 @@ TEST_CASE("incremental updates split around the padding boundaries", "[verify]")
     }
 }
 
-TEST_CASE("finish_hex resets the hasher; peek_hex does not", "[verify]") {
+TEST_CASE("finish_hex resets the hasher, peek_hex does not", "[verify]") {
     redist::sha256_hasher h;
     h.update("abc");
     CHECK(h.peek_hex() == kAbc);
