@@ -976,13 +976,20 @@ TEST_CASE("a sparse file written by the pool matches libarchive's own extraction
     const std::string raw = tar_header("top/", '5', 0) + h + padded("hello") + std::string(1024, '\0');
     const fs::path ref = fresh_stage("sparse_reference");
     reference_extract(raw, ref);
-    const fs::path stage = fresh_stage("sparse_pool");
-    auto r = unpack(xz_multiblock(raw, 1 << 20), stage, opts(redist::archive_format::tar_xz));
-    REQUIRE_OK(r);
-    check_same_tree(stage, ref / "top");
-    check_entries_match_disk(stage, *r);
-    REQUIRE(r->size() == 1);
-    CHECK(r->front().size == (3ull << 20) + 4096);
+    // 2 threads: the extractor writes inline; 4: the pool's workers write.
+    for (const unsigned threads : {2u, 4u}) {
+        INFO("threads " << threads);
+        const fs::path stage = fresh_stage("sparse_pool_" + std::to_string(threads));
+        auto o = opts(redist::archive_format::tar_xz);
+        o.budget = budget(threads, 256ull << 20);
+        auto r = unpack(xz_multiblock(raw, 1 << 20), stage, o);
+        REQUIRE_OK(r);
+        check_same_tree(stage, ref / "top");
+        check_entries_match_disk(stage, *r);
+        REQUIRE(r->size() == 1);
+        CHECK(r->front().size == (3ull << 20) + 4096);
+        CHECK(r->front().sha256 == redist::sha256_hex(std::string((3ull << 20) - 5, '\0') + "hello" + std::string(4096, '\0')));
+    }
 }
 
 TEST_CASE("a failing write in a worker stops everything and reports the file", "[unpack][pool]") {
