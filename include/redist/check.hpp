@@ -57,17 +57,18 @@ struct check_finding {
 // How much the child processes load. The parent's ELF checks (resolve,
 // runtime, file-name versions, shadow) are the same at both depths.
 //   full   every library dlopen(RTLD_NOW), dependencies first; the version
-//          probes; the driver with cuInit and each GPU's compute capability.
+//          probes; the driver's version and each GPU's compute capability
+//          (from NVML when it answers, else cuInit and the driver API).
 //          `redist check`, and `fetch --check`.
 //   quick  only what the version probes need: the probed library alone
 //          (libcudnn.so.9 is a 130 kB dispatcher), RTLD_LAZY; the driver's
-//          cuDriverGetVersion (libcuda RTLD_LAZY, no cuInit, so no GPU list).
-//          What the post-install check of `fetch` runs: a few tens of
-//          milliseconds and a few MiB where full maps all of cuDNN (about
-//          0.2 s and 90 MiB). It does not see what only loading everything
-//          shows: an undefined symbol, a failing constructor, a GPU
-//          architecture the release dropped (the preflight before the
-//          download checks that one).
+//          cuDriverGetVersion (libcuda RTLD_LAZY, never cuInit) and the GPUs
+//          from NVML when it answers. What the post-install check of `fetch`
+//          runs: a few tens of milliseconds and a few MiB where full maps
+//          all of cuDNN (90 MiB). It does not see what only loading
+//          everything shows: an undefined symbol, a failing constructor; nor
+//          GPU architectures where NVML is missing or CUDA_VISIBLE_DEVICES
+//          is set (the preflight before the download checks those).
 enum class check_depth : std::uint8_t { full, quick };
 
 struct check_options {

@@ -45,6 +45,21 @@ def fake_libcuda(out, encoded):
                      "int cuDeviceGetAttribute(int* v, int a, int d) { (void)a; (void)d; *v = 0; return 0; }\n")
 
 
+def fake_nvml(out, gpus):
+    """libnvidia-ml.so.1 listing `gpus`: (major, minor, name) each."""
+    caps = "".join(f"  if (d == (void*){i + 1}) {{ *ma = {ma}; *mi = {mi}; }}\n" for i, (ma, mi, _) in enumerate(gpus))
+    names = "".join(f"  if (d == (void*){i + 1}) snprintf(n, len, \"%s\", \"{name}\");\n"
+                    for i, (_, _, name) in enumerate(gpus))
+    return build_lib(out, "libnvidia-ml.so.1",
+                     "#include <stdio.h>\n"
+                     "int nvmlInit_v2(void) { return 0; }\n"
+                     "int nvmlShutdown(void) { return 0; }\n"
+                     f"int nvmlDeviceGetCount_v2(unsigned* n) {{ *n = {len(gpus)}; return 0; }}\n"
+                     "int nvmlDeviceGetHandleByIndex_v2(unsigned i, void** d) { *d = (void*)(unsigned long)(i + 1); return 0; }\n"
+                     f"int nvmlDeviceGetCudaComputeCapability(void* d, int* ma, int* mi) {{\n{caps}  return 0; }}\n"
+                     f"int nvmlDeviceGetName(void* d, char* n, unsigned len) {{\n{names}  return 0; }}\n")
+
+
 def make_release(mirror, product, label, component, version, lib_files, variant="cuda13", compress="xz"):
     """Writes <mirror>/<product>/redist/redistrib_<label>.json and one archive
     laid out like NVIDIA's (<top>-archive/lib/...). lib_files: (name in lib/,
@@ -239,6 +254,33 @@ class CheckFindings(unittest.TestCase):
         res = self.check(prefix, env={"LD_LIBRARY_PATH": driver}, check=0)
         self.assertIn("WARN driver: the driver answered, but no GPU is usable: cuInit: CUDA error (100)", res.stdout)
         self.check(prefix, "--strict", env={"LD_LIBRARY_PATH": driver}, check=EXIT_CHECK_FAILED)
+
+    def test_gpu_architecture_from_nvml_without_cuinit(self):
+        # NVML (beside libcuda) lists the GPUs without a CUDA context, so both
+        # depths judge the architecture, and the fake cuInit ("no device") is
+        # never called. With CUDA_VISIBLE_DEVICES set, CUDA is asked instead.
+        prefix = os.path.join(self.dir, "prefix")
+        self.install(self.good_cudnn_release(), prefix, "--no-check")
+        driver = os.path.join(self.dir, "driver")
+        os.makedirs(driver)
+        fake_libcuda(os.path.join(driver, "libcuda.so.1"), 13000)
+        fake_nvml(os.path.join(driver, "libnvidia-ml.so.1"), [(9, 0, "Fake H200"), (6, 1, "Fake Pascal")])
+        env = {"LD_LIBRARY_PATH": driver, "CUDA_VISIBLE_DEVICES": None}
+        expected = ("FAIL gpu: GPU 1 (Fake Pascal) has compute capability 6.1; cudnn 9.19.0 for CUDA 13 supports 7.5 "
+                    "and newer (CUDA 13.0 release notes: Turing (7.5) and newer)\n")
+        for depth in ("--quick", "--component=cudnn"):
+            res = self.check(prefix, depth, env=env, check=EXIT_CHECK_FAILED)
+            self.assertIn(expected, res.stdout)
+            self.assertNotIn("GPU 0", res.stdout)
+            self.assertNotIn("cuInit", res.stdout)
+        # Only supported GPUs: passes, in both depths.
+        fake_nvml(os.path.join(driver, "libnvidia-ml.so.1"), [(9, 0, "Fake H200")])
+        self.check(prefix, "--quick", env=env, check=0)
+        res = self.check(prefix, env=env, check=0)
+        self.assertNotIn("no GPU", res.stdout)
+        # CUDA_VISIBLE_DEVICES narrows what CUDA sees, which NVML ignores: the full check asks cuInit.
+        res = self.check(prefix, env={"LD_LIBRARY_PATH": driver, "CUDA_VISIBLE_DEVICES": "0"}, check=0)
+        self.assertIn("WARN driver: the driver answered, but no GPU is usable: cuInit: CUDA error (100)", res.stdout)
 
     def test_no_driver_is_a_warning(self):
         prefix = os.path.join(self.dir, "prefix")
