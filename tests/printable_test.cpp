@@ -22,13 +22,13 @@ TEST_CASE("printable keeps plain text and printable UTF-8") {
     CHECK(whole("") == "");
 }
 
-TEST_CASE("printable escapes C0 controls and DEL as \\xNN") {
+TEST_CASE("printable escapes C0 controls and DEL as backslash-x and two hex digits") {
     CHECK(whole("a\x1b[31mb") == "a\\x1b[31mb");
     CHECK(whole("line\nbreak\r\t\x7f") == "line\\x0abreak\\x0d\\x09\\x7f");
     CHECK(whole(std::string("nul\0x", 5)) == "nul\\x00x");
 }
 
-TEST_CASE("printable escapes C1 controls and bidirectional overrides as \\u{...}") {
+TEST_CASE("printable escapes C1 controls and bidirectional overrides as backslash-u and the code point in braces") {
     CHECK(whole("\xc2\x9b" "31m") == "\\u{009B}31m");  // CSI, a one-character ESC [
     CHECK(whole("\xc2\x85") == "\\u{0085}");
     CHECK(whole("abc\xe2\x80\xae" "cba") == "abc\\u{202E}cba");  // RIGHT-TO-LEFT OVERRIDE
