@@ -99,4 +99,19 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
 journal plan_remove(const std::vector<located_receipt>& existing,
                     const std::vector<std::pair<std::string, std::string>>& which);
 
+// plan_commit() and plan_remove() in one journal (`redist sync`, which
+// installs what a project names and removes what it no longer names): the
+// components `removed` (validated (product, component) keys, each present in
+// `existing`, none of them staged) go, and the staged ones come, all or
+// nothing. A removed component's files are redist's own: a staged file may
+// replace one without overwrite_unowned, and is then never deleted. A file
+// that a removed component shares with a component that stays (or is staged)
+// stays. With nothing removed, this is plan_commit(). Outcomes: those of
+// plan_commit, plus not_found (a removed key that is not in `existing`) and
+// conflict (a key both staged and removed).
+result<journal> plan_commit_removing(const prefix_view& prefix, const std::vector<located_receipt>& existing,
+                                     const std::vector<planned_stage>& staged,
+                                     const std::vector<std::pair<std::string, std::string>>& removed,
+                                     bool overwrite_unowned);
+
 }  // namespace redist

@@ -457,6 +457,107 @@ journal plan_remove(const std::vector<located_receipt>& existing,
     return j;
 }
 
+// ---- installing and removing in one journal ---------------------------------------
+
+namespace {
+
+// The prefix as a commit sees it once the removed components are gone: their
+// files are redist's own, so a staged file may take the place of one without
+// --force. Types are reported as they are: a directory a staged file needs
+// where a removed component has a file is still a refusal (mkdir would fail).
+class removing_view final : public prefix_view {
+public:
+    removing_view(const prefix_view& disk, const std::unordered_set<std::string>& going)
+        : disk_(disk), going_(going) {}
+    node type_of(const std::string& relative) const override { return disk_.type_of(relative); }
+    bool holds(const std::string& relative, const installed_file& file) const override {
+        return going_.count(relative) > 0 || disk_.holds(relative, file);
+    }
+    std::optional<unsigned> stage_dir_mode(const std::string& stage, const std::string& relative) const override {
+        return disk_.stage_dir_mode(stage, relative);
+    }
+
+private:
+    const prefix_view& disk_;
+    const std::unordered_set<std::string>& going_;
+};
+
+// The receipts split for the two planners: `staying` (for plan_commit: every
+// receipt but the removed ones) and `for_removal` (for plan_remove: the removed
+// ones plus those that stay unchanged; a replaced receipt's old files are
+// plan_commit's business), with every file path the removed ones list.
+struct removal_split {
+    std::vector<located_receipt> staying;
+    std::vector<located_receipt> for_removal;
+    std::unordered_set<std::string> going_files;
+};
+
+// key_of() for a (product, component) pair.
+std::string pair_key(const std::string& product, const std::string& component) {
+    std::string key = product;
+    key += '/';
+    key += component;
+    return key;
+}
+
+result<removal_split> split_for_removal(const std::vector<located_receipt>& existing,
+                                        const std::vector<planned_stage>& staged,
+                                        const std::vector<std::pair<std::string, std::string>>& removed) {
+    std::unordered_set<std::string> targets;
+    for (const auto& [product, component] : removed) targets.insert(pair_key(product, component));
+    std::unordered_set<std::string> replaced;
+    for (const auto& s : staged) replaced.insert(key_of(*s.r));
+    for (const auto& key : targets)
+        if (replaced.count(key))
+            return make_error(error_code::conflict, "component " + printable(key, 128) + " is both installed and removed");
+    removal_split out;
+    std::unordered_set<std::string> found;
+    for (const auto& e : existing) {
+        const std::string key = key_of(e.r);
+        if (targets.count(key)) {
+            found.insert(key);
+            for (const auto& f : e.r.files) out.going_files.insert(f.path);
+            out.for_removal.push_back(e);
+            continue;
+        }
+        out.staying.push_back(e);
+        if (!replaced.count(key)) out.for_removal.push_back(e);
+    }
+    for (const auto& [product, component] : removed)
+        if (!found.count(pair_key(product, component)))
+            return make_error(error_code::not_found, "component " + printable(component, 64) + " of product " +
+                                                         printable(product, 64) + " is not installed");
+    return out;
+}
+
+}  // namespace
+
+result<journal> plan_commit_removing(const prefix_view& prefix, const std::vector<located_receipt>& existing,
+                                     const std::vector<planned_stage>& staged,
+                                     const std::vector<std::pair<std::string, std::string>>& removed,
+                                     bool overwrite_unowned) {
+    if (removed.empty()) return plan_commit(prefix, existing, staged, overwrite_unowned);
+    REDIST_TRY(const removal_split split, split_for_removal(existing, staged, removed));
+    REDIST_TRY(journal j, plan_commit(removing_view(prefix, split.going_files), split.staying, staged,
+                                      overwrite_unowned));
+    const journal gone = plan_remove(split.for_removal, removed);
+    // A path a staged component ships is moved in before the deletes run:
+    // deleting it would delete the new file.
+    std::unordered_set<std::string> skip;
+    for (const auto& s : staged)
+        for (const auto& f : s.r->files) skip.insert(f.path);
+    skip.insert(j.deletes.begin(), j.deletes.end());
+    for (const auto& d : gone.deletes)
+        if (skip.insert(d).second) j.deletes.push_back(d);
+    // One deepest-first order over both sets, so that a parent that only
+    // becomes empty through the other plan's deletes is pruned too.
+    std::set<std::string> prune(j.prune.begin(), j.prune.end());
+    prune.insert(gone.prune.begin(), gone.prune.end());
+    j.prune = by_depth(prune, /*deepest_first=*/true);
+    REDIST_TRY_VOID(check_journal(j));
+    return j;
+}
+
 // ---- applying a journal ------------------------------------------------------------
 
 namespace {
@@ -969,6 +1070,11 @@ private:
 }  // namespace
 
 result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged, bool overwrite_unowned) {
+    return commit_stages_removing(lock, std::move(staged), {}, overwrite_unowned);
+}
+
+result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_component> staged,
+                                    const std::vector<component_ref>& remove, bool overwrite_unowned) {
     const fs::path& prefix = lock.prefix();
     // Until the journal exists nothing has changed in the prefix: a refusal
     // drops the stages too, so no stage outlives a failed run.
@@ -992,7 +1098,10 @@ result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component
         if (s.new_receipt.installed_at.empty()) s.new_receipt.installed_at = utc_now_iso8601();
         planned.push_back({std::string(staging_rel) + "/" + stage.filename().string(), &s.new_receipt});
     }
-    auto plan = plan_commit(disk_view(prefix), *existing, planned, overwrite_unowned);
+    std::vector<std::pair<std::string, std::string>> removed;
+    removed.reserve(remove.size());
+    for (const auto& ref : remove) removed.emplace_back(ref.product, ref.component);
+    auto plan = plan_commit_removing(disk_view(prefix), *existing, planned, removed, overwrite_unowned);
     if (!plan.ok()) {
         error e = std::move(plan).error_value();
         if (!e.path.empty() && e.code != error_code::internal) e.path = (prefix / e.path).string();

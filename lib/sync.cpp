@@ -233,35 +233,56 @@ result<void> preflight(const multi_install_request& request, const std::vector<r
 
 }  // namespace
 
-result<std::vector<install_report>> install_all(const multi_install_request& request) {
+namespace {
+
+// The prefix's components that no product of the request names: the request's
+// (product, component) pairs are its artifacts', so a component with no
+// artifact for this platform is not named either.
+std::vector<removed_component> unlisted(const multi_install_request& request, const std::vector<receipt>& receipts) {
+    std::set<std::pair<std::string, std::string>> named;
+    for (const auto& p : request.products)
+        for (const auto& a : p.artifacts) named.emplace(p.product, a.component);
+    std::vector<removed_component> out;
+    for (const auto& r : receipts)  // sorted by (product, component): so is `out`
+        if (!named.count({r.product, r.component}))
+            out.push_back({r.product, r.component, r.component_version, r.release_label, r.files.size()});
+    return out;
+}
+
+}  // namespace
+
+result<multi_install_report> install_all(const multi_install_request& request) {
     REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, [&] {
                    if (request.options.observer) request.options.observer->on_lock_wait({request.prefix});
                }));
     REDIST_TRY(const std::vector<receipt> receipts, read_receipts(lock.prefix()));
     if (request.check_free_space) REDIST_TRY_VOID(preflight(request, receipts));
 
-    std::vector<install_report> reports;
+    multi_install_report out;
+    if (!request.keep_unlisted) out.removed = unlisted(request, receipts);
     std::vector<staged_component> staged;
     for (const auto& p : request.products) {
         const install_request req = product_request(request, p);
         auto done = stage_install(req, lock, receipts, request.exclude);
         if (!done.ok()) return std::move(done).error_value();  // stage_install discarded every stage
         for (auto& s : done->staged) staged.push_back(std::move(s));
-        reports.push_back(std::move(done->report));
+        out.products.push_back(std::move(done->report));
     }
-    if (staged.empty()) return reports;
+    if (staged.empty() && out.removed.empty()) return out;
     auto notify = [&](fetch_stage stage) {
         if (!request.options.observer) return;
-        for (const auto& r : reports)
+        for (const auto& r : out.products)
             for (const auto& c : r.components)
                 if (!c.unchanged)
                     request.options.observer->on_progress(
                         {c.component, stage, stage == fetch_stage::done ? c.size : 0, c.size});
     };
+    std::vector<component_ref> remove;
+    for (const auto& r : out.removed) remove.push_back({r.product, r.component});
     notify(fetch_stage::committing);
-    REDIST_TRY_VOID(commit_stages(lock, std::move(staged), request.options.force));
+    REDIST_TRY_VOID(commit_stages_removing(lock, std::move(staged), remove, request.options.force));
     notify(fetch_stage::done);
-    return reports;
+    return out;
 }
 
 }  // namespace redist

@@ -344,6 +344,111 @@ TEST_CASE("plan_remove: linear, keeps shared files, removes receipts and empty p
     CHECK(check_journal(j).ok());
 }
 
+// ---- plan_commit_removing: installs and removals in one journal (redist sync) ---------
+
+namespace {
+
+bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+bool moves_to(const journal& j, const std::string& to) {
+    return std::any_of(j.moves.begin(), j.moves.end(), [&](const journal::move_step& m) { return m.to == to; });
+}
+
+}  // namespace
+
+TEST_CASE("plan_commit_removing: installs and removes in one journal, shared files stay") {
+    fake_prefix prefix;
+    std::vector<located_receipt> existing;
+    existing.push_back(at_home(make_receipt("p1", "a", {{"include/shared.h", "s"}, {"lib/a/a.so", "a"},
+                                                       {"share/licenses/a/LICENSE", "l"}})));
+    existing.push_back(at_home(make_receipt("p1", "b", {{"include/shared.h", "s"}, {"lib/b.so", "b"}})));
+    existing.push_back(at_home(make_receipt("p2", "z", {{"lib/z.so", "z"}})));
+    const receipt c = make_receipt("p1", "c", {{"lib/c.so", "c"}});
+    auto plan = plan_commit_removing(prefix, existing, {{".redist/staging/c.1", &c}}, {{"p1", "a"}, {"p2", "z"}}, false);
+    REQUIRE(plan.ok());
+    CHECK(moves_to(*plan, "lib/c.so"));
+    CHECK(moves_to(*plan, ".redist/receipts/p1/c.json"));
+    CHECK(has(plan->deletes, "lib/a/a.so"));
+    CHECK(has(plan->deletes, "share/licenses/a/LICENSE"));
+    CHECK(has(plan->deletes, "lib/z.so"));
+    CHECK(has(plan->deletes, ".redist/receipts/p1/a.json"));
+    CHECK(has(plan->deletes, ".redist/receipts/p2/z.json"));
+    CHECK_FALSE(has(plan->deletes, "include/shared.h"));  // b keeps it
+    CHECK_FALSE(has(plan->deletes, "lib/b.so"));
+    CHECK_FALSE(has(plan->deletes, ".redist/receipts/p1/b.json"));
+    // Children before parents, over both plans: lib/a before lib, share/licenses/a before share/licenses.
+    const auto at = [&](const std::string& d) { return std::find(plan->prune.begin(), plan->prune.end(), d); };
+    REQUIRE(at("lib/a") != plan->prune.end());
+    REQUIRE(at("lib") != plan->prune.end());
+    CHECK(at("lib/a") < at("lib"));
+    CHECK(at("share/licenses/a") < at("share/licenses"));
+    CHECK(has(plan->prune, ".redist/receipts/p2"));
+    CHECK(check_journal(*plan).ok());
+
+    // Nothing removed: exactly plan_commit.
+    auto plain = plan_commit(prefix, existing, {{".redist/staging/c.1", &c}}, false);
+    auto same = plan_commit_removing(prefix, existing, {{".redist/staging/c.1", &c}}, {}, false);
+    REQUIRE(plain.ok());
+    REQUIRE(same.ok());
+    CHECK(*plain == *same);
+    CHECK_FALSE(has(same->deletes, "lib/a/a.so"));
+}
+
+TEST_CASE("plan_commit_removing: a staged file may take a removed component's path, and is not deleted") {
+    fake_prefix prefix;
+    prefix.nodes["lib"] = prefix_view::node::directory;
+    prefix.nodes["lib/x.so"] = prefix_view::node::regular;
+    const std::vector<located_receipt> existing{at_home(make_receipt("p1", "a", {{"lib/x.so", "old"}}))};
+    const receipt b = make_receipt("p1", "b", {{"lib/x.so", "new"}});
+    // Without the removal, a's file is in the way.
+    auto clash = plan_commit(prefix, existing, {{".redist/staging/b.1", &b}}, false);
+    REQUIRE_FALSE(clash.ok());
+    CHECK(clash.error_value().code == error_code::conflict);
+    auto plan = plan_commit_removing(prefix, existing, {{".redist/staging/b.1", &b}}, {{"p1", "a"}}, false);
+    REQUIRE(plan.ok());
+    CHECK(moves_to(*plan, "lib/x.so"));
+    CHECK_FALSE(has(plan->deletes, "lib/x.so"));
+    CHECK(has(plan->deletes, ".redist/receipts/p1/a.json"));
+    // A file the user put there (no receipt) is still protected.
+    prefix.nodes["lib/y.so"] = prefix_view::node::regular;
+    const receipt y = make_receipt("p1", "y", {{"lib/y.so", "mine?"}});
+    auto user = plan_commit_removing(prefix, existing, {{".redist/staging/y.1", &y}}, {{"p1", "a"}}, false);
+    REQUIRE_FALSE(user.ok());
+    CHECK(user.error_value().code == error_code::conflict);
+}
+
+TEST_CASE("plan_commit_removing: a replaced component's old file that only a removed one shared goes too") {
+    fake_prefix prefix;
+    std::vector<located_receipt> existing;
+    existing.push_back(at_home(make_receipt("p1", "a", {{"lib/s.so", "s"}})));
+    existing.push_back(at_home(make_receipt("p1", "b", {{"lib/s.so", "s"}, {"lib/b.so", "b1"}})));
+    const receipt b2 = make_receipt("p1", "b", {{"lib/b.so", "b2"}});
+    auto plan = plan_commit_removing(prefix, existing, {{".redist/staging/b.1", &b2}}, {{"p1", "a"}}, false);
+    REQUIRE(plan.ok());
+    CHECK(has(plan->deletes, "lib/s.so"));
+    CHECK(std::count(plan->deletes.begin(), plan->deletes.end(), "lib/s.so") == 1);
+    CHECK_FALSE(has(plan->deletes, "lib/b.so"));
+}
+
+TEST_CASE("plan_commit_removing: refuses unknown and contradictory removals") {
+    fake_prefix prefix;
+    const std::vector<located_receipt> existing{at_home(make_receipt("p1", "a", {{"lib/a.so", "a"}}))};
+    const receipt a = make_receipt("p1", "a", {{"lib/a.so", "a2"}});
+    auto unknown = plan_commit_removing(prefix, existing, {}, {{"p1", "nope"}}, false);
+    REQUIRE_FALSE(unknown.ok());
+    CHECK(unknown.error_value().code == error_code::not_found);
+    auto other_product = plan_commit_removing(prefix, existing, {}, {{"p2", "a"}}, false);
+    REQUIRE_FALSE(other_product.ok());
+    CHECK(other_product.error_value().code == error_code::not_found);
+    auto both = plan_commit_removing(prefix, existing, {{".redist/staging/a.1", &a}}, {{"p1", "a"}}, false);
+    REQUIRE_FALSE(both.ok());
+    CHECK(both.error_value().code == error_code::conflict);
+    auto only_removal = plan_commit_removing(prefix, existing, {}, {{"p1", "a"}}, false);
+    REQUIRE(only_removal.ok());
+    CHECK(only_removal->moves.empty());
+    CHECK(only_removal->deletes == std::vector<std::string>{"lib/a.so", ".redist/receipts/p1/a.json"});
+}
+
 // ---- the journal as hostile input ----------------------------------------------------
 
 TEST_CASE("journal_from_json refuses paths outside the prefix and in .redist/") {
@@ -513,4 +618,55 @@ TEST_CASE("hardlinked files are recorded as they are on disk") {
     auto problems = verify_prefix(prefix);
     REQUIRE(problems.ok());
     CHECK(problems->empty());
+}
+
+TEST_CASE("commit_stages_removing: one transaction installs one component and removes another") {
+    const fs::path prefix = scratch("commit_removing") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    std::vector<staged_component> first;
+    first.push_back(make_staged(*lock, "a", {{"LICENSE", "la"}, {"include/shared.h", "s"}, {"lib/a.so", "a"}}));
+    first.push_back(make_staged(*lock, "b", {{"LICENSE", "lb"}, {"include/shared.h", "s"}, {"lib/b.so", "b"}}));
+    REQUIRE(commit_stages(*lock, std::move(first)).ok());
+    REQUIRE(fs::exists(prefix / "share/licenses/a/LICENSE"));
+
+    // A refused commit (c clashes with b) removes nothing either.
+    std::vector<staged_component> clash;
+    clash.push_back(make_staged(*lock, "c", {{"lib/b.so", "not b"}}));
+    auto refused = commit_stages_removing(*lock, std::move(clash), {{"demo", "a"}});
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().code == error_code::conflict);
+    CHECK(slurp(prefix / "lib/a.so") == "a");
+    CHECK(fs::exists(prefix / ".redist/receipts/demo/a.json"));
+    CHECK(fs::is_empty(prefix / ".redist/staging"));
+
+    std::vector<staged_component> next;
+    next.push_back(make_staged(*lock, "c", {{"lib/c.so", "c"}}));
+    REQUIRE(commit_stages_removing(*lock, std::move(next), {{"demo", "a"}}).ok());
+    CHECK_FALSE(fs::exists(prefix / "lib/a.so"));
+    CHECK_FALSE(fs::exists(prefix / "share/licenses/a"));
+    CHECK_FALSE(fs::exists(prefix / ".redist/receipts/demo/a.json"));
+    CHECK(slurp(prefix / "include/shared.h") == "s");  // b still ships it
+    CHECK(slurp(prefix / "lib/b.so") == "b");
+    CHECK(slurp(prefix / "share/licenses/b/LICENSE") == "lb");
+    CHECK(slurp(prefix / "lib/c.so") == "c");
+    CHECK_FALSE(commit_pending(prefix));
+    auto receipts = read_receipts(prefix);
+    REQUIRE(receipts.ok());
+    std::set<std::string> names;
+    for (const auto& r : *receipts) names.insert(r.component);
+    CHECK(names == std::set<std::string>{"b", "c"});
+    auto problems = verify_prefix(prefix);
+    REQUIRE(problems.ok());
+    CHECK(problems->empty());
+
+    // Removal only; the last component of a product takes its receipt directory along.
+    REQUIRE(commit_stages_removing(*lock, {}, {{"demo", "b"}, {"demo", "c"}}).ok());
+    CHECK_FALSE(fs::exists(prefix / "include"));
+    CHECK_FALSE(fs::exists(prefix / "lib"));
+    CHECK_FALSE(fs::exists(prefix / "share"));
+    CHECK_FALSE(fs::exists(prefix / ".redist/receipts/demo"));
+    auto missing = commit_stages_removing(*lock, {}, {{"demo", "b"}});
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error_value().code == error_code::not_found);
 }

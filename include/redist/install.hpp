@@ -177,4 +177,16 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
 // remove_components() for one component of any product.
 result<void> remove_component(const prefix_lock& lock, const std::string& component);
 
+// commit_stages() that also removes the installed components `remove` (each
+// named by product AND component) in the same journal: all or nothing, rolled
+// forward after a crash like any commit. A removed component goes as with
+// remove_components() (its files but those another component keeps or a
+// staged one ships, its receipt, directories that become empty); a staged
+// file may replace a removed component's file without overwrite_unowned.
+// `staged` may be empty. Outcomes: as commit_stages(), plus not_found (a
+// component to remove is not installed) and conflict (one both staged and
+// removed); on any refusal the stages are removed and the prefix is untouched.
+result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_component> staged,
+                                    const std::vector<component_ref>& remove, bool overwrite_unowned = false);
+
 }  // namespace redist

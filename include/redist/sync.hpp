@@ -4,6 +4,7 @@
 // product for one platform and commit them with a single journal.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
@@ -76,13 +77,35 @@ struct multi_install_request {
     // again (unpacked is never smaller; the exact unpacked size is not known
     // in advance). Fails with filesystem (exit 10) naming both numbers.
     bool check_free_space = true;
+    // The prefix holds exactly what the request names (as `uv sync`): a
+    // component installed there that no product of the request names on this
+    // platform (an artifact's (product, component)) is removed, in the same
+    // journal as the installs. That includes components a plain `redist fetch`
+    // put into the prefix. True keeps them (`redist sync --keep-unlisted`).
+    bool keep_unlisted = false;
+};
+
+// A component install_all removed because the request no longer names it.
+struct removed_component {
+    std::string product;
+    std::string component;
+    std::string version;        // the receipt's component version
+    std::string release_label;  // the receipt's release
+    std::size_t files = 0;      // the files its receipt lists (shared ones stay)
+};
+
+struct multi_install_report {
+    std::vector<install_report> products;  // in request order
+    std::vector<removed_component> removed;  // sorted by (product, component)
 };
 
 // Stages every product's artifacts (receipts already matching are left
-// alone), then commits them all with one commit_stages() call: one journal,
-// all or nothing. Reports are in product order.
+// alone), then commits them all, and removes the unlisted components (unless
+// keep_unlisted), with one commit_stages_removing() call: one journal, all or
+// nothing. A failure before the commit (a download, a hash, a conflict)
+// leaves the prefix as it was, unlisted components included.
 // Outcomes: as install(), plus filesystem for the free-space preflight.
-result<std::vector<install_report>> install_all(const multi_install_request& request);
+result<multi_install_report> install_all(const multi_install_request& request);
 
 // ---- the pieces, for callers that hold the lock themselves --------------------------
 

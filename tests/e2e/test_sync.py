@@ -3,8 +3,10 @@ a generated mirror served over HTTP (the fault server, for its request log):
 the union is installed in one transaction, a second sync is a no-op,
 --locked makes no index or manifest requests, --frozen refuses a stale lock,
 --exclude skips entries (receipts record them, verify passes), a renamed
-component (cuda_cccl -> cccl) keeps working, and the free-space preflight
-fails before any download on a small tmpfs."""
+component (cuda_cccl -> cccl) keeps working, the free-space preflight
+fails before any download on a small tmpfs, and the prefix holds exactly what
+the project names: components dropped from it (or put there by `redist fetch`)
+are removed in the same journal as the installs, unless --keep-unlisted."""
 
 import hashlib
 import io
@@ -57,6 +59,32 @@ def make_nccl(mirror, big=0):
     support.save_json(os.path.join(root, f"redistrib_{NCCL_LABEL}.json"), doc)
 
 
+def make_product(mirror, product, label, components):
+    """A product with plain artifacts (one per platform) for each component:
+    components = {component: {path: bytes}} (paths inside the archive's
+    top-level directory; a top-level file becomes share/licenses/<component>/)."""
+    root = os.path.join(mirror, product, "redist")
+    doc = {"release_date": "2026-01-01", "release_label": label, "release_product": product}
+    for component, files in components.items():
+        doc[component] = {"name": component, "license": "test", "version": label}
+        for platform in PLATFORMS:
+            top = f"{component}-{platform}-{label}-archive"
+            rel = f"{component}/{platform}/{top}.tar.xz"
+            buf = io.BytesIO()
+            with tarfile.open(fileobj=buf, mode="w:xz", format=tarfile.GNU_FORMAT) as tf:
+                for name, data in files.items():
+                    ti = tarfile.TarInfo(f"{top}/{name}")
+                    ti.size, ti.mode = len(data), 0o644
+                    tf.addfile(ti, io.BytesIO(data))
+            data = buf.getvalue()
+            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
+            with open(os.path.join(root, rel), "wb") as f:
+                f.write(data)
+            doc[component][platform] = {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest(),
+                                        "md5": hashlib.md5(data).hexdigest(), "size": str(len(data))}
+    support.save_json(os.path.join(root, f"redistrib_{label}.json"), doc)
+
+
 def file_sha256(path):
     with open(path, "rb") as f:
         return hashlib.sha256(f.read()).hexdigest()
@@ -79,7 +107,7 @@ class Sync(unittest.TestCase):
 
     def write_project(self, cudnn_components='["cudnn"]', exclude=None, prefix="prefix", cuda_version="12.9.1",
                       cuda_components='["cuda_nvcc", "cuda_cudart"]', products=("cuda", "cudnn", "nccl"),
-                      platforms=PLATFORMS, cuda="12", base=None):
+                      platforms=PLATFORMS, cuda="12", base=None, extra=""):
         lines = ["[project]", f'prefix = "{prefix}"',
                  "platforms = [" + ", ".join(f'"{p}"' for p in platforms) + "]",
                  f'cuda = "{cuda}"', f'base-url = "{base or self.server.url()}"']
@@ -91,12 +119,23 @@ class Sync(unittest.TestCase):
             lines += ["", "[products.cudnn]", 'version = "9"', f"components = {cudnn_components}"]
         if "nccl" in products:
             lines += ["", "[products.nccl]", f'version = "{NCCL_LABEL}"']
+        if extra:
+            lines += ["", extra]
         with open(self.project, "w") as f:
             f.write("\n".join(lines) + "\n")
 
+    def sync_args(self, *args):
+        return ["sync", "--file", self.project, "--platform", "linux-x86_64", "--cache-dir", self.cache, *args]
+
     def sync(self, *args, check=None, env=None):
-        return support.run_tool("redist", "sync", "--file", self.project, "--platform", "linux-x86_64",
-                                "--cache-dir", self.cache, *args, check=check, env=env)
+        return support.run_tool("redist", *self.sync_args(*args), check=check, env=env)
+
+    def installed(self):
+        """Every file and symlink in the prefix (not .redist/), with its content."""
+        return {p: n for p, n in support.tree_snapshot(self.prefix, ignore=r"^\.redist").items() if n.kind != "dir"}
+
+    def files_of(self, product, component):
+        return {f["path"] for f in self.receipts()[(product, component)]["files"]}
 
     def receipts(self, prefix=None):
         root = os.path.join(prefix or self.prefix, ".redist", "receipts")
@@ -331,6 +370,123 @@ file(WRITE "{result}" "${{out}}")
         # It failed before downloading anything.
         self.assertEqual([e for e in self.server.log() if e["path"].endswith(".tar.xz")], [])
         self.assertFalse(os.path.exists(os.path.join(small, "prefix", "lib")))
+
+    # ---- exact syncs: what the project no longer names goes --------------------------------
+
+    def test_dropped_component_goes_in_the_same_journal_and_survives_a_crash(self):
+        self.write_project(products=("cuda",))  # cuda_nvcc and cuda_cudart
+        self.sync(check=0)
+        gone = self.files_of("cuda", "cuda_cudart")
+        self.assertIn("share/licenses/cuda_cudart/LICENSE", gone)
+        before = self.installed()
+        self.assertTrue(gone <= set(before))
+        kept = {p: n for p, n in before.items() if p in self.files_of("cuda", "cuda_nvcc")}
+        self.assertTrue(kept)
+        # Drop cuda_cudart, add cuda_cccl: one journal does both. Killed in the middle of it,
+        # the journal on disk lists the new receipt's move and the old receipt's deletion.
+        self.write_project(products=("cuda",), cuda_components='["cuda_nvcc", "cuda_cccl"]')
+        tool = support.BackgroundTool("redist", *self.sync_args(), env={"REDIST_DEBUG_PAUSE": "mid-commit"})
+        self.addCleanup(tool.kill)
+        self.assertTrue(tool.wait_for_stderr("redist-debug: paused at mid-commit", timeout=120), tool.stderr)
+        journal = support.load_json(os.path.join(self.prefix, ".redist", "transaction.json"))
+        self.assertIn(".redist/receipts/cuda/cuda_cccl.json", [m["to"] for m in journal["moves"]])
+        self.assertIn(".redist/receipts/cuda/cuda_cudart.json", journal["deletes"])
+        self.assertTrue(gone <= set(journal["deletes"]), gone - set(journal["deletes"]))
+        tool.kill()
+        # The next sync rolls the journal forward: nothing is left to install or remove.
+        res = self.sync(check=0)
+        self.assertIn("0 components installed, 2 unchanged, 0 removed", res.stdout)
+        self.assertEqual(set(self.receipts()), {("cuda", "cuda_nvcc"), ("cuda", "cuda_cccl")})
+        after = self.installed()
+        self.assertEqual(set(after) & gone, set())
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "share", "licenses", "cuda_cudart")))
+        self.assertEqual({p: n for p, n in after.items() if p in kept}, kept)  # untouched
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist", "transaction.json")))
+        self.assertEqual(os.listdir(os.path.join(self.prefix, ".redist", "staging")), [])
+        support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
+
+    def test_keep_unlisted_then_exact_with_json(self):
+        self.write_project(products=("cuda",))
+        self.sync(check=0)
+        gone = self.files_of("cuda", "cuda_cudart")
+        version = self.receipts()[("cuda", "cuda_cudart")]["component_version"]
+        # A component that `redist fetch` put into the same prefix is unlisted too.
+        support.run_tool("redist", "fetch", "nccl", NCCL_LABEL, "--platform", "linux-x86_64", "--prefix",
+                         self.prefix, "--base-url", self.server.url(), "--cache-dir", self.cache, "--quiet", check=0)
+        self.assertIn(("nccl", "nccl"), self.receipts())
+        self.write_project(products=("cuda",), cuda_components='["cuda_nvcc"]')
+        before = support.tree_snapshot(self.prefix)
+        res = self.sync("--keep-unlisted", check=0)
+        self.assertIn("0 components installed, 1 unchanged, 0 removed", res.stdout)
+        self.assertNotIn("removed cuda", res.stdout)
+        self.assertEqual(support.diff_snapshots(before, support.tree_snapshot(self.prefix)), "")
+        # Without it, the prefix holds exactly the project; --json lists what went.
+        res = self.sync("--json", check=0)
+        out = json.loads(res.stdout)
+        removed = sorted(out["removed"], key=lambda r: (r["product"], r["component"]))
+        self.assertEqual([(r["product"], r["component"]) for r in removed], [("cuda", "cuda_cudart"), ("nccl", "nccl")])
+        self.assertEqual(removed[0]["version"], version)
+        self.assertEqual(removed[0]["files"], len(gone))
+        self.assertEqual(set(self.receipts()), {("cuda", "cuda_nvcc")})
+        self.assertEqual(set(self.installed()), self.files_of("cuda", "cuda_nvcc"))
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist", "receipts", "nccl")))
+        # Exact again: a no-op.
+        res = self.sync(check=0)
+        self.assertIn("0 components installed, 1 unchanged, 0 removed", res.stdout)
+
+    def test_dropped_product_is_removed(self):
+        res = self.sync(check=0)
+        self.assertIn("0 removed", res.stdout)
+        nccl = self.files_of("nccl", "nccl")
+        self.assertIn("lib/libnccl.so.2", nccl)
+        self.write_project(products=("cuda", "cudnn"))
+        res = self.sync(check=0)
+        self.assertIn(f"removed nccl nccl {NCCL_LABEL}: {len(nccl)} files", res.stdout)
+        self.assertIn("2 products for linux-x86_64: 0 components installed, 3 unchanged, 1 removed", res.stdout)
+        self.assertEqual(set(self.receipts()), set(self.expected("linux-x86_64")) - {("nccl", "nccl")})
+        self.assertEqual(set(self.installed()) & nccl, set())
+        for rel in ("lib/libnccl.so", "include/nccl.h", "share/licenses/nccl", ".redist/receipts/nccl"):
+            self.assertFalse(os.path.lexists(os.path.join(self.prefix, rel)), rel)
+        self.assertEqual(set(self.installed()), {f["path"] for r in self.receipts().values() for f in r["files"]})
+        support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
+
+    def test_a_file_shared_with_a_kept_component_stays(self):
+        make_product(self.mirror, "shared", "1.0.0", {
+            "alpha": {"LICENSE": b"alpha\n", "include/shared.h": b"#define SHARED 1\n", "lib/libalpha.so": b"a" * 64},
+            "beta": {"LICENSE": b"beta\n", "include/shared.h": b"#define SHARED 1\n", "lib/libbeta.so": b"b" * 64}})
+        section = '[products.shared]\nversion = "1.0.0"\ncomponents = '
+        self.write_project(products=(), extra=section + '["alpha", "beta"]')
+        self.sync(check=0)
+        self.assertIn("include/shared.h", self.files_of("shared", "alpha"))
+        self.assertIn("include/shared.h", self.files_of("shared", "beta"))
+        self.write_project(products=(), extra=section + '["beta"]')
+        res = self.sync(check=0)
+        self.assertIn("removed shared alpha 1.0.0: 3 files", res.stdout)
+        self.assertEqual(set(self.receipts()), {("shared", "beta")})
+        with open(os.path.join(self.prefix, "include", "shared.h"), "rb") as f:
+            self.assertEqual(f.read(), b"#define SHARED 1\n")
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "lib", "libalpha.so")))
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "share", "licenses", "alpha")))
+        self.assertTrue(os.path.exists(os.path.join(self.prefix, "share", "licenses", "beta", "LICENSE")))
+        self.assertEqual(set(self.installed()), self.files_of("shared", "beta"))
+        support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
+
+    def test_a_failed_install_removes_nothing(self):
+        self.write_project(products=("cuda",))
+        self.sync(check=0)
+        before = support.tree_snapshot(self.prefix)
+        # Drop cuda_cudart and add cuda_cccl, whose archive arrives corrupt: nothing changes.
+        cuda = support.load_manifest("cuda", "12.9.1", self.mirror)
+        path = "/cuda/redist/" + support.find_artifact(cuda, "cuda_cccl", "linux-x86_64")["relative_path"]
+        self.server.set_faults({"/cudnn/redist/": {"serve": "/cudnn/redist/index.html"},
+                                path: {"corrupt_byte_at": 100}})
+        self.write_project(products=("cuda",), cuda_components='["cuda_nvcc", "cuda_cccl"]')
+        res = self.sync("--retries", "1")
+        self.assertEqual(res.returncode, 5, support.describe(res))
+        self.assertNotIn("removed", res.stdout)
+        self.assertEqual(support.diff_snapshots(before, support.tree_snapshot(self.prefix)), "")
+        self.assertIn(("cuda", "cuda_cudart"), self.receipts())
+        support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
 
 
 if __name__ == "__main__":

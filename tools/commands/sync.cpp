@@ -29,6 +29,7 @@ struct sync_args {
     bool locked = false;
     bool frozen = false;
     bool force = false;
+    bool keep_unlisted = false;
     bool quiet = false;
     bool json = false;
     unsigned jobs = 0;
@@ -102,7 +103,8 @@ redist::result<redist::project_lock> resolve_and_lock(const sync_args& args, con
 // --json: what landed, per product, with the libraries directly in lib/ (for
 // redist_fetch(FILE ...) in RedistFetch.cmake, which defines a target for each).
 int print_json(const redist::multi_install_request& req, const std::string& platform,
-               const std::vector<redist::install_report>& reports) {
+               const redist::multi_install_report& report) {
+    const auto& reports = report.products;
     auto receipts = redist::read_receipts(req.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
     redist::json_writer w(2);
@@ -132,6 +134,18 @@ int print_json(const redist::multi_install_request& req, const std::string& plat
             }
         }
         w.end_array();
+        w.end_object();
+    }
+    w.end_array();
+    // What left the prefix because the project no longer names it (empty with --keep-unlisted).
+    w.key("removed").begin_array();
+    for (const auto& r : report.removed) {
+        w.begin_object();
+        w.field("product", r.product);
+        w.field("component", r.component);
+        w.field("version", r.version);
+        w.field("release_label", r.release_label);
+        w.field("files", static_cast<std::uint64_t>(r.files));
         w.end_object();
     }
     w.end_array();
@@ -175,21 +189,23 @@ int run_sync(sync_args args) {
     for (const auto& g : args.exclude)
         if (std::find(req.exclude.begin(), req.exclude.end(), g) == req.exclude.end()) req.exclude.push_back(g);
     req.options.force = args.force;
+    req.keep_unlisted = args.keep_unlisted;
     req.options.jobs = args.jobs;
     req.options.transfer = args.source.transfer();
     req.options.sources = args.source.policy();
     if (args.source.mirrors.empty() && !project->mirrors.empty()) req.options.sources.mirrors = project->mirrors;
     console_observer observer(args.quiet);  // lock waits, retries and source changes
     req.options.observer = &observer;
-    auto reports = redist::install_all(req);
-    if (!reports.ok()) return report_error(reports.error_value());
+    auto done = redist::install_all(req);
+    if (!done.ok()) return report_error(done.error_value());
+    const auto& reports = done->products;
 
     if (args.json) {
-        for (const auto& r : *reports) record_artifacts(args.source, true, r);
-        return print_json(req, platform, *reports);
+        for (const auto& r : reports) record_artifacts(args.source, true, r);
+        return print_json(req, platform, *done);
     }
     std::size_t installed = 0, unchanged = 0;
-    for (const auto& r : *reports) {
+    for (const auto& r : reports) {
         record_artifacts(args.source, args.quiet, r);  // drift watching (issue 12)
         for (const auto& c : r.components) {
             if (c.unchanged) {
@@ -203,10 +219,14 @@ int run_sync(sync_args args) {
                             human_size(c.size).c_str());
         }
     }
-    if (!args.quiet)
-        std::printf("%s: %zu products for %s: %zu components installed, %zu unchanged\n",
-                    printable(req.prefix.string()).c_str(), reports->size(), printable(platform).c_str(), installed,
-                    unchanged);
+    if (!args.quiet) {
+        for (const auto& r : done->removed)
+            std::printf("removed %s %s %s: %zu files (no longer in the project)\n", printable(r.product).c_str(),
+                        printable(r.component).c_str(), printable(r.version).c_str(), r.files);
+        std::printf("%s: %zu products for %s: %zu components installed, %zu unchanged, %zu removed\n",
+                    printable(req.prefix.string()).c_str(), reports.size(), printable(platform).c_str(), installed,
+                    unchanged, done->removed.size());
+    }
     return 0;
 }
 
@@ -229,15 +249,23 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
     cmd->add_flag("--frozen", args->frozen, "As --locked, but a lock that no longer matches the project file is an "
                                             "error (exit 4)");
     cmd->add_flag("--force", args->force, "Reinstall even if the receipts say it is installed");
+    cmd->add_flag("--keep-unlisted", args->keep_unlisted,
+                  "Keep components in the prefix that the project does not name (by default they are removed, "
+                  "also those a plain `redist fetch` installed there)");
     cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
-    cmd->add_flag("--json", args->json, "Print one JSON object: the prefix, and per product its components and libraries");
+    cmd->add_flag("--json", args->json,
+                  "Print one JSON object: the prefix, per product its components and libraries, and what was removed");
     cmd->add_option("--jobs,-j", args->jobs, "Artifacts downloaded at once (default: cores)")->type_name("N");
     add_source_options(*cmd, args->source);
     cmd->footer("\nWithout --locked, every product is resolved again and redist.lock is rewritten when the\n"
                 "resolution changed (it pins every listed platform: URLs, SHA-256s, sizes, manifest SHA-256s).\n"
                 "Then the chosen platform's artifacts of every product are staged and committed into the\n"
                 "prefix together, or not at all. Not enough free space for the downloads: exit 10, before\n"
-                "any download. A stale lock under --frozen: exit 4.\n\n" + std::string(exit_code_help));
+                "any download. A stale lock under --frozen: exit 4.\n\n"
+                "The prefix ends up holding exactly what the project names for the platform: a component\n"
+                "installed there that the project does not name (dropped from redist.toml, a dropped product,\n"
+                "or put there by `redist fetch`) is removed in the same transaction, as `redist remove` would\n"
+                "(files another component also installed stay). --keep-unlisted keeps them.\n\n" + std::string(exit_code_help));
     cmd->final_callback([args, &selected] { selected = [args] { return run_sync(*args); }; });
 }
 
