@@ -231,7 +231,7 @@ class Sync(unittest.TestCase):
         self.assertIn("4 unchanged", res.stdout)
         # A plain sync re-resolves, rewrites the lock, and adds cudnn_jit.
         res = self.sync(check=0)
-        self.assertIn("1 components installed, 4 unchanged", res.stdout)
+        self.assertIn("1 component installed, 4 unchanged", res.stdout)
         self.assertIn(("cudnn", "cudnn_jit"), self.receipts())
         self.sync("--frozen", check=0)
 

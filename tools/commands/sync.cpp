@@ -223,9 +223,12 @@ int run_sync(sync_args args) {
         for (const auto& r : done->removed)
             std::printf("removed %s %s %s: %zu files (no longer in the project)\n", printable(r.product).c_str(),
                         printable(r.component).c_str(), printable(r.version).c_str(), r.files);
-        std::printf("%s: %zu products for %s: %zu components installed, %zu unchanged, %zu removed\n",
-                    printable(req.prefix.string()).c_str(), reports.size(), printable(platform).c_str(), installed,
-                    unchanged, done->removed.size());
+        const auto count = [](std::size_t n, const char* noun) {
+            return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+        };
+        std::printf("%s: %s for %s: %s installed, %zu unchanged, %zu removed\n", printable(req.prefix.string()).c_str(),
+                    count(reports.size(), "product").c_str(), printable(platform).c_str(),
+                    count(installed, "component").c_str(), unchanged, done->removed.size());
     }
     return 0;
 }
