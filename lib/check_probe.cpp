@@ -134,7 +134,7 @@ void prober::op_probe(const std::string& i, const std::string& kind, const std::
             auto get = reinterpret_cast<int (*)(int, int*)>(f);
             for (int p = 0; p < 3; ++p)
                 if (get(p, &parts[p]) != 0) return say({"fail", i, "cublasGetProperty failed"});
-            raw = parts[0] * 10000LL + parts[1] * 100 + parts[2];
+            raw = parts[0] * 10000LL + parts[1] * 100LL + parts[2];
             version = std::to_string(parts[0]) + "." + std::to_string(parts[1]) + "." + std::to_string(parts[2]);
             break;
         }
@@ -307,6 +307,9 @@ struct device_buffer {
     ~device_buffer() {
         if (ptr) api.mem_free(ptr);
     }
+    // The driver API hands out device addresses as integers (CUdeviceptr); the
+    // libraries take the same address as a pointer the host never dereferences.
+    // NOLINTNEXTLINE(performance-no-int-to-ptr): the conversion is the API's, not an optimisation hazard here
     void* get() const { return reinterpret_cast<void*>(static_cast<std::uintptr_t>(ptr)); }
 };
 
@@ -319,6 +322,34 @@ std::vector<float> pattern(std::size_t n, unsigned seed) {
         x = static_cast<float>(s >> 8) / static_cast<float>(1u << 24) - 0.5f;
     }
     return v;
+}
+
+// A 2D convolution with stride 1 and an output the size of its input: N
+// images of C channels HxW, K filters of RxS, padding P on each side.
+struct conv_shape {
+    int N, C, H, W, K, R, S, P;
+};
+
+// What cudnnConvolutionForward computes (cross-correlation; x NCHW, w KCRS,
+// the result NKHW), on the CPU.
+std::vector<float> conv_reference(const conv_shape& shape, const std::vector<float>& x, const std::vector<float>& w) {
+    const auto [N, C, H, W, K, R, S, P] = shape;
+    std::vector<float> ref(std::size_t(N) * K * H * W, 0.f);
+    for (int n = 0; n < N; ++n)
+        for (int k = 0; k < K; ++k)
+            for (int oh = 0; oh < H; ++oh)
+                for (int ow = 0; ow < W; ++ow) {
+                    float s = 0;
+                    for (int c = 0; c < C; ++c)
+                        for (int r = 0; r < R; ++r)
+                            for (int t = 0; t < S; ++t) {
+                                const int ih = oh + r - P, iw = ow + t - P;
+                                if (ih < 0 || iw < 0 || ih >= H || iw >= W) continue;
+                                s += x[((std::size_t(n) * C + c) * H + ih) * W + iw] * w[((std::size_t(k) * C + c) * R + r) * S + t];
+                            }
+                    ref[((std::size_t(n) * K + k) * H + oh) * W + ow] = s;
+                }
+    return ref;
 }
 
 void prober::op_gpu_cudnn(const std::string& i, const std::string& cudnn_path, const std::string& cuda_path) {
@@ -350,23 +381,11 @@ void prober::op_gpu_cudnn(const std::string& i, const std::string& cudnn_path, c
         return false;
     };
     // One 3x3 convolution, padding 1: N=2, C=8, 16x16 -> K=16 (the mnistCUDNN idea, smaller).
-    const int N = 2, C = 8, H = 16, W = 16, K = 16, R = 3, S = 3, P = 1;
+    constexpr conv_shape shape{2, 8, 16, 16, 16, 3, 3, 1};
+    const auto [N, C, H, W, K, R, S, P] = shape;
     const auto x = pattern(std::size_t(N) * C * H * W, 1), w = pattern(std::size_t(K) * C * R * S, 2);
-    std::vector<float> y(std::size_t(N) * K * H * W), ref(y.size(), 0.f);
-    for (int n = 0; n < N; ++n)
-        for (int k = 0; k < K; ++k)
-            for (int oh = 0; oh < H; ++oh)
-                for (int ow = 0; ow < W; ++ow) {
-                    float s = 0;
-                    for (int c = 0; c < C; ++c)
-                        for (int r = 0; r < R; ++r)
-                            for (int t = 0; t < S; ++t) {
-                                const int ih = oh + r - P, iw = ow + t - P;
-                                if (ih < 0 || iw < 0 || ih >= H || iw >= W) continue;
-                                s += x[((std::size_t(n) * C + c) * H + ih) * W + iw] * w[((std::size_t(k) * C + c) * R + r) * S + t];
-                            }
-                    ref[((std::size_t(n) * K + k) * H + oh) * W + ow] = s;
-                }
+    const auto ref = conv_reference(shape, x, w);
+    std::vector<float> y(ref.size());
     desc handle = nullptr, xd = nullptr, yd = nullptr, wd = nullptr, cd = nullptr;
     if (!check(create(&handle), "cudnnCreate")) return;
     struct guard {
@@ -439,8 +458,9 @@ void prober::op_gpu_cublas(const std::string& i, const std::string& cublas_path,
                              const float*, float*, int)>(h, "cublasSgemm_v2");
     if (!create || !destroy || !sgemm) return say({"fail", i, "libcublas lacks cublasCreate_v2/cublasSgemm_v2"});
     const int n = 64;
-    const auto a = pattern(n * n, 4), b = pattern(n * n, 5);
-    std::vector<float> c(n * n), ref(n * n, 0.f);
+    const std::size_t elements = std::size_t(n) * n;
+    const auto a = pattern(elements, 4), b = pattern(elements, 5);
+    std::vector<float> c(elements), ref(elements, 0.f);
     for (int col = 0; col < n; ++col)  // column-major, as BLAS
         for (int row = 0; row < n; ++row) {
             float s = 0;

@@ -45,7 +45,7 @@ struct fd_closer {
     }
 };
 
-error bad(std::string what) { return make_error(error_code::bad_archive, "not a usable ELF file: " + what); }
+error bad(const std::string& what) { return make_error(error_code::bad_archive, "not a usable ELF file: " + what); }
 
 std::vector<std::string> split_path_list(std::string_view text) {
     std::vector<std::string> out;
@@ -345,7 +345,7 @@ std::uint32_t load_u32(std::string_view bytes, std::size_t at) {
     return v;
 }
 
-error bad_cache(std::string what) { return make_error(error_code::bad_manifest, "bad ld.so.cache: " + what); }
+error bad_cache(const std::string& what) { return make_error(error_code::bad_manifest, "bad ld.so.cache: " + what); }
 
 }  // namespace
 

@@ -281,10 +281,31 @@ result<journal> journal_from_json(std::string_view text, std::string_view source
 
 // ---- planning ----------------------------------------------------------------------
 
-result<journal> plan_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
-                            const std::vector<planned_stage>& staged, bool overwrite_unowned) {
-    // Names first: a key with a '/' must never reach a path.
-    std::set<std::string> replaced;  // product/component keys being (re)installed
+namespace {
+
+// A path's owner: the receipt and its entry for the path.
+struct owner {
+    const receipt* r;
+    const installed_file* file;
+};
+
+// Who owns what before the commit.
+struct existing_owners {
+    std::unordered_map<std::string, owner> kept;  // files of receipts that stay
+    std::unordered_set<std::string> owned;        // every path any existing receipt owns
+};
+
+// What the staged files claim: one owner per path (the first of identical
+// copies) and the directories they need.
+struct staged_claims {
+    std::map<std::string, owner> owners;
+    std::set<std::string> dirs;
+};
+
+// Names first: a key with a '/' must never reach a path. Returns the
+// product/component keys being (re)installed.
+result<std::set<std::string>> replaced_keys(const std::vector<planned_stage>& staged) {
+    std::set<std::string> replaced;
     for (const auto& s : staged) {
         REDIST_TRY_VOID(validate_name(s.r->product, "product"));
         REDIST_TRY_VOID(validate_name(s.r->component, "component"));
@@ -294,32 +315,38 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
             return make_error(error_code::conflict, "component " + s.r->component + " of product " + s.r->product +
                                                         " is staged twice");
     }
+    return replaced;
+}
 
-    // Who owns what after the commit: files of receipts that stay...
-    struct owner {
-        const receipt* r;
-        const installed_file* file;
-    };
-    std::unordered_map<std::string, owner> kept_owners;
-    std::unordered_set<std::string> owned;  // every path any existing receipt owns
+existing_owners owners_before(const std::vector<located_receipt>& existing, const std::set<std::string>& replaced) {
+    existing_owners out;
     for (const auto& e : existing) {
-        for (const auto& f : e.r.files) owned.insert(f.path);
+        for (const auto& f : e.r.files) out.owned.insert(f.path);
         if (replaced.count(key_of(e.r))) continue;
-        for (const auto& f : e.r.files) kept_owners.emplace(f.path, owner{&e.r, &f});
+        for (const auto& f : e.r.files) out.kept.emplace(f.path, owner{&e.r, &f});
     }
+    return out;
+}
 
-    // ...and the staged files, checked against those and against each other.
-    journal j;
-    std::map<std::string, owner> new_owners;
-    std::set<std::string> dirs;  // directories the new files need
+// A staged path must be plain and relative, and stay out of .redist/.
+result<void> check_staged_path(const std::string& path) {
+    if (const char* why = relative_path_problem(path))
+        return make_error(error_code::unsafe_archive, std::string("unsafe staged path: ") + why)
+            .with_path(printable(path));
+    if (first_segment(path) == state_dir_name)
+        return make_error(error_code::unsafe_archive, "the archive writes into .redist/, which is reserved")
+            .with_path(printable(path));
+    return {};
+}
+
+// The staged files, checked against the kept owners and against each other;
+// each path's first copy is moved out of its stage (j.moves).
+result<staged_claims> claim_staged_files(const std::vector<planned_stage>& staged,
+                                         const std::unordered_map<std::string, owner>& kept_owners, journal& j) {
+    staged_claims claims;
     for (const auto& s : staged) {
         for (const auto& f : s.r->files) {
-            if (const char* why = relative_path_problem(f.path))
-                return make_error(error_code::unsafe_archive, std::string("unsafe staged path: ") + why)
-                    .with_path(printable(f.path));
-            if (first_segment(f.path) == state_dir_name)
-                return make_error(error_code::unsafe_archive, "the archive writes into .redist/, which is reserved")
-                    .with_path(printable(f.path));
+            REDIST_TRY_VOID(check_staged_path(f.path));
             const auto kept = kept_owners.find(f.path);
             if (kept != kept_owners.end() && !same_content(*kept->second.file, f)) {
                 return make_error(error_code::conflict, "components " + owner_label(*kept->second.r, *s.r) + " and " +
@@ -327,7 +354,7 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
                                                             " install different files at the same path")
                     .with_path(f.path);
             }
-            const auto [it, inserted] = new_owners.emplace(f.path, owner{s.r, &f});
+            const auto [it, inserted] = claims.owners.emplace(f.path, owner{s.r, &f});
             if (!inserted) {
                 if (!same_content(*it->second.file, f)) {
                     return make_error(error_code::conflict, "components " + owner_label(*it->second.r, *s.r) +
@@ -337,18 +364,22 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
                 }
                 continue;  // identical: the first component's copy is moved, this one stays in its stage
             }
-            for (const auto& parent : parents_of(f.path)) dirs.insert(parent);
+            for (const auto& parent : parents_of(f.path)) claims.dirs.insert(parent);
             j.moves.push_back({s.stage + "/" + f.path, f.path});
         }
     }
+    return claims;
+}
 
-    // Files and directories must agree: a path that one component needs as a
-    // directory cannot be another's file, and the prefix must not disagree
-    // either. Found here, such a clash is a refusal; found by rename(2) after
-    // the journal was written, it would wedge the prefix.
-    for (const auto& d : dirs) {
-        const auto as_new = new_owners.find(d);
-        if (as_new != new_owners.end())
+// Files and directories must agree: a path that one component needs as a
+// directory cannot be another's file, and the prefix must not disagree
+// either. Found here, such a clash is a refusal; found by rename(2) after
+// the journal was written, it would wedge the prefix.
+result<void> check_dirs_are_dirs(const prefix_view& prefix, const staged_claims& claims,
+                                 const std::unordered_map<std::string, owner>& kept_owners) {
+    for (const auto& d : claims.dirs) {
+        const auto as_new = claims.owners.find(d);
+        if (as_new != claims.owners.end())
             return make_error(error_code::conflict, "component " + as_new->second.r->component +
                                                         " ships a file where another component has a directory")
                 .with_path(d);
@@ -361,14 +392,20 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
         if (type != prefix_view::node::missing && type != prefix_view::node::directory)
             return make_error(error_code::conflict, "a directory in the archive is a file in the prefix").with_path(d);
     }
-    for (const auto& [path, who] : new_owners) {
+    return {};
+}
+
+// A staged file never replaces a directory of the prefix, and a file that no
+// receipt owns (the user's own) is never overwritten silently, unless it is
+// identical or the caller allows it (--force).
+result<void> check_files_in_prefix(const prefix_view& prefix, const staged_claims& claims,
+                                   const std::unordered_set<std::string>& owned, bool overwrite_unowned) {
+    for (const auto& [path, who] : claims.owners) {
         const auto type = prefix.type_of(path);
         if (type == prefix_view::node::directory)
             return make_error(error_code::conflict, "component " + who.r->component +
                                                         " ships a file where the prefix has a directory")
                 .with_path(path);
-        // A file that no receipt owns (the user's own) is never overwritten
-        // silently, unless it is identical or the caller allows it (--force).
         if (type == prefix_view::node::missing || overwrite_unowned || owned.count(path)) continue;
         if (!prefix.holds(path, *who.file))
             return make_error(error_code::conflict, "component " + who.r->component +
@@ -376,9 +413,13 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
                                                         "(move it away, or use --force)")
                 .with_path(path);
     }
+    return {};
+}
 
-    // Only directories that do not exist yet are created, with the stage's
-    // modes: an existing directory keeps its mode and owner (setgid, sticky).
+// Only directories that do not exist yet are created, with the stage's
+// modes: an existing directory keeps its mode and owner (setgid, sticky).
+void plan_mkdirs(const prefix_view& prefix, const std::vector<planned_stage>& staged,
+                 const std::set<std::string>& dirs, journal& j) {
     for (const auto& d : by_depth(dirs, /*deepest_first=*/false)) {
         if (prefix.type_of(d) != prefix_view::node::missing) continue;
         unsigned mode = 0755;
@@ -390,21 +431,29 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
         }
         j.mkdirs.push_back({d, mode | 0700});
     }
+}
 
-    // Stale files: a replaced receipt's files that nothing ships or owns anymore.
+// Stale files: a replaced receipt's files that nothing ships or owns anymore,
+// then their directories that may become empty.
+void plan_stale_deletes(const std::vector<located_receipt>& existing, const std::set<std::string>& replaced,
+                        const staged_claims& claims, const std::unordered_map<std::string, owner>& kept_owners,
+                        journal& j) {
     std::set<std::string> prune;
     for (const auto& e : existing) {
         if (!replaced.count(key_of(e.r))) continue;
         for (const auto& f : e.r.files) {
-            if (new_owners.count(f.path) || kept_owners.count(f.path)) continue;
+            if (claims.owners.count(f.path) || kept_owners.count(f.path)) continue;
             j.deletes.push_back(f.path);
             for (const auto& parent : parents_of(f.path)) prune.insert(parent);
         }
     }
     for (const auto& d : by_depth(prune, /*deepest_first=*/true)) j.prune.push_back(d);
+}
 
-    // Receipts last: each moves from beside its stage; an old receipt of the
-    // same key at another place (the legacy layout) goes away.
+// Receipts last: each moves from beside its stage; an old receipt of the
+// same key at another place (the legacy layout) goes away.
+result<void> plan_receipts(const prefix_view& prefix, const std::vector<located_receipt>& existing,
+                           const std::vector<planned_stage>& staged, journal& j) {
     std::set<std::string> product_dirs;
     for (const auto& s : staged) {
         const std::string dir = std::string(receipts_rel) + "/" + s.r->product;
@@ -421,6 +470,24 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
         j.moves.push_back({s.stage + ".receipt.json", target});
         j.stages.push_back(s.stage);
     }
+    return {};
+}
+
+}  // namespace
+
+// Every check runs before the journal is complete; the steps append to it in
+// the order they run: file moves, mkdirs, stale deletes and prunes, receipts.
+result<journal> plan_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
+                            const std::vector<planned_stage>& staged, bool overwrite_unowned) {
+    REDIST_TRY(const std::set<std::string> replaced, replaced_keys(staged));
+    const existing_owners before = owners_before(existing, replaced);
+    journal j;
+    REDIST_TRY(const staged_claims claims, claim_staged_files(staged, before.kept, j));
+    REDIST_TRY_VOID(check_dirs_are_dirs(prefix, claims, before.kept));
+    REDIST_TRY_VOID(check_files_in_prefix(prefix, claims, before.owned, overwrite_unowned));
+    plan_mkdirs(prefix, staged, claims.dirs, j);
+    plan_stale_deletes(existing, replaced, claims, before.kept, j);
+    REDIST_TRY_VOID(plan_receipts(prefix, existing, staged, j));
     REDIST_TRY_VOID(check_journal(j));  // the same rules a reader applies
     return j;
 }
