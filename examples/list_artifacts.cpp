@@ -16,9 +16,8 @@
 namespace {
 
 void print(const redist::artifact& a) {
-    std::printf("%s\t%s\t%s\t%llu\t%s\n", a.component.c_str(), a.platform.c_str(),
-                a.variant ? a.variant->c_str() : "-", static_cast<unsigned long long>(a.size),
-                a.relative_path.c_str());
+    std::printf("%s\t%s\t%s\t%llu\t%s\n", a.component.c_str(), a.platform.c_str(), a.variant ? a.variant->c_str() : "-",
+                static_cast<unsigned long long>(a.size), a.relative_path.c_str());
 }
 
 int fail(const redist::error& e) {
@@ -39,7 +38,8 @@ int main(int argc, char* argv[]) {
     if (!in) return fail(redist::make_error(redist::error_code::filesystem, "cannot open manifest").with_path(path));
     // An empty file sets failbit on `text`; the parser reports it as bad JSON.
     text << in.rdbuf();
-    if (in.bad()) return fail(redist::make_error(redist::error_code::filesystem, "cannot read manifest").with_path(path));
+    if (in.bad())
+        return fail(redist::make_error(redist::error_code::filesystem, "cannot read manifest").with_path(path));
     const auto parsed = redist::parse_manifest(text.str(), path);
     if (!parsed) return fail(parsed.error_value());
     const redist::manifest& m = parsed.value();

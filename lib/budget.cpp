@@ -95,8 +95,7 @@ std::uint64_t peak_rss() {
 
 run_limits run_budget::machine_limits() { return {machine_threads(), machine_memory()}; }
 
-run_budget::run_budget(run_limits limits)
-    : threads_(limits.threads), memory_(limits.max_memory) {
+run_budget::run_budget(run_limits limits) : threads_(limits.threads), memory_(limits.max_memory) {
     if (threads_ == 0) threads_ = machine_threads();
     if (memory_ == 0) memory_ = machine_memory();
     // Small budgets shrink the queues and the writers' buffers with them;
@@ -106,7 +105,8 @@ run_budget::run_budget(run_limits limits)
     pool_ = std::make_unique<work_pool>(threads_, work_pool::limits{pool_bytes_, 256});
 }
 
-run_budget::ticket::ticket(run_budget& budget, std::uint64_t weight) : budget_(&budget), weight_(std::max<std::uint64_t>(weight, 1)) {
+run_budget::ticket::ticket(run_budget& budget, std::uint64_t weight)
+    : budget_(&budget), weight_(std::max<std::uint64_t>(weight, 1)) {
     std::lock_guard lock(budget_->mutex_);
     budget_->unclaimed_weight_ += weight_;
     ++budget_->enrolled_;
@@ -134,7 +134,8 @@ run_budget::decoder_share run_budget::ticket::claim() {
     const unsigned free_threads = b.threads_ > b.claimed_threads_ ? b.threads_ - b.claimed_threads_ : 0;
     const double fraction = static_cast<double>(weight_) / static_cast<double>(std::max(b.unclaimed_weight_, weight_));
     share_.threads = std::clamp(static_cast<unsigned>(std::lround(free_threads * fraction)), 1u, b.threads_);
-    share_.memlimit = std::max<std::uint64_t>(1, static_cast<std::uint64_t>(static_cast<double>(free_memory) * fraction));
+    share_.memlimit = std::max<std::uint64_t>(1,
+                                              static_cast<std::uint64_t>(static_cast<double>(free_memory) * fraction));
     b.unclaimed_weight_ -= weight_;
     b.claimed_threads_ += share_.threads;
     b.claimed_memory_ += share_.memlimit;

@@ -74,8 +74,7 @@ public:
         decoder_share share_;
     };
 
-    void add_time(profile_stage stage, std::uint64_t busy_ns, std::uint64_t wait_ns,
-                  std::uint64_t bytes = 0) noexcept;
+    void add_time(profile_stage stage, std::uint64_t busy_ns, std::uint64_t wait_ns, std::uint64_t bytes = 0) noexcept;
     run_profile profile() const;
 
 private:

@@ -116,7 +116,7 @@ bool write_all(int fd, std::string_view bytes) {
 result<int> open_lock_file(const fs::path& path) {
     fd_holder fd(::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644));
     if (fd.get() < 0) return fs_error("cannot open lock file", path, errno);
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return fs_error("cannot stat lock file", path, errno);
     if (!S_ISREG(st.st_mode))
         return make_error(error_code::filesystem, "lock file is not a regular file").with_path(path.string());
@@ -142,8 +142,9 @@ result<void> check_trusted_dir(const struct stat& st, const fs::path& dir, bool 
     if (shared) return {};
     const auto me = ::geteuid();
     if (st.st_uid != me)
-        return untrusted(dir, "the directory is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " +
-                                  std::to_string(me) + ")",
+        return untrusted(dir,
+                         "the directory is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " +
+                             std::to_string(me) + ")",
                          "run `chown -R " + std::to_string(me) + " " + dir.string() + "`, use another --cache-dir");
     if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
         return untrusted(dir, "the directory is writable by group or others (mode " + octal(st.st_mode) + ")",
@@ -173,7 +174,7 @@ std::variant<fd_holder, open_failure> open_cache_dir(int parent, const char* nam
             return open_failure{untrusted(full, "it is a symlink or not a directory", "remove it"), true};
         return open_failure{fs_error("cannot open cache directory", full, errno), false};
     }
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return open_failure{fs_error("cannot stat cache directory", full, errno), false};
     if (created && !shared && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
         if (::fchmod(fd.get(), st.st_mode & 07755) == 0) st.st_mode &= 07755;
@@ -209,7 +210,8 @@ bool confined_relative(std::string_view path) {
 // tree, following the tree's own symlinks (`links`: path -> target) the way
 // the kernel would. A purely lexical check is not enough: with "a -> ." a
 // link "a/up -> .." sits, for the kernel, in the root and leaves the tree.
-bool resolves_inside(const std::string& link, const std::string& target, const std::map<std::string, std::string>& links) {
+bool resolves_inside(const std::string& link, const std::string& target,
+                     const std::map<std::string, std::string>& links) {
     std::vector<std::string> dir = split_path(link);
     dir.pop_back();
     std::deque<std::string> todo;
@@ -326,7 +328,7 @@ bool make_parents(const fs::path& root, const std::string& rel) {
     for (const auto& p : parts) {
         dir /= p;
         if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
-        struct stat st{};
+        struct stat st {};
         if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
     }
     return true;
@@ -344,7 +346,7 @@ fs::path default_cache_dir(const std::string& explicit_dir) {
     // HOME unset: the passwd entry says where our home is. Never a fixed path
     // under /tmp: another user could create it first and own our cache.
     std::vector<char> buffer(16384);
-    struct passwd pw{};
+    struct passwd pw {};
     struct passwd* found = nullptr;
     if (::getpwuid_r(::geteuid(), &pw, buffer.data(), buffer.size(), &found) == 0 && found && found->pw_dir &&
         found->pw_dir[0] == '/' && std::string_view(found->pw_dir) != "/")
@@ -365,22 +367,24 @@ result<int> open_cache_file(const fs::path& path, cache_file_access how) {
     flags |= O_NONBLOCK | (how == cache_file_access::read ? O_RDONLY : O_WRONLY | O_APPEND);
     fd_holder fd(::open(path.c_str(), flags));
     if (fd.get() < 0) {
-        if (errno == ELOOP) return make_error(error_code::filesystem, "cache file is a symlink").with_path(path.string());
+        if (errno == ELOOP)
+            return make_error(error_code::filesystem, "cache file is a symlink").with_path(path.string());
         return fs_error("cannot open cache file", path, errno);
     }
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return fs_error("cannot stat cache file", path, errno);
     if (!S_ISREG(st.st_mode))
         return make_error(error_code::filesystem, "cache file is not a regular file").with_path(path.string());
     if (how == cache_file_access::append && (st.st_uid != ::geteuid() || st.st_nlink != 1))
-        return make_error(error_code::filesystem, "cache file is not ours (owner or link count)").with_path(path.string());
+        return make_error(error_code::filesystem, "cache file is not ours (owner or link count)")
+            .with_path(path.string());
     // Regular files ignore O_NONBLOCK; it was only there so that a FIFO could not block the open.
     ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
     return fd.release();
 }
 
 bool resumable_cache_file(const fs::path& path, std::uint64_t max_size) {
-    struct stat st{};
+    struct stat st {};
     return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid() &&
            st.st_size > 0 && static_cast<std::uint64_t>(st.st_size) <= max_size;
 }
@@ -420,7 +424,7 @@ std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root
         // is checked like the others.
         if (!f->refused) return std::move(*f);
         fd_holder fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        struct stat st{};
+        struct stat st {};
         if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return std::move(*f);
         auto trusted = check_trusted_dir(st, root, shared);
         if (!trusted.ok()) return open_failure{std::move(trusted).error_value(), true};
@@ -513,12 +517,10 @@ result<std::optional<blob_cache>> blob_cache::open_if_possible(const fs::path& r
 }
 
 fs::path blob_cache::blob_path(const std::string& sha256) const { return blobs_ / sha256; }
-fs::path blob_cache::partial_path(const std::string& sha256) const {
-    return blobs_ / (sha256 + ".part");
-}
+fs::path blob_cache::partial_path(const std::string& sha256) const { return blobs_ / (sha256 + ".part"); }
 
 bool blob_cache::has_blob(const std::string& sha256) const {
-    struct stat st{};
+    struct stat st {};
     return is_sha256_hex(sha256) && ::lstat(blob_path(sha256).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
@@ -557,7 +559,7 @@ result<std::vector<cache_entry>> blob_cache::list() const {
             name.resize(name.size() - 5);
         }
         if (!is_sha256_hex(name)) continue;
-        struct stat st{};
+        struct stat st {};
         if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
         e.sha256 = name;
         e.size = static_cast<std::uint64_t>(st.st_size);
@@ -573,7 +575,7 @@ namespace {
 
 // Bytes of regular files under `dir` (not following symlinks); 0 if it is not a directory.
 std::uint64_t tree_bytes(const fs::path& dir) {
-    struct stat st{};
+    struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     std::uint64_t bytes = 0;
     std::error_code ec;
@@ -592,7 +594,7 @@ std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
     // (a directory swapped for a symlink mid-way) that we do not run.
     if (shared_) return 0;
     const fs::path dir = trees_ / sha256;
-    struct stat st{};
+    struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     const std::uint64_t bytes = tree_bytes(dir);
     std::error_code ec;
@@ -647,10 +649,11 @@ result<std::uint64_t> blob_cache::prune_to_size(std::uint64_t max_bytes) const {
             blobs.insert(e.sha256);
             const fs::path tree = trees_ / e.sha256;
             c.bytes += tree_bytes(tree);
-            struct stat st{};
+            struct stat st {};
             if (::lstat((tree / ".redist-tree.json").c_str(), &st) == 0) {
-                const std::chrono::system_clock::time_point sys(std::chrono::duration_cast<std::chrono::system_clock::duration>(
-                    std::chrono::seconds(st.st_atim.tv_sec) + std::chrono::nanoseconds(st.st_atim.tv_nsec)));
+                const std::chrono::system_clock::time_point sys(
+                    std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                        std::chrono::seconds(st.st_atim.tv_sec) + std::chrono::nanoseconds(st.st_atim.tv_nsec)));
                 const auto atime = fs::file_time_type::clock::from_sys(sys);
                 c.used = std::max(c.used, atime);
             }
@@ -704,7 +707,7 @@ std::optional<std::string> blob_cache::load_document(const std::string& url, std
     auto opened = open_cache_file(documents_ / sha256_hex(url), cache_file_access::read);
     if (!opened.ok()) return std::nullopt;
     fd_holder fd(*opened);
-    struct stat st{};
+    struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
     if (shared_ && !written_by_us(st)) return std::nullopt;
     return read_bounded(fd.get(), max_bytes);
@@ -715,7 +718,8 @@ result<link_mode> parse_link_mode(std::string_view text) {
     if (text == "reflink") return link_mode::reflink;
     if (text == "hardlink") return link_mode::hardlink;
     if (text == "copy") return link_mode::copy;
-    return make_error(error_code::usage, "--link-mode is auto, reflink, hardlink or copy, not '" + std::string(text) + "'");
+    return make_error(error_code::usage,
+                      "--link-mode is auto, reflink, hardlink or copy, not '" + std::string(text) + "'");
 }
 
 }  // namespace redist
@@ -731,14 +735,14 @@ constexpr std::size_t k_max_tree_list = 64u << 20;
 
 struct tree_record {
     installed_file file;
-    std::uint64_t ino = 0;     // of the cache's copy: a replaced file has another inode
-    std::int64_t mtime = 0;    // of the cache's copy
-    std::int64_t ctime = 0;    // of the cache's copy: any write, chmod or utime changes it
+    std::uint64_t ino = 0;   // of the cache's copy: a replaced file has another inode
+    std::int64_t mtime = 0;  // of the cache's copy
+    std::int64_t ctime = 0;  // of the cache's copy: any write, chmod or utime changes it
 };
 
 struct tree_list {
-    std::string archive;       // the blob it came from: a tree moved to another name is refused
-    bool hardlinked = false;   // hard-linked out once: ctime is no longer meaningful
+    std::string archive;      // the blob it came from: a tree moved to another name is refused
+    bool hardlinked = false;  // hard-linked out once: ctime is no longer meaningful
     std::vector<tree_record> files;
 };
 
@@ -766,19 +770,34 @@ bool parse_tree_record(simdjson::ondemand::object obj, tree_record& r) {
         std::int64_t i = 0;
         if (field.unescaped_key().get(key)) return false;
         auto v = field.value();
-        if (key == "path") { if (v.get_string().get(sv)) return false; f.path = sv; }
-        else if (key == "type") {
+        if (key == "path") {
+            if (v.get_string().get(sv)) return false;
+            f.path = sv;
+        } else if (key == "type") {
             if (v.get_string().get(sv) || (sv != "symlink" && sv != "file")) return false;
             f.kind = sv == "symlink" ? entry_kind::symlink : entry_kind::regular;
-        }
-        else if (key == "size") { if (v.get_uint64().get(n)) return false; f.size = n; }
-        else if (key == "sha256") { if (v.get_string().get(sv)) return false; f.sha256 = sv; }
-        else if (key == "target") { if (v.get_string().get(sv)) return false; f.link_target = sv; }
-        else if (key == "mode") { if (v.get_uint64().get(n) || n > 07777) return false; f.mode = static_cast<unsigned>(n); }
-        else if (key == "ino") { if (v.get_uint64().get(n)) return false; r.ino = n; }
-        else if (key == "mtime_ns") { if (v.get_int64().get(i)) return false; r.mtime = i; }
-        else if (key == "ctime_ns") { if (v.get_int64().get(i)) return false; r.ctime = i; }
-        else return false;
+        } else if (key == "size") {
+            if (v.get_uint64().get(n)) return false;
+            f.size = n;
+        } else if (key == "sha256") {
+            if (v.get_string().get(sv)) return false;
+            f.sha256 = sv;
+        } else if (key == "target") {
+            if (v.get_string().get(sv)) return false;
+            f.link_target = sv;
+        } else if (key == "mode") {
+            if (v.get_uint64().get(n) || n > 07777) return false;
+            f.mode = static_cast<unsigned>(n);
+        } else if (key == "ino") {
+            if (v.get_uint64().get(n)) return false;
+            r.ino = n;
+        } else if (key == "mtime_ns") {
+            if (v.get_int64().get(i)) return false;
+            r.mtime = i;
+        } else if (key == "ctime_ns") {
+            if (v.get_int64().get(i)) return false;
+            r.ctime = i;
+        } else return false;
     }
     return true;
 }
@@ -862,7 +881,7 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
     try {
         if (!is_sha256_hex(sha256)) return;
         const fs::path final_dir = trees_ / sha256;
-        struct stat st{};
+        struct stat st {};
         if (::lstat(final_dir.c_str(), &st) == 0) return;
         const fs::path tmp_path = trees_ / (sha256 + ".partial." + unique_suffix());
         if (::mkdir(tmp_path.c_str(), 0755) != 0) return;
@@ -892,14 +911,14 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
             // A copy (or reflink), never a hard link: the stage becomes the
             // prefix, and the prefix must not share inodes with the cache.
             fd_holder in(::open((stage / f.path).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-            struct stat in_st{};
+            struct stat in_st {};
             if (in.get() < 0 || ::fstat(in.get(), &in_st) != 0 || !S_ISREG(in_st.st_mode) ||
                 static_cast<std::uint64_t>(in_st.st_size) != f.size)
                 return abandon();
             fd_holder out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
             if (out.get() < 0 || !clone_or_copy(in.get(), out.get(), in_st.st_size, true, true)) return abandon();
             // Whatever the archive said, nobody else may write the cache's copy.
-            struct stat out_st{};
+            struct stat out_st {};
             if (::fchmod(out.get(), (f.mode & 0755) | 0400) != 0 || ::fstat(out.get(), &out_st) != 0) return abandon();
             r.ino = static_cast<std::uint64_t>(out_st.st_ino);
             r.mtime = mtime_ns(out_st);
@@ -908,8 +927,8 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
         }
         // The list is written before the directory is renamed into place, so a
         // tree under its final name always has a list.
-        fd_holder out(::open((tmp / ".redist-tree.json").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                             0644));
+        fd_holder out(
+            ::open((tmp / ".redist-tree.json").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
         if (out.get() < 0) return abandon();
         const bool written = write_all(out.get(), tree_list_json(list));
         if (!out.close() || !written || ::rename(tmp_path.c_str(), final_dir.c_str()) != 0) return abandon();
@@ -926,7 +945,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
     const fs::path dir_path = trees_ / sha256;
     fd_holder dir_fd(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (dir_fd.get() < 0 && errno == ENOENT) return outcome();
-    struct stat dir_st{};
+    struct stat dir_st {};
     const bool dir_opened = dir_fd.get() >= 0 && ::fstat(dir_fd.get(), &dir_st) == 0;
     // Shared: the tree is reached through the directory checked below, whatever happens to its name.
     const fs::path dir = shared_ ? anchored(dir_fd.get(), dir_path) : dir_path;
@@ -955,7 +974,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
     std::optional<tree_list> list;
     {
         fd_holder fd(*opened);
-        struct stat st{};
+        struct stat st {};
         if (::fstat(fd.get(), &st) != 0 || !written_by_us(st)) return reject();
         const auto text = read_bounded(fd.get(), k_max_tree_list);
         if (!text) return reject();
@@ -970,8 +989,9 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         const fs::path to = stage / f.path;
         std::error_code ec;
         fs::create_directories(to.parent_path(), ec);  // in our stage; no listed path is below a symlink
-        if (ec) return make_error(error_code::filesystem, "cannot create directory: " + ec.message())
-                   .with_path(to.parent_path().string());
+        if (ec)
+            return make_error(error_code::filesystem, "cannot create directory: " + ec.message())
+                .with_path(to.parent_path().string());
         if (f.kind == entry_kind::symlink) {
             // Made from the (validated) list, not copied from the tree.
             if (::symlink(f.link_target.c_str(), to.c_str()) != 0) return stage_error("cannot create symlink", to);
@@ -980,17 +1000,19 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         auto source = open_cache_file(dir / f.path, cache_file_access::read);
         if (!source.ok()) return reject();
         fd_holder in(*source);
-        struct stat st{};
+        struct stat st {};
         if (::fstat(in.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != f.size) return reject();
         // Not shared, the cache is ours (checked by open): nobody but us and
         // root could have written this file. What remains are our own (or
         // root's) edits, and those change the ctime even when the size and
         // mtime are put back; a replaced file has another inode. Shared, the
         // copy placed in the stage is re-hashed below instead.
-        if (!shared_ && (st.st_ino != r.ino || mtime_ns(st) != r.mtime || (!list->hardlinked && ctime_ns(st) != r.ctime)))
+        if (!shared_ &&
+            (st.st_ino != r.ino || mtime_ns(st) != r.mtime || (!list->hardlinked && ctime_ns(st) != r.ctime)))
             return reject();
         if (hardlink) {
-            if (::link((dir / f.path).c_str(), to.c_str()) != 0) return stage_error("cannot place file from the cache", to);
+            if (::link((dir / f.path).c_str(), to.c_str()) != 0)
+                return stage_error("cannot place file from the cache", to);
             continue;
         }
         fd_holder out(::open(to.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));

@@ -44,9 +44,7 @@ std::size_t check_report::count(check_severity s) const {
         std::count_if(findings.begin(), findings.end(), [s](const check_finding& f) { return f.severity == s; }));
 }
 
-std::string escape_for_display(std::string_view text) {
-    return printable(text, no_length_limit, backslashes::escape);
-}
+std::string escape_for_display(std::string_view text) { return printable(text, no_length_limit, backslashes::escape); }
 
 std::string minimum_driver_for_cuda(int cuda_major) {
     for (const auto& m : check_data::driver_minimums)
@@ -70,7 +68,8 @@ std::vector<int> version_parts(std::string_view v) {
     while (i < v.size()) {
         if (!std::isdigit(static_cast<unsigned char>(v[i]))) return {};
         int n = 0;
-        while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i])) && n < 100000000) n = n * 10 + (v[i++] - '0');
+        while (i < v.size() && std::isdigit(static_cast<unsigned char>(v[i])) && n < 100000000)
+            n = n * 10 + (v[i++] - '0');
         out.push_back(n);
         if (i < v.size()) {
             if (v[i] != '.') return {};
@@ -116,7 +115,8 @@ std::vector<std::string> split_list(std::string_view text) {
 }
 
 std::string replace_all(std::string s, std::string_view from, std::string_view to) {
-    for (std::size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
+    for (std::size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size())
+        s.replace(at, from.size(), to);
     return s;
 }
 
@@ -140,7 +140,8 @@ std::string read_small_file(const fs::path& p, std::size_t limit) {
     std::string out;
     char buf[65536];
     while (out.size() < limit && in.read(buf, sizeof buf).gcount() > 0)
-        out.append(buf, static_cast<std::size_t>(std::min<std::streamsize>(in.gcount(), static_cast<std::streamsize>(limit - out.size()))));
+        out.append(buf, static_cast<std::size_t>(
+                            std::min<std::streamsize>(in.gcount(), static_cast<std::streamsize>(limit - out.size()))));
     return out;
 }
 
@@ -266,7 +267,7 @@ struct child_line {
 struct child_outcome {
     std::vector<child_line> lines;
     bool timed_out = false;
-    int signal = 0;       // killed by this signal
+    int signal = 0;  // killed by this signal
     int exit_status = 0;
     std::string spawn_error;
 };
@@ -348,7 +349,8 @@ public:
         std::string buffer;
         const auto deadline = started_ + timeout_;
         for (;;) {
-            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+            const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline -
+                                                                                    std::chrono::steady_clock::now());
             if (left.count() <= 0) {
                 out.timed_out = true;
                 ::kill(pid_, SIGKILL);
@@ -365,8 +367,7 @@ public:
             if (buffer.size() < (1u << 20)) buffer.append(buf, static_cast<std::size_t>(n));
         }
         int status = 0;
-        while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
-        }
+        while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
         reaped_ = true;
         if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
         else if (WIFEXITED(status)) out.exit_status = WEXITSTATUS(status);
@@ -434,8 +435,9 @@ std::vector<op_result> collect(const child_outcome& out, std::size_t n_ops) {
 std::string child_death(const child_outcome& out) {
     if (!out.spawn_error.empty()) return "could not start the check process: " + out.spawn_error;
     if (out.timed_out) return "the check process timed out and was killed";
-    if (out.signal) return std::string("the check process was killed by signal ") + std::to_string(out.signal) + " (" +
-                           strsignal(out.signal) + ")";
+    if (out.signal)
+        return std::string("the check process was killed by signal ") + std::to_string(out.signal) + " (" +
+               strsignal(out.signal) + ")";
     if (out.exit_status == 127) return "the check helper could not be executed";
     return "the check process exited with status " + std::to_string(out.exit_status);
 }
@@ -509,7 +511,7 @@ private:
     struct shadow_candidate {
         std::size_t file = 0;  // the installed file it shadows
         std::string path;
-        std::string where;     // "LD_LIBRARY_PATH" | "ld.so.cache"
+        std::string where;  // "LD_LIBRARY_PATH" | "ld.so.cache"
         std::optional<std::string> version;
         const check_data::version_probe* probe = nullptr;  // ask the copy in the child
     };
@@ -562,7 +564,8 @@ void checker::check_resolution() {
         if (f.info.is_shared_library()) ++report_.libraries;
         const fs::path origin = f.abs.parent_path();
         for (const auto& dep : f.info.needed) {
-            const auto found = resolver_->find(dep, f.info.elf_class, f.info.machine, origin, f.info.rpath, f.info.runpath);
+            const auto found = resolver_->find(dep, f.info.elf_class, f.info.machine, origin, f.info.rpath,
+                                               f.info.runpath);
             if (!found.empty()) {
                 check_symbol_versions(f, dep, found);
                 continue;
@@ -574,7 +577,8 @@ void checker::check_resolution() {
     }
     if (foreign)
         add("resolve", check_severity::info, "", "",
-            std::to_string(foreign) + " ELF files are for another machine (cross install): not resolved or loaded here");
+            std::to_string(foreign) +
+                " ELF files are for another machine (cross install): not resolved or loaded here");
 }
 
 // The version names a resolved dependency defines, read once per file;
@@ -606,7 +610,8 @@ void checker::check_symbol_versions(const elf_file& f, const std::string& dep, c
         if (!defs || defs->empty()) return;
         std::string missing;
         for (const auto& name : need.names)
-            if (std::find(defs->begin(), defs->end(), name) == defs->end()) missing += (missing.empty() ? "" : ", ") + name;
+            if (std::find(defs->begin(), defs->end(), name) == defs->end())
+                missing += (missing.empty() ? "" : ", ") + name;
         if (missing.empty()) return;
         std::string msg = f.rel;
         msg.append(" needs version ").append(missing).append(" of ").append(dep).append(", which ").append(found);
@@ -677,7 +682,8 @@ void checker::check_runtime_dependencies() {
                     soname + " (" + std::string(d.why) + "): not found; install it with: " +
                         replace_all(std::string(d.remedy), "{cuda}", std::to_string(*major)));
             else
-                add("runtime", check_severity::info, r.component, f.rel, soname + ": " + hit + " (through " + via + ")");
+                add("runtime", check_severity::info, r.component, f.rel,
+                    soname + ": " + hit + " (through " + via + ")");
         }
     }
 }
@@ -720,12 +726,13 @@ void checker::check_shadows() {
         std::string msg = f.info.soname + ": another copy" + (v ? " (version " + *v + ")" : " (version unknown)") +
                           " at " + c.path + " through " + c.where + "; ";
         msg += env ? "LD_LIBRARY_PATH is searched before DT_RUNPATH, so programs load that copy instead of "
-                   : "programs that do not put the prefix first (no RPATH/RUNPATH, no LD_LIBRARY_PATH) load it instead of ";
+                   : "programs that do not put the prefix first (no RPATH/RUNPATH, no LD_LIBRARY_PATH) load it instead "
+                     "of ";
         msg += r.component + " " + r.component_version;
         if (r.product == "cudnn")
-            msg += ", and mixing cuDNN sub-libraries of two versions fails with CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH";
-        else
-            msg += ", mixing two versions in one process";
+            msg +=
+                ", and mixing cuDNN sub-libraries of two versions fails with CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH";
+        else msg += ", mixing two versions in one process";
         add("shadow", env ? check_severity::failure : check_severity::warning, r.component, f.rel, std::move(msg));
     }
 }
@@ -834,7 +841,8 @@ void checker::apply_probe(const elf_file& f, const op_result& res, const std::st
     const std::string& got = res.fields[0];
     const std::string call = std::string(p->symbol) + "() = " + res.fields[1] + " (" + got + ")";
     if (versions_agree(version_parts(got), version_parts(r.component_version)))
-        add("version", check_severity::info, r.component, f.rel, call + ": matches " + r.component + " " + r.component_version);
+        add("version", check_severity::info, r.component, f.rel,
+            call + ": matches " + r.component + " " + r.component_version);
     else
         add("version", check_severity::failure, r.component, f.rel,
             f.rel + ": " + call + ", but the receipt says " + r.component + " " + r.component_version);
@@ -950,7 +958,8 @@ std::vector<check_finding> preflight_findings(const driver_info& d, const std::s
         compare_versions(version_parts(*d.kernel_module), version_parts(minimum)) < 0) {
         too_old = true;
         for (const auto& m : check_data::driver_minimums)
-            if (compare_versions(version_parts(*d.kernel_module), version_parts(m.version)) >= 0) supported_major = m.cuda_major;
+            if (compare_versions(version_parts(*d.kernel_module), version_parts(m.version)) >= 0)
+                supported_major = m.cuda_major;
         supported = supported_major ? "CUDA " + std::to_string(*supported_major) + ".x" : "no CUDA variant we know";
     }
     if (too_old) {
@@ -958,8 +967,7 @@ std::vector<check_finding> preflight_findings(const driver_info& d, const std::s
                           supported + ", but " + what + " needs driver >= " + minimum + ": ";
         if (supported_major && *supported_major >= 11)
             msg += "use --cuda " + std::to_string(*supported_major) + ", or upgrade the driver";
-        else
-            msg += "upgrade the driver";
+        else msg += "upgrade the driver";
         out.push_back({"driver", check_severity::failure, "", "", std::move(msg)});
     }
     if (const auto* row = arch_row(product, version, *cuda_major)) {
@@ -968,8 +976,8 @@ std::vector<check_finding> preflight_findings(const driver_info& d, const std::s
             out.push_back({"gpu", check_severity::failure, "", "",
                            "GPU " + std::to_string(g.index) + " (" + g.name + ") has compute capability " +
                                std::to_string(g.major) + "." + std::to_string(g.minor) + "; " + what + " supports " +
-                               std::to_string(row->min_major) + "." + std::to_string(row->min_minor) +
-                               " and newer (" + std::string(row->source) + ")"});
+                               std::to_string(row->min_major) + "." + std::to_string(row->min_minor) + " and newer (" +
+                               std::string(row->source) + ")"});
         }
     }
     return out;
@@ -1003,7 +1011,8 @@ result<check_report> run_checks(const check_options& options) {
     if (!options.components.empty()) {
         std::vector<receipt> chosen;
         for (const auto& name : options.components) {
-            auto it = std::find_if(receipts.begin(), receipts.end(), [&](const receipt& r) { return r.component == name; });
+            auto it = std::find_if(receipts.begin(), receipts.end(),
+                                   [&](const receipt& r) { return r.component == name; });
             if (it == receipts.end())
                 return make_error(error_code::not_found, "component '" + name + "' is not installed in this prefix")
                     .with_path(options.prefix.string());

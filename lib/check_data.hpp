@@ -10,10 +10,10 @@ namespace redist::check_data {
 
 // How a product's library reports its own version (run in the child via dlsym).
 enum class probe_kind {
-    cudnn_get_version,        // size_t cudnnGetVersion(void): 9.19.0 -> 91900 (cuDNN 9), 8.9.7 -> 8907 (cuDNN 8)
-    cuda_runtime_get_version, // cudaError_t cudaRuntimeGetVersion(int*): 12.4 -> 12040 (major.minor only)
-    cublas_get_property,      // cublasStatus_t cublasGetProperty(libraryPropertyType, int*): MAJOR=0, MINOR=1, PATCH=2
-    nccl_get_version,         // ncclResult_t ncclGetVersion(int*): 2.21.5 -> 22105 (2.9+: x*10000+y*100+z)
+    cudnn_get_version,         // size_t cudnnGetVersion(void): 9.19.0 -> 91900 (cuDNN 9), 8.9.7 -> 8907 (cuDNN 8)
+    cuda_runtime_get_version,  // cudaError_t cudaRuntimeGetVersion(int*): 12.4 -> 12040 (major.minor only)
+    cublas_get_property,       // cublasStatus_t cublasGetProperty(libraryPropertyType, int*): MAJOR=0, MINOR=1, PATCH=2
+    nccl_get_version,          // ncclResult_t ncclGetVersion(int*): 2.21.5 -> 22105 (2.9+: x*10000+y*100+z)
 };
 
 struct version_probe {
@@ -67,9 +67,9 @@ inline constexpr driver_minimum driver_minimums[] = {
 // so every cuda13 variant needs 7.5. Rows are tried in order; the first match wins.
 struct arch_support {
     std::string_view product;
-    int cuda_major;              // 0: any variant
-    std::string_view from;       // first release the row applies to ("9.11.0")
-    int min_major, min_minor;    // oldest supported compute capability
+    int cuda_major;            // 0: any variant
+    std::string_view from;     // first release the row applies to ("9.11.0")
+    int min_major, min_minor;  // oldest supported compute capability
     std::string_view source;
 };
 inline constexpr arch_support arch_supports[] = {

@@ -117,8 +117,12 @@ void prober::op_probe(const std::string& i, const std::string& kind, const std::
         case check_data::probe_kind::cudnn_get_version: {
             raw = static_cast<long long>(reinterpret_cast<std::size_t (*)()>(f)());
             // cuDNN 9 encodes major*10000 + minor*100 + patch; cuDNN 8 and older major*1000 + minor*100 + patch.
-            if (raw >= 90000) version = std::to_string(raw / 10000) + "." + std::to_string(raw / 100 % 100) + "." + std::to_string(raw % 100);
-            else version = std::to_string(raw / 1000) + "." + std::to_string(raw / 100 % 10) + "." + std::to_string(raw % 100);
+            if (raw >= 90000)
+                version = std::to_string(raw / 10000) + "." + std::to_string(raw / 100 % 100) + "." +
+                          std::to_string(raw % 100);
+            else
+                version = std::to_string(raw / 1000) + "." + std::to_string(raw / 100 % 10) + "." +
+                          std::to_string(raw % 100);
             break;
         }
         case check_data::probe_kind::cuda_runtime_get_version: {
@@ -143,8 +147,11 @@ void prober::op_probe(const std::string& i, const std::string& kind, const std::
             if (reinterpret_cast<int (*)(int*)>(f)(&v) != 0) return say({"fail", i, "ncclGetVersion failed"});
             raw = v;
             // 2.9 and later: major*10000 + minor*100 + patch; before: major*1000 + minor*100 + patch.
-            if (v >= 20900) version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." + std::to_string(v % 100);
-            else version = std::to_string(v / 1000) + "." + std::to_string(v / 100 % 10) + "." + std::to_string(v % 100);
+            if (v >= 20900)
+                version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+                          std::to_string(v % 100);
+            else
+                version = std::to_string(v / 1000) + "." + std::to_string(v / 100 % 10) + "." + std::to_string(v % 100);
             break;
         }
     }
@@ -221,7 +228,8 @@ bool prober::gpus_from_nvml(const std::string& i, const std::string& libcuda) {
     if (std::getenv("CUDA_VISIBLE_DEVICES")) return false;
     // The NVML of the same driver installation as libcuda, else the loader's.
     const auto slash = libcuda.rfind('/');
-    const std::string beside = slash == std::string::npos ? std::string() : libcuda.substr(0, slash + 1) + "libnvidia-ml.so.1";
+    const std::string beside = slash == std::string::npos ? std::string()
+                                                          : libcuda.substr(0, slash + 1) + "libnvidia-ml.so.1";
     std::string err;
     void* h = beside.empty() ? nullptr : open(beside, err);
     if (!h) h = open("libnvidia-ml.so.1", err);
@@ -261,7 +269,8 @@ void prober::op_driver(const std::string& i, const std::string& path) {
     if (!load_cuda(*this, path, api, err)) return say({"fail", i, err});
     if (!api.driver_version) return say({"fail", i, "no symbol cuDriverGetVersion"});
     int v = 0;
-    if (const int rc = api.driver_version(&v); rc != 0) return say({"fail", i, "cuDriverGetVersion: " + api.describe(rc)});
+    if (const int rc = api.driver_version(&v); rc != 0)
+        return say({"fail", i, "cuDriverGetVersion: " + api.describe(rc)});
     say({"driver", i, std::to_string(v)});
     if (gpus_from_nvml(i, path)) return say({"ok", i, ""});
     // Quick: cuInit takes a quarter of a second on an H200 and maps much of the driver.
@@ -345,7 +354,8 @@ std::vector<float> conv_reference(const conv_shape& shape, const std::vector<flo
                             for (int t = 0; t < S; ++t) {
                                 const int ih = oh + r - P, iw = ow + t - P;
                                 if (ih < 0 || iw < 0 || ih >= H || iw >= W) continue;
-                                s += x[((std::size_t(n) * C + c) * H + ih) * W + iw] * w[((std::size_t(k) * C + c) * R + r) * S + t];
+                                s += x[((std::size_t(n) * C + c) * H + ih) * W + iw] *
+                                     w[((std::size_t(k) * C + c) * R + r) * S + t];
                             }
                     ref[((std::size_t(n) * K + k) * H + oh) * W + ow] = s;
                 }
@@ -368,7 +378,8 @@ void prober::op_gpu_cudnn(const std::string& i, const std::string& cudnn_path, c
     auto set_filter = sym<int (*)(desc, int, int, int, int, int, int)>(h, "cudnnSetFilter4dDescriptor");
     auto create_conv = sym<int (*)(desc*)>(h, "cudnnCreateConvolutionDescriptor");
     auto set_conv = sym<int (*)(desc, int, int, int, int, int, int, int, int)>(h, "cudnnSetConvolution2dDescriptor");
-    auto workspace = sym<int (*)(desc, desc, desc, desc, desc, int, std::size_t*)>(h, "cudnnGetConvolutionForwardWorkspaceSize");
+    auto workspace = sym<int (*)(desc, desc, desc, desc, desc, int, std::size_t*)>(
+        h, "cudnnGetConvolutionForwardWorkspaceSize");
     auto forward = sym<int (*)(desc, const void*, desc, const void*, desc, const void*, desc, int, void*, std::size_t,
                                const void*, desc, void*)>(h, "cudnnConvolutionForward");
     auto error_string = sym<const char* (*)(int)>(h, "cudnnGetErrorString");
@@ -377,7 +388,8 @@ void prober::op_gpu_cudnn(const std::string& i, const std::string& cudnn_path, c
         return say({"fail", i, "libcudnn lacks a legacy convolution function"});
     auto check = [&](int rc, const char* what) {
         if (rc == 0) return true;
-        say({"fail", i, std::string(what) + ": " + (error_string ? error_string(rc) : "error") + " (" + std::to_string(rc) + ")"});
+        say({"fail", i,
+             std::string(what) + ": " + (error_string ? error_string(rc) : "error") + " (" + std::to_string(rc) + ")"});
         return false;
     };
     // One 3x3 convolution, padding 1: N=2, C=8, 16x16 -> K=16 (the mnistCUDNN idea, smaller).
@@ -393,8 +405,10 @@ void prober::op_gpu_cudnn(const std::string& i, const std::string& cudnn_path, c
         desc h;
         ~guard() { destroy(h); }
     } g{destroy, handle};
-    if (!check(create_tensor(&xd), "cudnnCreateTensorDescriptor") || !check(create_tensor(&yd), "cudnnCreateTensorDescriptor") ||
-        !check(create_filter(&wd), "cudnnCreateFilterDescriptor") || !check(create_conv(&cd), "cudnnCreateConvolutionDescriptor"))
+    if (!check(create_tensor(&xd), "cudnnCreateTensorDescriptor") ||
+        !check(create_tensor(&yd), "cudnnCreateTensorDescriptor") ||
+        !check(create_filter(&wd), "cudnnCreateFilterDescriptor") ||
+        !check(create_conv(&cd), "cudnnCreateConvolutionDescriptor"))
         return;
     constexpr int nchw = 0, f32 = 0, cross_correlation = 1, implicit_gemm = 0;
     if (!check(set_tensor(xd, nchw, f32, N, C, H, W), "cudnnSetTensor4dDescriptor") ||
@@ -403,22 +417,28 @@ void prober::op_gpu_cudnn(const std::string& i, const std::string& cudnn_path, c
         !check(set_conv(cd, P, P, 1, 1, 1, 1, cross_correlation, f32), "cudnnSetConvolution2dDescriptor"))
         return;
     std::size_t ws_size = 0;
-    if (!check(workspace(handle, xd, wd, cd, yd, implicit_gemm, &ws_size), "cudnnGetConvolutionForwardWorkspaceSize")) return;
+    if (!check(workspace(handle, xd, wd, cd, yd, implicit_gemm, &ws_size), "cudnnGetConvolutionForwardWorkspaceSize"))
+        return;
     device_buffer dx(api, x.size() * 4, err), dw(api, w.size() * 4, err), dy(api, y.size() * 4, err),
         dws(api, ws_size ? ws_size : 4, err);
     if (!err.empty()) return say({"fail", i, err});
-    if (int rc = api.htod(dx.ptr, x.data(), x.size() * 4); rc != 0) return say({"fail", i, "cuMemcpyHtoD: " + api.describe(rc)});
-    if (int rc = api.htod(dw.ptr, w.data(), w.size() * 4); rc != 0) return say({"fail", i, "cuMemcpyHtoD: " + api.describe(rc)});
+    if (int rc = api.htod(dx.ptr, x.data(), x.size() * 4); rc != 0)
+        return say({"fail", i, "cuMemcpyHtoD: " + api.describe(rc)});
+    if (int rc = api.htod(dw.ptr, w.data(), w.size() * 4); rc != 0)
+        return say({"fail", i, "cuMemcpyHtoD: " + api.describe(rc)});
     const float one = 1, zero = 0;
-    if (!check(forward(handle, &one, xd, dx.get(), wd, dw.get(), cd, implicit_gemm, dws.get(), ws_size, &zero, yd, dy.get()),
+    if (!check(forward(handle, &one, xd, dx.get(), wd, dw.get(), cd, implicit_gemm, dws.get(), ws_size, &zero, yd,
+                       dy.get()),
                "cudnnConvolutionForward"))
         return;
-    if (int rc = api.dtoh(y.data(), dy.ptr, y.size() * 4); rc != 0) return say({"fail", i, "cuMemcpyDtoH: " + api.describe(rc)});
+    if (int rc = api.dtoh(y.data(), dy.ptr, y.size() * 4); rc != 0)
+        return say({"fail", i, "cuMemcpyDtoH: " + api.describe(rc)});
     double max_err = 0;
     for (std::size_t j = 0; j < y.size(); ++j) max_err = std::fmax(max_err, std::fabs(double(y[j]) - ref[j]));
     char msg[200];
-    std::snprintf(msg, sizeof msg, "cudnnConvolutionForward %dx%dx%dx%d * %dx%dx%dx%d: max abs error %.3g vs the CPU reference",
-                  N, C, H, W, K, C, R, S, max_err);
+    std::snprintf(msg, sizeof msg,
+                  "cudnnConvolutionForward %dx%dx%dx%d * %dx%dx%dx%d: max abs error %.3g vs the CPU reference", N, C, H,
+                  W, K, C, R, S, max_err);
     if (max_err < 1e-3) say({"ok", i, std::string(msg) + ": Test passed!"});
     else say({"fail", i, std::string(msg) + ": WRONG"});
 }
@@ -432,7 +452,9 @@ void prober::op_gpu_cudart(const std::string& i, const std::string& cudart_path)
     auto memcpy_ = sym<int (*)(void*, const void*, std::size_t, int)>(h, "cudaMemcpy");
     auto error_string = sym<const char* (*)(int)>(h, "cudaGetErrorString");
     if (!malloc_ || !free_ || !memcpy_) return say({"fail", i, "libcudart lacks cudaMalloc/cudaMemcpy/cudaFree"});
-    auto describe = [&](int rc) { return std::string(error_string ? error_string(rc) : "error") + " (" + std::to_string(rc) + ")"; };
+    auto describe = [&](int rc) {
+        return std::string(error_string ? error_string(rc) : "error") + " (" + std::to_string(rc) + ")";
+    };
     const auto in = pattern(1 << 20, 3);
     std::vector<float> out(in.size());
     void* d = nullptr;
@@ -441,7 +463,8 @@ void prober::op_gpu_cudart(const std::string& i, const std::string& cudart_path)
     if (rc == 0) rc = memcpy_(out.data(), d, out.size() * 4, 2 /* cudaMemcpyDeviceToHost */);
     free_(d);
     if (rc != 0) return say({"fail", i, "cudaMemcpy: " + describe(rc)});
-    if (std::memcmp(in.data(), out.data(), in.size() * 4) != 0) return say({"fail", i, "cudaMemcpy round trip: 4 MiB came back different"});
+    if (std::memcmp(in.data(), out.data(), in.size() * 4) != 0)
+        return say({"fail", i, "cudaMemcpy round trip: 4 MiB came back different"});
     say({"ok", i, "cudaMemcpy round trip of 4 MiB: identical"});
 }
 
@@ -489,8 +512,9 @@ void prober::op_gpu_cublas(const std::string& i, const std::string& cublas_path,
 
 int prober::run(const std::vector<std::string>& args) {
     // Operations with their argument counts; an unknown or truncated one is a usage error.
-    const std::map<std::string, std::size_t> arity = {{"load", 1},      {"probe", 2},      {"probe-isolated", 2}, {"driver", 1},
-                                                      {"gpu-cudnn", 2}, {"gpu-cudart", 1}, {"gpu-cublas", 2}};
+    const std::map<std::string, std::size_t> arity = {{"load", 1},      {"probe", 2},     {"probe-isolated", 2},
+                                                      {"driver", 1},    {"gpu-cudnn", 2}, {"gpu-cudart", 1},
+                                                      {"gpu-cublas", 2}};
     std::size_t pos = 0;
     if (pos < args.size() && args[pos] == "--quick") {
         quick_ = true;

@@ -33,11 +33,11 @@ struct journal {
         std::string to;
         bool operator==(const move_step&) const = default;
     };
-    std::vector<mkdir_step> mkdirs;   // parents first; created with `mode` only if missing
-    std::vector<move_step> moves;     // renames; a missing `from` was done by an earlier run
-    std::vector<std::string> deletes; // unlinks (files, symlinks, receipts)
-    std::vector<std::string> prune;   // directories removed if they became empty (deepest first)
-    std::vector<std::string> stages;  // .redist/staging/<name>, removed at the end
+    std::vector<mkdir_step> mkdirs;    // parents first; created with `mode` only if missing
+    std::vector<move_step> moves;      // renames; a missing `from` was done by an earlier run
+    std::vector<std::string> deletes;  // unlinks (files, symlinks, receipts)
+    std::vector<std::string> prune;    // directories removed if they became empty (deepest first)
+    std::vector<std::string> stages;   // .redist/staging/<name>, removed at the end
 
     bool operator==(const journal&) const = default;
 };

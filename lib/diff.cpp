@@ -57,8 +57,9 @@ void diff_artifacts(const component& old_c, const component& new_c, std::vector<
         }
         const artifact& b = *it->second;
         if (a->relative_path == b.relative_path && a->sha256 == b.sha256 && a->size == b.size) continue;
-        auto ch = base(b, a->relative_path == b.relative_path ? artifact_change_kind::replaced_in_place
-                                                              : artifact_change_kind::rebuilt,
+        auto ch = base(b,
+                       a->relative_path == b.relative_path ? artifact_change_kind::replaced_in_place
+                                                           : artifact_change_kind::rebuilt,
                        new_c.key);
         ch.old_relative_path = a->relative_path;
         ch.new_relative_path = b.relative_path;

@@ -26,9 +26,6 @@ namespace {
 constexpr std::size_t kMaxUrlBytes = 8192;
 constexpr std::size_t kMaxTimestampBytes = 64;
 
-
-
-
 // Reads at most `limit` bytes of a regular file, without following a
 // symlink at the final component. nullopt when it does not exist.
 result<std::optional<std::string>> read_limited(const fs::path& path, std::size_t limit) {
@@ -125,9 +122,7 @@ result<drift_store> drift_store::open(const fs::path& cache_root) {
     return store;
 }
 
-fs::path drift_store::url_file(std::string_view url) const {
-    return root_ / "urls" / (sha256_hex(url) + ".json");
-}
+fs::path drift_store::url_file(std::string_view url) const { return root_ / "urls" / (sha256_hex(url) + ".json"); }
 
 result<std::optional<url_history>> drift_store::load(std::string_view url) const {
     const fs::path path = url_file(url);

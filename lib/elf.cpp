@@ -234,7 +234,8 @@ result<void> read_dynamic_segment(Elf* e, const GElf_Phdr& dynph, const std::vec
         if (strtab < ph.p_vaddr || strtab - ph.p_vaddr >= ph.p_filesz) continue;
         const std::uint64_t off = ph.p_offset + (strtab - ph.p_vaddr);
         if (off > file_size) break;
-        const std::uint64_t len = std::min<std::uint64_t>({strsz, file_size - off, ph.p_filesz - (strtab - ph.p_vaddr)});
+        const std::uint64_t len = std::min<std::uint64_t>(
+            {strsz, file_size - off, ph.p_filesz - (strtab - ph.p_vaddr)});
         Elf_Data* raw = elf_getdata_rawchunk(e, static_cast<off_t>(off), static_cast<std::size_t>(len), ELF_T_BYTE);
         if (raw && raw->d_buf) table = std::string_view(static_cast<const char*>(raw->d_buf), raw->d_size);
         break;
@@ -280,7 +281,10 @@ result<elf_info> parse_elf_handle(Elf* e, std::size_t file_size) {
 }  // namespace
 
 bool has_elf_magic(std::string_view head) noexcept {
-    return head.size() >= 4 && head.substr(0, 4) == std::string_view("\x7f" "ELF", 4);
+    return head.size() >= 4 && head.substr(0, 4) == std::string_view(
+                                                        "\x7f"
+                                                        "ELF",
+                                                        4);
 }
 
 result<elf_info> parse_elf(std::string_view bytes) {
@@ -322,7 +326,11 @@ elf_ident read_elf_ident(const std::filesystem::path& path) noexcept {
     unsigned char h[20] = {};
     const ssize_t n = ::pread(fd, h, sizeof h, 0);
     ::close(fd);
-    if (n != static_cast<ssize_t>(sizeof h) || std::memcmp(h, "\x7f" "ELF", 4) != 0) return out;
+    if (n != static_cast<ssize_t>(sizeof h) || std::memcmp(h,
+                                                           "\x7f"
+                                                           "ELF",
+                                                           4) != 0)
+        return out;
     out.elf_class = h[EI_CLASS];
     // e_machine sits at offset 18 in both classes, in the file's byte order.
     out.machine = h[EI_DATA] == ELFDATA2MSB ? (unsigned(h[18]) << 8 | h[19]) : (unsigned(h[19]) << 8 | h[18]);

@@ -17,12 +17,12 @@
 namespace redist::elf {
 
 struct elf_info {
-    int elf_class = 0;        // ELFCLASS32 / ELFCLASS64
-    int data = 0;             // ELFDATA2LSB / ELFDATA2MSB
-    unsigned machine = 0;     // EM_X86_64, EM_AARCH64, ...
-    unsigned type = 0;        // ET_DYN, ET_EXEC, ...
-    bool has_interp = false;  // PT_INTERP: a program (possibly PIE), not only a library
-    bool has_dynamic = false; // PT_DYNAMIC / SHT_DYNAMIC present
+    int elf_class = 0;         // ELFCLASS32 / ELFCLASS64
+    int data = 0;              // ELFDATA2LSB / ELFDATA2MSB
+    unsigned machine = 0;      // EM_X86_64, EM_AARCH64, ...
+    unsigned type = 0;         // ET_DYN, ET_EXEC, ...
+    bool has_interp = false;   // PT_INTERP: a program (possibly PIE), not only a library
+    bool has_dynamic = false;  // PT_DYNAMIC / SHT_DYNAMIC present
     std::string soname;
     std::vector<std::string> needed;   // DT_NEEDED, in order
     std::vector<std::string> rpath;    // DT_RPATH, split on ':'
@@ -31,8 +31,8 @@ struct elf_info {
     // headers): what ld.so checks at load time, before any symbol is bound,
     // so "version `GLIBCXX_3.4.30' not found" is found without loading.
     struct version_need {
-        std::string file;                 // "libstdc++.so.6", as in DT_NEEDED
-        std::vector<std::string> names;   // "GLIBCXX_3.4.30", ... (weak ones left out: not fatal)
+        std::string file;                // "libstdc++.so.6", as in DT_NEEDED
+        std::vector<std::string> names;  // "GLIBCXX_3.4.30", ... (weak ones left out: not fatal)
     };
     std::vector<version_need> version_needs;
     std::vector<std::string> version_defs;  // the versions this file defines ("GLIBC_2.34", ...)

@@ -50,7 +50,8 @@ const char* to_string(error_code code) noexcept { return row_for(code).name; }
 namespace {
 // Messages must stay on one line whatever a server or archive put in them.
 std::string one_line(std::string text) {
-    std::replace_if(text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
+    std::replace_if(
+        text.begin(), text.end(), [](char c) { return c == '\n' || c == '\r'; }, ' ');
     return text;
 }
 }  // namespace
@@ -67,10 +68,22 @@ std::string error::describe() const {
     return one_line(std::move(out));
 }
 
-error&& error::with_url(const std::string& v) && { url = sanitize_url(v); return std::move(*this); }
-error&& error::with_path(std::string v) && { path = std::move(v); return std::move(*this); }
-error&& error::with_json_path(std::string v) && { json_path = std::move(v); return std::move(*this); }
-error&& error::with_source(const std::string& v) && { source = sanitize_url(v); return std::move(*this); }
+error&& error::with_url(const std::string& v) && {
+    url = sanitize_url(v);
+    return std::move(*this);
+}
+error&& error::with_path(std::string v) && {
+    path = std::move(v);
+    return std::move(*this);
+}
+error&& error::with_json_path(std::string v) && {
+    json_path = std::move(v);
+    return std::move(*this);
+}
+error&& error::with_source(const std::string& v) && {
+    source = sanitize_url(v);
+    return std::move(*this);
+}
 error&& error::with_expected_actual(std::string e, std::string a) && {
     expected = std::move(e);
     actual = std::move(a);

@@ -10,23 +10,23 @@
 #include <cstring>
 
 #include <algorithm>
-#include <cctype>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <random>
 #include <thread>
 
 #include "debug_pause.hpp"
-#include "sources.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
 #include "redist/sync.hpp"
 #include "redist/unpack.hpp"
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
-#include "safe_path.hpp"
 #include "redist/version.hpp"
+#include "safe_path.hpp"
+#include "sources.hpp"
 
 namespace fs = std::filesystem;
 
@@ -95,8 +95,8 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
             return {};
         }
         if (at.failure.too_large)
-            return make_error(error_code::bad_manifest, std::string(what) + " larger than " +
-                                                            std::to_string(max_bytes >> 20) + " MiB")
+            return make_error(error_code::bad_manifest,
+                              std::string(what) + " larger than " + std::to_string(max_bytes >> 20) + " MiB")
                 .with_url(url);
         return std::move(got).error_value();
     });
@@ -241,15 +241,15 @@ result<resolved_release> resolve_release(const release_request& request, const t
         out.artifact_base_url = url_directory(manifest_url(request.base_url, request.product, label_in_name));
     if (!request.product.empty() && !out.parsed.release_product.empty() &&
         out.parsed.release_product != request.product && request.manifest_location.empty()) {
-        return make_error(error_code::bad_manifest, "manifest is for product '" + out.parsed.release_product +
-                                                        "', not '" + request.product + "'")
+        return make_error(error_code::bad_manifest,
+                          "manifest is for product '" + out.parsed.release_product + "', not '" + request.product + "'")
             .with_source(sanitize_url(out.manifest_url))
             .with_json_path("release_product");
     }
     if (!label_in_name.empty() && !out.parsed.release_label.empty() && out.parsed.release_label != label_in_name &&
         request.manifest_location.empty()) {
-        return make_error(error_code::bad_manifest, "manifest is for release '" + out.parsed.release_label +
-                                                        "', not '" + label_in_name + "'")
+        return make_error(error_code::bad_manifest,
+                          "manifest is for release '" + out.parsed.release_label + "', not '" + label_in_name + "'")
             .with_source(sanitize_url(out.manifest_url))
             .with_json_path("release_label");
     }
@@ -272,8 +272,8 @@ variant_choice choose_cuda_variant(const manifest& m, const std::string& platfor
         return {offered.back(), "detected CUDA " + detected->version + " (" + detected->reason +
                                     ") but the manifest offers only " + offered_text + "; using the newest"};
     }
-    return {offered.back(), "no CUDA toolkit found; using the newest variant in the manifest (offered: " +
-                                offered_text + ")"};
+    return {offered.back(),
+            "no CUDA toolkit found; using the newest variant in the manifest (offered: " + offered_text + ")"};
 }
 
 // ---- installing ------------------------------------------------------------------------------
@@ -304,7 +304,7 @@ public:
         options.format = artifact_.format;
         options.source = source_;
         options.max_output_bytes = max_output_;
-        options.budget = budget_;          // issue 11: one budget per run
+        options.budget = budget_;  // issue 11: one budget per run
         options.size_hint = artifact_.size;
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
         failure_.reset();
@@ -359,8 +359,7 @@ private:
 std::uint64_t output_cap(const install_request& request, std::uint64_t compressed_size) {
     if (request.max_expansion == 0) return 0;
     const std::uint64_t ratio = request.max_expansion;
-    const std::uint64_t scaled =
-        compressed_size > UINT64_MAX / ratio ? UINT64_MAX : compressed_size * ratio;
+    const std::uint64_t scaled = compressed_size > UINT64_MAX / ratio ? UINT64_MAX : compressed_size * ratio;
     return std::max(scaled, request.min_expansion_bytes);
 }
 
@@ -401,7 +400,12 @@ class artifact_job {
 public:
     artifact_job(const install_request& request, const prefix_lock& lock, const std::optional<blob_cache>& cache,
                  const artifact& a, std::atomic<bool>& abort_all, job_result& out)
-        : request_(request), lock_(lock), cache_(cache), a_(a), abort_all_(abort_all), out_(out),
+        : request_(request),
+          lock_(lock),
+          cache_(cache),
+          a_(a),
+          abort_all_(abort_all),
+          out_(out),
           urls_(artifact_urls(request, a)) {}
 
     void progress(fetch_stage stage, std::uint64_t done) const {
@@ -457,7 +461,8 @@ public:
         const fs::path blob_file = cache_->blob_path(a_.sha256);
         progress(fetch_stage::downloading, 0);
         auto verified = stream.fetch_file(blob_file, "cache:" + blob_file.string());
-        auto entries = verified.ok() ? sink.finish() : result<std::vector<unpacked_entry>>(std::move(verified).error_value());
+        auto entries = verified.ok() ? sink.finish()
+                                     : result<std::vector<unpacked_entry>>(std::move(verified).error_value());
         if (entries.ok()) {
             out_.report.from_cache = true;
             out_.report.url = sanitize_url(urls_.back());
@@ -485,9 +490,7 @@ public:
         }
         return segments;
     }
-    bool split_download() const {
-        return request_.connections != 1 && a_.size >= split_options().min_total_bytes;
-    }
+    bool split_download() const { return request_.connections != 1 && a_.size >= split_options().min_total_bytes; }
 
     result<std::vector<unpacked_entry>> download_archive(artifact_stream& stream, stage_sink& sink) {
         const bool split = split_download();
@@ -502,17 +505,20 @@ public:
         run.component = a_.component;
         run.offline = request_.sources.offline;
         run.on_next_source = [&] { stream.next_source(); };
-        const segment_retry_hook segment_retry = [&run](int attempt, const transfer_failure_info& f)
-            -> std::optional<std::chrono::milliseconds> {
+        const segment_retry_hook segment_retry =
+            [&run](int attempt, const transfer_failure_info& f) -> std::optional<std::chrono::milliseconds> {
             const auto decision = run.policy.next(attempt, {error_code::network, f.transient, f.retry_after_seconds});
             if (decision.what != retry_decision::action::retry) return std::nullopt;
             return decision.delay;
         };
-        auto fetched = try_sources(urls_, run, [&](source_attempt& at) {
-            progress(fetch_stage::downloading, stream.received());
-            return split ? stream.fetch_split(at.url, request_.transfer, segments, spool, segment_retry, at.failure)
-                         : stream.fetch_from(at.url, request_.transfer, at.failure);
-        }, &out_.report.requests);
+        auto fetched = try_sources(
+            urls_, run,
+            [&](source_attempt& at) {
+                progress(fetch_stage::downloading, stream.received());
+                return split ? stream.fetch_split(at.url, request_.transfer, segments, spool, segment_retry, at.failure)
+                             : stream.fetch_from(at.url, request_.transfer, at.failure);
+            },
+            &out_.report.requests);
         if (!fetched.ok()) {
             drop_part_unless_resumable(stream, fetched.error_value());
             return std::move(fetched).error_value();
@@ -646,8 +652,8 @@ result<void> apply_exclude(staged_component& staged, const std::vector<std::stri
         // Files in the stage are ours (unpacked or placed there by this run).
         REDIST_TRY(const fs::path target, confined_join(staged.stage_dir, f.path));
         if (::unlink(target.c_str()) != 0 && errno != ENOENT)
-            return make_error(error_code::filesystem, std::string("cannot remove an excluded file: ") +
-                                                          std::strerror(errno))
+            return make_error(error_code::filesystem,
+                              std::string("cannot remove an excluded file: ") + std::strerror(errno))
                 .with_path(target.string());
         // Directories left empty go too (rmdir fails on the others).
         for (fs::path dir = target.parent_path(); dir != staged.stage_dir && is_strictly_under(staged.stage_dir, dir);
@@ -715,7 +721,8 @@ result<staged_install> stage_install(const install_request& request, const prefi
     for (const std::size_t i : todo) {
         auto& f = results[i].failure;
         if (f && (!first_failure || first_failure->code == error_code::cancelled)) first_failure = *f;
-        if (!f && !results[i].staged && !first_failure) first_failure = make_error(error_code::cancelled, "not installed");
+        if (!f && !results[i].staged && !first_failure)
+            first_failure = make_error(error_code::cancelled, "not installed");
     }
     for (const std::size_t i : todo) {
         if (first_failure) break;

@@ -23,10 +23,10 @@
 #include "file_lock.hpp"
 #include "json_reader.hpp"
 #include "posix_file.hpp"
-#include "timestamp.hpp"
-#include "safe_path.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
+#include "safe_path.hpp"
+#include "timestamp.hpp"
 
 namespace fs = std::filesystem;
 
@@ -47,7 +47,6 @@ fs::path journal_path(const fs::path& prefix) { return state_dir(prefix) / "tran
 error fs_error(const std::string& what, const fs::path& path, const std::error_code& ec) {
     return make_error(error_code::filesystem, what + ": " + ec.message()).with_path(path.string());
 }
-
 
 const char* kind_name(entry_kind kind) {
     switch (kind) {
@@ -82,7 +81,9 @@ bool starts_with_dir(std::string_view p, std::string_view dir) {
     return p.size() > dir.size() && p.compare(0, dir.size(), dir) == 0 && p[dir.size()] == '/';
 }
 
-std::size_t segment_count(std::string_view p) { return 1 + static_cast<std::size_t>(std::count(p.begin(), p.end(), '/')); }
+std::size_t segment_count(std::string_view p) {
+    return 1 + static_cast<std::size_t>(std::count(p.begin(), p.end(), '/'));
+}
 
 // A receipt path: .redist/receipts/<product>/<component>.json or the legacy
 // .redist/receipts/<component>.json, with valid names.
@@ -180,13 +181,13 @@ const char* journal_path_problem(std::string_view p, journal_role role) {
                        : "a directory inside .redist/";
         case journal_role::move_from:
             return starts_with_dir(p, staging_rel) && segment_count(p) >= 3 ? nullptr
-                                                                             : "a move source outside .redist/staging/";
+                                                                            : "a move source outside .redist/staging/";
         case journal_role::move_to:
         case journal_role::remove:
             return !in_state || is_receipt_path(p) ? nullptr : "a path inside .redist/ that is not a receipt";
         case journal_role::stage:
             return starts_with_dir(p, staging_rel) && segment_count(p) == 3 ? nullptr
-                                                                             : "a stage outside .redist/staging/";
+                                                                            : "a stage outside .redist/staging/";
     }
     return "unknown role";
 }
@@ -243,8 +244,9 @@ result<journal> journal_from_json(std::string_view text, std::string_view source
               return v.for_each([&](json::value& item) -> result<void> {
                   journal::mkdir_step step;
                   std::uint64_t mode = 0;
-                  REDIST_TRY_VOID(item.read_object({{"path", [&](json::value& f) -> result<void> { return f.get(step.path); }, true},
-                                                    {"mode", [&](json::value& f) -> result<void> { return f.get(mode); }, true}}));
+                  REDIST_TRY_VOID(item.read_object(
+                      {{"path", [&](json::value& f) -> result<void> { return f.get(step.path); }, true},
+                       {"mode", [&](json::value& f) -> result<void> { return f.get(mode); }, true}}));
                   if (mode > 07777) return item.bad("corrupt commit journal: bad mode");
                   step.mode = static_cast<unsigned>(mode);
                   j.mkdirs.push_back(std::move(step));
@@ -255,8 +257,9 @@ result<journal> journal_from_json(std::string_view text, std::string_view source
           [&](json::value& v) -> result<void> {
               return v.for_each([&](json::value& item) -> result<void> {
                   journal::move_step step;
-                  REDIST_TRY_VOID(item.read_object({{"from", [&](json::value& f) -> result<void> { return f.get(step.from); }, true},
-                                                    {"to", [&](json::value& f) -> result<void> { return f.get(step.to); }, true}}));
+                  REDIST_TRY_VOID(item.read_object(
+                      {{"from", [&](json::value& f) -> result<void> { return f.get(step.from); }, true},
+                       {"to", [&](json::value& f) -> result<void> { return f.get(step.to); }, true}}));
                   j.moves.push_back(std::move(step));
                   return result<void>();
               });
@@ -312,8 +315,8 @@ result<std::set<std::string>> replaced_keys(const std::vector<planned_stage>& st
         if (journal_path_problem(s.stage, journal_role::stage))
             return make_error(error_code::internal, "stage outside .redist/staging/").with_path(s.stage);
         if (!replaced.insert(key_of(*s.r)).second)
-            return make_error(error_code::conflict, "component " + s.r->component + " of product " + s.r->product +
-                                                        " is staged twice");
+            return make_error(error_code::conflict,
+                              "component " + s.r->component + " of product " + s.r->product + " is staged twice");
     }
     return replaced;
 }
@@ -357,8 +360,8 @@ result<staged_claims> claim_staged_files(const std::vector<planned_stage>& stage
             const auto [it, inserted] = claims.owners.emplace(f.path, owner{s.r, &f});
             if (!inserted) {
                 if (!same_content(*it->second.file, f)) {
-                    return make_error(error_code::conflict, "components " + owner_label(*it->second.r, *s.r) +
-                                                                " and " + owner_label(*s.r, *it->second.r) +
+                    return make_error(error_code::conflict, "components " + owner_label(*it->second.r, *s.r) + " and " +
+                                                                owner_label(*s.r, *it->second.r) +
                                                                 " ship different files at the same path")
                         .with_path(f.path);
                 }
@@ -403,8 +406,8 @@ result<void> check_files_in_prefix(const prefix_view& prefix, const staged_claim
     for (const auto& [path, who] : claims.owners) {
         const auto type = prefix.type_of(path);
         if (type == prefix_view::node::directory)
-            return make_error(error_code::conflict, "component " + who.r->component +
-                                                        " ships a file where the prefix has a directory")
+            return make_error(error_code::conflict,
+                              "component " + who.r->component + " ships a file where the prefix has a directory")
                 .with_path(path);
         if (type == prefix_view::node::missing || overwrite_unowned || owned.count(path)) continue;
         if (!prefix.holds(path, *who.file))
@@ -418,8 +421,8 @@ result<void> check_files_in_prefix(const prefix_view& prefix, const staged_claim
 
 // Only directories that do not exist yet are created, with the stage's
 // modes: an existing directory keeps its mode and owner (setgid, sticky).
-void plan_mkdirs(const prefix_view& prefix, const std::vector<planned_stage>& staged,
-                 const std::set<std::string>& dirs, journal& j) {
+void plan_mkdirs(const prefix_view& prefix, const std::vector<planned_stage>& staged, const std::set<std::string>& dirs,
+                 journal& j) {
     for (const auto& d : by_depth(dirs, /*deepest_first=*/false)) {
         if (prefix.type_of(d) != prefix_view::node::missing) continue;
         unsigned mode = 0755;
@@ -534,8 +537,7 @@ namespace {
 // where a removed component has a file is still a refusal (mkdir would fail).
 class removing_view final : public prefix_view {
 public:
-    removing_view(const prefix_view& disk, const std::unordered_set<std::string>& going)
-        : disk_(disk), going_(going) {}
+    removing_view(const prefix_view& disk, const std::unordered_set<std::string>& going) : disk_(disk), going_(going) {}
     node type_of(const std::string& relative) const override { return disk_.type_of(relative); }
     bool holds(const std::string& relative, const installed_file& file) const override {
         return going_.count(relative) > 0 || disk_.holds(relative, file);
@@ -576,7 +578,8 @@ result<removal_split> split_for_removal(const std::vector<located_receipt>& exis
     for (const auto& s : staged) replaced.insert(key_of(*s.r));
     for (const auto& key : targets)
         if (replaced.count(key))
-            return make_error(error_code::conflict, "component " + printable(key, 128) + " is both installed and removed");
+            return make_error(error_code::conflict,
+                              "component " + printable(key, 128) + " is both installed and removed");
     removal_split out;
     std::unordered_set<std::string> found;
     for (const auto& e : existing) {
@@ -605,8 +608,8 @@ result<journal> plan_commit_removing(const prefix_view& prefix, const std::vecto
                                      bool overwrite_unowned) {
     if (removed.empty()) return plan_commit(prefix, existing, staged, overwrite_unowned);
     REDIST_TRY(const removal_split split, split_for_removal(existing, staged, removed));
-    REDIST_TRY(journal j, plan_commit(removing_view(prefix, split.going_files), split.staying, staged,
-                                      overwrite_unowned));
+    REDIST_TRY(journal j,
+               plan_commit(removing_view(prefix, split.going_files), split.staying, staged, overwrite_unowned));
     const journal gone = plan_remove(split.for_removal, removed);
     // A path a staged component ships is moved in before the deletes run:
     // deleting it would delete the new file.
@@ -810,7 +813,8 @@ result<void> read_installed_file(json::value& item, installed_file& f) {
              // A receipt path must stay inside the prefix and out of .redist/,
              // or remove/verify could be aimed elsewhere.
              REDIST_TRY_VOID(v.get_relative_path(f.path));
-             if (first_segment(f.path) == state_dir_name) return result<void>(v.bad("unsafe path in receipt: inside .redist/"));
+             if (first_segment(f.path) == state_dir_name)
+                 return result<void>(v.bad("unsafe path in receipt: inside .redist/"));
              return result<void>();
          },
          true},
@@ -852,7 +856,8 @@ result<receipt> receipt_from_json(std::string_view text, std::string_view source
          {"archive_sha256", read_into(r.archive_sha256)},
          {"archive_size", [&](json::value& v) -> result<void> { return v.get(r.archive_size); }},
          {"installed_at", read_into(r.installed_at)},
-         {"files", [&](json::value& v) -> result<void> {
+         {"files",
+          [&](json::value& v) -> result<void> {
               return v.for_each([&](json::value& item) -> result<void> {
                   installed_file f;
                   REDIST_TRY_VOID(read_installed_file(item, f));
@@ -860,7 +865,8 @@ result<receipt> receipt_from_json(std::string_view text, std::string_view source
                   return result<void>();
               });
           }},
-         {"exclude", [&](json::value& v) -> result<void> {
+         {"exclude",
+          [&](json::value& v) -> result<void> {
               return v.for_each([&](json::value& item) -> result<void> {
                   std::string glob;
                   REDIST_TRY_VOID(item.get(glob));
@@ -892,8 +898,7 @@ error corrupt_receipt(const fs::path& path, std::string message) {
 
 // Reads one receipt file, which must be a regular file whose name matches
 // its content (`product` empty for the legacy layout).
-result<located_receipt> read_receipt_file(const fs::path& path, const std::string& product,
-                                          const std::string& stem) {
+result<located_receipt> read_receipt_file(const fs::path& path, const std::string& product, const std::string& stem) {
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) return errno_error("cannot read receipt", path, errno);
     if (!S_ISREG(st.st_mode)) return corrupt_receipt(path, "not a regular file");
@@ -1020,9 +1025,9 @@ result<fs::path> make_stage(const fs::path& prefix, std::string_view name) {
     REDIST_TRY_VOID(validate_name(name, "component"));
     std::error_code ec;
     const fs::path root = fs::absolute(prefix, ec).lexically_normal();
-    REDIST_TRY(const fs::path dir, confined_join(root, std::string(staging_rel) + "/" + std::string(name) + "." +
-                                                           std::to_string(::getpid()) + "." +
-                                                           std::to_string(counter++)));
+    REDIST_TRY(const fs::path dir,
+               confined_join(root, std::string(staging_rel) + "/" + std::string(name) + "." +
+                                       std::to_string(::getpid()) + "." + std::to_string(counter++)));
     fs::remove_all(dir, ec);
     if (::mkdir(dir.c_str(), 0755) != 0) return errno_error("cannot create stage", dir, errno);
     return dir;
@@ -1209,8 +1214,9 @@ result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix) {
                 std::error_code link_ec;
                 const auto target = fs::read_symlink(p, link_ec);
                 if (link_ec || target.string() != f.link_target)
-                    problems.push_back({r.component, f.path, "symlink target changed (expected " + f.link_target +
-                                                                 ", found " + target.string() + ")"});
+                    problems.push_back(
+                        {r.component, f.path,
+                         "symlink target changed (expected " + f.link_target + ", found " + target.string() + ")"});
                 continue;
             }
             if (!S_ISREG(st.st_mode)) {
@@ -1218,15 +1224,17 @@ result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix) {
                 continue;
             }
             if (static_cast<std::uint64_t>(st.st_size) != f.size) {
-                problems.push_back({r.component, f.path, "size changed (expected " + std::to_string(f.size) +
-                                                             ", found " + std::to_string(st.st_size) + ")"});
+                problems.push_back({r.component, f.path,
+                                    "size changed (expected " + std::to_string(f.size) + ", found " +
+                                        std::to_string(st.st_size) + ")"});
                 continue;
             }
             auto digest = sha256_file(p);
             if (!digest.ok()) {
                 problems.push_back({r.component, f.path, "unreadable (" + digest.error_value().message + ")"});
             } else if (*digest != f.sha256) {
-                problems.push_back({r.component, f.path, "modified (sha256 " + *digest + ", expected " + f.sha256 + ")"});
+                problems.push_back(
+                    {r.component, f.path, "modified (sha256 " + *digest + ", expected " + f.sha256 + ")"});
             }
         }
     }
@@ -1245,8 +1253,7 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
         const bool known = found != products_of.end() && (ref.product.empty() || found->second.count(ref.product));
         if (!known) {
             std::string installed;
-            for (const auto& e : receipts)
-                installed += (installed.empty() ? "" : ", ") + e.r.component;
+            for (const auto& e : receipts) installed += (installed.empty() ? "" : ", ") + e.r.component;
             const std::string what = ref.product.empty() ? "component " + printable(ref.component, 64)
                                                          : "component " + printable(ref.component, 64) +
                                                                " of product " + printable(ref.product, 64);

@@ -72,7 +72,7 @@ result<void> read_fields(context& ctx, od::object object, const std::string& pat
         std::string_view key_view;
         if (auto ec = f.unescaped_key().get(key_view)) return ctx.json_error(ec, path);
         const auto it = std::find_if(fields.begin(), fields.end(), [&](const field& d) { return d.key == key_view; });
-        if (it == fields.end()) continue;  // unknown: skipped unread
+        if (it == fields.end()) continue;                           // unknown: skipped unread
         const std::string field_path = child_path(path, key_view);  // copies the key before the next read
         const auto index = static_cast<std::size_t>(it - fields.begin());
         if (seen[index]) return ctx.bad(field_path, "duplicate key");

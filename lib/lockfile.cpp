@@ -114,7 +114,8 @@ result<lockfile> lockfile_from_json(std::string_view text, std::string_view sour
         {{"lock_version", [&](json::value& v) -> result<void> { return v.get(version); }, true},
          // Checked after lock_version, so that a version 2 lock gets the message below.
          {"product", [&](json::value& v) -> result<void> { return v.get_name(lock.product, "product"); }},
-         {"release_label", [&](json::value& v) -> result<void> { return read_optional_name(v, lock.release_label, "release label"); }},
+         {"release_label",
+          [&](json::value& v) -> result<void> { return read_optional_name(v, lock.release_label, "release label"); }},
          {"manifest_url", str(lock.manifest_url)},
          {"manifest_sha256", str(lock.manifest_sha256)},
          {"artifacts", [&](json::value& v) -> result<void> {
@@ -128,12 +129,15 @@ result<lockfile> lockfile_from_json(std::string_view text, std::string_view sour
     if (!read.ok()) return std::move(read).error_value();
     if (version != 1)
         return make_error(error_code::bad_manifest,
-                          version == 2 ? std::string("a project lock (version 2): install it with `redist sync --locked`")
-                                       : "unsupported lock file version " + std::to_string(version))
+                          version == 2
+                              ? std::string("a project lock (version 2): install it with `redist sync --locked`")
+                              : "unsupported lock file version " + std::to_string(version))
             .with_source(std::string(source))
             .with_json_path("lock_version");
     if (lock.product.empty())
-        return make_error(error_code::bad_manifest, "missing product").with_source(std::string(source)).with_json_path("product");
+        return make_error(error_code::bad_manifest, "missing product")
+            .with_source(std::string(source))
+            .with_json_path("product");
     return lock;
 }
 
@@ -150,8 +154,8 @@ result<std::vector<locked_artifact>> locked_for(const lockfile& lock, const std:
         std::string have;
         for (const auto& a : lock.artifacts)
             if (have.find(a.entry.platform) == std::string::npos) have += (have.empty() ? "" : ", ") + a.entry.platform;
-        return make_error(error_code::not_found, "the lock file has nothing for platform " + platform +
-                                                     " (it locks: " + have + ")");
+        return make_error(error_code::not_found,
+                          "the lock file has nothing for platform " + platform + " (it locks: " + have + ")");
     }
     std::optional<int> major = cuda_major;
     if (!major && !majors.empty()) major = *std::max_element(majors.begin(), majors.end());
@@ -159,8 +163,8 @@ result<std::vector<locked_artifact>> locked_for(const lockfile& lock, const std:
     for (const auto& a : on_platform)
         if (!a.entry.variant || a.entry.cuda_major() == major) out.push_back(a);
     if (out.empty())
-        return make_error(error_code::not_found, "the lock file has no CUDA " + std::to_string(*major) +
-                                                     " artifacts for " + platform);
+        return make_error(error_code::not_found,
+                          "the lock file has no CUDA " + std::to_string(*major) + " artifacts for " + platform);
     return out;
 }
 
@@ -175,7 +179,8 @@ result<void> check_lock_against_manifest(const lockfile& lock, const manifest& m
         const std::string what = locked.entry.component + " " + locked.entry.platform +
                                  (locked.entry.variant ? " " + *locked.entry.variant : "");
         if (!found)
-            return make_error(error_code::integrity, "the upstream manifest no longer lists the locked artifact " + what)
+            return make_error(error_code::integrity,
+                              "the upstream manifest no longer lists the locked artifact " + what)
                 .with_url(lock.manifest_url);
         if (found->sha256 != locked.entry.sha256 || found->size != locked.entry.size)
             return make_error(error_code::integrity, "the upstream manifest changed the locked artifact " + what)
@@ -204,7 +209,8 @@ result<lockfile> make_lockfile(const resolved_release& release, const std::vecto
         }
         for (const auto& major : majors) {
             auto selection = select_artifacts(release.parsed, {platform, major, components});
-            if (!selection.ok()) return std::move(selection).error_value().with_source(sanitize_url(release.manifest_url));
+            if (!selection.ok())
+                return std::move(selection).error_value().with_source(sanitize_url(release.manifest_url));
             for (const auto& a : selection->artifacts) {
                 if (!seen.insert(a.platform + "/" + a.variant.value_or("") + "/" + a.component).second) continue;
                 locked_artifact locked;
@@ -244,8 +250,8 @@ result<locked_plan> plan_from_lock(const lockfile& lock, const std::string& plat
         for (const auto& wanted : components) {
             auto key = locked_key(artifacts, wanted);
             if (!key)
-                return make_error(error_code::not_found, "component '" + printable(wanted, 64) +
-                                                             "' is not in the lock file for " + platform);
+                return make_error(error_code::not_found,
+                                  "component '" + printable(wanted, 64) + "' is not in the lock file for " + platform);
             if (*key != wanted && notes)
                 notes->push_back("'" + wanted + "' is called '" + *key + "' in " + lock.product + " " +
                                  lock.release_label + "; using '" + *key + "'");
@@ -316,7 +322,8 @@ result<void> read_locked_product(json::value& item, locked_product& p) {
         {"name", [&](json::value& v) -> result<void> { return v.get_name(p.name, "product"); }, true},
         {"version", [&](json::value& v) -> result<void> { return v.get_name(p.version_spec, "version"); }, true},
         {"components", [&](json::value& v) -> result<void> { return read_names(v, p.components, "component"); }},
-        {"release_label", [&](json::value& v) -> result<void> { return read_optional_name(v, p.release_label, "release label"); }},
+        {"release_label",
+         [&](json::value& v) -> result<void> { return read_optional_name(v, p.release_label, "release label"); }},
         {"manifest_url", str(p.manifest_url), true},
         {"manifest_sha256",
          [&](json::value& v) -> result<void> {
@@ -325,14 +332,16 @@ result<void> read_locked_product(json::value& item, locked_product& p) {
              return result<void>();
          },
          true},
-        {"artifacts", [&](json::value& v) -> result<void> {
+        {"artifacts",
+         [&](json::value& v) -> result<void> {
              return v.for_each([&](json::value& a) -> result<void> {
                  locked_artifact locked;
                  REDIST_TRY_VOID(read_artifact(a, locked));
                  p.artifacts.push_back(std::move(locked));
                  return result<void>();
              });
-         }, true},
+         },
+         true},
     });
     if (!read.ok()) return read;
     if (p.manifest_url.empty()) return item.bad("manifest_url is empty");
@@ -349,7 +358,8 @@ result<project_lock> project_lock_from_json(std::string_view text, std::string_v
     auto read = json::read_document(
         text, source, "lock file",
         {{"lock_version", [&](json::value& v) -> result<void> { return v.get(version); }, true},
-         {"platforms", [&](json::value& v) -> result<void> {
+         {"platforms",
+          [&](json::value& v) -> result<void> {
               has_platforms = true;
               return read_names(v, lock.platforms, "platform");
           }},
@@ -367,20 +377,24 @@ result<project_lock> project_lock_from_json(std::string_view text, std::string_v
                   locked_product p;
                   REDIST_TRY_VOID(read_locked_product(item, p));
                   for (const auto& other : lock.products)
-                      if (other.name == p.name) return result<void>(item.bad("product '" + p.name + "' is locked twice"));
+                      if (other.name == p.name)
+                          return result<void>(item.bad("product '" + p.name + "' is locked twice"));
                   lock.products.push_back(std::move(p));
                   return result<void>();
               });
           }}});
     if (!read.ok()) return std::move(read).error_value();
     if (version != 2)
-        return make_error(error_code::bad_manifest,
-                          version == 1 ? std::string("a single-product lock (version 1): install it with `redist fetch --locked`")
-                                       : "unsupported lock file version " + std::to_string(version))
+        return make_error(
+                   error_code::bad_manifest,
+                   version == 1
+                       ? std::string("a single-product lock (version 1): install it with `redist fetch --locked`")
+                       : "unsupported lock file version " + std::to_string(version))
             .with_source(std::string(source))
             .with_json_path("lock_version");
     if (!has_platforms || !has_products)
-        return make_error(error_code::bad_manifest, std::string("missing ") + (has_platforms ? "products" : "platforms"))
+        return make_error(error_code::bad_manifest,
+                          std::string("missing ") + (has_platforms ? "products" : "platforms"))
             .with_source(std::string(source))
             .with_json_path(has_platforms ? "products" : "platforms");
     if (cuda) lock.cuda = static_cast<int>(*cuda);
@@ -396,7 +410,8 @@ std::optional<std::string> lock_staleness(const project_lock& lock, const projec
         for (const auto& s : v) out += (out.empty() ? "" : ",") + s;
         return "[" + out + "]";
     };
-    if (want != have) return "project.platforms is " + list(want) + " in the project file, " + list(have) + " in the lock";
+    if (want != have)
+        return "project.platforms is " + list(want) + " in the project file, " + list(have) + " in the lock";
     if (project.cuda != lock.cuda) {
         const auto show = [](std::optional<int> c) { return c ? std::to_string(*c) : std::string("unset"); };
         return "project.cuda is " + show(project.cuda) + " in the project file, " + show(lock.cuda) + " in the lock";
@@ -424,8 +439,8 @@ result<std::vector<locked_plan>> plans_for_platform(const project_lock& lock, co
     if (std::find(lock.platforms.begin(), lock.platforms.end(), platform) == lock.platforms.end()) {
         std::string have;
         for (const auto& p : lock.platforms) have += (have.empty() ? "" : ", ") + p;
-        return make_error(error_code::not_found, "the lock file has nothing for platform " + platform +
-                                                     " (it locks: " + have + ")");
+        return make_error(error_code::not_found,
+                          "the lock file has nothing for platform " + platform + " (it locks: " + have + ")");
     }
     std::vector<locked_plan> plans;
     for (const auto& p : lock.products) {

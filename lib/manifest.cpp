@@ -204,8 +204,8 @@ private:
         message += simdjson::error_message(code);
         if (doc_ != nullptr) {
             const char* where = nullptr;
-            if (doc_->current_location().get(where) == simdjson::SUCCESS && where != nullptr &&
-                where >= text_.data() && where <= text_.data() + text_.size()) {
+            if (doc_->current_location().get(where) == simdjson::SUCCESS && where != nullptr && where >= text_.data() &&
+                where <= text_.data() + text_.size()) {
                 const auto offset = static_cast<std::size_t>(where - text_.data());
                 const auto line = 1 + std::count(text_.data(), where, '\n');
                 message += " (at byte " + std::to_string(offset) + ", line " + std::to_string(line) + ")";
@@ -241,8 +241,7 @@ private:
     od::document* doc_ = nullptr;
 };
 
-result<void> walker::read_string(od::value value, const std::string& path, std::string_view what,
-                                  std::string& out) {
+result<void> walker::read_string(od::value value, const std::string& path, std::string_view what, std::string& out) {
     od::json_type type{};
     if (auto ec = value.type().get(type)) return json_error(ec, path);
     if (type != od::json_type::string)
@@ -315,8 +314,8 @@ result<manifest> walker::run() {
     const char* rest = nullptr;
     if (doc.current_location().get(rest) == simdjson::SUCCESS) {
         const auto offset = static_cast<std::size_t>(rest - text_.data());
-        return bad("", "invalid JSON: trailing content after the top-level object (at byte " +
-                           std::to_string(offset) + ")");
+        return bad("", "invalid JSON: trailing content after the top-level object (at byte " + std::to_string(offset) +
+                           ")");
     }
     return out;
 }
@@ -360,8 +359,8 @@ result<void> walker::read_component(od::object object, const std::string& path, 
 }
 
 result<std::optional<od::object>> walker::read_named_object(od::value value, const std::string& path,
-                                                             const std::string& key, const char* what,
-                                                             std::unordered_set<std::string>& seen) {
+                                                            const std::string& key, const char* what,
+                                                            std::unordered_set<std::string>& seen) {
     od::json_type type{};
     if (auto ec = value.type().get(type)) return json_error(ec, path);
     if (type != od::json_type::object) return std::optional<od::object>();
@@ -376,7 +375,8 @@ result<std::optional<od::object>> walker::read_named_object(od::value value, con
 result<void> walker::read_cuda_variants(od::value value, const std::string& path, std::vector<std::string>& out) {
     od::json_type type{};
     if (auto ec = value.type().get(type)) return json_error(ec, path);
-    if (type != od::json_type::array) return bad(path, std::string("cuda_variant must be an array, got ") + type_name(type));
+    if (type != od::json_type::array)
+        return bad(path, std::string("cuda_variant must be an array, got ") + type_name(type));
     od::array array;
     if (auto ec = value.get_array().get(array)) return json_error(ec, path);
     std::size_t index = 0;
@@ -481,9 +481,8 @@ result<bool> walker::read_artifact_field(std::string_view key, od::value value, 
         if (auto ec = value.get_string().get(text)) return json_error(ec, path);
         const auto size = parse_decimal_u64(text);
         if (!size) {
-            const bool digits = !text.empty() && std::all_of(text.begin(), text.end(), [](char c) {
-                return c >= '0' && c <= '9';
-            });
+            const bool digits = !text.empty() &&
+                                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
             return bad(path, text.empty() ? "size is empty"
                              : digits     ? "size does not fit in 64 bits"
                                           : "size is not a string of decimal digits");

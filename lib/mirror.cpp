@@ -19,13 +19,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstring>
 #include <map>
 #include <set>
-#include <atomic>
 #include <thread>
 #include <utility>
 
@@ -117,9 +117,8 @@ result<void> download_verified(const download_target& t, const mirror_request& r
     run.component = t.relative_path;
     run.offline = request.sources.offline;
     run.on_next_source = [&] { stream.next_source(); };
-    auto fetched = try_sources(t.urls, run, [&](source_attempt& at) {
-        return stream.fetch_from(at.url, request.transfer, at.failure);
-    });
+    auto fetched = try_sources(
+        t.urls, run, [&](source_attempt& at) { return stream.fetch_from(at.url, request.transfer, at.failure); });
     if (fetched.ok()) {
         auto committed = sink.commit();
         if (!committed.ok()) sink.discard();
@@ -150,7 +149,8 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
         if (m.find_component(name)) continue;
         std::string available;
         for (const auto& c : m.components) available += (available.empty() ? "" : ", ") + c.key;
-        return make_error(error_code::not_found, what + " has no component '" + name + "' (available: " + available + ")")
+        return make_error(error_code::not_found,
+                          what + " has no component '" + name + "' (available: " + available + ")")
             .with_source(sanitize_url(release.manifest_url));
     }
 
@@ -203,8 +203,8 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
         if (platforms_hit.count(p)) continue;
         return make_error(error_code::not_found,
                           what + " has nothing for platform " + p +
-                              (majors.empty() ? "" : " and the requested CUDA variants") + " (platforms: " +
-                              join(platforms_offered, [](const std::string& s) { return s; }) + ")")
+                              (majors.empty() ? "" : " and the requested CUDA variants") +
+                              " (platforms: " + join(platforms_offered, [](const std::string& s) { return s; }) + ")")
             .with_source(sanitize_url(release.manifest_url));
     }
     return out;
@@ -242,8 +242,13 @@ result<mirrored_file> mirror_file(const mirror_request& request, const std::opti
         f.status = mirror_status::up_to_date;
     } else {
         f.status = present ? mirror_status::replaced : mirror_status::downloaded;
-        download_target t{artifact_sources(request, cache, release, a), f.path, release.label, a.relative_path,
-                          f.status, a.size, a.sha256};
+        download_target t{artifact_sources(request, cache, release, a),
+                          f.path,
+                          release.label,
+                          a.relative_path,
+                          f.status,
+                          a.size,
+                          a.sha256};
         if (request.sources.offline && !is_file_url(t.urls.front()))
             return make_error(error_code::not_found,
                               "not in the cache (" + (cache ? cache->blob_path(a.sha256).string() : a.sha256) + ")")
@@ -260,9 +265,10 @@ result<mirrored_file> mirror_file(const mirror_request& request, const std::opti
 // the others (cancelled) and is returned; files come back in manifest order.
 result<std::vector<mirrored_file>> mirror_files(const mirror_request& request, const resolved_release& release,
                                                 const fs::path& redist_dir, const std::vector<picked>& picks) {
-    REDIST_TRY(const auto cache, request.sources.cache_dir
-                                     ? blob_cache::open_if_possible(*request.sources.cache_dir, request.sources.shared_cache)
-                                     : result<std::optional<blob_cache>>(std::optional<blob_cache>()));
+    REDIST_TRY(const auto cache,
+               request.sources.cache_dir
+                   ? blob_cache::open_if_possible(*request.sources.cache_dir, request.sources.shared_cache)
+                   : result<std::optional<blob_cache>>(std::optional<blob_cache>()));
     std::vector<std::optional<result<mirrored_file>>> results(picks.size());
     std::atomic<bool> cancel{false};
     std::atomic<std::size_t> next{0};
@@ -379,7 +385,8 @@ result<void> write_mirror_index(const fs::path& redist_dir) {
 
 result<mirror_report> mirror_releases(const mirror_request& request) {
     if (!is_plain_name(request.product))
-        return make_error(error_code::usage, "the product must be a plain name like 'cudnn', not '" + request.product + "'");
+        return make_error(error_code::usage,
+                          "the product must be a plain name like 'cudnn', not '" + request.product + "'");
     if (request.versions.empty()) return make_error(error_code::usage, "no versions to mirror");
     if (request.platforms.empty()) return make_error(error_code::usage, "no platforms to mirror");
     if (request.dest.empty()) return make_error(error_code::usage, "no destination directory");

@@ -98,8 +98,8 @@ bool is_atomic_write_temp(std::string_view name) noexcept { return name.find(tem
 
 result<void> atomic_write(const std::filesystem::path& path, std::string_view bytes, durability how, unsigned mode) {
     static std::atomic<unsigned> counter{0};
-    const std::filesystem::path tmp =
-        path.string() + std::string(temp_marker) + std::to_string(::getpid()) + "." + std::to_string(counter++);
+    const std::filesystem::path tmp = path.string() + std::string(temp_marker) + std::to_string(::getpid()) + "." +
+                                      std::to_string(counter++);
     const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
     unique_fd fd(::open(tmp.c_str(), flags, mode));
     if (!fd && errno == EEXIST) {

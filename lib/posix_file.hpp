@@ -70,8 +70,7 @@ enum class follow_links : std::uint8_t { no, yes };
 // Outcomes: ok | filesystem (cannot open/read, not a regular file) |
 // `too_large` (the file exceeds max_bytes; message gives both sizes).
 result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes,
-                              follow_links follow = follow_links::no,
-                              error_code too_large = error_code::bad_manifest);
+                              follow_links follow = follow_links::no, error_code too_large = error_code::bad_manifest);
 
 // How much an atomic_write must survive.
 enum class durability : std::uint8_t {

@@ -80,15 +80,14 @@ result<std::optional<int>> parse_cuda(const validator& v, const toml::node& n) {
     } else {
         return v.fail(n.source(), "project.cuda", "expected a CUDA major version like \"12\"");
     }
-    if (text.empty() || text.size() > 2 || !std::all_of(text.begin(), text.end(), [](unsigned char c) {
-            return std::isdigit(c);
-        }) || text == "0" || text == "00")
+    if (text.empty() || text.size() > 2 ||
+        !std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); }) || text == "0" ||
+        text == "00")
         return v.fail(n.source(), "project.cuda", "expected a CUDA major version like \"12\", not '" + text + "'");
     return std::optional<int>(std::stoi(text));
 }
 
-result<void> parse_project_table(const validator& v, const toml::table& t, project_file& out,
-                                 bool& has_prefix) {
+result<void> parse_project_table(const validator& v, const toml::table& t, project_file& out, bool& has_prefix) {
     for (auto&& [key, node] : t) {
         const std::string k(key.str());
         const std::string full = "project." + k;
@@ -131,8 +130,7 @@ result<project_product> parse_product(const validator& v, const std::string& nam
     const std::string base = "products." + name;
     const auto* t = node.as_table();
     if (!t) return v.fail(node.source(), base, "expected a table ([" + base + "])");
-    if (!is_name(name))
-        return v.fail(node.source(), base, "a product name is lower-case letters, digits, '_' or '-'");
+    if (!is_name(name)) return v.fail(node.source(), base, "a product name is lower-case letters, digits, '_' or '-'");
     project_product p;
     p.name = name;
     p.line = t->source().begin.line;
@@ -222,8 +220,7 @@ result<project_file> parse_project(std::string_view text, const fs::path& path) 
     }
     if (!has_project) return v.fail(root.source(), "project", "missing [project] table");
     if (!has_prefix) return v.fail(project_where, "project.prefix", "missing (where to install, e.g. \"nvidia\")");
-    if (out.platforms.empty())
-        return v.fail(project_where, "project.platforms", "missing (e.g. [\"linux-x86_64\"])");
+    if (out.platforms.empty()) return v.fail(project_where, "project.platforms", "missing (e.g. [\"linux-x86_64\"])");
     if (out.products.empty()) return v.fail(root.source(), "products", "no [products.<name>] table");
     std::sort(out.products.begin(), out.products.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
     return out;
@@ -241,7 +238,9 @@ std::string starter_project(const std::vector<std::string>& platforms) {
            "prefix = \"nvidia\"\n"
            "# Platforms to resolve and lock: linux-x86_64, linux-sbsa, linux-aarch64 (Jetson),\n"
            "# windows-x86_64, ... `--platform` picks one of them at install time (default: this machine's).\n"
-           "platforms = [" + list + "]\n"
+           "platforms = [" +
+           list +
+           "]\n"
            "# The CUDA major version, for products that ship one build per CUDA version (cuDNN, ...).\n"
            "# Leave it out to use the installed toolkit's, or the newest offered.\n"
            "cuda = \"12\"\n"

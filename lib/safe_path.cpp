@@ -9,8 +9,8 @@ namespace redist {
 namespace {
 
 bool is_name_char(char ch) noexcept {
-    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' ||
-           ch == '_' || ch == '+' || ch == '-';
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+           ch == '+' || ch == '-';
 }
 
 }  // namespace

@@ -49,8 +49,8 @@ std::string spdx_idstring(std::string_view text) {
 // plausibly could. Anything else is not an SPDX identifier and must not be
 // passed off as one.
 bool is_spdx_license_id(std::string_view name) {
-    static const std::set<std::string_view> ids = {"MIT",          "Apache-2.0", "BSD-2-Clause", "BSD-3-Clause",
-                                                   "BSL-1.0",      "Zlib",       "ISC",          "MPL-2.0",
+    static const std::set<std::string_view> ids = {"MIT",           "Apache-2.0",  "BSD-2-Clause", "BSD-3-Clause",
+                                                   "BSL-1.0",       "Zlib",        "ISC",          "MPL-2.0",
                                                    "LGPL-2.1-only", "GPL-2.0-only"};
     return ids.count(name) != 0;
 }
@@ -62,7 +62,8 @@ std::string uuid_from_hash(const std::string& hex) {
     h[12] = '5';
     static constexpr char variant[] = "89ab";
     h[16] = variant[static_cast<unsigned>(std::stoi(h.substr(16, 1), nullptr, 16)) & 3u];
-    return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" + h.substr(20, 12);
+    return h.substr(0, 8) + "-" + h.substr(8, 4) + "-" + h.substr(12, 4) + "-" + h.substr(16, 4) + "-" +
+           h.substr(20, 12);
 }
 
 // A digest of everything the document states, for its identifiers.
@@ -179,8 +180,8 @@ std::string render_spdx(const sbom_document& doc, const std::string& digest) {
     w.field("dataLicense", "CC0-1.0");
     w.field("SPDXID", "SPDXRef-DOCUMENT");
     w.field("name", doc.name);
-    w.field("documentNamespace", "https://spdx.org/spdxdocs/redist-" + spdx_idstring(doc.name) + "-" +
-                                     uuid_from_hash(digest));
+    w.field("documentNamespace",
+            "https://spdx.org/spdxdocs/redist-" + spdx_idstring(doc.name) + "-" + uuid_from_hash(digest));
     w.key("creationInfo").begin_object();
     w.field("created", doc.created);
     w.key("creators").begin_array().value("Tool: redist-" + doc.tool_version).end_array();
@@ -214,9 +215,10 @@ std::string render_spdx(const sbom_document& doc, const std::string& digest) {
         w.field("referenceCategory", "PACKAGE-MANAGER").field("referenceType", "purl");
         w.field("referenceLocator", purl(r)).end_object().end_array();
         w.key("annotations").begin_array();
-        const std::pair<const char*, std::string> facts[] = {
-            {"product", r.product}, {"release", r.release_label}, {"platform", r.platform},
-            {"variant", r.variant.value_or("")}};
+        const std::pair<const char*, std::string> facts[] = {{"product", r.product},
+                                                             {"release", r.release_label},
+                                                             {"platform", r.platform},
+                                                             {"variant", r.variant.value_or("")}};
         for (const auto& [key, value] : facts) {
             if (value.empty()) continue;
             w.begin_object().field("annotationDate", doc.created);
@@ -361,7 +363,6 @@ std::string render_cyclonedx(const sbom_document& doc, const std::string& digest
 
 // ---- reading the prefix -------------------------------------------------------------
 
-
 // Receipt paths are relative and '/'-separated; anything else is corrupt.
 bool plausible_relative(std::string_view path) {
     if (path.empty() || path.front() == '/') return false;
@@ -428,7 +429,8 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
     for (;;) {
         const ssize_t n = ::read(fd.get(), buf.data(), buf.size());
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return make_error(error_code::filesystem, std::string("read: ") + std::strerror(errno)).with_path(shown);
+        if (n < 0)
+            return make_error(error_code::filesystem, std::string("read: ") + std::strerror(errno)).with_path(shown);
         if (n == 0) break;
         h.update(buf.data(), static_cast<std::size_t>(n));
         total += static_cast<std::uint64_t>(n);
@@ -442,7 +444,6 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
     }
     return sbom_file{f.path, total, std::move(sha256), std::move(sha1)};
 }
-
 
 }  // namespace
 
@@ -462,7 +463,8 @@ result<sbom_document> collect_sbom(const sbom_request& request) {
 
     sbom_document doc;
     doc.name = std::filesystem::absolute(request.prefix).lexically_normal().filename().string();
-    if (doc.name.empty()) doc.name = std::filesystem::absolute(request.prefix).lexically_normal().parent_path().filename().string();
+    if (doc.name.empty())
+        doc.name = std::filesystem::absolute(request.prefix).lexically_normal().parent_path().filename().string();
     if (doc.name.empty()) doc.name = "prefix";
     doc.created = request.created.empty() ? utc_now_iso8601() : request.created;
     doc.tool_version = request.tool_version;

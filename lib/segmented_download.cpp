@@ -62,8 +62,9 @@ result<std::size_t> pread_some(int fd, std::byte* data, std::size_t size, std::u
         const ssize_t n = ::pread(fd, data, size, static_cast<off_t>(offset));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return errno_error("cannot read the download spool", path, errno);
-        if (n == 0) return make_error(error_code::filesystem, "the download spool is shorter than recorded")
-                        .with_path(path.string());
+        if (n == 0)
+            return make_error(error_code::filesystem, "the download spool is shorter than recorded")
+                .with_path(path.string());
         return static_cast<std::size_t>(n);
     }
 }
@@ -150,7 +151,7 @@ struct chunk {
     std::uint64_t end = 0;   // exclusive
     std::uint64_t done = 0;  // bytes written from start
     enum class state : std::uint8_t { pending, active, done } st = state::pending;
-    int failures = 0;        // in a row, without progress
+    int failures = 0;  // in a row, without progress
     clock_type::time_point not_before{};
 };
 
@@ -192,8 +193,14 @@ class segmented_run {
 public:
     segmented_run(const std::string& url, std::uint64_t size, const transfer_options& transfer, int fd,
                   fs::path spool_path, fs::path part_file, std::vector<chunk> chunks, const segment_retry_hook& retry)
-        : url_(url), size_(size), transfer_(transfer), fd_(fd), spool_path_(std::move(spool_path)),
-          part_file_(std::move(part_file)), chunks_(std::move(chunks)), retry_(retry) {}
+        : url_(url),
+          size_(size),
+          transfer_(transfer),
+          fd_(fd),
+          spool_path_(std::move(spool_path)),
+          part_file_(std::move(part_file)),
+          chunks_(std::move(chunks)),
+          retry_(retry) {}
 
     // Delivers [delivered, size) in order. Returns with `delivered` at the
     // size (ok), or where it stopped (error, or fallback() true).
@@ -207,7 +214,7 @@ private:
     void fetch(chunk& c);
     void settle(chunk& c, result<void> outcome, const transfer_failure_info& info, bool progressed, bool range_ignored);
     std::uint64_t contiguous_end();  // lock held
-    segment_record snapshot();  // lock held
+    segment_record snapshot();       // lock held
     void stop_all();
     result<void> deliver(std::uint64_t from, std::uint64_t to, download_callbacks& callbacks);
     std::unique_ptr<std::byte[]> buffer_;
@@ -229,7 +236,7 @@ private:
     bool fallback_ = false;
     std::optional<error> fatal_;
     transfer_failure_info fatal_info_;
-    std::string validator_;  // ETag (else Last-Modified) of the first response
+    std::string validator_;     // ETag (else Last-Modified) of the first response
     std::size_t finished_ = 0;  // chunks done by this run
     int requests_ = 0;
     int retries_ = 0;
@@ -303,7 +310,8 @@ void segmented_run::fetch(chunk& c) {
         std::lock_guard lock(mutex_);
         if (validator_.empty()) validator_ = validator;
         else if (!validator.empty() && validator != validator_)
-            return make_error(error_code::integrity, "the file changed during the download").with_url(sanitize_url(url_));
+            return make_error(error_code::integrity, "the file changed during the download")
+                .with_url(sanitize_url(url_));
         return {};
     };
     cb.on_data = [&](const std::byte* data, std::size_t n) -> result<void> {
@@ -342,9 +350,9 @@ void segmented_run::settle(chunk& c, result<void> outcome, const transfer_failur
     }
     transfer_failure_info why = info;
     const bool ended_early = outcome.ok();
-    error e = ended_early ? make_error(error_code::network, "the body ended before the range did")
-                                .with_url(sanitize_url(url_))
-                          : std::move(outcome).error_value();
+    error e = ended_early
+                  ? make_error(error_code::network, "the body ended before the range did").with_url(sanitize_url(url_))
+                  : std::move(outcome).error_value();
     if (ended_early) why.transient = true;
     const bool retryable = e.code == error_code::network || e.code == error_code::not_found;
     c.failures = progressed ? 1 : c.failures + 1;
@@ -395,16 +403,16 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
         if (stop_) break;
         const std::uint64_t available = contiguous_end();
         std::optional<segment_record> record;
-        if (!part_file_.empty() &&
-            (available >= recorded + kRecordStep || finished_ != recorded_finished ||
-             clock_type::now() - last_record >= std::chrono::seconds(1))) {
+        if (!part_file_.empty() && (available >= recorded + kRecordStep || finished_ != recorded_finished ||
+                                    clock_type::now() - last_record >= std::chrono::seconds(1))) {
             record = snapshot();
             last_record = clock_type::now();
             recorded = available;
             recorded_finished = finished_;
         }
         lock.unlock();
-        if (record) (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(*record), durability::none);
+        if (record)
+            (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(*record), durability::none);
         outcome = deliver(delivered, available, callbacks);
         if (!outcome.ok()) break;
         delivered = available;
@@ -416,8 +424,7 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
     for (auto& t : threads) t.join();
     // Whatever is on disk now stays usable for a resume.
     if (!part_file_.empty() && delivered < size_ && !fallback_)
-        (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(snapshot()),
-                           durability::none);
+        (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(snapshot()), durability::none);
     stats.requests += requests_;
     stats.retries += retries_;
     stats.received_bytes += received_;
@@ -438,7 +445,7 @@ struct single_stream {
     int fd;
     const fs::path& spool_path;
     download_callbacks& callbacks;
-    bool& responded;  // the caller's on_response has been called
+    bool& responded;              // the caller's on_response has been called
     std::uint64_t delivered = 0;  // handed to on_data
     std::uint64_t spooled = 0;    // contiguous bytes in the spool (>= delivered)
 
@@ -470,7 +477,8 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
             responded = true;
             response_info whole = r;
             whole.partial = false;
-            if (r.content_length >= 0) whole.content_length = r.content_length + static_cast<std::int64_t>(r.partial ? spooled : 0);
+            if (r.content_length >= 0)
+                whole.content_length = r.content_length + static_cast<std::int64_t>(r.partial ? spooled : 0);
             else if (expected_size > 0) whole.content_length = static_cast<std::int64_t>(expected_size);
             if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(whole));
         }
@@ -610,8 +618,8 @@ namespace {
 
 struct opened_spool {
     unique_fd fd;
-    fs::path path;               // for messages
-    segment_record present;      // ranges already there
+    fs::path path;           // for messages
+    segment_record present;  // ranges already there
 };
 
 result<opened_spool> open_spool(const spool_location& spool, std::uint64_t expected_size) {

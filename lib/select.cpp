@@ -22,8 +22,7 @@ void add_unique(std::vector<std::string>& list, const std::string& value) {
 }
 
 // The components a request covers, in manifest order. Empty request = all.
-result<std::vector<const component*>> requested_components(const manifest& m,
-                                                           const std::vector<std::string>& wanted) {
+result<std::vector<const component*>> requested_components(const manifest& m, const std::vector<std::string>& wanted) {
     std::vector<const component*> out;
     if (wanted.empty()) {
         for (const auto& c : m.components) out.push_back(&c);
@@ -109,8 +108,8 @@ result<selection> select_artifacts(const manifest& m, const selection_request& r
             std::vector<std::string> platforms;
             for (const auto& a : c->artifacts) add_unique(platforms, a.platform);
             return make_error(error_code::not_found, "component '" + c->key + "' has nothing for platform '" +
-                                                         request.platform + "' (available platforms: " +
-                                                         join(platforms) + ")");
+                                                         request.platform +
+                                                         "' (available platforms: " + join(platforms) + ")");
         }
     }
     if (on_platform.empty()) {
@@ -157,10 +156,10 @@ result<selection> select_artifacts(const manifest& m, const selection_request& r
         if (chosen == nullptr) chosen = find_artifact(*c, request.platform, std::nullopt);
         if (chosen == nullptr) {
             const std::string wanted = out.cuda_major ? "cuda" + std::to_string(*out.cuda_major) : "a plain";
-            return make_error(error_code::not_found, "component '" + c->key + "' has no " + wanted +
-                                                         " artifact for platform '" + request.platform +
-                                                         "' (available variants: " +
-                                                         offered_variants(*c, request.platform) + ")");
+            return make_error(error_code::not_found,
+                              "component '" + c->key + "' has no " + wanted + " artifact for platform '" +
+                                  request.platform +
+                                  "' (available variants: " + offered_variants(*c, request.platform) + ")");
         }
         out.artifacts.push_back(*chosen);
     }

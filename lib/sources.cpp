@@ -22,8 +22,9 @@ namespace {
 // Per-thread generator, seeded per process and thread, so that many clients
 // retrying the same server do not retry in lockstep.
 double default_jitter() {
-    static thread_local std::minstd_rand rng(static_cast<unsigned>(::getpid()) ^
-                                             static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+    static thread_local std::minstd_rand rng(
+        static_cast<unsigned>(::getpid()) ^
+        static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
     return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
 }
 
@@ -135,7 +136,9 @@ result<sources_outcome> try_sources(const std::vector<std::string>& urls, const 
     };
     for (std::size_t i = 0; i < urls.size(); ++i) {
         if (run.offline && !is_file_url(urls[i])) {
-            remember_failure(last, make_error(error_code::not_found, "offline, and not in the cache").with_url(sanitize_url(urls[i])));
+            remember_failure(
+                last,
+                make_error(error_code::not_found, "offline, and not in the cache").with_url(sanitize_url(urls[i])));
             continue;
         }
         std::optional<error> here;
@@ -310,7 +313,8 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
         if (into_sink) {
             outcome = feed(buffer.data(), size);
         } else if (received_ + size > expected_.size) {
-            outcome = make_error(error_code::integrity, "size mismatch: more bytes than the manifest's size").with_path(path.string());
+            outcome = make_error(error_code::integrity, "size mismatch: more bytes than the manifest's size")
+                          .with_path(path.string());
         } else {
             received_ += size;
             hasher_.update(buffer.data(), size);

@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "posix_file.hpp"
 #include "redist/error.hpp"
 #include "redist/fetch.hpp"
-#include "segmented_download.hpp"
 #include "redist/transfer.hpp"
 #include "redist/verify.hpp"
-#include "posix_file.hpp"
+#include "segmented_download.hpp"
 
 namespace redist {
 
@@ -79,8 +79,8 @@ void remember_failure(std::optional<error>& kept, error e);
 // What try_sources hands the attempt function, and what it reports back.
 struct source_attempt {
     const std::string& url;
-    std::size_t source = 0;  // index into the URL list
-    int attempt = 1;         // on this source, 1-based
+    std::size_t source = 0;         // index into the URL list
+    int attempt = 1;                // on this source, 1-based
     transfer_failure_info failure;  // filled by the attempt (download() does)
 };
 using attempt_function = std::function<result<void>(source_attempt&)>;
@@ -90,8 +90,8 @@ struct source_run {
     retry_policy policy;
     std::function<void(std::chrono::milliseconds)> sleep;  // empty: std::this_thread::sleep_for
     fetch_observer* observer = nullptr;
-    std::string component;       // for the events
-    bool offline = false;        // only file:// URLs are tried
+    std::string component;  // for the events
+    bool offline = false;   // only file:// URLs are tried
     // Called when a source is given up (a retry on the same source keeps
     // state such as bytes received so far); may be empty.
     std::function<void()> on_next_source;
@@ -208,8 +208,7 @@ public:
     // Fills `failure` as download() does. After the last byte the size and
     // SHA-256 are checked. Outcomes: ok (verified) | network | not_found |
     // integrity | cancelled | filesystem | the sink's error.
-    result<void> fetch_from(const std::string& url, const transfer_options& options,
-                            transfer_failure_info& failure);
+    result<void> fetch_from(const std::string& url, const transfer_options& options, transfer_failure_info& failure);
     // One attempt from `url` over several ranged connections (see
     // segmented_download.hpp): the downloader owns the spool (the cache's
     // .part, with its resume record), so no tee may be set. It delivers every
@@ -217,9 +216,9 @@ public:
     // hash and the sink start over (the caller restarts them once before the
     // first attempt). Wrong bytes (integrity) remove the spool's
     // .part and record. Outcomes as fetch_from.
-    result<void> fetch_split(const std::string& url, const transfer_options& options,
-                             const segment_options& segments, const spool_location& spool,
-                             const segment_retry_hook& retry, transfer_failure_info& failure);
+    result<void> fetch_split(const std::string& url, const transfer_options& options, const segment_options& segments,
+                             const spool_location& spool, const segment_retry_hook& retry,
+                             transfer_failure_info& failure);
     // Streams a local file (a cached blob) through hash and sink, from 0, and
     // verifies it. An unreadable or odd file (symlink, FIFO) is an integrity
     // failure: treated like wrong bytes. Outcomes as fetch_from.

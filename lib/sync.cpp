@@ -32,7 +32,8 @@ result<std::vector<std::string>> manifest_components(const project_product& p, c
             std::string available;
             for (const auto& have : release.parsed.components) available += (available.empty() ? "" : ", ") + have.key;
             return make_error(error_code::not_found, "products." + p.name + ": no component '" + wanted + "' in " +
-                                                         p.name + " " + release.label + " (available: " + available + ")")
+                                                         p.name + " " + release.label + " (available: " + available +
+                                                         ")")
                 .with_source(sanitize_url(release.manifest_url));
         }
         if (c->key != wanted)
@@ -46,8 +47,8 @@ result<std::vector<std::string>> manifest_components(const project_product& p, c
 // One product's artifacts on one platform, in the project's CUDA variant
 // when the product has variants there (else the newest it offers).
 result<void> lock_platform(const project_file& project, const project_product& p, const resolved_release& release,
-                           const std::vector<std::string>& components, const std::string& platform,
-                           locked_product& out, std::vector<std::string>& notes) {
+                           const std::vector<std::string>& components, const std::string& platform, locked_product& out,
+                           std::vector<std::string>& notes) {
     std::optional<int> major;
     const auto offered = available_cuda_majors(release.parsed, platform, components);
     if (!offered.empty()) {
@@ -180,8 +181,9 @@ result<void> check_free_space(const fs::path& prefix, std::uint64_t needed_prefi
         if (at_cache.device == at_prefix.device) {
             on_prefix_fs += needed_cache;
         } else if (needed_cache > at_cache.free) {
-            return make_error(error_code::filesystem, "not enough free space for the download cache: " +
-                                                          mib(needed_cache) + " needed, " + mib(at_cache.free) + " free")
+            return make_error(error_code::filesystem,
+                              "not enough free space for the download cache: " + mib(needed_cache) + " needed, " +
+                                  mib(at_cache.free) + " free")
                 .with_path(at_cache.where.string());
         }
     }
@@ -212,7 +214,8 @@ install_request product_request(const multi_install_request& request, const prod
 result<void> preflight(const multi_install_request& request, const std::vector<receipt>& receipts) {
     std::optional<blob_cache> cache;
     if (request.options.sources.cache_dir) {
-        auto opened = blob_cache::open_if_possible(*request.options.sources.cache_dir, request.options.sources.shared_cache);
+        auto opened = blob_cache::open_if_possible(*request.options.sources.cache_dir,
+                                                   request.options.sources.shared_cache);
         if (opened.ok()) cache = std::move(*opened);
     }
     std::uint64_t download = 0;

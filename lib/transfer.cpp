@@ -99,8 +99,7 @@ private:
 bool iequals_prefix(std::string_view text, std::string_view prefix) {
     if (text.size() < prefix.size()) return false;
     for (std::size_t i = 0; i < prefix.size(); ++i) {
-        if (std::tolower(static_cast<unsigned char>(text[i])) !=
-            std::tolower(static_cast<unsigned char>(prefix[i])))
+        if (std::tolower(static_cast<unsigned char>(text[i])) != std::tolower(static_cast<unsigned char>(prefix[i])))
             return false;
     }
     return true;
@@ -185,8 +184,8 @@ struct transfer_state {
     std::string content_range;
     std::optional<long> retry_after;
 
-    bool started = false;           // on_response has been called
-    bool http_error = false;        // aborted because the status was not 2xx
+    bool started = false;     // on_response has been called
+    bool http_error = false;  // aborted because the status was not 2xx
     long status = 0;
     std::optional<error> callback_error;  // returned unchanged by download()
 
@@ -366,8 +365,7 @@ bool is_transient(CURLcode rc) {
         case CURLE_QUIC_CONNECT_ERROR:
 #endif
             return true;
-        default:
-            return false;  // TLS verification, bad URL, too many redirects, ...
+        default: return false;  // TLS verification, bad URL, too many redirects, ...
     }
 }
 
@@ -395,12 +393,12 @@ error http_status_error(const transfer_state& st, transfer_failure_info* failure
 
 // Anything that must be set up before perform; an error here is not the
 // network's fault.
-#define REDIST_SETOPT(handle, option, value)                                                     \
-    do {                                                                                         \
-        const CURLcode setopt_rc_ = curl_easy_setopt((handle), (option), (value));               \
-        if (setopt_rc_ != CURLE_OK)                                                              \
-            return make_error(error_code::internal, std::string("curl_easy_setopt(" #option "): ") + \
-                                                        curl_easy_strerror(setopt_rc_));         \
+#define REDIST_SETOPT(handle, option, value)                                                                    \
+    do {                                                                                                        \
+        const CURLcode setopt_rc_ = curl_easy_setopt((handle), (option), (value));                              \
+        if (setopt_rc_ != CURLE_OK)                                                                             \
+            return make_error(error_code::internal,                                                             \
+                              std::string("curl_easy_setopt(" #option "): ") + curl_easy_strerror(setopt_rc_)); \
     } while (0)
 
 result<void> configure(CURL* h, const std::string& url, const transfer_options& options, transfer_state& st,
@@ -542,8 +540,7 @@ const char* file_kind(mode_t mode) {
 //   as soon as the kernel gives control back -- a read stuck inside the
 //   kernel cannot be interrupted from user space.
 result<void> read_file_url(const std::string& url, const std::string& safe_url, const transfer_options& options,
-                           download_callbacks& callbacks, std::uint64_t resume_from,
-                           transfer_failure_info* failure) {
+                           download_callbacks& callbacks, std::uint64_t resume_from, transfer_failure_info* failure) {
     std::string path;
     if (auto bad = file_url_to_path(url, path)) return make_error(error_code::network, *bad).with_url(safe_url);
     const auto refuse = [&](const char* kind) {
@@ -552,8 +549,8 @@ result<void> read_file_url(const std::string& url, const std::string& safe_url, 
             .with_url(safe_url);
     };
     const auto os_error = [&](const char* what, int en) {
-        const error_code code =
-            (en == ENOENT || en == ENOTDIR || en == EACCES) ? error_code::not_found : error_code::network;
+        const error_code code = (en == ENOENT || en == ENOTDIR || en == EACCES) ? error_code::not_found
+                                                                                : error_code::network;
         return make_error(code, std::string(what) + ": " + std::strerror(en)).with_url(safe_url);
     };
 
@@ -570,8 +567,8 @@ result<void> read_file_url(const std::string& url, const std::string& safe_url, 
 
     const auto size = static_cast<std::uint64_t>(st.st_size);
     if (resume_from > size)
-        return make_error(error_code::network, "cannot resume at byte " + std::to_string(resume_from) +
-                                                   ": the file is shorter")
+        return make_error(error_code::network,
+                          "cannot resume at byte " + std::to_string(resume_from) + ": the file is shorter")
             .with_url(safe_url);
     response_info info;
     info.content_length = static_cast<std::int64_t>(size - resume_from);
@@ -590,13 +587,14 @@ result<void> read_file_url(const std::string& url, const std::string& safe_url, 
     const auto stall = std::chrono::seconds(options.stall_timeout_seconds);
     for (std::uint64_t left = size - resume_from; left > 0;) {
         const auto before = std::chrono::steady_clock::now();
-        const ssize_t n = ::read(fd.get(), buffer.get(), static_cast<std::size_t>(std::min<std::uint64_t>(left, kBlock)));
+        const ssize_t n = ::read(fd.get(), buffer.get(),
+                                 static_cast<std::size_t>(std::min<std::uint64_t>(left, kBlock)));
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return os_error("cannot read file", errno);
         if (options.stall_timeout_seconds > 0 && std::chrono::steady_clock::now() - before >= stall) {
             set_failure(failure, true, 0, std::nullopt);
-            return make_error(error_code::network, "stalled: no data for " +
-                                                       std::to_string(options.stall_timeout_seconds) + " s")
+            return make_error(error_code::network,
+                              "stalled: no data for " + std::to_string(options.stall_timeout_seconds) + " s")
                 .with_url(safe_url);
         }
         if (n == 0) break;  // it shrank meanwhile: the caller's size check tells
@@ -648,7 +646,7 @@ result<void> perform_download(const std::string& url, const transfer_options& op
 
     char errbuf[CURL_ERROR_SIZE] = {};
     curl_slist_ptr headers;
-    const std::string range = range_last ? std::to_string(resume_from) + "-" + std::to_string(*range_last)
+    const std::string range = range_last        ? std::to_string(resume_from) + "-" + std::to_string(*range_last)
                               : resume_from > 0 ? std::to_string(resume_from) + "-"
                                                 : std::string();
     {
@@ -696,9 +694,10 @@ result<void> perform_download(const std::string& url, const transfer_options& op
         redirected = sanitize_url(effective);
     if (rc == CURLE_UNSUPPORTED_PROTOCOL && !redirected.empty()) {
         // REDIR_PROTOCOLS refused where the redirect led.
-        const std::string message = is_https_url(url)
-                                        ? "refusing a redirect from https to " + redirected + " (only https may follow https)"
-                                        : "refusing a redirect to " + redirected + " (only http and https are followed)";
+        const std::string message = is_https_url(url) ? "refusing a redirect from https to " + redirected +
+                                                            " (only https may follow https)"
+                                                      : "refusing a redirect to " + redirected +
+                                                            " (only http and https are followed)";
         return make_error(error_code::network, message).with_url(safe_url);
     }
     std::string message = std::string(curl_easy_strerror(rc));
@@ -717,7 +716,8 @@ result<void> download(const std::string& url, const transfer_options& options, d
 
 result<void> download_range(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                             std::uint64_t first, std::uint64_t last, transfer_failure_info* failure) {
-    if (last < first) return make_error(error_code::internal, "download_range: empty range").with_url(sanitize_url(url));
+    if (last < first)
+        return make_error(error_code::internal, "download_range: empty range").with_url(sanitize_url(url));
     return perform_download(url, options, callbacks, first, last, failure);
 }
 
@@ -727,8 +727,8 @@ result<std::string> fetch_text(const std::string& url, const transfer_options& o
     bool refused_as_too_large = false;
     const auto too_large = [&](std::uint64_t size) {
         refused_as_too_large = true;
-        return make_error(error_code::network, "response larger than " + std::to_string(max_bytes) +
-                                                   " bytes (" + std::to_string(size) + " bytes or more)")
+        return make_error(error_code::network, "response larger than " + std::to_string(max_bytes) + " bytes (" +
+                                                   std::to_string(size) + " bytes or more)")
             .with_url(url);
     };
     download_callbacks callbacks;

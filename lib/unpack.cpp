@@ -31,12 +31,12 @@
 
 #include <algorithm>
 #include <atomic>
-#include <chrono>
-#include <functional>
 #include <cerrno>
+#include <chrono>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string_view>
@@ -59,11 +59,11 @@ namespace fs = std::filesystem;
 // Queue bounds are in bytes, so peak memory does not depend on the archive
 // size or on how the caller slices its writes.
 // The two queues' capacities come from the run's budget (budget.hpp).
-constexpr std::size_t kLzmaOutBuffer = 1u << 20;     // one decoded chunk
-constexpr std::size_t kMinInputChunk = 64u << 10;    // small writes are coalesced
-constexpr std::size_t kMaxInputChunk = 1u << 20;     // large writes are split
+constexpr std::size_t kLzmaOutBuffer = 1u << 20;   // one decoded chunk
+constexpr std::size_t kMinInputChunk = 64u << 10;  // small writes are coalesced
+constexpr std::size_t kMaxInputChunk = 1u << 20;   // large writes are split
 constexpr std::size_t kZipReadBlock = 1u << 20;
-constexpr std::size_t kMaxSpares = 2;                // recycled buffers kept per queue
+constexpr std::size_t kMaxSpares = 2;  // recycled buffers kept per queue
 
 // ---- a chunk of bytes without the zero-fill of std::vector ------------------
 struct chunk {
@@ -228,8 +228,7 @@ bool is_name(std::string_view seg) { return !seg.empty() && seg != "." && seg !=
 // Splits an archive entry name into its segments. Tolerates "./" prefixes,
 // "." segments and doubled or trailing slashes (directory entries end in '/').
 // Returns a message when the name is unsafe: absolute, contains "..", empty.
-std::optional<std::string> split_entry_name(std::string_view name,
-                                            std::vector<std::string_view>& segments) {
+std::optional<std::string> split_entry_name(std::string_view name, std::vector<std::string_view>& segments) {
     segments.clear();
     if (name.empty()) return "empty entry name";
     if (name.front() == '/') return "absolute path in archive";
@@ -386,10 +385,10 @@ constexpr unsigned kMaxInlineWriterThreads = 2;  // pools this small: inline wri
 // unpacker has seen its file finish.
 struct write_state {
     work_pool* pool = nullptr;
-    bool inline_writes = false;                       // the extractor writes (see "Inline writes")
-    std::string source;                               // for errors
-    std::atomic<bool> stop{false};                    // set by the unpacker's fail()
-    std::function<void(error)> on_error;              // the unpacker's fail(); called before the file finishes
+    bool inline_writes = false;           // the extractor writes (see "Inline writes")
+    std::string source;                   // for errors
+    std::atomic<bool> stop{false};        // set by the unpacker's fail()
+    std::function<void(error)> on_error;  // the unpacker's fail(); called before the file finishes
     std::mutex mutex;
     std::condition_variable idle;
     std::size_t files_in_flight = 0;
@@ -455,9 +454,9 @@ struct data_block {
 using block_ptr = std::shared_ptr<data_block>;
 
 struct file_meta {
-    std::string path;                     // absolute, under the stage (for errors)
-    unsigned mode = 0;                    // applied at the end: the file is 0600 while written
-    struct timespec times[2] = {};        // atime, mtime
+    std::string path;               // absolute, under the stage (for errors)
+    unsigned mode = 0;              // applied at the end: the file is 0600 while written
+    struct timespec times[2] = {};  // atime, mtime
     std::optional<std::uint64_t> declared_size;
     bool split = false;
 };
@@ -639,8 +638,7 @@ public:
         if (!r) state_->on_error(r.error_value());  // stops the workers' remaining blocks
         state_->wait_idle();
         if (!r) return r;
-        if (state_->stop.load(std::memory_order_acquire))
-            return make_error(error_code::cancelled, "unpacking stopped");
+        if (state_->stop.load(std::memory_order_acquire)) return make_error(error_code::cancelled, "unpacking stopped");
         // Runs the deferred directory fixups (modes, times), after the files in them.
         if (archive_write_close(out_.get()) < ARCHIVE_OK)
             return make_error(error_code::filesystem,
@@ -690,8 +688,8 @@ private:
         // restores mtimes. Directory modes and times are applied by
         // libarchive's deferred fixup at archive_write_close(), so a read-only
         // directory does not block the files that follow it.
-        const int flags = ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM |
-                          ARCHIVE_EXTRACT_SECURE_SYMLINKS | ARCHIVE_EXTRACT_SECURE_NODOTDOT;
+        const int flags = ARCHIVE_EXTRACT_TIME | ARCHIVE_EXTRACT_PERM | ARCHIVE_EXTRACT_SECURE_SYMLINKS |
+                          ARCHIVE_EXTRACT_SECURE_NODOTDOT;
         if (archive_write_disk_set_options(out_.get(), flags) != ARCHIVE_OK)
             return make_error(error_code::internal, "archive_write_disk_set_options failed");
         stage_fd_ = unique_fd(::open(stage_.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -761,8 +759,7 @@ private:
     // Steps 1-5 of one entry; nothing touches the disk before step 4.
     result<void> write_entry(archive* in, archive_entry* entry) {
         const char* raw_name = archive_entry_pathname(entry);
-        if (!raw_name) return make_error(error_code::bad_archive, "entry without a name")
-                                  .with_source(options_.source);
+        if (!raw_name) return make_error(error_code::bad_archive, "entry without a name").with_source(options_.source);
         const std::string original = raw_name;
         REDIST_TRY(const placement place, place_entry(entry, original));  // 1
         if (place.skip) return {};
@@ -801,8 +798,7 @@ private:
         std::size_t first = 0;
         if (options_.strip_top_level) {
             if (!top_) top_ = std::string(segments_.front());
-            else if (segments_.front() != *top_)
-                return unsafe("more than one top-level directory", original);
+            else if (segments_.front() != *top_) return unsafe("more than one top-level directory", original);
             if (segments_.size() == 1) {
                 if (plain_dir) return placement{{}, 0, true};  // the top directory itself
                 return unsafe("entry outside the top-level directory", original);
@@ -894,8 +890,7 @@ private:
         parent_fd_.reset();
         archive_entry_copy_pathname(entry, target_path.c_str());
         if (archive_write_header(out_.get(), entry) < ARCHIVE_OK) return write_error(out_.get(), original, target_path);
-        if (archive_write_finish_entry(out_.get()) < ARCHIVE_OK)
-            return write_error(out_.get(), original, target_path);
+        if (archive_write_finish_entry(out_.get()) < ARCHIVE_OK) return write_error(out_.get(), original, target_path);
         return {};
     }
 
@@ -1039,7 +1034,7 @@ private:
                     return os_error("cannot create directory", path, errno);
                 continue;
             }
-            struct stat st{};
+            struct stat st {};
             if ((err == ELOOP || err == ENOTDIR) && ::fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
                 if (S_ISLNK(st.st_mode)) return unsafe("entry below a symlink", original);
                 if (::unlinkat(at, name.c_str(), 0) != 0) return os_error("cannot replace", path, errno);
@@ -1123,13 +1118,12 @@ error lzma_error(lzma_ret ret, bool finishing) {
         case LZMA_OPTIONS_ERROR: return make_error(error_code::bad_archive, "unsupported xz options");
         case LZMA_DATA_ERROR: return make_error(error_code::bad_archive, "corrupt xz data");
         case LZMA_BUF_ERROR:
-            return make_error(error_code::bad_archive,
-                              finishing ? "truncated xz data" : "xz decoder made no progress");
+            return make_error(error_code::bad_archive, finishing ? "truncated xz data" : "xz decoder made no progress");
         case LZMA_MEM_ERROR: return make_error(error_code::internal, "xz decoder out of memory");
-        case LZMA_MEMLIMIT_ERROR:
-            return make_error(error_code::bad_archive, "xz data needs more memory than allowed");
-        default: return make_error(error_code::internal, "xz decoder failed (lzma_ret " +
-                                                             std::to_string(static_cast<int>(ret)) + ")");
+        case LZMA_MEMLIMIT_ERROR: return make_error(error_code::bad_archive, "xz data needs more memory than allowed");
+        default:
+            return make_error(error_code::internal,
+                              "xz decoder failed (lzma_ret " + std::to_string(static_cast<int>(ret)) + ")");
     }
 }
 
@@ -1168,8 +1162,7 @@ public:
                     break;
                 case archive_format::zip: {
                     spool_path_ = stage_ + ".zip.part";
-                    spool_ = unique_fd(::open(spool_path_.c_str(),
-                                              O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+                    spool_ = unique_fd(::open(spool_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
                     if (spool_.get() < 0)
                         return make_error(error_code::filesystem,
                                           std::string("cannot create spool file: ") + std::strerror(errno))
@@ -1427,9 +1420,8 @@ private:
         }
         read_source src{&queue, {}};
         if (archive_read_open(in.get(), &src, nullptr, &read_callback, nullptr) != ARCHIVE_OK) {
-            fail(make_error(error_code::bad_archive, archive_error_string(in.get())
-                                                          ? archive_error_string(in.get())
-                                                          : "cannot open archive"));
+            fail(make_error(error_code::bad_archive,
+                            archive_error_string(in.get()) ? archive_error_string(in.get()) : "cannot open archive"));
             return;
         }
         extractor ex(stage_, options_, writes_);
@@ -1480,9 +1472,8 @@ private:
         // sizes sit only in data descriptors.
         archive_read_support_format_zip_seekable(in.get());
         if (archive_read_open_filename(in.get(), spool_path_.c_str(), kZipReadBlock) != ARCHIVE_OK)
-            return make_error(error_code::bad_archive, archive_error_string(in.get())
-                                                           ? archive_error_string(in.get())
-                                                           : "cannot open zip archive")
+            return make_error(error_code::bad_archive, archive_error_string(in.get()) ? archive_error_string(in.get())
+                                                                                      : "cannot open zip archive")
                 .with_source(options_.source);
         extractor ex(stage_, options_, writes_);
         auto r = ex.run(in.get());
@@ -1522,11 +1513,9 @@ result<std::unique_ptr<stream_unpacker>> stream_unpacker::start(const fs::path& 
         return make_error(error_code::filesystem, "cannot resolve staging directory: " + ec.message())
             .with_path(stage_dir.string());
     if (!fs::is_directory(stage, ec))
-        return make_error(error_code::filesystem, "staging directory is not a directory")
-            .with_path(stage.string());
+        return make_error(error_code::filesystem, "staging directory is not a directory").with_path(stage.string());
     if (!fs::is_empty(stage, ec) || ec)
-        return make_error(error_code::filesystem, "staging directory is not empty")
-            .with_path(stage.string());
+        return make_error(error_code::filesystem, "staging directory is not empty").with_path(stage.string());
     try {
         auto budget = options.budget ? options.budget : std::make_shared<run_budget>();
         auto impl = std::make_unique<unpacker_impl>(stage.string(), options, std::move(budget));

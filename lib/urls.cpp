@@ -36,9 +36,9 @@ bool is_file_url(std::string_view url) noexcept {
     // Any "file:" URL, case-insensitively: download() reads every one of them
     // itself (and refuses the malformed ones), so they must never reach libcurl.
     constexpr std::string_view scheme = "file:";
-    return url.size() >= scheme.size() &&
-           std::equal(scheme.begin(), scheme.end(), url.begin(),
-                      [](char a, char b) { return a == std::tolower(static_cast<unsigned char>(b)); });
+    return url.size() >= scheme.size() && std::equal(scheme.begin(), scheme.end(), url.begin(), [](char a, char b) {
+               return a == std::tolower(static_cast<unsigned char>(b));
+           });
 }
 
 std::string to_url(std::string_view path_or_url) {

@@ -45,14 +45,12 @@ private:
 };
 
 error io_error(const std::filesystem::path& path, const char* what, int err) {
-    return make_error(error_code::filesystem, std::string(what) + ": " + std::strerror(err))
-        .with_path(path.string());
+    return make_error(error_code::filesystem, std::string(what) + ": " + std::strerror(err)).with_path(path.string());
 }
 
 // Feeds up to `limit` bytes of the file into `hasher` (UINT64_MAX: all of it).
 // Returns the number of bytes read.
-result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64_t limit,
-                                  sha256_hasher& hasher) {
+result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64_t limit, sha256_hasher& hasher) {
     const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (raw < 0) return io_error(path, "cannot open file", errno);
     fd_guard fd(raw);
@@ -87,9 +85,7 @@ std::string to_hex(const unsigned char* bytes, std::size_t size) {
     return out;
 }
 
-void sha256_hasher::ctx_deleter::operator()(evp_md_ctx_st* ctx) const noexcept {
-    EVP_MD_CTX_free(ctx);
-}
+void sha256_hasher::ctx_deleter::operator()(evp_md_ctx_st* ctx) const noexcept { EVP_MD_CTX_free(ctx); }
 
 sha256_hasher::sha256_hasher() : ctx_(EVP_MD_CTX_new()) {
     // A null from EVP_MD_CTX_new() is an allocation failure, not a crash.
@@ -140,8 +136,7 @@ result<std::string> sha256_file(const std::filesystem::path& path) {
     return hasher.finish_hex();
 }
 
-result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length,
-                                       sha256_hasher& into) {
+result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length, sha256_hasher& into) {
     // Hash into a scratch hasher first, so `into` is untouched on failure.
     sha256_hasher prefix;
     auto read = stream_file(path, length, prefix);
@@ -165,9 +160,8 @@ bool is_sha256_hex(std::string_view text) noexcept {
     return true;
 }
 
-result<void> check_integrity(std::uint64_t expected_size, std::string_view expected_sha256,
-                             std::uint64_t actual_size, std::string_view actual_sha256,
-                             std::string_view where) {
+result<void> check_integrity(std::uint64_t expected_size, std::string_view expected_sha256, std::uint64_t actual_size,
+                             std::string_view actual_sha256, std::string_view where) {
     // Size first: a truncated download is the common case and the clearer message.
     if (expected_size != actual_size) {
         return make_error(error_code::integrity, "size mismatch")

@@ -96,9 +96,8 @@ std::string percent_decode(std::string_view in) {
 // path separator or a URL metacharacter into the URL built from the label.
 bool valid_label(std::string_view label) noexcept {
     if (label.empty() || !is_alnum(label.front())) return false;
-    return std::all_of(label.begin(), label.end(), [](char c) {
-        return is_alnum(c) || c == '.' || c == '-' || c == '_' || c == '+';
-    });
+    return std::all_of(label.begin(), label.end(),
+                       [](char c) { return is_alnum(c) || c == '.' || c == '-' || c == '_' || c == '+'; });
 }
 
 // If the href's last path segment is "redistrib_<label>.json", returns the label.
@@ -108,15 +107,14 @@ std::string label_from_href(std::string_view href) {
     if (const auto p = href.find('?'); p != std::string_view::npos) href = href.substr(0, p);
     const std::string path = percent_decode(href);
     const auto slash = path.find_last_of('/');
-    const std::string_view segment =
-        slash == std::string::npos ? std::string_view(path) : std::string_view(path).substr(slash + 1);
+    const std::string_view segment = slash == std::string::npos ? std::string_view(path)
+                                                                : std::string_view(path).substr(slash + 1);
     constexpr std::string_view prefix = "redistrib_";
     constexpr std::string_view suffix = ".json";
     if (segment.size() <= prefix.size() + suffix.size()) return {};
     if (segment.substr(0, prefix.size()) != prefix) return {};
     if (segment.substr(segment.size() - suffix.size()) != suffix) return {};
-    const std::string_view label =
-        segment.substr(prefix.size(), segment.size() - prefix.size() - suffix.size());
+    const std::string_view label = segment.substr(prefix.size(), segment.size() - prefix.size() - suffix.size());
     return valid_label(label) ? std::string(label) : std::string();
 }
 

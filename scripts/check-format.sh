@@ -7,9 +7,8 @@
 #   scripts/check-format.sh --all        every tracked C++ file
 #   scripts/check-format.sh --fix [...]  rewrite the files instead of checking
 #
-# Exits 1 and lists the files when any is not formatted. In CI
-# (scripts/test.sh) as --all once REDIST_FORMAT_CHECK defaults to 1 there,
-# which waits for the one mass reformat (see .clang-format for its size).
+# Exits 1 and lists the files when any is not formatted. CI runs it as --all
+# (scripts/test.sh, REDIST_FORMAT_CHECK).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 

@@ -38,8 +38,7 @@ TEST_CASE("work_pool runs tasks on several threads", "[budget]") {
         pool.post([&] {
             const int now = ++inside;
             int prev = max_inside.load();
-            while (prev < now && !max_inside.compare_exchange_weak(prev, now)) {
-            }
+            while (prev < now && !max_inside.compare_exchange_weak(prev, now)) {}
             std::this_thread::sleep_for(std::chrono::milliseconds(20));
             --inside;
             {
@@ -60,9 +59,7 @@ TEST_CASE("work_pool admission blocks until bytes and slots are released", "[bud
     REQUIRE(pool.reserve(2, 1, never));  // exactly full
 
     std::atomic<bool> admitted{false};
-    std::thread waiter([&] {
-        admitted = pool.reserve(1, 0, never);
-    });
+    std::thread waiter([&] { admitted = pool.reserve(1, 0, never); });
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
     CHECK_FALSE(admitted.load());  // 11 bytes > 10
     pool.release(2, 1);

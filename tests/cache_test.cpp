@@ -25,7 +25,7 @@ namespace {
 constexpr uid_t k_nobody = 65534;
 
 struct stat stat_of(const fs::path& path) {
-    struct stat st{};
+    struct stat st {};
     REQUIRE(::lstat(path.c_str(), &st) == 0);
     return st;
 }

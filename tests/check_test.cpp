@@ -50,8 +50,8 @@ TEST_CASE("escape_for_display makes hostile names printable") {
     CHECK(redist::escape_for_display(std::string("nul\0x", 5)) == "nul\\x00x");
     CHECK(redist::escape_for_display("line\nbreak\r\x7f") == "line\\x0abreak\\x0d\\x7f");
     CHECK(redist::escape_for_display("back\\slash") == "back\\\\slash");
-    CHECK(redist::escape_for_display("caf\xc3\xa9") == "caf\xc3\xa9");       // valid UTF-8 stays
-    CHECK(redist::escape_for_display("bad\xc3(") == "bad\\xc3(");            // truncated sequence
+    CHECK(redist::escape_for_display("caf\xc3\xa9") == "caf\xc3\xa9");  // valid UTF-8 stays
+    CHECK(redist::escape_for_display("bad\xc3(") == "bad\\xc3(");       // truncated sequence
     CHECK(redist::escape_for_display("\xff\xfe") == "\\xff\\xfe");
 }
 
@@ -105,7 +105,9 @@ TEST_CASE("preflight: GPU architectures against the cuDNN support table") {
     auto f = redist::preflight_findings(d, "cudnn", "9.19.0", 12);
     REQUIRE(f.size() == 1);
     CHECK(f[0].check == "gpu");
-    CHECK(f[0].message.rfind("GPU 0 (Tesla V100) has compute capability 7.0; cudnn 9.19.0 for CUDA 12 supports 7.5 and newer", 0) == 0);
+    CHECK(f[0].message.rfind(
+              "GPU 0 (Tesla V100) has compute capability 7.0; cudnn 9.19.0 for CUDA 12 supports 7.5 and newer", 0) ==
+          0);
     // 9.10 still supports Volta with the CUDA 12 variant, not with CUDA 13.
     CHECK(redist::preflight_findings(d, "cudnn", "9.10.2", 12).empty());
     CHECK(redist::preflight_findings(d, "cudnn", "9.10.2", 13).size() == 1);
@@ -161,14 +163,27 @@ TEST_CASE("the ELF reader: a version section pointing outside itself makes no cl
     REQUIRE(intact.ok());
     REQUIRE_FALSE(intact->version_needs.empty());
     // Find .gnu.version_r through the (ELF64, little-endian) section headers.
-    auto u64 = [&](std::size_t at) { std::uint64_t v; std::memcpy(&v, bytes.data() + at, 8); return v; };
-    auto u32 = [&](std::size_t at) { std::uint32_t v; std::memcpy(&v, bytes.data() + at, 4); return v; };
-    auto u16 = [&](std::size_t at) { std::uint16_t v; std::memcpy(&v, bytes.data() + at, 2); return v; };
+    auto u64 = [&](std::size_t at) {
+        std::uint64_t v;
+        std::memcpy(&v, bytes.data() + at, 8);
+        return v;
+    };
+    auto u32 = [&](std::size_t at) {
+        std::uint32_t v;
+        std::memcpy(&v, bytes.data() + at, 4);
+        return v;
+    };
+    auto u16 = [&](std::size_t at) {
+        std::uint16_t v;
+        std::memcpy(&v, bytes.data() + at, 2);
+        return v;
+    };
     const std::uint64_t shoff = u64(0x28);
     const unsigned shentsize = u16(0x3a), shnum = u16(0x3c);
     std::uint64_t verneed = 0;
     for (unsigned i = 0; i < shnum; ++i)
-        if (u32(shoff + std::uint64_t(i) * shentsize + 4) == 0x6ffffffe) verneed = u64(shoff + std::uint64_t(i) * shentsize + 0x18);
+        if (u32(shoff + std::uint64_t(i) * shentsize + 4) == 0x6ffffffe)
+            verneed = u64(shoff + std::uint64_t(i) * shentsize + 0x18);
     REQUIRE(verneed != 0);
     const std::uint32_t far = 0x7fffff00;  // vn_aux: the first Vernaux far outside the section
     std::memcpy(bytes.data() + verneed + 8, &far, 4);
@@ -260,5 +275,6 @@ TEST_CASE("run_check_probe: bad operations are a usage status, load errors are r
     CHECK(redist::run_check_probe({"load", "/nonexistent/libnothing.so.1"}, emit) == 0);
     REQUIRE(lines.size() == 2);
     CHECK(lines[0] == "begin\t0");
-    CHECK(lines[1] == "fail\t0\t/nonexistent/libnothing.so.1: cannot open shared object file: No such file or directory");
+    CHECK(lines[1] ==
+          "fail\t0\t/nonexistent/libnothing.so.1: cannot open shared object file: No such file or directory");
 }

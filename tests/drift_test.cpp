@@ -86,8 +86,8 @@ TEST_CASE("kept documents are verified by hash when read back") {
     const std::string body = "{\"release_label\": \"9.27.0\"}";
     REQUIRE(store->keep_document(body).ok());
     CHECK(store->load_document(sha256_hex(body)) == body);
-    CHECK_FALSE(store->load_document(kA));            // never kept
-    CHECK_FALSE(store->load_document("../../etc"));   // not a hash: never a path
+    CHECK_FALSE(store->load_document(kA));           // never kept
+    CHECK_FALSE(store->load_document("../../etc"));  // not a hash: never a path
     std::ofstream(cache / "history" / "documents" / sha256_hex(body), std::ios::trunc) << "tampered";
     CHECK_FALSE(store->load_document(sha256_hex(body)));
 }
@@ -140,8 +140,8 @@ TEST_CASE("parse_url_history: round trip and every malformed field named") {
     REQUIRE(back->seen.size() == 1);
     CHECK(back->seen[0].size == 5);
 
-    const std::string ok_entry =
-        "{\"sha256\": \"" + kA + "\", \"size\": 1, \"first_seen\": \"2026\", \"last_seen\": \"2026\"}";
+    const std::string ok_entry = "{\"sha256\": \"" + kA +
+                                 "\", \"size\": 1, \"first_seen\": \"2026\", \"last_seen\": \"2026\"}";
     const std::vector<std::pair<std::string, std::string>> bad = {
         {"[]", ""},
         {"{\"history_version\": 2, \"url\": \"u\", \"seen\": []}", "history_version"},

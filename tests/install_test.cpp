@@ -5,9 +5,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
-#include <fstream>
 #include <sstream>
 
 #include "../lib/commit_plan.hpp"
@@ -348,7 +348,9 @@ TEST_CASE("plan_remove: linear, keeps shared files, removes receipts and empty p
 
 namespace {
 
-bool has(const std::vector<std::string>& v, const std::string& x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+bool has(const std::vector<std::string>& v, const std::string& x) {
+    return std::find(v.begin(), v.end(), x) != v.end();
+}
 
 bool moves_to(const journal& j, const std::string& to) {
     return std::any_of(j.moves.begin(), j.moves.end(), [&](const journal::move_step& m) { return m.to == to; });
@@ -359,12 +361,13 @@ bool moves_to(const journal& j, const std::string& to) {
 TEST_CASE("plan_commit_removing: installs and removes in one journal, shared files stay") {
     fake_prefix prefix;
     std::vector<located_receipt> existing;
-    existing.push_back(at_home(make_receipt("p1", "a", {{"include/shared.h", "s"}, {"lib/a/a.so", "a"},
-                                                       {"share/licenses/a/LICENSE", "l"}})));
+    existing.push_back(at_home(
+        make_receipt("p1", "a", {{"include/shared.h", "s"}, {"lib/a/a.so", "a"}, {"share/licenses/a/LICENSE", "l"}})));
     existing.push_back(at_home(make_receipt("p1", "b", {{"include/shared.h", "s"}, {"lib/b.so", "b"}})));
     existing.push_back(at_home(make_receipt("p2", "z", {{"lib/z.so", "z"}})));
     const receipt c = make_receipt("p1", "c", {{"lib/c.so", "c"}});
-    auto plan = plan_commit_removing(prefix, existing, {{".redist/staging/c.1", &c}}, {{"p1", "a"}, {"p2", "z"}}, false);
+    auto plan = plan_commit_removing(prefix, existing, {{".redist/staging/c.1", &c}}, {{"p1", "a"}, {"p2", "z"}},
+                                     false);
     REQUIRE(plan.ok());
     CHECK(moves_to(*plan, "lib/c.so"));
     CHECK(moves_to(*plan, ".redist/receipts/p1/c.json"));
@@ -452,13 +455,17 @@ TEST_CASE("plan_commit_removing: refuses unknown and contradictory removals") {
 // ---- the journal as hostile input ----------------------------------------------------
 
 TEST_CASE("journal_from_json refuses paths outside the prefix and in .redist/") {
-    REQUIRE(journal_from_json(R"({"journal_version":2,"moves":[{"from":".redist/staging/a.1/x","to":"x"}]})", "j").ok());
+    REQUIRE(
+        journal_from_json(R"({"journal_version":2,"moves":[{"from":".redist/staging/a.1/x","to":"x"}]})", "j").ok());
     for (const std::string bad :
-         {R"("x1":0,"moves":[{"from":"/tmp/a","to":"x"}])", R"("x1":0,"moves":[{"from":".redist/staging/a/x","to":"/etc/x"}])",
-          R"("x1":0,"moves":[{"from":"lib/a","to":"x"}])", R"("x1":0,"moves":[{"from":".redist/staging/a/x","to":".redist/lock"}])",
-          R"("x1":0,"deletes":["/etc/passwd"])", R"("x1":0,"deletes":["../../x"])", R"("x1":0,"deletes":[".redist/lock"])",
-          R"("x1":0,"prune":["/tmp"])", R"("x1":0,"stages":["/home"])", R"("x1":0,"stages":[".redist/receipts"])",
-          R"("x1":0,"stages":[".redist/staging/../../x"])", R"("x1":0,"mkdirs":[{"path":"/tmp/x","mode":511}])",
+         {R"("x1":0,"moves":[{"from":"/tmp/a","to":"x"}])",
+          R"("x1":0,"moves":[{"from":".redist/staging/a/x","to":"/etc/x"}])",
+          R"("x1":0,"moves":[{"from":"lib/a","to":"x"}])",
+          R"("x1":0,"moves":[{"from":".redist/staging/a/x","to":".redist/lock"}])",
+          R"("x1":0,"deletes":["/etc/passwd"])", R"("x1":0,"deletes":["../../x"])",
+          R"("x1":0,"deletes":[".redist/lock"])", R"("x1":0,"prune":["/tmp"])", R"("x1":0,"stages":["/home"])",
+          R"("x1":0,"stages":[".redist/receipts"])", R"("x1":0,"stages":[".redist/staging/../../x"])",
+          R"("x1":0,"mkdirs":[{"path":"/tmp/x","mode":511}])",
           R"("x1":0,"mkdirs":[{"path":".redist/x","mode":511}])"}) {
         auto text = std::string(R"({"journal_version":2,)") + bad + "}";
         auto j = journal_from_json(text, "/p/.redist/transaction.json");
@@ -600,9 +607,8 @@ TEST_CASE("hardlinked files are recorded as they are on disk") {
     // which holds the link's data, while the first entry recorded the old data.
     write(*stage / "lib/a.so", "second");
     fs::create_hard_link(*stage / "lib/a.so", *stage / "lib/b.so");
-    std::vector<unpacked_entry> entries{
-        {"lib/a.so", entry_kind::regular, 5, sha256_hex("first"), "", 0644},
-        {"lib/b.so", entry_kind::hardlink, 6, sha256_hex("second"), "lib/a.so", 0644}};
+    std::vector<unpacked_entry> entries{{"lib/a.so", entry_kind::regular, 5, sha256_hex("first"), "", 0644},
+                                        {"lib/b.so", entry_kind::hardlink, 6, sha256_hex("second"), "lib/a.so", 0644}};
     staged_component staged;
     staged.stage_dir = *stage;
     staged.new_receipt.product = "demo";

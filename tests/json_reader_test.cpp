@@ -87,8 +87,8 @@ TEST_CASE("lock files: names are validated, errors name the JSON path") {
     const std::string sha(64, 'a');
     const auto lock_with = [&](const std::string& component, const std::string& relative_path = "x.tar.xz") {
         return R"({"lock_version": 1, "product": "cudnn", "artifacts": [{"component": ")" + component +
-               R"(", "platform": "linux-x86_64", "relative_path": ")" + relative_path + R"(", "url": "http://h/x.tar.xz", "sha256": ")" +
-               sha + R"(", "size": 3}]})";
+               R"(", "platform": "linux-x86_64", "relative_path": ")" + relative_path +
+               R"(", "url": "http://h/x.tar.xz", "sha256": ")" + sha + R"(", "size": 3}]})";
     };
     auto ok = lockfile_from_json(lock_with("cudnn"), "redist.lock");
     REQUIRE(ok.ok());
@@ -120,7 +120,8 @@ TEST_CASE("receipts: names, paths and duplicate keys are checked") {
     auto key = receipt_from_json(receipt_with("../../x", "lib/a.so"), "r.json");
     REQUIRE_FALSE(key.ok());
     CHECK(key.error_value().json_path == "component");
-    for (const char* bad : {"/etc/passwd", "../x", ".redist/transaction.json", ".redist/receipts/demo/a.json", "a//b"}) {
+    for (const char* bad :
+         {"/etc/passwd", "../x", ".redist/transaction.json", ".redist/receipts/demo/a.json", "a//b"}) {
         auto path = receipt_from_json(receipt_with("a", bad), "r.json");
         REQUIRE_FALSE(path.ok());
         CHECK(path.error_value().json_path == "files[0].path");

@@ -300,9 +300,8 @@ TEST_CASE("hex digests are normalized, integer sizes accepted, escaped keys deco
     CHECK(a.md5 == std::string(32, 'e'));
     CHECK(a.size == 18446744073709551615ull);
 
-    const auto escaped = expect_ok(
-        R"({"cudnn":{"linux-x86_64":{"\u0063uda12":{"relative_path":"a/b.zip","sha256":")" + good_sha +
-        R"(","size":"18446744073709551615"}}}})");
+    const auto escaped = expect_ok(R"({"cudnn":{"linux-x86_64":{"\u0063uda12":{"relative_path":"a/b.zip","sha256":")" +
+                                   good_sha + R"(","size":"18446744073709551615"}}}})");
     CHECK(escaped.components.at(0).artifacts.at(0).variant == std::optional<std::string>("cuda12"));
     CHECK(escaped.components.at(0).artifacts.at(0).size == 18446744073709551615ull);
 }
@@ -352,15 +351,16 @@ TEST_CASE("malformed digests", "[manifest][errors]") {
     expect_bad(with_variant(fields{}.with("sha256", "\"" + std::string(63, 'a') + "g\"")), path);
     expect_bad(with_variant(fields{}.with("sha256", "\"\"")), path);
     expect_bad(with_variant(fields{}.with("md5", "\"" + std::string(31, 'a') + "\"")), "cudnn.linux-x86_64.cuda12.md5");
-    expect_bad(with_variant(fields{}.with("md5", "\"" + std::string(31, 'a') + "z\"")), "cudnn.linux-x86_64.cuda12.md5");
+    expect_bad(with_variant(fields{}.with("md5", "\"" + std::string(31, 'a') + "z\"")),
+               "cudnn.linux-x86_64.cuda12.md5");
     expect_bad(with_variant(fields{}.with("md5", "\"\"")), "cudnn.linux-x86_64.cuda12.md5");
 }
 
 TEST_CASE("malformed sizes", "[manifest][errors]") {
     const std::string path = "cudnn.linux-x86_64.cuda12.size";
-    for (const std::string raw : {"\"\"", "\"12a\"", "\" 12\"", "\"-1\"", "\"+1\"", "\"1.5\"", "\"0x10\"",
-                                  "\"18446744073709551616\"", "\"99999999999999999999999\"", "-1", "1.5", "1e3",
-                                  "18446744073709551616", "[]", "null"}) {
+    for (const std::string raw :
+         {"\"\"", "\"12a\"", "\" 12\"", "\"-1\"", "\"+1\"", "\"1.5\"", "\"0x10\"", "\"18446744073709551616\"",
+          "\"99999999999999999999999\"", "-1", "1.5", "1e3", "18446744073709551616", "[]", "null"}) {
         INFO("size = " << raw);
         expect_bad(with_variant(fields{}.with("size", raw)), path);
     }
@@ -371,10 +371,10 @@ TEST_CASE("malformed sizes", "[manifest][errors]") {
 
 TEST_CASE("unsafe relative paths", "[manifest][errors]") {
     const std::string path = "cudnn.linux-x86_64.cuda12.relative_path";
-    for (const std::string raw : {R"("/etc/passwd")", R"("a/../../b.tar.xz")", R"("..")", R"("../x.zip")",
-                                  R"("a/..")", R"("a\\b.zip")", R"("")", R"("a\u0000b.zip")", R"("a\u001fb.zip")",
-                                  R"("a\nb.zip")", R"("a\u007fb.zip")", R"("https://evil.example/x.zip")",
-                                  R"("C:/x.zip")", R"("a//b.zip")", R"("a/")"}) {
+    for (const std::string raw :
+         {R"("/etc/passwd")", R"("a/../../b.tar.xz")", R"("..")", R"("../x.zip")", R"("a/..")", R"("a\\b.zip")",
+          R"("")", R"("a\u0000b.zip")", R"("a\u001fb.zip")", R"("a\nb.zip")", R"("a\u007fb.zip")",
+          R"("https://evil.example/x.zip")", R"("C:/x.zip")", R"("a//b.zip")", R"("a/")"}) {
         INFO("relative_path = " << raw);
         expect_bad(with_variant(fields{}.with("relative_path", raw)), path);
     }
@@ -384,8 +384,9 @@ TEST_CASE("unsafe relative paths", "[manifest][errors]") {
 }
 
 TEST_CASE("duplicate keys that the parser interprets are errors", "[manifest][errors]") {
-    expect_bad(with_variant(fields{}.with("sha256", "\"" + good_sha + "\",\"sha256\":\"" + std::string(64, 'c') + "\"")),
-               "cudnn.linux-x86_64.cuda12.sha256");
+    expect_bad(
+        with_variant(fields{}.with("sha256", "\"" + good_sha + "\",\"sha256\":\"" + std::string(64, 'c') + "\"")),
+        "cudnn.linux-x86_64.cuda12.sha256");
     expect_bad(R"({"cudnn":{"name":"a"},"cudnn":{"name":"b"}})", "cudnn");
     expect_bad(R"({"cudnn":{"linux-x86_64":)" + fields{}.json() + R"(,"linux-x86_64":)" + fields{}.json() + "}}",
                "cudnn.linux-x86_64");
@@ -457,8 +458,8 @@ TEST_CASE("component, platform and variant keys, label and product must be names
         auto platform = redist::parse_manifest(R"({"cudnn":{")" + key + R"(":)" + artifact + "}}", test_source);
         REQUIRE_FALSE(platform.ok());
         CHECK(platform.error_value().message.find("not a valid name") != std::string::npos);
-        auto variant =
-            redist::parse_manifest(R"({"cudnn":{"linux-x86_64":{")" + key + R"(":)" + artifact + "}}}", test_source);
+        auto variant = redist::parse_manifest(R"({"cudnn":{"linux-x86_64":{")" + key + R"(":)" + artifact + "}}}",
+                                              test_source);
         REQUIRE_FALSE(variant.ok());
         CHECK(variant.error_value().message.find("not a valid name") != std::string::npos);
     }
@@ -466,17 +467,17 @@ TEST_CASE("component, platform and variant keys, label and product must be names
     expect_bad(R"({"release_product":"a/b"})", "release_product");
     expect_bad(R"({"release_label":"9.0\u0000"})", "release_label");
     expect_ok(R"({"release_date":"2024-01-01, any text","release_label":"","release_product":"cudnn"})");
-    expect_bad(R"({"cudnn":{"linux-x86_64":)" + artifact + R"(},")" + std::string(129, 'a') + R"(":{"x":)" +
-                   artifact + "}}",
+    expect_bad(R"({"cudnn":{"linux-x86_64":)" + artifact + R"(},")" + std::string(129, 'a') + R"(":{"x":)" + artifact +
+                   "}}",
                std::string(128, 'a') + "...");
 }
 
 TEST_CASE("relative paths are checked after percent-decoding", "[manifest][errors]") {
     const std::string path = "cudnn.linux-x86_64.cuda12.relative_path";
-    for (const std::string raw : {R"("..%2f..%2foutside%2fx.tar.xz")", R"("..%2F..%2Fx.tar.xz")", R"("%2e%2e/x.tar.xz")",
-                                  R"("%2E./x.tar.xz")", R"("a%5c..%5cb.tar.xz")", R"("a%5Cb.tar.xz")",
-                                  R"("a%00b.tar.xz")", R"("a%0ab.tar.xz")", R"("a%252fb.tar.xz")",
-                                  R"("%2fetc/passwd")", R"("https%3a//evil/x.zip")"}) {
+    for (const std::string raw :
+         {R"("..%2f..%2foutside%2fx.tar.xz")", R"("..%2F..%2Fx.tar.xz")", R"("%2e%2e/x.tar.xz")", R"("%2E./x.tar.xz")",
+          R"("a%5c..%5cb.tar.xz")", R"("a%5Cb.tar.xz")", R"("a%00b.tar.xz")", R"("a%0ab.tar.xz")",
+          R"("a%252fb.tar.xz")", R"("%2fetc/passwd")", R"("https%3a//evil/x.zip")"}) {
         INFO("relative_path = " << raw);
         expect_bad(with_variant(fields{}.with("relative_path", raw)), path);
     }
@@ -496,8 +497,7 @@ TEST_CASE("archive format detection", "[manifest][format]") {
           archive_format::tar_gz);
     CHECK(redist::archive_format_from_path("b.tgz") == archive_format::tar_gz);
     CHECK(redist::archive_format_from_path("x/b.tar.zst") == archive_format::tar_zst);
-    CHECK(redist::archive_format_from_path("cudnn-windows-x86_64-9.27.0.42_cuda13-archive.zip") ==
-          archive_format::zip);
+    CHECK(redist::archive_format_from_path("cudnn-windows-x86_64-9.27.0.42_cuda13-archive.zip") == archive_format::zip);
     CHECK(redist::archive_format_from_path("B.ZIP") == archive_format::zip);
     CHECK(redist::archive_format_from_path("b.tar") == archive_format::unknown);
     CHECK(redist::archive_format_from_path("b.xz") == archive_format::unknown);
@@ -519,10 +519,11 @@ TEST_CASE("archive format detection", "[manifest][format]") {
 TEST_CASE("cuda_major parses cudaNN variants only", "[manifest][format]") {
     redist::artifact a;
     CHECK_FALSE(a.cuda_major().has_value());
-    const std::map<std::string, std::optional<int>> cases{
-        {"cuda11", 11}, {"cuda12", 12}, {"cuda13", 13}, {"cuda9", 9}, {"cuda", std::nullopt},
-        {"cuda12.4", std::nullopt}, {"CUDA12", std::nullopt}, {"cuda-12", std::nullopt},
-        {"rocm6", std::nullopt}, {"cuda99999", std::nullopt}};
+    const std::map<std::string, std::optional<int>> cases{{"cuda11", 11},           {"cuda12", 12},
+                                                          {"cuda13", 13},           {"cuda9", 9},
+                                                          {"cuda", std::nullopt},   {"cuda12.4", std::nullopt},
+                                                          {"CUDA12", std::nullopt}, {"cuda-12", std::nullopt},
+                                                          {"rocm6", std::nullopt},  {"cuda99999", std::nullopt}};
     for (const auto& [variant, expected] : cases) {
         INFO(variant);
         a.variant = variant;

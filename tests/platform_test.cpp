@@ -102,8 +102,7 @@ TEST_CASE("detect_host_platform recognizes Jetson/Tegra", "[platform]") {
     SECTION("via the device tree (NUL-separated strings)") {
         fake_machine m;
         m.machine = "aarch64";
-        m.files["/proc/device-tree/compatible"] =
-            "nvidia,p3737-0000+p3701-0005\0nvidia,p3701-0005\0nvidia,tegra234\0"s;
+        m.files["/proc/device-tree/compatible"] = "nvidia,p3737-0000+p3701-0005\0nvidia,p3701-0005\0nvidia,tegra234\0"s;
         const auto r = redist::detect_host_platform(m.probe());
         REQUIRE(r.ok());
         CHECK(r.value() == "linux-aarch64");

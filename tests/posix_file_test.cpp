@@ -17,9 +17,7 @@ namespace fs = std::filesystem;
 using namespace redist_test;
 using namespace redist;
 
-namespace {
-
-}  // namespace
+namespace {}  // namespace
 
 TEST_CASE("read_file reads a regular file within its limit") {
     const fs::path dir = scratch("read");

@@ -29,20 +29,22 @@ TEST_CASE("printable escapes C0 controls and DEL as backslash-x and two hex digi
 }
 
 TEST_CASE("printable escapes C1 controls and bidirectional overrides as backslash-u and the code point in braces") {
-    CHECK(whole("\xc2\x9b" "31m") == "\\u{009B}31m");  // CSI, a one-character ESC [
+    CHECK(whole("\xc2\x9b"
+                "31m") == "\\u{009B}31m");  // CSI, a one-character ESC [
     CHECK(whole("\xc2\x85") == "\\u{0085}");
-    CHECK(whole("abc\xe2\x80\xae" "cba") == "abc\\u{202E}cba");  // RIGHT-TO-LEFT OVERRIDE
+    CHECK(whole("abc\xe2\x80\xae"
+                "cba") == "abc\\u{202E}cba");  // RIGHT-TO-LEFT OVERRIDE
     CHECK(whole("\xe2\x80\x8f\xe2\x81\xa6") == "\\u{200F}\\u{2066}");
     CHECK(whole("\xc2\xa0") == "\xc2\xa0");  // U+00A0 is printable: kept
 }
 
 TEST_CASE("printable escapes bytes that are not valid UTF-8") {
     CHECK(whole("\xff\xfe") == "\\xff\\xfe");
-    CHECK(whole("bad\xc3(") == "bad\\xc3(");                  // truncated sequence
-    CHECK(whole("\xc0\xaf") == "\\xc0\\xaf");                  // overlong '/'
-    CHECK(whole("\xed\xa0\x80") == "\\xed\\xa0\\x80");         // a surrogate
-    CHECK(whole("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80"); // past U+10FFFF
-    CHECK(whole("end\xe2\x82") == "end\\xe2\\x82");            // cut at the end
+    CHECK(whole("bad\xc3(") == "bad\\xc3(");                     // truncated sequence
+    CHECK(whole("\xc0\xaf") == "\\xc0\\xaf");                    // overlong '/'
+    CHECK(whole("\xed\xa0\x80") == "\\xed\\xa0\\x80");           // a surrogate
+    CHECK(whole("\xf4\x90\x80\x80") == "\\xf4\\x90\\x80\\x80");  // past U+10FFFF
+    CHECK(whole("end\xe2\x82") == "end\\xe2\\x82");              // cut at the end
 }
 
 TEST_CASE("printable escapes backslashes unless told to keep them") {

@@ -52,17 +52,19 @@ TEST_CASE("the issue's example parses") {
 }
 
 TEST_CASE("optional keys, an absolute prefix and an integer cuda") {
-    auto p = parse_project("[project]\nprefix = \"/opt/nv\"\nplatforms = [\"linux-sbsa\"]\ncuda = 13\n"
-                           "[products.cutensor]\nversion = \"latest\"\n",
-                           "redist.toml");
+    auto p = parse_project(
+        "[project]\nprefix = \"/opt/nv\"\nplatforms = [\"linux-sbsa\"]\ncuda = 13\n"
+        "[products.cutensor]\nversion = \"latest\"\n",
+        "redist.toml");
     REQUIRE(p.ok());
     CHECK(p->prefix == "/opt/nv");
     CHECK(p->cuda == 13);
     CHECK(p->base_url.empty());
     CHECK(p->mirrors.empty());
-    auto no_cuda = parse_project("[project]\nprefix = \"p\"\nplatforms = [\"linux-sbsa\"]\n"
-                                 "[products.cutensor]\nversion = \"2\"\n",
-                                 "sub/redist.toml");
+    auto no_cuda = parse_project(
+        "[project]\nprefix = \"p\"\nplatforms = [\"linux-sbsa\"]\n"
+        "[products.cutensor]\nversion = \"2\"\n",
+        "sub/redist.toml");
     REQUIRE(no_cuda.ok());
     CHECK_FALSE(no_cuda->cuda);
     CHECK(no_cuda->prefix == "sub/p");
@@ -70,8 +72,9 @@ TEST_CASE("optional keys, an absolute prefix and an integer cuda") {
 
 TEST_CASE("errors name the line, the column and the key") {
     SECTION("a wrong type") {
-        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
-                                   "[products.cuda]\nversion = 12.9\n");
+        const auto e = parse_error(
+            "[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
+            "[products.cuda]\nversion = 12.9\n");
         CHECK(e.json_path == "products.cuda.version");
         CHECK(e.source.rfind("/work/app/redist.toml:5:", 0) == 0);
         CHECK(e.message == "expected a string");
@@ -84,26 +87,30 @@ TEST_CASE("errors name the line, the column and the key") {
         CHECK(e.message.find("unknown key") != std::string::npos);
     }
     SECTION("a missing version") {
-        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n\n"
-                                   "[products.cudnn]\ncomponents = [\"cudnn\"]\n");
+        const auto e = parse_error(
+            "[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n\n"
+            "[products.cudnn]\ncomponents = [\"cudnn\"]\n");
         CHECK(e.json_path == "products.cudnn.version");
         CHECK(e.source.rfind("/work/app/redist.toml:5:", 0) == 0);
     }
     SECTION("a duplicate component") {
-        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
-                                   "[products.cuda]\nversion = \"12\"\ncomponents = [\"a\", \"a\"]\n");
+        const auto e = parse_error(
+            "[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
+            "[products.cuda]\nversion = \"12\"\ncomponents = [\"a\", \"a\"]\n");
         CHECK(e.json_path == "products.cuda.components[1]");
         CHECK(e.source.rfind("/work/app/redist.toml:6:", 0) == 0);
     }
     SECTION("a bad cuda value") {
-        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\ncuda = \"12.9\"\n"
-                                   "[products.cuda]\nversion = \"12\"\n");
+        const auto e = parse_error(
+            "[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\ncuda = \"12.9\"\n"
+            "[products.cuda]\nversion = \"12\"\n");
         CHECK(e.json_path == "project.cuda");
         CHECK(e.source.rfind("/work/app/redist.toml:4:", 0) == 0);
     }
     SECTION("an escaping exclude pattern") {
-        const auto e = parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
-                                   "exclude = [\"../etc/*\"]\n[products.cuda]\nversion = \"12\"\n");
+        const auto e = parse_error(
+            "[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
+            "exclude = [\"../etc/*\"]\n[products.cuda]\nversion = \"12\"\n");
         CHECK(e.json_path == "project.exclude[0]");
     }
     SECTION("missing pieces") {
@@ -116,8 +123,8 @@ TEST_CASE("errors name the line, the column and the key") {
         CHECK(parse_error("[project]\nprefix = \"p\"\nplatforms = [\"x\"]\n[extra]\n").json_path == "extra");
     }
     SECTION("a table header without a key (toml++ 3.3 asserts on it; found by project_fuzz)") {
-        for (const char* text : {"[(roject]\nprefix = \"p\"\n", "[project]\nprefix = \"p\"\n[]\n",
-                                 "[project]\n  [[ \t(x]]\n"}) {
+        for (const char* text :
+             {"[(roject]\nprefix = \"p\"\n", "[project]\nprefix = \"p\"\n[]\n", "[project]\n  [[ \t(x]]\n"}) {
             INFO(text);
             const auto e = parse_error(text);
             CHECK(e.message.find("must start with a key") != std::string::npos);
@@ -132,9 +139,10 @@ TEST_CASE("errors name the line, the column and the key") {
         // The fuzzer's input: a stray quote before the byte, in an invalid value.
         CHECK(parse_error("atform =55554p\x10\\\"\xd1\x87pt5\n").source == "/work/app/redist.toml:1");
         // Any character, written as an escape.
-        auto ok = parse_project("[project]\nprefix = \"caf\\u00e9\"\nplatforms = [\"linux-x86_64\"]\n"
-                                "[products.cuda]\nversion = '12'\n",
-                                "/x/redist.toml");
+        auto ok = parse_project(
+            "[project]\nprefix = \"caf\\u00e9\"\nplatforms = [\"linux-x86_64\"]\n"
+            "[products.cuda]\nversion = '12'\n",
+            "/x/redist.toml");
         REQUIRE(ok.ok());
         CHECK(ok->prefix == "/x/caf\xC3\xA9");
     }

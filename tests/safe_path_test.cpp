@@ -8,7 +8,8 @@ using namespace redist;
 namespace fs = std::filesystem;
 
 TEST_CASE("valid names: letters, digits and ._+-") {
-    for (const char* name : {"cudnn", "cuda_nvcc", "libcublas", "9.27.0", "linux-x86_64", "cuda12", "a+b", "..a", "a..b"})
+    for (const char* name :
+         {"cudnn", "cuda_nvcc", "libcublas", "9.27.0", "linux-x86_64", "cuda12", "a+b", "..a", "a..b"})
         CHECK(name_problem(name) == nullptr);
     CHECK(name_problem(std::string(max_name_length, 'a')) == nullptr);
 }

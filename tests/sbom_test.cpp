@@ -103,8 +103,8 @@ TEST_CASE("collect_sbom hashes every installed regular file and refuses a modifi
         auto stage = make_stage(lock->prefix(), "comp");
         REQUIRE(stage.ok());
         std::vector<unpacked_entry> entries;
-        for (const auto& [path, content] : std::vector<std::pair<std::string, std::string>>{
-                 {"include/a.h", "abc"}, {"lib/libx.so.1", "library"}}) {
+        for (const auto& [path, content] :
+             std::vector<std::pair<std::string, std::string>>{{"include/a.h", "abc"}, {"lib/libx.so.1", "library"}}) {
             write(*stage / path, content);
             entries.push_back({path, entry_kind::regular, content.size(), sha256_hex(content), "", 0644});
         }

@@ -113,8 +113,8 @@ struct sink {
 };
 
 redist::segment_retry_hook retry_transient(int max_attempts, int* calls = nullptr) {
-    return [max_attempts, calls](int attempt, const redist::transfer_failure_info& info)
-               -> std::optional<std::chrono::milliseconds> {
+    return [max_attempts,
+            calls](int attempt, const redist::transfer_failure_info& info) -> std::optional<std::chrono::milliseconds> {
         if (calls != nullptr) ++*calls;
         if (!info.transient || attempt > max_attempts) return std::nullopt;
         return std::chrono::milliseconds(10);
@@ -260,8 +260,8 @@ TEST_CASE("an interrupted segmented download resumes with fewer bytes", "[segmen
     {
         sink s;
         s.stop_after = 1;
-        auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(),
-                                            spool, s.callbacks, retry_transient(3));
+        auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                            s.callbacks, retry_transient(3));
         REQUIRE_FALSE(r.ok());
         CHECK(r.error_value().code == error_code::cancelled);
     }

@@ -41,7 +41,8 @@ project_lock sample_lock() {
     cudnn.release_label = "9.27.0";
     cudnn.manifest_url = "https://example.invalid/cudnn/redist/redistrib_9.27.0.json";
     cudnn.manifest_sha256 = std::string(64, 'b');
-    cudnn.artifacts = {make_artifact("cudnn", "linux-x86_64", "cuda12"), make_artifact("cudnn", "linux-sbsa", "cuda12")};
+    cudnn.artifacts = {make_artifact("cudnn", "linux-x86_64", "cuda12"),
+                       make_artifact("cudnn", "linux-sbsa", "cuda12")};
     locked_product cuda;
     cuda.name = "cuda";
     cuda.version_spec = "12.9";
@@ -87,8 +88,8 @@ error read_error(const std::string& text) {
 TEST_CASE("project lock: written sorted, read back identical") {
     const std::string text = project_lock_to_json(sample_lock());
     CHECK(text.find("\"lock_version\": 2") != std::string::npos);
-    CHECK(text.find("\"cuda\"") < text.find("\"cudnn\""));          // products sorted by name
-    CHECK(text.find("linux-sbsa") < text.find("linux-x86_64"));     // platforms sorted
+    CHECK(text.find("\"cuda\"") < text.find("\"cudnn\""));       // products sorted by name
+    CHECK(text.find("linux-sbsa") < text.find("linux-x86_64"));  // platforms sorted
     auto lock = project_lock_from_json(text, "redist.lock");
     REQUIRE(lock.ok());
     REQUIRE(lock->products.size() == 2);
@@ -102,8 +103,8 @@ TEST_CASE("project lock: written sorted, read back identical") {
 
 TEST_CASE("project lock: hostile or wrong documents are refused with their JSON path") {
     const std::string good = project_lock_to_json(sample_lock());
-    CHECK(read_error("{\"lock_version\": 2, \"platforms\": [], \"products\": [], \"products\": []}").message.find(
-              "duplicate") != std::string::npos);
+    CHECK(read_error("{\"lock_version\": 2, \"platforms\": [], \"products\": [], \"products\": []}")
+              .message.find("duplicate") != std::string::npos);
     auto e = read_error(std::string(good).replace(good.find("\"name\": \"cudnn\""), 15, "\"name\": \"../x\""));
     CHECK(e.json_path == "products[1].name");
     e = read_error(std::string(good).replace(good.find("\"name\": \"cudnn\""), 15, "\"name\": \"cuda\""));
@@ -132,8 +133,8 @@ TEST_CASE("project lock: stale when an input of redist.toml changed, not otherwi
 
     auto changed = project;
     changed.products[0].version = "12.8";
-    CHECK(lock_staleness(lock, changed) == std::optional<std::string>(
-                                               "products.cuda.version is 12.8 in the project file, 12.9 in the lock"));
+    CHECK(lock_staleness(lock, changed) ==
+          std::optional<std::string>("products.cuda.version is 12.8 in the project file, 12.9 in the lock"));
     changed = project;
     changed.products[1].components.push_back("cudnn_jit");
     CHECK(lock_staleness(lock, changed)->find("products.cudnn.components") != std::string::npos);
@@ -228,7 +229,8 @@ TEST_CASE("receipts keep the exclude globs and the skipped paths") {
     CHECK(back->exclude == r.exclude);
     CHECK(back->excluded == r.excluded);
     auto hostile = receipt_from_json(
-        "{\"product\": \"p\", \"component\": \"c\", \"exclude\": [\"x\"], \"excluded\": [\"../etc/passwd\"]}", "r.json");
+        "{\"product\": \"p\", \"component\": \"c\", \"exclude\": [\"x\"], \"excluded\": [\"../etc/passwd\"]}",
+        "r.json");
     REQUIRE_FALSE(hostile.ok());
     CHECK(hostile.error_value().json_path == "excluded[0]");
     // Receipts without the fields (every older one) read as "nothing excluded".

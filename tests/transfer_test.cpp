@@ -44,8 +44,8 @@ void write_file(const fs::path& path, const std::string& bytes) {
 struct fixture {
     fs::path dir;
     fs::path root;
-    std::string blob;   // 300 KB: several curl buffers
-    std::string big;    // 3 MB: many callbacks
+    std::string blob;  // 300 KB: several curl buffers
+    std::string big;   // 3 MB: many callbacks
     std::unique_ptr<redist_test::fault_server> server;
 
     fixture() {
@@ -348,8 +348,8 @@ TEST_CASE("resume asks for the rest and reports partial", "[transfer]") {
     SECTION("resuming past the end is a permanent error (416)") {
         collector past;
         redist::transfer_failure_info failure;
-        auto past_r = redist::download(f.server->url("/blob.bin"), fast_options(), past.callbacks,
-                                       f.blob.size() + 10, &failure);
+        auto past_r = redist::download(f.server->url("/blob.bin"), fast_options(), past.callbacks, f.blob.size() + 10,
+                                       &failure);
         REQUIRE_FALSE(past_r.ok());
         CHECK(past_r.error_value().code == error_code::network);
         CHECK(failure.http_status == 416);
@@ -505,9 +505,7 @@ TEST_CASE("a callback's error propagates unchanged and stops the transfer", "[tr
     }
     SECTION("an exception in a callback becomes an internal error") {
         redist::download_callbacks cb;
-        cb.on_data = [](const std::byte*, std::size_t) -> redist::result<void> {
-            throw std::runtime_error("boom");
-        };
+        cb.on_data = [](const std::byte*, std::size_t) -> redist::result<void> { throw std::runtime_error("boom"); };
         auto r = redist::download(f.server->url("/blob.bin"), fast_options(), cb);
         REQUIRE_FALSE(r.ok());
         CHECK(r.error_value().code == error_code::internal);
@@ -625,11 +623,10 @@ TEST_CASE("file://: a FIFO, a device, a directory or a symlink is refused at onc
         std::string url;
         std::string needle;
     };
-    for (const auto& k : {kind_case{d.url("fifo"), "refusing a FIFO"},
-                          kind_case{"file:///dev/zero", "refusing a character device"},
-                          kind_case{d.url("sub/.."), "'..'"},
-                          kind_case{d.url("mirror"), "refusing a directory"},
-                          kind_case{d.url("link.bin"), "refusing a symlink"}}) {
+    for (const auto& k :
+         {kind_case{d.url("fifo"), "refusing a FIFO"}, kind_case{"file:///dev/zero", "refusing a character device"},
+          kind_case{d.url("sub/.."), "'..'"}, kind_case{d.url("mirror"), "refusing a directory"},
+          kind_case{d.url("link.bin"), "refusing a symlink"}}) {
         INFO(k.url);
         collector c;
         redist::transfer_failure_info failure;
@@ -673,15 +670,14 @@ TEST_CASE("file://: escapes that change the path are refused, others decoded", "
     REQUIRE(redist::download(d.url("mirror/100%.bin"), fast_options(), percent.callbacks).ok());
     CHECK(percent.body == "percent");
     collector localhost;
-    REQUIRE(redist::download("file://localhost" + (d.dir / "outside.bin").string(), fast_options(),
-                             localhost.callbacks)
+    REQUIRE(redist::download("file://localhost" + (d.dir / "outside.bin").string(), fast_options(), localhost.callbacks)
                 .ok());
     CHECK(localhost.body == "outside");
 
     collector remote;
     redist::transfer_failure_info failure;
-    auto r = redist::download("file://example.com" + (d.dir / "outside.bin").string(), fast_options(),
-                              remote.callbacks, 0, &failure);
+    auto r = redist::download("file://example.com" + (d.dir / "outside.bin").string(), fast_options(), remote.callbacks,
+                              0, &failure);
     check_refused("file://example.com" + (d.dir / "outside.bin").string(), remote, r, failure, "host");
 }
 

@@ -44,9 +44,9 @@ using redist::error_code;
 using redist::unpacked_entry;
 
 // Fails with the error's description instead of a bare "false".
-#define REQUIRE_OK(r)                                                 \
-    do {                                                              \
-        if (!(r).ok()) FAIL((r).error_value().describe());            \
+#define REQUIRE_OK(r)                                      \
+    do {                                                   \
+        if (!(r).ok()) FAIL((r).error_value().describe()); \
     } while (0)
 
 namespace {
@@ -102,8 +102,8 @@ std::string build(const std::vector<spec>& specs, container c, int level = 1) {
     if (c == container::tar_gz) REQUIRE(archive_write_add_filter_gzip(a) == ARCHIVE_OK);
     if (c == container::tar_zst) REQUIRE(archive_write_add_filter_zstd(a) == ARCHIVE_OK);
     if (c != container::tar && c != container::zip)
-        REQUIRE(archive_write_set_filter_option(a, nullptr, "compression-level",
-                                                std::to_string(level).c_str()) == ARCHIVE_OK);
+        REQUIRE(archive_write_set_filter_option(a, nullptr, "compression-level", std::to_string(level).c_str()) ==
+                ARCHIVE_OK);
     // No zero padding after the compressed stream: the truncation tests cut
     // real bytes, not padding.
     REQUIRE(archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK);
@@ -137,8 +137,7 @@ std::string build(const std::vector<spec>& specs, container c, int level = 1) {
         }
         REQUIRE(archive_write_header(a, e) == ARCHIVE_OK);
         if (s.type == kind::file && !s.data.empty())
-            REQUIRE(archive_write_data(a, s.data.data(), s.data.size()) ==
-                    static_cast<la_ssize_t>(s.data.size()));
+            REQUIRE(archive_write_data(a, s.data.data(), s.data.size()) == static_cast<la_ssize_t>(s.data.size()));
         archive_entry_free(e);
     }
     REQUIRE(archive_write_close(a) == ARCHIVE_OK);
@@ -161,8 +160,7 @@ std::string xz_multiblock(const std::string& raw, std::uint64_t block_size) {
     strm.next_out = reinterpret_cast<std::uint8_t*>(out.data());
     strm.avail_out = out.size();
     lzma_ret ret;
-    while ((ret = lzma_code(&strm, LZMA_FINISH)) == LZMA_OK) {
-    }
+    while ((ret = lzma_code(&strm, LZMA_FINISH)) == LZMA_OK) {}
     REQUIRE(ret == LZMA_STREAM_END);
     out.resize(strm.total_out);
     lzma_end(&strm);
@@ -192,8 +190,7 @@ redist::unpack_options opts(redist::archive_format f) {
 }
 
 redist::result<std::vector<unpacked_entry>> unpack(const std::string& bytes, const fs::path& stage,
-                                                   const redist::unpack_options& o,
-                                                   std::size_t chunk = 64 * 1024) {
+                                                   const redist::unpack_options& o, std::size_t chunk = 64 * 1024) {
     auto started = redist::stream_unpacker::start(stage, o);
     if (!started) return std::move(started).error_value();
     auto& u = *started.value();
@@ -213,8 +210,8 @@ redist::result<std::vector<unpacked_entry>> unpack(const std::string& bytes, con
 bool same(const std::vector<unpacked_entry>& a, const std::vector<unpacked_entry>& b) {
     if (a.size() != b.size()) return false;
     for (std::size_t i = 0; i < a.size(); ++i) {
-        if (a[i].path != b[i].path || a[i].kind != b[i].kind || a[i].size != b[i].size ||
-            a[i].sha256 != b[i].sha256 || a[i].link_target != b[i].link_target || a[i].mode != b[i].mode)
+        if (a[i].path != b[i].path || a[i].kind != b[i].kind || a[i].size != b[i].size || a[i].sha256 != b[i].sha256 ||
+            a[i].link_target != b[i].link_target || a[i].mode != b[i].mode)
             return false;
     }
     return true;
@@ -227,7 +224,7 @@ const unpacked_entry* find(const std::vector<unpacked_entry>& v, const std::stri
 }
 
 unsigned disk_mode(const fs::path& p) {
-    struct stat st{};
+    struct stat st {};
     REQUIRE(::lstat(p.c_str(), &st) == 0);
     return st.st_mode & 07777;
 }
@@ -264,8 +261,7 @@ std::vector<spec> reference_tree() {
 }
 
 std::vector<unpacked_entry> expected_reference() {
-    auto entry = [](std::string p, entry_kind k, std::uint64_t size, std::string sha, std::string link,
-                    unsigned mode) {
+    auto entry = [](std::string p, entry_kind k, std::uint64_t size, std::string sha, std::string link, unsigned mode) {
         unpacked_entry e;
         e.path = std::move(p);
         e.kind = k;
@@ -287,8 +283,8 @@ std::vector<unpacked_entry> expected_reference() {
         entry("lib/libfoo.so.9.1.0", entry_kind::regular, kLib.size(), sha256_hex(kLib), "", 0755),
         entry("lib/libfoo.so.9", entry_kind::symlink, 0, "", "libfoo.so.9.1.0", 0777),
         entry("lib/libfoo.so", entry_kind::symlink, 0, "", "libfoo.so.9", 0777),
-        entry("lib/libfoo-copy.so.9.1.0", entry_kind::hardlink, kLib.size(), sha256_hex(kLib),
-              "lib/libfoo.so.9.1.0", 0755),
+        entry("lib/libfoo-copy.so.9.1.0", entry_kind::hardlink, kLib.size(), sha256_hex(kLib), "lib/libfoo.so.9.1.0",
+              0755),
         entry("empty.txt", entry_kind::regular, 0, sha256_hex(""), "", 0600),
         entry("locked", entry_kind::directory, 0, "", "", 0555),
     };
@@ -309,15 +305,14 @@ void check_reference_on_disk(const fs::path& stage) {
     CHECK(fs::equivalent(stage / "lib/libfoo-copy.so.9.1.0", stage / "lib/libfoo.so.9.1.0"));
     CHECK(fs::file_size(stage / "empty.txt") == 0);
     CHECK(disk_mode(stage / "locked") == 0555);  // fixed up at the end
-    struct stat st{};
+    struct stat st {};
     REQUIRE(::stat((stage / "include/foo.h").c_str(), &st) == 0);
     CHECK(st.st_mtime == 1700000000);
 }
 
 // Runs `specs` (as tar.xz) and expects unsafe_archive naming `bad_name`, with
 // nothing created next to the stage.
-void expect_unsafe(const std::string& case_name, const std::vector<spec>& specs,
-                   const std::string& bad_name) {
+void expect_unsafe(const std::string& case_name, const std::vector<spec>& specs, const std::string& bad_name) {
     const fs::path stage = fresh_stage(case_name);
     auto r = unpack(build(specs, container::tar_xz), stage, opts(redist::archive_format::tar_xz));
     INFO(case_name);
@@ -412,10 +407,10 @@ TEST_CASE("strip_top_level off keeps the top directory", "[unpack]") {
     const fs::path stage = fresh_stage("nostrip");
     auto o = opts(redist::archive_format::tar_xz);
     o.strip_top_level = false;
-    auto r = unpack(build({{"./a/", kind::dir, "", 0755}, {"./a/f", kind::file, "x", 0644},
-                           {"b", kind::file, "y", 0600}},
-                          container::tar_xz),
-                    stage, o);
+    auto r = unpack(
+        build({{"./a/", kind::dir, "", 0755}, {"./a/f", kind::file, "x", 0644}, {"b", kind::file, "y", 0600}},
+              container::tar_xz),
+        stage, o);
     REQUIRE_OK(r);
     REQUIRE(r->size() == 3);
     CHECK((*r)[0].path == "a");
@@ -433,30 +428,30 @@ TEST_CASE("malicious archives are rejected and write nothing outside the stage",
     expect_unsafe("empty_name", {top, {".", kind::file, "x", 0644}}, ".");
     expect_unsafe("symlink_abs", {top, {"top/passwd", kind::symlink, "/etc/passwd", 0777}}, "top/passwd");
     expect_unsafe("symlink_escape",
-                  {top, {"top/link", kind::symlink, "../../outside", 0777},
-                   {"top/link/file", kind::file, "x", 0644}},
+                  {top, {"top/link", kind::symlink, "../../outside", 0777}, {"top/link/file", kind::file, "x", 0644}},
                   "top/link");
     // ".." out of the stage from one level down, after stripping.
     expect_unsafe("symlink_escape_strip", {top, {"top/lib/up", kind::symlink, "../../x", 0777}}, "top/lib/up");
     // A symlink inside the stage is fine, but nothing may be written through it.
     expect_unsafe("through_symlink",
-                  {top, {"top/sub/", kind::dir, "", 0755}, {"top/link", kind::symlink, "sub", 0777},
+                  {top,
+                   {"top/sub/", kind::dir, "", 0755},
+                   {"top/link", kind::symlink, "sub", 0777},
                    {"top/link/file", kind::file, "x", 0644}},
                   "top/link/file");
     // "a -> ." then "b -> a/..": lexically inside, really outside.
     expect_unsafe("symlink_dotdot_after_name",
-                  {top, {"top/a", kind::symlink, ".", 0777}, {"top/b", kind::symlink, "a/..", 0777}},
-                  "top/b");
+                  {top, {"top/a", kind::symlink, ".", 0777}, {"top/b", kind::symlink, "a/..", 0777}}, "top/b");
     expect_unsafe("hardlink_abs", {top, {"top/pw", kind::hardlink, "/etc/passwd", 0644}}, "top/pw");
     expect_unsafe("hardlink_missing", {top, {"top/h", kind::hardlink, "top/not-there", 0644}}, "top/h");
-    expect_unsafe("hardlink_later",
-                  {top, {"top/h", kind::hardlink, "top/f", 0644}, {"top/f", kind::file, "x", 0644}}, "top/h");
+    expect_unsafe("hardlink_later", {top, {"top/h", kind::hardlink, "top/f", 0644}, {"top/f", kind::file, "x", 0644}},
+                  "top/h");
     expect_unsafe("chardev", {top, {"top/null", kind::chardev, "", 0666}}, "top/null");
     expect_unsafe("fifo", {top, {"top/fifo", kind::fifo, "", 0644}}, "top/fifo");
-    expect_unsafe("two_tops",
-                  {top, {"top/f", kind::file, "x", 0644}, {"other/", kind::dir, "", 0755},
-                   {"other/g", kind::file, "y", 0644}},
-                  "other/");
+    expect_unsafe(
+        "two_tops",
+        {top, {"top/f", kind::file, "x", 0644}, {"other/", kind::dir, "", 0755}, {"other/g", kind::file, "y", 0644}},
+        "other/");
     expect_unsafe("file_at_top", {top, {"README", kind::file, "x", 0644}}, "README");
 }
 
@@ -539,8 +534,8 @@ TEST_CASE("write() reports a worker failure promptly instead of blocking", "[unp
 
 TEST_CASE("destroying or cancelling mid-stream does not hang", "[unpack]") {
     // static: Catch2 runs the test case once per section.
-    static const std::string bytes =
-        xz_multiblock(build({{"top/big", kind::file, noise(3u << 20, 9), 0644}}, container::tar), 1u << 20);
+    static const std::string bytes = xz_multiblock(
+        build({{"top/big", kind::file, noise(3u << 20, 9), 0644}}, container::tar), 1u << 20);
     SECTION("destroy without finish") {
         auto started = redist::stream_unpacker::start(fresh_stage("destroy"), opts(redist::archive_format::tar_xz));
         REQUIRE(started.ok());
@@ -585,10 +580,9 @@ TEST_CASE("a failed disk write is a filesystem error naming the file", "[unpack]
     // RLIMIT_FSIZE makes write() past 512 KiB fail with EFBIG (SIGXFSZ ignored),
     // the same path an ENOSPC takes; root cannot be denied by permissions.
     const fs::path stage = fresh_stage("efbig");
-    const std::string bytes =
-        build({{"top/", kind::dir, "", 0755}, {"top/big", kind::file, noise(1536u << 10, 3), 0644}},
-              container::tar_xz, 0);
-    struct rlimit old{};
+    const std::string bytes = build(
+        {{"top/", kind::dir, "", 0755}, {"top/big", kind::file, noise(1536u << 10, 3), 0644}}, container::tar_xz, 0);
+    struct rlimit old {};
     REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
     auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
     struct rlimit small = old;
@@ -769,10 +763,10 @@ TEST_CASE("the output cap counts the holes of sparse files", "[unpack]") {
         std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), static_cast<unsigned long long>(v));
         std::memcpy(&h[off], buf, len - 1);
     };
-    std::memcpy(&h[257], "ustar  ", 8);          // old GNU magic and version
-    octal(386, 12, (64ull << 20) - 5);             // sparse[0].offset
-    octal(398, 12, 5);                            // sparse[0].numbytes
-    octal(483, 12, 64ull << 20);                   // realsize
+    std::memcpy(&h[257], "ustar  ", 8);  // old GNU magic and version
+    octal(386, 12, (64ull << 20) - 5);   // sparse[0].offset
+    octal(398, 12, 5);                   // sparse[0].numbytes
+    octal(483, 12, 64ull << 20);         // realsize
     std::memset(&h[148], ' ', 8);
     unsigned sum = 0;
     for (const char c : h) sum += static_cast<unsigned char>(c);
@@ -840,8 +834,8 @@ void check_same_tree(const fs::path& got, const fs::path& want) {
     std::map<std::pair<dev_t, ino_t>, std::string> want_inodes;
     for (const auto& rel : listing(want)) {
         INFO(rel);
-        struct stat a{};
-        struct stat b{};
+        struct stat a {};
+        struct stat b {};
         REQUIRE(::lstat((got / rel).c_str(), &a) == 0);
         REQUIRE(::lstat((want / rel).c_str(), &b) == 0);
         CHECK((a.st_mode & S_IFMT) == (b.st_mode & S_IFMT));
@@ -936,7 +930,8 @@ TEST_CASE("unpackers sharing one budget each get the same result", "[unpack][poo
             if (!started) return;
             auto& u = *started.value();
             for (std::size_t pos = 0; pos < xz.size(); pos += 100000)
-                if (!u.write(reinterpret_cast<const std::byte*>(xz.data() + pos), std::min<std::size_t>(100000, xz.size() - pos)))
+                if (!u.write(reinterpret_cast<const std::byte*>(xz.data() + pos),
+                             std::min<std::size_t>(100000, xz.size() - pos)))
                     break;
             auto r = u.finish();
             std::lock_guard lock(m);
@@ -988,7 +983,8 @@ TEST_CASE("a sparse file written by the pool matches libarchive's own extraction
         check_entries_match_disk(stage, *r);
         REQUIRE(r->size() == 1);
         CHECK(r->front().size == (3ull << 20) + 4096);
-        CHECK(r->front().sha256 == redist::sha256_hex(std::string((3ull << 20) - 5, '\0') + "hello" + std::string(4096, '\0')));
+        CHECK(r->front().sha256 ==
+              redist::sha256_hex(std::string((3ull << 20) - 5, '\0') + "hello" + std::string(4096, '\0')));
     }
 }
 
@@ -1001,7 +997,7 @@ TEST_CASE("a failing write in a worker stops everything and reports the file", "
         const fs::path stage = fresh_stage("pool_efbig_" + std::to_string(threads));
         auto o = opts(redist::archive_format::tar_xz);
         o.budget = budget(threads, 256ull << 20);
-        struct rlimit old{};
+        struct rlimit old {};
         REQUIRE(::getrlimit(RLIMIT_FSIZE, &old) == 0);
         auto old_handler = std::signal(SIGXFSZ, SIG_IGN);
         struct rlimit small = old;

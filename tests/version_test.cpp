@@ -93,8 +93,8 @@ TEST_CASE("compare_versions: mixed fields and a total order", "[version]") {
 
     // Antisymmetry and transitivity over a tricky set (numeric, mixed,
     // alphabetic, leading zeros, prefixes, empty fields).
-    const std::vector<std::string> labels = {"9",    "10",    "1a",   "9.0",  "9.0.0", "09",  "a",   "",
-                                             "9.a",  "9.1b",  "9.10", "9.9",  "0rc1",  "rc1", "1.",  ".1",
+    const std::vector<std::string> labels = {"9",    "10",    "1a",   "9.0",  "9.0.0", "09",  "a",  "",
+                                             "9.a",  "9.1b",  "9.10", "9.9",  "0rc1",  "rc1", "1.", ".1",
                                              "25.5", "25.06", "25.6", "9.27", "9.2",   "90.1"};
     for (const auto& a : labels) {
         CHECK(compare_versions(a, a) == 0);
@@ -140,9 +140,9 @@ TEST_CASE("parse_index_html copes with junk", "[version][index]") {
     CHECK(parse_index_html("").empty());
     CHECK(parse_index_html("no html at all").empty());
     CHECK(parse_index_html("<a href=").empty());
-    CHECK(parse_index_html("<a href='redistrib_1.0.json").size() == 1);  // unterminated quote: tolerated
-    CHECK(parse_index_html("<a href=\"redistrib_1.0.json\"").size() == 1);     // unterminated tag
-    CHECK(parse_index_html("<!-- <a href='redistrib_1.0.json'>").empty());    // unterminated comment
+    CHECK(parse_index_html("<a href='redistrib_1.0.json").size() == 1);     // unterminated quote: tolerated
+    CHECK(parse_index_html("<a href=\"redistrib_1.0.json\"").size() == 1);  // unterminated tag
+    CHECK(parse_index_html("<!-- <a href='redistrib_1.0.json'>").empty());  // unterminated comment
     CHECK(parse_index_html("<a href='redistrib_1.0.json%'>x</a>").empty());
     CHECK(parse_index_html("<a href='redistrib_1 0.json'>x</a>").empty());
     CHECK(parse_index_html("<a\nhref\n=\n'redistrib_2.0.json'>x</a>") == std::vector<std::string>{"2.0"});

@@ -5,9 +5,10 @@ using namespace redist_tools;
 
 int main(int argc, char** argv) {
     tool_name = "cudnn-fetch";
-    CLI::App app{"cudnn-fetch: download, verify and install NVIDIA cuDNN into a prefix.\n"
-                 "Same as `redist fetch cudnn VERSION --component cudnn ...`.",
-                 "cudnn-fetch"};
+    CLI::App app{
+        "cudnn-fetch: download, verify and install NVIDIA cuDNN into a prefix.\n"
+        "Same as `redist fetch cudnn VERSION --component cudnn ...`.",
+        "cudnn-fetch"};
     app.set_version_flag("--version", std::string("cudnn-fetch (redist) ") + REDIST_VERSION);
     fetch_options fetch;
     fetch.product = "cudnn";

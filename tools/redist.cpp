@@ -52,13 +52,15 @@ int cmd_lock(const lock_args& args) {
         if (!args.cuda.empty()) {
             for (int m : args.cuda) majors.emplace_back(m);
         } else {
-            for (int m : redist::available_cuda_majors(release->parsed, platform, args.components)) majors.emplace_back(m);
+            for (int m : redist::available_cuda_majors(release->parsed, platform, args.components))
+                majors.emplace_back(m);
             if (majors.empty()) majors.emplace_back(std::nullopt);
         }
         for (const auto& major : majors) {
             redist::selection_request req{platform, major, args.components};
             auto selection = redist::select_artifacts(release->parsed, req);
-            if (!selection.ok()) return report_error(std::move(selection).error_value().with_source(release->manifest_url));
+            if (!selection.ok())
+                return report_error(std::move(selection).error_value().with_source(release->manifest_url));
             for (const auto& a : selection->artifacts) {
                 const std::string key = a.platform + "/" + a.variant.value_or("") + "/" + a.component;
                 if (!seen.insert(key).second) continue;
@@ -79,8 +81,8 @@ int cmd_lock(const lock_args& args) {
     FILE* f = std::fopen(tmp.c_str(), "wb");
     if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0 ||
         std::rename(tmp.c_str(), args.output.c_str()) != 0) {
-        return report_error(redist::make_error(redist::error_code::filesystem, "cannot write lock file")
-                                .with_path(args.output));
+        return report_error(
+            redist::make_error(redist::error_code::filesystem, "cannot write lock file").with_path(args.output));
     }
     std::printf("locked %s %s: %zu artifacts -> %s\n", printable(lock.product).c_str(),
                 printable(lock.release_label).c_str(), lock.artifacts.size(), printable(args.output).c_str());
@@ -102,9 +104,11 @@ void add_lock_command(CLI::App& app, command_runner& selected) {
         ->type_name("a,b");
     cmd->add_option("-o,--output", args->output, "Where to write it ('-' for stdout; default redist.lock)")
         ->type_name("FILE");
-    cmd->footer("\nInstall it with: redist fetch --locked redist.lock --prefix DIR [--platform P] [--cuda N]\n"
-                "That never re-resolves; if the upstream manifest changed it warns, and any locked artifact\n"
-                "that changed upstream is a hard error (exit 5).\n\n" + std::string(exit_code_help));
+    cmd->footer(
+        "\nInstall it with: redist fetch --locked redist.lock --prefix DIR [--platform P] [--cuda N]\n"
+        "That never re-resolves; if the upstream manifest changed it warns, and any locked artifact\n"
+        "that changed upstream is a hard error (exit 5).\n\n" +
+        std::string(exit_code_help));
     cmd->final_callback([args, &selected] { selected = [args] { return cmd_lock(*args); }; });
 }
 
@@ -114,9 +118,10 @@ int main(int argc, char** argv) {
     // The child of `redist check` (hidden): runs before any parsing or curl setup.
     if (argc >= 2 && std::string_view(argv[1]) == "__check-probe") return check_probe_main(argc, argv);
     tool_name = "redist";
-    CLI::App app{"redist: fetch NVIDIA redistrib releases (cuDNN, CUDA, cuTENSOR, ...) into a prefix.\n"
-                 "Every archive is verified (size and SHA-256) before anything lands in the prefix.",
-                 "redist"};
+    CLI::App app{
+        "redist: fetch NVIDIA redistrib releases (cuDNN, CUDA, cuTENSOR, ...) into a prefix.\n"
+        "Every archive is verified (size and SHA-256) before anything lands in the prefix.",
+        "redist"};
     app.set_version_flag("--version", std::string("redist ") + REDIST_VERSION);
     app.require_subcommand(1);
     app.footer(std::string("\nEnvironment:\n  REDIST_BASE_URL  default for --base-url\n"
@@ -128,9 +133,9 @@ int main(int argc, char** argv) {
                exit_code_help);
 
     command_runner selected;
-    for (auto* add : {add_versions_command, add_show_command, add_fetch_command, add_verify_command,
-                      add_remove_command, add_cache_command, add_lock_command, add_env_command, add_mirror_command,
-                      add_check_command, add_sbom_command, add_diff_command, add_outdated_command, add_init_command, add_sync_command})
+    for (auto* add : {add_versions_command, add_show_command, add_fetch_command, add_verify_command, add_remove_command,
+                      add_cache_command, add_lock_command, add_env_command, add_mirror_command, add_check_command,
+                      add_sbom_command, add_diff_command, add_outdated_command, add_init_command, add_sync_command})
         add(app, selected);
     return run_tool(app, argc, argv, [&] { return selected ? selected() : 2; });
 }

@@ -32,7 +32,7 @@ int main(int argc, char* argv[]) {
         return redist::exit_code_for(parsed.error_value().code);
     }
     const redist::manifest& m = parsed.value();
-    std::printf("%s: %zu components, %zu artifacts\n", m.release_label.c_str(),
-                m.components.size(), m.artifact_count());
+    std::printf("%s: %zu components, %zu artifacts\n", m.release_label.c_str(), m.components.size(),
+                m.artifact_count());
     return 0;
 }

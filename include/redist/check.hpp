@@ -47,7 +47,7 @@ enum class check_severity : std::uint8_t {
 const char* to_string(check_severity s) noexcept;
 
 struct check_finding {
-    std::string check;      // "resolve", "runtime", "load", "version", "shadow", "driver", "gpu", "gpu-run"
+    std::string check;  // "resolve", "runtime", "load", "version", "shadow", "driver", "gpu", "gpu-run"
     check_severity severity = check_severity::info;
     std::string component;  // empty for machine-wide findings (driver)
     std::string path;       // prefix-relative file the finding is about, if any
@@ -88,18 +88,23 @@ struct check_options {
     // Machine files, replaceable for tests.
     std::filesystem::path ld_so_cache = "/etc/ld.so.cache";
     std::filesystem::path driver_version_file = "/proc/driver/nvidia/version";
-    std::vector<std::filesystem::path> default_dirs = {
-        "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu",
-        "/lib64", "/usr/lib64", "/lib", "/usr/lib"};
+    std::vector<std::filesystem::path> default_dirs = {"/lib/x86_64-linux-gnu",
+                                                       "/usr/lib/x86_64-linux-gnu",
+                                                       "/lib/aarch64-linux-gnu",
+                                                       "/usr/lib/aarch64-linux-gnu",
+                                                       "/lib64",
+                                                       "/usr/lib64",
+                                                       "/lib",
+                                                       "/usr/lib"};
 };
 
 struct check_report {
     std::filesystem::path prefix;
     std::vector<check_finding> findings;  // in check order
     std::size_t components = 0;
-    std::size_t elf_files = 0;   // ELF files inspected
-    std::size_t libraries = 0;   // shared libraries among them
-    std::size_t loaded = 0;      // libraries the child loaded (none when quick)
+    std::size_t elf_files = 0;  // ELF files inspected
+    std::size_t libraries = 0;  // shared libraries among them
+    std::size_t loaded = 0;     // libraries the child loaded (none when quick)
     check_depth depth = check_depth::full;
     double seconds = 0;
 
@@ -117,8 +122,8 @@ result<check_report> run_checks(const check_options& options);
 // preflight before a download).
 struct driver_info {
     std::optional<std::string> kernel_module;  // "580.65.06" from /proc/driver/nvidia/version
-    std::optional<int> cuda_version;            // cuDriverGetVersion: 12040 for CUDA 12.4
-    std::string libcuda;                        // where libcuda.so.1 was found, empty if not
+    std::optional<int> cuda_version;           // cuDriverGetVersion: 12040 for CUDA 12.4
+    std::string libcuda;                       // where libcuda.so.1 was found, empty if not
     struct gpu {
         int index = 0;
         int major = 0, minor = 0;  // compute capability

@@ -43,7 +43,7 @@ const char* to_string(artifact_change_kind kind) noexcept;
 
 struct artifact_change {
     artifact_change_kind kind = artifact_change_kind::added;
-    std::string component;               // the key in the new manifest (old one for removed)
+    std::string component;  // the key in the new manifest (old one for removed)
     std::string platform;
     std::optional<std::string> variant;
     std::string old_relative_path, new_relative_path;  // empty for added / removed
@@ -68,8 +68,8 @@ struct manifest_diff {
     std::vector<version_change> versions;
     std::vector<std::string> platforms_added, platforms_removed;  // sorted
     std::vector<std::string> variants_added, variants_removed;    // "cuda13", sorted
-    std::vector<artifact_change> artifacts;  // changed artifacts only; unchanged ones are left out
-    std::uint64_t old_total_size = 0, new_total_size = 0;  // every artifact of each manifest
+    std::vector<artifact_change> artifacts;                       // changed artifacts only; unchanged ones are left out
+    std::uint64_t old_total_size = 0, new_total_size = 0;         // every artifact of each manifest
 
     // True when no component, version or artifact differs (other fields of
     // the manifests, like release_date, may still differ).

@@ -38,8 +38,8 @@ struct url_history {
     std::vector<seen_entry> seen;  // oldest first; the last is what the URL served most recently
 };
 
-inline constexpr std::size_t kMaxHistoryBytes = 1u << 20;   // a history file larger than this is corrupt
-inline constexpr std::size_t kMaxHistoryEntries = 64;       // older entries are dropped on write
+inline constexpr std::size_t kMaxHistoryBytes = 1u << 20;  // a history file larger than this is corrupt
+inline constexpr std::size_t kMaxHistoryEntries = 64;      // older entries are dropped on write
 inline constexpr std::size_t kMaxKeptDocumentBytes = 64u << 20;
 
 // Parses a history file. Outcomes: ok | bad_manifest (broken JSON, an
@@ -51,10 +51,10 @@ result<url_history> parse_url_history(std::string_view json, std::string_view so
 std::string url_history_to_json(const url_history& history);
 
 struct drift_check {
-    bool first_time = false;  // the URL was never recorded
-    bool changed = false;     // it served other bytes last time
+    bool first_time = false;             // the URL was never recorded
+    bool changed = false;                // it served other bytes last time
     std::optional<seen_entry> previous;  // what it served last time (set when changed)
-    bool corrupt_history = false;  // the history file was unreadable and is treated as empty
+    bool corrupt_history = false;        // the history file was unreadable and is treated as empty
 };
 
 class drift_store {

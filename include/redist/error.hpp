@@ -142,14 +142,14 @@ private:
 // NOLINTBEGIN(bugprone-macro-parentheses)
 #define REDIST_CONCAT_INNER(a, b) a##b
 #define REDIST_CONCAT(a, b) REDIST_CONCAT_INNER(a, b)
-#define REDIST_TRY_IMPL(tmp, decl, expr)                          \
-    auto tmp = (expr);                                            \
-    if (!tmp.ok()) return std::move(tmp).error_value();           \
+#define REDIST_TRY_IMPL(tmp, decl, expr)                \
+    auto tmp = (expr);                                  \
+    if (!tmp.ok()) return std::move(tmp).error_value(); \
     decl = std::move(tmp).value()
 #define REDIST_TRY(decl, expr) REDIST_TRY_IMPL(REDIST_CONCAT(redist_try_, __LINE__), decl, expr)
-#define REDIST_TRY_VOID(expr)                                     \
-    do {                                                          \
-        auto redist_try_void_ = (expr);                           \
+#define REDIST_TRY_VOID(expr)                                                         \
+    do {                                                                              \
+        auto redist_try_void_ = (expr);                                               \
         if (!redist_try_void_.ok()) return std::move(redist_try_void_).error_value(); \
     } while (0)
 // NOLINTEND(bugprone-macro-parentheses)

@@ -42,13 +42,13 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
 
 // Where documents and artifacts come from, and how hard to try.
 struct source_policy {
-    std::vector<std::string> mirrors;  // bases tried in order before the base URL
+    std::vector<std::string> mirrors;                // bases tried in order before the base URL
     std::optional<std::filesystem::path> cache_dir;  // nullopt: no cache (--no-cache)
-    bool offline = false;              // only the cache and file:// sources
-    int attempts_per_source = 4;       // transient failures retried this often per source
-    double initial_backoff_seconds = 0.5;  // doubled after each attempt, with jitter
+    bool offline = false;                            // only the cache and file:// sources
+    int attempts_per_source = 4;                     // transient failures retried this often per source
+    double initial_backoff_seconds = 0.5;            // doubled after each attempt, with jitter
     double max_backoff_seconds = 20;
-    long max_retry_after_seconds = 60;     // a longer Retry-After moves on to the next source
+    long max_retry_after_seconds = 60;  // a longer Retry-After moves on to the next source
     bool shared_cache = false;  // --shared-cache: the cache may belong to others; re-verify all of it (cache.hpp)
 };
 
@@ -58,12 +58,12 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
                                                fetch_observer* observer = nullptr);
 
 struct release_request {
-    std::string product;            // "cudnn"; may be empty with manifest_location
-    std::string version_spec;       // "9.27.0", "9.27", "9", "latest"
-    std::string base_url;           // <base>; see urls.hpp
-    std::string manifest_location;  // --manifest PATH|URL: skips the index entirely
-    std::string manifest_sha256;    // --manifest-sha256: pin the manifest's bytes (integrity error otherwise)
-    source_policy sources;          // mirrors are tried first for the index and manifest too
+    std::string product;                 // "cudnn"; may be empty with manifest_location
+    std::string version_spec;            // "9.27.0", "9.27", "9", "latest"
+    std::string base_url;                // <base>; see urls.hpp
+    std::string manifest_location;       // --manifest PATH|URL: skips the index entirely
+    std::string manifest_sha256;         // --manifest-sha256: pin the manifest's bytes (integrity error otherwise)
+    source_policy sources;               // mirrors are tried first for the index and manifest too
     fetch_observer* observer = nullptr;  // retries of the index and manifest; not owned
 };
 
@@ -101,8 +101,7 @@ struct variant_choice {
 // An explicit request wins; next the detected toolkit, if the manifest offers
 // that major; otherwise the newest variant offered.
 variant_choice choose_cuda_variant(const manifest& m, const std::string& platform,
-                                   const std::vector<std::string>& components,
-                                   std::optional<int> explicit_major,
+                                   const std::vector<std::string>& components, std::optional<int> explicit_major,
                                    const std::optional<cuda_detection>& detected);
 
 // ---- installing ----------------------------------------------------------------
@@ -170,11 +169,11 @@ struct install_request {
     std::string product;
     std::string release_label;
     std::string artifact_base_url;
-    std::vector<artifact> artifacts;      // from select_artifacts
+    std::vector<artifact> artifacts;                        // from select_artifacts
     std::map<std::string, std::string> component_versions;  // component key -> version, for receipts
-    bool force = false;                   // reinstall even when receipts match
-    link_mode tree_link_mode = link_mode::auto_select;  // how cached trees are placed (see cache.hpp)
-    unsigned jobs = 0;                    // concurrent artifacts; 0 = cores
+    bool force = false;                                     // reinstall even when receipts match
+    link_mode tree_link_mode = link_mode::auto_select;      // how cached trees are placed (see cache.hpp)
+    unsigned jobs = 0;                                      // concurrent artifacts; 0 = cores
     // Ranged connections per archive (http/https): 0 = the default, 6
     // connections for archives of 64 MiB or more (measured:
     // bench/capped_link.py); N > 1 splits any archive of at least 8 MiB;
@@ -201,7 +200,7 @@ struct install_request {
     std::uint64_t min_expansion_bytes = 64ull << 20;
     transfer_options transfer;
     source_policy sources;
-    fetch_observer* observer = nullptr;   // not owned; null: nobody listens
+    fetch_observer* observer = nullptr;  // not owned; null: nobody listens
 };
 
 struct component_report {
@@ -209,11 +208,11 @@ struct component_report {
     std::string version;
     std::string platform;
     std::optional<std::string> variant;
-    std::string url;         // the URL that served the archive (a mirror, the base, or the cache's source)
+    std::string url;  // the URL that served the archive (a mirror, the base, or the cache's source)
     std::string sha256;
     std::uint64_t size = 0;
     std::size_t files = 0;
-    int requests = 0;        // HTTP/file requests made for this artifact
+    int requests = 0;  // HTTP/file requests made for this artifact
     double seconds = 0;
     bool from_cache = false;
     bool unchanged = false;  // receipts already matched: nothing was done

@@ -46,7 +46,7 @@
 namespace redist {
 
 struct installed_file {
-    std::string path;  // prefix-relative, '/'-separated
+    std::string path;                       // prefix-relative, '/'-separated
     entry_kind kind = entry_kind::regular;  // regular, symlink (hardlinks are recorded as regular)
     std::uint64_t size = 0;
     std::string sha256;       // regular files
@@ -61,10 +61,10 @@ struct receipt {
     std::string component_version;
     std::string platform;
     std::optional<std::string> variant;
-    std::string url;             // where the archive came from (sanitized)
+    std::string url;  // where the archive came from (sanitized)
     std::string archive_sha256;
     std::uint64_t archive_size = 0;
-    std::string installed_at;    // ISO 8601 UTC
+    std::string installed_at;           // ISO 8601 UTC
     std::vector<installed_file> files;  // sorted by path
     // --exclude / redist.toml exclude: the globs applied, and the archive
     // paths (prefix-relative, sorted) they skipped. Skipped paths are not in
@@ -86,8 +86,7 @@ class prefix_lock {
 public:
     // on_wait is called once if another process holds the lock, before blocking.
     // Outcomes: ok | filesystem.
-    static result<prefix_lock> acquire(const std::filesystem::path& prefix,
-                                       const std::function<void()>& on_wait = {});
+    static result<prefix_lock> acquire(const std::filesystem::path& prefix, const std::function<void()>& on_wait = {});
     prefix_lock(prefix_lock&&) noexcept;
     prefix_lock& operator=(prefix_lock&&) noexcept;
     ~prefix_lock();

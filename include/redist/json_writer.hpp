@@ -37,7 +37,10 @@ public:
     json_writer& value(const std::optional<std::string>& text) { return text ? value(*text) : null(); }
 
     template <class T>
-    json_writer& field(std::string_view name, const T& v) { key(name); return value(v); }
+    json_writer& field(std::string_view name, const T& v) {
+        key(name);
+        return value(v);
+    }
 
     const std::string& str() const { return out_; }
 

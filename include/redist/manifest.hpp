@@ -31,16 +31,16 @@ const char* to_string(archive_format format) noexcept;
 archive_format archive_format_from_path(std::string_view relative_path) noexcept;
 
 struct artifact {
-    std::string component;              // key of the component ("cudnn")
-    std::string platform;               // "linux-x86_64", "windows-x86_64", "source", ...
-    std::optional<std::string> variant; // "cuda12", or none for a plain platform artifact
-    std::string relative_path;          // validated by artifact_path_problem(): relative (no
-                                        // leading "/", no "scheme:" or drive prefix), no ".."
-                                        // or empty segment, no backslash, no control
-                                        // character, no percent-escape of a path character
-    std::string sha256;                 // 64 lower-case hex digits
-    std::string md5;                    // 32 lower-case hex digits, or empty if absent
-    std::uint64_t size = 0;             // bytes
+    std::string component;               // key of the component ("cudnn")
+    std::string platform;                // "linux-x86_64", "windows-x86_64", "source", ...
+    std::optional<std::string> variant;  // "cuda12", or none for a plain platform artifact
+    std::string relative_path;           // validated by artifact_path_problem(): relative (no
+                                         // leading "/", no "scheme:" or drive prefix), no ".."
+                                         // or empty segment, no backslash, no control
+                                         // character, no percent-escape of a path character
+    std::string sha256;                  // 64 lower-case hex digits
+    std::string md5;                     // 32 lower-case hex digits, or empty if absent
+    std::uint64_t size = 0;              // bytes
     archive_format format = archive_format::unknown;
 
     // "cuda12" -> 12; nullopt when there is no variant or it is not "cuda<N>".
@@ -54,19 +54,19 @@ struct artifact {
 const char* artifact_path_problem(std::string_view relative_path) noexcept;
 
 struct component {
-    std::string key;           // "cudnn", "cuda_nvcc", ... (a valid name, see below)
-    std::string name;          // human-readable; may be empty in old manifests
+    std::string key;   // "cudnn", "cuda_nvcc", ... (a valid name, see below)
+    std::string name;  // human-readable; may be empty in old manifests
     std::string license;
-    std::string license_path;  // may be empty
-    std::string version;       // "9.27.0.42"
+    std::string license_path;                // may be empty
+    std::string version;                     // "9.27.0.42"
     std::vector<std::string> cuda_variants;  // the optional "cuda_variant" list, e.g. {"12","13"}
     std::vector<artifact> artifacts;         // in manifest order
 };
 
 struct manifest {
-    std::string release_label;    // may be empty in old manifests
+    std::string release_label;  // may be empty in old manifests
     std::string release_date;
-    std::string release_product;  // may be empty; may differ from the directory name
+    std::string release_product;        // may be empty; may differ from the directory name
     std::vector<component> components;  // in manifest order
 
     std::size_t artifact_count() const noexcept;

@@ -79,8 +79,8 @@ struct mirror_request {
     // mirrors tried before the base for artifacts (the manifest always comes
     // from the base), as for fetch: the same source driver.
     source_policy sources;
-    unsigned jobs = 1;                    // artifacts in flight at once (at least 1)
-    fetch_observer* observer = nullptr;   // on_mirror steps, retries, source changes; not owned
+    unsigned jobs = 1;                   // artifacts in flight at once (at least 1)
+    fetch_observer* observer = nullptr;  // on_mirror steps, retries, source changes; not owned
 };
 
 struct mirrored_file {
@@ -101,14 +101,14 @@ struct mirrored_release {
     std::filesystem::path manifest_path;  // in the mirror
     std::string manifest_sha256;
     mirror_status manifest_status = mirror_status::downloaded;
-    std::vector<mirrored_file> files;     // manifest order; a path shared by two
-                                          // selections appears once
+    std::vector<mirrored_file> files;  // manifest order; a path shared by two
+                                       // selections appears once
 };
 
 struct mirror_report {
     std::string product;
-    std::filesystem::path redist_dir;  // <dest>/<product>/redist
-    std::filesystem::path index_path;  // <redist_dir>/index.html
+    std::filesystem::path redist_dir;        // <dest>/<product>/redist
+    std::filesystem::path index_path;        // <redist_dir>/index.html
     std::vector<mirrored_release> releases;  // in request order
     std::uint64_t bytes_downloaded = 0;      // artifact bytes fetched in this run
 };

@@ -33,9 +33,9 @@ struct host_probe {
 result<std::string> detect_host_platform(const host_probe& probe);
 
 struct cuda_detection {
-    int major = 0;          // e.g. 13
-    std::string version;    // "13.0.1" where known
-    std::string reason;     // "CUDA_HOME=/usr/local/cuda (version.json: 13.0.1)"
+    int major = 0;        // e.g. 13
+    std::string version;  // "13.0.1" where known
+    std::string reason;   // "CUDA_HOME=/usr/local/cuda (version.json: 13.0.1)"
 };
 
 // Finds the installed CUDA toolkit, in order: $CUDA_HOME, $CUDA_PATH (each

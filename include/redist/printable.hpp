@@ -32,7 +32,6 @@ inline constexpr std::size_t no_length_limit = static_cast<std::size_t>(-1);
 // Everything else, printable UTF-8 included, is kept. Past about `max_len`
 // bytes of output the rest is cut and "..." appended (the default suits a
 // name inside a one-line error message; pass no_length_limit for all of it).
-std::string printable(std::string_view text, std::size_t max_len = 200,
-                      backslashes backslash = backslashes::escape);
+std::string printable(std::string_view text, std::size_t max_len = 200, backslashes backslash = backslashes::escape);
 
 }  // namespace redist

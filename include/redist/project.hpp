@@ -42,13 +42,13 @@ struct project_product {
 };
 
 struct project_file {
-    std::filesystem::path path;        // the file, as given
-    std::filesystem::path prefix;      // absolute when `path` is (relative prefixes resolve against its directory)
+    std::filesystem::path path;          // the file, as given
+    std::filesystem::path prefix;        // absolute when `path` is (relative prefixes resolve against its directory)
     std::vector<std::string> platforms;  // at least one, no duplicates
-    std::optional<int> cuda;           // the CUDA major for products with variants; nullopt: decide per product
-    std::string base_url;              // empty: the default (or $REDIST_BASE_URL)
+    std::optional<int> cuda;             // the CUDA major for products with variants; nullopt: decide per product
+    std::string base_url;                // empty: the default (or $REDIST_BASE_URL)
     std::vector<std::string> mirrors;
-    std::vector<std::string> exclude;  // archive-relative globs
+    std::vector<std::string> exclude;       // archive-relative globs
     std::vector<project_product> products;  // at least one, sorted by name
 };
 

@@ -34,8 +34,8 @@ struct sbom_file {
 };
 
 struct sbom_component {
-    receipt installed;       // the receipt (its `files` are not used; see `files`)
-    std::string license;     // as the manifest names it ("CUDA Toolkit", "MIT"); empty: unknown
+    receipt installed;             // the receipt (its `files` are not used; see `files`)
+    std::string license;           // as the manifest names it ("CUDA Toolkit", "MIT"); empty: unknown
     std::vector<sbom_file> files;  // the regular files, sorted by path
 };
 
@@ -59,8 +59,8 @@ using license_table = std::map<std::pair<std::string, std::string>, std::string>
 
 struct sbom_request {
     std::filesystem::path prefix;
-    license_table licenses;    // missing entries: the license is unknown (NOASSERTION)
-    std::string created;       // empty: now
+    license_table licenses;  // missing entries: the license is unknown (NOASSERTION)
+    std::string created;     // empty: now
     std::string tool_version;
 };
 

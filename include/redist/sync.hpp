@@ -95,7 +95,7 @@ struct removed_component {
 };
 
 struct multi_install_report {
-    std::vector<install_report> products;  // in request order
+    std::vector<install_report> products;    // in request order
     std::vector<removed_component> removed;  // sorted by (product, component)
 };
 

@@ -15,17 +15,17 @@
 namespace redist {
 
 struct transfer_options {
-    std::string ca_file;                  // --ca-file; else SSL_CERT_FILE / CURL_CA_BUNDLE; else system
+    std::string ca_file;  // --ca-file; else SSL_CERT_FILE / CURL_CA_BUNDLE; else system
     long connect_timeout_seconds = 30;
-    long stall_timeout_seconds = 60;      // no body byte for this long: transient failure; 0: off
+    long stall_timeout_seconds = 60;  // no body byte for this long: transient failure; 0: off
     std::string user_agent = "redist";
 };
 
 // What the server said about a response, known before the body.
 struct response_info {
-    long status = 0;                // HTTP status; 0 for file://
+    long status = 0;                   // HTTP status; 0 for file://
     std::int64_t content_length = -1;  // of this response's body; -1 if unknown
-    bool partial = false;           // 206: the Range request was honoured
+    bool partial = false;              // 206: the Range request was honoured
     std::string etag;
     std::string last_modified;
 };
@@ -34,7 +34,7 @@ struct response_info {
 // HTTP/2 stream errors, 408, 429, 5xx). Set on network errors by download().
 struct transfer_failure_info {
     bool transient = false;
-    bool too_large = false;         // fetch_text: the body exceeded max_bytes
+    bool too_large = false;  // fetch_text: the body exceeded max_bytes
     long http_status = 0;
     std::optional<long> retry_after_seconds;
 };
@@ -78,9 +78,8 @@ struct download_callbacks {
 //   network      any other transport or HTTP failure; `failure` (if given)
 //                says whether it is transient and any Retry-After
 //   (callback)   the error a callback returned, unchanged
-result<void> download(const std::string& url, const transfer_options& options,
-                      download_callbacks& callbacks, std::uint64_t resume_from = 0,
-                      transfer_failure_info* failure = nullptr);
+result<void> download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+                      std::uint64_t resume_from = 0, transfer_failure_info* failure = nullptr);
 
 // Like download(), for bytes [first, last] (inclusive) only: sends
 // "Range: bytes=first-last" (for the segmented downloads of large archives).
@@ -89,16 +88,14 @@ result<void> download(const std::string& url, const transfer_options& options,
 // partial=false before any body byte, and the callbacks then get the whole
 // file unless on_response refuses it. http(s) only: a file:// URL is an
 // internal error. Same outcomes as download().
-result<void> download_range(const std::string& url, const transfer_options& options,
-                            download_callbacks& callbacks, std::uint64_t first, std::uint64_t last,
-                            transfer_failure_info* failure = nullptr);
+result<void> download_range(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+                            std::uint64_t first, std::uint64_t last, transfer_failure_info* failure = nullptr);
 
 // Fetches a small document (manifest, index, lock) into memory, refusing
 // bodies larger than max_bytes (network error, permanent, with
 // failure->too_large set so that callers can report it as a bad document).
 // Same outcomes as download(), including `failure`.
 result<std::string> fetch_text(const std::string& url, const transfer_options& options,
-                               std::size_t max_bytes = 64u << 20,
-                               transfer_failure_info* failure = nullptr);
+                               std::size_t max_bytes = 64u << 20, transfer_failure_info* failure = nullptr);
 
 }  // namespace redist

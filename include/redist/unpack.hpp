@@ -27,10 +27,9 @@
 // Unverified bytes are bounded: with max_output_bytes set, the decoded tar
 // stream (xz) and the contents of the files written (holes of sparse files
 // included, plus 512 bytes per entry) may not exceed it; past it, unpacking
-// fails as unsafe_archive ("expands to more than ..."). libarchive's SECURE_SYMLINKS/NODOTDOT are on as a second line of
-// defence (NOABSOLUTEPATHS cannot be: entries are rewritten to absolute paths
-// under the stage, after the original names were checked). Owners are never
-// restored; setuid/setgid/sticky bits are dropped.
+// fails as unsafe_archive ("expands to more than ..."). libarchive's SECURE_SYMLINKS/NODOTDOT are on as a second line
+// of defence (NOABSOLUTEPATHS cannot be: entries are rewritten to absolute paths under the stage, after the original
+// names were checked). Owners are never restored; setuid/setgid/sticky bits are dropped.
 //
 // Formats: tar.xz is decoded by liblzma's multi-threaded decoder on a thread
 // of its own; tar.gz and tar.zst by libarchive's filters in the extractor
@@ -55,24 +54,24 @@ class run_budget;  // lib/budget.hpp
 enum class entry_kind : std::uint8_t { regular, directory, symlink, hardlink };
 
 struct unpacked_entry {
-    std::string path;          // relative to the stage root, top-level dir stripped, '/'-separated
+    std::string path;  // relative to the stage root, top-level dir stripped, '/'-separated
     entry_kind kind = entry_kind::regular;
-    std::uint64_t size = 0;    // regular files and hardlinks
-    std::string sha256;        // regular files and hardlinks: digest of the content
-    std::string link_target;   // symlink target as stored; hardlink: stage-relative path of the target
-    unsigned mode = 0;         // permission bits as written (setuid/setgid dropped)
+    std::uint64_t size = 0;   // regular files and hardlinks
+    std::string sha256;       // regular files and hardlinks: digest of the content
+    std::string link_target;  // symlink target as stored; hardlink: stage-relative path of the target
+    unsigned mode = 0;        // permission bits as written (setuid/setgid dropped)
 };
 
 struct unpack_options {
     archive_format format = archive_format::tar_xz;
-    bool strip_top_level = true;       // require and strip one top-level directory
-    unsigned decoder_threads = 0;      // 0 = this artifact's share of the budget
+    bool strip_top_level = true;         // require and strip one top-level directory
+    unsigned decoder_threads = 0;        // 0 = this artifact's share of the budget
     std::uint64_t decoder_memlimit = 0;  // lzma_mt memlimit_threading; 0 = the budget's share
     // Shared by the unpackers of one run; null = a budget of its own with
     // the machine's defaults (redist/budget.hpp).
     std::shared_ptr<run_budget> budget;
-    std::uint64_t size_hint = 0;       // the archive's size, if known: weighs its share of the budget
-    std::string source;                // URL or path, for error messages only
+    std::uint64_t size_hint = 0;         // the archive's size, if known: weighs its share of the budget
+    std::string source;                  // URL or path, for error messages only
     std::uint64_t max_output_bytes = 0;  // cap on decoded output (see above); 0 = none
 };
 

@@ -39,7 +39,9 @@ public:
     std::string peek_hex() const;
 
 private:
-    struct ctx_deleter { void operator()(evp_md_ctx_st* ctx) const noexcept; };
+    struct ctx_deleter {
+        void operator()(evp_md_ctx_st* ctx) const noexcept;
+    };
     std::unique_ptr<evp_md_ctx_st, ctx_deleter> ctx_;
     std::uint64_t bytes_ = 0;
 };
@@ -55,8 +57,7 @@ result<std::string> sha256_file(const std::filesystem::path& path);
 // bytes, ready to continue with the rest, and the hex digest of the prefix is
 // returned. Outcomes: ok | filesystem (cannot open/read, or the file is
 // shorter than `length`: expected/actual set; `into` is left untouched).
-result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length,
-                                       sha256_hasher& into);
+result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length, sha256_hasher& into);
 
 // True if `text` is 64 hex digits (either case).
 bool is_sha256_hex(std::string_view text) noexcept;
@@ -64,8 +65,7 @@ bool is_sha256_hex(std::string_view text) noexcept;
 // Checks an archive's final size and digest against the manifest. Outcomes:
 // ok | integrity (message "size mismatch" or "sha256 mismatch", expected and
 // actual set, url set to `where`).
-result<void> check_integrity(std::uint64_t expected_size, std::string_view expected_sha256,
-                             std::uint64_t actual_size, std::string_view actual_sha256,
-                             std::string_view where);
+result<void> check_integrity(std::uint64_t expected_size, std::string_view expected_sha256, std::uint64_t actual_size,
+                             std::string_view actual_sha256, std::string_view where);
 
 }  // namespace redist

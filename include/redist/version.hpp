@@ -39,7 +39,6 @@ std::vector<std::string> parse_index_html(std::string_view html);
 // `labels` need not be sorted or unique.
 // Outcomes: ok (the label) | not_found (message lists the available labels,
 // newest first, at most 10) | usage (empty spec or an empty field, "9..1").
-result<std::string> resolve_version_spec(std::string_view spec,
-                                         const std::vector<std::string>& labels);
+result<std::string> resolve_version_spec(std::string_view spec, const std::vector<std::string>& labels);
 
 }  // namespace redist

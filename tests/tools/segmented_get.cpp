@@ -63,11 +63,12 @@ int main(int argc, char** argv) {
         if (to_stdout && std::fwrite(data, 1, n, stdout) != n)
             return redist::make_error(redist::error_code::filesystem, "cannot write to stdout");
         delivered += n;
-        if (abort_after > 0 && delivered >= abort_after) ::kill(::getpid(), SIGKILL);  // no exit hooks run, sanitizers' neither
+        if (abort_after > 0 && delivered >= abort_after)
+            ::kill(::getpid(), SIGKILL);  // no exit hooks run, sanitizers' neither
         return {};
     };
-    const auto retry = [&](int attempt, const redist::transfer_failure_info& info)
-        -> std::optional<std::chrono::milliseconds> {
+    const auto retry = [&](int attempt,
+                           const redist::transfer_failure_info& info) -> std::optional<std::chrono::milliseconds> {
         if (!info.transient || attempt > retries) return std::nullopt;
         return std::chrono::milliseconds(50 * attempt);
     };
@@ -79,11 +80,12 @@ int main(int argc, char** argv) {
         return 1;
     }
     std::fflush(stdout);
-    std::fprintf(to_stdout ? stderr : stdout, "{\"sha256\":\"%s\",\"bytes\":%llu,\"segmented\":%s,\"reused\":%llu,\"received\":%llu,"
-                "\"requests\":%d,\"retries\":%d,\"seconds\":%.3f}\n",
-                hasher.finish_hex().c_str(), static_cast<unsigned long long>(delivered),
-                r->segmented ? "true" : "false", static_cast<unsigned long long>(r->reused_bytes),
-                static_cast<unsigned long long>(r->received_bytes), r->requests, r->retries, seconds);
+    std::fprintf(to_stdout ? stderr : stdout,
+                 "{\"sha256\":\"%s\",\"bytes\":%llu,\"segmented\":%s,\"reused\":%llu,\"received\":%llu,"
+                 "\"requests\":%d,\"retries\":%d,\"seconds\":%.3f}\n",
+                 hasher.finish_hex().c_str(), static_cast<unsigned long long>(delivered),
+                 r->segmented ? "true" : "false", static_cast<unsigned long long>(r->reused_bytes),
+                 static_cast<unsigned long long>(r->received_bytes), r->requests, r->retries, seconds);
     curl_global_cleanup();
     return 0;
 }

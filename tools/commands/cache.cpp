@@ -34,8 +34,12 @@ std::optional<std::chrono::seconds> parse_duration(const std::string& text) {
         return std::nullopt;
     }
     const std::string unit = text.substr(used);
-    const unsigned long long scale = unit.empty() || unit == "s" ? 1 : unit == "m" ? 60 : unit == "h" ? 3600
-                                     : unit == "d" ? 86400 : unit == "w" ? 604800 : 0;
+    const unsigned long long scale = unit.empty() || unit == "s" ? 1
+                                     : unit == "m"               ? 60
+                                     : unit == "h"               ? 3600
+                                     : unit == "d"               ? 86400
+                                     : unit == "w"               ? 604800
+                                                                 : 0;
     if (!scale) return std::nullopt;
     return std::chrono::seconds(static_cast<long long>(n * scale));
 }
@@ -59,7 +63,9 @@ int list_cache(const redist::blob_cache& cache, const std::filesystem::path& roo
     }
     w.end_array();
     if (json) std::printf("%s\n", w.str().c_str());
-    else std::printf("%zu entries, %s in %s\n", entries->size(), human_size(total).c_str(), printable(root.string()).c_str());
+    else
+        std::printf("%zu entries, %s in %s\n", entries->size(), human_size(total).c_str(),
+                    printable(root.string()).c_str());
     return 0;
 }
 
@@ -124,11 +130,13 @@ void add_cache_command(CLI::App& app, command_runner& selected) {
         ->transform(CLI::AsSizeValue(false).description(""))
         ->type_name("SIZE");
     cmd->add_flag("--shared-cache", args->shared, "The cache may belong to other users (see fetch --shared-cache)");
-    cmd->footer("\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
-                "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
-                "processes and to delete at any time.\n\n"
-                "Examples:\n  redist cache list\n  redist cache prune --older-than 30d\n  redist cache prune --max-size 20G\n  du -sh \"$(redist cache dir)\"\n\n" +
-                exit_code_help);
+    cmd->footer(
+        "\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
+        "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
+        "processes and to delete at any time.\n\n"
+        "Examples:\n  redist cache list\n  redist cache prune --older-than 30d\n  redist cache prune --max-size 20G\n  "
+        "du -sh \"$(redist cache dir)\"\n\n" +
+        exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_cache(*args); }; });
 }
 

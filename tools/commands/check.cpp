@@ -119,12 +119,12 @@ int cmd_check(const check_args& args) {
             std::printf("%s\n", format_finding(f).c_str());
         }
         const bool quick = report->depth == redist::check_depth::quick;
-        std::printf("%s: %zu components, %zu ELF files, %zu libraries (%s): %zu failed, %zu warnings in %.2f s: %s\n",
-                    redist::escape_for_display(args.prefix).c_str(), report->components, report->elf_files,
-                    report->libraries,
-                    quick ? "quick: only the version probes loaded" : (std::to_string(report->loaded) + " loaded").c_str(),
-                    failures, warnings, report->seconds,
-                    failed ? (failures ? "CHECK FAILED" : "CHECK FAILED (--strict: warnings fail)") : "all checks passed");
+        std::printf(
+            "%s: %zu components, %zu ELF files, %zu libraries (%s): %zu failed, %zu warnings in %.2f s: %s\n",
+            redist::escape_for_display(args.prefix).c_str(), report->components, report->elf_files, report->libraries,
+            quick ? "quick: only the version probes loaded" : (std::to_string(report->loaded) + " loaded").c_str(),
+            failures, warnings, report->seconds,
+            failed ? (failures ? "CHECK FAILED" : "CHECK FAILED (--strict: warnings fail)") : "all checks passed");
     }
     return failed ? redist::exit_code_for(redist::error_code::check_failed) : 0;
 }
@@ -138,15 +138,18 @@ void add_check_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--component", args->components, "Only these components (default: all installed)")
         ->delimiter(',')
         ->type_name("a,b");
-    cmd->add_flag("--gpu", args->gpu,
-                  "Also run one real operation on the GPU (cuDNN convolution vs a CPU reference; cudart copy; cuBLAS GEMM)");
+    cmd->add_flag(
+        "--gpu", args->gpu,
+        "Also run one real operation on the GPU (cuDNN convolution vs a CPU reference; cudart copy; cuBLAS GEMM)");
     cmd->add_flag("--json", args->json, "Print one JSON report with every finding");
     cmd->add_flag("--strict", args->strict, "Warnings fail too (exit 11)");
     cmd->add_flag("--quiet,-q", args->quiet, "Print only warnings, failures and the summary");
     cmd->add_flag("--quick", args->quick,
                   "The post-install check of fetch: nothing is loaded but the version probes (RTLD_LAZY) and the "
-                  "driver's version (no cuInit; GPUs from NVML where it answers); misses undefined symbols and failing constructors");
-    cmd->add_option("--timeout", args->timeout, "Seconds the checking child process may take (default 60; 300 with --gpu)")
+                  "driver's version (no cuInit; GPUs from NVML where it answers); misses undefined symbols and failing "
+                  "constructors");
+    cmd->add_option("--timeout", args->timeout,
+                    "Seconds the checking child process may take (default 60; 300 with --gpu)")
         ->type_name("S");
     cmd->footer(
         "\nChecks: every installed ELF file's DT_NEEDED resolves, with the symbol versions it needs (RPATH, the\n"

@@ -57,12 +57,14 @@ int run_diff(const diff_args& args) {
 }  // namespace
 
 void print_manifest_diff(std::FILE* out, const redist::manifest_diff& d, const char* indent) {
-    for (const auto& r : d.renamed) std::fprintf(out, "%scomponent renamed: %s -> %s\n", indent, r.from.c_str(), r.to.c_str());
+    for (const auto& r : d.renamed)
+        std::fprintf(out, "%scomponent renamed: %s -> %s\n", indent, r.from.c_str(), r.to.c_str());
     if (!d.added.empty()) std::fprintf(out, "%scomponents added: %s\n", indent, join(d.added).c_str());
     if (!d.removed.empty()) std::fprintf(out, "%scomponents removed: %s\n", indent, join(d.removed).c_str());
     for (const auto& v : d.versions)
         std::fprintf(out, "%sversion: %s %s -> %s\n", indent, v.component.c_str(), v.from.c_str(), v.to.c_str());
-    if (!d.platforms_added.empty()) std::fprintf(out, "%splatforms added: %s\n", indent, join(d.platforms_added).c_str());
+    if (!d.platforms_added.empty())
+        std::fprintf(out, "%splatforms added: %s\n", indent, join(d.platforms_added).c_str());
     if (!d.platforms_removed.empty())
         std::fprintf(out, "%splatforms removed: %s\n", indent, join(d.platforms_removed).c_str());
     if (!d.variants_added.empty()) std::fprintf(out, "%svariants added: %s\n", indent, join(d.variants_added).c_str());

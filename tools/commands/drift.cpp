@@ -31,9 +31,8 @@ void warn(bool quiet, const redist::error& e) {
 
 }  // namespace
 
-redist::result<void> watch_manifest_drift(const source_options& source, bool strict, bool quiet,
-                                          const std::string& url, const std::string& sha256,
-                                          const std::string& text) {
+redist::result<void> watch_manifest_drift(const source_options& source, bool strict, bool quiet, const std::string& url,
+                                          const std::string& sha256, const std::string& text) {
     auto store = open_store(source, quiet);
     if (!store) return {};
     const std::string shown = redist::sanitize_url(url);
@@ -51,7 +50,8 @@ redist::result<void> watch_manifest_drift(const source_options& source, bool str
                      tool_name.c_str(), strict ? "error" : "warning", shown.c_str(), prev.last_seen.c_str(),
                      prev.sha256.c_str(), sha256.c_str());
         const auto old_text = store->load_document(prev.sha256);
-        auto old_manifest = old_text ? redist::parse_manifest(*old_text, shown) : redist::result<redist::manifest>(
+        auto old_manifest = old_text ? redist::parse_manifest(*old_text, shown)
+                                     : redist::result<redist::manifest>(
                                            redist::make_error(redist::error_code::not_found, "not kept"));
         auto new_manifest = redist::parse_manifest(text, shown);
         if (old_manifest.ok() && new_manifest.ok()) {

@@ -32,8 +32,8 @@ int run_check(const init_args& args) {
             text.append(buf, n);
         std::fclose(f);
     } else {
-        return report_error(redist::make_error(redist::error_code::not_found, "cannot open the project file")
-                                .with_path(args.file));
+        return report_error(
+            redist::make_error(redist::error_code::not_found, "cannot open the project file").with_path(args.file));
     }
     // Absolute, so that a relative prefix resolves against the file's directory.
     auto project = redist::parse_project(text, std::filesystem::absolute(args.file));

@@ -124,7 +124,8 @@ int run_mirror(const mirror_args& args) {
             }
         } else if (e.step == mirror_step::finished) {
             // Blank the percentage line (plain spaces: no terminal escapes).
-            if (last_percent >= 0) std::fprintf(stderr, "\r%*s\r", static_cast<int>(printable(e.relative_path).size() + 8), "");
+            if (last_percent >= 0)
+                std::fprintf(stderr, "\r%*s\r", static_cast<int>(printable(e.relative_path).size() + 8), "");
             last_percent = -1;
             std::printf("  %-11s %s (%s)\n", status_word(e.status), printable(e.relative_path).c_str(),
                         human_size(e.bytes_total).c_str());
@@ -149,7 +150,8 @@ int run_mirror(const mirror_args& args) {
     }
     std::printf("mirrored %zu release%s, %zu artifact%s into %s: %zu fetched (%s), %zu up to date\n",
                 report->releases.size(), report->releases.size() == 1 ? "" : "s", files, files == 1 ? "" : "s",
-                printable(report->redist_dir.string()).c_str(), fetched, human_size(report->bytes_downloaded).c_str(), files - fetched);
+                printable(report->redist_dir.string()).c_str(), fetched, human_size(report->bytes_downloaded).c_str(),
+                files - fetched);
     return 0;
 }
 
@@ -202,15 +204,15 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
         ->type_name("N");
     cmd->add_flag("--json", args->json, "Print one JSON report at the end instead of progress");
     cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
-    cmd->footer(std::string(
-                    "\nWrites DIR/<product>/redist/redistrib_<version>.json (the manifest as published), each "
+    cmd->footer(
+        std::string("\nWrites DIR/<product>/redist/redistrib_<version>.json (the manifest as published), each "
                     "selected\nartifact under its relative_path, and index.html, so that DIR works as --base-url "
                     "(served over\nHTTP or as a local directory). Every file is verified (size and SHA-256) before "
                     "it is renamed into\nplace; files already present and correct are not fetched again.\n\n"
                     "Examples:\n"
                     "  redist mirror cudnn 9.27.0,9.8.0 --dest /srv/mirror --platform linux-x86_64,linux-sbsa\n"
                     "  redist mirror cuda 12.9.1 --dest /srv/mirror --component cuda_nvcc,cuda_cudart --cuda 12\n\n") +
-                exit_code_help);
+        exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_mirror(*args); }; });
 }
 

@@ -25,9 +25,8 @@ void print_manifest_diff(std::FILE* out, const redist::manifest_diff& d, const c
 // (the cache's history), prints a short structured diff to stderr when it
 // changed, and returns an integrity error (exit 5) when `strict`; otherwise
 // records it. Without a cache (--no-cache) it does nothing.
-redist::result<void> watch_manifest_drift(const source_options& source, bool strict, bool quiet,
-                                          const std::string& url, const std::string& sha256,
-                                          const std::string& text);
+redist::result<void> watch_manifest_drift(const source_options& source, bool strict, bool quiet, const std::string& url,
+                                          const std::string& sha256, const std::string& text);
 // After an install: remembers each artifact's URL and SHA-256 (a note when a
 // URL now serves other bytes than last time).
 void record_artifacts(const source_options& source, bool quiet, const redist::install_report& report);

@@ -52,12 +52,13 @@ void add_remove_command(CLI::App& app, command_runner& selected) {
         ->type_name("a,b");
     cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
     cmd->add_option("--product", args->product, "Only this product's components")->type_name("NAME");
-    cmd->footer("\nOnly files the receipts list are removed (with their receipts and directories left empty);\n"
-                "files you added stay. All or nothing: an interrupted removal is completed by the next\n"
-                "`redist fetch` or `redist remove` on the prefix.\n\n"
-                "Examples:\n  redist remove --prefix /opt/cudnn\n"
-                "  redist remove --prefix /opt/cuda --component cuda_nvcc --product cuda\n\n" +
-                exit_code_help);
+    cmd->footer(
+        "\nOnly files the receipts list are removed (with their receipts and directories left empty);\n"
+        "files you added stay. All or nothing: an interrupted removal is completed by the next\n"
+        "`redist fetch` or `redist remove` on the prefix.\n\n"
+        "Examples:\n  redist remove --prefix /opt/cudnn\n"
+        "  redist remove --prefix /opt/cuda --component cuda_nvcc --product cuda\n\n" +
+        exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_remove(*args); }; });
 }
 

@@ -30,10 +30,10 @@ redist::license_table look_up_licenses(const std::vector<redist::receipt>& recei
     for (const auto& [product, label] : releases) {
         auto release = redist::resolve_release(make_release_request(source, product, label), source.transfer());
         if (!release.ok()) {
-            std::fprintf(stderr, "%s: warning: cannot read the manifest of %s %s for its licenses (%s); "
-                                 "they are NOASSERTION\n",
-                         tool_name.c_str(), product.c_str(), label.c_str(),
-                         release.error_value().describe().c_str());
+            std::fprintf(stderr,
+                         "%s: warning: cannot read the manifest of %s %s for its licenses (%s); "
+                         "they are NOASSERTION\n",
+                         tool_name.c_str(), product.c_str(), label.c_str(), release.error_value().describe().c_str());
             continue;
         }
         for (const auto& c : release->parsed.components)
@@ -63,8 +63,9 @@ int run_sbom(const sbom_args& args) {
 int write_output(const std::string& path, const std::string& text) {
     if (path == "-") {
         std::fwrite(text.data(), 1, text.size(), stdout);
-        return std::fflush(stdout) == 0 ? 0 : report_error(redist::make_error(redist::error_code::filesystem,
-                                                                                 "cannot write to stdout"));
+        return std::fflush(stdout) == 0
+                   ? 0
+                   : report_error(redist::make_error(redist::error_code::filesystem, "cannot write to stdout"));
     }
     const std::string tmp = path + ".tmp";
     FILE* f = std::fopen(tmp.c_str(), "wb");

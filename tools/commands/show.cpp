@@ -97,8 +97,8 @@ void print_table(const redist::resolved_release& release, const std::vector<arti
 
 int run_show(const show_args& args) {
     if (args.source.manifest.empty() && (args.product.empty() || args.version.empty())) {
-        return report_error(redist::make_error(redist::error_code::usage,
-                                               "show needs PRODUCT VERSION, or --manifest PATH|URL"));
+        return report_error(
+            redist::make_error(redist::error_code::usage, "show needs PRODUCT VERSION, or --manifest PATH|URL"));
     }
     auto release = redist::resolve_release(make_release_request(args.source, args.product, args.version),
                                            args.source.transfer());
@@ -120,9 +120,10 @@ void add_show_command(CLI::App& app, command_runner& selected) {
     add_source_options(*cmd, args->source);
     add_selection_options(*cmd, args->selection, false);
     cmd->add_flag("--json", args->json, "Print one JSON object listing every (filtered) artifact");
-    cmd->footer("\nExamples:\n  redist show cudnn 9.27 --platform linux-x86_64\n"
-                "  redist show --manifest redistrib_9.27.0.json --json\n\n" +
-                exit_code_help);
+    cmd->footer(
+        "\nExamples:\n  redist show cudnn 9.27 --platform linux-x86_64\n"
+        "  redist show --manifest redistrib_9.27.0.json --json\n\n" +
+        exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_show(*args); }; });
 }
 

@@ -37,16 +37,20 @@ struct sync_args {
 
 redist::result<std::string> read_small_file(const std::string& path, std::size_t max_bytes, const char* what) {
     FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f) return redist::make_error(redist::error_code::not_found, std::string("cannot open the ") + what).with_path(path);
+    if (!f)
+        return redist::make_error(redist::error_code::not_found, std::string("cannot open the ") + what).with_path(path);
     std::string text;
     char buf[65536];
     std::size_t n = 0;
     while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= max_bytes) text.append(buf, n);
     const bool failed = std::ferror(f) != 0;
     std::fclose(f);
-    if (failed) return redist::make_error(redist::error_code::filesystem, std::string("cannot read the ") + what).with_path(path);
+    if (failed)
+        return redist::make_error(redist::error_code::filesystem, std::string("cannot read the ") + what)
+            .with_path(path);
     if (text.size() > max_bytes)
-        return redist::make_error(redist::error_code::bad_manifest, std::string("the ") + what + " is too large").with_path(path);
+        return redist::make_error(redist::error_code::bad_manifest, std::string("the ") + what + " is too large")
+            .with_path(path);
     return text;
 }
 
@@ -72,7 +76,7 @@ redist::result<redist::project_lock> resolve_and_lock(const sync_args& args, con
                                                       const redist::project_file& project) {
     redist::project_resolve_options o;
     o.base_url = !args.source.base_url.empty() || project.base_url.empty() ? args.source.effective_base_url()
-                                                                            : redist::to_url(project.base_url);
+                                                                           : redist::to_url(project.base_url);
     o.sources = args.source.policy();
     if (args.source.mirrors.empty() && !project.mirrors.empty()) o.sources.mirrors = project.mirrors;
     o.transfer = args.source.transfer();
@@ -162,7 +166,8 @@ int run_sync(sync_args args) {
     const fs::path file = fs::absolute(args.file);
     auto project = redist::parse_project(*text, file);
     if (!project.ok()) return report_error(project.error_value());
-    const std::string lock_path = args.lock_file.empty() ? (file.parent_path() / "redist.lock").string() : args.lock_file;
+    const std::string lock_path = args.lock_file.empty() ? (file.parent_path() / "redist.lock").string()
+                                                         : args.lock_file;
 
     std::string platform = args.platform;
     if (platform.empty()) {
@@ -171,9 +176,9 @@ int run_sync(sync_args args) {
         platform = *host;
     }
     if (std::find(project->platforms.begin(), project->platforms.end(), platform) == project->platforms.end())
-        return report_error(redist::make_error(redist::error_code::usage, "platform " + platform +
-                                                                              " is not in project.platforms")
-                                .with_source(args.file));
+        return report_error(
+            redist::make_error(redist::error_code::usage, "platform " + platform + " is not in project.platforms")
+                .with_source(args.file));
 
     auto lock = args.locked ? read_lock(args, lock_path, *project) : resolve_and_lock(args, lock_path, *project);
     if (!lock.ok()) return report_error(lock.error_value());
@@ -183,8 +188,8 @@ int run_sync(sync_args args) {
     redist::multi_install_request req;
     req.prefix = project->prefix;
     for (auto& p : *plans)
-        req.products.push_back({p.product, p.label, p.artifact_base_url, std::move(p.artifacts),
-                                std::move(p.component_versions)});
+        req.products.push_back(
+            {p.product, p.label, p.artifact_base_url, std::move(p.artifacts), std::move(p.component_versions)});
     req.exclude = project->exclude;
     for (const auto& g : args.exclude)
         if (std::find(req.exclude.begin(), req.exclude.end(), g) == req.exclude.end()) req.exclude.push_back(g);
@@ -249,8 +254,9 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
     cmd->add_flag("--locked", args->locked,
                   "Install what redist.lock pins; never re-resolve (no index or manifest requests). "
                   "A stale lock is a warning");
-    cmd->add_flag("--frozen", args->frozen, "As --locked, but a lock that no longer matches the project file is an "
-                                            "error (exit 4)");
+    cmd->add_flag("--frozen", args->frozen,
+                  "As --locked, but a lock that no longer matches the project file is an "
+                  "error (exit 4)");
     cmd->add_flag("--force", args->force, "Reinstall even if the receipts say it is installed");
     cmd->add_flag("--keep-unlisted", args->keep_unlisted,
                   "Keep components in the prefix that the project does not name (by default they are removed, "
@@ -260,15 +266,17 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
                   "Print one JSON object: the prefix, per product its components and libraries, and what was removed");
     cmd->add_option("--jobs,-j", args->jobs, "Artifacts downloaded at once (default: cores)")->type_name("N");
     add_source_options(*cmd, args->source);
-    cmd->footer("\nWithout --locked, every product is resolved again and redist.lock is rewritten when the\n"
-                "resolution changed (it pins every listed platform: URLs, SHA-256s, sizes, manifest SHA-256s).\n"
-                "Then the chosen platform's artifacts of every product are staged and committed into the\n"
-                "prefix together, or not at all. Not enough free space for the downloads: exit 10, before\n"
-                "any download. A stale lock under --frozen: exit 4.\n\n"
-                "The prefix ends up holding exactly what the project names for the platform: a component\n"
-                "installed there that the project does not name (dropped from redist.toml, a dropped product,\n"
-                "or put there by `redist fetch`) is removed in the same transaction, as `redist remove` would\n"
-                "(files another component also installed stay). --keep-unlisted keeps them.\n\n" + std::string(exit_code_help));
+    cmd->footer(
+        "\nWithout --locked, every product is resolved again and redist.lock is rewritten when the\n"
+        "resolution changed (it pins every listed platform: URLs, SHA-256s, sizes, manifest SHA-256s).\n"
+        "Then the chosen platform's artifacts of every product are staged and committed into the\n"
+        "prefix together, or not at all. Not enough free space for the downloads: exit 10, before\n"
+        "any download. A stale lock under --frozen: exit 4.\n\n"
+        "The prefix ends up holding exactly what the project names for the platform: a component\n"
+        "installed there that the project does not name (dropped from redist.toml, a dropped product,\n"
+        "or put there by `redist fetch`) is removed in the same transaction, as `redist remove` would\n"
+        "(files another component also installed stay). --keep-unlisted keeps them.\n\n" +
+        std::string(exit_code_help));
     cmd->final_callback([args, &selected] { selected = [args] { return run_sync(*args); }; });
 }
 

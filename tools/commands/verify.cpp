@@ -33,7 +33,8 @@ void print_json(const std::string& prefix, const std::vector<redist::verify_prob
 void print_text(const std::string& prefix, const std::vector<redist::verify_problem>& problems,
                 const std::vector<redist::receipt>& receipts) {
     for (const auto& p : problems)
-        std::printf("%s: %s: %s\n", printable(p.component).c_str(), printable(p.path).c_str(), printable(p.what).c_str());
+        std::printf("%s: %s: %s\n", printable(p.component).c_str(), printable(p.path).c_str(),
+                    printable(p.what).c_str());
     std::size_t files = 0;
     for (const auto& r : receipts) files += r.files.size();
     if (problems.empty())
@@ -46,8 +47,9 @@ void print_text(const std::string& prefix, const std::vector<redist::verify_prob
 
 int run_verify(const verify_args& args) {
     if (redist::commit_pending(args.prefix))
-        std::fprintf(stderr, "%s: warning: %s: an interrupted commit is pending; the next `redist fetch` or "
-                             "`redist remove` on this prefix completes it\n",
+        std::fprintf(stderr,
+                     "%s: warning: %s: an interrupted commit is pending; the next `redist fetch` or "
+                     "`redist remove` on this prefix completes it\n",
                      tool_name.c_str(), printable(args.prefix).c_str());
     auto problems = redist::verify_prefix(args.prefix);
     if (!problems.ok()) return report_error(problems.error_value());
@@ -69,10 +71,11 @@ void add_verify_command(CLI::App& app, command_runner& selected) {
     auto* cmd = app.add_subcommand("verify", "Check installed files against the receipts");
     cmd->add_option("--prefix", args->prefix, "The prefix to check")->required()->type_name("DIR");
     cmd->add_flag("--json", args->json, "Print a JSON report");
-    cmd->footer("\nEvery file a receipt lists is checked (symlinks by target; files by type, size and SHA-256);\n"
-                "nothing is changed. Exits 5 when any file is missing or changed, 3 when the prefix has no\n"
-                "receipts. To repair: run the same `redist fetch` again with --force.\n\n" +
-                exit_code_help);
+    cmd->footer(
+        "\nEvery file a receipt lists is checked (symlinks by target; files by type, size and SHA-256);\n"
+        "nothing is changed. Exits 5 when any file is missing or changed, 3 when the prefix has no\n"
+        "receipts. To repair: run the same `redist fetch` again with --force.\n\n" +
+        exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_verify(*args); }; });
 }
 

@@ -40,11 +40,12 @@ void add_versions_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("PRODUCT", args->product, "cudnn, cuda, cutensor, ...")->required();
     add_source_options(*cmd, args->source);
     cmd->add_flag("--json", args->json, "Print a JSON array");
-    cmd->footer("\nReads the index <base>/<product>/redist/ (the redistrib_<version>.json files it lists);\n"
-                "--mirror bases are tried first; --offline uses only the cache and file:// sources.\n\n"
-                "Examples:\n  redist versions cudnn\n  redist versions cuda --json\n"
-                "  redist versions cudnn --base-url file:///srv/mirror\n\n" +
-                exit_code_help);
+    cmd->footer(
+        "\nReads the index <base>/<product>/redist/ (the redistrib_<version>.json files it lists);\n"
+        "--mirror bases are tried first; --offline uses only the cache and file:// sources.\n\n"
+        "Examples:\n  redist versions cudnn\n  redist versions cuda --json\n"
+        "  redist versions cudnn --base-url file:///srv/mirror\n\n" +
+        exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_versions(*args); }; });
 }
 

@@ -72,8 +72,9 @@ redist::source_policy source_options::policy() const {
             // Never a fixed shared path (/tmp/...): without a home, no cache.
             static bool warned = false;
             if (!std::exchange(warned, true))
-                std::fprintf(stderr, "%s: warning: no download cache: HOME is unset and the user has no home "
-                                     "directory; pass --cache-dir DIR or set REDIST_CACHE_DIR\n",
+                std::fprintf(stderr,
+                             "%s: warning: no download cache: HOME is unset and the user has no home "
+                             "directory; pass --cache-dir DIR or set REDIST_CACHE_DIR\n",
                              tool_name.c_str());
         }
     }
@@ -92,7 +93,8 @@ std::string source_options::effective_base_url() const {
 void add_source_options(CLI::App& app, source_options& options) {
     app.add_option("--base-url", options.base_url,
                    "Where products live: <base>/<product>/redist/. http(s)://, file:// or a local directory. "
-                   "Default: $REDIST_BASE_URL, else " + std::string(redist::default_base_url))
+                   "Default: $REDIST_BASE_URL, else " +
+                       std::string(redist::default_base_url))
         ->type_name("URL");
     app.add_option("--manifest", options.manifest,
                    "Use this redistrib_<version>.json (path or URL) instead of resolving a version; "

@@ -21,17 +21,17 @@ extern const std::string exit_code_help;
 
 // Options shared by every command that reads a release.
 struct source_options {
-    std::string base_url;          // --base-url, else $REDIST_BASE_URL, else NVIDIA's
-    std::string manifest;          // --manifest PATH|URL
-    std::string manifest_sha256;   // --manifest-sha256 HEX
-    std::string ca_file;           // --ca-file
+    std::string base_url;              // --base-url, else $REDIST_BASE_URL, else NVIDIA's
+    std::string manifest;              // --manifest PATH|URL
+    std::string manifest_sha256;       // --manifest-sha256 HEX
+    std::string ca_file;               // --ca-file
     std::vector<std::string> mirrors;  // --mirror (repeatable), else $REDIST_MIRRORS
-    std::string cache_dir;         // --cache-dir, else $REDIST_CACHE_DIR, $XDG_CACHE_HOME/redist
-    bool no_cache = false;         // --no-cache
-    bool shared_cache = false;     // --shared-cache: the cache may belong to others; re-verify what is used
-    bool offline = false;          // --offline
-    int retries = 4;               // --retries: attempts per source
-    long stall_timeout = 60;       // --stall-timeout seconds
+    std::string cache_dir;             // --cache-dir, else $REDIST_CACHE_DIR, $XDG_CACHE_HOME/redist
+    bool no_cache = false;             // --no-cache
+    bool shared_cache = false;         // --shared-cache: the cache may belong to others; re-verify what is used
+    bool offline = false;              // --offline
+    int retries = 4;                   // --retries: attempts per source
+    long stall_timeout = 60;           // --stall-timeout seconds
     redist::transfer_options transfer() const;
     redist::source_policy policy() const;
     std::string effective_base_url() const;
@@ -53,16 +53,16 @@ struct fetch_options {
     std::string product;
     std::string version = "latest";
     std::string prefix;
-    std::string locked;            // --locked FILE
+    std::string locked;              // --locked FILE
     std::string link_mode = "auto";  // --link-mode
     bool force = false;
-    bool strict = false;           // --strict: upstream drift is an error (exit 5)
+    bool strict = false;  // --strict: upstream drift is an error (exit 5)
     bool json = false;
     bool quiet = false;
     unsigned jobs = 0;
     unsigned max_expansion = 20;   // --max-expansion (see redist::install_request)
-    bool check = false;     // --check: a failed post-install check is an error (exit 11)
-    bool no_check = false;  // --no-check: skip the post-install checks
+    bool check = false;            // --check: a failed post-install check is an error (exit 11)
+    bool no_check = false;         // --no-check: skip the post-install checks
     int connections = 0;           // --connections N (see install_request::connections); 0 = the default
     std::uint64_t max_memory = 0;  // --max-memory SIZE (see redist/budget.hpp); 0 = the default
     unsigned threads = 0;          // --threads N; 0 = the cores

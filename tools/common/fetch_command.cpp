@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <string_view>
 #include <map>
 #include <mutex>
+#include <string_view>
 
 #include "commands/check.hpp"
 #include "commands/project_commands.hpp"
@@ -15,12 +15,12 @@
 #include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/install.hpp"
-#include "redist/lockfile.hpp"
-#include "redist/urls.hpp"
-#include "redist/verify.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/lockfile.hpp"
 #include "redist/platform.hpp"
 #include "redist/select.hpp"
+#include "redist/urls.hpp"
+#include "redist/verify.hpp"
 
 namespace redist_tools {
 namespace {
@@ -46,7 +46,9 @@ public:
         s.total = e.bytes_total;
         if (tty_) return redraw(now);
         // Plain mode: a line per stage change, and one every 10% / 5 s while downloading.
-        const int percent = s.total ? static_cast<int>(100.0 * static_cast<double>(s.done) / static_cast<double>(s.total)) : 0;
+        const int percent = s.total
+                                ? static_cast<int>(100.0 * static_cast<double>(s.done) / static_cast<double>(s.total))
+                                : 0;
         const bool periodic = e.stage == redist::fetch_stage::downloading &&
                               (percent >= s.last_percent + 10 || now - s.last_line > std::chrono::seconds(5));
         if (!stage_changed && !periodic) return;
@@ -172,10 +174,9 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
                                              release.manifest_sha256, release.manifest_text));
     const redist::manifest& m = release.parsed;
     REDIST_TRY(const std::string platform, effective_platform(options.selection));
-    const auto choice = redist::choose_cuda_variant(m, platform, options.selection.components, options.selection.cuda,
-                                                    options.selection.cuda
-                                                        ? std::nullopt
-                                                        : redist::detect_cuda(redist::host_probe::system()));
+    const auto choice = redist::choose_cuda_variant(
+        m, platform, options.selection.components, options.selection.cuda,
+        options.selection.cuda ? std::nullopt : redist::detect_cuda(redist::host_probe::system()));
     redist::selection_request sel_req;
     sel_req.platform = platform;
     sel_req.cuda_major = choice.cuda_major;
@@ -217,10 +218,11 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
     REDIST_TRY(const auto lock, redist::lockfile_from_json(text, options.locked));
     REDIST_TRY(const std::string platform, effective_platform(options.selection));
     std::vector<std::string> notes;
-    REDIST_TRY(auto locked, redist::plan_from_lock(lock, platform, options.selection.cuda,
-                                                   options.selection.components, &notes));
+    REDIST_TRY(auto locked,
+               redist::plan_from_lock(lock, platform, options.selection.cuda, options.selection.components, &notes));
     if (!options.quiet)
-        for (const auto& note : notes) std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
+        for (const auto& note : notes)
+            std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
     auto upstream = redist::fetch_text(lock.manifest_url, transfer);
     // Drift watching (issue 12): with a lock file, upstream drift is an error.
     if (upstream.ok())
@@ -232,8 +234,9 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
                          tool_name.c_str(), printable(upstream.error_value().describe()).c_str());
     } else if (redist::sha256_hex(*upstream) != lock.manifest_sha256) {
         if (!options.quiet)
-            std::fprintf(stderr, "%s: warning: the upstream manifest changed since it was locked (%s); "
-                                 "installing the locked hashes\n",
+            std::fprintf(stderr,
+                         "%s: warning: the upstream manifest changed since it was locked (%s); "
+                         "installing the locked hashes\n",
                          tool_name.c_str(), printable(redist::sanitize_url(lock.manifest_url)).c_str());
         auto parsed = redist::parse_manifest(*upstream, redist::sanitize_url(lock.manifest_url));
         if (parsed.ok()) {
@@ -249,7 +252,8 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
     }
     if (chatty) {
         std::printf("%s %s from lock file %s for %s\n", printable(lock.product).c_str(),
-                    printable(lock.release_label).c_str(), printable(options.locked).c_str(), printable(platform).c_str());
+                    printable(lock.release_label).c_str(), printable(options.locked).c_str(),
+                    printable(platform).c_str());
         std::fflush(stdout);
     }
     install_plan plan;
@@ -343,7 +347,8 @@ int render_post_install_check(const fetch_options& options, const redist::check_
     if (options.check) {
         if (!options.json)
             for (const auto& f : checked.findings)
-                if (f.severity == redist::check_severity::failure) std::fprintf(stderr, "%s\n", format_finding(f).c_str());
+                if (f.severity == redist::check_severity::failure)
+                    std::fprintf(stderr, "%s\n", format_finding(f).c_str());
         std::fprintf(stderr, "%s: error: %zu post-install checks failed (--check)\n", tool_name.c_str(), failures);
         return redist::exit_code_for(redist::error_code::check_failed);
     }
@@ -351,7 +356,8 @@ int render_post_install_check(const fetch_options& options, const redist::check_
         std::string first;
         for (const auto& f : checked.findings)
             if (f.severity == redist::check_severity::failure && first.empty()) first = f.check + ": " + f.message;
-        std::fprintf(stderr, "%s: warning: %zu post-install checks failed, first: %s (see `redist check --prefix %s`)\n",
+        std::fprintf(stderr,
+                     "%s: warning: %zu post-install checks failed, first: %s (see `redist check --prefix %s`)\n",
                      tool_name.c_str(), failures, redist::escape_for_display(first).c_str(),
                      redist::escape_for_display(options.prefix).c_str());
     }
