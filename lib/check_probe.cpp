@@ -45,6 +45,10 @@ public:
         for (auto p : parts) line += (line.empty() ? "" : "\t") + field(p);
         emit_(line);
     }
+    // One GPU of the driver operation, from NVML or from the driver API alike.
+    void say_gpu(const std::string& i, std::size_t index, int major, int minor, const char* name) {
+        say({"gpu", i, std::to_string(index), std::to_string(major), std::to_string(minor), name});
+    }
 
     void* open(const std::string& path, std::string& err) {
         if (auto it = handles_.find(path); it != handles_.end()) return it->second;
@@ -258,8 +262,7 @@ bool prober::gpus_from_nvml(const std::string& i, const std::string& libcuda) {
     }
     api.shutdown();
     if (!answered) return false;  // half a list would hide a GPU: ask CUDA instead
-    for (std::size_t d = 0; d < gpus.size(); ++d)
-        say({"gpu", i, std::to_string(d), std::to_string(gpus[d].major), std::to_string(gpus[d].minor), gpus[d].name});
+    for (std::size_t d = 0; d < gpus.size(); ++d) say_gpu(i, d, gpus[d].major, gpus[d].minor, gpus[d].name);
     return true;
 }
 
@@ -286,7 +289,7 @@ void prober::op_driver(const std::string& i, const std::string& path) {
         api.attribute(&major, 75, dev);  // CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR
         api.attribute(&minor, 76, dev);  // ..._MINOR
         if (api.name) api.name(name, sizeof name - 1, dev);
-        say({"gpu", i, std::to_string(d), std::to_string(major), std::to_string(minor), name});
+        say_gpu(i, static_cast<std::size_t>(d), major, minor, name);
     }
     say({"ok", i, ""});
 }

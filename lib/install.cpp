@@ -119,7 +119,13 @@ std::vector<std::string> by_depth(const std::set<std::string>& dirs, bool deepes
     return out;
 }
 
-std::string key_of(const receipt& r) { return r.product + "/" + r.component; }
+std::string key_of(std::string_view product, std::string_view component) {
+    std::string key(product);
+    key += '/';
+    key += component;
+    return key;
+}
+std::string key_of(const receipt& r) { return key_of(r.product, r.component); }
 
 // "a" or, when the products differ, "a (product p)": conflict messages stay
 // short in the common case and unambiguous when two products share a key.
@@ -498,7 +504,7 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
 journal plan_remove(const std::vector<located_receipt>& existing,
                     const std::vector<std::pair<std::string, std::string>>& which) {
     std::unordered_set<std::string> targets;
-    for (const auto& [product, component] : which) targets.insert(product + "/" + component);
+    for (const auto& [product, component] : which) targets.insert(key_of(product, component));
     // One pass to find what stays owned, one over the targets: linear in the
     // receipts, however many components go.
     std::unordered_set<std::string> kept;
@@ -561,19 +567,11 @@ struct removal_split {
     std::unordered_set<std::string> going_files;
 };
 
-// key_of() for a (product, component) pair.
-std::string pair_key(const std::string& product, const std::string& component) {
-    std::string key = product;
-    key += '/';
-    key += component;
-    return key;
-}
-
 result<removal_split> split_for_removal(const std::vector<located_receipt>& existing,
                                         const std::vector<planned_stage>& staged,
                                         const std::vector<std::pair<std::string, std::string>>& removed) {
     std::unordered_set<std::string> targets;
-    for (const auto& [product, component] : removed) targets.insert(pair_key(product, component));
+    for (const auto& [product, component] : removed) targets.insert(key_of(product, component));
     std::unordered_set<std::string> replaced;
     for (const auto& s : staged) replaced.insert(key_of(*s.r));
     for (const auto& key : targets)
@@ -594,7 +592,7 @@ result<removal_split> split_for_removal(const std::vector<located_receipt>& exis
         if (!replaced.count(key)) out.for_removal.push_back(e);
     }
     for (const auto& [product, component] : removed)
-        if (!found.count(pair_key(product, component)))
+        if (!found.count(key_of(product, component)))
             return make_error(error_code::not_found, "component " + printable(component, 64) + " of product " +
                                                          printable(product, 64) + " is not installed");
     return out;

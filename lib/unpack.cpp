@@ -466,26 +466,16 @@ public:
     file_job(std::shared_ptr<write_state> state, unique_fd fd, file_meta meta)
         : state_(std::move(state)), fd_(std::move(fd)), meta_(std::move(meta)) {}
 
-    // Extractor, inline mode: hashes and writes `size` bytes at `offset`
-    // (offsets only grow; a gap is a hole, hashed as zeros).
+    // Extractor, inline mode: hashes and writes `size` bytes at `offset`.
     result<void> write_now(const std::byte* data, std::size_t size, std::uint64_t offset) {
-        hash_zeros(hasher_, offset - hashed_);
-        hasher_.update(data, size);
-        hashed_ = offset + size;
+        hash_at(data, size, offset);
         return write_at(data, size, offset);
     }
 
     // Extractor, in offset order. A null block ends the file.
     void add(block_ptr block) {
-        if (state_->inline_writes) {
-            if (block) {
-                guarded([&] { return write_now(block->bytes.get(), block->size, block->offset); });
-            } else {
-                guarded([&] { return finish_hash(); });
-                release_one();
-            }
-            return;
-        }
+        // Inline mode: the data went through write_now; only the end marker comes here.
+        if (state_->inline_writes) return end_of_data();
         if (block && meta_.split) {
             outstanding_.fetch_add(1, std::memory_order_relaxed);
             state_->pool->post([self = shared_from_this(), block] {
@@ -542,19 +532,25 @@ private:
                 block = std::move(queue_.front());
                 queue_.pop_front();
             }
-            if (!block) {
-                guarded([&] { return finish_hash(); });
-                release_one();
-                return;  // nothing follows the end marker
-            }
+            if (!block) return end_of_data();  // nothing follows the end marker
             guarded([&]() -> result<void> {
-                hash_zeros(hasher_, block->offset - hashed_);
-                hasher_.update(block->bytes.get(), block->size);
-                hashed_ = block->offset + block->size;
+                hash_at(block->bytes.get(), block->size, block->offset);
                 if (!meta_.split) return write_block(*block);
                 return {};
             });
         }
+    }
+
+    // SHA-256 is sequential: offsets only grow, and a gap is a hole, hashed as zeros.
+    void hash_at(const std::byte* data, std::size_t size, std::uint64_t offset) {
+        hash_zeros(hasher_, offset - hashed_);
+        hasher_.update(data, size);
+        hashed_ = offset + size;
+    }
+
+    void end_of_data() noexcept {
+        guarded([&] { return finish_hash(); });
+        release_one();
     }
 
     result<void> write_block(const data_block& block) const {
