@@ -12,12 +12,14 @@ Python 3 standard library only.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 import re
 import shutil
 import stat
 import subprocess
+import tarfile
 import urllib.error
 import urllib.request
 from typing import NamedTuple
@@ -336,6 +338,29 @@ def mirror_info(mirror: str | None = None) -> dict:
     """mirror-info.json: labels per product, multi-block archives, files that
     vanish between releases, identical overlaps between components."""
     return load_json(os.path.join(mirror or mirror_dir(), "mirror-info.json"))
+
+
+def write_xz_archive(root: str, rel: str, top: str, files: dict[str, bytes], preset: int | None = None) -> bytes:
+    """Writes <root>/<rel>: a tar.xz (GNU format) of `files` ({path: bytes}
+    under the top-level directory `top`, mode 0644). Returns its bytes."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w:xz", format=tarfile.GNU_FORMAT, preset=preset) as tf:
+        for name, data in files.items():
+            ti = tarfile.TarInfo(f"{top}/{name}")
+            ti.size, ti.mode = len(data), 0o644
+            tf.addfile(ti, io.BytesIO(data))
+    data = buf.getvalue()
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    return data
+
+
+def artifact_entry(rel: str, data: bytes) -> dict:
+    """A manifest's artifact record for the archive bytes `data` at `rel`."""
+    return {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest(),
+            "md5": hashlib.md5(data).hexdigest(), "size": str(len(data))}
 
 
 def manifest_path(product: str, label: str, mirror: str | None = None) -> str:

@@ -9,11 +9,9 @@ fault server in tests/segmented_download_test.cpp."""
 
 import glob
 import hashlib
-import io
 import json
 import os
 import subprocess
-import tarfile
 import time
 import unittest
 
@@ -118,19 +116,10 @@ def make_big_release(mirror):
     top = "big-linux-x86_64-1.0.0-archive"
     rel = f"big/linux-x86_64/{top}.tar.xz"
     payload = os.urandom(BIG)
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:xz", format=tarfile.GNU_FORMAT, preset=0) as tf:
-        ti = tarfile.TarInfo(f"{top}/lib/libbig.so.1")
-        ti.size, ti.mode = len(payload), 0o644
-        tf.addfile(ti, io.BytesIO(payload))
-    data = buf.getvalue()
-    os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
-    with open(os.path.join(root, rel), "wb") as f:
-        f.write(data)
+    data = support.write_xz_archive(root, rel, top, {"lib/libbig.so.1": payload}, preset=0)
     doc = {"release_date": "2026-01-01", "release_label": "1.0.0", "release_product": "bigprod",
            "big": {"name": "big", "license": "test", "version": "1.0.0",
-                   "linux-x86_64": {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest(),
-                                    "md5": hashlib.md5(data).hexdigest(), "size": str(len(data))}}}
+                   "linux-x86_64": support.artifact_entry(rel, data)}}
     support.save_json(os.path.join(root, "redistrib_1.0.0.json"), doc)
     return "/bigprod/redist/" + rel, data, hashlib.sha256(payload).hexdigest()
 

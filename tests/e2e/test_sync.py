@@ -70,18 +70,8 @@ def make_product(mirror, product, label, components):
         for platform in PLATFORMS:
             top = f"{component}-{platform}-{label}-archive"
             rel = f"{component}/{platform}/{top}.tar.xz"
-            buf = io.BytesIO()
-            with tarfile.open(fileobj=buf, mode="w:xz", format=tarfile.GNU_FORMAT) as tf:
-                for name, data in files.items():
-                    ti = tarfile.TarInfo(f"{top}/{name}")
-                    ti.size, ti.mode = len(data), 0o644
-                    tf.addfile(ti, io.BytesIO(data))
-            data = buf.getvalue()
-            os.makedirs(os.path.dirname(os.path.join(root, rel)), exist_ok=True)
-            with open(os.path.join(root, rel), "wb") as f:
-                f.write(data)
-            doc[component][platform] = {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest(),
-                                        "md5": hashlib.md5(data).hexdigest(), "size": str(len(data))}
+            data = support.write_xz_archive(root, rel, top, files)
+            doc[component][platform] = support.artifact_entry(rel, data)
     support.save_json(os.path.join(root, f"redistrib_{label}.json"), doc)
 
 
