@@ -1069,7 +1069,7 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
             REDIST_TRY(const fs::path dest_dir, confined_join(staged.stage_dir, licenses));
             if (!created_licenses) {
                 std::error_code ec;
-                fs::create_directories(dest_dir, ec);
+                create_directories_masked(dest_dir, ec);
                 if (ec) return fs_error("cannot create directory", dest_dir, ec);
                 created_licenses = true;
             }

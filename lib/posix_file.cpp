@@ -122,4 +122,32 @@ result<void> atomic_write(const std::filesystem::path& path, std::string_view by
     return {};
 }
 
+std::mutex& umask_mutex() {
+    static std::mutex m;
+    return m;
+}
+
+unsigned process_umask() {
+    static const unsigned mask = [] {
+        std::lock_guard lock(umask_mutex());
+        const mode_t old = ::umask(0);
+        ::umask(old);
+        return static_cast<unsigned>(old);
+    }();
+    return mask;
+}
+
+void create_directories_masked(const std::filesystem::path& dir, std::error_code& ec) {
+    ec.clear();
+    std::filesystem::path at;
+    for (const auto& part : dir) {
+        at /= part;
+        if (::mkdir(at.c_str(), static_cast<mode_t>(0777 & ~process_umask())) != 0 && errno != EEXIST) {
+            ec = std::error_code(errno, std::generic_category());
+            return;
+        }
+    }
+    if (!std::filesystem::is_directory(dir, ec) && !ec) ec = std::make_error_code(std::errc::not_a_directory);
+}
+
 }  // namespace redist

@@ -13,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -58,6 +59,18 @@ error errno_error(std::string_view what, const std::filesystem::path& path, int 
 
 // Writes every byte, retrying short writes and EINTR. Outcomes: ok | filesystem.
 result<void> write_all(int fd, const void* data, std::size_t size, const std::filesystem::path& path_for_errors);
+
+// The umask is process-wide, and libarchive's archive_write_disk_new() reads
+// it by setting it to 0 and back. Two such calls at once can leave it at 0
+// for good, and a directory another thread creates meanwhile with mode 0777
+// comes out world-writable (seen in CI: share/licenses/<component> 0777).
+// So: archive_write_disk_new() runs only under umask_mutex(), and redist's
+// own directories get an explicit mode, 0777 & ~process_umask() (read once,
+// under the same mutex), which a momentary umask of 0 cannot widen.
+std::mutex& umask_mutex();
+unsigned process_umask();
+// fs::create_directories with that mode for every directory it creates.
+void create_directories_masked(const std::filesystem::path& dir, std::error_code& ec);
 inline result<void> write_all(int fd, std::string_view bytes, const std::filesystem::path& path_for_errors) {
     return write_all(fd, bytes.data(), bytes.size(), path_for_errors);
 }

@@ -670,7 +670,10 @@ private:
     };
 
     result<void> run_entries(archive* in) {
-        out_.reset(archive_write_disk_new());
+        {
+            std::lock_guard umask_lock(umask_mutex());  // it flips the process umask: see posix_file.hpp
+            out_.reset(archive_write_disk_new());
+        }
         if (!out_) return make_error(error_code::internal, "archive_write_disk_new failed");
         // SECURE_SYMLINKS: never write through a symlink already on disk.
         // SECURE_NODOTDOT: never accept ".." in the path handed to libarchive.
@@ -1026,7 +1029,7 @@ private:
             if (fd) return fd;
             const int err = errno;
             if (err == ENOENT) {
-                if (::mkdirat(at, name.c_str(), 0777) != 0 && errno != EEXIST)
+                if (::mkdirat(at, name.c_str(), static_cast<mode_t>(0777 & ~process_umask())) != 0 && errno != EEXIST)
                     return os_error("cannot create directory", path, errno);
                 continue;
             }

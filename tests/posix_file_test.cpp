@@ -102,3 +102,24 @@ TEST_CASE("errno_error names the path and the reason") {
     CHECK(e.message.find("cannot open: ") == 0);
     CHECK(errno_error("x", "p", EACCES, error_code::bad_manifest).code == error_code::bad_manifest);
 }
+
+TEST_CASE("create_directories_masked keeps the umask even while another thread has set it to 0") {
+    // What libarchive's archive_write_disk_new() does for a moment (posix_file.hpp).
+    const unsigned mask = redist::process_umask();
+    const fs::path dir = scratch("masked");
+    const mode_t old = ::umask(0);
+    std::error_code ec;
+    redist::create_directories_masked(dir / "a" / "b", ec);
+    ::umask(old);
+    REQUIRE_FALSE(ec);
+    for (const fs::path& p : {dir / "a", dir / "a" / "b"}) {
+        struct stat st {};
+        REQUIRE(::stat(p.c_str(), &st) == 0);
+        CHECK((st.st_mode & 07777) == (0777 & ~mask));
+    }
+    CHECK(mask == static_cast<unsigned>(old));
+    // A file in the way is an error, not a directory.
+    { std::ofstream(dir / "file") << "x"; }
+    redist::create_directories_masked(dir / "file" / "c", ec);
+    CHECK(ec);
+}
