@@ -21,6 +21,7 @@
 
 #include <simdjson.h>
 
+#include "posix_file.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
 
@@ -955,7 +956,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
     auto reject = [&]() -> result<outcome> {
         std::error_code ec;
         fs::remove_all(stage, ec);
-        fs::create_directories(stage, ec);
+        create_directories_masked(stage, ec);
         if (!shared_) remove_tree(sha256);
         return outcome();
     };
@@ -988,7 +989,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         const installed_file& f = r.file;
         const fs::path to = stage / f.path;
         std::error_code ec;
-        fs::create_directories(to.parent_path(), ec);  // in our stage; no listed path is below a symlink
+        create_directories_masked(to.parent_path(), ec);  // in our stage; no listed path is below a symlink
         if (ec)
             return make_error(error_code::filesystem, "cannot create directory: " + ec.message())
                 .with_path(to.parent_path().string());
