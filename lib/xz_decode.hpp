@@ -1,0 +1,113 @@
+// Internal: an .xz decoder that decodes the blocks of one stream on the run's
+// shared worker pool, and hands the output on in stream order.
+//
+// Why not lzma_stream_decoder_mt: its threads are its own, fixed when it
+// starts. With 14 artifacts in flight, each had to be given a fixed share of
+// the cores up front, so when the small ones finished, the largest archive
+// still decoded on its few threads while the other cores idled (1.7x the
+// all-at-once floor on 16 cores). Here every artifact's blocks queue on the
+// same pool, so the cores go wherever blocks are waiting, and one memory gate
+// bounds what all of them hold (see memory_gate.hpp).
+//
+// How: the calling thread (the unpacker's decoder thread) parses the .xz
+// container itself: stream header, block headers, index, footer, padding,
+// concatenated streams. A block whose header records its compressed and
+// uncompressed sizes (xz -T, and NVIDIA's multi-block archives) is read
+// whole and decoded by one pool task with lzma_block_buffer_decode. A block
+// without sizes (a single-threaded xz's one block) is decoded on the calling
+// thread as it streams, as a plain stream decoder would. Each block's check
+// is verified by liblzma; the index is verified against the blocks with
+// lzma_index_hash, and the footer against the header and the index size.
+//
+// The input is untrusted until the archive's SHA-256 is known, so nothing is
+// allocated from a size in the data without a cap: a block goes to the pool
+// only when its sizes are declared, within kMaxParallelBlock, and within the
+// output cap; anything else streams, and streaming holds one output chunk.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "memory_gate.hpp"
+#include "redist/error.hpp"
+
+namespace redist {
+
+class work_pool;
+
+// A heap buffer without std::vector's zero-fill. A decoded block carries the
+// lease of the memory it holds, given back when the buffer is freed.
+struct byte_buffer {
+    std::unique_ptr<std::byte[]> bytes;
+    std::size_t size = 0;
+    std::size_t capacity = 0;
+    memory_gate::lease lease;
+
+    static byte_buffer make(std::size_t capacity) {
+        byte_buffer b;
+        b.bytes = std::make_unique_for_overwrite<std::byte[]>(capacity);
+        b.capacity = capacity;
+        return b;
+    }
+};
+
+// Where the compressed bytes come from, a piece at a time.
+class xz_input {
+public:
+    enum class status : std::uint8_t { ok, end, stopped };
+    virtual ~xz_input() = default;
+    // The next piece (size > 0 when ok), valid until the next call.
+    virtual status next(const std::byte*& data, std::size_t& size) = 0;
+};
+
+// Where the decoded bytes go, in stream order.
+class xz_output {
+public:
+    virtual ~xz_output() = default;
+    // False stops decoding (the consumer failed or was cancelled).
+    virtual bool put(byte_buffer&& decoded) = 0;
+    // A buffer for streamed output; an implementation may recycle them.
+    virtual byte_buffer spare(std::size_t capacity) { return byte_buffer::make(capacity); }
+};
+
+struct xz_decode_options {
+    // Null: every block is decoded on the calling thread.
+    work_pool* pool = nullptr;
+    // Required with a pool: bounds the bytes that pool blocks hold, from their
+    // compressed copy to the moment their output buffer is freed.
+    memory_gate* memory = nullptr;
+    // Blocks in flight for this stream at most (0 = the pool's threads + 2).
+    std::size_t max_pending = 0;
+    // A block whose decoding would need more (input, output, dictionary)
+    // streams on the calling thread instead. 0 = kMaxParallelBlock.
+    std::uint64_t max_block_memory = 0;
+    // With a cap on the output (0 = none), a block that could cross it streams,
+    // so the consumer's own check stops it early.
+    std::uint64_t max_output = 0;
+    std::size_t stream_chunk = 1u << 20;  // output piece size when streaming
+    // Set by the owner to stop: waits end and decode_xz returns "stopped".
+    // The owner must also call memory->notify() after setting it.
+    const std::atomic<bool>* stop = nullptr;
+};
+
+constexpr std::uint64_t kMaxParallelBlock = std::uint64_t{512} << 20;
+
+struct xz_decode_stats {
+    std::uint64_t decoded = 0;        // bytes handed to put()
+    std::uint64_t pool_blocks = 0;    // blocks decoded by pool tasks
+    std::uint64_t stream_blocks = 0;  // blocks decoded on the calling thread
+    std::uint64_t streams = 0;
+    std::uint64_t busy_ns = 0;  // decoding, on any thread
+    std::uint64_t wait_ns = 0;  // the calling thread waiting for input, memory, blocks or the consumer
+};
+
+// Decodes a whole .xz file (one or more streams, with stream padding) from
+// `in` to `out`. Errors are error_code::bad_archive with liblzma's reason
+// ("corrupt xz data", "truncated xz data", ...), or error_code::cancelled
+// when stopped (by the flag, the input or the output). Pool tasks still
+// running when it returns hold only their own buffers and leases.
+result<xz_decode_stats> decode_xz(xz_input& in, xz_output& out, const xz_decode_options& options);
+
+}  // namespace redist
