@@ -253,7 +253,7 @@ private:
         // Each term is checked alone first, so that the sum cannot wrap.
         if (body == 0 || body > max_block_ || o.block.uncompressed_size > max_block_ || state > max_block_) return false;
         if (body + o.block.uncompressed_size + state > max_block_) return false;
-        return options_.max_output == 0 || stats_.decoded + o.block.uncompressed_size <= options_.max_output;
+        return options_.max_output == 0 || scheduled_ + o.block.uncompressed_size <= options_.max_output;
     }
 
     // The head block is finished (or there is none): checked under the gate's lock.
@@ -301,6 +301,7 @@ private:
             work_pool::lane::bulk);
         pending_.push_back(std::move(job));
         ++stats_.pool_blocks;
+        scheduled_ += out_size;
         return {};
     }
 
@@ -333,6 +334,7 @@ private:
         stats_.wait_ns += ns_since(t);
         if (!ok) return stopped();
         stats_.decoded += n;
+        scheduled_ = std::max(scheduled_, stats_.decoded);
         return {};
     }
 
@@ -429,6 +431,7 @@ private:
     xz_decode_options options_;
     xz_decode_stats stats_;
     reader in_;
+    std::uint64_t scheduled_ = 0;  // output handed on, or due from blocks in flight
     std::size_t max_pending_ = 1;
     std::uint64_t max_block_ = kMaxParallelBlock;
     std::deque<std::shared_ptr<pool_block>> pending_;
