@@ -19,6 +19,7 @@ namespace {
 constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kMinMemory = 256 * kMiB;
 constexpr std::uint64_t kMaxDefaultMemory = 1024 * kMiB;
+constexpr std::uint64_t kMinDecoderMemory = 32 * kMiB;
 
 // "/sys/fs/cgroup/<our cgroup v2 path>/<file>", or "" without cgroup v2.
 std::string cgroup_file(const char* name) {
@@ -95,7 +96,8 @@ std::uint64_t peak_rss() {
 
 run_limits run_budget::machine_limits() { return {machine_threads(), machine_memory()}; }
 
-run_budget::run_budget(run_limits limits) : threads_(limits.threads), memory_(limits.max_memory) {
+run_budget::run_budget(run_limits limits)
+    : threads_(limits.threads), memory_(limits.max_memory), decode_memory_([this] { return decoder_limit(); }) {
     if (threads_ == 0) threads_ = machine_threads();
     if (memory_ == 0) memory_ = machine_memory();
     // Small budgets shrink the queues and the writers' buffers with them;
@@ -105,42 +107,20 @@ run_budget::run_budget(run_limits limits) : threads_(limits.threads), memory_(li
     pool_ = std::make_unique<work_pool>(threads_, work_pool::limits{pool_bytes_, 256});
 }
 
-run_budget::ticket::ticket(run_budget& budget, std::uint64_t weight)
-    : budget_(&budget), weight_(std::max<std::uint64_t>(weight, 1)) {
-    std::lock_guard lock(budget_->mutex_);
-    budget_->unclaimed_weight_ += weight_;
-    ++budget_->enrolled_;
+std::uint64_t run_budget::decoder_limit() const noexcept {
+    const std::uint64_t overhead = pool_bytes_ + enrolled_.load(std::memory_order_relaxed) * 2 * queue_bytes_;
+    // Never zero: the gate lets a request in alone anyway, but a tiny limit
+    // would turn every block into a wait for all others.
+    return memory_ > overhead + kMinDecoderMemory ? memory_ - overhead : kMinDecoderMemory;
+}
+
+run_budget::ticket::ticket(run_budget& budget) : budget_(&budget) {
+    budget_->enrolled_.fetch_add(1, std::memory_order_relaxed);
 }
 
 run_budget::ticket::~ticket() {
-    if (!budget_) return;
-    std::lock_guard lock(budget_->mutex_);
-    --budget_->enrolled_;
-    if (claimed_) {
-        budget_->claimed_threads_ -= share_.threads;
-        budget_->claimed_memory_ -= share_.memlimit;
-    } else {
-        budget_->unclaimed_weight_ -= weight_;
-    }
-}
-
-run_budget::decoder_share run_budget::ticket::claim() {
-    if (!budget_ || claimed_) return share_;
-    run_budget& b = *budget_;
-    std::lock_guard lock(b.mutex_);
-    const std::uint64_t overhead = b.pool_bytes_ + b.enrolled_ * 2 * b.queue_bytes_;
-    const std::uint64_t decoders = b.memory_ > overhead ? b.memory_ - overhead : 0;
-    const std::uint64_t free_memory = decoders > b.claimed_memory_ ? decoders - b.claimed_memory_ : 0;
-    const unsigned free_threads = b.threads_ > b.claimed_threads_ ? b.threads_ - b.claimed_threads_ : 0;
-    const double fraction = static_cast<double>(weight_) / static_cast<double>(std::max(b.unclaimed_weight_, weight_));
-    share_.threads = std::clamp(static_cast<unsigned>(std::lround(free_threads * fraction)), 1u, b.threads_);
-    share_.memlimit = std::max<std::uint64_t>(1,
-                                              static_cast<std::uint64_t>(static_cast<double>(free_memory) * fraction));
-    b.unclaimed_weight_ -= weight_;
-    b.claimed_threads_ += share_.threads;
-    b.claimed_memory_ += share_.memlimit;
-    claimed_ = true;
-    return share_;
+    budget_->enrolled_.fetch_sub(1, std::memory_order_relaxed);
+    budget_->decode_memory_.notify();  // the limit grew
 }
 
 void run_budget::add_time(profile_stage stage, std::uint64_t busy_ns, std::uint64_t wait_ns,
@@ -164,7 +144,7 @@ run_profile run_budget::profile() const {
         t.wait_seconds = static_cast<double>(stages_[i].wait_ns.load()) / 1e9;
         t.bytes = stages_[i].bytes.load();
         if (static_cast<profile_stage>(i) == profile_stage::writers) {
-            t.busy_seconds = pool_->busy_seconds();
+            t.busy_seconds = pool_->busy_seconds(work_pool::lane::urgent);
             t.wait_seconds = pool_->idle_seconds();
         }
         if (t.busy_seconds > 0 || t.wait_seconds > 0 || t.bytes > 0) p.stages.push_back(std::move(t));

@@ -4,21 +4,17 @@
 //
 // Why: each artifact used to start an xz decoder with one thread per core and
 // 512 MiB of multi-threading memory, so 14 artifacts in flight held 14 times
-// what one needs (3 GiB on 16 cores). Now an artifact *enrolls* when its
-// unpacker starts, and its decoder *claims* a share when its first bytes
-// arrive (by then the artifacts started together have all enrolled):
+// what one needs (3 GiB on 16 cores). Then each got a fixed share of the
+// threads, which left cores idle once the small artifacts were done. Now:
 //
-//   share = free × weight / (sum of the weights of enrolled, unclaimed artifacts)
-//
-// for threads (at least 1) and for decoder memory alike, where free is what
-// the claims in progress leave, and weight is the archive's size (1 when
-// unknown). A large archive gets more threads than a small one, nothing
-// claimed exceeds the budget, and what a finished artifact held goes to the
-// artifacts that claim after it. Decoder memory is the budget minus the
-// writer pool's buffers and each enrolled artifact's two stage queues.
-//
-// The writer pool (work_pool.hpp) is the budget's too: one pool for the whole
-// run, as many threads as the thread budget.
+//  - one worker pool (work_pool.hpp) of `threads` workers runs every
+//    artifact's file writes and every xz block decode (xz_decode.hpp), so the
+//    cores go wherever there is work;
+//  - one memory gate (memory_gate.hpp) bounds what the xz decoders hold:
+//    compressed blocks, decoded blocks until the extractor has read them,
+//    dictionaries. Its limit is the memory budget less the pool's write
+//    buffers and the two stage queues of each artifact in flight, which
+//    enrolls (a ticket) while its unpacker runs.
 #pragma once
 
 #include <array>
@@ -29,6 +25,7 @@
 #include <mutex>
 
 #include "redist/budget.hpp"
+#include "memory_gate.hpp"
 #include "work_pool.hpp"
 
 namespace redist {
@@ -50,28 +47,20 @@ public:
     // Capacity of each of one artifact's two stage queues (input, tar).
     std::size_t queue_bytes() const noexcept { return queue_bytes_; }
 
-    struct decoder_share {
-        unsigned threads = 1;
-        std::uint64_t memlimit = 1;  // lzma_mt::memlimit_threading
-    };
+    // The xz decoders' memory (see above).
+    memory_gate& decode_memory() noexcept { return decode_memory_; }
 
-    // One artifact in flight: enrolled on construction, leaves (returning
-    // what it claimed) on destruction.
+    // One artifact in flight: enrolled on construction (its queues come out
+    // of the decoders' memory), leaves on destruction.
     class ticket {
     public:
-        ticket() = default;
-        ticket(run_budget& budget, std::uint64_t weight);
+        explicit ticket(run_budget& budget);
         ~ticket();
         ticket(const ticket&) = delete;
         ticket& operator=(const ticket&) = delete;
-        // Once per ticket: this artifact's decoder share.
-        decoder_share claim();
 
     private:
-        run_budget* budget_ = nullptr;
-        std::uint64_t weight_ = 1;
-        bool claimed_ = false;
-        decoder_share share_;
+        run_budget* budget_;
     };
 
     void add_time(profile_stage stage, std::uint64_t busy_ns, std::uint64_t wait_ns, std::uint64_t bytes = 0) noexcept;
@@ -84,11 +73,11 @@ private:
     std::size_t pool_bytes_;
     std::unique_ptr<work_pool> pool_;
 
-    std::mutex mutex_;
-    std::uint64_t unclaimed_weight_ = 0;
-    std::size_t enrolled_ = 0;
-    unsigned claimed_threads_ = 0;
-    std::uint64_t claimed_memory_ = 0;
+    std::uint64_t decoder_limit() const noexcept;
+
+    std::atomic<std::size_t> enrolled_{0};
+    // Before pool_: destroyed after the workers, whose tasks use it, are joined.
+    memory_gate decode_memory_;
 
     struct stage_counters {
         std::atomic<std::uint64_t> busy_ns{0};

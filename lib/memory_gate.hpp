@@ -90,16 +90,16 @@ public:
 
     // Runs `change` under the gate's lock, then wakes every waiter to look
     // again: how a pool task reports a finished block without a lost wake-up.
+    // (Notifying under the lock: a waiter that sees the change may destroy
+    // the gate, and then nothing of it may be touched after the unlock.)
     template <class F>
     void signal(F&& change) {
-        {
-            std::lock_guard lock(mutex_);
-            change();
-        }
+        std::lock_guard lock(mutex_);
+        change();
         changed_.notify_all();
     }
     void notify() noexcept {
-        { std::lock_guard lock(mutex_); }
+        std::lock_guard lock(mutex_);
         changed_.notify_all();
     }
 
@@ -114,10 +114,8 @@ public:
 
 private:
     void release(std::uint64_t bytes) noexcept {
-        {
-            std::lock_guard lock(mutex_);
-            held_ -= bytes;
-        }
+        std::lock_guard lock(mutex_);
+        held_ -= bytes;
         changed_.notify_all();
     }
 

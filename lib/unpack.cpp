@@ -1,14 +1,15 @@
-// unpack.cpp — the streaming unpacker: bounded queues, a liblzma decoder
-// thread and a libarchive extractor thread. See include/redist/unpack.hpp.
+// unpack.cpp — the streaming unpacker: bounded queues, an xz decoder thread
+// and a libarchive extractor thread. See include/redist/unpack.hpp.
 //
 // Why we decode xz ourselves: Debian's libarchive 3.6.2 decodes xz on one
 // thread only, and its read filter sits in the same thread as the disk
-// writes. Running lzma_stream_decoder_mt in a thread of its own lets a
-// multi-block archive use every core, and even for a single-block archive it
+// writes. decode_xz (xz_decode.hpp) decodes the blocks of a multi-block
+// archive on the run's shared pool, and even for a single-block archive it
 // keeps hashing and writing files off the decoder's core.
 //
 // Threads and ownership:
-//   write()   --[input_ queue]-->  decoder thread (xz only)  --[tar_ queue]-->
+//   write()   --[input_ queue]-->  decoder thread (xz only; its blocks decode on
+//   the pool)  --[tar_ queue]-->
 //   extractor thread (libarchive read from the queue, checks, namespace
 //   changes) --[file_jobs]--> the run's writer pool (file data: pwrite and
 //   SHA-256; see "file writers" below).
@@ -25,7 +26,6 @@
 #include <archive.h>
 #include <archive_entry.h>
 #include <fcntl.h>
-#include <lzma.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -49,6 +49,7 @@
 #include "budget.hpp"
 #include "posix_file.hpp"
 #include "redist/verify.hpp"
+#include "xz_decode.hpp"
 
 namespace redist {
 namespace {
@@ -64,20 +65,11 @@ constexpr std::size_t kMinInputChunk = 64u << 10;  // small writes are coalesced
 constexpr std::size_t kMaxInputChunk = 1u << 20;   // large writes are split
 constexpr std::size_t kZipReadBlock = 1u << 20;
 constexpr std::size_t kMaxSpares = 2;  // recycled buffers kept per queue
+constexpr std::size_t kMaxSpareBytes = kLzmaOutBuffer;
 
-// ---- a chunk of bytes without the zero-fill of std::vector ------------------
-struct chunk {
-    std::unique_ptr<std::byte[]> bytes;
-    std::size_t size = 0;
-    std::size_t capacity = 0;
-
-    static chunk make(std::size_t capacity) {
-        chunk c;
-        c.bytes = std::make_unique_for_overwrite<std::byte[]>(capacity);
-        c.capacity = capacity;
-        return c;
-    }
-};
+// A chunk of bytes without the zero-fill of std::vector; a decoded xz block
+// also carries its memory lease (xz_decode.hpp).
+using chunk = byte_buffer;
 
 // A FIFO of chunks bounded by the bytes it holds. push() blocks while full;
 // pop() blocks while empty. close() ends the stream normally (pop drains what
@@ -141,8 +133,9 @@ public:
     // Buffer recycling: consumers hand back the chunks they are done with and
     // producers reuse them, so a steady stream does not malloc/munmap (and
     // page-fault) a fresh buffer per chunk, and reused buffers stay in cache.
+    // Whole decoded xz blocks (tens of MiB, and leased) are freed, not kept.
     void recycle(chunk&& c) {
-        if (!c.bytes) return;
+        if (!c.bytes || c.lease || c.capacity > kMaxSpareBytes) return;
         std::lock_guard lock(mutex_);
         if (spares_.size() < kMaxSpares) {
             c.size = 0;
@@ -197,10 +190,6 @@ struct archive_write_deleter {
 using archive_reader = std::unique_ptr<archive, archive_read_deleter>;
 using archive_writer = std::unique_ptr<archive, archive_write_deleter>;
 
-struct lzma_guard {
-    lzma_stream* strm;
-    ~lzma_guard() { lzma_end(strm); }
-};
 
 std::uint64_t ns_since(std::chrono::steady_clock::time_point t) {
     return static_cast<std::uint64_t>(
@@ -1111,21 +1100,6 @@ private:
 
 // ---- the unpacker ------------------------------------------------------------
 
-error lzma_error(lzma_ret ret, bool finishing) {
-    switch (ret) {
-        case LZMA_FORMAT_ERROR: return make_error(error_code::bad_archive, "not an xz stream");
-        case LZMA_OPTIONS_ERROR: return make_error(error_code::bad_archive, "unsupported xz options");
-        case LZMA_DATA_ERROR: return make_error(error_code::bad_archive, "corrupt xz data");
-        case LZMA_BUF_ERROR:
-            return make_error(error_code::bad_archive, finishing ? "truncated xz data" : "xz decoder made no progress");
-        case LZMA_MEM_ERROR: return make_error(error_code::internal, "xz decoder out of memory");
-        case LZMA_MEMLIMIT_ERROR: return make_error(error_code::bad_archive, "xz data needs more memory than allowed");
-        default:
-            return make_error(error_code::internal,
-                              "xz decoder failed (lzma_ret " + std::to_string(static_cast<int>(ret)) + ")");
-    }
-}
-
 class unpacker_impl final : public stream_unpacker {
 public:
     unpacker_impl(std::string stage, const unpack_options& options, std::shared_ptr<run_budget> budget)
@@ -1134,7 +1108,7 @@ public:
           budget_(std::move(budget)),
           // Only an xz decoder takes a share; libarchive's filters decode on the extractor's thread.
           ticket_(options.format == archive_format::tar_xz
-                      ? std::make_unique<run_budget::ticket>(*budget_, options.size_hint)
+                      ? std::make_unique<run_budget::ticket>(*budget_)
                       : nullptr),
           input_(budget_->queue_bytes()),
           tar_(budget_->queue_bytes()),
@@ -1152,7 +1126,7 @@ public:
         try {
             switch (options_.format) {
                 case archive_format::tar_xz:
-                    decoder_ = std::thread([this] { guarded([this] { decode_xz(); }); });
+                    decoder_ = std::thread([this] { guarded([this] { decode_xz_stream(); }); });
                     extractor_ = std::thread([this] { guarded([this] { extract_stream(tar_); }); });
                     break;
                 case archive_format::tar_gz:
@@ -1248,6 +1222,7 @@ private:
         tar_.abort();
         writes_->stop.store(true, std::memory_order_release);
         writes_->pool->wake();
+        budget_->decode_memory().notify();  // a decoder waiting for memory or blocks
     }
 
     error current_error() {
@@ -1270,107 +1245,75 @@ private:
     }
 
     // ---- xz decoder thread
-    // Threads and multi-threading memory: the budget's share, claimed when
-    // the first bytes arrive (by then the artifacts started together have
-    // all enrolled), unless the options fix them.
-    lzma_ret start_decoder(lzma_stream& strm) {
-        const run_budget::decoder_share share = ticket_->claim();
-        lzma_mt mt{};
-        mt.flags = LZMA_CONCATENATED;
-        mt.threads = options_.decoder_threads ? options_.decoder_threads : share.threads;
-        mt.timeout = 0;  // block until there is output: we have nothing else to do
-        // Above memlimit_threading the decoder falls back to fewer threads
-        // (down to one); memlimit_stop is where it would give up, which we
-        // never want for a hash-verified download.
-        mt.memlimit_threading = options_.decoder_memlimit ? options_.decoder_memlimit : share.memlimit;
-        mt.memlimit_stop = UINT64_MAX;
-        return lzma_stream_decoder_mt(&strm, &mt);
-    }
-
-    struct stage_clock {
-        std::uint64_t busy_ns = 0;
-        std::uint64_t wait_ns = 0;
-        template <class F>
-        auto wait(F&& f) {
-            const auto t = std::chrono::steady_clock::now();
-            auto r = f();
-            wait_ns += ns_since(t);
-            return r;
+    // decode_xz (xz_decode.hpp) parses the stream here and decodes its blocks
+    // on the run's pool, under the run's decoder memory; the output goes to
+    // the extractor through tar_, in order.
+    class queue_input final : public xz_input {
+    public:
+        explicit queue_input(chunk_queue& queue) : queue_(queue) {}
+        status next(const std::byte*& data, std::size_t& size) override {
+            queue_.recycle(std::move(current_));
+            switch (queue_.pop(current_)) {
+                case chunk_queue::pop_result::ok:
+                    data = current_.bytes.get();
+                    size = current_.size;
+                    return status::ok;
+                case chunk_queue::pop_result::end: return status::end;
+                case chunk_queue::pop_result::aborted: break;
+            }
+            return status::stopped;
         }
+
+    private:
+        chunk_queue& queue_;
+        chunk current_;
     };
 
-    void decode_xz() {
-        // The share goes back when decoding ends, for artifacts that start later.
+    class queue_output final : public xz_output {
+    public:
+        queue_output(chunk_queue& queue, std::uint64_t max_bytes) : queue_(queue), max_bytes_(max_bytes) {}
+        bool put(byte_buffer&& decoded) override {
+            decoded_ += decoded.size;
+            if (max_bytes_ != 0 && decoded_ > max_bytes_) {
+                over_limit = true;
+                return false;
+            }
+            return queue_.push(std::move(decoded));
+        }
+        byte_buffer spare(std::size_t capacity) override { return queue_.spare_or_make(capacity); }
+        bool over_limit = false;
+
+    private:
+        chunk_queue& queue_;
+        const std::uint64_t max_bytes_;
+        std::uint64_t decoded_ = 0;
+    };
+
+    void decode_xz_stream() {
+        // The ticket goes back when decoding ends: the decoders' memory limit grows.
         struct leave {
             std::unique_ptr<run_budget::ticket>& ticket;
             ~leave() { ticket.reset(); }
         } leave_budget{ticket_};
-        stage_clock clock;
-        chunk in;
-        auto got = clock.wait([&] { return input_.pop(in); });
-        if (got == chunk_queue::pop_result::aborted) return;
-        lzma_stream strm = LZMA_STREAM_INIT;
-        lzma_ret ret = start_decoder(strm);
-        if (ret != LZMA_OK) {
-            fail(lzma_error(ret, false));
+        queue_input in(input_);
+        queue_output out(tar_, options_.max_output_bytes);
+        xz_decode_options o;
+        // decoder_threads = 1 keeps every block on this thread (tests, and
+        // --threads 1 has no pool worker to spare anyway).
+        if (options_.decoder_threads != 1 && budget_->pool().threads() > 1) o.pool = &budget_->pool();
+        o.memory = &budget_->decode_memory();
+        o.max_block_memory = options_.decoder_memlimit;
+        o.max_output = options_.max_output_bytes;
+        o.stream_chunk = kLzmaOutBuffer;
+        o.stop = &failed_;
+        auto r = decode_xz(in, out, o);
+        if (!r) {
+            if (out.over_limit) fail(expansion_error(options_.max_output_bytes));
+            else fail(std::move(r).error_value());
             return;
         }
-        lzma_guard guard{&strm};
-        struct report {
-            run_budget& budget;
-            stage_clock& clock;
-            std::uint64_t decoded = 0;  // also counts what follows the tar end marker
-            ~report() { budget.add_time(profile_stage::decoder, clock.busy_ns, clock.wait_ns, decoded); }
-        } totals{*budget_, clock};
-
-        chunk out = tar_.spare_or_make(kLzmaOutBuffer);
-        std::uint64_t& decoded = totals.decoded;
-        strm.next_out = reinterpret_cast<std::uint8_t*>(out.bytes.get());
-        strm.avail_out = out.capacity;
-        lzma_action action = LZMA_RUN;
-        bool have_input = true;  // `got` holds the first pop's outcome
-        for (;;) {
-            if (strm.avail_in == 0 && action == LZMA_RUN) {
-                if (!have_input) {
-                    input_.recycle(std::move(in));
-                    // NOLINTNEXTLINE(bugprone-use-after-move): pop() assigns a fresh chunk to `in`
-                    got = clock.wait([&] { return input_.pop(in); });
-                }
-                have_input = false;
-                if (got == chunk_queue::pop_result::aborted) return;
-                if (got == chunk_queue::pop_result::end) {
-                    action = LZMA_FINISH;
-                } else {
-                    strm.next_in = reinterpret_cast<const std::uint8_t*>(in.bytes.get());
-                    strm.avail_in = in.size;
-                }
-            }
-            const auto coding = std::chrono::steady_clock::now();
-            ret = lzma_code(&strm, action);
-            clock.busy_ns += ns_since(coding);
-            if (ret != LZMA_OK && ret != LZMA_STREAM_END) {
-                fail(lzma_error(ret, action == LZMA_FINISH));
-                return;
-            }
-            if (strm.avail_out == 0 || ret == LZMA_STREAM_END) {
-                out.size = out.capacity - strm.avail_out;
-                decoded += out.size;
-                if (options_.max_output_bytes != 0 && decoded > options_.max_output_bytes) {
-                    fail(expansion_error(options_.max_output_bytes));
-                    return;
-                }
-                if (out.size > 0) {
-                    if (!clock.wait([&] { return tar_.push(std::move(out)); })) return;
-                    out = tar_.spare_or_make(kLzmaOutBuffer);
-                }
-                strm.next_out = reinterpret_cast<std::uint8_t*>(out.bytes.get());
-                strm.avail_out = out.capacity;
-            }
-            if (ret == LZMA_STREAM_END) {
-                tar_.close();
-                return;
-            }
-        }
+        budget_->add_time(profile_stage::decoder, r->busy_ns, r->wait_ns, r->decoded);
+        tar_.close();
     }
 
     // ---- extractor thread (tar streams)

@@ -69,10 +69,10 @@ void work_pool::wake() noexcept {
     room_.notify_all();
 }
 
-void work_pool::post(std::function<void()> task) {
+void work_pool::post(std::function<void()> task, lane which) {
     {
         std::lock_guard lock(mutex_);
-        tasks_.push_back(std::move(task));
+        (which == lane::bulk ? bulk_tasks_ : tasks_).push_back(std::move(task));
     }
     work_ready_.notify_one();
 }
@@ -80,25 +80,30 @@ void work_pool::post(std::function<void()> task) {
 void work_pool::run_worker() {
     for (;;) {
         std::function<void()> task;
+        bool bulk = false;
         {
             const auto idle_since = std::chrono::steady_clock::now();
             std::unique_lock lock(mutex_);
-            work_ready_.wait(lock, [&] { return stopping_ || !tasks_.empty(); });
+            work_ready_.wait(lock, [&] { return stopping_ || !tasks_.empty() || !bulk_tasks_.empty(); });
             idle_ns_.fetch_add(elapsed_ns(idle_since), std::memory_order_relaxed);
-            if (tasks_.empty()) return;  // stopping, and nothing left to run
-            task = std::move(tasks_.front());
-            tasks_.pop_front();
+            bulk = tasks_.empty();
+            auto& queue = bulk ? bulk_tasks_ : tasks_;
+            if (queue.empty()) return;  // stopping, and nothing left to run
+            task = std::move(queue.front());
+            queue.pop_front();
         }
         const auto started = std::chrono::steady_clock::now();
         try {
             task();
         } catch (...) {  // NOLINT(bugprone-empty-catch): documented in the header
         }
-        busy_ns_.fetch_add(elapsed_ns(started), std::memory_order_relaxed);
+        (bulk ? bulk_busy_ns_ : busy_ns_).fetch_add(elapsed_ns(started), std::memory_order_relaxed);
     }
 }
 
-double work_pool::busy_seconds() const noexcept { return static_cast<double>(busy_ns_.load()) / 1e9; }
+double work_pool::busy_seconds(lane which) const noexcept {
+    return static_cast<double>((which == lane::bulk ? bulk_busy_ns_ : busy_ns_).load()) / 1e9;
+}
 double work_pool::idle_seconds() const noexcept { return static_cast<double>(idle_ns_.load()) / 1e9; }
 
 }  // namespace redist

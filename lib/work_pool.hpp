@@ -46,13 +46,19 @@ public:
     void release(std::size_t bytes, std::size_t slots) noexcept;
     void wake() noexcept;
 
+    // Which queue a task waits in: a free worker takes the urgent ones
+    // first. The unpackers' file writes are urgent (they are short, and free
+    // admission and the decoders' output when they end); decoding a whole xz
+    // block is bulk.
+    enum class lane : std::uint8_t { urgent, bulk };
+
     // Queues a task for the next free worker.
-    void post(std::function<void()> task);
+    void post(std::function<void()> task, lane which = lane::urgent);
 
     unsigned threads() const noexcept { return static_cast<unsigned>(workers_.size()); }
 
-    // Seconds the workers spent running tasks / idle, summed over workers.
-    double busy_seconds() const noexcept;
+    // Seconds the workers spent running one lane's tasks / idle, summed over workers.
+    double busy_seconds(lane which = lane::urgent) const noexcept;
     double idle_seconds() const noexcept;
 
 private:
@@ -63,10 +69,12 @@ private:
     std::condition_variable work_ready_;
     std::condition_variable room_;
     std::deque<std::function<void()>> tasks_;
+    std::deque<std::function<void()>> bulk_tasks_;
     std::size_t bytes_ = 0;
     std::size_t slots_ = 0;
     bool stopping_ = false;
     std::atomic<std::uint64_t> busy_ns_{0};
+    std::atomic<std::uint64_t> bulk_busy_ns_{0};
     std::atomic<std::uint64_t> idle_ns_{0};
     std::vector<std::thread> workers_;
 };

@@ -106,51 +106,51 @@ TEST_CASE("run_budget: machine defaults follow the documented formula", "[budget
     CHECK(b.pool().threads() == limits.threads);
 }
 
-TEST_CASE("run_budget divides threads and decoder memory by weight", "[budget]") {
+TEST_CASE("run_budget: the decoders' memory is the budget less buffers and enrolled queues", "[budget]") {
     run_budget b({16, 1024 * kMiB});
-    const std::uint64_t overhead_one = 64 * kMiB + 2 * b.queue_bytes();
+    auto& gate = b.decode_memory();
+    const std::uint64_t free_alone = 1024 * kMiB - 64 * kMiB - 2 * b.queue_bytes();
+    std::atomic<bool> never{false};
+    const auto no = [&] { return never.load(); };
     {
-        // Alone: everything but the pool's buffers and its own queues.
-        run_budget::ticket t(b, 100);
-        const auto s = t.claim();
-        CHECK(s.threads == 16);
-        CHECK(s.memlimit == 1024 * kMiB - overhead_one);
-        CHECK(t.claim().threads == 16);  // claiming twice returns the same share
+        run_budget::ticket t(b);
+        // Exactly the free memory fits; a byte more waits, so an interrupt returns an empty lease.
+        auto all = gate.acquire(free_alone, no);
+        CHECK(all.bytes() == free_alone);
+        CHECK(gate.held() == free_alone);
+        auto more = gate.acquire(1, [] { return true; });
+        CHECK_FALSE(more);
+        {
+            run_budget::ticket second(b);  // one more artifact's queues: the limit shrinks
+            all.reset();
+            auto big = gate.acquire(free_alone, no);  // alone: let in although over the limit
+            CHECK(big.bytes() == free_alone);
+            auto small = gate.acquire(free_alone - 2 * b.queue_bytes(), [] { return true; });
+            CHECK_FALSE(small);
+        }
     }
-    {
-        // Three enrolled before any claims: shares follow the weights, and
-        // together they never exceed the budget.
-        run_budget::ticket big(b, 600);
-        run_budget::ticket mid(b, 300);
-        run_budget::ticket small(b, 100);
-        const auto sb = big.claim();
-        const auto sm = mid.claim();
-        const auto ss = small.claim();
-        CHECK(sb.threads == 10);  // 16 * 0.6 = 9.6
-        CHECK(sm.threads == 5);   // 6 * 0.75 = 4.5 -> 5 (lround)
-        CHECK(ss.threads == 1);
-        CHECK(sb.threads + sm.threads + ss.threads <= 16);
-        CHECK(sb.memlimit > sm.memlimit);
-        CHECK(sm.memlimit > ss.memlimit);
-        const std::uint64_t decoders = 1024 * kMiB - 64 * kMiB - 3 * 2 * b.queue_bytes();
-        CHECK(sb.memlimit + sm.memlimit + ss.memlimit <= decoders);
-        CHECK(sb.memlimit + sm.memlimit + ss.memlimit >= decoders - 16);
-    }
-    {
-        // What finished artifacts held comes back.
-        run_budget::ticket again(b, 1);
-        CHECK(again.claim().threads == 16);
-    }
+    CHECK(gate.held() == 0);
+    CHECK(gate.peak() == free_alone);
 }
 
-TEST_CASE("run_budget: a late artifact still gets a thread", "[budget]") {
-    run_budget b({2, 256 * kMiB});
-    run_budget::ticket first(b, 1);
-    CHECK(first.claim().threads == 2);
-    run_budget::ticket late(b, 1);
-    const auto s = late.claim();
-    CHECK(s.threads == 1);
-    CHECK(s.memlimit >= 1);
+TEST_CASE("memory_gate: a waiting request gets in when a lease is freed on another thread", "[budget]") {
+    redist::memory_gate gate([] { return std::uint64_t{100}; });
+    auto first = gate.acquire(80, [] { return false; });
+    REQUIRE(first.bytes() == 80);
+    auto part = first.split(30);  // 50 + 30 held
+    CHECK(part.bytes() == 30);
+    CHECK(gate.held() == 80);
+    std::thread freer([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+        first.reset();
+    });
+    auto second = gate.acquire(60, [] { return false; });  // 30 + 60 fits once the 50 are back
+    freer.join();
+    CHECK(second.bytes() == 60);
+    CHECK(gate.held() == 90);
+    part.reset();
+    second.reset();
+    CHECK(gate.held() == 0);
 }
 
 TEST_CASE("run_budget: profile sums the stages that ran", "[budget]") {

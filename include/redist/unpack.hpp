@@ -65,8 +65,12 @@ struct unpacked_entry {
 struct unpack_options {
     archive_format format = archive_format::tar_xz;
     bool strip_top_level = true;         // require and strip one top-level directory
-    unsigned decoder_threads = 0;        // 0 = this artifact's share of the budget
-    std::uint64_t decoder_memlimit = 0;  // lzma_mt memlimit_threading; 0 = the budget's share
+    // xz: 1 decodes every block on the artifact's decoder thread; otherwise
+    // blocks that record their sizes decode on the run's pool.
+    unsigned decoder_threads = 0;
+    // xz: a block needing more memory than this (input, output, dictionary)
+    // decodes on the decoder thread as it streams; 0 = 512 MiB.
+    std::uint64_t decoder_memlimit = 0;
     // Shared by the unpackers of one run; null = a budget of its own with
     // the machine's defaults (redist/budget.hpp).
     std::shared_ptr<run_budget> budget;

@@ -1,0 +1,449 @@
+// xz_decode.cpp — see xz_decode.hpp.
+//
+// The .xz container (https://tukaani.org/xz/xz-file-format.txt):
+//   stream  = header(12) block* index footer(12), then stream padding (zero
+//             bytes, a multiple of 4), then optionally another stream
+//   block   = header((b+1)*4 bytes, b the first byte, never 0) compressed
+//             data, padding to a multiple of 4, check (0/4/8/32 bytes)
+//   index   = starts with a 0 byte where a block header would start
+#include "xz_decode.hpp"
+
+#include <lzma.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <string>
+#include <utility>
+
+#include "work_pool.hpp"
+
+namespace redist {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+std::uint64_t ns_since(clock_type::time_point t) {
+    return static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t).count());
+}
+
+constexpr std::size_t kStreamHeaderSize = LZMA_STREAM_HEADER_SIZE;  // 12, as the footer
+
+error bad(const char* what) { return make_error(error_code::bad_archive, what); }
+error stopped() { return make_error(error_code::cancelled, "unpacking stopped"); }
+
+error lzma_failure(lzma_ret ret) {
+    switch (ret) {
+        case LZMA_FORMAT_ERROR: return bad("not an xz stream");
+        case LZMA_OPTIONS_ERROR: return bad("unsupported xz options");
+        case LZMA_DATA_ERROR: return bad("corrupt xz data");
+        case LZMA_BUF_ERROR: return bad("truncated xz data");
+        case LZMA_MEM_ERROR: return make_error(error_code::internal, "xz decoder out of memory");
+        case LZMA_MEMLIMIT_ERROR: return bad("xz data needs more memory than allowed");
+        default:
+            return make_error(error_code::internal,
+                              "xz decoder failed (lzma_ret " + std::to_string(static_cast<int>(ret)) + ")");
+    }
+}
+
+// ---- input: pieces from xz_input, read by byte count -----------------------
+class reader {
+public:
+    explicit reader(xz_input& in, std::uint64_t& wait_ns) : in_(in), wait_ns_(wait_ns) {}
+
+    // Makes at least one byte available: ok, end (no more input) or stopped.
+    xz_input::status fill() {
+        while (pos_ >= size_) {
+            const auto t = clock_type::now();
+            const auto s = in_.next(data_, size_);
+            wait_ns_ += ns_since(t);
+            pos_ = 0;
+            if (s != xz_input::status::ok) {
+                size_ = 0;
+                return s;
+            }
+        }
+        return xz_input::status::ok;
+    }
+
+    // Copies exactly n bytes; ok, or end/stopped if the input ran out first.
+    xz_input::status read(std::byte* dst, std::size_t n) {
+        while (n > 0) {
+            const auto s = fill();
+            if (s != xz_input::status::ok) return s;
+            const std::size_t k = std::min(n, size_ - pos_);
+            std::memcpy(dst, data_ + pos_, k);
+            pos_ += k;
+            dst += k;
+            n -= k;
+        }
+        return xz_input::status::ok;
+    }
+
+    // The unread part of the current piece (call fill() first).
+    const std::uint8_t* here() const { return reinterpret_cast<const std::uint8_t*>(data_ + pos_); }
+    std::size_t available() const { return size_ - pos_; }
+    void consume(std::size_t n) { pos_ += n; }
+
+private:
+    xz_input& in_;
+    std::uint64_t& wait_ns_;
+    const std::byte* data_ = nullptr;
+    std::size_t size_ = 0;
+    std::size_t pos_ = 0;
+};
+
+error input_error(xz_input::status s) { return s == xz_input::status::stopped ? stopped() : bad("truncated xz data"); }
+
+// ---- one block's header, with the filter options it owns --------------------
+struct block_options {
+    lzma_block block{};
+    std::array<lzma_filter, LZMA_FILTERS_MAX + 1> filters{};
+
+    block_options() {
+        for (auto& f : filters) f = lzma_filter{LZMA_VLI_UNKNOWN, nullptr};
+    }
+    block_options(const block_options&) = delete;
+    block_options& operator=(const block_options&) = delete;
+    ~block_options() { lzma_filters_free(filters.data(), nullptr); }
+
+    // `header` holds block.header_size bytes, the size byte first.
+    lzma_ret decode(const std::uint8_t* header, std::uint32_t header_size, lzma_check check) {
+        for (auto& f : filters) f = lzma_filter{LZMA_VLI_UNKNOWN, nullptr};
+        block.version = 1;
+        block.header_size = header_size;
+        block.check = check;
+        block.filters = filters.data();
+        return lzma_block_header_decode(&block, nullptr, header);
+    }
+    bool sizes_known() const {
+        return block.compressed_size != LZMA_VLI_UNKNOWN && block.uncompressed_size != LZMA_VLI_UNKNOWN;
+    }
+    // Bytes after the header: compressed data, padding and check; 0 when the
+    // declared compressed size is invalid.
+    std::uint64_t body_size() const {
+        const lzma_vli total = lzma_block_total_size(&block);
+        return total > block.header_size ? total - block.header_size : 0;
+    }
+};
+
+// ---- a block decoded by a pool task -------------------------------------------
+struct pool_block {
+    block_options options;
+    byte_buffer input;   // body: compressed data, padding, check
+    byte_buffer output;  // uncompressed_size bytes, with the output's lease
+    memory_gate::lease work;  // input and decoder state, given back when the task ends
+    bool done = false;        // under the gate's lock
+    lzma_ret result = LZMA_OK;
+    std::uint64_t busy_ns = 0;
+
+    void run() {
+        const auto t = clock_type::now();
+        std::size_t in_pos = 0;
+        std::size_t out_pos = 0;
+        result = lzma_block_buffer_decode(&options.block, nullptr, reinterpret_cast<const std::uint8_t*>(input.bytes.get()),
+                                          &in_pos, input.size, reinterpret_cast<std::uint8_t*>(output.bytes.get()),
+                                          &out_pos, output.capacity);
+        if (result == LZMA_OK && (in_pos != input.size || out_pos != output.capacity)) result = LZMA_DATA_ERROR;
+        output.size = out_pos;
+        input = {};
+        busy_ns = ns_since(t);
+    }
+};
+
+class block_decoder {
+public:
+    block_decoder(xz_input& in, xz_output& out, const xz_decode_options& options)
+        : out_(out), options_(options), in_(in, stats_.wait_ns) {
+        max_pending_ = options.max_pending ? options.max_pending
+                       : options.pool      ? options.pool->threads() + 2
+                                           : 1;
+        max_block_ = options.max_block_memory ? options.max_block_memory : kMaxParallelBlock;
+        if (!options.memory) options_.pool = nullptr;
+    }
+    block_decoder(const block_decoder&) = delete;
+    block_decoder& operator=(const block_decoder&) = delete;
+
+    // Waits for the tasks still queued (their blocks are discarded), so that
+    // nothing outlives the caller's pool and gate unintentionally.
+    ~block_decoder() {
+        if (options_.memory && !pending_.empty()) {
+            options_.memory->wait([&] {
+                return std::all_of(pending_.begin(), pending_.end(), [](const auto& b) { return b->done; });
+            });
+        }
+    }
+
+    result<xz_decode_stats> run() {
+        bool first = true;
+        for (;;) {
+            if (auto r = stream(first); !r) return std::move(r).error_value();
+            first = false;
+            ++stats_.streams;
+            auto more = skip_padding();
+            if (!more) return std::move(more).error_value();
+            if (!*more) break;
+        }
+        return stats_;
+    }
+
+private:
+    bool stopping() const { return options_.stop && options_.stop->load(std::memory_order_acquire); }
+
+    // One stream, from its header (the first 4 bytes already read when it
+    // follows stream padding) to its footer.
+    result<void> stream(bool first) {
+        std::array<std::uint8_t, kStreamHeaderSize> header{};
+        const std::size_t have = first ? 0 : 4;
+        if (!first) std::memcpy(header.data(), next_magic_.data(), 4);
+        if (auto s = in_.read(reinterpret_cast<std::byte*>(header.data() + have), header.size() - have);
+            s != xz_input::status::ok)
+            return input_error(s);
+        lzma_stream_flags flags{};
+        if (const lzma_ret r = lzma_stream_header_decode(&flags, header.data()); r != LZMA_OK) {
+            return first ? lzma_failure(r) : bad("corrupt xz data");
+        }
+        if (!lzma_check_is_supported(flags.check)) return bad("unsupported xz check");
+        index_hash hashes;
+        for (;;) {
+            std::uint8_t size_byte = 0;
+            if (auto s = in_.read(reinterpret_cast<std::byte*>(&size_byte), 1); s != xz_input::status::ok) {
+                return input_error(s);
+            }
+            if (size_byte == 0) break;  // the index indicator
+            if (auto r = block(size_byte, flags.check, hashes.get()); !r) return r;
+        }
+        if (auto r = drain(); !r) return r;
+        if (auto r = index(hashes.get()); !r) return r;
+        return footer(flags, hashes.get());
+    }
+
+    struct index_hash {
+        lzma_index_hash* hash = lzma_index_hash_init(nullptr, nullptr);
+        index_hash() = default;
+        index_hash(const index_hash&) = delete;
+        index_hash& operator=(const index_hash&) = delete;
+        ~index_hash() { lzma_index_hash_end(hash, nullptr); }
+        lzma_index_hash* get() const { return hash; }
+    };
+
+    result<void> block(std::uint8_t size_byte, lzma_check check, lzma_index_hash* hashes) {
+        if (!hashes) return make_error(error_code::internal, "xz decoder out of memory");
+        std::array<std::uint8_t, LZMA_BLOCK_HEADER_SIZE_MAX> header{};
+        header[0] = size_byte;
+        const std::uint32_t header_size = lzma_block_header_size_decode(size_byte);
+        if (auto s = in_.read(reinterpret_cast<std::byte*>(header.data() + 1), header_size - 1);
+            s != xz_input::status::ok)
+            return input_error(s);
+        auto options = std::make_unique<block_options>();
+        if (const lzma_ret r = options->decode(header.data(), header_size, check); r != LZMA_OK) return lzma_failure(r);
+        const std::uint64_t state = lzma_raw_decoder_memusage(options->filters.data());
+        if (state == UINT64_MAX) return bad("unsupported xz options");
+        if (goes_to_pool(*options, state)) return to_pool(std::move(options), state, hashes);
+        return streamed(*options, state, hashes);
+    }
+
+    bool goes_to_pool(const block_options& o, std::uint64_t state) const {
+        if (!options_.pool || !o.sizes_known()) return false;
+        const std::uint64_t body = o.body_size();
+        // Each term is checked alone first, so that the sum cannot wrap.
+        if (body == 0 || body > max_block_ || o.block.uncompressed_size > max_block_ || state > max_block_) return false;
+        if (body + o.block.uncompressed_size + state > max_block_) return false;
+        return options_.max_output == 0 || stats_.decoded + o.block.uncompressed_size <= options_.max_output;
+    }
+
+    // The head block is finished (or there is none): checked under the gate's lock.
+    bool head_done() const { return !pending_.empty() && pending_.front()->done; }
+
+    result<void> to_pool(std::unique_ptr<block_options> options, std::uint64_t state, lzma_index_hash* hashes) {
+        auto job = std::make_shared<pool_block>();
+        const std::uint64_t body = options->body_size();
+        const std::uint64_t out_size = options->block.uncompressed_size;
+        if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options->block), out_size) != LZMA_OK) {
+            return bad("corrupt xz data");
+        }
+        // Room in this stream's window, then memory: both wait for earlier
+        // blocks, which this thread hands on meanwhile.
+        while (pending_.size() >= max_pending_) {
+            if (auto r = hand_on_head(); !r) return r;
+        }
+        memory_gate::lease lease;
+        for (;;) {
+            lease = options_.memory->acquire(body + out_size + state, [&] { return stopping() || head_done(); });
+            if (lease) break;
+            if (stopping()) return stopped();
+            if (auto r = hand_on_head(); !r) return r;
+        }
+        job->output = byte_buffer::make(static_cast<std::size_t>(out_size));
+        job->output.lease = lease.split(out_size);
+        job->work = std::move(lease);
+        job->input = byte_buffer::make(static_cast<std::size_t>(body));
+        job->input.size = static_cast<std::size_t>(body);
+        if (auto s = in_.read(job->input.bytes.get(), job->input.size); s != xz_input::status::ok) {
+            return input_error(s);
+        }
+        // The task's own copy of the options: block.filters points into them.
+        job->options.block = options->block;
+        job->options.filters = options->filters;
+        job->options.block.filters = job->options.filters.data();
+        for (auto& f : options->filters) f = lzma_filter{LZMA_VLI_UNKNOWN, nullptr};  // now the job's
+        memory_gate* gate = options_.memory;
+        options_.pool->post(
+            [job, gate] {
+                job->run();
+                job->work.reset();
+                gate->signal([&] { job->done = true; });
+            },
+            work_pool::lane::bulk);
+        pending_.push_back(std::move(job));
+        ++stats_.pool_blocks;
+        return {};
+    }
+
+    // Waits for the oldest pool block and passes its output on.
+    result<void> hand_on_head() {
+        if (pending_.empty()) return {};
+        const auto t = clock_type::now();
+        options_.memory->wait([&] { return stopping() || head_done(); });
+        stats_.wait_ns += ns_since(t);
+        if (stopping()) return stopped();
+        std::shared_ptr<pool_block> job = std::move(pending_.front());
+        pending_.pop_front();
+        stats_.busy_ns += job->busy_ns;
+        if (job->result != LZMA_OK) return job->result == LZMA_BUF_ERROR ? bad("corrupt xz data") : lzma_failure(job->result);
+        return put(std::move(job->output));
+    }
+
+    result<void> drain() {
+        while (!pending_.empty()) {
+            if (auto r = hand_on_head(); !r) return r;
+        }
+        return {};
+    }
+
+    result<void> put(byte_buffer&& buffer) {
+        if (buffer.size == 0) return {};
+        const std::size_t n = buffer.size;
+        const auto t = clock_type::now();
+        const bool ok = out_.put(std::move(buffer));
+        stats_.wait_ns += ns_since(t);
+        if (!ok) return stopped();
+        stats_.decoded += n;
+        return {};
+    }
+
+    // A block decoded as it streams in, on this thread, after the blocks before it.
+    result<void> streamed(block_options& options, std::uint64_t state, lzma_index_hash* hashes) {
+        if (auto r = drain(); !r) return r;
+        memory_gate::lease lease;
+        if (options_.memory) {
+            lease = options_.memory->acquire(state + options_.stream_chunk, [&] { return stopping(); });
+            if (!lease) return stopped();
+        }
+        lzma_stream strm = LZMA_STREAM_INIT;
+        if (const lzma_ret r = lzma_block_decoder(&strm, &options.block); r != LZMA_OK) return lzma_failure(r);
+        struct end_guard {
+            lzma_stream* s;
+            ~end_guard() { lzma_end(s); }
+        } guard{&strm};
+        byte_buffer out = out_.spare(options_.stream_chunk);
+        strm.next_out = reinterpret_cast<std::uint8_t*>(out.bytes.get());
+        strm.avail_out = out.capacity;
+        for (;;) {
+            if (stopping()) return stopped();
+            if (auto s = in_.fill(); s != xz_input::status::ok) return input_error(s);
+            strm.next_in = in_.here();
+            strm.avail_in = in_.available();
+            const auto t = clock_type::now();
+            const lzma_ret r = lzma_code(&strm, LZMA_RUN);
+            stats_.busy_ns += ns_since(t);
+            in_.consume(in_.available() - strm.avail_in);
+            if (r != LZMA_OK && r != LZMA_STREAM_END) return lzma_failure(r);
+            if (strm.avail_out == 0 || r == LZMA_STREAM_END) {
+                out.size = out.capacity - strm.avail_out;
+                if (auto p = put(std::move(out)); !p) return p;
+                out = out_.spare(options_.stream_chunk);
+                strm.next_out = reinterpret_cast<std::uint8_t*>(out.bytes.get());
+                strm.avail_out = out.capacity;
+            }
+            if (r == LZMA_STREAM_END) break;
+        }
+        ++stats_.stream_blocks;
+        // lzma_code filled in the sizes the header left out.
+        if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options.block),
+                                   options.block.uncompressed_size) != LZMA_OK) {
+            return bad("corrupt xz data");
+        }
+        return {};
+    }
+
+    // The index, from the indicator byte (already read) on.
+    result<void> index(lzma_index_hash* hashes) {
+        if (!hashes) return make_error(error_code::internal, "xz decoder out of memory");
+        const std::uint8_t indicator = 0;
+        std::size_t pos = 0;
+        lzma_ret r = lzma_index_hash_decode(hashes, &indicator, &pos, 1);
+        while (r == LZMA_OK) {
+            if (auto s = in_.fill(); s != xz_input::status::ok) return input_error(s);
+            pos = 0;
+            r = lzma_index_hash_decode(hashes, in_.here(), &pos, in_.available());
+            in_.consume(pos);
+        }
+        if (r != LZMA_STREAM_END) return bad("corrupt xz data");
+        return {};
+    }
+
+    result<void> footer(const lzma_stream_flags& header_flags, lzma_index_hash* hashes) {
+        std::array<std::uint8_t, kStreamHeaderSize> footer{};
+        if (auto s = in_.read(reinterpret_cast<std::byte*>(footer.data()), footer.size()); s != xz_input::status::ok) {
+            return input_error(s);
+        }
+        lzma_stream_flags flags{};
+        if (lzma_stream_footer_decode(&flags, footer.data()) != LZMA_OK ||
+            lzma_stream_flags_compare(&header_flags, &flags) != LZMA_OK ||
+            flags.backward_size != lzma_index_hash_size(hashes)) {
+            return bad("corrupt xz data");
+        }
+        return {};
+    }
+
+    // Stream padding: zero bytes in groups of 4. True if another stream follows
+    // (its first 4 bytes are in next_magic_), false at the end of the input.
+    result<bool> skip_padding() {
+        for (;;) {
+            const auto s = in_.fill();
+            if (s == xz_input::status::stopped) return stopped();
+            if (s == xz_input::status::end) return false;
+            if (auto r = in_.read(reinterpret_cast<std::byte*>(next_magic_.data()), 4); r != xz_input::status::ok) {
+                return r == xz_input::status::stopped ? stopped() : bad("corrupt xz data");
+            }
+            if (next_magic_ != std::array<std::uint8_t, 4>{}) return true;
+        }
+    }
+
+    xz_output& out_;
+    xz_decode_options options_;
+    xz_decode_stats stats_;
+    reader in_;
+    std::size_t max_pending_ = 1;
+    std::uint64_t max_block_ = kMaxParallelBlock;
+    std::deque<std::shared_ptr<pool_block>> pending_;
+    std::array<std::uint8_t, 4> next_magic_{};
+};
+
+}  // namespace
+
+result<xz_decode_stats> decode_xz(xz_input& in, xz_output& out, const xz_decode_options& options) {
+    try {
+        block_decoder decoder(in, out, options);
+        return decoder.run();
+    } catch (const std::bad_alloc&) {
+        return make_error(error_code::internal, "xz decoder out of memory");
+    }
+}
+
+}  // namespace redist
