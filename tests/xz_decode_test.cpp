@@ -103,11 +103,18 @@ bytes run_encoder(lzma_stream& s, const bytes& data) {
 
 // Blocks of at most `block_size` bytes, both sizes in every block header (as xz -T writes).
 bytes encode_blocks(const bytes& data, std::uint64_t block_size, lzma_check check = LZMA_CHECK_CRC64) {
+    // A 64 KiB dictionary: the blocks are small, and a decoder allocates its
+    // whole dictionary up front, which would dominate the run time of the
+    // tests that decode thousands of damaged copies.
+    lzma_options_lzma lzma{};
+    REQUIRE(lzma_lzma_preset(&lzma, 1) == false);
+    lzma.dict_size = 64 * kKiB;
+    lzma_filter filters[] = {{LZMA_FILTER_LZMA2, &lzma}, {LZMA_VLI_UNKNOWN, nullptr}};
     lzma_stream s = LZMA_STREAM_INIT;
     lzma_mt mt{};
     mt.threads = 2;
     mt.block_size = block_size;
-    mt.preset = 1;
+    mt.filters = filters;
     mt.check = check;
     REQUIRE(lzma_stream_encoder_mt(&s, &mt) == LZMA_OK);
     return run_encoder(s, data);
@@ -413,13 +420,14 @@ const bytes& xz_blocks_1m() {  // 16 blocks of 64 KiB
     return x;
 }
 const bytes& data_small() {
-    static const bytes d = make_data(20 * kKiB, 2);
+    static const bytes d = make_data(10000, 2);
     return d;
 }
-// 6 blocks: 5 of 4000 bytes, then 480. Not a multiple of 128, so the sizes'
-// first VLI byte can be edited by one either way without changing its length.
+// 5 blocks of 2000 bytes, about 5 KB compressed (every truncation and every
+// flip is decoded). 2000 is not a multiple of 128, so the sizes' first VLI
+// byte can be edited by one either way without changing its length.
 const bytes& xz_blocks_small() {
-    static const bytes x = encode_blocks(data_small(), 4000);
+    static const bytes x = encode_blocks(data_small(), 2000);
     return x;
 }
 
@@ -429,8 +437,8 @@ const bytes& xz_blocks_small() {
 
 TEST_CASE("xz_decode: the test inputs have the layout the tests assume", "[xz_decode]") {
     CHECK(parse_layout(xz_blocks_1m()).records == 16);
-    CHECK(parse_layout(xz_blocks_small()).records == 6);
-    CHECK(xz_blocks_small().size() < 16 * kKiB);
+    CHECK(parse_layout(xz_blocks_small()).records == 5);
+    CHECK(xz_blocks_small().size() < 8 * kKiB);
     const bytes streamed = encode_streamed(data_small());
     CHECK((streamed[12 + 1] & 0xC0) == 0);  // its block header carries no sizes
     CHECK(reference_decode(xz_blocks_1m()) == data_1m());
@@ -564,6 +572,18 @@ TEST_CASE("xz_decode: blocks that could cross max_output stream instead", "[xz_d
     check_decoded(o, data_1m());  // the cap is the consumer's to enforce
     CHECK(o.stats().stream_blocks > 0);
     CHECK(o.stats().pool_blocks + o.stats().stream_blocks == 16);
+}
+
+TEST_CASE("xz_decode: max_output counts the output of blocks still in flight", "[xz_decode]") {
+    // 64 KiB blocks under a 100 KiB cap: the first block cannot cross it, and
+    // every later one could, counting the output before it, whether that was
+    // handed on yet or is still being decoded. So only the first may go to the pool.
+    config cfg;
+    cfg.max_output = 100 * kKiB;
+    const outcome o = decode(xz_blocks_1m(), cfg);
+    check_decoded(o, data_1m());
+    CHECK(o.stats().pool_blocks == 1);
+    CHECK(o.stats().stream_blocks == 15);
 }
 
 TEST_CASE("xz_decode: an output buffer that is kept keeps its lease", "[xz_decode]") {
@@ -758,7 +778,7 @@ TEST_CASE("xz_decode: an output that refuses a buffer cancels", "[xz_decode]") {
         CHECK(o.puts_after_refusal == 0);
     }
     SECTION("streamed") {
-        const outcome o = decode(encode_streamed(data_small()), cfg);
+        const outcome o = decode(encode_streamed(make_data(200 * kKiB, 8)), cfg);
         check_cancelled(o);
         CHECK(o.puts == 2);
         CHECK(o.puts_after_refusal == 0);

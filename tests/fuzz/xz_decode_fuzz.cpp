@@ -7,6 +7,10 @@
 //   bits 0-3  piece size: 1 << (bits % 15) bytes, to vary where the bytes are cut
 //   bit  4    no pool: every block on the calling thread
 //   bit  5    max_pending = 1
+//   bit  6    repair the CRC32s of the container first (stream headers, block
+//             headers as far as their sizes lead, indexes, footers), so that
+//             mutations get past those checks to the sizes, filters and
+//             records behind them
 // and bytes 1.. are the .xz data. The seeds in corpus/xz_decode/ (made with
 // xz, a 64 KiB dictionary to keep runs fast) start with such a byte.
 //
@@ -83,6 +87,70 @@ reference_result reference_decode(const std::uint8_t* data, std::size_t size) {
     return r;
 }
 
+std::uint64_t read_vli(const std::vector<std::uint8_t>& b, std::size_t& pos, bool& ok) {
+    std::uint64_t v = 0;
+    for (int shift = 0; shift < 63; shift += 7) {
+        if (pos >= b.size()) break;
+        const std::uint8_t byte = b[pos++];
+        v |= static_cast<std::uint64_t>(byte & 0x7F) << shift;
+        if ((byte & 0x80) == 0) return v;
+    }
+    ok = false;
+    return 0;
+}
+
+// Writes at `at` the CRC32 of the `size` bytes at `from`.
+void put_crc32(std::vector<std::uint8_t>& b, std::size_t from, std::size_t size, std::size_t at) {
+    const std::uint32_t crc = lzma_crc32(b.data() + from, size, 0);
+    for (std::size_t i = 0; i < 4; ++i) b[at + i] = static_cast<std::uint8_t>(crc >> (8 * i));
+}
+
+// Walks one stream from `pos` and rewrites each CRC32 to match what precedes
+// it; stops where the structure can no longer be followed. Returns where the
+// stream ended, or 0 when it stopped early.
+std::size_t repair_stream(std::vector<std::uint8_t>& b, std::size_t pos) {
+    if (pos + 12 > b.size()) return 0;
+    put_crc32(b, pos + 6, 2, pos + 8);
+    const std::uint32_t check_size = lzma_check_size(static_cast<lzma_check>(b[pos + 7] & 0x0F));
+    if (check_size == UINT32_MAX) return 0;
+    pos += 12;
+    std::uint64_t records = 0;
+    while (pos < b.size() && b[pos] != 0) {  // block headers
+        const std::size_t header = (static_cast<std::size_t>(b[pos]) + 1) * 4;
+        if (pos + header > b.size() || (b[pos + 1] & 0x40) == 0) return 0;
+        put_crc32(b, pos, header - 4, pos + header - 4);
+        std::size_t at = pos + 2;
+        bool ok = true;
+        const std::uint64_t compressed = read_vli(b, at, ok);
+        if (!ok || compressed > b.size()) return 0;
+        pos += header + static_cast<std::size_t>(compressed);
+        pos += (4 - pos % 4) % 4 + check_size;
+        ++records;
+    }
+    // The index: indicator, count, records, padding, CRC32.
+    const std::size_t index = pos;
+    std::size_t at = pos + 1;
+    bool ok = true;
+    const std::uint64_t count = read_vli(b, at, ok);
+    if (!ok || count != records) return 0;
+    for (std::uint64_t i = 0; i < 2 * count && ok; ++i) read_vli(b, at, ok);
+    at += (4 - (at - index) % 4) % 4;
+    if (!ok || at + 4 + 12 > b.size()) return 0;
+    put_crc32(b, index, at - index, at);
+    const std::size_t footer = at + 4;
+    put_crc32(b, footer + 4, 6, footer);  // the footer's CRC32 comes first
+    return footer + 12;
+}
+
+std::vector<std::uint8_t> repair_crcs(const std::uint8_t* data, std::size_t size) {
+    std::vector<std::uint8_t> b(data, data + size);
+    std::size_t pos = 0;
+    while ((pos = repair_stream(b, pos)) != 0) {
+        while (pos + 4 <= b.size() && b[pos] == 0 && b[pos + 1] == 0 && b[pos + 2] == 0 && b[pos + 3] == 0) pos += 4;
+    }
+    return b;
+}
+
 class pieces_input final : public redist::xz_input {
 public:
     pieces_input(const std::uint8_t* data, std::size_t size, std::size_t piece)
@@ -129,6 +197,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     const std::uint8_t control = data[0];
     const std::uint8_t* xz = data + 1;
     const std::size_t length = size - 1;
+    std::vector<std::uint8_t> repaired;
+    if ((control & 0x40u) != 0) {
+        repaired = repair_crcs(xz, length);
+        xz = repaired.data();
+    }
 
     const reference_result ref = reference_decode(xz, length);
 
