@@ -17,6 +17,7 @@
 #include <random>
 #include <thread>
 
+#include "budget.hpp"
 #include "debug_pause.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
@@ -569,6 +570,10 @@ public:
         }
         if (!entries) {
             REDIST_TRY(entries, download_archive(stream, sink));
+        }
+        if (request_.budget) {
+            request_.budget->add_time(profile_stage::transfer, stream.hash_and_tee_ns(), stream.sink_ns(),
+                                      stream.received());
         }
         return stage_entries(sink, *entries, !cache_ || out_.report.from_cache || stream.tee_complete());
     }

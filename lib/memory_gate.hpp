@@ -103,6 +103,10 @@ public:
         changed_.notify_all();
     }
 
+    std::uint64_t limit() const {
+        std::lock_guard lock(mutex_);
+        return limit_();
+    }
     std::uint64_t held() const {
         std::lock_guard lock(mutex_);
         return held_;

@@ -7,6 +7,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string_view>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
 #include <cmath>
 #include <random>
 #include <thread>
@@ -240,12 +245,130 @@ void file_sink::discard() noexcept {
 
 // ---- artifact_stream ---------------------------------------------------------------------
 
+// The transfer thread's serial work per byte used to be SHA-256, the cache
+// copy's write() and the hand-off to the unpacker: on 16 cores that capped a
+// loopback download near 500 MiB/s, and the decoder waited for input. With
+// cores to spare, the transfer thread now only copies each piece here, and
+// this worker hashes it and writes the tee, in order, while the unpacker
+// already decodes. Bounded: the transfer waits while kQueueBytes are queued.
+class artifact_stream::hash_worker {
+public:
+    static constexpr std::size_t kQueueBytes = 8u << 20;
+    static constexpr std::size_t kPiece = 1u << 20;
+    // Worth a thread: an archive this large, on a machine with this many cores.
+    static constexpr std::uint64_t kMinSize = 8u << 20;
+    static constexpr unsigned kMinCores = 4;
+
+    explicit hash_worker(std::function<void(const std::byte*, std::size_t)> work) : work_(std::move(work)) {
+        thread_ = std::thread([this] { run(); });
+    }
+    hash_worker(const hash_worker&) = delete;
+    hash_worker& operator=(const hash_worker&) = delete;
+    ~hash_worker() {
+        {
+            std::lock_guard lock(mutex_);
+            stop_ = true;
+        }
+        work_ready_.notify_all();
+        thread_.join();
+    }
+
+    void push(const std::byte* data, std::size_t size) {
+        std::unique_lock lock(mutex_);
+        while (size > 0) {
+            room_.wait(lock, [&] { return queued_ < kQueueBytes; });
+            if (queue_.empty() || queue_.back().size() >= kPiece) {
+                queue_.emplace_back();
+                if (!spares_.empty()) {
+                    queue_.back().swap(spares_.back());
+                    spares_.pop_back();
+                }
+                queue_.back().clear();
+                queue_.back().reserve(kPiece);
+            }
+            auto& back = queue_.back();
+            const std::size_t n = std::min(size, kPiece - back.size());
+            back.insert(back.end(), data, data + n);
+            queued_ += n;
+            data += n;
+            size -= n;
+            work_ready_.notify_one();
+        }
+    }
+
+    // Returns once every byte pushed so far is hashed and written.
+    void settle() {
+        std::unique_lock lock(mutex_);
+        idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    }
+
+private:
+    void run() {
+        std::unique_lock lock(mutex_);
+        for (;;) {
+            work_ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+            if (queue_.empty()) return;  // stopping
+            std::vector<std::byte> piece = std::move(queue_.front());
+            queue_.pop_front();
+            busy_ = true;
+            lock.unlock();
+            work_(piece.data(), piece.size());
+            lock.lock();
+            busy_ = false;
+            queued_ -= piece.size();
+            if (spares_.size() < 2) spares_.push_back(std::move(piece));
+            room_.notify_all();
+            if (queue_.empty()) idle_.notify_all();
+        }
+    }
+
+    std::function<void(const std::byte*, std::size_t)> work_;
+    std::mutex mutex_;
+    std::condition_variable work_ready_;
+    std::condition_variable room_;
+    std::condition_variable idle_;
+    std::deque<std::vector<std::byte>> queue_;
+    std::vector<std::vector<std::byte>> spares_;
+    std::size_t queued_ = 0;
+    bool busy_ = false;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
 artifact_stream::artifact_stream(expected_artifact expected, byte_sink& sink)
-    : expected_(std::move(expected)), sink_(sink) {}
+    : expected_(std::move(expected)), sink_(sink) {
+    // REDIST_HASH_THREAD=1/0 forces the choice (tests exercise both on any machine).
+    const char* forced = std::getenv("REDIST_HASH_THREAD");
+    const bool wanted = forced && *forced ? std::string_view(forced) != "0"
+                                          : expected_.size >= hash_worker::kMinSize &&
+                                                std::thread::hardware_concurrency() >= hash_worker::kMinCores;
+    if (wanted) {
+        try {
+            hash_worker_ = std::make_unique<hash_worker>(
+                [this](const std::byte* data, std::size_t size) { hash_and_tee(data, size); });
+        } catch (const std::system_error&) {  // NOLINT(bugprone-empty-catch): no thread, hash inline
+        }
+    }
+}
 
 artifact_stream::~artifact_stream() = default;
 
+void artifact_stream::settle() const {
+    if (hash_worker_) hash_worker_->settle();
+}
+
+void artifact_stream::hash_and_tee(const std::byte* data, std::size_t size) {
+    const auto started = std::chrono::steady_clock::now();
+    hasher_.update(data, size);
+    // Disk full (often because of what we are unpacking): the cache copy is
+    // given up, not the download -- the hash must still decide about these bytes.
+    if (tee_ && !write_all(tee_.get(), data, size, tee_path_).ok()) drop_tee();
+    hash_and_tee_ns_ += static_cast<std::uint64_t>(
+        std::chrono::nanoseconds(std::chrono::steady_clock::now() - started).count());
+}
+
 result<void> artifact_stream::restart() {
+    settle();
     REDIST_TRY_VOID(sink_.restart());
     hasher_ = sha256_hasher();
     received_ = 0;
@@ -263,6 +386,7 @@ result<void> artifact_stream::restart() {
 }
 
 result<bool> artifact_stream::resume_or_restart() {
+    settle();
     // Only a regular file of ours, with one link, is resumed.
     if (!tee_path_.empty() && resumable_cache_file(tee_path_, expected_.size)) {
         tee_.reset();
@@ -299,6 +423,7 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
     const unique_fd fd(*opened);
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     std::vector<std::byte> buffer(1u << 20);
+    settle();
     unique_fd saved_tee = std::move(tee_);  // replayed bytes are already in the tee
     result<void> outcome;
     for (;;) {
@@ -321,6 +446,7 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
         }
         if (!outcome.ok()) break;
     }
+    settle();
     tee_ = std::move(saved_tee);
     return outcome;
 }
@@ -337,11 +463,13 @@ result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
             .with_expected_actual(std::to_string(expected_.size), "at least " + std::to_string(received_ + size));
     }
     received_ += size;
-    hasher_.update(data, size);
-    // Disk full (often because of what we are unpacking): the cache copy is
-    // given up, not the download -- the hash must still decide about these bytes.
-    if (tee_ && !write_all(tee_.get(), data, size, tee_path_).ok()) drop_tee();
-    REDIST_TRY_VOID(sink_.write(data, size));
+    if (hash_worker_) hash_worker_->push(data, size);
+    else hash_and_tee(data, size);
+    const auto handing = std::chrono::steady_clock::now();
+    auto written = sink_.write(data, size);
+    sink_ns_ += static_cast<std::uint64_t>(
+        std::chrono::nanoseconds(std::chrono::steady_clock::now() - handing).count());
+    REDIST_TRY_VOID(std::move(written));
     if (!paused_mid_download_ && received_ >= expected_.size / 2) {
         paused_mid_download_ = true;
         debug_pause("mid-download");
@@ -371,6 +499,7 @@ result<void> artifact_stream::accept_response(const response_info& info, std::ui
 }
 
 result<void> artifact_stream::verify(const std::string& source) {
+    settle();
     tee_.reset();
     const std::uint64_t size = received_;
     auto checked = check_integrity(expected_.size, expected_.sha256, size, hasher_.finish_hex(), source);

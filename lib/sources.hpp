@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -228,8 +229,18 @@ public:
 
     std::uint64_t received() const { return received_; }
     bool verified() const { return verified_; }
+    // For --profile: time feed() spent hashing and writing the tee, and
+    // handing bytes to the sink (which waits while the unpacker is behind).
+    std::uint64_t hash_and_tee_ns() const {
+        settle();
+        return hash_and_tee_ns_;
+    }
+    std::uint64_t sink_ns() const { return sink_ns_; }
     // The tee file holds every byte received (false after a failed write dropped it).
-    bool tee_complete() const { return !tee_path_.empty() && !tee_dropped_; }
+    bool tee_complete() const {
+        settle();
+        return !tee_path_.empty() && !tee_dropped_;
+    }
 
     // Feeds bytes (used by fetch_from; public for tests). Outcomes: ok |
     // integrity (more bytes than the manifest's size) | the sink's error.
@@ -253,6 +264,8 @@ private:
     byte_sink& sink_;
     sha256_hasher hasher_;
     std::uint64_t received_ = 0;
+    std::uint64_t hash_and_tee_ns_ = 0;
+    std::uint64_t sink_ns_ = 0;
     bool verified_ = false;
     std::filesystem::path tee_path_;
     unique_fd tee_;
@@ -262,6 +275,14 @@ private:
     bool paused_mid_download_ = false;
     std::function<void(std::uint64_t)> progress_;
     const std::atomic<bool>* cancel_ = nullptr;
+
+    // Hashing and the tee on a thread of their own (see sources.cpp). Every
+    // member function but feed() settles it before it touches hasher_, tee_,
+    // tee_dropped_ or hash_and_tee_ns_. Declared last: stopped first.
+    class hash_worker;
+    void hash_and_tee(const std::byte* data, std::size_t size);
+    void settle() const;
+    std::unique_ptr<hash_worker> hash_worker_;
 };
 
 }  // namespace redist

@@ -32,6 +32,9 @@ std::uint64_t ns_since(clock_type::time_point t) {
 }
 
 constexpr std::size_t kStreamHeaderSize = LZMA_STREAM_HEADER_SIZE;  // 12, as the footer
+// A streamed block may always use this much decoder memory, whatever the
+// gate's limit: xz -9's 64 MiB dictionary must decode even on a tiny budget.
+constexpr std::uint64_t kMinStateLimit = std::uint64_t{96} << 20;
 
 error bad(const char* what) { return make_error(error_code::bad_archive, what); }
 error stopped() { return make_error(error_code::cancelled, "unpacking stopped"); }
@@ -163,6 +166,7 @@ public:
                        : options.pool      ? options.pool->threads() + 2
                                            : 1;
         max_block_ = options.max_block_memory ? options.max_block_memory : kMaxParallelBlock;
+        max_state_ = options.memory ? std::max<std::uint64_t>(options.memory->limit(), kMinStateLimit) : kMaxParallelBlock;
         if (!options.memory) options_.pool = nullptr;
     }
     block_decoder(const block_decoder&) = delete;
@@ -340,6 +344,9 @@ private:
 
     // A block decoded as it streams in, on this thread, after the blocks before it.
     result<void> streamed(block_options& options, std::uint64_t state, lzma_index_hash* hashes) {
+        // liblzma's block decoder has no memory limit of its own: a header
+        // may ask for a 4 GiB dictionary, which it would allocate.
+        if (state > max_state_) return bad("xz data needs more memory than allowed (see --max-memory)");
         if (auto r = drain(); !r) return r;
         memory_gate::lease lease;
         if (options_.memory) {
@@ -434,6 +441,7 @@ private:
     std::uint64_t scheduled_ = 0;  // output handed on, or due from blocks in flight
     std::size_t max_pending_ = 1;
     std::uint64_t max_block_ = kMaxParallelBlock;
+    std::uint64_t max_state_ = kMaxParallelBlock;  // a streamed block's decoder memory
     std::deque<std::shared_ptr<pool_block>> pending_;
     std::array<std::uint8_t, 4> next_magic_{};
 };

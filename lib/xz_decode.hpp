@@ -23,6 +23,9 @@
 // allocated from a size in the data without a cap: a block goes to the pool
 // only when its sizes are declared, within kMaxParallelBlock, and within the
 // output cap; anything else streams, and streaming holds one output chunk.
+// A streamed block's decoder (its dictionary) may use the gate's limit, or
+// 96 MiB if that is more (512 MiB without a gate); a header that asks for
+// more is refused ("xz data needs more memory than allowed").
 #pragma once
 
 #include <atomic>

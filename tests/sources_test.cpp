@@ -279,6 +279,15 @@ served& server() {
     return s;
 }
 
+// The test runs twice: hashing and the tee on the transfer thread, then on
+// artifact_stream's hash worker (forced, as this machine may have few cores).
+struct hash_thread_mode {
+    explicit hash_thread_mode(bool on) { ::setenv("REDIST_HASH_THREAD", on ? "1" : "0", 1); }
+    ~hash_thread_mode() { ::unsetenv("REDIST_HASH_THREAD"); }
+    hash_thread_mode(const hash_thread_mode&) = delete;
+    hash_thread_mode& operator=(const hash_thread_mode&) = delete;
+};
+
 transfer_options fast() {
     transfer_options o;
     o.connect_timeout_seconds = 5;
@@ -289,6 +298,7 @@ transfer_options fast() {
 }  // namespace
 
 TEST_CASE("artifact_stream: more bytes than the manifest's size is an integrity failure", "[artifact_stream]") {
+    const hash_thread_mode mode(GENERATE(false, true));
     memory_sink sink;
     artifact_stream s({4, sha256_hex("abcd")}, sink);
     REQUIRE(s.restart().ok());
@@ -353,6 +363,7 @@ TEST_CASE("artifact_stream: a Content-Length other than what is left is an integ
 
 TEST_CASE("artifact_stream: a dropped connection is resumed with a Range request (server byte counts)",
           "[artifact_stream]") {
+    const hash_thread_mode mode(GENERATE(false, true));
     auto& srv = server();
     srv.server->set_faults(R"({"/a.bin": {"drop_after": 150000, "times": 1}})");
     memory_sink sink;
@@ -376,6 +387,7 @@ TEST_CASE("artifact_stream: a dropped connection is resumed with a Range request
 }
 
 TEST_CASE("artifact_stream: a server that ignores Range is downloaded again from byte 0", "[artifact_stream]") {
+    const hash_thread_mode mode(GENERATE(false, true));
     auto& srv = server();
     srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1}})");
     memory_sink sink;
@@ -392,6 +404,7 @@ TEST_CASE("artifact_stream: a server that ignores Range is downloaded again from
 }
 
 TEST_CASE("artifact_stream: an ETag that changes between attempts drops the bytes, transient", "[artifact_stream]") {
+    const hash_thread_mode mode(GENERATE(false, true));
     auto& srv = server();
     srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1, "etag": "\"v1\""}})");
     memory_sink sink;
@@ -413,6 +426,7 @@ TEST_CASE("artifact_stream: an ETag that changes between attempts drops the byte
 
 TEST_CASE("artifact_stream: the .part tee is kept after a network failure and resumed by the next stream",
           "[artifact_stream]") {
+    const hash_thread_mode mode(GENERATE(false, true));
     auto& srv = server();
     const fs::path dir = redist_test::scratch("tee");
     const fs::path part = dir / "blob.part";
@@ -444,6 +458,7 @@ TEST_CASE("artifact_stream: the .part tee is kept after a network failure and re
 }
 
 TEST_CASE("artifact_stream: wrong bytes empty the .part tee", "[artifact_stream]") {
+    const hash_thread_mode mode(GENERATE(false, true));
     auto& srv = server();
     const fs::path dir = redist_test::scratch("tee-corrupt");
     const fs::path part = dir / "blob.part";

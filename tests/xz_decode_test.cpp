@@ -866,3 +866,22 @@ TEST_CASE("xz_decode: the stop flag set by the output mid-stream ends decoding",
     CHECK(out.data.size() < data_1m().size());
     CHECK(gate.held() == 0);
 }
+
+TEST_CASE("xz_decode: a block header that asks for a 4 GiB dictionary is refused, not allocated", "[xz_decode]") {
+    bytes xz = xz_blocks_small();
+    const layout l = parse_layout(xz);
+    // Filter flags follow the two sizes: ID 0x21 (LZMA2), properties size 1, the dictionary byte.
+    const std::size_t filter = l.block_uncompressed.end;
+    REQUIRE(xz[filter] == 0x21);
+    REQUIRE(xz[filter + 1] == 0x01);
+    xz[filter + 2] = 40;  // 4 GiB - 1
+    fix_block_header_crc(xz, l);
+    for (const unsigned threads : {0u, 4u}) {
+        config cfg;
+        cfg.threads = threads;
+        const outcome o = decode(xz, cfg);
+        check_bad_archive(o);
+        CHECK(o.error().message.find("more memory than allowed") != std::string::npos);
+        CHECK(o.output.empty());
+    }
+}
