@@ -20,6 +20,7 @@ constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kMinMemory = 256 * kMiB;
 constexpr std::uint64_t kMaxDefaultMemory = 1024 * kMiB;
 constexpr std::uint64_t kMinDecoderMemory = 32 * kMiB;
+constexpr std::uint64_t kKeptDecoder = 9 * kMiB;
 
 // "/sys/fs/cgroup/<our cgroup v2 path>/<file>", or "" without cgroup v2.
 std::string cgroup_file(const char* name) {
@@ -97,8 +98,11 @@ std::uint64_t peak_rss() {
 run_limits run_budget::machine_limits() { return {machine_threads(), machine_memory()}; }
 
 run_budget::run_budget(run_limits limits)
-    : threads_(limits.threads), memory_(limits.max_memory), decode_memory_([this] { return decoder_limit(); }) {
-    if (threads_ == 0) threads_ = machine_threads();
+    : threads_(limits.threads ? limits.threads : machine_threads()),
+      memory_(limits.max_memory),
+      // Kept block buffers (memory_gate.hpp): 2 on 2 cores (each costs
+      // resident memory), one for every 4 workers on more.
+      decode_memory_([this] { return decoder_limit(); }, std::max<std::size_t>(2, threads_ / 4)) {
     if (memory_ == 0) memory_ = machine_memory();
     // Small budgets shrink the queues and the writers' buffers with them;
     // 1 GiB (the largest default) gives 4 MiB queues and 64 MiB of buffers.
@@ -108,7 +112,10 @@ run_budget::run_budget(run_limits limits)
 }
 
 std::uint64_t run_budget::decoder_limit() const noexcept {
-    const std::uint64_t overhead = pool_bytes_ + enrolled_.load(std::memory_order_relaxed) * 2 * queue_bytes_;
+    // Each pool worker keeps the xz decoder of its last block (xz_decode.cpp),
+    // with its dictionary: 8 MiB for the default preset.
+    const std::uint64_t overhead = pool_bytes_ + enrolled_.load(std::memory_order_relaxed) * 2 * queue_bytes_ +
+                                   std::uint64_t{threads_} * kKeptDecoder;
     // Never zero: the gate lets a request in alone anyway, but a tiny limit
     // would turn every block into a wait for all others.
     return memory_ > overhead + kMinDecoderMemory ? memory_ - overhead : kMinDecoderMemory;

@@ -36,6 +36,11 @@ constexpr std::size_t kStreamHeaderSize = LZMA_STREAM_HEADER_SIZE;  // 12, as th
 // gate's limit: xz -9's 64 MiB dictionary must decode even on a tiny budget.
 constexpr std::uint64_t kMinStateLimit = std::uint64_t{96} << 20;
 
+constexpr std::size_t kBufferGrain = 1u << 20;
+std::size_t round_up(std::uint64_t n) {
+    return static_cast<std::size_t>((n + kBufferGrain - 1) / kBufferGrain * kBufferGrain);
+}
+
 error bad(const char* what) { return make_error(error_code::bad_archive, what); }
 error stopped() { return make_error(error_code::cancelled, "unpacking stopped"); }
 
@@ -138,7 +143,8 @@ struct block_options {
 struct pool_block {
     block_options options;
     byte_buffer input;   // body: compressed data, padding, check
-    byte_buffer output;  // uncompressed_size bytes, with the output's lease
+    byte_buffer output;  // room for out_size bytes, with the output's lease
+    std::size_t out_size = 0;
     memory_gate::lease work;  // input and decoder state, given back when the task ends
     bool done = false;        // under the gate's lock
     lzma_ret result = LZMA_OK;
@@ -146,15 +152,40 @@ struct pool_block {
 
     void run() {
         const auto t = clock_type::now();
-        std::size_t in_pos = 0;
-        std::size_t out_pos = 0;
-        result = lzma_block_buffer_decode(&options.block, nullptr, reinterpret_cast<const std::uint8_t*>(input.bytes.get()),
-                                          &in_pos, input.size, reinterpret_cast<std::uint8_t*>(output.bytes.get()),
-                                          &out_pos, output.capacity);
-        if (result == LZMA_OK && (in_pos != input.size || out_pos != output.capacity)) result = LZMA_DATA_ERROR;
-        output.size = out_pos;
+        result = decode_on_this_thread();
         input = {};
         busy_ns = ns_since(t);
+    }
+
+private:
+    // One decoder per pool worker, kept between blocks: re-initializing a
+    // block decoder on the same lzma_stream reuses its dictionary when the
+    // size matches, where lzma_block_buffer_decode would allocate (and
+    // page-fault) 8 MiB or more for every block.
+    struct worker_decoder {
+        lzma_stream strm = LZMA_STREAM_INIT;
+        worker_decoder() = default;
+        worker_decoder(const worker_decoder&) = delete;
+        worker_decoder& operator=(const worker_decoder&) = delete;
+        ~worker_decoder() { lzma_end(&strm); }
+    };
+
+    lzma_ret decode_on_this_thread() {
+        thread_local worker_decoder decoder;
+        lzma_stream& strm = decoder.strm;
+        lzma_ret r = lzma_block_decoder(&strm, &options.block);
+        if (r != LZMA_OK) return r;
+        strm.next_in = reinterpret_cast<const std::uint8_t*>(input.bytes.get());
+        strm.avail_in = input.size;
+        strm.next_out = reinterpret_cast<std::uint8_t*>(output.bytes.get());
+        strm.avail_out = out_size;
+        do {
+            r = lzma_code(&strm, LZMA_FINISH);
+        } while (r == LZMA_OK);
+        output.size = out_size - strm.avail_out;
+        if (r != LZMA_STREAM_END) return r == LZMA_BUF_ERROR ? LZMA_DATA_ERROR : r;
+        // The declared sizes were checked by liblzma; all the input is this block.
+        return strm.avail_in == 0 && strm.avail_out == 0 ? LZMA_OK : LZMA_DATA_ERROR;
     }
 };
 
@@ -163,7 +194,7 @@ public:
     block_decoder(xz_input& in, xz_output& out, const xz_decode_options& options)
         : out_(out), options_(options), in_(in, stats_.wait_ns) {
         max_pending_ = options.max_pending ? options.max_pending
-                       : options.pool      ? options.pool->threads() + 2
+                       : options.pool      ? options.pool->threads()
                                            : 1;
         max_block_ = options.max_block_memory ? options.max_block_memory : kMaxParallelBlock;
         max_state_ = options.memory ? std::max<std::uint64_t>(options.memory->limit(), kMinStateLimit) : kMaxParallelBlock;
@@ -275,17 +306,20 @@ private:
         while (pending_.size() >= max_pending_) {
             if (auto r = hand_on_head(); !r) return r;
         }
+        // Capacities in whole MiB, so that kept buffers fit the next blocks.
+        job->output = byte_buffer::from_gate(*options_.memory, round_up(out_size));
+        job->input = byte_buffer::from_gate(*options_.memory, round_up(body));
         memory_gate::lease lease;
         for (;;) {
-            lease = options_.memory->acquire(body + out_size + state, [&] { return stopping() || head_done(); });
+            lease = options_.memory->acquire(job->input.capacity + job->output.capacity + state,
+                                             [&] { return stopping() || head_done(); });
             if (lease) break;
             if (stopping()) return stopped();
             if (auto r = hand_on_head(); !r) return r;
         }
-        job->output = byte_buffer::make(static_cast<std::size_t>(out_size));
-        job->output.lease = lease.split(out_size);
+        job->output.lease = lease.split(job->output.capacity);
+        job->out_size = static_cast<std::size_t>(out_size);
         job->work = std::move(lease);
-        job->input = byte_buffer::make(static_cast<std::size_t>(body));
         job->input.size = static_cast<std::size_t>(body);
         if (auto s = in_.read(job->input.bytes.get(), job->input.size); s != xz_input::status::ok) {
             return input_error(s);

@@ -40,17 +40,38 @@ namespace redist {
 
 class work_pool;
 
+// Frees a byte_buffer's bytes, or gives them to the memory gate they were
+// taken from, for reuse.
+struct buffer_deleter {
+    memory_gate* home = nullptr;
+    std::size_t capacity = 0;
+    void operator()(std::byte* bytes) const noexcept {
+        std::unique_ptr<std::byte[]> owned(bytes);
+        if (home) home->keep(std::move(owned), capacity);
+    }
+};
+
 // A heap buffer without std::vector's zero-fill. A decoded block carries the
 // lease of the memory it holds, given back when the buffer is freed.
 struct byte_buffer {
-    std::unique_ptr<std::byte[]> bytes;
+    std::unique_ptr<std::byte[], buffer_deleter> bytes;
     std::size_t size = 0;
     std::size_t capacity = 0;
-    memory_gate::lease lease;
+    memory_gate::lease lease;  // declared last: given back before the bytes go to the gate
 
     static byte_buffer make(std::size_t capacity) {
         byte_buffer b;
-        b.bytes = std::make_unique_for_overwrite<std::byte[]>(capacity);
+        b.bytes.reset(std::make_unique_for_overwrite<std::byte[]>(capacity).release());
+        b.capacity = capacity;
+        return b;
+    }
+    // A buffer the gate kept (which may be a little larger), or a new one;
+    // either goes back to the gate when freed.
+    static byte_buffer from_gate(memory_gate& gate, std::size_t capacity) {
+        byte_buffer b;
+        auto kept = gate.take(capacity);
+        if (!kept) kept = std::make_unique_for_overwrite<std::byte[]>(capacity);
+        b.bytes = std::unique_ptr<std::byte[], buffer_deleter>(kept.release(), buffer_deleter{&gate, capacity});
         b.capacity = capacity;
         return b;
     }
@@ -81,7 +102,8 @@ struct xz_decode_options {
     // Required with a pool: bounds the bytes that pool blocks hold, from their
     // compressed copy to the moment their output buffer is freed.
     memory_gate* memory = nullptr;
-    // Blocks in flight for this stream at most (0 = the pool's threads + 2).
+    // Blocks in flight for this stream at most (0 = the pool's threads: on 2
+    // cores, 2 more cost 50 MiB of decoded blocks and gained nothing).
     std::size_t max_pending = 0;
     // A block whose decoding would need more (input, output, dictionary)
     // streams on the calling thread instead. 0 = kMaxParallelBlock.

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <cstddef>
+#include <memory>
 #include <chrono>
 #include <mutex>
 #include <thread>
@@ -109,7 +111,7 @@ TEST_CASE("run_budget: machine defaults follow the documented formula", "[budget
 TEST_CASE("run_budget: the decoders' memory is the budget less buffers and enrolled queues", "[budget]") {
     run_budget b({16, 1024 * kMiB});
     auto& gate = b.decode_memory();
-    const std::uint64_t free_alone = 1024 * kMiB - 64 * kMiB - 2 * b.queue_bytes();
+    const std::uint64_t free_alone = 1024 * kMiB - 64 * kMiB - 2 * b.queue_bytes() - 16 * 9 * kMiB;
     std::atomic<bool> never{false};
     const auto no = [&] { return never.load(); };
     {
@@ -169,4 +171,28 @@ TEST_CASE("run_budget: profile sums the stages that ran", "[budget]") {
     CHECK(decoder->busy_seconds == Approx(3.0));
     CHECK(decoder->wait_seconds == Approx(0.5));
     CHECK(decoder->bytes == 50);
+}
+
+TEST_CASE("memory_gate: freed buffers are kept for reuse, and freed before a request has to wait", "[budget]") {
+    redist::memory_gate gate([] { return std::uint64_t{100}; }, 2);
+    gate.keep(std::make_unique<std::byte[]>(30), 30);
+    gate.keep(std::make_unique<std::byte[]>(40), 40);
+    gate.keep(std::make_unique<std::byte[]>(20), 20);  // a third: the oldest (30) goes
+    CHECK(gate.kept() == 60);
+    CHECK(gate.held() == 0);
+    std::size_t want = 35;  // 40 is within a quarter more
+    auto bytes = gate.take(want);
+    REQUIRE(bytes != nullptr);
+    CHECK(want == 40);
+    CHECK(gate.kept() == 20);
+    std::size_t big = 60;  // nothing kept is close enough
+    CHECK(gate.take(big) == nullptr);
+    CHECK(big == 60);
+    // 20 kept + 90 asked > 100: the kept buffer is freed rather than waited for.
+    auto lease = gate.acquire(90, [] { return false; });
+    CHECK(lease.bytes() == 90);
+    CHECK(gate.kept() == 0);
+    // A buffer that would not fit under the limit is not kept.
+    gate.keep(std::move(bytes), 40);
+    CHECK(gate.kept() == 0);
 }
