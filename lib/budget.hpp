@@ -71,13 +71,14 @@ private:
     std::uint64_t memory_;
     std::size_t queue_bytes_;
     std::size_t pool_bytes_;
-    std::unique_ptr<work_pool> pool_;
 
     std::uint64_t decoder_limit() const noexcept;
 
     std::atomic<std::size_t> enrolled_{0};
-    // Before pool_: destroyed after the workers, whose tasks use it, are joined.
+    // Declared before pool_, so destroyed after it: the pool runs its queued
+    // decode tasks, which use the gate, before its workers are joined.
     memory_gate decode_memory_;
+    std::unique_ptr<work_pool> pool_;
 
     struct stage_counters {
         std::atomic<std::uint64_t> busy_ns{0};

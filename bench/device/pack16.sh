@@ -5,6 +5,6 @@ set -euo pipefail
 B=${1:?build dir}; cd "$(dirname "$0")/../.."
 bash ../shared/device/pack.sh "$B" .carry
 cp "$B/bin/redist-check-probe" .carry/bin/ && strip .carry/bin/redist-check-probe
-cp bench/device/run16.sh bench/device/check16.sh .carry/
+cp bench/device/run16.sh bench/device/check16.sh bench/device/scale16.sh .carry/
 grep -qx '/.carry/' .git/info/exclude || echo '/.carry/' >> .git/info/exclude
 du -sh .carry
