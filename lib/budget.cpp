@@ -20,7 +20,6 @@ constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kMinMemory = 256 * kMiB;
 constexpr std::uint64_t kMaxDefaultMemory = 1024 * kMiB;
 constexpr std::uint64_t kMinDecoderMemory = 32 * kMiB;
-constexpr std::uint64_t kKeptDecoder = 9 * kMiB;
 
 // "/sys/fs/cgroup/<our cgroup v2 path>/<file>", or "" without cgroup v2.
 std::string cgroup_file(const char* name) {
@@ -115,7 +114,7 @@ std::uint64_t run_budget::decoder_limit() const noexcept {
     // Each pool worker keeps the xz decoder of its last block (xz_decode.cpp),
     // with its dictionary: 8 MiB for the default preset.
     const std::uint64_t overhead = pool_bytes_ + enrolled_.load(std::memory_order_relaxed) * 2 * queue_bytes_ +
-                                   std::uint64_t{threads_} * kKeptDecoder;
+                                   std::uint64_t{threads_} * kept_decoder_bytes;
     // Never zero: the gate lets a request in alone anyway, but a tiny limit
     // would turn every block into a wait for all others.
     return memory_ > overhead + kMinDecoderMemory ? memory_ - overhead : kMinDecoderMemory;
@@ -138,12 +137,29 @@ void run_budget::add_time(profile_stage stage, std::uint64_t busy_ns, std::uint6
     s.bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
+void run_budget::mark(const char* event) {
+    const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
+    std::lock_guard lock(marks_mutex_);
+    for (auto& m : marks_) {
+        if (m.event != event) continue;
+        m.first_seconds = std::min(m.first_seconds, at);
+        m.last_seconds = std::max(m.last_seconds, at);
+        ++m.count;
+        return;
+    }
+    marks_.push_back({event, at, at, 1});
+}
+
 run_profile run_budget::profile() const {
     static const char* const names[] = {"transfer", "archive hash", "decoder", "extractor", "writers"};
     run_profile p;
     p.threads = threads_;
     p.max_memory = memory_;
     p.peak_rss = peak_rss();
+    {
+        std::lock_guard lock(marks_mutex_);
+        p.marks = marks_;
+    }
     for (std::size_t i = 0; i < stages_.size(); ++i) {
         stage_time t;
         t.stage = names[i];

@@ -18,6 +18,8 @@
 #pragma once
 
 #include <array>
+#include <chrono>
+#include <vector>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -47,6 +49,9 @@ public:
     // Capacity of each of one artifact's two stage queues (input, tar).
     std::size_t queue_bytes() const noexcept { return queue_bytes_; }
 
+    // What each pool worker's kept xz decoder may hold (xz_decode.cpp), set
+    // aside from the decoders' memory.
+    static constexpr std::uint64_t kept_decoder_bytes = std::uint64_t{9} << 20;
     // The xz decoders' memory (see above).
     memory_gate& decode_memory() noexcept { return decode_memory_; }
 
@@ -62,6 +67,9 @@ public:
     private:
         run_budget* budget_;
     };
+
+    // Notes that an artifact (or the run) reached `event` now (--profile).
+    void mark(const char* event);
 
     void add_time(profile_stage stage, std::uint64_t busy_ns, std::uint64_t wait_ns, std::uint64_t bytes = 0) noexcept;
     run_profile profile() const;
@@ -86,6 +94,9 @@ private:
         std::atomic<std::uint64_t> bytes{0};
     };
     std::array<stage_counters, 5> stages_{};
+    const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
+    mutable std::mutex marks_mutex_;
+    std::vector<profile_mark> marks_;
 };
 
 }  // namespace redist

@@ -527,8 +527,11 @@ public:
         out_.report.url = sanitize_url(urls_[fetched->source]);
         // The archive is verified: keep it even if unpacking fails (disk full,
         // unsafe entry...), so that a retry needs no download.
+        if (request_.budget) request_.budget->mark("downloaded");
         if (cache_ && (split || stream.tee_complete())) REDIST_TRY_VOID(cache_->publish(a_.sha256));
-        return sink.finish();
+        auto entries = sink.finish();
+        if (request_.budget) request_.budget->mark("unpacked");
+        return entries;
     }
 
     // After a failed download the .part file stays only when a later run can
@@ -631,6 +634,7 @@ result<install_report> install(const install_request& request) {
         notify_components(request, staged.report, fetch_stage::committing);
         debug_pause("before-commit");
         REDIST_TRY_VOID(commit_stages(lock, std::move(staged.staged), request.force));
+        if (request.budget) request.budget->mark("committed");
         notify_components(request, staged.report, fetch_stage::done);
     }
     return std::move(staged.report);

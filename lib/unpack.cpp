@@ -1314,6 +1314,7 @@ private:
         // --threads 1 has no pool worker to spare anyway).
         if (options_.decoder_threads != 1 && budget_->pool().threads() > 1) o.pool = &budget_->pool();
         o.memory = &budget_->decode_memory();
+        o.worker_state_allowance = run_budget::kept_decoder_bytes;
         o.max_block_memory = options_.decoder_memlimit;
         o.max_output = options_.max_output_bytes;
         o.stream_chunk = kLzmaOutBuffer;

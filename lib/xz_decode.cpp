@@ -307,11 +307,13 @@ private:
             if (auto r = hand_on_head(); !r) return r;
         }
         // Capacities in whole MiB, so that kept buffers fit the next blocks.
+        const std::uint64_t extra_state =
+            state > options_.worker_state_allowance ? state - options_.worker_state_allowance : 0;
         job->output = byte_buffer::from_gate(*options_.memory, round_up(out_size));
         job->input = byte_buffer::from_gate(*options_.memory, round_up(body));
         memory_gate::lease lease;
         for (;;) {
-            lease = options_.memory->acquire(job->input.capacity + job->output.capacity + state,
+            lease = options_.memory->acquire(job->input.capacity + job->output.capacity + extra_state,
                                              [&] { return stopping() || head_done(); });
             if (lease) break;
             if (stopping()) return stopped();

@@ -40,14 +40,14 @@ namespace redist {
 
 class work_pool;
 
-// Frees a byte_buffer's bytes, or gives them to the memory gate they were
-// taken from, for reuse.
+// Frees a byte_buffer's bytes, or gives a mapping back to the memory gate it
+// came from (which keeps it for reuse or unmaps it).
 struct buffer_deleter {
     memory_gate* home = nullptr;
     std::size_t capacity = 0;
     void operator()(std::byte* bytes) const noexcept {
-        std::unique_ptr<std::byte[]> owned(bytes);
-        if (home) home->keep(std::move(owned), capacity);
+        if (home) home->keep(bytes, capacity);
+        else delete[] bytes;
     }
 };
 
@@ -65,13 +65,13 @@ struct byte_buffer {
         b.capacity = capacity;
         return b;
     }
-    // A buffer the gate kept (which may be a little larger), or a new one;
+    // A mapping the gate kept (which may be a little larger), or a new one;
     // either goes back to the gate when freed.
     static byte_buffer from_gate(memory_gate& gate, std::size_t capacity) {
         byte_buffer b;
-        auto kept = gate.take(capacity);
-        if (!kept) kept = std::make_unique_for_overwrite<std::byte[]>(capacity);
-        b.bytes = std::unique_ptr<std::byte[], buffer_deleter>(kept.release(), buffer_deleter{&gate, capacity});
+        std::byte* bytes = gate.take(capacity);
+        if (!bytes) bytes = memory_gate::map(capacity);
+        b.bytes = std::unique_ptr<std::byte[], buffer_deleter>(bytes, buffer_deleter{&gate, capacity});
         b.capacity = capacity;
         return b;
     }
@@ -102,6 +102,10 @@ struct xz_decode_options {
     // Required with a pool: bounds the bytes that pool blocks hold, from their
     // compressed copy to the moment their output buffer is freed.
     memory_gate* memory = nullptr;
+    // Decoder memory each pool worker keeps between blocks, which the owner
+    // has counted already: a pool block is charged only what its decoder
+    // needs beyond it.
+    std::uint64_t worker_state_allowance = 0;
     // Blocks in flight for this stream at most (0 = the pool's threads: on 2
     // cores, 2 more cost 50 MiB of decoded blocks and gained nothing).
     std::size_t max_pending = 0;

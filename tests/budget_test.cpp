@@ -174,25 +174,29 @@ TEST_CASE("run_budget: profile sums the stages that ran", "[budget]") {
 }
 
 TEST_CASE("memory_gate: freed buffers are kept for reuse, and freed before a request has to wait", "[budget]") {
-    redist::memory_gate gate([] { return std::uint64_t{100}; }, 2);
-    gate.keep(std::make_unique<std::byte[]>(30), 30);
-    gate.keep(std::make_unique<std::byte[]>(40), 40);
-    gate.keep(std::make_unique<std::byte[]>(20), 20);  // a third: the oldest (30) goes
-    CHECK(gate.kept() == 60);
+    const std::size_t page = 4096;
+    redist::memory_gate gate([&] { return std::uint64_t{100} * page; }, 2);
+    gate.keep(redist::memory_gate::map(30 * page), 30 * page);
+    std::byte* forty = redist::memory_gate::map(40 * page);
+    forty[0] = std::byte{42};
+    gate.keep(forty, 40 * page);
+    gate.keep(redist::memory_gate::map(20 * page), 20 * page);  // a third: the oldest (30) goes
+    CHECK(gate.kept() == 60 * page);
     CHECK(gate.held() == 0);
-    std::size_t want = 35;  // 40 is within a quarter more
-    auto bytes = gate.take(want);
-    REQUIRE(bytes != nullptr);
-    CHECK(want == 40);
-    CHECK(gate.kept() == 20);
-    std::size_t big = 60;  // nothing kept is close enough
+    std::size_t want = 35 * page;  // 40 is within a quarter more
+    std::byte* bytes = gate.take(want);
+    REQUIRE(bytes == forty);
+    CHECK(bytes[0] == std::byte{42});  // the same memory, not a copy
+    CHECK(want == 40 * page);
+    CHECK(gate.kept() == 20 * page);
+    std::size_t big = 60 * page;  // nothing kept is close enough
     CHECK(gate.take(big) == nullptr);
-    CHECK(big == 60);
+    CHECK(big == 60 * page);
     // 20 kept + 90 asked > 100: the kept buffer is freed rather than waited for.
-    auto lease = gate.acquire(90, [] { return false; });
-    CHECK(lease.bytes() == 90);
+    auto lease = gate.acquire(90 * page, [] { return false; });
+    CHECK(lease.bytes() == 90 * page);
     CHECK(gate.kept() == 0);
-    // A buffer that would not fit under the limit is not kept.
-    gate.keep(std::move(bytes), 40);
+    // A buffer that would not fit under the limit is not kept (it is unmapped).
+    gate.keep(bytes, 40 * page);
     CHECK(gate.kept() == 0);
 }

@@ -40,8 +40,18 @@ struct stage_time {
     std::uint64_t bytes = 0;  // bytes the stage produced or consumed
 };
 
+// When a step of the run ended, in seconds since the run's budget was made:
+// the first and last artifact to get there, and how many did.
+struct profile_mark {
+    std::string event;  // "downloaded", "unpacked", "committed"
+    double first_seconds = 0;
+    double last_seconds = 0;
+    unsigned count = 0;
+};
+
 struct run_profile {
     std::vector<stage_time> stages;  // stages that did any work, in pipeline order
+    std::vector<profile_mark> marks;  // in the order they were first reached
     unsigned threads = 0;            // the run's thread budget
     std::uint64_t max_memory = 0;    // the run's memory budget
     std::uint64_t peak_rss = 0;      // the process's peak resident set (bytes; 0 = unknown)

@@ -288,6 +288,11 @@ void print_profile(const redist::run_profile& p) {
         if (s.bytes) std::fprintf(stderr, "  %s", human_size(s.bytes).c_str());
         std::fprintf(stderr, "\n");
     }
+    for (const auto& m : p.marks) {
+        std::fprintf(stderr, "profile: %-12s at %6.2f s", m.event.c_str(), m.first_seconds);
+        if (m.count > 1) std::fprintf(stderr, " (first of %u) to %.2f s (last)", m.count, m.last_seconds);
+        std::fprintf(stderr, "\n");
+    }
 }
 
 void preflight(const install_plan& plan) {
