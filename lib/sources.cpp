@@ -253,7 +253,7 @@ void file_sink::discard() noexcept {
 // already decodes. Bounded: the transfer waits while kQueueBytes are queued.
 class artifact_stream::hash_worker {
 public:
-    static constexpr std::size_t kQueueBytes = 4u << 20;
+    static constexpr std::size_t kQueueBytes = 2u << 20;
     static constexpr std::size_t kPiece = 1u << 20;
     // Worth a thread: an archive this large, on a machine with this many cores.
     static constexpr std::uint64_t kMinSize = 8u << 20;

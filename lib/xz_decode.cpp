@@ -194,7 +194,7 @@ public:
     block_decoder(xz_input& in, xz_output& out, const xz_decode_options& options)
         : out_(out), options_(options), in_(in, stats_.wait_ns) {
         max_pending_ = options.max_pending ? options.max_pending
-                       : options.pool      ? options.pool->threads()
+                       : options.pool      ? options.pool->threads() + options.pool->threads() / 4
                                            : 1;
         max_block_ = options.max_block_memory ? options.max_block_memory : kMaxParallelBlock;
         max_state_ = options.memory ? std::max<std::uint64_t>(options.memory->limit(), kMinStateLimit) : kMaxParallelBlock;

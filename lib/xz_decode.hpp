@@ -106,8 +106,11 @@ struct xz_decode_options {
     // has counted already: a pool block is charged only what its decoder
     // needs beyond it.
     std::uint64_t worker_state_allowance = 0;
-    // Blocks in flight for this stream at most (0 = the pool's threads: on 2
-    // cores, 2 more cost 50 MiB of decoded blocks and gained nothing).
+    // Blocks in flight for this stream at most (0 = the pool's threads and a
+    // quarter more). The extra blocks are read ahead while every worker is
+    // busy, so that a download does not stall behind the first blocks (16
+    // cores); on 2 cores, 2 more cost 50 MiB of decoded blocks and gained
+    // nothing.
     std::size_t max_pending = 0;
     // A block whose decoding would need more (input, output, dictionary)
     // streams on the calling thread instead. 0 = kMaxParallelBlock.

@@ -1,10 +1,9 @@
 // redist/budget.hpp — the limits one run shares, and what it measured.
 //
-// One install runs several artifacts at once, and each artifact's pipeline
-// has a multi-threaded xz decoder and a pool of writer threads (see
-// unpack.hpp). Sized independently, each decoder would take every core and
-// its own memory; run_limits bounds them together (lib/budget.hpp divides
-// them among the artifacts in flight).
+// One install runs several artifacts at once. Their xz blocks decode, and
+// their files are written, on one pool of worker threads, and one memory
+// gate bounds the decoders' buffers (lib/budget.hpp, lib/xz_decode.hpp);
+// run_limits sizes both.
 //
 // Defaults (a field left at 0):
 //   threads    = the CPUs this process may run on (sched_getaffinity), further
@@ -13,8 +12,10 @@
 //                smaller of physical RAM and the cgroup v2 memory.max. It
 //                covers the decoders' multi-threading memory, the writers'
 //                buffers and the queues between stages; it is a target, not a
-//                hard cap: every decoder may still decode with one thread,
-//                whose memory (the xz dictionary, up to 64 MiB) is not counted.
+//                hard cap: a block that does not fit still decodes when
+//                nothing else is held, and a block without recorded sizes
+//                streams on its artifact's own thread (its dictionary, 8 MiB
+//                for xz -6, up to the budget, is not counted).
 #pragma once
 
 #include <cstdint>
