@@ -20,6 +20,7 @@ constexpr std::uint64_t kMiB = 1ull << 20;
 constexpr std::uint64_t kMinMemory = 256 * kMiB;
 constexpr std::uint64_t kMaxDefaultMemory = 1024 * kMiB;
 constexpr std::uint64_t kMinDecoderMemory = 32 * kMiB;
+constexpr std::uint64_t kProcessBaseline = 48 * kMiB;
 
 // "/sys/fs/cgroup/<our cgroup v2 path>/<file>", or "" without cgroup v2.
 std::string cgroup_file(const char* name) {
@@ -113,12 +114,19 @@ run_budget::run_budget(run_limits limits)
 }
 
 std::uint64_t run_budget::decoder_limit() const noexcept {
-    // Each pool worker keeps the xz decoder of its last block (xz_decode.cpp),
-    // with its dictionary: 8 MiB for the default preset.
-    const std::uint64_t overhead = pool_bytes_ + enrolled_.load(std::memory_order_relaxed) * 2 * queue_bytes_ +
+    // What the budget holds besides the decoders' gate, so that the run's
+    // peak RSS stays near the budget (16 cores, 14 artifacts: 1.06-1.12 GiB
+    // on 1 GiB before the baseline and the hash queues were counted):
+    //  - the process itself: code, libraries, libcurl's buffers, the heap;
+    //  - the writers' buffers;
+    //  - each artifact in flight: its input, tar and hash-worker queues;
+    //  - each pool worker's kept xz decoder (xz_decode.cpp), with its
+    //    dictionary: 8 MiB for the default preset.
+    const std::uint64_t overhead = kProcessBaseline + pool_bytes_ +
+                                   enrolled_.load(std::memory_order_relaxed) * 3 * queue_bytes_ +
                                    std::uint64_t{threads_} * kept_decoder_bytes;
-    // Never zero: the gate lets a request in alone anyway, but a tiny limit
-    // would turn every block into a wait for all others.
+    // Never below the minimum: the gate lets a request in alone anyway, but a
+    // tiny limit would turn every block into a wait for all others.
     return memory_ > overhead + kMinDecoderMemory ? memory_ - overhead : kMinDecoderMemory;
 }
 

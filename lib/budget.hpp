@@ -12,9 +12,10 @@
 //    cores go wherever there is work;
 //  - one memory gate (memory_gate.hpp) bounds what the xz decoders hold:
 //    compressed blocks, decoded blocks until the extractor has read them,
-//    dictionaries. Its limit is the memory budget less the pool's write
-//    buffers and the two stage queues of each artifact in flight, which
-//    enrolls (a ticket) while its unpacker runs.
+//    dictionaries. Its limit is the memory budget less what the rest of the
+//    run holds (decoder_limit(): a process baseline, the pool's write
+//    buffers, the workers' kept decoders, and the three queues of each
+//    artifact in flight, which enrolls with a ticket while its unpacker runs).
 #pragma once
 
 #include <array>
