@@ -19,16 +19,16 @@
 #pragma once
 
 #include <array>
-#include <chrono>
-#include <vector>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <vector>
 
-#include "redist/budget.hpp"
 #include "memory_gate.hpp"
+#include "redist/budget.hpp"
 #include "work_pool.hpp"
 
 namespace redist {

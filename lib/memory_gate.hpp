@@ -13,8 +13,8 @@
 // workers and extractors on 30 threads, freed blocks stayed resident in
 // per-thread arenas (2 GiB of RSS on a 1 GiB budget, 16 cores). Freed
 // buffers can be kept for reuse (keep/take): a fresh 24 MiB block costs
-// 6,000 page faults, and a multi-block archive needs one per block. Kept buffers count against the limit (not in held()), and acquire()
-// frees them before it waits, so they never hold memory a request needs.
+// 6,000 page faults, and a multi-block archive needs one per block. Kept buffers count against the limit (not in
+// held()), and acquire() frees them before it waits, so they never hold memory a request needs.
 //
 // Waiters also wake on notify(), and give up when their `interrupt`
 // predicate turns true: a decoder that waits for memory must still hand on
@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <new>
 #include <mutex>
+#include <new>
 #include <utility>
 #include <vector>
 

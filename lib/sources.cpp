@@ -7,13 +7,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cstdlib>
-#include <string_view>
+#include <cmath>
 #include <condition_variable>
+#include <cstdlib>
 #include <deque>
 #include <mutex>
-#include <cmath>
 #include <random>
+#include <string_view>
 #include <thread>
 
 #include "debug_pause.hpp"

@@ -190,7 +190,6 @@ struct archive_write_deleter {
 using archive_reader = std::unique_ptr<archive, archive_read_deleter>;
 using archive_writer = std::unique_ptr<archive, archive_write_deleter>;
 
-
 std::uint64_t ns_since(std::chrono::steady_clock::time_point t) {
     return static_cast<std::uint64_t>(
         std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count());
@@ -1119,9 +1118,7 @@ public:
           options_(options),
           budget_(std::move(budget)),
           // Only an xz decoder takes a share; libarchive's filters decode on the extractor's thread.
-          ticket_(options.format == archive_format::tar_xz
-                      ? std::make_unique<run_budget::ticket>(*budget_)
-                      : nullptr),
+          ticket_(options.format == archive_format::tar_xz ? std::make_unique<run_budget::ticket>(*budget_) : nullptr),
           input_(budget_->queue_bytes()),
           tar_(budget_->queue_bytes()),
           writes_(std::make_shared<write_state>()) {

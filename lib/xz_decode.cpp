@@ -197,7 +197,8 @@ public:
                        : options.pool      ? options.pool->threads() + options.pool->threads() / 4
                                            : 1;
         max_block_ = options.max_block_memory ? options.max_block_memory : kMaxParallelBlock;
-        max_state_ = options.memory ? std::max<std::uint64_t>(options.memory->limit(), kMinStateLimit) : kMaxParallelBlock;
+        max_state_ = options.memory ? std::max<std::uint64_t>(options.memory->limit(), kMinStateLimit)
+                                    : kMaxParallelBlock;
         if (!options.memory) options_.pool = nullptr;
     }
     block_decoder(const block_decoder&) = delete;
@@ -207,9 +208,8 @@ public:
     // nothing outlives the caller's pool and gate unintentionally.
     ~block_decoder() {
         if (options_.memory && !pending_.empty()) {
-            options_.memory->wait([&] {
-                return std::all_of(pending_.begin(), pending_.end(), [](const auto& b) { return b->done; });
-            });
+            options_.memory->wait(
+                [&] { return std::all_of(pending_.begin(), pending_.end(), [](const auto& b) { return b->done; }); });
         }
     }
 
@@ -286,7 +286,8 @@ private:
         if (!options_.pool || !o.sizes_known()) return false;
         const std::uint64_t body = o.body_size();
         // Each term is checked alone first, so that the sum cannot wrap.
-        if (body == 0 || body > max_block_ || o.block.uncompressed_size > max_block_ || state > max_block_) return false;
+        if (body == 0 || body > max_block_ || o.block.uncompressed_size > max_block_ || state > max_block_)
+            return false;
         if (body + o.block.uncompressed_size + state > max_block_) return false;
         return options_.max_output == 0 || scheduled_ + o.block.uncompressed_size <= options_.max_output;
     }
@@ -307,8 +308,9 @@ private:
             if (auto r = hand_on_head(); !r) return r;
         }
         // Capacities in whole MiB, so that kept buffers fit the next blocks.
-        const std::uint64_t extra_state =
-            state > options_.worker_state_allowance ? state - options_.worker_state_allowance : 0;
+        const std::uint64_t extra_state = state > options_.worker_state_allowance
+                                              ? state - options_.worker_state_allowance
+                                              : 0;
         job->output = byte_buffer::from_gate(*options_.memory, round_up(out_size));
         job->input = byte_buffer::from_gate(*options_.memory, round_up(body));
         memory_gate::lease lease;
@@ -355,7 +357,8 @@ private:
         std::shared_ptr<pool_block> job = std::move(pending_.front());
         pending_.pop_front();
         stats_.busy_ns += job->busy_ns;
-        if (job->result != LZMA_OK) return job->result == LZMA_BUF_ERROR ? bad("corrupt xz data") : lzma_failure(job->result);
+        if (job->result != LZMA_OK)
+            return job->result == LZMA_BUF_ERROR ? bad("corrupt xz data") : lzma_failure(job->result);
         return put(std::move(job->output));
     }
 
@@ -419,8 +422,8 @@ private:
         }
         ++stats_.stream_blocks;
         // lzma_code filled in the sizes the header left out.
-        if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options.block),
-                                   options.block.uncompressed_size) != LZMA_OK) {
+        if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options.block), options.block.uncompressed_size) !=
+            LZMA_OK) {
             return bad("corrupt xz data");
         }
         return {};

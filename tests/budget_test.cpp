@@ -3,9 +3,9 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <memory>
-#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>

@@ -51,11 +51,11 @@ struct profile_mark {
 };
 
 struct run_profile {
-    std::vector<stage_time> stages;  // stages that did any work, in pipeline order
+    std::vector<stage_time> stages;   // stages that did any work, in pipeline order
     std::vector<profile_mark> marks;  // in the order they were first reached
-    unsigned threads = 0;            // the run's thread budget
-    std::uint64_t max_memory = 0;    // the run's memory budget
-    std::uint64_t peak_rss = 0;      // the process's peak resident set (bytes; 0 = unknown)
+    unsigned threads = 0;             // the run's thread budget
+    std::uint64_t max_memory = 0;     // the run's memory budget
+    std::uint64_t peak_rss = 0;       // the process's peak resident set (bytes; 0 = unknown)
 };
 
 class run_budget;  // lib/budget.hpp: opaque to users of the library

@@ -64,7 +64,7 @@ struct unpacked_entry {
 
 struct unpack_options {
     archive_format format = archive_format::tar_xz;
-    bool strip_top_level = true;         // require and strip one top-level directory
+    bool strip_top_level = true;  // require and strip one top-level directory
     // xz: 1 decodes every block on the artifact's decoder thread; otherwise
     // blocks that record their sizes decode on the run's pool.
     unsigned decoder_threads = 0;

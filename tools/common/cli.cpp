@@ -172,7 +172,8 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->type_name("SIZE");
     app.add_option("--threads", options.threads, "Threads the run's decoders and writers share (default: cores)")
         ->type_name("N");
-    app.add_flag("--profile", options.profile, "Print per-stage busy and wait times to stderr at the end: transfer (busy: hashing the "
+    app.add_flag("--profile", options.profile,
+                 "Print per-stage busy and wait times to stderr at the end: transfer (busy: hashing the "
                  "archive and writing its cache copy; wait: the unpacker is behind), decoder (busy: decoding xz "
                  "blocks, on any thread), extractor, writers");
     app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
