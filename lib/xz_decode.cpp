@@ -149,6 +149,9 @@ struct pool_block {
     bool done = false;        // under the gate's lock
     lzma_ret result = LZMA_OK;
     std::uint64_t busy_ns = 0;
+    // Whether the worker may keep this block's decoder afterwards: only when
+    // its memory is within what the budget set aside per worker.
+    bool keep_decoder = true;
 
     void run() {
         const auto t = clock_type::now();
@@ -183,6 +186,10 @@ private:
             r = lzma_code(&strm, LZMA_FINISH);
         } while (r == LZMA_OK);
         output.size = out_size - strm.avail_out;
+        if (!keep_decoder) {  // a dictionary beyond the kept allowance is not kept
+            lzma_end(&strm);
+            strm = LZMA_STREAM_INIT;
+        }
         if (r != LZMA_STREAM_END) return r == LZMA_BUF_ERROR ? LZMA_DATA_ERROR : r;
         // The declared sizes were checked by liblzma; all the input is this block.
         return strm.avail_in == 0 && strm.avail_out == 0 ? LZMA_OK : LZMA_DATA_ERROR;
@@ -321,6 +328,7 @@ private:
             if (stopping()) return stopped();
             if (auto r = hand_on_head(); !r) return r;
         }
+        job->keep_decoder = state <= options_.worker_state_allowance;
         job->output.lease = lease.split(job->output.capacity);
         job->out_size = static_cast<std::size_t>(out_size);
         job->work = std::move(lease);
