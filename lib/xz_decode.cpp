@@ -365,8 +365,7 @@ private:
         std::shared_ptr<pool_block> job = std::move(pending_.front());
         pending_.pop_front();
         stats_.busy_ns += job->busy_ns;
-        if (job->result != LZMA_OK)
-            return job->result == LZMA_BUF_ERROR ? bad("corrupt xz data") : lzma_failure(job->result);
+        if (job->result != LZMA_OK) return lzma_failure(job->result);  // BUF_ERROR already mapped by the task
         return put(std::move(job->output));
     }
 
