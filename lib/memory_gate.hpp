@@ -14,7 +14,16 @@
 // per-thread arenas (2 GiB of RSS on a 1 GiB budget, 16 cores). Freed
 // buffers can be kept for reuse (keep/take): a fresh 24 MiB block costs
 // 6,000 page faults, and a multi-block archive needs one per block. Kept buffers count against the limit (not in
-// held()), and acquire() frees them before it waits, so they never hold memory a request needs.
+// held()), and acquire() frees them before it waits, so they never hold memory a request needs. A buffer
+// taken for reuse comes with a lease of its size (take()): it stays counted from the moment it leaves the
+// kept list, even while its new owner waits for more (16 cores: buffers taken and then held uncounted
+// during such waits were what kept the run's RSS 100 MiB above its budget).
+//
+// Two-step requests: a decoder leases a block's compressed bytes, reads them (the download may still be
+// delivering them) and only then asks for the decoded block's room, so a slow download holds the small
+// half only. Such a request names what its caller already holds (`own`); when everything held belongs to
+// callers waiting like that, nothing would ever be freed, so one of them is let in (as any request is when
+// nothing at all is held). A first step (own == 0) is not: it would only add to what waits.
 //
 // Waiters also wake on notify(), and give up when their `interrupt`
 // predicate turns true: a decoder that waits for memory must still hand on
@@ -68,6 +77,13 @@ public:
             bytes_ -= bytes;
             return lease(gate_, bytes);
         }
+        // Takes over `other`'s bytes (of the same gate, or an empty lease).
+        void absorb(lease&& other) noexcept {
+            if (!other.gate_) return;
+            if (!gate_) gate_ = other.gate_;
+            bytes_ += std::exchange(other.bytes_, 0);
+            other.gate_ = nullptr;
+        }
         void reset() noexcept {
             if (gate_ && bytes_ > 0) gate_->release(bytes_);
             gate_ = nullptr;
@@ -83,16 +99,27 @@ public:
         std::uint64_t bytes_ = 0;
     };
 
-    // Waits until `bytes` fit under the limit (or nothing is held), then
-    // returns a lease of them. Returns an empty lease, holding nothing, as
-    // soon as interrupt() is true; it is checked under the gate's lock at
-    // every wake-up, so state that interrupt() reads must change in signal().
-    lease acquire(std::uint64_t bytes, const std::function<bool()>& interrupt) {
+    // Waits until `bytes` fit under the limit (or nothing is held but what
+    // waiting callers own: see the top), then returns a lease of them.
+    // `own`: bytes the caller holds in other leases of this gate while it
+    // waits. Returns an empty lease, holding nothing, as soon as interrupt()
+    // is true; it is checked under the gate's lock at every wake-up, so
+    // state that interrupt() reads must change in signal().
+    lease acquire(std::uint64_t bytes, const std::function<bool()>& interrupt, std::uint64_t own = 0) {
         std::unique_lock lock(mutex_);
+        parked_ += own;
+        if (own > 0) changed_.notify_all();  // another waiter may now be the one let in
+        struct unpark {
+            std::uint64_t& parked;
+            std::uint64_t own;
+            ~unpark() { parked -= own; }
+        } unparked{parked_, own};
         for (;;) {
             if (interrupt()) return {};
             while (!kept_.empty() && held_ + kept_bytes_ + bytes > limit_()) evict_one();
-            if (held_ == 0 || held_ + kept_bytes_ + bytes <= limit_()) break;
+            // Alone: nothing held, or (a second step) only what waiting callers own.
+            const bool alone = held_ == 0 || (own > 0 && held_ <= parked_);
+            if (alone || held_ + kept_bytes_ + bytes <= limit_()) break;
             changed_.wait(lock);
         }
         held_ += bytes;
@@ -116,6 +143,12 @@ public:
         change();
         changed_.notify_all();
     }
+    // `pred()` evaluated under the gate's lock (state that signal() changes).
+    template <class F>
+    bool test(F&& pred) {
+        std::lock_guard lock(mutex_);
+        return pred();
+    }
     void notify() noexcept {
         std::lock_guard lock(mutex_);
         changed_.notify_all();
@@ -131,9 +164,10 @@ public:
     }
 
     // The smallest kept buffer of `capacity` bytes up to a quarter more, or
-    // null; `capacity` is set to its size. Its bytes leave the gate's count:
-    // the caller acquires them again as a lease.
-    std::byte* take(std::size_t& capacity) {
+    // null; `capacity` is set to its size. Its bytes move from the kept count
+    // into `held`, a lease of them (kept bytes were within the limit, so this
+    // never waits, and the buffer is never resident without being counted).
+    std::byte* take(std::size_t& capacity, lease& held) {
         std::lock_guard lock(mutex_);
         auto best = kept_.end();
         for (auto it = kept_.begin(); it != kept_.end(); ++it) {
@@ -145,6 +179,9 @@ public:
         capacity = best->capacity;
         kept_bytes_ -= capacity;
         kept_.erase(best);
+        held_ += capacity;
+        if (held_ > peak_) peak_ = held_;
+        held = lease(this, capacity);
         return bytes;
     }
 
@@ -210,6 +247,7 @@ private:
     mutable std::mutex mutex_;
     std::condition_variable changed_;
     std::uint64_t held_ = 0;
+    std::uint64_t parked_ = 0;  // held by callers now waiting in acquire() (their `own`)
     std::uint64_t kept_bytes_ = 0;
     std::uint64_t peak_ = 0;
     struct kept_buffer {

@@ -78,7 +78,8 @@ class chunk_queue {
 public:
     explicit chunk_queue(std::size_t capacity) : capacity_(capacity) {}
 
-    enum class pop_result { ok, end, aborted };
+    // woken: only for a wakeable pop, after wake() (see there).
+    enum class pop_result { ok, end, aborted, woken };
 
     // Copies `size` bytes, appending to the last queued chunk while it has
     // room, so 1-byte writes do not become 1-byte chunks. False if aborted.
@@ -118,10 +119,14 @@ public:
         return true;
     }
 
-    pop_result pop(chunk& out) {
+    pop_result pop(chunk& out, bool wakeable = false) {
         std::unique_lock lock(mutex_);
-        not_empty_.wait(lock, [&] { return aborted_ || closed_ || !queue_.empty(); });
+        not_empty_.wait(lock, [&] { return aborted_ || closed_ || !queue_.empty() || (wakeable && woken_); });
         if (aborted_) return pop_result::aborted;
+        if (queue_.empty() && !closed_) {
+            woken_ = false;
+            return pop_result::woken;
+        }
         if (queue_.empty()) return pop_result::end;
         out = std::move(queue_.front());
         queue_.pop_front();
@@ -134,7 +139,11 @@ public:
     // producers reuse them, so a steady stream does not malloc/munmap (and
     // page-fault) a fresh buffer per chunk, and reused buffers stay in cache.
     // Whole decoded xz blocks (tens of MiB, and leased) are freed, not kept.
-    void recycle(chunk&& c) {
+    // Taken by value: whatever is not kept is freed here, before the caller
+    // waits for its next chunk (an extractor that kept its last decoded block
+    // while it waited held 24 MiB of the decoders' memory per artifact, and
+    // could leave every decoder waiting for memory that only it could free).
+    void recycle(chunk c) {
         if (!c.bytes || c.lease || c.capacity > kMaxSpareBytes) return;
         std::lock_guard lock(mutex_);
         if (spares_.size() < kMaxSpares) {
@@ -161,6 +170,15 @@ public:
         not_empty_.notify_all();
     }
 
+    // Makes a waiting (or the next) wakeable pop return `woken` although
+    // nothing came: the xz decoder waits for input here, and must also wake
+    // when one of its blocks is decoded, to hand it on (xz_input::wake).
+    void wake() noexcept {
+        std::lock_guard lock(mutex_);
+        woken_ = true;
+        not_empty_.notify_all();
+    }
+
     void abort() {
         std::lock_guard lock(mutex_);
         aborted_ = true;
@@ -178,6 +196,7 @@ private:
     const std::size_t capacity_;
     bool closed_ = false;
     bool aborted_ = false;
+    bool woken_ = false;
 };
 
 // ---- RAII for the C handles --------------------------------------------------
@@ -1260,18 +1279,20 @@ private:
     class queue_input final : public xz_input {
     public:
         explicit queue_input(chunk_queue& queue) : queue_(queue) {}
-        status next(const std::byte*& data, std::size_t& size) override {
+        status next(const std::byte*& data, std::size_t& size, bool wakeable) override {
             queue_.recycle(std::move(current_));
-            switch (queue_.pop(current_)) {
+            switch (queue_.pop(current_, wakeable)) {
                 case chunk_queue::pop_result::ok:
                     data = current_.bytes.get();
                     size = current_.size;
                     return status::ok;
                 case chunk_queue::pop_result::end: return status::end;
+                case chunk_queue::pop_result::woken: return status::woken;
                 case chunk_queue::pop_result::aborted: break;
             }
             return status::stopped;
         }
+        void wake() noexcept override { queue_.wake(); }
 
     private:
         chunk_queue& queue_;
@@ -1347,6 +1368,7 @@ private:
                 *buffer = src->current.bytes.get();
                 return static_cast<la_ssize_t>(src->current.size);
             case chunk_queue::pop_result::end: return 0;
+            case chunk_queue::pop_result::woken:  // not wakeable: never
             case chunk_queue::pop_result::aborted: break;
         }
         archive_set_error(a, ECANCELED, "unpacking stopped");

@@ -63,13 +63,15 @@ class reader {
 public:
     explicit reader(xz_input& in, std::uint64_t& wait_ns) : in_(in), wait_ns_(wait_ns) {}
 
-    // Makes at least one byte available: ok, end (no more input) or stopped.
-    xz_input::status fill() {
+    // Makes at least one byte available: ok, end (no more input) or stopped;
+    // when `wakeable`, also woken (see xz_input::wake).
+    xz_input::status fill(bool wakeable = false) {
         while (pos_ >= size_) {
             const auto t = clock_type::now();
-            const auto s = in_.next(data_, size_);
+            const auto s = in_.next(data_, size_, wakeable);
             wait_ns_ += ns_since(t);
             pos_ = 0;
+            if (s == xz_input::status::woken && !wakeable) continue;
             if (s != xz_input::status::ok) {
                 size_ = 0;
                 return s;
@@ -96,6 +98,7 @@ public:
     const std::uint8_t* here() const { return reinterpret_cast<const std::uint8_t*>(data_ + pos_); }
     std::size_t available() const { return size_ - pos_; }
     void consume(std::size_t n) { pos_ += n; }
+    xz_input& input() const { return in_; }
 
 private:
     xz_input& in_;
@@ -145,7 +148,7 @@ struct pool_block {
     byte_buffer input;   // body: compressed data, padding, check
     byte_buffer output;  // room for out_size bytes, with the output's lease
     std::size_t out_size = 0;
-    memory_gate::lease work;  // input and decoder state, given back when the task ends
+    memory_gate::lease work;  // decoder state beyond the worker's allowance, given back when the task ends
     bool done = false;        // under the gate's lock
     lzma_ret result = LZMA_OK;
     std::uint64_t busy_ns = 0;
@@ -318,40 +321,88 @@ private:
         const std::uint64_t extra_state = state > options_.worker_state_allowance
                                               ? state - options_.worker_state_allowance
                                               : 0;
-        job->output = byte_buffer::from_gate(*options_.memory, round_up(out_size));
+        // The compressed bytes first, read before the decoded block's room is
+        // asked for: the download may still be delivering them, and while it
+        // does only this smaller half is held (16 cores, 14 archives: most
+        // decoders are waiting for their next block's bytes at any time).
         job->input = byte_buffer::from_gate(*options_.memory, round_up(body));
-        memory_gate::lease lease;
-        for (;;) {
-            lease = options_.memory->acquire(job->input.capacity + job->output.capacity + extra_state,
-                                             [&] { return stopping() || head_done(); });
-            if (lease) break;
-            if (stopping()) return stopped();
-            if (auto r = hand_on_head(); !r) return r;
+        if (auto r = cover(job->input.lease, job->input.capacity, 0); !r) return r;
+        job->input.size = static_cast<std::size_t>(body);
+        if (auto r = read_body(job->input.bytes.get(), job->input.size); !r) return r;
+        job->output = byte_buffer::from_gate(*options_.memory, round_up(out_size));
+        if (auto r = cover(job->output.lease, job->output.capacity, job->input.lease.bytes()); !r) return r;
+        if (auto r = cover(job->work, extra_state, job->input.lease.bytes() + job->output.lease.bytes()); !r) {
+            return r;
         }
         job->keep_decoder = state <= options_.worker_state_allowance;
-        job->output.lease = lease.split(job->output.capacity);
         job->out_size = static_cast<std::size_t>(out_size);
-        job->work = std::move(lease);
-        job->input.size = static_cast<std::size_t>(body);
-        if (auto s = in_.read(job->input.bytes.get(), job->input.size); s != xz_input::status::ok) {
-            return input_error(s);
-        }
         // The task's own copy of the options: block.filters points into them.
         job->options.block = options->block;
         job->options.filters = options->filters;
         job->options.block.filters = job->options.filters.data();
         for (auto& f : options->filters) f = lzma_filter{LZMA_VLI_UNKNOWN, nullptr};  // now the job's
         memory_gate* gate = options_.memory;
+        xz_input* input = &in_.input();
         options_.pool->post(
-            [job, gate] {
+            [job, gate, input] {
                 job->run();
                 job->work.reset();
-                gate->signal([&] { job->done = true; });
+                // Under the gate's lock: the decoder outlives every block that
+                // is not done yet (its destructor waits for them there).
+                gate->signal([&] {
+                    job->done = true;
+                    input->wake();
+                });
             },
             work_pool::lane::bulk);
         pending_.push_back(std::move(job));
         ++stats_.pool_blocks;
         scheduled_ += out_size;
+        return {};
+    }
+
+    // Makes `lease` hold `bytes`, waiting for the rest; meanwhile this
+    // stream's finished blocks are handed on, which is what frees memory.
+    // `own`: the other leases this thread holds while it waits.
+    result<void> cover(memory_gate::lease& lease, std::uint64_t bytes, std::uint64_t own) {
+        while (lease.bytes() < bytes) {
+            auto more = options_.memory->acquire(
+                bytes - lease.bytes(), [&] { return stopping() || head_done(); }, own + lease.bytes());
+            if (more) {
+                lease.absorb(std::move(more));
+                break;
+            }
+            if (stopping()) return stopped();
+            if (auto r = hand_on_head(); !r) return r;
+        }
+        return {};
+    }
+
+    // Reads a block's body, which the download may still be delivering.
+    // While it waits for bytes, the blocks decoded meanwhile are handed on:
+    // neither their memory nor the extractor waits for a slow download.
+    result<void> read_body(std::byte* dst, std::size_t n) {
+        while (n > 0) {
+            if (in_.available() == 0) {
+                if (auto r = hand_on_finished(); !r) return r;
+                const auto s = in_.fill(true);
+                if (s == xz_input::status::woken) continue;
+                if (s != xz_input::status::ok) return input_error(s);
+            }
+            const std::size_t k = std::min(n, in_.available());
+            std::memcpy(dst, in_.here(), k);
+            in_.consume(k);
+            dst += k;
+            n -= k;
+        }
+        return {};
+    }
+
+    // Hands on the finished blocks at the head of the line; never waits for one.
+    result<void> hand_on_finished() {
+        while (!pending_.empty() && options_.memory->test([&] { return head_done(); })) {
+            if (auto r = hand_on_head(); !r) return r;
+        }
         return {};
     }
 

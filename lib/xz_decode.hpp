@@ -65,11 +65,12 @@ struct byte_buffer {
         b.capacity = capacity;
         return b;
     }
-    // A mapping the gate kept (which may be a little larger), or a new one;
-    // either goes back to the gate when freed.
+    // A mapping the gate kept (which may be a little larger), with a lease of
+    // its size, or a new one, without a lease (the caller acquires it); either
+    // goes back to the gate when freed.
     static byte_buffer from_gate(memory_gate& gate, std::size_t capacity) {
         byte_buffer b;
-        std::byte* bytes = gate.take(capacity);
+        std::byte* bytes = gate.take(capacity, b.lease);
         if (!bytes) bytes = memory_gate::map(capacity);
         b.bytes = std::unique_ptr<std::byte[], buffer_deleter>(bytes, buffer_deleter{&gate, capacity});
         b.capacity = capacity;
@@ -80,10 +81,16 @@ struct byte_buffer {
 // Where the compressed bytes come from, a piece at a time.
 class xz_input {
 public:
-    enum class status : std::uint8_t { ok, end, stopped };
+    // woken: no bytes yet, but wake() was called (only when `wakeable`).
+    enum class status : std::uint8_t { ok, end, stopped, woken };
     virtual ~xz_input() = default;
     // The next piece (size > 0 when ok), valid until the next call.
-    virtual status next(const std::byte*& data, std::size_t& size) = 0;
+    // `wakeable`: wake() ends the wait early, with `woken`.
+    virtual status next(const std::byte*& data, std::size_t& size, bool wakeable) = 0;
+    // Called (from a pool worker) when one of the stream's blocks is
+    // decoded: a decoder waiting for a slow download hands it on rather than
+    // holding it (and its memory) until the next bytes come. Any thread.
+    virtual void wake() noexcept {}
 };
 
 // Where the decoded bytes go, in stream order.

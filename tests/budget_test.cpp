@@ -113,7 +113,8 @@ TEST_CASE("run_budget: the decoders' memory is the budget less buffers and enrol
     auto& gate = b.decode_memory();
     // Less the process baseline (48), the writers' buffers (64), one artifact's three queues
     // and the 16 workers' kept decoders.
-    const std::uint64_t free_alone = 1024 * kMiB - 48 * kMiB - 64 * kMiB - 3 * b.queue_bytes() - 16 * 9 * kMiB;
+    const std::uint64_t free_alone = 1024 * kMiB - 48 * kMiB - 64 * kMiB - 3 * b.queue_bytes() -
+                                     std::uint64_t{16} * 9 * kMiB;
     std::atomic<bool> never{false};
     const auto no = [&] { return never.load(); };
     {
@@ -186,14 +187,22 @@ TEST_CASE("memory_gate: freed buffers are kept for reuse, and freed before a req
     CHECK(gate.kept() == 60 * page);
     CHECK(gate.held() == 0);
     std::size_t want = 35 * page;  // 40 is within a quarter more
-    std::byte* bytes = gate.take(want);
+    redist::memory_gate::lease taken;
+    std::byte* bytes = gate.take(want, taken);
     REQUIRE(bytes == forty);
     CHECK(bytes[0] == std::byte{42});  // the same memory, not a copy
     CHECK(want == 40 * page);
     CHECK(gate.kept() == 20 * page);
+    // Still counted: no longer kept, held in the lease that came with it.
+    CHECK(taken.bytes() == 40 * page);
+    CHECK(gate.held() == 40 * page);
+    taken.reset();
+    CHECK(gate.held() == 0);
     std::size_t big = 60 * page;  // nothing kept is close enough
-    CHECK(gate.take(big) == nullptr);
+    redist::memory_gate::lease none;
+    CHECK(gate.take(big, none) == nullptr);
     CHECK(big == 60 * page);
+    CHECK_FALSE(none);
     // 20 kept + 90 asked > 100: the kept buffer is freed rather than waited for.
     auto lease = gate.acquire(90 * page, [] { return false; });
     CHECK(lease.bytes() == 90 * page);
@@ -201,4 +210,53 @@ TEST_CASE("memory_gate: freed buffers are kept for reuse, and freed before a req
     // A buffer that would not fit under the limit is not kept (it is unmapped).
     gate.keep(bytes, 40 * page);
     CHECK(gate.kept() == 0);
+}
+
+TEST_CASE("memory_gate: callers that hold a first lease and wait for a second are not left waiting for each other",
+          "[budget]") {
+    // Two decoders each hold a block's compressed bytes (30 + 30 of 100) and
+    // ask for its decoded room (60). Neither fits while the other holds its
+    // 30; everything held belongs to waiters, so one is let in, and the other
+    // follows once the first gives its bytes back.
+    redist::memory_gate gate([] { return std::uint64_t{100}; });
+    auto input_a = gate.acquire(30, [] { return false; });
+    auto input_b = gate.acquire(30, [] { return false; });
+    REQUIRE(gate.held() == 60);
+    // A first step (nothing held by its caller) is not let in over the limit.
+    CHECK_FALSE(gate.acquire(50, [] { return true; }));
+    std::atomic<int> admitted{0};  // (Catch's CHECK is not for other threads)
+    auto second_step = [&](redist::memory_gate::lease& input) {
+        auto output = gate.acquire(
+            60, [] { return false; }, input.bytes());
+        if (output.bytes() == 60) ++admitted;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        output.reset();
+        input.reset();
+    };
+    std::thread a([&] { second_step(input_a); });
+    std::thread b([&] { second_step(input_b); });
+    a.join();
+    b.join();
+    CHECK(admitted == 2);
+    CHECK(gate.held() == 0);
+    CHECK(gate.peak() <= 30 + 30 + 60);  // one at a time over the limit, never both
+}
+
+TEST_CASE("memory_gate: a second step fits normally when there is room, and absorb() merges leases", "[budget]") {
+    redist::memory_gate gate([] { return std::uint64_t{100}; });
+    auto other = gate.acquire(50, [] { return false; });  // someone else's, not waiting
+    auto input = gate.acquire(20, [] { return false; });
+    // 50 + 20 + 40 > 100 and the 50 are not a waiter's: the request waits (interrupted here).
+    CHECK_FALSE(gate.acquire(
+        40, [] { return true; }, input.bytes()));
+    auto output = gate.acquire(
+        30, [] { return false; }, input.bytes());  // 100: fits
+    CHECK(output.bytes() == 30);
+    input.absorb(std::move(output));
+    CHECK(input.bytes() == 50);
+    CHECK_FALSE(output);  // NOLINT(bugprone-use-after-move): absorb() empties it, as checked here
+    CHECK(gate.held() == 100);
+    input.reset();
+    other.reset();
+    CHECK(gate.held() == 0);
 }

@@ -949,6 +949,48 @@ TEST_CASE("unpackers sharing one budget each get the same result", "[unpack][poo
     CHECK(saw_decoder);
 }
 
+TEST_CASE("an extractor waiting for its next block holds none of the decoders' memory", "[unpack][pool]") {
+    // 4 MiB of noise in 512 KiB xz blocks (each leases 1 MiB for its
+    // compressed copy and 1 MiB for its output); the input stops in the
+    // middle of the third block. Once the first two are written, the gate
+    // holds only the third block's compressed copy: the decoder, waiting for
+    // its bytes, hands on the blocks decoded meanwhile, and the extractor,
+    // waiting for more, does not keep the last block it read (it used to,
+    // and with many artifacts that left every decoder waiting for memory).
+    const std::string data = noise(4u << 20, 5);
+    const std::string xz = xz_multiblock(build({{"top/lib/libnoise.so", kind::file, data, 0644}}, container::tar, 0),
+                                         512u << 10);
+    auto shared = budget(2, 256ull << 20);
+    auto o = opts(redist::archive_format::tar_xz);
+    o.budget = shared;
+    auto started = redist::stream_unpacker::start(fresh_stage("gate_idle"), o);
+    REQUIRE_OK(started);
+    auto& u = *started.value();
+    const std::size_t cut = xz.size() * 5 / 16;  // about 2.5 of the 8 blocks
+    REQUIRE(u.write(reinterpret_cast<const std::byte*>(xz.data()), cut).ok());
+    auto& gate = shared->decode_memory();
+    // Settled: the same 1 MiB for half a second (before, the decoder holds
+    // more on its way there).
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    auto settled_since = std::chrono::steady_clock::now();
+    std::uint64_t held = 0;
+    while (std::chrono::steady_clock::now() < deadline) {
+        const std::uint64_t now_held = gate.held();
+        if (now_held != held || now_held != (1u << 20)) settled_since = std::chrono::steady_clock::now();
+        held = now_held;
+        if (std::chrono::steady_clock::now() - settled_since > std::chrono::milliseconds(500)) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    CHECK(held == (1u << 20));  // the third block's compressed copy, and nothing else
+    REQUIRE(u.write(reinterpret_cast<const std::byte*>(xz.data() + cut), xz.size() - cut).ok());
+    auto r = u.finish();
+    REQUIRE_OK(r);
+    const unpacked_entry* noise_file = find(*r, "lib/libnoise.so");
+    REQUIRE(noise_file != nullptr);
+    CHECK(noise_file->sha256 == redist::sha256_hex(data));
+    CHECK(gate.held() == 0);
+}
+
 TEST_CASE("a sparse file written by the pool matches libarchive's own extraction", "[unpack][pool]") {
     // Old-GNU sparse entry ('S'): 5 bytes at 3 MiB - 5 of a 3 MiB + 4 KiB file
     // that ends in a hole.

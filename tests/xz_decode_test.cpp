@@ -23,11 +23,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <functional>
 #include <limits>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -174,7 +176,7 @@ public:
           piece_(piece == kAll ? std::max<std::size_t>(data.size(), 1) : piece),
           stopped_after_(stopped_after) {}
 
-    status next(const std::byte*& data, std::size_t& size) override {
+    status next(const std::byte*& data, std::size_t& size, bool /*wakeable*/) override {
         if (pieces_ >= stopped_after_) return status::stopped;
         if (pos_ >= data_.size()) {
             ++calls_after_end;
@@ -465,6 +467,89 @@ TEST_CASE("xz_decode: multi-block stream decodes the same with and without a poo
     CHECK(alone.stats().streams == 1);
     CHECK(alone.stats().pool_blocks == 0);
     CHECK(alone.stats().stream_blocks == 16);
+}
+
+// Gives the bytes before `cut` in 64 KiB pieces, then waits until release()
+// (a slow download); a wakeable wait also ends on wake(), with `woken`.
+class held_back_input final : public redist::xz_input {
+public:
+    held_back_input(const bytes& data, std::size_t cut) : data_(data), cut_(cut) {}
+
+    status next(const std::byte*& data, std::size_t& size, bool wakeable) override {
+        std::unique_lock lock(mutex_);
+        if (pos_ >= data_.size()) return status::end;
+        if (pos_ >= cut_ && !released_) {
+            waiting_ = true;
+            changed_.notify_all();
+            changed_.wait(lock, [&] { return released_ || (wakeable && woken_); });
+            if (!released_) {
+                woken_ = false;
+                return status::woken;
+            }
+        }
+        const std::size_t end = released_ ? data_.size() : cut_;
+        size = std::min<std::size_t>(64 * kKiB, end - pos_);
+        data = reinterpret_cast<const std::byte*>(data_.data() + pos_);
+        pos_ += size;
+        return status::ok;
+    }
+    void wake() noexcept override {
+        std::lock_guard lock(mutex_);
+        woken_ = true;
+        changed_.notify_all();
+    }
+    void wait_until_waiting() {
+        std::unique_lock lock(mutex_);
+        changed_.wait(lock, [&] { return waiting_; });
+    }
+    void release() {
+        std::lock_guard lock(mutex_);
+        released_ = true;
+        changed_.notify_all();
+    }
+
+private:
+    const bytes& data_;
+    const std::size_t cut_;
+    std::size_t pos_ = 0;
+    bool waiting_ = false, woken_ = false, released_ = false;
+    std::mutex mutex_;
+    std::condition_variable changed_;
+};
+
+TEST_CASE("xz_decode: blocks decoded while the input waits are handed on before more input comes", "[xz_decode]") {
+    // The one pool worker is kept busy until the decoder waits for the third
+    // block's bytes; the first two blocks are decoded only then. A decoder that
+    // did not wake up for them would hold them (and their memory) until the
+    // download went on.
+    const bytes data = make_data(2 * kMiB, 11);
+    const bytes xz = encode_blocks(data, 512 * kKiB);
+    held_back_input in(xz, xz.size() * 5 / 8);  // in the third of four blocks
+    memory_gate gate([] { return 64 * kMiB; });
+    vector_output out;
+    std::atomic<std::size_t> puts{0};
+    out.on_put = [&] { ++puts; };
+    std::optional<redist::result<xz_decode_stats>> result;
+    {
+        work_pool pool(1, work_pool::limits{});
+        pool.post([&] { in.wait_until_waiting(); });
+        xz_decode_options options;
+        options.pool = &pool;
+        options.memory = &gate;
+        options.max_pending = 4;  // room for every block: only the input holds the decoder up
+        std::thread decoder([&] { result.emplace(redist::decode_xz(in, out, options)); });
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+        while (puts < 2 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        CHECK(puts == 2);
+        CHECK(gate.held() <= 2 * kMiB);  // the third block's compressed copy (rounded up) and nothing decoded
+        in.release();
+        decoder.join();
+    }
+    REQUIRE(result);
+    if (!result->ok()) FAIL(result->error_value().describe());
+    CHECK(out.data == data);
+    CHECK(gate.held() == 0);
 }
 
 TEST_CASE("xz_decode: input in 1-byte pieces", "[xz_decode]") {

@@ -155,7 +155,7 @@ class pieces_input final : public redist::xz_input {
 public:
     pieces_input(const std::uint8_t* data, std::size_t size, std::size_t piece)
         : data_(data), size_(size), piece_(piece) {}
-    status next(const std::byte*& data, std::size_t& size) override {
+    status next(const std::byte*& data, std::size_t& size, bool /*wakeable*/) override {
         if (pos_ >= size_) return status::end;
         size = std::min(piece_, size_ - pos_);
         data = reinterpret_cast<const std::byte*>(data_ + pos_);
