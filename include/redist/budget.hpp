@@ -16,6 +16,13 @@
 //                nothing else is held, and a block without recorded sizes
 //                streams on its artifact's own thread (its dictionary, 8 MiB
 //                for xz -6, up to the budget, is not counted).
+//
+// Process-wide side effect: the first budget made fixes glibc's malloc mmap
+// threshold at 256 KiB (mallopt M_MMAP_THRESHOLD), so that freed large
+// buffers leave the process instead of staying in per-thread arenas, which
+// glibc's self-raising default lets them do (250 MiB above a 1 GiB budget on
+// 16 cores). It is left alone when MALLOC_MMAP_THRESHOLD_ or GLIBC_TUNABLES
+// (glibc.malloc.mmap_threshold) set one.
 #pragma once
 
 #include <cstdint>
