@@ -25,6 +25,7 @@ constexpr std::uint64_t kMinMemory = 256 * kMiB;
 constexpr std::uint64_t kMaxDefaultMemory = 1024 * kMiB;
 constexpr std::uint64_t kMinDecoderMemory = 32 * kMiB;
 constexpr std::uint64_t kProcessBaseline = 48 * kMiB;
+constexpr unsigned kMinThreadsForMmapThreshold = 4;
 
 // "/sys/fs/cgroup/<our cgroup v2 path>/<file>", or "" without cgroup v2.
 std::string cgroup_file(const char* name) {
@@ -103,7 +104,7 @@ std::uint64_t peak_rss() {
 // 16 threads and 14 archives that was 250 MiB of RSS above the budget (1.10 GB
 // against 0.82-0.89 GB with a fixed threshold, same wall time). A fixed
 // threshold returns every large buffer to the system when it is freed. Once
-// per process, and not when the environment chose one already.
+// per process, with 4 threads or more, and not when the environment chose one.
 void fix_malloc_mmap_threshold() {
     static std::once_flag once;
     std::call_once(once, [] {
@@ -126,7 +127,9 @@ run_budget::run_budget(run_limits limits)
       // resident memory), one for every 4 workers on more.
       decode_memory_([this] { return decoder_limit(); }, std::max<std::size_t>(2, threads_ / 4)) {
     if (memory_ == 0) memory_ = machine_memory();
-    fix_malloc_mmap_threshold();
+    // Arenas multiply with threads; on 2 cores the fixed threshold only
+    // cost page faults (0.2 s of CPU in bench/run.py's multi-component run).
+    if (threads_ >= kMinThreadsForMmapThreshold) fix_malloc_mmap_threshold();
     // Small budgets shrink the queues and the writers' buffers with them;
     // 1 GiB (the largest default) gives 2 MiB queues and 64 MiB of buffers.
     // (4 MiB queues gained nothing on 16 cores and cost 56 MiB more with 14

@@ -17,7 +17,7 @@
 //                streams on its artifact's own thread (its dictionary, 8 MiB
 //                for xz -6, up to the budget, is not counted).
 //
-// Process-wide side effect: the first budget made fixes glibc's malloc mmap
+// Process-wide side effect: the first budget of 4 threads or more fixes glibc's malloc mmap
 // threshold at 256 KiB (mallopt M_MMAP_THRESHOLD), so that freed large
 // buffers leave the process instead of staying in per-thread arenas, which
 // glibc's self-raising default lets them do (250 MiB above a 1 GiB budget on
