@@ -122,9 +122,7 @@ public:
             if (alone || held_ + kept_bytes_ + bytes <= limit_()) break;
             changed_.wait(lock);
         }
-        held_ += bytes;
-        if (held_ > peak_) peak_ = held_;
-        return lease(this, bytes);
+        return hold(bytes);
     }
 
     // Waits until done() is true, under the same rule as acquire's interrupt.
@@ -179,9 +177,7 @@ public:
         capacity = best->capacity;
         kept_bytes_ -= capacity;
         kept_.erase(best);
-        held_ += capacity;
-        if (held_ > peak_) peak_ = held_;
-        held = lease(this, capacity);
+        held = hold(capacity);
         return bytes;
     }
 
@@ -225,6 +221,12 @@ public:
 
 private:
     static void unmap(std::byte* bytes, std::size_t capacity) noexcept { ::munmap(bytes, capacity); }
+    // Counts `bytes` as held (the caller has the lock) and hands them out.
+    lease hold(std::uint64_t bytes) {
+        held_ += bytes;
+        if (held_ > peak_) peak_ = held_;
+        return lease(this, bytes);
+    }
     void evict_one() {
         unmap(kept_.back().bytes, kept_.back().capacity);
         kept_bytes_ -= kept_.back().capacity;

@@ -390,8 +390,7 @@ private:
                 if (s != xz_input::status::ok) return input_error(s);
             }
             const std::size_t k = std::min(n, in_.available());
-            std::memcpy(dst, in_.here(), k);
-            in_.consume(k);
+            (void)in_.read(dst, k);  // at hand: copies, never waits
             dst += k;
             n -= k;
         }
