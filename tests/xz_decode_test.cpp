@@ -411,6 +411,33 @@ bytes flipped(bytes xz, std::size_t pos) {
     return xz;
 }
 
+// Which cut or flip positions the exhaustive damage tests visit. A normal
+// build visits every byte. A sanitized build (REDIST_TEST_SANITIZED, see
+// tests/CMakeLists.txt) decodes 10-20x slower: there the exhaustive tests
+// took 470 s of the ASan tree's 1250 s of tests. So it visits the bytes
+// before `dense_head` (stream and block headers) and from `dense_tail`
+// (index and footer) in full, and every 7th byte between them (7 is coprime
+// with the 4-byte padding, so every alignment is hit).
+bool damage_position_visited(std::size_t pos, std::size_t dense_head, std::size_t dense_tail) {
+#ifdef REDIST_TEST_SANITIZED
+    constexpr std::size_t kStride = 7;
+    return pos < dense_head || pos >= dense_tail || pos % kStride == 0;
+#else
+    (void)pos;
+    (void)dense_head;
+    (void)dense_tail;
+    return true;
+#endif
+}
+
+// The same for a stream with sizes in its block headers: the first block's
+// header and the index are found, with 16 bytes either side.
+bool damage_position_visited(const bytes& xz, std::size_t pos) {
+    constexpr std::size_t kMargin = 16;
+    const layout l = parse_layout(xz);
+    return damage_position_visited(pos, l.block_data + kMargin, l.index - kMargin);
+}
+
 // ---- shared inputs ----------------------------------------------------------
 
 const bytes& data_1m() {
@@ -719,6 +746,9 @@ TEST_CASE("xz_decode: every truncation of a multi-block stream is bad_archive", 
     cfg.threads = threads;
     cfg.piece = piece;
     for (std::size_t cut = 0; cut < xz.size(); ++cut) {
+        if (!damage_position_visited(xz, cut)) {
+            continue;
+        }
         CAPTURE(threads, piece, cut, xz.size());
         const outcome o = decode(bytes(xz.begin(), xz.begin() + static_cast<std::ptrdiff_t>(cut)), cfg);
         REQUIRE_FALSE(o.ok());
@@ -730,6 +760,11 @@ TEST_CASE("xz_decode: every truncation of a multi-block stream is bad_archive", 
 TEST_CASE("xz_decode: every truncation of a streamed block is bad_archive", "[xz_decode]") {
     const bytes xz = encode_streamed(data_small());
     for (std::size_t cut = 0; cut < xz.size(); ++cut) {
+        // A streamed block has no sizes to parse: its header and the stream's
+        // index and footer fit in 64 bytes at either end.
+        if (!damage_position_visited(cut, 64, xz.size() - 64)) {
+            continue;
+        }
         CAPTURE(cut, xz.size());
         const outcome o = decode(bytes(xz.begin(), xz.begin() + static_cast<std::ptrdiff_t>(cut)));
         REQUIRE_FALSE(o.ok());
@@ -775,6 +810,9 @@ TEST_CASE("xz_decode: every single-byte flip agrees with liblzma", "[xz_decode]"
     config cfg;
     cfg.threads = threads;
     for (std::size_t pos = 0; pos < xz.size(); ++pos) {
+        if (!damage_position_visited(xz, pos)) {
+            continue;
+        }
         CAPTURE(threads, pos, xz.size());
         const bytes damaged = flipped(xz, pos);
         const auto expected = reference_decode(damaged);
