@@ -1333,6 +1333,7 @@ private:
         if (options_.decoder_threads != 1 && budget_->pool().threads() > 1) o.pool = &budget_->pool();
         o.memory = &budget_->decode_memory();
         o.worker_state_allowance = run_budget::kept_decoder_bytes;
+        o.priority = options_.size_hint;
         o.max_block_memory = options_.decoder_memlimit;
         o.max_output = options_.max_output_bytes;
         o.stream_chunk = kLzmaOutBuffer;

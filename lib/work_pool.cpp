@@ -1,6 +1,7 @@
 // work_pool.cpp — see work_pool.hpp.
 #include "work_pool.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -69,10 +70,15 @@ void work_pool::wake() noexcept {
     room_.notify_all();
 }
 
-void work_pool::post(std::function<void()> task, lane which) {
+void work_pool::post(std::function<void()> task, lane which, std::uint64_t priority) {
     {
         std::lock_guard lock(mutex_);
-        (which == lane::bulk ? bulk_tasks_ : tasks_).push_back(std::move(task));
+        if (which == lane::bulk) {
+            bulk_tasks_.push_back(bulk_task{priority, bulk_posted_++, std::move(task)});
+            std::push_heap(bulk_tasks_.begin(), bulk_tasks_.end(), runs_later);
+        } else {
+            tasks_.push_back(std::move(task));
+        }
     }
     work_ready_.notify_one();
 }
@@ -87,10 +93,16 @@ void work_pool::run_worker() {
             work_ready_.wait(lock, [&] { return stopping_ || !tasks_.empty() || !bulk_tasks_.empty(); });
             idle_ns_.fetch_add(elapsed_ns(idle_since), std::memory_order_relaxed);
             bulk = tasks_.empty();
-            auto& queue = bulk ? bulk_tasks_ : tasks_;
-            if (queue.empty()) return;  // stopping, and nothing left to run
-            task = std::move(queue.front());
-            queue.pop_front();
+            if (!bulk) {
+                task = std::move(tasks_.front());
+                tasks_.pop_front();
+            } else if (!bulk_tasks_.empty()) {
+                std::pop_heap(bulk_tasks_.begin(), bulk_tasks_.end(), runs_later);
+                task = std::move(bulk_tasks_.back().run);
+                bulk_tasks_.pop_back();
+            } else {
+                return;  // stopping, and nothing left to run
+            }
         }
         const auto started = std::chrono::steady_clock::now();
         try {

@@ -52,8 +52,9 @@ public:
     // block is bulk.
     enum class lane : std::uint8_t { urgent, bulk };
 
-    // Queues a task for the next free worker.
-    void post(std::function<void()> task, lane which = lane::urgent);
+    // Queues a task for the next free worker. Within the bulk lane a higher
+    // `priority` runs first, and equal priorities run in the order posted.
+    void post(std::function<void()> task, lane which = lane::urgent, std::uint64_t priority = 0);
 
     unsigned threads() const noexcept { return static_cast<unsigned>(workers_.size()); }
 
@@ -68,8 +69,19 @@ private:
     std::mutex mutex_;
     std::condition_variable work_ready_;
     std::condition_variable room_;
+    struct bulk_task {
+        std::uint64_t priority;
+        std::uint64_t sequence;
+        std::function<void()> run;
+    };
+    // A heap whose top is the highest priority, posted first.
+    static bool runs_later(const bulk_task& a, const bulk_task& b) noexcept {
+        return a.priority != b.priority ? a.priority < b.priority : a.sequence > b.sequence;
+    }
+
     std::deque<std::function<void()>> tasks_;
-    std::deque<std::function<void()>> bulk_tasks_;
+    std::vector<bulk_task> bulk_tasks_;
+    std::uint64_t bulk_posted_ = 0;
     std::size_t bytes_ = 0;
     std::size_t slots_ = 0;
     bool stopping_ = false;

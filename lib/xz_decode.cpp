@@ -354,7 +354,7 @@ private:
                     input->wake();
                 });
             },
-            work_pool::lane::bulk);
+            work_pool::lane::bulk, options_.priority);
         pending_.push_back(std::move(job));
         ++stats_.pool_blocks;
         scheduled_ += out_size;

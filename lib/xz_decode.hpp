@@ -113,6 +113,11 @@ struct xz_decode_options {
     // has counted already: a pool block is charged only what its decoder
     // needs beyond it.
     std::uint64_t worker_state_allowance = 0;
+    // The pool runs the blocks of a higher priority first (work_pool::post).
+    // The unpacker passes the archive's size: with every download sharing the
+    // link, the largest archive's last bytes come last, so its blocks must
+    // not queue behind those of archives that end sooner.
+    std::uint64_t priority = 0;
     // Blocks in flight for this stream at most (0 = the pool's threads and a
     // quarter more). The extra blocks are read ahead while every worker is
     // busy, so that a download does not stall behind the first blocks (16

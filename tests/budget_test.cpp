@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -52,6 +53,28 @@ TEST_CASE("work_pool runs tasks on several threads", "[budget]") {
     while (done.load() < 16) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     CHECK(max_inside.load() > 1);
     CHECK(pool.threads() == 4);
+}
+
+TEST_CASE("work_pool runs urgent tasks first, then bulk tasks by priority and in posting order", "[budget]") {
+    std::vector<std::string> order;  // written by the pool's one worker only
+    std::atomic<bool> go{false};
+    {
+        work_pool pool(1, {});
+        // Holds the only worker until everything below is queued.
+        pool.post([&] {
+            while (!go.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            order.emplace_back("blocker");
+        });
+        const auto record = [&](const char* name) { return [&order, name] { order.emplace_back(name); }; };
+        pool.post(record("small"), work_pool::lane::bulk, 1);
+        pool.post(record("large 1"), work_pool::lane::bulk, 3);
+        pool.post(record("middle"), work_pool::lane::bulk, 2);
+        pool.post(record("large 2"), work_pool::lane::bulk, 3);
+        pool.post(record("urgent"));
+        go = true;
+    }  // the destructor runs what is queued, then joins
+    const std::vector<std::string> expected = {"blocker", "urgent", "large 1", "large 2", "middle", "small"};
+    CHECK(order == expected);
 }
 
 TEST_CASE("work_pool admission blocks until bytes and slots are released", "[budget]") {

@@ -1,10 +1,16 @@
 #!/bin/bash
-# pack16.sh BUILD_DIR: what bench/device/run16.sh needs in .carry/ (see ../shared/device/README.md):
-# the shared harness's pack.sh, plus the check probe (found beside the tools) and run16.sh itself.
+# pack16.sh BUILD_DIR [BUILD_B]: what bench/device/*16.sh need in .carry/ (see ../shared/device/README.md):
+# the shared harness's pack.sh, plus the check probe (found beside the tools) and the scripts themselves.
+# BUILD_B: a second build (another commit, same libraries) whose tools go to .carry/bin-b for paired16.sh's A/B.
 set -euo pipefail
-B=${1:?build dir}; cd "$(dirname "$0")/../.."
+B=${1:?build dir}; B=$(realpath "$B"); BB=${2:+$(realpath "$2")}; cd "$(dirname "$0")/../.."
 bash ../shared/device/pack.sh "$B" .carry
 cp "$B/bin/redist-check-probe" .carry/bin/ && strip .carry/bin/redist-check-probe
-cp bench/device/run16.sh bench/device/check16.sh bench/device/scale16.sh .carry/
+cp bench/device/run16.sh bench/device/check16.sh bench/device/scale16.sh bench/device/paired16.sh \
+  bench/device/paired16.py .carry/
+rm -rf .carry/bin-b
+if [ -n "$BB" ]; then
+  mkdir -p .carry/bin-b && cp "$BB/bin/redist" "$BB/bin/cudnn-fetch" .carry/bin-b/ && strip .carry/bin-b/*
+fi
 grep -qx '/.carry/' .git/info/exclude || echo '/.carry/' >> .git/info/exclude
 du -sh .carry

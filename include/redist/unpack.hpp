@@ -74,7 +74,9 @@ struct unpack_options {
     // Shared by the unpackers of one run; null = a budget of its own with
     // the machine's defaults (redist/budget.hpp).
     std::shared_ptr<run_budget> budget;
-    std::uint64_t size_hint = 0;         // the archive's size, if known: weighs its share of the budget
+    // The archive's size, if known. With a shared budget the pool decodes the
+    // blocks of larger archives first: their downloads end last.
+    std::uint64_t size_hint = 0;
     std::string source;                  // URL or path, for error messages only
     std::uint64_t max_output_bytes = 0;  // cap on decoded output (see above); 0 = none
 };

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""paired16.py ROUNDS BIN [BIN_B]: issue 11's two 16-core scenarios in paired rounds, after
+../shared/device/e2e.sh has prepared /tmp/ge (the cuDNN mirror on :18080, the 14-component mirror on :18081).
+
+race.py and multi.py take medians of 3, and one machine's runs spread by 1-2 s on a ~4 s install: too few to
+settle a 1.10x goal. Here every round runs the floor and each contender back to back, in an order that rotates
+from round to round, and the result is the median of the per-round ratios (each contender against the floor of
+its own round) besides the plain medians. With BIN_B (a second build's bin/), both builds run in every round:
+an A/B on one machine at one time.
+"""
+import os, shutil, statistics, subprocess, sys, time
+
+ROUNDS = int(sys.argv[1])
+BINS = sys.argv[2:]
+W = "/tmp/ge"
+RL = f"{W}/carry-libs"
+ENV = dict(os.environ, LD_LIBRARY_PATH=RL)
+CUDNN_URL, CUDA_URL = "http://127.0.0.1:18080", "http://127.0.0.1:18081"
+
+
+def run(cmd, shell=False):
+    """(seconds, peak RSS MiB) of one command; a failure is printed and counts as NaN."""
+    t = time.perf_counter()
+    p = subprocess.Popen(cmd, shell=shell, executable="/bin/bash" if shell else None, env=ENV,
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(p.pid, 0)
+    dt = time.perf_counter() - t
+    if status:
+        print("FAILED", cmd, p.stderr.read().decode()[-500:], flush=True)
+        return float("nan"), 0.0
+    return dt, usage.ru_maxrss / 1024
+
+
+def fresh(*dirs):
+    for d in dirs:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+cudnn_root = f"{W}/www/cudnn/redist"
+cudnn_version = next(f[len("redistrib_"):-len(".json")] for f in os.listdir(cudnn_root) if f.startswith("redistrib_"))
+archive = next(os.path.join(d, f) for d, _, fs in os.walk(f"{cudnn_root}/cudnn") for f in fs)
+archive_url = f"{CUDNN_URL}/cudnn/redist/" + os.path.relpath(archive, cudnn_root)
+cuda_root = f"{W}/m/www/cuda/redist"
+cuda_archives = sorted(os.path.join(d, f) for d, _, fs in os.walk(cuda_root) for f in fs if f.endswith(".tar.xz"))
+
+
+def one_archive(bin_dir):
+    return lambda: (fresh(f"{W}/pp", f"{W}/pc"), run([f"{bin_dir}/cudnn-fetch", cudnn_version, "--base-url", CUDNN_URL,
+                    "--prefix", f"{W}/pp", "--cache-dir", f"{W}/pc", "--cuda", "13", "--platform", "linux-x86_64",
+                    "--quiet"]))[1]
+
+
+def components(bin_dir):
+    return lambda: (fresh(f"{W}/mp", f"{W}/mc"), run([f"{bin_dir}/redist", "fetch", "cuda", "13.9.9", "--base-url",
+                    CUDA_URL, "--prefix", f"{W}/mp", "--cache-dir", f"{W}/mc", "--platform", "linux-x86_64",
+                    "--quiet"]))[1]
+
+
+scenarios = {
+    "one archive": {
+        "floor: xz -T0 -dc": lambda: run(f"xz -T0 -dc {archive} > /dev/null", True),
+        "curl | tee sha256sum | tar -I 'xz -T0'": lambda: (fresh(f"{W}/s"), run(
+            f"mkdir -p {W}/s && cd {W}/s && curl -s {archive_url} | tee >(sha256sum > sum) | tar -I 'xz -T0' -xf -",
+            True))[1],
+    },
+    "14 components": {
+        "floor: all decoded at once": lambda: run(
+            f"printf '%s\\n' {' '.join(cuda_archives)} | xargs -P16 -n1 xz -T0 -dc > /dev/null", True),
+    },
+}
+for i, b in enumerate(BINS):
+    name = "redist" if len(BINS) == 1 else f"redist {'AB'[i]} ({b})"
+    scenarios["one archive"][name] = one_archive(b)
+    scenarios["14 components"][name] = components(b)
+
+for scenario, contenders in scenarios.items():
+    names = list(contenders)
+    results = {n: [] for n in names}
+    floor_name = names[0]
+    for rnd in range(ROUNDS):
+        shift = rnd % len(names)  # rotate who runs first: a warm or cold page cache favours nobody
+        for n in names[shift:] + names[:shift]:
+            results[n].append(contenders[n]())
+    print(f"\n== {scenario}: {os.cpu_count()} cores, {ROUNDS} paired rounds")
+    print("| contender | median s | runs | median of per-round ratios | ratio range | peak RSS MiB (max) | floor's RSS x |")
+    print("|---|---|---|---|---|---|---|")
+    floors = [t for t, _ in results[floor_name]]
+    floor_rss = max(r for _, r in results[floor_name])
+    for n in names:
+        times = [t for t, _ in results[n]]
+        ratios = [t / f for t, f in zip(times, floors)]
+        rss = max(r for _, r in results[n])
+        print(f"| {n} | {statistics.median(times):.2f} | {' '.join(f'{t:.2f}' for t in times)} | "
+              f"{statistics.median(ratios):.3f} | {min(ratios):.3f}-{max(ratios):.3f} | {rss:.0f} | "
+              f"{rss / floor_rss:.2f} |", flush=True)
