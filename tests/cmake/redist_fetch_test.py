@@ -8,7 +8,10 @@ NVIDIA-style (see cmake_support.make_cudnn_mirror).
                                    RedistFetch.cmake in the source tree, over
                                    HTTP from the loopback nginx (fixture
                                    "nginx"; the mirror goes to
-                                   <state>/mirror/_cmake_test/, removed after):
+                                   <state>/nginx/own/<test>/, served in the
+                                   test's namespace as /t/<test>/_own/, where
+                                   <test> is $REDIST_E2E_TEST, default
+                                   cmake_redist_fetch; removed after):
                                    targets, variables, the program runs;
                                    re-configure does not run the tool; a
                                    changed request does; errors stop the
@@ -27,11 +30,17 @@ import re
 import shutil
 import stat
 import sys
+import time
+import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import cmake_support as cs  # noqa: E402
 
 EXPECTED_OUTPUT = f"cudnn version {cs.CUDNN_VERSION_NUMBER}\n"
+
+# This test's namespace on the shared nginx (tests/fixtures/nginx_fixture.py):
+# its requests are told from other tests' by the /t/<test>/ prefix.
+TEST_ID = os.environ.get("REDIST_E2E_TEST") or "cmake_redist_fetch"
 
 
 def read_result(path: str) -> dict:
@@ -60,12 +69,31 @@ def tool_calls(log: str) -> list[str]:
         return [line for line in f.read().splitlines() if line]
 
 
-def nginx_requests(state: str, marker: str) -> int:
+def nginx_requests(state: str, nginx_base: str, marker: str) -> int:
+    """Lines of the nginx access log that contain marker, once every request
+    made so far is logged: nginx writes a line after the response's last
+    byte, so a tool can exit before it is there. Its one worker handles
+    events in order, so once a request made now is logged, so is every
+    earlier one (as tests/e2e/support.py log_barrier() does)."""
+    log = os.path.join(state, "nginx", "access.log")
+    token = f"/t/{TEST_ID}/__access_log_barrier__?{os.getpid()}.{time.monotonic_ns()}"
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
     try:
-        with open(os.path.join(state, "nginx", "access.log")) as f:
-            return sum(1 for line in f if marker in line)
-    except FileNotFoundError:
-        return 0
+        opener.open(nginx_base + token, timeout=10).close()
+    except OSError:
+        pass  # a 404: logged all the same
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            with open(log) as f:
+                lines = f.readlines()
+        except FileNotFoundError:
+            lines = []
+        if any(token in line for line in lines):
+            return sum(1 for line in lines if marker in line)
+        if time.monotonic() > deadline:
+            raise cs.Failure(f"nginx did not log {token} within 30 s")
+        time.sleep(0.01)
 
 
 def check_program(build: str):
@@ -86,21 +114,27 @@ def test_project(args):
     except FileNotFoundError:
         raise cs.Failure("no nginx base_url: run through ctest (fixture nginx)")
 
-    # Our own mirror, served under a sub-directory of the nginx root that
-    # nothing else uses. Copied under a temporary name, then renamed.
+    if not re.fullmatch(r"[A-Za-z0-9_]+", TEST_ID):
+        raise cs.Failure(f"REDIST_E2E_TEST={TEST_ID!r}: expected [A-Za-z0-9_]+")
+
+    # Our own mirror, served in this test's namespace from the fixture's
+    # directory for it (never inside the shared demo mirror, which other
+    # tests read meanwhile). Copied under a temporary name, then renamed.
     cs.make_cudnn_mirror(args, os.path.join(work, "gen"), os.path.join(work, "mirror"))
-    served = os.path.join(state, "mirror", "_cmake_test")
+    served = os.path.join(state, "nginx", "own", TEST_ID)
     cs.rm_tree(served + ".tmp")
     shutil.copytree(os.path.join(work, "mirror"), served + ".tmp", symlinks=True)
     cs.rm_tree(served)
     os.rename(served + ".tmp", served)
     try:
-        run_project_checks(args, state, work, nginx_base + "/_cmake_test")
+        run_project_checks(args, state, work, nginx_base)
     finally:
         cs.rm_tree(served)
 
 
-def run_project_checks(args, state: str, work: str, base_url: str):
+def run_project_checks(args, state: str, work: str, nginx_base: str):
+    marker = f"/t/{TEST_ID}/_own/"
+    base_url = nginx_base + marker.rstrip("/")
     wrapper, log = write_wrapper(work, os.path.join(args.build_dir, "bin", "redist"))
     env = cs.env(xdg_root=os.path.join(work, "xdg"))
     source = os.path.join(args.source_dir, "tests", "cmake", "redist_fetch_project")
@@ -111,15 +145,15 @@ def run_project_checks(args, state: str, work: str, base_url: str):
     configure = cs.configure_args(args, source, build, *common)
 
     # 1. First configure: the tool runs once, over HTTP.
-    requests_before = nginx_requests(state, "/_cmake_test/")
+    requests_before = nginx_requests(state, nginx_base, marker)
     res = cs.run(configure, env_=env)
     calls = tool_calls(log)
     cs.check(len(calls) == 1, f"expected one tool run, got {calls}")
     cs.check(calls[0].startswith(f"fetch cudnn {cs.CUDNN_VERSION} --prefix "), calls[0])
     for opt in ("--cuda 12", "--platform linux-x86_64", f"--base-url {base_url}"):
         cs.check(opt in calls[0], f"{opt!r} not passed: {calls[0]}")
-    cs.check(nginx_requests(state, "/_cmake_test/") > requests_before,
-             "nginx served nothing from /_cmake_test/: was HTTP used?")
+    cs.check(nginx_requests(state, nginx_base, marker) > requests_before,
+             f"nginx served nothing from {marker}: was HTTP used?")
 
     prefix = os.path.join(build, "_redist", "cudnn")
     r = read_result(result_file)
@@ -148,11 +182,11 @@ def run_project_checks(args, state: str, work: str, base_url: str):
 
     # 3. Re-configure: the stamp says the request is satisfied; the tool does
     # not run and nothing is downloaded.
-    requests_before = nginx_requests(state, "/_cmake_test/")
+    requests_before = nginx_requests(state, nginx_base, marker)
     res = cs.run(configure, env_=env)
     cs.check(len(tool_calls(log)) == 1, f"re-configure ran the tool: {tool_calls(log)}")
     cs.check("redist_fetch(cudnn): up to date" in res.stdout, res.stdout)
-    cs.check(nginx_requests(state, "/_cmake_test/") == requests_before,
+    cs.check(nginx_requests(state, nginx_base, marker) == requests_before,
              "re-configure downloaded from the mirror")
     print(f"re-configure took {res.elapsed:.2f} s (tool not run)")
     cs.check(read_result(result_file) == r, "re-configure defined different targets/variables")

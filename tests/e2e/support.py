@@ -6,6 +6,13 @@ file:// URLs. CTest passes the locations in the environment (see
 tests/CMakeLists.txt); outside CTest, export the same variables and run
 `nginx_fixture.py start` first.
 
+Tests run at the same time. CTest names each one in REDIST_E2E_TEST (its
+script's name), and everything a test could share with another is its own:
+its URLs on the shared nginx live under /t/<test>/ (access_log_since() sees
+only those), and its scratch directories, HOME and XDG_* live under
+$REDIST_TEST_STATE/e2e/<test>/. Without REDIST_E2E_TEST (a script run by
+hand) the tests use the un-namespaced URLs and $REDIST_TEST_STATE/e2e/.
+
 Python 3 standard library only.
 """
 
@@ -68,6 +75,34 @@ def nginx_dir() -> str:
     return os.path.join(state_dir(), "nginx")
 
 
+_TEST_ID = re.compile(r"[A-Za-z0-9_]+")
+
+
+def test_id() -> str | None:
+    """The running test's name from REDIST_E2E_TEST (CTest sets it per test),
+    or None outside CTest."""
+    value = os.environ.get("REDIST_E2E_TEST")
+    if not value:
+        return None
+    if not _TEST_ID.fullmatch(value):
+        raise RuntimeError(f"REDIST_E2E_TEST={value!r}: expected [A-Za-z0-9_]+")
+    return value
+
+
+def test_state_dir() -> str:
+    """$REDIST_TEST_STATE/e2e/<test>: this test's directories (scratch, HOME,
+    XDG_*), shared with no other test; $REDIST_TEST_STATE/e2e outside CTest."""
+    tid = test_id()
+    return os.path.join(state_dir(), "e2e", tid) if tid else os.path.join(state_dir(), "e2e")
+
+
+def nginx_namespace() -> str:
+    """The path prefix of this test's URLs on the shared nginx: "/t/<test>",
+    or "" outside CTest (tests/fixtures/nginx_fixture.py serves both)."""
+    tid = test_id()
+    return f"/t/{tid}" if tid else ""
+
+
 def tool_path(name: str) -> str:
     return os.path.join(bin_dir(), name)
 
@@ -77,14 +112,15 @@ def tool_path(name: str) -> str:
 # ---------------------------------------------------------------------------
 
 def nginx_base_url(style: str = "autoindex") -> str:
-    """Base URL of the mirror over HTTP, without a trailing slash.
+    """Base URL of the mirror over HTTP, in this test's namespace, without a
+    trailing slash.
     style="autoindex": directory URLs get nginx's autoindex listing;
     style="nvidia":    directory URLs get the generated NVIDIA-style index.html.
     Both serve the same files."""
     path = os.path.join(nginx_dir(), "base_url")
     try:
         with open(path) as f:
-            base = f.read().strip()
+            base = f.read().strip() + nginx_namespace()
     except FileNotFoundError:
         raise RuntimeError(f"{path} is missing: the nginx fixture is not running "
                            "(tests/fixtures/nginx_fixture.py start)") from None
@@ -121,8 +157,44 @@ def access_log_path() -> str:
     return os.path.join(nginx_dir(), "access.log")
 
 
+# The path of log_barrier()'s requests; access_log_since() leaves them out.
+_BARRIER = "/__access_log_barrier__"
+
+
+def log_barrier() -> None:
+    """Returns once every request this test made so far is in the access log.
+    nginx writes a request's line after the last byte went out, so a client
+    can finish (and a test read the log) before it is there. nginx runs one
+    worker, which handles its events one after another: once a request made
+    now is logged, every earlier one is too."""
+    if not os.path.exists(os.path.join(nginx_dir(), "base_url")):
+        return  # no nginx, no log to wait for
+    base = nginx_base_url()
+    import time
+    token = f"{_BARRIER}?{os.getpid()}.{time.monotonic_ns()}"
+    start = _log_size()
+    http_get(base + token)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        try:
+            with open(access_log_path(), "rb") as f:
+                f.seek(start)
+                if token.encode() in f.read():
+                    return
+        except FileNotFoundError:
+            pass
+        time.sleep(0.01)
+    raise RuntimeError(f"nginx did not log {token} within 30 s")
+
+
 def access_log_mark() -> int:
-    """Current end of the access log; pass it to access_log_since()."""
+    """Current end of the access log, once this test's requests so far are
+    in it; pass it to access_log_since()."""
+    log_barrier()
+    return _log_size()
+
+
+def _log_size() -> int:
     try:
         return os.path.getsize(access_log_path())
     except FileNotFoundError:
@@ -130,17 +202,33 @@ def access_log_mark() -> int:
 
 
 def access_log_since(mark: int) -> list[dict]:
-    """Requests logged after mark, oldest first. Keys: request, method, uri,
-    status, bytes_sent, body_bytes_sent, range, user_agent, request_time
-    (all strings, as nginx writes them). nginx writes each line as the request
-    finishes, unbuffered."""
+    """This test's requests logged after mark, oldest first. Keys: request,
+    method, uri, request_uri, status, bytes_sent, body_bytes_sent, range,
+    user_agent, request_time (all strings, as nginx writes them). "uri" is
+    the path as if the test had no namespace (/cudnn/redist/...); the raw
+    "request_uri" names the test. nginx writes each line as the request
+    finishes; log_barrier() waits for it. Other tests' requests are left out
+    (under CTest, nginx refuses any request outside a namespace with 421, so
+    a request escaping this test's namespace fails instead of going
+    uncounted)."""
+    log_barrier()
     try:
         with open(access_log_path(), "rb") as f:
             f.seek(mark)
             data = f.read().decode(errors="replace")
     except FileNotFoundError:
         return []
-    return [json.loads(line) for line in data.splitlines() if line.strip()]
+    # Only whole lines: a line is written in one write(), but a read may
+    # still catch another test's line half written.
+    entries = [e for e in (json.loads(line) for line in data.split("\n")[:-1] if line.strip())
+               if e["uri"] != _BARRIER]
+    ns = nginx_namespace()
+    return [e for e in entries if not ns or in_namespace(e["request_uri"], ns)]
+
+
+def in_namespace(request_uri: str, ns: str) -> bool:
+    """True when a raw request target lies under the path prefix ns."""
+    return request_uri == ns or request_uri.startswith((ns + "/", ns + "?"))
 
 
 # ---------------------------------------------------------------------------
@@ -156,13 +244,13 @@ _SCRUBBED = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDNN_HOME",
 
 def tool_env(env: dict | None = None) -> dict:
     """The environment tools run with: the current one without CUDA and proxy
-    variables, NO_PROXY for loopback, HOME and XDG_* under the test state
-    directory (shared by all e2e tests: a test that counts downloads or needs
-    a cold cache passes its own XDG_CACHE_HOME), then `env` on top (a value
-    of None removes that variable)."""
+    variables, NO_PROXY for loopback, HOME and XDG_* under this test's state
+    directory (shared by the cases of one test script: a case that counts
+    downloads or needs a cold cache passes its own XDG_CACHE_HOME), then
+    `env` on top (a value of None removes that variable)."""
     out = {k: v for k, v in os.environ.items() if k not in _SCRUBBED}
     out["NO_PROXY"] = out["no_proxy"] = "127.0.0.1,localhost,::1"
-    xdg = os.path.join(state_dir(), "e2e", "xdg")
+    xdg = os.path.join(test_state_dir(), "xdg")
     out["XDG_CACHE_HOME"] = os.path.join(xdg, "cache")
     out["XDG_CONFIG_HOME"] = os.path.join(xdg, "config")
     out["XDG_DATA_HOME"] = os.path.join(xdg, "data")
@@ -290,11 +378,11 @@ def rm_tree(path: str) -> None:
 
 
 def make_scratch_dir(test_id: str) -> str:
-    """A fresh, empty directory for one test under $REDIST_TEST_STATE/e2e/
-    (test_id is usually self.id()). It is emptied at the start of the test
-    and kept afterwards for post-mortems."""
+    """A fresh, empty directory for one test case under this test's state
+    directory (test_id is usually self.id()). It is emptied at the start of
+    the case and kept afterwards for post-mortems."""
     safe = re.sub(r"[^A-Za-z0-9_.-]+", "_", test_id).strip("._") or "scratch"
-    path = os.path.join(state_dir(), "e2e", "scratch", safe)
+    path = os.path.join(test_state_dir(), "scratch", safe)
     rm_tree(path)
     os.makedirs(path)
     return path

@@ -2,12 +2,14 @@
 nginx fixture that serves it. If these fail, every other e2e test is suspect."""
 
 import hashlib
+import http.client
 import io
 import os
 import subprocess
 import sys
 import tarfile
 import unittest
+import urllib.parse
 import zipfile
 
 import support
@@ -260,7 +262,8 @@ class NginxFixture(unittest.TestCase):
     """The mirror as nginx serves it on loopback."""
 
     def test_base_url_is_loopback(self):
-        self.assertRegex(support.nginx_base_url(), r"^http://127\.0\.0\.1:\d+$")
+        self.assertRegex(support.nginx_base_url(), r"^http://127\.0\.0\.1:\d+(/t/[A-Za-z0-9_]+)?$")
+        self.assertTrue(support.nginx_base_url().endswith(support.nginx_namespace()))
         self.assertEqual(support.file_base_url(), "file://" + support.mirror_dir())
 
     def test_autoindex_lists_manifests(self):
@@ -269,7 +272,7 @@ class NginxFixture(unittest.TestCase):
         html = body.decode()
         for label in ("9.8.0", "9.10.1", "9.27.0"):
             self.assertIn(f'<a href="redistrib_{label}.json">', html)
-        self.assertIn("Index of /cudnn/redist/", html)  # autoindex, not index.html
+        self.assertIn(f"Index of {support.nginx_namespace()}/cudnn/redist/", html)  # autoindex, not index.html
 
     def test_nvidia_style_listing(self):
         status, _, body = support.http_get(support.nginx_base_url("nvidia") + "/cudnn/redist/")
@@ -311,6 +314,81 @@ class NginxFixture(unittest.TestCase):
         self.assertEqual(status, 404)
 
 
+class Namespaces(unittest.TestCase):
+    """Tests run at the same time against the one nginx: each in its own
+    /t/<test>/ namespace, which access_log_since() keeps to."""
+
+    def as_test(self, name: str) -> None:
+        """Makes support.* act as test `name` until the case ends."""
+        saved = os.environ.get("REDIST_E2E_TEST")
+
+        def restore():
+            if saved is None:
+                os.environ.pop("REDIST_E2E_TEST", None)
+            else:
+                os.environ["REDIST_E2E_TEST"] = saved
+        self.addCleanup(restore)
+        os.environ["REDIST_E2E_TEST"] = name
+
+    def test_a_test_sees_only_its_own_requests(self):
+        # The second name starts with the first: a namespace is a whole path segment.
+        me = support.test_id() or "manual"
+        wants = {f"{me}_ns": "/cudnn/redist/redistrib_9.27.0.json",
+                 f"{me}_ns2": "/nvidia/cudnn/redist/redistrib_9.10.1.json"}
+        mark = support.access_log_mark()
+        for name, uri in wants.items():
+            self.as_test(name)
+            self.assertEqual(support.nginx_namespace(), f"/t/{name}")
+            path = uri.removeprefix("/nvidia")
+            style = "nvidia" if uri.startswith("/nvidia/") else "autoindex"
+            status, _, body = support.http_get(support.nginx_base_url(style) + path)
+            self.assertEqual(status, 200)
+            with open(os.path.join(support.mirror_dir(), path.lstrip("/")), "rb") as f:
+                self.assertEqual(body, f.read())
+        for name, uri in wants.items():
+            self.as_test(name)
+            log = support.access_log_since(mark)
+            # "uri" as without namespaces (tests compare it), "request_uri" as sent.
+            self.assertEqual([(e["uri"], e["request_uri"], e["status"]) for e in log],
+                             [(uri, f"/t/{name}{uri}", "200")], name)
+
+    def test_own_tree_is_served_in_its_namespace_only(self):
+        me = support.test_id() or "manual"
+        own = os.path.join(support.nginx_dir(), "own", f"{me}_own")
+        support.rm_tree(own)
+        os.makedirs(os.path.join(own, "d"))
+        self.addCleanup(support.rm_tree, own)
+        with open(os.path.join(own, "d", "f.txt"), "wb") as f:
+            f.write(b"own tree\n")
+        self.as_test(f"{me}_own")
+        self.assertEqual(support.http_get(support.nginx_base_url() + "/_own/d/f.txt")[::2], (200, b"own tree\n"))
+        self.as_test(f"{me}_other")
+        self.assertEqual(support.http_get(support.nginx_base_url() + "/_own/d/f.txt")[0], 404)
+
+    def test_directory_redirect_stays_in_namespace(self):
+        # nginx answers a directory URL without its trailing slash with a 301
+        # built from the URI it serves: the namespace must be part of it.
+        for style in ("autoindex", "nvidia"):
+            base = support.nginx_base_url(style)
+            url = urllib.parse.urlsplit(base + "/cudnn/redist")
+            conn = http.client.HTTPConnection(url.hostname, url.port, timeout=10)
+            try:
+                conn.request("GET", url.path)
+                res = conn.getresponse()
+                res.read()
+            finally:
+                conn.close()
+            self.assertEqual(res.status, 301, style)
+            self.assertEqual(res.getheader("Location"), base + "/cudnn/redist/", style)
+
+    def test_request_outside_every_namespace_is_refused(self):
+        if support.test_id() is None:
+            self.skipTest("only CTest starts nginx with --namespaced-only")
+        root = support.nginx_base_url().removesuffix(support.nginx_namespace())
+        for path in ("/mirror-info.json", "/cudnn/redist/", "/nvidia/cudnn/redist/", "/t/", "/t/x"):
+            self.assertEqual(support.http_get(root + path)[0], 421, path)
+
+
 class Support(unittest.TestCase):
     def test_run_tool_reports_missing_tool(self):
         with self.assertRaises(RuntimeError):
@@ -326,6 +404,15 @@ class Support(unittest.TestCase):
         self.assertNotIn("PATH", env)
         self.assertEqual(env["EXTRA"], "1")
         self.assertTrue(env["XDG_CACHE_HOME"].startswith(support.state_dir()))
+
+    def test_directories_are_the_tests_own(self):
+        own = support.test_state_dir() + os.sep
+        if support.test_id():
+            self.assertEqual(own, os.path.join(support.state_dir(), "e2e", support.test_id(), ""))
+        env = support.tool_env()
+        for name in ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME"):
+            self.assertTrue(env[name].startswith(own), (name, env[name]))
+        self.assertTrue(support.make_scratch_dir(self.id()).startswith(own))
 
 
 if __name__ == "__main__":

@@ -11,7 +11,7 @@ import unittest
 import support
 
 sys.path.insert(0, os.path.join(support.source_dir(), "tests", "fixtures"))
-import nginx_fixture  # noqa: E402  (free_port, wait_ready, stop, LOG_FORMAT)
+import nginx_fixture  # noqa: E402  (free_port, wait_ready, stop, log_directives)
 
 PLATFORMS = ("linux-x86_64", "linux-sbsa")
 LABELS = ("9.27.0", "9.8.0")
@@ -105,8 +105,7 @@ events {{ worker_connections 64; }}
 http {{
     types {{ text/html html; application/json json; application/x-xz xz; application/zip zip; }}
     default_type application/octet-stream;
-    log_format redist escape=json {nginx_fixture.LOG_FORMAT};
-    access_log {p['access_log']} redist;
+    {nginx_fixture.log_directives(p['access_log'])}
     client_body_temp_path {ng}/temp/client_body;
     proxy_temp_path {ng}/temp/proxy;
     fastcgi_temp_path {ng}/temp/fastcgi;

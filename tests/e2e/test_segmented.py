@@ -35,8 +35,8 @@ class SegmentedNginx(unittest.TestCase):
         with open(self.archive, "rb") as f:
             self.data = f.read()
         self.sha = hashlib.sha256(self.data).hexdigest()
-        rel = os.path.relpath(self.archive, support.mirror_dir())
-        self.url = support.nginx_base_url() + "/" + rel
+        self.path = "/" + os.path.relpath(self.archive, support.mirror_dir())  # as nginx logs its "uri"
+        self.url = support.nginx_base_url() + self.path
         self.part = os.path.join(self.dir, "blob.part")
 
     def get(self, *extra):
@@ -46,8 +46,7 @@ class SegmentedNginx(unittest.TestCase):
         return res
 
     def entries(self, mark):
-        path = "/" + self.url.split("/", 3)[3]
-        return [e for e in support.access_log_since(mark) if e["uri"] == path]
+        return [e for e in support.access_log_since(mark) if e["uri"] == self.path]
 
     def test_reassembly(self):
         mark = support.access_log_mark()
