@@ -570,7 +570,20 @@ fs::path segment_record_path(const fs::path& part_file) {
 
 void remove_segment_record(const fs::path& part_file) noexcept {
     std::error_code ignored;
-    fs::remove(segment_record_path(part_file), ignored);
+    const fs::path record = segment_record_path(part_file);
+    fs::remove(record, ignored);
+    // A run killed while it rewrote the record left its atomic_write temp
+    // ("<record>.tmp.<pid>.<n>"). The caller holds the blob's lock, so no live
+    // process is writing one. Names are matched exactly and unlinked, never
+    // followed.
+    const std::string temp_prefix = record.filename().string() + ".tmp.";
+    for (fs::directory_iterator it(record.parent_path(), ignored), end; !ignored && it != end; it.increment(ignored)) {
+        const std::string name = it->path().filename().string();
+        if (name.size() > temp_prefix.size() && name.compare(0, temp_prefix.size(), temp_prefix) == 0) {
+            std::error_code also_ignored;
+            fs::remove(it->path(), also_ignored);
+        }
+    }
 }
 
 std::string segment_record_to_text(const segment_record& record) {

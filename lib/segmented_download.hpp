@@ -142,7 +142,8 @@ std::string segment_record_to_text(const segment_record& record);
 
 // "<part>.segments"
 std::filesystem::path segment_record_path(const std::filesystem::path& part_file);
-// Removes the record (best effort), e.g. when the caller drops the .part.
+// Removes the record and the temp files of a killed run's record writes (best
+// effort), e.g. when the caller drops the .part. Call with the blob locked.
 void remove_segment_record(const std::filesystem::path& part_file) noexcept;
 
 }  // namespace redist

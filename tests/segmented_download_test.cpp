@@ -315,6 +315,26 @@ TEST_CASE("a hostile record is ignored: everything is fetched again", "[segmente
     CHECK(body_bytes(f.server->log()) == kSize);
 }
 
+TEST_CASE("removing a record also removes the temp files a killed run left, and nothing else", "[segmented]") {
+    const fs::path dir = redist_test::scratch("record-leftovers");
+    const fs::path part = dir / "blob.part";
+    const fs::path record = redist::segment_record_path(part);
+    redist_test::write(part, "kept");
+    redist_test::write(record, "redist-segments 1\nsize 10\n");
+    redist_test::write(record.string() + ".tmp.4242.1", "a killed run's rewrite");
+    redist_test::write(dir / "other.part.segments.tmp.4242.1", "another blob's");
+    const fs::path victim = dir / "victim";
+    redist_test::write(victim, "precious");
+    fs::create_symlink(victim, record.string() + ".tmp.4242.2");
+    redist::remove_segment_record(part);
+    CHECK_FALSE(fs::exists(record));
+    CHECK_FALSE(fs::exists(record.string() + ".tmp.4242.1"));
+    CHECK_FALSE(fs::is_symlink(record.string() + ".tmp.4242.2"));
+    CHECK(redist_test::slurp(victim) == "precious");  // the link went, not what it points to
+    CHECK(fs::exists(part));
+    CHECK(fs::exists(dir / "other.part.segments.tmp.4242.1"));
+}
+
 TEST_CASE("the spool is never opened through a symlink", "[segmented]") {
     auto& f = shared_fixture();
     const fs::path dir = redist_test::scratch("symlink");
