@@ -21,7 +21,8 @@ CUDNN_URL, CUDA_URL = "http://127.0.0.1:18080", "http://127.0.0.1:18081"
 def run(cmd, shell=False):
     """(seconds, peak RSS MiB) of one command; a failure is printed and counts as NaN."""
     t = time.perf_counter()
-    p = subprocess.Popen(cmd, shell=shell, executable="/bin/bash" if shell else None, env=ENV,
+    # The carried libraries are for our tools only: the system's curl does not load with them.
+    p = subprocess.Popen(cmd, shell=shell, executable="/bin/bash" if shell else None, env=None if shell else ENV,
                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     _, status, usage = os.wait4(p.pid, 0)
     dt = time.perf_counter() - t
