@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <iterator>
 #include <mutex>
 #include <sstream>
 #include <string>
@@ -187,7 +188,8 @@ void run_budget::mark(const char* event) {
 }
 
 run_profile run_budget::profile() const {
-    static const char* const names[] = {"transfer", "archive hash", "decoder", "extractor", "writers"};
+    static const char* const names[] = {"transfer", "decoder", "extractor", "writers"};
+    static_assert(std::size(names) == static_cast<std::size_t>(profile_stage::count));
     run_profile p;
     p.threads = threads_;
     p.max_memory = memory_;

@@ -33,7 +33,9 @@
 
 namespace redist {
 
-enum class profile_stage : std::uint8_t { transfer, archive_hash, decoder, extractor, writers };
+// transfer: busy is the archive hash and the cache copy (a thread of its own on
+// 4 cores or more), wait is the unpacker being behind. count: not a stage.
+enum class profile_stage : std::uint8_t { transfer, decoder, extractor, writers, count };
 
 class run_budget {
 public:
@@ -94,7 +96,7 @@ private:
         std::atomic<std::uint64_t> wait_ns{0};
         std::atomic<std::uint64_t> bytes{0};
     };
-    std::array<stage_counters, 5> stages_{};
+    std::array<stage_counters, static_cast<std::size_t>(profile_stage::count)> stages_{};
     const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
     mutable std::mutex marks_mutex_;
     std::vector<profile_mark> marks_;

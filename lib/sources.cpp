@@ -19,6 +19,7 @@
 #include "debug_pause.hpp"
 #include "redist/cache.hpp"
 #include "redist/urls.hpp"
+#include "stopwatch.hpp"
 
 namespace redist {
 
@@ -363,8 +364,7 @@ void artifact_stream::hash_and_tee(const std::byte* data, std::size_t size) {
     // Disk full (often because of what we are unpacking): the cache copy is
     // given up, not the download -- the hash must still decide about these bytes.
     if (tee_ && !write_all(tee_.get(), data, size, tee_path_).ok()) drop_tee();
-    hash_and_tee_ns_ += static_cast<std::uint64_t>(
-        std::chrono::nanoseconds(std::chrono::steady_clock::now() - started).count());
+    hash_and_tee_ns_ += ns_since(started);
 }
 
 result<void> artifact_stream::restart() {
@@ -467,8 +467,7 @@ result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
     else hash_and_tee(data, size);
     const auto handing = std::chrono::steady_clock::now();
     auto written = sink_.write(data, size);
-    sink_ns_ += static_cast<std::uint64_t>(
-        std::chrono::nanoseconds(std::chrono::steady_clock::now() - handing).count());
+    sink_ns_ += ns_since(handing);
     REDIST_TRY_VOID(std::move(written));
     if (!paused_mid_download_ && received_ >= expected_.size / 2) {
         paused_mid_download_ = true;

@@ -49,6 +49,7 @@
 #include "budget.hpp"
 #include "posix_file.hpp"
 #include "redist/verify.hpp"
+#include "stopwatch.hpp"
 #include "xz_decode.hpp"
 
 namespace redist {
@@ -208,11 +209,6 @@ struct archive_write_deleter {
 };
 using archive_reader = std::unique_ptr<archive, archive_read_deleter>;
 using archive_writer = std::unique_ptr<archive, archive_write_deleter>;
-
-std::uint64_t ns_since(std::chrono::steady_clock::time_point t) {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t).count());
-}
 
 // ---- entry-name validation -----------------------------------------------------
 

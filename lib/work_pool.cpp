@@ -5,15 +5,9 @@
 #include <chrono>
 #include <utility>
 
+#include "stopwatch.hpp"
+
 namespace redist {
-namespace {
-
-std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - since).count());
-}
-
-}  // namespace
 
 work_pool::work_pool(unsigned threads, limits lim) : limits_(lim) {
     if (threads == 0) threads = 1;
@@ -91,7 +85,7 @@ void work_pool::run_worker() {
             const auto idle_since = std::chrono::steady_clock::now();
             std::unique_lock lock(mutex_);
             work_ready_.wait(lock, [&] { return stopping_ || !tasks_.empty() || !bulk_tasks_.empty(); });
-            idle_ns_.fetch_add(elapsed_ns(idle_since), std::memory_order_relaxed);
+            idle_ns_.fetch_add(ns_since(idle_since), std::memory_order_relaxed);
             bulk = tasks_.empty();
             if (!bulk) {
                 task = std::move(tasks_.front());
@@ -109,7 +103,7 @@ void work_pool::run_worker() {
             task();
         } catch (...) {  // NOLINT(bugprone-empty-catch): documented in the header
         }
-        (bulk ? bulk_busy_ns_ : busy_ns_).fetch_add(elapsed_ns(started), std::memory_order_relaxed);
+        (bulk ? bulk_busy_ns_ : busy_ns_).fetch_add(ns_since(started), std::memory_order_relaxed);
     }
 }
 

@@ -19,17 +19,13 @@
 #include <string>
 #include <utility>
 
+#include "stopwatch.hpp"
 #include "work_pool.hpp"
 
 namespace redist {
 namespace {
 
 using clock_type = std::chrono::steady_clock;
-
-std::uint64_t ns_since(clock_type::time_point t) {
-    return static_cast<std::uint64_t>(
-        std::chrono::duration_cast<std::chrono::nanoseconds>(clock_type::now() - t).count());
-}
 
 constexpr std::size_t kStreamHeaderSize = LZMA_STREAM_HEADER_SIZE;  // 12, as the footer
 // A streamed block may always use this much decoder memory, whatever the
