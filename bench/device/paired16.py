@@ -7,6 +7,10 @@ settle a 1.10x goal. Here every round runs the floor and each contender back to 
 from round to round, and the result is the median of the per-round ratios (each contender against the floor of
 its own round) besides the plain medians. With BIN_B (a second build's bin/), both builds run in every round:
 an A/B on one machine at one time.
+
+Two more contenders per scenario separate what the goal's floor leaves out: "floor + files" decodes the same way
+and writes the files (`xz -T0 -dc | tar -x`, no download, no hash), and "redist, file://" installs from the same
+mirror as a directory, without python's http.server in the way.
 """
 import os, shutil, statistics, subprocess, sys, time
 
@@ -48,15 +52,15 @@ cuda_root = f"{W}/m/www/cuda/redist"
 cuda_archives = sorted(os.path.join(d, f) for d, _, fs in os.walk(cuda_root) for f in fs if f.endswith(".tar.xz"))
 
 
-def one_archive(bin_dir):
-    return lambda: (fresh(f"{W}/pp", f"{W}/pc"), run([f"{bin_dir}/cudnn-fetch", cudnn_version, "--base-url", CUDNN_URL,
+def one_archive(bin_dir, base_url=CUDNN_URL):
+    return lambda: (fresh(f"{W}/pp", f"{W}/pc"), run([f"{bin_dir}/cudnn-fetch", cudnn_version, "--base-url", base_url,
                     "--prefix", f"{W}/pp", "--cache-dir", f"{W}/pc", "--cuda", "13", "--platform", "linux-x86_64",
                     "--quiet"]))[1]
 
 
-def components(bin_dir):
+def components(bin_dir, base_url=CUDA_URL):
     return lambda: (fresh(f"{W}/mp", f"{W}/mc"), run([f"{bin_dir}/redist", "fetch", "cuda", "13.9.9", "--base-url",
-                    CUDA_URL, "--prefix", f"{W}/mp", "--cache-dir", f"{W}/mc", "--platform", "linux-x86_64",
+                    base_url, "--prefix", f"{W}/mp", "--cache-dir", f"{W}/mc", "--platform", "linux-x86_64",
                     "--quiet"]))[1]
 
 
@@ -66,10 +70,17 @@ scenarios = {
         "curl | tee sha256sum | tar -I 'xz -T0'": lambda: (fresh(f"{W}/s"), run(
             f"mkdir -p {W}/s && cd {W}/s && curl -s {archive_url} | tee >(sha256sum > sum) | tar -I 'xz -T0' -xf -",
             True))[1],
+        "floor + files: xz -T0 -dc | tar -x": lambda: (fresh(f"{W}/fx"), run(
+            f"mkdir -p {W}/fx && cd {W}/fx && xz -T0 -dc {archive} | tar -xf -", True))[1],
+        "redist, file://": one_archive(BINS[0], f"file://{W}/www"),
     },
     "14 components": {
         "floor: all decoded at once": lambda: (os.sync(), run(
             f"printf '%s\\n' {' '.join(cuda_archives)} | xargs -P16 -n1 xz -T0 -dc > /dev/null", True))[1],
+        "floor + files: each | tar -x, all at once": lambda: (fresh(f"{W}/fx"), run(
+            f"printf '%s\\n' {' '.join(cuda_archives)} | xargs -P16 -I{{}} sh -c "
+            f"'d={W}/fx/$(basename {{}}); mkdir -p $d && xz -T0 -dc {{}} | tar -xf - -C $d'", True))[1],
+        "redist, file://": components(BINS[0], f"file://{W}/m/www"),
     },
 }
 for i, b in enumerate(BINS):
