@@ -947,16 +947,29 @@ class Bench:
         xargs = Contender(f"xargs -P{self.cores} xz -T1 -dc (largest first)",
                           "printf '%s\\n' " + " ".join(shlex.quote(f) for f in largest_first)
                           + f" | xargs -P{self.cores} -n1 xz -T1 -dc", shell=True)
+        # The same decodes writing the files (tar -x, no hash, no cache copy):
+        # what writing 471 MiB costs on this machine, which the floor above
+        # leaves out and every installer pays.
+        files_dir = self.d("multi-floor-files")
+        assert "'" not in files_dir
+        with_files = Contender(f"xargs -P{self.cores} xz -T1 -dc, each into tar -x (largest first)",
+                               "printf '%s\\n' " + " ".join(shlex.quote(f) for f in largest_first)
+                               + f" | xargs -P{self.cores} -I{{}} sh -c "
+                               + f"'d={files_dir}/$(basename {{}}) && mkdir -p \"$d\" && "
+                               + "xz -T1 -dc {} | tar -xf - -C \"$d\"'", shell=True,
+                               prepare=lambda: (rmtree(files_dir), os.makedirs(files_dir)),
+                               cleanup=lambda: rmtree(files_dir))
         log(f"multi-component: {self.args.runs} round(s) of {ours.name} | "
             f"{len(decoders)} single-threaded decodes | {xargs.name}")
         for i in range(self.args.runs):
             # Alternate: the fetch, then every decode (order flips each round).
-            seq = [ours] + decoders + [xargs] if i % 2 == 0 else [xargs] + decoders + [ours]
+            seq = ([ours] + decoders + [xargs, with_files] if i % 2 == 0
+                   else [with_files, xargs] + decoders + [ours])
             for c in seq:
-                run_rounds([c], 1, files if c in (ours, xargs) else [], self.args.drop_caches)
+                run_rounds([c], 1, files if c in (ours, xargs, with_files) else [], self.args.drop_caches)
         self.details.append(ours)
         self.details += decoders
-        self.details.append(xargs)
+        self.details += [xargs, with_files]
         # Per round: sum of single-threaded decodes; median over rounds.
         sums = [sum(d.samples[i].wall for d in decoders) for i in range(self.args.runs)]
         cpu_sums = [sum(d.samples[i].cpu for d in decoders) for i in range(self.args.runs)]
@@ -976,6 +989,11 @@ class Bench:
         self.rows.append(Row("5. Multi-component vs parallel shell decode", fmt_s(ours),
                              f"{xargs.name}: {fmt_s(xargs)}", r2, "(info)", None,
                              f"xargs {fmt_mib(xargs.median('rss'))}"))
+        r3 = ours.median("wall") / with_files.median("wall")
+        self.rows.append(Row("5. Multi-component vs parallel decode writing the files", fmt_s(ours),
+                             f"{with_files.name}: {fmt_s(with_files)} "
+                             f"(= {with_files.median('wall') / ideal:.2f}x the floor above)", r3, "(info)", None,
+                             f"tar {fmt_mib(with_files.median('rss'))}"))
 
     def run(self):
         www = self.d("www")
