@@ -418,24 +418,28 @@ bytes flipped(bytes xz, std::size_t pos) {
 // before `dense_head` (stream and block headers) and from `dense_tail`
 // (index and footer) in full, and every 7th byte between them (7 is coprime
 // with the 4-byte padding, so every alignment is hit).
-bool damage_position_visited(std::size_t pos, std::size_t dense_head, std::size_t dense_tail) {
-#ifdef REDIST_TEST_SANITIZED
-    constexpr std::size_t kStride = 7;
-    return pos < dense_head || pos >= dense_tail || pos % kStride == 0;
-#else
-    (void)pos;
-    (void)dense_head;
-    (void)dense_tail;
-    return true;
-#endif
-}
+struct damage_sample {
+    std::size_t dense_head = 0;
+    std::size_t dense_tail = 0;
 
-// The same for a stream with sizes in its block headers: the first block's
-// header and the index are found, with 16 bytes either side.
-bool damage_position_visited(const bytes& xz, std::size_t pos) {
+    bool visits(std::size_t pos) const {
+#ifdef REDIST_TEST_SANITIZED
+        constexpr std::size_t kStride = 7;
+        return pos < dense_head || pos >= dense_tail || pos % kStride == 0;
+#else
+        (void)pos;
+        return true;
+#endif
+    }
+};
+
+// The sample of a stream with sizes in its block headers: the first block's
+// header and the index are found (once, not per position), with 16 bytes
+// either side.
+damage_sample damage_sample_of(const bytes& xz) {
     constexpr std::size_t kMargin = 16;
     const layout l = parse_layout(xz);
-    return damage_position_visited(pos, l.block_data + kMargin, l.index - kMargin);
+    return {l.block_data + kMargin, l.index - kMargin};
 }
 
 // ---- shared inputs ----------------------------------------------------------
@@ -745,8 +749,9 @@ TEST_CASE("xz_decode: every truncation of a multi-block stream is bad_archive", 
     config cfg;
     cfg.threads = threads;
     cfg.piece = piece;
+    const damage_sample sample = damage_sample_of(xz);
     for (std::size_t cut = 0; cut < xz.size(); ++cut) {
-        if (!damage_position_visited(xz, cut)) {
+        if (!sample.visits(cut)) {
             continue;
         }
         CAPTURE(threads, piece, cut, xz.size());
@@ -759,10 +764,11 @@ TEST_CASE("xz_decode: every truncation of a multi-block stream is bad_archive", 
 
 TEST_CASE("xz_decode: every truncation of a streamed block is bad_archive", "[xz_decode]") {
     const bytes xz = encode_streamed(data_small());
+    // A streamed block has no sizes to parse: its header and the stream's
+    // index and footer fit in 64 bytes at either end.
+    const damage_sample sample{64, xz.size() - 64};
     for (std::size_t cut = 0; cut < xz.size(); ++cut) {
-        // A streamed block has no sizes to parse: its header and the stream's
-        // index and footer fit in 64 bytes at either end.
-        if (!damage_position_visited(cut, 64, xz.size() - 64)) {
+        if (!sample.visits(cut)) {
             continue;
         }
         CAPTURE(cut, xz.size());
@@ -809,8 +815,9 @@ TEST_CASE("xz_decode: every single-byte flip agrees with liblzma", "[xz_decode]"
     const unsigned threads = GENERATE(4u, 0u);
     config cfg;
     cfg.threads = threads;
+    const damage_sample sample = damage_sample_of(xz);
     for (std::size_t pos = 0; pos < xz.size(); ++pos) {
-        if (!damage_position_visited(xz, pos)) {
+        if (!sample.visits(pos)) {
             continue;
         }
         CAPTURE(threads, pos, xz.size());
