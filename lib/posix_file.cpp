@@ -96,6 +96,11 @@ constexpr std::string_view temp_marker = ".tmp.";
 
 bool is_atomic_write_temp(std::string_view name) noexcept { return name.find(temp_marker) != std::string_view::npos; }
 
+bool is_atomic_write_temp_of(std::string_view name, std::string_view target) noexcept {
+    return name.size() > target.size() + temp_marker.size() && name.starts_with(target) &&
+           name.substr(target.size()).starts_with(temp_marker);
+}
+
 result<void> atomic_write(const std::filesystem::path& path, std::string_view bytes, durability how, unsigned mode) {
     static std::atomic<unsigned> counter{0};
     const std::filesystem::path tmp = path.string() + std::string(temp_marker) + std::to_string(::getpid()) + "." +

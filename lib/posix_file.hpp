@@ -107,5 +107,8 @@ void fsync_directory(const std::filesystem::path& dir) noexcept;
 
 // True when `name` (a file name, not a path) is a temp file of atomic_write.
 bool is_atomic_write_temp(std::string_view name) noexcept;
+// True when `name` is a temp file of atomic_write for the file named `target`
+// ("<target>.tmp.<pid>.<n>"), e.g. one a killed run left.
+bool is_atomic_write_temp_of(std::string_view name, std::string_view target) noexcept;
 
 }  // namespace redist

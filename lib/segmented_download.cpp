@@ -576,10 +576,9 @@ void remove_segment_record(const fs::path& part_file) noexcept {
     // ("<record>.tmp.<pid>.<n>"). The caller holds the blob's lock, so no live
     // process is writing one. Names are matched exactly and unlinked, never
     // followed.
-    const std::string temp_prefix = record.filename().string() + ".tmp.";
+    const std::string record_name = record.filename().string();
     for (fs::directory_iterator it(record.parent_path(), ignored), end; !ignored && it != end; it.increment(ignored)) {
-        const std::string name = it->path().filename().string();
-        if (name.size() > temp_prefix.size() && name.compare(0, temp_prefix.size(), temp_prefix) == 0) {
+        if (is_atomic_write_temp_of(it->path().filename().string(), record_name)) {
             std::error_code also_ignored;
             fs::remove(it->path(), also_ignored);
         }

@@ -68,6 +68,15 @@ TEST_CASE("atomic_write replaces a symlink instead of writing through it") {
     CHECK(entries == 2);
 }
 
+TEST_CASE("is_atomic_write_temp_of matches the temp names of one target only") {
+    CHECK(is_atomic_write_temp_of("a.segments.tmp.42.0", "a.segments"));
+    CHECK_FALSE(is_atomic_write_temp_of("a.segments.tmp.", "a.segments"));  // nothing after the marker
+    CHECK_FALSE(is_atomic_write_temp_of("a.segments", "a.segments"));
+    CHECK_FALSE(is_atomic_write_temp_of("b.a.segments.tmp.42.0", "a.segments"));
+    CHECK_FALSE(is_atomic_write_temp_of("a.segments.other.tmp.42.0", "a.segments"));
+    CHECK_FALSE(is_atomic_write_temp_of("a.segmentstmp.42.0", "a.segments"));
+}
+
 TEST_CASE("atomic_write fails cleanly where it cannot write") {
     const fs::path dir = scratch("fail");
     auto missing_dir = atomic_write(dir / "no" / "such" / "file", "x", durability::full);
