@@ -207,6 +207,9 @@ public:
     result<void> run(int connections, std::uint64_t& delivered, download_callbacks& callbacks, segmented_stats& stats,
                      transfer_failure_info* failure);
     bool fallback() const { return fallback_; }
+    // The server ignored the first request's Range and its 200 body became
+    // the one stream (no second request; no byte sent twice).
+    bool whole_stream() const { return whole_stream_; }
 
 private:
     void worker();
@@ -234,6 +237,11 @@ private:
     std::atomic<bool> stop_{false};
     std::size_t head_ = 0;  // first chunk not done
     bool fallback_ = false;
+    // One request goes first; the other connections open only once it was
+    // answered with a 206 (ranges_confirmed_). A 200 instead turns that
+    // request into the whole download (whole_stream_).
+    bool ranges_confirmed_ = false;
+    bool whole_stream_ = false;
     std::optional<error> fatal_;
     transfer_failure_info fatal_info_;
     std::string validator_;     // ETag (else Last-Modified) of the first response
@@ -300,14 +308,32 @@ void segmented_run::fetch(chunk& c) {
     }
     bool range_ignored = false;
     bool progressed = false;
+    std::uint64_t skip = 0;  // a 200's body starts at byte 0, not at `offset`
     download_callbacks cb;
     cb.on_response = [&](const response_info& info) -> result<void> {
-        if (!info.partial) {
-            range_ignored = true;  // a 200: nothing of this body is used
-            return make_error(error_code::cancelled, "the server ignores byte ranges");
-        }
         const std::string validator = !info.etag.empty() ? info.etag : info.last_modified;
         std::lock_guard lock(mutex_);
+        if (!info.partial) {
+            if (ranges_confirmed_) {
+                // Ranges worked before and other connections hold chunks:
+                // nothing of this body is used; one stream from the prefix.
+                range_ignored = true;
+                return make_error(error_code::cancelled, "the server ignores byte ranges");
+            }
+            // The first request (no other is running): its body is the
+            // whole file, so this chunk now runs to the end and the chunks
+            // after it are dropped (any done ones among them are rewritten
+            // with the same bytes, which the caller's hash checks anyway).
+            if (!whole_stream_) {
+                whole_stream_ = true;
+                c.end = size_;
+                chunks_.resize(static_cast<std::size_t>(&c - chunks_.data()) + 1);
+            }
+            skip = offset;
+        } else {
+            ranges_confirmed_ = !whole_stream_;
+            progress_cv_.notify_one();  // the caller opens the other connections
+        }
         if (validator_.empty()) validator_ = validator;
         else if (!validator.empty() && validator != validator_)
             return make_error(error_code::integrity, "the file changed during the download")
@@ -316,6 +342,11 @@ void segmented_run::fetch(chunk& c) {
     };
     cb.on_data = [&](const std::byte* data, std::size_t n) -> result<void> {
         if (stop_) return make_error(error_code::cancelled, "segmented download stopped");
+        const auto dropped = static_cast<std::size_t>(std::min<std::uint64_t>(skip, n));
+        skip -= dropped;
+        data += dropped;
+        n -= dropped;
+        if (n == 0) return {};
         if (n > c.end - offset)
             return make_error(error_code::integrity, "more bytes than the range asked for").with_url(sanitize_url(url_));
         REDIST_TRY_VOID(pwrite_all(fd_, data, n, offset, spool_path_));
@@ -387,7 +418,14 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
         std::count_if(chunks_.begin(), chunks_.end(), [](const chunk& c) { return c.st != chunk::state::done; }));
     std::vector<std::thread> threads;
     const std::size_t n = std::min<std::size_t>(static_cast<std::size_t>(std::max(1, connections)), pending);
-    for (std::size_t i = 0; i < n; ++i) threads.emplace_back([this] { worker(); });
+    // One connection first: a server that ignores ranges then costs no
+    // extra request (its 200 becomes the stream), one that is down gets one
+    // attempt at a time, and the first bytes (what the decoder needs) are
+    // asked for at once. The rest follow the first 206 (one round trip).
+    if (n > 0) threads.emplace_back([this] { worker(); });
+    const auto open_the_others = [&] {
+        for (std::size_t i = threads.size(); i < n; ++i) threads.emplace_back([this] { worker(); });
+    };
 
     result<void> outcome;
     // The resume record is rewritten each time a chunk finished or the prefix
@@ -398,9 +436,11 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
     std::size_t recorded_finished = 0;
     while (delivered < size_) {
         std::unique_lock lock(mutex_);
+        const auto others_due = [&] { return ranges_confirmed_ && !whole_stream_ && threads.size() < n; };
         progress_cv_.wait_for(lock, std::chrono::seconds(1),
-                              [&] { return stop_.load() || contiguous_end() > delivered; });
+                              [&] { return stop_.load() || contiguous_end() > delivered || others_due(); });
         if (stop_) break;
+        if (others_due()) open_the_others();
         const std::uint64_t available = contiguous_end();
         std::optional<segment_record> record;
         if (!part_file_.empty() && (available >= recorded + kRecordStep || finished_ != recorded_finished ||
@@ -703,6 +743,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         auto outcome = run.run(segments.connections, delivered, callbacks, stats, failure);
         if (!outcome.ok() && !run.fallback()) return std::move(outcome).error_value();
         if (!run.fallback()) {
+            stats.segmented = !run.whole_stream();
             if (!spool.part_file.empty()) remove_segment_record(spool.part_file);
             return stats;
         }

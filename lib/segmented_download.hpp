@@ -20,8 +20,11 @@
 //    spool, which is the cache's .part file anyway.
 //  * A failed chunk keeps what it wrote and is retried from there when the
 //    caller's retry hook says so; the other chunks go on.
-//  * A server that answers a Range request with 200 makes the whole download
-//    fall back to one stream (no byte is delivered twice).
+//  * One request goes first; the other connections open when it is answered
+//    with a 206. A server that answers it with 200 (it ignores ranges) gets
+//    no other request: that body becomes the one stream (the bytes before
+//    the asked-for offset are dropped; no byte is delivered twice). A 200
+//    after ranges worked stops the run, which goes on as one stream.
 //  * Resume: next to a .part spool, "<part>.segments" lists the byte ranges
 //    known to be in the .part (the contiguous prefix and finished chunks
 //    beyond it). It is untrusted (parse_segment_record, fuzzed): anything

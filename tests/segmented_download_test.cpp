@@ -8,10 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "fixtures/fault_server_support.hpp"
 #include "redist/verify.hpp"
@@ -186,6 +188,74 @@ TEST_CASE("a server that ignores ranges falls back to one stream", "[segmented]"
     CHECK(s.responses == 1);
     CHECK(redist_test::slurp(spool.part_file) == f.blob);
     CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
+    // The first request asked for a range and got the whole file: its body
+    // is the download. No other connection was opened, nothing sent twice.
+    const auto log = f.server->log();
+    REQUIRE(log.size() == 1);
+    CHECK(log[0].status == 200);
+    CHECK(log[0].range.has_value());
+    CHECK(body_bytes(log) == kSize);
+    CHECK(r->requests == 1);
+}
+
+TEST_CASE("a server that ignores ranges, resuming a spool: the kept bytes of its 200 are skipped", "[segmented]") {
+    auto& f = shared_fixture();
+    f.server->set_faults(R"({"/blob.bin": {"ignore_range": true}})");
+    const fs::path dir = redist_test::scratch("ignore-range-resume");
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    // A prefix, and a finished segment beyond a hole, as a killed run leaves them.
+    std::string kept = f.blob.substr(0, 300'000);
+    kept.resize(900'000, 'x');
+    kept.replace(600'000, 300'000, f.blob.substr(600'000, 300'000));
+    redist_test::write(spool.part_file, kept);
+    redist_test::write(redist::segment_record_path(spool.part_file),
+                       "redist-segments 1\nsize 2000000\n0 300000\n600000 900000\n");
+    sink s;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK_FALSE(r->segmented);
+    CHECK(s.bytes == kSize);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(redist_test::slurp(spool.part_file) == f.blob);
+    CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
+    const auto log = f.server->log();
+    REQUIRE(log.size() == 1);
+    CHECK(log[0].range.value_or("").starts_with("bytes=300000-"));  // the first missing byte
+    CHECK(log[0].status == 200);
+    CHECK(body_bytes(log) == kSize);  // the server sent all; the kept prefix was dropped, not delivered twice
+}
+
+TEST_CASE("the other connections open only after the first request got a 206", "[segmented]") {
+    auto& f = shared_fixture();
+    // The first request waits, then fails before a byte. A run that opened
+    // all its connections at once would start others while it waits.
+    f.server->set_faults(R"({"/blob.bin": {"status": 503, "times": 1, "delay_seconds": 0.3}})");
+    const fs::path dir = redist_test::scratch("first-alone");
+    sink s;
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK(r->segmented);
+    CHECK(s.hex() == sha256_of(f.blob));
+    const auto log = f.server->log();
+    REQUIRE(log.size() > 3);
+    const auto first = std::min_element(log.begin(), log.end(),
+                                        [](const auto& a, const auto& b) { return a.began < b.began; });
+    CHECK(first->status == 503);
+    // Nothing began before the 503 ended, and the next request, alone, got the 206 that opened the others.
+    std::vector<redist_test::request_log_entry> rest;
+    for (const auto& e : log)
+        if (&e != &*first) rest.push_back(e);
+    std::sort(rest.begin(), rest.end(), [](const auto& a, const auto& b) { return a.began < b.began; });
+    for (const auto& e : rest) CHECK(e.began > first->ended);
+    CHECK(rest.front().status == 206);
+    std::uint64_t sent = 0;
+    for (const auto& e : rest) sent += e.bytes_sent;
+    CHECK(sent == kSize);  // every byte once (the 503's body is not the file's)
 }
 
 TEST_CASE("a 206 for the wrong range is an error", "[segmented]") {
