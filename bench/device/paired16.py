@@ -10,7 +10,8 @@ an A/B on one machine at one time.
 
 Two more contenders per scenario separate what the goal's floor leaves out: "floor + files" decodes the same way
 and writes the files (`xz -T0 -dc | tar -x`, no download, no hash), and "redist, file://" installs from the same
-mirror as a directory, without python's http.server in the way.
+mirror as a directory, without python's http.server in the way. PAIRED_AB_ONLY=1 in the environment leaves
+out every contender but the floor and the builds (more rounds of an A/B in the same time).
 """
 import os, shutil, statistics, subprocess, sys, time
 
@@ -83,6 +84,10 @@ scenarios = {
         "redist, file://": components(BINS[0], f"file://{W}/m/www"),
     },
 }
+if os.environ.get("PAIRED_AB_ONLY"):  # an A/B with more rounds in the same time: the floor and the builds only
+    for contenders in scenarios.values():
+        for name in list(contenders)[1:]:
+            del contenders[name]
 for i, b in enumerate(BINS):
     name = "redist" if len(BINS) == 1 else f"redist {'AB'[i]} ({b})"
     scenarios["one archive"][name] = one_archive(b)
