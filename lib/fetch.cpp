@@ -677,6 +677,19 @@ result<void> apply_exclude(staged_component& staged, const std::vector<std::stri
 
 }  // namespace
 
+unsigned default_jobs(const std::vector<std::uint64_t>& archive_sizes, unsigned cores) {
+    const unsigned most = std::max(1u, cores);
+    std::uint64_t total = 0;
+    std::uint64_t largest = 0;
+    for (const std::uint64_t size : archive_sizes) {
+        total = size > UINT64_MAX - total ? UINT64_MAX : total + size;  // hostile sizes saturate
+        largest = std::max(largest, size);
+    }
+    if (largest == 0) return most;
+    const std::uint64_t slots = total / largest + (total % largest != 0 ? 1 : 0);
+    return static_cast<unsigned>(std::clamp<std::uint64_t>(slots, 1, most));
+}
+
 result<staged_install> stage_install(const install_request& request, const prefix_lock& lock,
                                      const std::vector<receipt>& receipts, const std::vector<std::string>& exclude) {
     staged_install out;
@@ -722,7 +735,11 @@ result<staged_install> stage_install(const install_request& request, const prefi
     std::atomic<bool> abort_all{false};
     std::atomic<std::size_t> next{0};
     const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const std::size_t workers = std::min<std::size_t>(todo.size(), request.jobs ? request.jobs : cores);
+    std::vector<std::uint64_t> sizes;
+    sizes.reserve(todo.size());
+    for (const std::size_t i : todo) sizes.push_back(request.artifacts[i].size);
+    const std::size_t workers = std::min<std::size_t>(todo.size(),
+                                                      request.jobs ? request.jobs : default_jobs(sizes, cores));
     std::vector<std::thread> pool;
     for (std::size_t w = 0; w < workers; ++w) {
         pool.emplace_back([&] {

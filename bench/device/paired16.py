@@ -11,7 +11,8 @@ an A/B on one machine at one time.
 Two more contenders per scenario separate what the goal's floor leaves out: "floor + files" decodes the same way
 and writes the files (`xz -T0 -dc | tar -x`, no download, no hash), and "redist, file://" installs from the same
 mirror as a directory, without python's http.server in the way. PAIRED_AB_ONLY=1 in the environment leaves
-out every contender but the floor and the builds (more rounds of an A/B in the same time).
+out every contender but the floor and the builds (more rounds of an A/B in the same time). PAIRED_VARIANTS and
+PAIRED_SCENARIOS (below) add option variants of the first build and pick scenarios.
 """
 import os, shutil, statistics, subprocess, sys, time
 
@@ -59,10 +60,10 @@ def one_archive(bin_dir, base_url=CUDNN_URL):
                     "--quiet"]))[1]
 
 
-def components(bin_dir, base_url=CUDA_URL):
+def components(bin_dir, base_url=CUDA_URL, extra=()):
     return lambda: (fresh(f"{W}/mp", f"{W}/mc"), run([f"{bin_dir}/redist", "fetch", "cuda", "13.9.9", "--base-url",
                     base_url, "--prefix", f"{W}/mp", "--cache-dir", f"{W}/mc", "--platform", "linux-x86_64",
-                    "--quiet"]))[1]
+                    "--quiet", *extra]))[1]
 
 
 scenarios = {
@@ -93,6 +94,13 @@ for i, b in enumerate(BINS):
     scenarios["one archive"][name] = one_archive(b)
     scenarios["14 components"][name] = components(b)
 
+# PAIRED_VARIANTS="--jobs 4;--jobs 8": more 14-component contenders, the first build with those options.
+for variant in filter(None, os.environ.get("PAIRED_VARIANTS", "").split(";")):
+    scenarios["14 components"][f"redist {variant}"] = components(BINS[0], extra=variant.split())
+# PAIRED_SCENARIOS="14 components": only the scenarios named (comma-separated).
+if os.environ.get("PAIRED_SCENARIOS"):
+    keep = os.environ["PAIRED_SCENARIOS"].split(",")
+    scenarios = {k: v for k, v in scenarios.items() if k in keep}
 for scenario, contenders in scenarios.items():
     names = list(contenders)
     results = {n: [] for n in names}

@@ -164,6 +164,18 @@ public:
     virtual void on_mirror(const mirror_event&) {}  // mirror_releases' steps
 };
 
+// How many artifacts a fetch runs at once by default: enough job slots that
+// the others, started largest first, fit beside the largest one:
+// ceil(total bytes / largest archive's bytes), within 1..cores.
+// Why: the largest archive is the run's long pole (its download and decode
+// take longest), and more artifacts at once only take bandwidth and CPU from
+// it. Measured on 16 cores (bench/RESULTS.md, session 9), 14 components
+// (1.3 GiB, the largest 373 MiB): 4 at once (this rule's answer) 0.96x the
+// decode floor, 6: 1.00x, 8: 1.08x, all 14: 1.13x. Archives of one xz block
+// decode on one thread each; with these slots the others still finish
+// within the largest one's time (the bound of any order).
+unsigned default_jobs(const std::vector<std::uint64_t>& archive_sizes, unsigned cores);
+
 struct install_request {
     std::filesystem::path prefix;
     std::string product;
@@ -173,7 +185,7 @@ struct install_request {
     std::map<std::string, std::string> component_versions;  // component key -> version, for receipts
     bool force = false;                                     // reinstall even when receipts match
     link_mode tree_link_mode = link_mode::auto_select;      // how cached trees are placed (see cache.hpp)
-    unsigned jobs = 0;                                      // concurrent artifacts; 0 = cores
+    unsigned jobs = 0;  // concurrent artifacts; 0 = default_jobs() of the artifacts to fetch
     // Ranged connections per archive (http/https): 0 = the default, 6
     // connections for archives of 64 MiB or more (measured:
     // bench/capped_link.py); N > 1 splits any archive of at least 8 MiB;

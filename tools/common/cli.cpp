@@ -153,7 +153,9 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                    "default), reflink, copy, or hardlink (instant, but prefixes share inodes with the cache)")
         ->check(CLI::IsMember({"auto", "reflink", "hardlink", "copy"}))
         ->type_name("MODE");
-    app.add_option("--jobs,-j", options.jobs, "Artifacts fetched concurrently (default: number of cores)")
+    app.add_option("--jobs,-j", options.jobs,
+                   "Artifacts fetched at once, largest first (default: enough for the others to finish beside the "
+                   "largest, ceil(total size / largest size), at most the number of cores)")
         ->type_name("N");
     app.add_option("--connections", options.connections,
                    "Ranged connections per archive, for links that cap each connection (default: 6 for "
