@@ -68,6 +68,10 @@ struct fixture {
 fixture& shared_fixture() {
     static fixture f;
     f.server->set_faults("{}");
+    // A test that failed on purpose may leave requests in flight (the server
+    // still writing to a closed socket); log() waits for them, so they are
+    // not logged after the reset, into the next test's log.
+    (void)f.server->log();
     f.server->reset();
     return f;
 }
@@ -123,6 +127,19 @@ redist::segment_retry_hook retry_transient(int max_attempts, int* calls = nullpt
     };
 }
 
+// <scratch>/<name>/blob.part: a resumable spool, as the cache gives one.
+redist::spool_location part_spool(const std::string& name) {
+    redist::spool_location spool;
+    spool.part_file = redist_test::scratch(name) / "blob.part";
+    return spool;
+}
+
+// The common call: /blob.bin, small segments, transient failures retried 3 times.
+redist::result<redist::segmented_stats> fetch_blob(fixture& f, const redist::spool_location& spool, sink& s) {
+    return redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                      s.callbacks, retry_transient(3));
+}
+
 std::uint64_t body_bytes(const std::vector<redist_test::request_log_entry>& log) {
     std::uint64_t total = 0;
     for (const auto& e : log) total += e.bytes_sent;
@@ -133,12 +150,9 @@ std::uint64_t body_bytes(const std::vector<redist_test::request_log_entry>& log)
 
 TEST_CASE("segments are fetched as ranges and delivered in order", "[segmented]") {
     auto& f = shared_fixture();
-    const fs::path dir = redist_test::scratch("reassembly");
     sink s;
-    redist::spool_location spool;
-    spool.part_file = dir / "blob.part";
-    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
-                                        s.callbacks, retry_transient(3));
+    const auto spool = part_spool("reassembly");
+    auto r = fetch_blob(f, spool, s);
     REQUIRE(r.ok());
     CHECK(r->segmented);
     CHECK(s.hex() == sha256_of(f.blob));
@@ -175,12 +189,9 @@ TEST_CASE("a temp spool without a cache works the same", "[segmented]") {
 TEST_CASE("a server that ignores ranges falls back to one stream", "[segmented]") {
     auto& f = shared_fixture();
     f.server->set_faults(R"({"/blob.bin": {"ignore_range": true}})");
-    const fs::path dir = redist_test::scratch("ignore-range");
     sink s;
-    redist::spool_location spool;
-    spool.part_file = dir / "blob.part";
-    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
-                                        s.callbacks, retry_transient(3));
+    const auto spool = part_spool("ignore-range");
+    auto r = fetch_blob(f, spool, s);
     REQUIRE(r.ok());
     CHECK_FALSE(r->segmented);
     CHECK(s.bytes == kSize);  // no byte twice
@@ -232,12 +243,9 @@ TEST_CASE("the other connections open only after the first request got a 206", "
     // The first request waits, then fails before a byte. A run that opened
     // all its connections at once would start others while it waits.
     f.server->set_faults(R"({"/blob.bin": {"status": 503, "times": 1, "delay_seconds": 0.3}})");
-    const fs::path dir = redist_test::scratch("first-alone");
     sink s;
-    redist::spool_location spool;
-    spool.part_file = dir / "blob.part";
-    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
-                                        s.callbacks, retry_transient(3));
+    const auto spool = part_spool("first-alone");
+    auto r = fetch_blob(f, spool, s);
     REQUIRE(r.ok());
     CHECK(r->segmented);
     CHECK(s.hex() == sha256_of(f.blob));
