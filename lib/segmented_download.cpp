@@ -276,6 +276,9 @@ void segmented_run::stop_all() {
 }
 
 // The lowest chunk nobody has whose retry time has come; nullptr: no more work.
+// Until a 206 confirmed ranges, only the lowest pending chunk is handed out
+// (its retries wait for it): a 200 then always answers the request for the
+// first missing byte, so its body can become the whole stream.
 chunk* segmented_run::take() {
     std::unique_lock lock(mutex_);
     for (;;) {
@@ -290,6 +293,7 @@ chunk* segmented_run::take() {
                 return &c;
             }
             wake = wake ? std::min(*wake, c.not_before) : c.not_before;
+            if (!ranges_confirmed_) break;
         }
         if (!wake) return nullptr;
         work_cv_.wait_until(lock, *wake);

@@ -238,6 +238,27 @@ TEST_CASE("a server that ignores ranges, resuming a spool: the kept bytes of its
     CHECK(body_bytes(log) == kSize);  // the server sent all; the kept prefix was dropped, not delivered twice
 }
 
+TEST_CASE("a server that ignores ranges after a failed first request: the retry asks for the first byte again",
+          "[segmented]") {
+    auto& f = shared_fixture();
+    // Attempt 1 of the first chunk: a 503. Attempt 2 must ask for the same
+    // chunk (not skip to the next one), and its 200 becomes the stream.
+    f.server->set_faults(R"({"/blob.bin": {"status": 503, "status_times": 1, "ignore_range": true}})");
+    sink s;
+    const auto spool = part_spool("first-retry-ignored");
+    auto r = fetch_blob(f, spool, s);
+    REQUIRE(r.ok());
+    CHECK_FALSE(r->segmented);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(redist_test::slurp(spool.part_file) == f.blob);
+    const auto log = f.server->log();
+    REQUIRE(log.size() == 2);
+    CHECK(log[0].status == 503);
+    CHECK(log[1].status == 200);
+    CHECK(log[0].range == log[1].range);
+    CHECK(log[1].bytes_sent == kSize);
+}
+
 TEST_CASE("the other connections open only after the first request got a 206", "[segmented]") {
     auto& f = shared_fixture();
     // The first request waits, then fails before a byte. A run that opened
