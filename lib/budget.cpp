@@ -174,7 +174,7 @@ void run_budget::add_time(profile_stage stage, std::uint64_t busy_ns, std::uint6
     s.bytes.fetch_add(bytes, std::memory_order_relaxed);
 }
 
-void run_budget::mark(const char* event) {
+void run_budget::mark(const char* event) noexcept {
     const double at = std::chrono::duration<double>(std::chrono::steady_clock::now() - created_).count();
     std::lock_guard lock(marks_mutex_);
     for (auto& m : marks_) {
@@ -184,7 +184,10 @@ void run_budget::mark(const char* event) {
         ++m.count;
         return;
     }
-    marks_.push_back({event, at, at, 1});
+    try {
+        marks_.push_back({event, at, at, 1});
+    } catch (const std::bad_alloc&) {  // a profile line less; called from pool tasks, so never throws
+    }
 }
 
 run_profile run_budget::profile() const {

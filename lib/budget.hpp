@@ -72,7 +72,7 @@ public:
     };
 
     // Notes that an artifact (or the run) reached `event` now (--profile).
-    void mark(const char* event);
+    void mark(const char* event) noexcept;
 
     void add_time(profile_stage stage, std::uint64_t busy_ns, std::uint64_t wait_ns, std::uint64_t bytes = 0) noexcept;
     run_profile profile() const;

@@ -356,10 +356,11 @@ void hash_zeros(sha256_hasher& hasher, std::uint64_t count) {
 // ---- file writers: the extractor's hand-off to the run's worker pool -------------
 //
 // The extractor thread parses tar headers, creates each regular file itself
-// (confined openat, O_EXCL|O_NOFOLLOW: see create_regular) and then only
-// copies the file's data into blocks of up to kBlockBytes. Each file is a
-// file_job: a strand whose blocks a pool worker hashes in order (SHA-256 is
-// sequential), writing them with pwrite as it goes. A file of kSplitBytes or
+// (confined openat, O_EXCL|O_NOFOLLOW: see create_regular) and then hands
+// the file's data on: as slices of the decoded xz block it lies in (no copy;
+// see extractor::slice_of), else copied into blocks of up to kBlockBytes.
+// Each file is a file_job: a strand whose blocks a pool worker hashes in
+// order (SHA-256 is sequential), writing them with pwrite as it goes. A file of kSplitBytes or
 // more also gets each block's pwrite posted as a task of its own, so that
 // several workers write one large library while its owner hashes. The last
 // task of a file to finish sets the size (sparse files end in holes), mode
@@ -436,14 +437,20 @@ struct write_state {
     std::vector<std::unique_ptr<std::byte[]>> spares;  // capacity reserved up front
 };
 
-// Bytes of one file at one offset. Its capacity is reserved from the pool
-// and released when the last task holding it lets go.
+// Bytes of one file at one offset: either a copy, whose capacity is reserved
+// from the pool and released when the last task holding it lets go, or a
+// slice of a decoded xz block (see extractor::slice_of), which holds the
+// block, and with it the block's lease of the decoders' memory.
 struct data_block {
     std::unique_ptr<std::byte[]> bytes;
+    std::shared_ptr<const chunk> source;  // a slice: the block it points into
+    const std::byte* slice = nullptr;
     std::size_t size = 0;
-    std::size_t capacity = 0;
+    std::size_t capacity = 0;  // of `bytes`; 0 for a slice
     std::uint64_t offset = 0;
-    std::shared_ptr<write_state> state;  // set once the capacity is reserved
+    std::shared_ptr<write_state> state;  // set once the capacity is reserved; null for a slice
+
+    const std::byte* data() const noexcept { return source ? slice : bytes.get(); }
 
     data_block() = default;
     data_block(const data_block&) = delete;
@@ -493,8 +500,9 @@ public:
         if (state_->inline_writes) return end_of_data();
         if (block && meta_.split) {
             outstanding_.fetch_add(1, std::memory_order_relaxed);
-            state_->pool->post([self = shared_from_this(), block] {
+            state_->pool->post([self = shared_from_this(), block]() mutable {
                 self->guarded([&] { return self->write_block(*block); });
+                block.reset();  // before the file can finish: a slice holds decoder memory
                 self->release_one();
             });
         }
@@ -549,7 +557,7 @@ private:
             }
             if (!block) return end_of_data();  // nothing follows the end marker
             guarded([&]() -> result<void> {
-                hash_at(block->bytes.get(), block->size, block->offset);
+                hash_at(block->data(), block->size, block->offset);
                 if (!meta_.split) return write_block(*block);
                 return {};
             });
@@ -568,9 +576,7 @@ private:
         release_one();
     }
 
-    result<void> write_block(const data_block& block) const {
-        return write_at(block.bytes.get(), block.size, block.offset);
-    }
+    result<void> write_block(const data_block& block) const { return write_at(block.data(), block.size, block.offset); }
 
     result<void> write_at(const std::byte* data, std::size_t size, std::uint64_t offset) const {
         std::size_t done = 0;
@@ -642,6 +648,11 @@ public:
     extractor(std::string stage, const unpack_options& options, std::shared_ptr<write_state> state)
         : stage_(std::move(stage)), options_(options), state_(std::move(state)) {}
 
+    // The chunk that the reader's callback handed to libarchive last (a tar
+    // stream from our xz decoder): file data inside a decoded block is passed
+    // to the writers as slices of it, not copied (see slice_of).
+    void read_from(const std::shared_ptr<chunk>* current) noexcept { current_chunk_ = current; }
+
     // Outcomes: ok | bad_archive | unsafe_archive | filesystem | internal | cancelled.
     // Waits for every file it handed to the workers before returning.
     result<void> run(archive* in) {
@@ -675,6 +686,8 @@ public:
     }
 
     std::uint64_t wait_ns() const noexcept { return wait_ns_; }
+    // File data copied into admitted blocks rather than passed on as slices.
+    std::uint64_t copied_bytes() const noexcept { return copied_bytes_; }
 
 private:
     // Where an entry goes: its stage-relative path and the depth of its directory.
@@ -963,6 +976,12 @@ private:
                 pos = at + len;
                 continue;
             }
+            if (auto slice = slice_of(bytes, len, at)) {
+                if (block) job.add(std::exchange(block, nullptr));
+                job.add(std::move(slice));
+                pos = at + len;
+                continue;
+            }
             while (len > 0) {
                 if (!block || block->offset + block->size != at || block->size == block->capacity) {
                     if (block) job.add(std::move(block));
@@ -970,6 +989,7 @@ private:
                 }
                 const std::size_t n = std::min(len, block->capacity - block->size);
                 std::memcpy(block->bytes.get() + block->size, bytes, n);
+                copied_bytes_ += n;
                 block->size += n;
                 at += n;
                 bytes += n;
@@ -981,6 +1001,30 @@ private:
         // The end of the data may be a hole: it counts against the cap too.
         if (declared > pos && !within_cap(declared - pos)) return expansion_error(options_.max_output_bytes);
         return {};
+    }
+
+    // Data that libarchive returned from inside a decoded xz block (it points
+    // into the chunk its read callback handed over, not into a buffer of its
+    // own) becomes a slice that holds the block: no copy on this one thread,
+    // which was the serial stage behind 16 decoders (16 cores: the writes
+    // finished 0.14-0.18 s after the last block was decoded). Such a block
+    // carries its lease of the decoders' memory until the last slice is
+    // written, so that memory, not the pool's admission, bounds it. Anything
+    // else (streamed 1 MiB chunks without a lease, libarchive's own gzip/zstd
+    // buffers, zip) is copied into admitted blocks.
+    block_ptr slice_of(const std::byte* bytes, std::size_t len, std::uint64_t offset) const {
+        if (!current_chunk_ || !*current_chunk_) return nullptr;
+        const auto& source = *current_chunk_;
+        const std::byte* begin = source->bytes.get();
+        if (!source->lease || bytes < begin || bytes > begin + source->size ||
+            len > static_cast<std::size_t>(begin + source->size - bytes))
+            return nullptr;
+        auto block = std::make_shared<data_block>();
+        block->source = source;
+        block->slice = bytes;
+        block->size = len;
+        block->offset = offset;
+        return block;
     }
 
     result<block_ptr> new_block(std::uint64_t offset, std::uint64_t wanted) {
@@ -1106,7 +1150,9 @@ private:
         replaced_.push_back(false);
     }
 
-    std::string stage_;  // canonical, absolute, no trailing slash
+    std::string stage_;                                      // canonical, absolute, no trailing slash
+    const std::shared_ptr<chunk>* current_chunk_ = nullptr;  // see read_from
+    std::uint64_t copied_bytes_ = 0;                         // file data copied, not sliced (--profile)
     const unpack_options& options_;
     std::shared_ptr<write_state> state_;
     archive_writer out_;
@@ -1334,6 +1380,7 @@ private:
         o.max_output = options_.max_output_bytes;
         o.stream_chunk = kLzmaOutBuffer;
         o.stop = &failed_;
+        o.mark = [budget = budget_.get()](const char* event) { budget->mark(event); };
         auto r = decode_xz(in, out, o);
         if (!r) {
             if (out.over_limit) fail(expansion_error(options_.max_output_bytes));
@@ -1341,13 +1388,15 @@ private:
             return;
         }
         budget_->add_time(profile_stage::decoder, r->busy_ns, r->wait_ns, r->decoded);
+        budget_->mark("decoded");
         tar_.close();
     }
 
     // ---- extractor thread (tar streams)
     struct read_source {
         chunk_queue* queue;
-        chunk current;
+        // Shared with the slices the writers hold (extractor::slice_of).
+        std::shared_ptr<chunk> current;
         std::uint64_t wait_ns = 0;
     };
 
@@ -1356,14 +1405,19 @@ private:
     // input; ARCHIVE_FATAL (with an error set) aborts the read.
     static la_ssize_t read_callback(archive* a, void* user, const void** buffer) {
         auto* src = static_cast<read_source*>(user);
-        src->queue->recycle(std::move(src->current));  // libarchive is done with it
+        // libarchive is done with it. Only this thread makes slices, so when
+        // none is left no new one can appear; otherwise the last one frees it.
+        if (src->current.use_count() == 1) src->queue->recycle(std::move(*src->current));
+        src->current.reset();
         const auto waited = std::chrono::steady_clock::now();
-        const auto got = src->queue->pop(src->current);
+        chunk next;
+        const auto got = src->queue->pop(next);
         src->wait_ns += ns_since(waited);
         switch (got) {
             case chunk_queue::pop_result::ok:
-                *buffer = src->current.bytes.get();
-                return static_cast<la_ssize_t>(src->current.size);
+                src->current = std::make_shared<chunk>(std::move(next));
+                *buffer = src->current->bytes.get();
+                return static_cast<la_ssize_t>(src->current->size);
             case chunk_queue::pop_result::end: return 0;
             case chunk_queue::pop_result::woken:  // not wakeable: never
             case chunk_queue::pop_result::aborted: break;
@@ -1396,10 +1450,13 @@ private:
             return;
         }
         extractor ex(stage_, options_, writes_);
+        ex.read_from(&src.current);
         auto r = ex.run(in.get());
+        budget_->mark("extracted");  // every entry read; writers may still be busy
         const std::uint64_t wait_ns = src.wait_ns + ex.wait_ns();
         const std::uint64_t total_ns = ns_since(started);
-        budget_->add_time(profile_stage::extractor, total_ns > wait_ns ? total_ns - wait_ns : 0, wait_ns);
+        budget_->add_time(profile_stage::extractor, total_ns > wait_ns ? total_ns - wait_ns : 0, wait_ns,
+                          ex.copied_bytes());
         if (!r) {
             fail(std::move(r).error_value());
             return;
@@ -1407,6 +1464,8 @@ private:
         // The tar end marker may come before the end of the data (block
         // padding). Drain the rest so the xz decoder reaches the end of the
         // stream and verifies its checks, rather than blocking on a full queue.
+        // The last block goes first: its memory may be what the decoder needs.
+        src.current.reset();
         chunk scratch;
         for (;;) {
             const auto got = queue.pop(scratch);

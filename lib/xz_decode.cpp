@@ -339,9 +339,13 @@ private:
         for (auto& f : options->filters) f = lzma_filter{LZMA_VLI_UNKNOWN, nullptr};  // now the job's
         memory_gate* gate = options_.memory;
         xz_input* input = &in_.input();
+        // options_ outlives the task: the destructor waits for every pending block.
+        const auto* mark = options_.mark ? &options_.mark : nullptr;
         options_.pool->post(
-            [job, gate, input] {
+            [job, gate, input, mark] {
+                if (mark) (*mark)("xz block began");
                 job->run();
+                if (mark) (*mark)("xz block decoded");
                 job->work.reset();
                 // Under the gate's lock: the decoder outlives every block that
                 // is not done yet (its destructor waits for them there).

@@ -31,6 +31,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 
 #include "memory_gate.hpp"
@@ -134,6 +135,10 @@ struct xz_decode_options {
     // Set by the owner to stop: waits end and decode_xz returns "stopped".
     // The owner must also call memory->notify() after setting it.
     const std::atomic<bool>* stop = nullptr;
+    // Called from the pool worker as each pool block begins and ends decoding
+    // ("xz block began" / "xz block decoded"), for --profile's timeline.
+    // Empty: no calls. Must not throw.
+    std::function<void(const char* event)> mark;
 };
 
 constexpr std::uint64_t kMaxParallelBlock = std::uint64_t{512} << 20;

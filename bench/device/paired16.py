@@ -25,7 +25,7 @@ CUDNN_URL, CUDA_URL = "http://127.0.0.1:18080", "http://127.0.0.1:18081"
 
 
 def run(cmd, shell=False):
-    """(seconds, peak RSS MiB) of one command; a failure is printed and counts as NaN."""
+    """(seconds, peak RSS MiB, CPU seconds: user + sys) of one command; a failure is printed and counts as NaN."""
     t = time.perf_counter()
     # The carried libraries are for our tools only: the system's curl does not load with them.
     p = subprocess.Popen(cmd, shell=shell, executable="/bin/bash" if shell else None, env=None if shell else ENV,
@@ -34,14 +34,16 @@ def run(cmd, shell=False):
     dt = time.perf_counter() - t
     if status:
         print("FAILED", cmd, p.stderr.read().decode()[-500:], flush=True)
-        return float("nan"), 0.0
-    return dt, usage.ru_maxrss / 1024
+        return float("nan"), 0.0, float("nan")
+    return dt, usage.ru_maxrss / 1024, usage.ru_utime + usage.ru_stime
 
 
 def fresh(*dirs):
     """Removes what a previous run wrote, then syncs, untimed: a run that follows another must not pay for the
     writeback of the 2 GiB that one left dirty (back-to-back installs did, in the first paired run)."""
     for d in dirs:
+        if os.path.isfile(d):
+            os.remove(d)
         shutil.rmtree(d, ignore_errors=True)
     os.sync()
 
@@ -54,10 +56,10 @@ cuda_root = f"{W}/m/www/cuda/redist"
 cuda_archives = sorted(os.path.join(d, f) for d, _, fs in os.walk(cuda_root) for f in fs if f.endswith(".tar.xz"))
 
 
-def one_archive(bin_dir, base_url=CUDNN_URL):
-    return lambda: (fresh(f"{W}/pp", f"{W}/pc"), run([f"{bin_dir}/cudnn-fetch", cudnn_version, "--base-url", base_url,
-                    "--prefix", f"{W}/pp", "--cache-dir", f"{W}/pc", "--cuda", "13", "--platform", "linux-x86_64",
-                    "--quiet"]))[1]
+def one_archive(bin_dir, base_url=CUDNN_URL, extra=(), root=W):
+    return lambda: (fresh(f"{root}/pp", f"{root}/pc"), run([f"{bin_dir}/cudnn-fetch", cudnn_version, "--base-url",
+                    base_url, "--prefix", f"{root}/pp", "--cache-dir", f"{root}/pc", "--cuda", "13", "--platform",
+                    "linux-x86_64", "--quiet", *extra]))[1]
 
 
 def components(bin_dir, base_url=CUDA_URL, extra=()):
@@ -94,6 +96,19 @@ for i, b in enumerate(BINS):
     scenarios["one archive"][name] = one_archive(b)
     scenarios["14 components"][name] = components(b)
 
+# PAIRED_TAIL=1: where one archive's time goes beyond the floor. The same decode into one file (the write
+# alone), `xz | tar` and redist with the tree on tmpfs (/dev/shm: no disk filesystem), and the first build with
+# fewer pool threads than cores (room beside the decoders) or a larger memory budget (no waits at the gate).
+if os.environ.get("PAIRED_TAIL"):
+    shm = "/dev/shm/ge"
+    one = scenarios["one archive"]
+    one["xz -T0 -dc > one file"] = lambda: (fresh(f"{W}/x.tar"), run(f"xz -T0 -dc {archive} > {W}/x.tar", True))[1]
+    one["floor + files on tmpfs"] = lambda: (fresh(f"{shm}/fx"), run(
+        f"mkdir -p {shm}/fx && cd {shm}/fx && xz -T0 -dc {archive} | tar -xf -", True))[1]
+    one["redist, file://, tree and cache on tmpfs"] = one_archive(BINS[0], f"file://{W}/www", root=shm)
+    for variant in ("--threads 10", "--threads 12", "--max-memory 4GiB"):
+        one[f"redist {variant}"] = one_archive(BINS[0], extra=variant.split())
+
 # PAIRED_VARIANTS="--jobs 4;--jobs 8": more 14-component contenders, the first build with those options.
 for variant in filter(None, os.environ.get("PAIRED_VARIANTS", "").split(";")):
     scenarios["14 components"][f"redist {variant}"] = components(BINS[0], extra=variant.split())
@@ -110,14 +125,16 @@ for scenario, contenders in scenarios.items():
         for n in names[shift:] + names[:shift]:
             results[n].append(contenders[n]())
     print(f"\n== {scenario}: {os.cpu_count()} cores, {ROUNDS} paired rounds")
-    print("| contender | median s | runs | median of per-round ratios | ratio range | peak RSS MiB (max) | floor's RSS x |")
-    print("|---|---|---|---|---|---|---|")
-    floors = [t for t, _ in results[floor_name]]
-    floor_rss = max(r for _, r in results[floor_name])
+    print("| contender | median s | runs | median of per-round ratios | ratio range | peak RSS MiB (max) | floor's RSS x "
+          "| median CPU s |")
+    print("|---|---|---|---|---|---|---|---|")
+    floors = [t for t, _, _ in results[floor_name]]
+    floor_rss = max(r for _, r, _ in results[floor_name])
     for n in names:
-        times = [t for t, _ in results[n]]
+        times = [t for t, _, _ in results[n]]
         ratios = [t / f for t, f in zip(times, floors)]
-        rss = max(r for _, r in results[n])
+        rss = max(r for _, r, _ in results[n])
+        cpu = statistics.median(c for _, _, c in results[n])
         print(f"| {n} | {statistics.median(times):.2f} | {' '.join(f'{t:.2f}' for t in times)} | "
               f"{statistics.median(ratios):.3f} | {min(ratios):.3f}-{max(ratios):.3f} | {rss:.0f} | "
-              f"{rss / floor_rss:.2f} |", flush=True)
+              f"{rss / floor_rss:.2f} | {cpu:.2f} |", flush=True)

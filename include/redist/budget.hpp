@@ -45,13 +45,16 @@ struct stage_time {
     std::string stage;  // "transfer" (busy: the archive hash and cache copy), "decoder", "extractor", "writers"
     double busy_seconds = 0;
     double wait_seconds = 0;
-    std::uint64_t bytes = 0;  // bytes the stage produced or consumed
+    // transfer: bytes received; decoder: bytes decoded; extractor: file data
+    // it copied for the writers (data inside a decoded xz block is passed on
+    // without a copy, so with a pool this is mostly 0 for .tar.xz).
+    std::uint64_t bytes = 0;
 };
 
 // When a step of the run ended, in seconds since the run's budget was made:
 // the first and last artifact to get there, and how many did.
 struct profile_mark {
-    std::string event;  // "downloaded", "unpacked", "committed"
+    std::string event;  // e.g. "xz block began", "downloaded", "decoded", "extracted", "unpacked", "committed"
     double first_seconds = 0;
     double last_seconds = 0;
     unsigned count = 0;

@@ -283,13 +283,14 @@ void print_profile(const redist::run_profile& p) {
     std::fprintf(stderr, "profile: %u threads, memory budget %s, peak RSS %s\n", p.threads,
                  human_size(p.max_memory).c_str(), p.peak_rss ? human_size(p.peak_rss).c_str() : "unknown");
     for (const auto& s : p.stages) {
-        std::fprintf(stderr, "profile: %-12s busy %7.2f s  wait %7.2f s", s.stage.c_str(), s.busy_seconds,
+        std::fprintf(stderr, "profile: %-16s busy %7.2f s  wait %7.2f s", s.stage.c_str(), s.busy_seconds,
                      s.wait_seconds);
-        if (s.bytes) std::fprintf(stderr, "  %s", human_size(s.bytes).c_str());
+        if (s.bytes)
+            std::fprintf(stderr, "  %s%s", human_size(s.bytes).c_str(), s.stage == "extractor" ? " copied" : "");
         std::fprintf(stderr, "\n");
     }
     for (const auto& m : p.marks) {
-        std::fprintf(stderr, "profile: %-12s at %6.2f s", m.event.c_str(), m.first_seconds);
+        std::fprintf(stderr, "profile: %-16s at %6.2f s", m.event.c_str(), m.first_seconds);
         if (m.count > 1) std::fprintf(stderr, " (first of %u) to %.2f s (last)", m.count, m.last_seconds);
         std::fprintf(stderr, "\n");
     }
