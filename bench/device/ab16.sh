@@ -3,7 +3,7 @@
 # more of them than paired16.sh fits in one call. It prepares the same mirrors as ../shared/device/e2e.sh (that
 # script without its GPU builds and race.py; multi.py still packs and serves the 14 components and races them
 # once, 3 runs), then runs paired16.py with only the floor and the builds (PAIRED_AB_ONLY=1): .carry/bin, and
-# .carry/bin-b when packed. PAIRED_VARIANTS / PAIRED_SCENARIOS pass through (see paired16.py).
+# .carry/bin-b when packed. PAIRED_VARIANTS / PAIRED_ONE_VARIANTS / PAIRED_SCENARIOS pass through (see paired16.py).
 # Prepare here:  bash bench/device/pack16.sh build [build-b]      Output: $OUT/ab16.log.
 set -u; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; exec > >(tee "$OUT/ab16.log") 2>&1
 C=$PWD/.carry

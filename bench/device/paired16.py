@@ -109,9 +109,12 @@ if os.environ.get("PAIRED_TAIL"):
     for variant in ("--threads 10", "--threads 12", "--max-memory 4GiB"):
         one[f"redist {variant}"] = one_archive(BINS[0], extra=variant.split())
 
-# PAIRED_VARIANTS="--jobs 4;--jobs 8": more 14-component contenders, the first build with those options.
+# PAIRED_VARIANTS="--jobs 4;--jobs 8": more 14-component contenders, the first build with those options;
+# PAIRED_ONE_VARIANTS="--max-memory 4GiB": the same for one archive (cudnn-fetch).
 for variant in filter(None, os.environ.get("PAIRED_VARIANTS", "").split(";")):
     scenarios["14 components"][f"redist {variant}"] = components(BINS[0], extra=variant.split())
+for variant in filter(None, os.environ.get("PAIRED_ONE_VARIANTS", "").split(";")):
+    scenarios["one archive"][f"redist {variant}"] = one_archive(BINS[0], extra=variant.split())
 # PAIRED_SCENARIOS="14 components": only the scenarios named (comma-separated).
 if os.environ.get("PAIRED_SCENARIOS"):
     keep = os.environ["PAIRED_SCENARIOS"].split(",")
