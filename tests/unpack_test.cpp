@@ -881,6 +881,13 @@ std::shared_ptr<redist::run_budget> budget(unsigned threads, std::uint64_t memor
     return std::make_shared<redist::run_budget>(redist::run_limits{threads, memory});
 }
 
+// The bytes a stage of the budget's profile reports (0 when it did not run).
+std::uint64_t stage_bytes(const redist::run_budget& b, const std::string& stage) {
+    for (const auto& s : b.profile().stages)
+        if (s.stage == stage) return s.bytes;
+    return 0;
+}
+
 }  // namespace
 
 TEST_CASE("files written by the worker pool match libarchive's own extraction", "[unpack][pool]") {
@@ -928,12 +935,6 @@ TEST_CASE("file data inside decoded xz blocks reaches the writers without a copy
     std::uint64_t file_bytes = 0;
     for (const auto& s : specs)
         if (s.type == kind::file) file_bytes += s.data.size();
-
-    const auto copied = [](const redist::run_budget& b) {
-        for (const auto& s : b.profile().stages)
-            if (s.stage == "extractor") return s.bytes;
-        return std::uint64_t{0};
-    };
     {
         auto o = opts(redist::archive_format::tar_xz);
         o.budget = budget(4, 256ull << 20);
@@ -942,7 +943,7 @@ TEST_CASE("file data inside decoded xz blocks reaches the writers without a copy
         REQUIRE_OK(r);
         check_same_tree(stage, ref / "top");
         check_entries_match_disk(stage, *r);
-        CHECK(copied(*o.budget) == 0);
+        CHECK(stage_bytes(*o.budget, "extractor") == 0);
         CHECK(o.budget->decode_memory().held() == 0);  // every slice gave its block back
     }
     {
@@ -952,7 +953,7 @@ TEST_CASE("file data inside decoded xz blocks reaches the writers without a copy
         auto r = unpack(build(specs, container::tar_gz), stage, o);
         REQUIRE_OK(r);
         check_same_tree(stage, ref / "top");
-        CHECK(copied(*o.budget) == file_bytes);
+        CHECK(stage_bytes(*o.budget, "extractor") == file_bytes);
     }
 }
 
@@ -984,11 +985,7 @@ TEST_CASE("unpackers sharing one budget each get the same result", "[unpack][poo
     for (auto& r : results) REQUIRE_OK(r);
     CHECK(same(*results[0], *results[1]));
     CHECK(same(*results[0], *results[2]));
-    const auto p = shared->profile();
-    bool saw_decoder = false;
-    for (const auto& s : p.stages)
-        if (s.stage == "decoder") saw_decoder = s.bytes > (36u << 20);
-    CHECK(saw_decoder);
+    CHECK(stage_bytes(*shared, "decoder") > (36u << 20));
 }
 
 TEST_CASE("an extractor waiting for its next block holds none of the decoders' memory", "[unpack][pool]") {
