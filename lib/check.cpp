@@ -267,7 +267,8 @@ struct child_line {
 struct child_outcome {
     std::vector<child_line> lines;
     bool timed_out = false;
-    int signal = 0;  // killed by this signal
+    bool cancelled = false;  // killed because nobody wants the answer any more
+    int signal = 0;          // killed by this signal
     int exit_status = 0;
     std::string spawn_error;
 };
@@ -342,7 +343,9 @@ public:
         if (fd_ >= 0) ::close(fd_);
     }
 
-    child_outcome wait() {
+    // Reads the child's lines until it exits. `cancel_fd`: once readable,
+    // the child is killed (out.cancelled); the caller no longer wants it.
+    child_outcome wait(int cancel_fd = -1) {
         child_outcome out;
         out.spawn_error = spawn_error_;
         if (pid_ <= 0) return out;
@@ -356,10 +359,15 @@ public:
                 ::kill(pid_, SIGKILL);
                 break;
             }
-            pollfd p{fd_, POLLIN, 0};
-            const int r = ::poll(&p, 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
+            pollfd p[2] = {{fd_, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+            const int r = ::poll(p, cancel_fd >= 0 ? 2 : 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
             if (r < 0 && errno == EINTR) continue;
             if (r <= 0) continue;
+            if (p[1].revents != 0 && cancel_fd >= 0) {
+                out.cancelled = true;
+                ::kill(pid_, SIGKILL);
+                break;
+            }
             char buf[4096];
             const ssize_t n = ::read(fd_, buf, sizeof buf);
             if (n < 0 && errno == EINTR) continue;
@@ -435,6 +443,7 @@ std::vector<op_result> collect(const child_outcome& out, std::size_t n_ops) {
 std::string child_death(const child_outcome& out) {
     if (!out.spawn_error.empty()) return "could not start the check process: " + out.spawn_error;
     if (out.timed_out) return "the check process timed out and was killed";
+    if (out.cancelled) return "the check process was stopped";
     if (out.signal)
         return std::string("the check process was killed by signal ") + std::to_string(out.signal) + " (" +
                strsignal(out.signal) + ")";
@@ -486,6 +495,7 @@ private:
     }
     void scan_files();
     std::vector<child_job> plan_children(bool full);
+    bool can_reuse(const driver_info& asked, bool full) const;
     void plan_loaders(std::vector<child_job>& jobs, std::size_t loaders);
     void collect_children(std::vector<child_job>& jobs, driver_answer& driver);
     void apply(const op_meta& m, const op_result& res, const std::string& failure, driver_answer& driver);
@@ -518,6 +528,7 @@ private:
     std::vector<shadow_candidate> shadows_;
     std::map<std::string, std::optional<std::vector<std::string>>> version_defs_;  // by resolved path
     std::string libcuda_;
+    const driver_info* reused_driver_ = nullptr;  // o_.driver_asked, when can_reuse() said so
     int host_class_ = 0;
     unsigned host_machine_ = 0;
 };
@@ -798,7 +809,8 @@ std::vector<child_job> checker::plan_children(bool full) {
                        {"shadow", k});
     libcuda_ = resolver_->find("libcuda.so.1", host_class_, host_machine_, o_.prefix, {}, {});
     if (libcuda_.empty()) return jobs;
-    driver.add({"driver", libcuda_}, {"driver", 0});
+    if (o_.driver_asked && can_reuse(*o_.driver_asked, full)) reused_driver_ = o_.driver_asked;
+    else driver.add({"driver", libcuda_}, {"driver", 0});
     if (!o_.gpu) return jobs;
     for (std::size_t i = 0; i < files_.size(); ++i) {
         const auto [stem, v] = split_so_name(files_[i].abs.filename().string());
@@ -808,6 +820,27 @@ std::vector<child_job> checker::plan_children(bool full) {
         else if (stem == "libcublas.so") probes.add({"gpu-cublas", files_[i].abs.string(), libcuda_}, {"gpu", i});
     }
     return jobs;
+}
+
+// Whether the driver's answer asked before the install (driver_query) is
+// what asking now would say: the same libcuda, outside the prefix (a
+// cuda_compat install may bring its own), and no libcuda.so.1 or
+// libnvidia-ml.so.1 in a prefix lib directory, which the check's loader
+// path puts first (the driver child loads NVML through it when none lies
+// beside libcuda). A full check needs an answer asked at full depth (cuInit
+// when NVML cannot list the GPUs).
+bool checker::can_reuse(const driver_info& asked, bool full) const {
+    if (asked.libcuda.empty() || asked.libcuda != libcuda_) return false;
+    if (full && asked.depth != check_depth::full) return false;
+    const fs::path libcuda(libcuda_);
+    for (auto p = libcuda.parent_path(); !p.empty(); p = p.parent_path()) {
+        if (std::error_code ec; fs::equivalent(p, o_.prefix, ec)) return false;
+        if (p == p.root_path()) break;
+    }
+    for (const auto& dir : prefix_dirs_)
+        for (const char* name : {"libcuda.so.1", "libnvidia-ml.so.1"})
+            if (struct stat st{}; ::lstat((dir / name).c_str(), &st) == 0) return false;
+    return true;
 }
 
 // Every library into one of the first `loaders` jobs, balanced by size,
@@ -922,6 +955,7 @@ result<check_report> checker::run() {
 
     driver_answer driver;
     collect_children(jobs, driver);
+    if (reused_driver_) driver = {reused_driver_->cuda_version, reused_driver_->gpus, reused_driver_->error};
     check_shadows();
     evaluate_driver(driver.cuda, driver.gpus, driver.error);
     if (o_.gpu && libcuda_.empty())
@@ -983,8 +1017,12 @@ std::vector<check_finding> preflight_findings(const driver_info& d, const std::s
     return out;
 }
 
-driver_info detect_driver(const check_options& o) {
+namespace {
+
+// detect_driver, stoppable: a byte on `cancel_fd` kills the child.
+driver_info ask_driver(const check_options& o, check_depth depth, int cancel_fd) {
     driver_info d;
+    d.depth = depth;
     d.kernel_module = kernel_module_version(o.driver_version_file);
     resolver res(o, {});
     const auto self = elf::read_elf_ident("/proc/self/exe");
@@ -993,14 +1031,67 @@ driver_info detect_driver(const check_options& o) {
         d.error = "libcuda.so.1 not found";
         return d;
     }
-    child_process child(o, {"driver", d.libcuda}, o.ld_library_path);
-    const auto out = child.wait();
+    std::vector<std::string> args;
+    if (depth == check_depth::quick) args.emplace_back("--quick");
+    args.insert(args.end(), {"driver", d.libcuda});
+    child_process child(o, args, o.ld_library_path);
+    const auto out = child.wait(cancel_fd);
     const auto r = collect(out, 1);
     d.cuda_version = r[0].driver_version;
     d.gpus = r[0].gpus;
     if (!r[0].done) d.error = child_death(out);
     else if (!r[0].fields.empty()) d.error = r[0].fields[0];
     return d;
+}
+
+}  // namespace
+
+driver_info detect_driver(const check_options& o, check_depth depth) { return ask_driver(o, depth, -1); }
+
+struct driver_query::state {
+    check_options options;
+    check_depth depth;
+    driver_info answer;
+    std::thread thread;
+    int cancel[2] = {-1, -1};  // a pipe: a byte in it stops the child
+
+    ~state() {
+        for (int fd : cancel)
+            if (fd >= 0) ::close(fd);
+    }
+};
+
+driver_query::driver_query(check_options options, check_depth depth) : state_(std::make_unique<state>()) {
+    state_->options = std::move(options);
+    state_->depth = depth;
+    state_->options.driver_asked = nullptr;
+    // Without a helper the child is a fork that runs the probe without exec,
+    // which is only safe while this process has one thread: ask right here.
+    if (state_->options.helper.empty() || ::pipe2(state_->cancel, O_CLOEXEC) != 0) {
+        state_->answer = ask_driver(state_->options, depth, -1);
+        return;
+    }
+    state_->thread = std::thread([s = state_.get()] {
+        try {
+            s->answer = ask_driver(s->options, s->depth, s->cancel[0]);
+        } catch (const std::exception& e) {  // bad_alloc, a thread the child's reader could not start
+            s->answer = driver_info{};
+            s->answer.depth = s->depth;
+            s->answer.error = e.what();
+        }
+    });
+}
+
+driver_query::~driver_query() {
+    if (!state_->thread.joinable()) return;
+    const char stop = 1;
+    while (::write(state_->cancel[1], &stop, 1) < 0 && errno == EINTR) {}
+    state_->thread.join();
+}
+
+const driver_info& driver_query::wait() {
+    if (state_->thread.joinable()) state_->thread.join();
+    return state_->answer;
 }
 
 result<check_report> run_checks(const check_options& options) {

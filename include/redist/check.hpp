@@ -30,6 +30,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -71,6 +72,8 @@ struct check_finding {
 //          is set (the preflight before the download checks those).
 enum class check_depth : std::uint8_t { full, quick };
 
+struct driver_info;  // below
+
 struct check_options {
     std::filesystem::path prefix;
     std::vector<std::string> components;  // empty: every installed component
@@ -85,6 +88,13 @@ struct check_options {
     // the probe in the forked child without exec (fine in single-threaded callers).
     std::filesystem::path helper;
     std::chrono::milliseconds timeout{60000};  // the child is killed after this
+    // The driver's answer, asked before the install (driver_query below):
+    // used instead of asking again when nothing the prefix holds can change
+    // it (the same libcuda.so.1, outside the prefix; no libcuda.so.1 or
+    // libnvidia-ml.so.1 in the prefix's lib directories, which the check's
+    // loader path puts first; asked at full depth if this check is full).
+    // Null: the check asks the driver itself. Not owned.
+    const driver_info* driver_asked = nullptr;
     // Machine files, replaceable for tests.
     std::filesystem::path ld_so_cache = "/etc/ld.so.cache";
     std::filesystem::path driver_version_file = "/proc/driver/nvidia/version";
@@ -130,9 +140,32 @@ struct driver_info {
         std::string name;
     };
     std::vector<gpu> gpus;
-    std::string error;  // why the driver could not be asked (no libcuda, cuInit failed, ...)
+    std::string error;                      // why the driver could not be asked (no libcuda, cuInit failed, ...)
+    check_depth depth = check_depth::full;  // quick: NVML only, never cuInit (see check_depth)
 };
-driver_info detect_driver(const check_options& options);
+driver_info detect_driver(const check_options& options, check_depth depth = check_depth::full);
+
+// detect_driver on a thread of its own, started at construction. `fetch`
+// starts one before it reads the manifest: the preflight waits for it, and
+// the post-install check reuses the answer (check_options::driver_asked)
+// instead of asking again after the install, where it set the quick check's
+// time (NVML answers in 20-25 ms on the H200 machine; bench/RESULTS.md).
+// With no libcuda.so.1 to ask it starts no process at all.
+class driver_query {
+public:
+    driver_query(check_options options, check_depth depth);
+    // A child still running is killed (nobody will read its answer), then
+    // the thread is joined: nothing outlives the query.
+    ~driver_query();
+    driver_query(const driver_query&) = delete;
+    driver_query& operator=(const driver_query&) = delete;
+
+    const driver_info& wait();  // blocks until the answer is in
+
+private:
+    struct state;
+    std::unique_ptr<state> state_;
+};
 
 // Warnings for installing `product` `version` built for CUDA `cuda_major` on
 // this machine: a driver too old for the variant, a GPU the release no longer

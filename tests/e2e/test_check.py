@@ -11,6 +11,7 @@ import os
 import shutil
 import subprocess
 import tarfile
+import time
 import unittest
 
 import support
@@ -43,6 +44,25 @@ def fake_libcuda(out, encoded):
                      "int cuDeviceGetCount(int* n) { *n = 0; return 0; }\n"
                      "int cuDeviceGet(int* d, int i) { *d = i; return 0; }\n"
                      "int cuDeviceGetAttribute(int* v, int a, int d) { (void)a; (void)d; *v = 0; return 0; }\n")
+
+
+def counting_libcuda(out, encoded, log):
+    """fake_libcuda that appends a line to `log` each time it is asked its version."""
+    return build_lib(out, "libcuda.so.1",
+                     "#include <stdio.h>\n"
+                     f"int cuDriverGetVersion(int* v) {{ FILE* f = fopen(\"{log}\", \"a\"); if (f) {{ fputs(\"asked\\n\", f); "
+                     f"fclose(f); }} *v = {encoded}; return 0; }}\n"
+                     "int cuInit(unsigned f) { (void)f; return 100; }\n"
+                     "int cuDeviceGetCount(int* n) { *n = 0; return 0; }\n"
+                     "int cuDeviceGet(int* d, int i) { *d = i; return 0; }\n"
+                     "int cuDeviceGetAttribute(int* v, int a, int d) { (void)a; (void)d; *v = 0; return 0; }\n")
+
+
+def times_asked(log):
+    if not os.path.exists(log):
+        return 0
+    with open(log) as f:
+        return len(f.read().splitlines())
 
 
 def fake_nvml(out, gpus):
@@ -281,6 +301,82 @@ class CheckFindings(unittest.TestCase):
         # CUDA_VISIBLE_DEVICES narrows what CUDA sees, which NVML ignores: the full check asks cuInit.
         res = self.check(prefix, env={"LD_LIBRARY_PATH": driver, "CUDA_VISIBLE_DEVICES": "0"}, check=0)
         self.assertIn("WARN driver: the driver answered, but no GPU is usable: cuInit: CUDA error (100)", res.stdout)
+
+    def test_fetch_asks_the_driver_once(self):
+        # One child asks the driver while the manifest is read and the archive
+        # unpacks; the preflight and the post-install check both use its answer.
+        driver = os.path.join(self.dir, "driver")
+        os.makedirs(driver)
+        log = os.path.join(self.dir, "asked.log")
+        counting_libcuda(os.path.join(driver, "libcuda.so.1"), 13000, log)
+        fake_nvml(os.path.join(driver, "libnvidia-ml.so.1"), [(9, 0, "Fake H200")])
+        env = {"LD_LIBRARY_PATH": driver, "CUDA_VISIBLE_DEVICES": None}
+        doc = json.loads(self.install(self.good_cudnn_release(), os.path.join(self.dir, "a"), "--json", env=env).stdout)
+        self.assertTrue(doc["check"]["ok"], doc)
+        self.assertIn("supports CUDA 13.0", json.dumps(doc["check"]["findings"]))
+        self.assertEqual(times_asked(log), 1)
+        # --quiet: no preflight; the quick check still gets the answer asked ahead.
+        self.install(self.good_cudnn_release(), os.path.join(self.dir, "b"), "--quiet", env=env, check=0)
+        self.assertEqual(times_asked(log), 2)
+        # What was asked ahead is what the check would have found: a driver
+        # too old fails --check, asked once, as `redist check` says afterwards.
+        counting_libcuda(os.path.join(driver, "libcuda.so.1"), 12040, log)
+        prefix = os.path.join(self.dir, "c")
+        res = self.install(self.good_cudnn_release(), prefix, "--quiet", "--check", env=env, check=EXIT_CHECK_FAILED)
+        expected = ("FAIL driver: the driver supports CUDA 12.4, but cudnn 9.19.0 for CUDA 13 needs driver >= "
+                    "580.65.06: use --cuda 12, or upgrade the driver\n")
+        self.assertIn(expected, res.stderr)
+        self.assertEqual(times_asked(log), 3)
+        self.assertIn(expected, self.check(prefix, env=env, check=EXIT_CHECK_FAILED).stdout)
+        self.assertEqual(times_asked(log), 4)  # `redist check` asks for itself
+        # --quiet --no-check: nobody reads an answer, so nothing asks.
+        self.install(self.good_cudnn_release(), os.path.join(self.dir, "d"), "--quiet", "--no-check", env=env, check=0)
+        self.assertEqual(times_asked(log), 4)
+
+    def test_fetch_stops_asking_when_nobody_needs_the_answer(self):
+        # A re-run that finds every receipt matching checks nothing: the driver
+        # child still asking (here: a driver that hangs) is killed, not waited for.
+        driver = os.path.join(self.dir, "driver")
+        os.makedirs(driver)
+        hang, pid_file = os.path.join(self.dir, "hang"), os.path.join(self.dir, "child.pid")
+        build_lib(os.path.join(driver, "libcuda.so.1"), "libcuda.so.1",
+                  "#include <stdio.h>\n#include <unistd.h>\n"
+                  f"int cuDriverGetVersion(int* v) {{ if (access(\"{hang}\", F_OK) == 0) {{ "
+                  f"FILE* f = fopen(\"{pid_file}\", \"w\"); if (f) {{ fprintf(f, \"%d\", (int)getpid()); fclose(f); }} "
+                  "sleep(120); } *v = 13000; return 0; }\n")
+        env = {"LD_LIBRARY_PATH": driver, "CUDA_VISIBLE_DEVICES": None}
+        prefix = os.path.join(self.dir, "prefix")
+        manifest = self.good_cudnn_release()
+        self.install(manifest, prefix, "--quiet", env=env, check=0)
+        open(hang, "w").close()
+        started = time.monotonic()
+        self.install(manifest, prefix, "--quiet", env=env, check=0)  # nothing to install, nothing to check
+        self.assertLess(time.monotonic() - started, 30)  # waiting would take the child timeout, 60 s
+        if os.path.exists(pid_file):  # else the child was killed before it reached the driver
+            with open(pid_file) as f:
+                self.assertFalse(os.path.exists(f"/proc/{int(f.read())}"), "the driver child outlived the run")
+
+    def test_fetch_asks_the_driver_again_when_the_install_brings_nvml(self):
+        # The driver child loads NVML through the loader when none lies beside
+        # libcuda, and the check's loader path puts the prefix first: an
+        # install that brings libnvidia-ml.so.1 changes the answer, so the
+        # answer asked before the install is not reused.
+        driver = os.path.join(self.dir, "driver")
+        os.makedirs(driver)
+        log = os.path.join(self.dir, "asked.log")
+        counting_libcuda(os.path.join(driver, "libcuda.so.1"), 13000, log)
+        nvml = fake_nvml(os.path.join(self.libs, "libnvidia-ml.so.1"), [(6, 1, "Fake Pascal")])
+        lib = fake_cudnn(os.path.join(self.libs, "libcudnn.so"), 91900)
+        manifest = make_release(self.mirror, "cudnn", "9.19.0", "cudnn", "9.19.0",
+                                versioned_lib(lib, "9.19.0", "libcudnn.so.9") + [("libnvidia-ml.so.1", nvml)])
+        prefix = os.path.join(self.dir, "prefix")
+        env = {"LD_LIBRARY_PATH": driver, "CUDA_VISIBLE_DEVICES": None}
+        res = self.install(manifest, prefix, "--check", env=env, check=EXIT_CHECK_FAILED)
+        expected = ("FAIL gpu: GPU 0 (Fake Pascal) has compute capability 6.1; cudnn 9.19.0 for CUDA 13 supports 7.5 "
+                    "and newer (CUDA 13.0 release notes: Turing (7.5) and newer)\n")
+        self.assertIn(expected, res.stderr)
+        self.assertEqual(times_asked(log), 2)  # the preflight, then the check again
+        self.assertIn(expected, self.check(prefix, env=env, check=EXIT_CHECK_FAILED).stdout)
 
     def test_no_driver_is_a_warning(self):
         prefix = os.path.join(self.dir, "prefix")

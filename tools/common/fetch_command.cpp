@@ -296,7 +296,7 @@ void print_profile(const redist::run_profile& p) {
     }
 }
 
-void preflight(const install_plan& plan) {
+void preflight(const install_plan& plan, redist::driver_query& driver_query) {
     std::optional<int> major;
     std::string version = plan.label;
     for (const auto& a : plan.artifacts) {
@@ -306,7 +306,7 @@ void preflight(const install_plan& plan) {
         break;
     }
     if (!major) return;
-    const auto driver = redist::detect_driver(default_check_options({}));
+    const auto& driver = driver_query.wait();
     for (const auto& f : redist::preflight_findings(driver, plan.product, version, major))
         std::fprintf(stderr, "%s: warning: %s (checked before downloading)\n", tool_name.c_str(),
                      redist::escape_for_display(f.message).c_str());
@@ -315,7 +315,8 @@ void preflight(const install_plan& plan) {
 // After installing: the CPU-only checks of `redist check` on what was just
 // installed (run before the summary so that --json carries them).
 std::optional<redist::check_report> post_install_check(const fetch_options& options,
-                                                       const redist::install_report& report) {
+                                                       const redist::install_report& report,
+                                                       redist::driver_query* driver_query) {
     // Only what this run installed: a no-op re-run (every receipt already
     // matched) must stay a few milliseconds. An explicit --check still checks
     // the unchanged components.
@@ -327,6 +328,7 @@ std::optional<redist::check_report> post_install_check(const fetch_options& opti
     for (const auto& c : report.components)
         if (!c.unchanged || options.check) o.components.push_back(c.component);
     if (o.components.empty()) return std::nullopt;
+    if (driver_query) o.driver_asked = &driver_query->wait();
     auto result = redist::run_checks(o);
     if (!result.ok()) {
         if (!options.quiet)
@@ -374,10 +376,19 @@ int render_post_install_check(const fetch_options& options, const redist::check_
 
 int run_fetch(const fetch_options& options) {
     const bool chatty = !options.quiet && !options.json;
+    // The driver is asked once, from the start (a child process, 20-25 ms
+    // with a real GPU): the preflight reads the answer before the download,
+    // and the post-install check reuses it rather than asking after the
+    // install, where the answer set the check's time. The preflight judges
+    // GPUs even where only cuInit lists them, so it asks at full depth.
+    std::optional<redist::driver_query> driver_query;
+    if (!options.quiet || !options.no_check)
+        driver_query.emplace(default_check_options({}),
+                             options.quiet && !options.check ? redist::check_depth::quick : redist::check_depth::full);
     auto planned = options.locked.empty() ? plan_from_manifest(options, chatty) : plan_from_lock(options, chatty);
     if (!planned.ok()) return report_error(planned.error_value());
     const install_plan& plan = *planned;
-    if (!options.quiet) preflight(plan);  // independent of --no-check, which is about the prefix
+    if (!options.quiet) preflight(plan, *driver_query);  // independent of --no-check, which is about the prefix
 
     progress_display display(chatty, ::isatty(STDOUT_FILENO) != 0);
     redist::install_request req;
@@ -407,7 +418,7 @@ int run_fetch(const fetch_options& options) {
     record_artifacts(options.source, options.quiet, *report);  // drift watching (issue 12)
 
     std::optional<redist::check_report> checked;
-    if (!options.no_check) checked = post_install_check(options, *report);
+    if (!options.no_check) checked = post_install_check(options, *report, driver_query ? &*driver_query : nullptr);
     if (options.json) {
         print_json_report(*report, checked);
     } else if (!options.quiet) {
