@@ -7,10 +7,13 @@ B=${1:?build dir}; B=$(realpath "$B"); BB=${2:+$(realpath "$2")}; cd "$(dirname 
 bash ../shared/device/pack.sh "$B" .carry
 cp "$B/bin/redist-check-probe" .carry/bin/ && strip .carry/bin/redist-check-probe
 cp bench/device/run16.sh bench/device/check16.sh bench/device/scale16.sh bench/device/paired16.sh \
-  bench/device/paired16.py bench/device/ab16.sh bench/device/tail16.sh bench/device/trace16.sh bench/device/exp16.sh .carry/
+  bench/device/paired16.py bench/device/ab16.sh bench/device/tail16.sh bench/device/trace16.sh \
+  bench/device/exp16.sh bench/device/loud16.sh .carry/
 rm -rf .carry/bin-b
 if [ -n "$BB" ]; then
-  mkdir -p .carry/bin-b && cp "$BB/bin/redist" "$BB/bin/cudnn-fetch" .carry/bin-b/ && strip .carry/bin-b/*
+  # The check probe too: without it B's tools would run `redist __check-probe`, a larger binary to start.
+  mkdir -p .carry/bin-b && cp "$BB/bin/redist" "$BB/bin/cudnn-fetch" "$BB/bin/redist-check-probe" .carry/bin-b/
+  strip .carry/bin-b/*
 fi
 grep -qx '/.carry/' .git/info/exclude || echo '/.carry/' >> .git/info/exclude
 du -sh .carry
