@@ -36,22 +36,14 @@ def fake_cudnn(out, encoded):
     return build_lib(out, "libcudnn.so.9", f"#include <stddef.h>\nsize_t cudnnGetVersion(void) {{ return {encoded}; }}\n")
 
 
-def fake_libcuda(out, encoded):
+def fake_libcuda(out, encoded, log=None):
+    """With `log`: appends a line to that file each time it is asked its version."""
     # cuInit says CUDA_ERROR_NO_DEVICE (100): the driver answers, no GPU is usable.
-    return build_lib(out, "libcuda.so.1",
-                     f"int cuDriverGetVersion(int* v) {{ *v = {encoded}; return 0; }}\n"
-                     "int cuInit(unsigned f) { (void)f; return 100; }\n"
-                     "int cuDeviceGetCount(int* n) { *n = 0; return 0; }\n"
-                     "int cuDeviceGet(int* d, int i) { *d = i; return 0; }\n"
-                     "int cuDeviceGetAttribute(int* v, int a, int d) { (void)a; (void)d; *v = 0; return 0; }\n")
-
-
-def counting_libcuda(out, encoded, log):
-    """fake_libcuda that appends a line to `log` each time it is asked its version."""
+    count = (f"FILE* f = fopen(\"{log}\", \"a\"); if (f) {{ fputs(\"asked\\n\", f); fclose(f); }} "
+             if log else "")
     return build_lib(out, "libcuda.so.1",
                      "#include <stdio.h>\n"
-                     f"int cuDriverGetVersion(int* v) {{ FILE* f = fopen(\"{log}\", \"a\"); if (f) {{ fputs(\"asked\\n\", f); "
-                     f"fclose(f); }} *v = {encoded}; return 0; }}\n"
+                     f"int cuDriverGetVersion(int* v) {{ {count}*v = {encoded}; return 0; }}\n"
                      "int cuInit(unsigned f) { (void)f; return 100; }\n"
                      "int cuDeviceGetCount(int* n) { *n = 0; return 0; }\n"
                      "int cuDeviceGet(int* d, int i) { *d = i; return 0; }\n"
@@ -308,7 +300,7 @@ class CheckFindings(unittest.TestCase):
         driver = os.path.join(self.dir, "driver")
         os.makedirs(driver)
         log = os.path.join(self.dir, "asked.log")
-        counting_libcuda(os.path.join(driver, "libcuda.so.1"), 13000, log)
+        fake_libcuda(os.path.join(driver, "libcuda.so.1"), 13000, log)
         fake_nvml(os.path.join(driver, "libnvidia-ml.so.1"), [(9, 0, "Fake H200")])
         env = {"LD_LIBRARY_PATH": driver, "CUDA_VISIBLE_DEVICES": None}
         doc = json.loads(self.install(self.good_cudnn_release(), os.path.join(self.dir, "a"), "--json", env=env).stdout)
@@ -320,7 +312,7 @@ class CheckFindings(unittest.TestCase):
         self.assertEqual(times_asked(log), 2)
         # What was asked ahead is what the check would have found: a driver
         # too old fails --check, asked once, as `redist check` says afterwards.
-        counting_libcuda(os.path.join(driver, "libcuda.so.1"), 12040, log)
+        fake_libcuda(os.path.join(driver, "libcuda.so.1"), 12040, log)
         prefix = os.path.join(self.dir, "c")
         res = self.install(self.good_cudnn_release(), prefix, "--quiet", "--check", env=env, check=EXIT_CHECK_FAILED)
         expected = ("FAIL driver: the driver supports CUDA 12.4, but cudnn 9.19.0 for CUDA 13 needs driver >= "
@@ -364,7 +356,7 @@ class CheckFindings(unittest.TestCase):
         driver = os.path.join(self.dir, "driver")
         os.makedirs(driver)
         log = os.path.join(self.dir, "asked.log")
-        counting_libcuda(os.path.join(driver, "libcuda.so.1"), 13000, log)
+        fake_libcuda(os.path.join(driver, "libcuda.so.1"), 13000, log)
         nvml = fake_nvml(os.path.join(self.libs, "libnvidia-ml.so.1"), [(6, 1, "Fake Pascal")])
         lib = fake_cudnn(os.path.join(self.libs, "libcudnn.so"), 91900)
         manifest = make_release(self.mirror, "cudnn", "9.19.0", "cudnn", "9.19.0",
