@@ -1407,9 +1407,14 @@ private:
     // input; ARCHIVE_FATAL (with an error set) aborts the read.
     static la_ssize_t read_callback(archive* a, void* user, const void** buffer) {
         auto* src = static_cast<read_source*>(user);
-        // libarchive is done with it. Only this thread makes slices, so when
-        // none is left no new one can appear; otherwise the last one frees it.
-        if (src->current.use_count() == 1) src->queue->recycle(std::move(*src->current));
+        // libarchive is done with it. Slices are only ever made of chunks
+        // with a lease (whole decoded xz blocks), which recycle() would free
+        // anyway: those go with their last reference, here or in the last
+        // slice's writer, ordered by shared_ptr's own count. (Testing
+        // use_count() == 1 instead was a relaxed read: TSan saw the free here
+        // race with a writer's pwrite of the block.) A chunk without a lease
+        // is held by nothing else and is kept for reuse.
+        if (src->current && !src->current->lease) src->queue->recycle(std::move(*src->current));
         src->current.reset();
         const auto waited = std::chrono::steady_clock::now();
         chunk next;
