@@ -69,8 +69,29 @@ constexpr std::size_t kMaxSpares = 2;  // recycled buffers kept per queue
 constexpr std::size_t kMaxSpareBytes = kLzmaOutBuffer;
 
 // A chunk of bytes without the zero-fill of std::vector; a decoded xz block
-// also carries its memory lease (xz_decode.hpp).
-using chunk = byte_buffer;
+// also carries its memory lease (xz_decode.hpp). Or a part of a decoded xz
+// block that the decoder handed on while the block was still being decoded
+// (xz_output::put_part): then `bytes` is empty and `size` bytes from `part`
+// belong to `block`, which every part of it shares.
+struct chunk : byte_buffer {
+    std::shared_ptr<const byte_buffer> block;
+    const std::byte* part = nullptr;
+
+    chunk() = default;
+    chunk(byte_buffer&& own) : byte_buffer(std::move(own)) {}  // NOLINT(google-explicit-constructor)
+    static chunk part_of(std::shared_ptr<const byte_buffer> block, std::size_t offset, std::size_t size) {
+        chunk c;
+        c.part = block->bytes.get() + offset;
+        c.block = std::move(block);
+        c.size = size;
+        return c;
+    }
+
+    const std::byte* data() const noexcept { return block ? part : bytes.get(); }
+    // A decoded xz block's bytes, held for as long as this chunk (and any
+    // slice of it) lives: its lease goes with the last reference.
+    bool leased() const noexcept { return block ? static_cast<bool>(block->lease) : static_cast<bool>(lease); }
+};
 
 // A FIFO of chunks bounded by the bytes it holds. push() blocks while full;
 // pop() blocks while empty. close() ends the stream normally (pop drains what
@@ -145,7 +166,7 @@ public:
     // while it waited held 24 MiB of the decoders' memory per artifact, and
     // could leave every decoder waiting for memory that only it could free).
     void recycle(chunk c) {
-        if (!c.bytes || c.lease || c.capacity > kMaxSpareBytes) return;
+        if (!c.bytes || c.leased() || c.capacity > kMaxSpareBytes) return;
         std::lock_guard lock(mutex_);
         if (spares_.size() < kMaxSpares) {
             c.size = 0;
@@ -1017,8 +1038,8 @@ private:
     block_ptr slice_of(const std::byte* bytes, std::size_t len, std::uint64_t offset) const {
         if (!current_chunk_ || !*current_chunk_) return nullptr;
         const auto& source = *current_chunk_;
-        const std::byte* begin = source->bytes.get();
-        if (!source->lease || bytes < begin || bytes > begin + source->size ||
+        const std::byte* begin = source->data();
+        if (!source->leased() || bytes < begin || bytes > begin + source->size ||
             len > static_cast<std::size_t>(begin + source->size - bytes))
             return nullptr;
         auto block = std::make_shared<data_block>();
@@ -1354,6 +1375,14 @@ private:
             }
             return queue_.push(std::move(decoded));
         }
+        bool put_part(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size) override {
+            decoded_ += size;
+            if (max_bytes_ != 0 && decoded_ > max_bytes_) {
+                over_limit = true;
+                return false;
+            }
+            return queue_.push(chunk::part_of(block, offset, size));
+        }
         byte_buffer spare(std::size_t capacity) override { return queue_.spare_or_make(capacity); }
         bool over_limit = false;
 
@@ -1381,6 +1410,7 @@ private:
         o.max_block_memory = options_.decoder_memlimit;
         o.max_output = options_.max_output_bytes;
         o.stream_chunk = kLzmaOutBuffer;
+        o.part_bytes = options_.decoder_part_bytes;
         o.stop = &failed_;
         o.mark = [budget = budget_.get()](const char* event) { budget->mark(event); };
         auto r = decode_xz(in, out, o);
@@ -1408,13 +1438,13 @@ private:
     static la_ssize_t read_callback(archive* a, void* user, const void** buffer) {
         auto* src = static_cast<read_source*>(user);
         // libarchive is done with it. Slices are only ever made of chunks
-        // with a lease (whole decoded xz blocks), which recycle() would free
+        // with a lease (decoded xz blocks and their parts), which recycle() would free
         // anyway: those go with their last reference, here or in the last
         // slice's writer, ordered by shared_ptr's own count. (Testing
         // use_count() == 1 instead was a relaxed read: TSan saw the free here
         // race with a writer's pwrite of the block.) A chunk without a lease
         // is held by nothing else and is kept for reuse.
-        if (src->current && !src->current->lease) src->queue->recycle(std::move(*src->current));
+        if (src->current && !src->current->leased()) src->queue->recycle(std::move(*src->current));
         src->current.reset();
         const auto waited = std::chrono::steady_clock::now();
         chunk next;
@@ -1423,7 +1453,7 @@ private:
         switch (got) {
             case chunk_queue::pop_result::ok:
                 src->current = std::make_shared<chunk>(std::move(next));
-                *buffer = src->current->bytes.get();
+                *buffer = src->current->data();
                 return static_cast<la_ssize_t>(src->current->size);
             case chunk_queue::pop_result::end: return 0;
             case chunk_queue::pop_result::woken:  // not wakeable: never

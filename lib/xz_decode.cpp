@@ -151,10 +151,22 @@ struct pool_block {
     // Whether the worker may keep this block's decoder afterwards: only when
     // its memory is within what the budget set aside per worker.
     bool keep_decoder = true;
+    // Output bytes decoded so far, published after each part; the decoder
+    // thread hands them on while it waits for this block (watched). Both
+    // sequentially consistent: a worker that sees `watched` false has
+    // published what the waiter's next look will see, so it need not wake it.
+    std::atomic<std::size_t> produced{0};
+    std::atomic<bool> watched{false};
 
-    void run() {
+    struct part_options {
+        std::size_t bytes = 0;  // 0: in one go
+        memory_gate* gate = nullptr;
+        const std::function<void()>* decoded = nullptr;
+    };
+
+    void run(const part_options& parts) {
         const auto t = clock_type::now();
-        result = decode_on_this_thread();
+        result = decode_on_this_thread(parts);
         input = {};
         busy_ns = ns_since(t);
     }
@@ -172,7 +184,7 @@ private:
         ~worker_decoder() { lzma_end(&strm); }
     };
 
-    lzma_ret decode_on_this_thread() {
+    lzma_ret decode_on_this_thread(const part_options& parts) {
         thread_local worker_decoder decoder;
         lzma_stream& strm = decoder.strm;
         lzma_ret r = lzma_block_decoder(&strm, &options.block);
@@ -180,9 +192,17 @@ private:
         strm.next_in = reinterpret_cast<const std::uint8_t*>(input.bytes.get());
         strm.avail_in = input.size;
         strm.next_out = reinterpret_cast<std::uint8_t*>(output.bytes.get());
-        strm.avail_out = out_size;
+        strm.avail_out = 0;
+        const std::size_t step = parts.bytes ? parts.bytes : out_size;
+        std::size_t given = 0;  // output room handed to liblzma so far
         do {
+            if (strm.avail_out == 0 && given < out_size) {
+                const std::size_t n = std::min(step, out_size - given);
+                strm.avail_out = n;
+                given += n;
+            }
             r = lzma_code(&strm, LZMA_FINISH);
+            if (parts.bytes && strm.avail_out == 0 && r == LZMA_OK) part_done(given, parts);
         } while (r == LZMA_OK);
         output.size = out_size - strm.avail_out;
         if (!keep_decoder) {  // a dictionary beyond the kept allowance is not kept
@@ -192,6 +212,15 @@ private:
         if (r != LZMA_STREAM_END) return r == LZMA_BUF_ERROR ? LZMA_DATA_ERROR : r;
         // The declared sizes were checked by liblzma; all the input is this block.
         return strm.avail_in == 0 && strm.avail_out == 0 ? LZMA_OK : LZMA_DATA_ERROR;
+    }
+
+    // The first `bytes` of the output are decoded: publishes them, and wakes
+    // the decoder thread if it is waiting for this block.
+    void part_done(std::size_t bytes, const part_options& parts) {
+        if (produced.load(std::memory_order_relaxed) == bytes) return;  // liblzma finishing the block's check
+        produced.store(bytes);
+        if (watched.load()) parts.gate->signal([] {});
+        if (*parts.decoded) (*parts.decoded)();
     }
 };
 
@@ -341,10 +370,11 @@ private:
         xz_input* input = &in_.input();
         // options_ outlives the task: the destructor waits for every pending block.
         const auto* mark = options_.mark ? &options_.mark : nullptr;
+        const pool_block::part_options parts{options_.part_bytes, gate, &options_.part_decoded};
         options_.pool->post(
-            [job, gate, input, mark] {
+            [job, gate, input, mark, parts] {
                 if (mark) (*mark)("xz block began");
-                job->run();
+                job->run(parts);
                 if (mark) (*mark)("xz block decoded");
                 job->work.reset();
                 // Under the gate's lock: the decoder outlives every block that
@@ -405,18 +435,47 @@ private:
         return {};
     }
 
-    // Waits for the oldest pool block and passes its output on.
+    // Waits for the oldest pool block and passes its output on: in parts
+    // while it is still being decoded (part_bytes), the rest when it ends.
     result<void> hand_on_head() {
         if (pending_.empty()) return {};
-        const auto t = clock_type::now();
-        options_.memory->wait([&] { return stopping() || head_done(); });
-        stats_.wait_ns += ns_since(t);
-        if (stopping()) return stopped();
-        std::shared_ptr<pool_block> job = std::move(pending_.front());
+        const std::shared_ptr<pool_block> job = pending_.front();
+        const std::size_t part = options_.part_bytes;
+        std::size_t handed = 0;  // in parts
+        for (;;) {
+            if (part) job->watched.store(true);
+            const auto t = clock_type::now();
+            bool done = false;
+            options_.memory->wait([&] {
+                done = job->done;
+                return done || stopping() || (part && job->produced.load() >= handed + part);
+            });
+            stats_.wait_ns += ns_since(t);
+            if (stopping()) return stopped();
+            if (done) break;
+            const std::size_t upto = job->produced.load();
+            if (auto r = put_part(job, handed, upto - handed); !r) return r;
+            handed = upto;
+            if (options_.mark) options_.mark("xz block part handed on");
+        }
         pending_.pop_front();
         stats_.busy_ns += job->busy_ns;
         if (job->result != LZMA_OK) return lzma_failure(job->result);  // BUF_ERROR already mapped by the task
-        return put(std::move(job->output));
+        if (handed == 0) return put(std::move(job->output));
+        return put_part(job, handed, job->output.size - handed);
+    }
+
+    // `size` bytes at `offset` of a block's output, as a part that holds the block.
+    result<void> put_part(const std::shared_ptr<pool_block>& job, std::size_t offset, std::size_t size) {
+        if (size == 0) return {};
+        const auto t = clock_type::now();
+        const bool ok = out_.put_part(std::shared_ptr<const byte_buffer>(job, &job->output), offset, size);
+        stats_.wait_ns += ns_since(t);
+        if (!ok) return stopped();
+        stats_.decoded += size;
+        stats_.parts += 1;
+        scheduled_ = std::max(scheduled_, stats_.decoded);
+        return {};
     }
 
     result<void> drain() {

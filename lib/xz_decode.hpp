@@ -13,7 +13,11 @@
 // container itself: stream header, block headers, index, footer, padding,
 // concatenated streams. A block whose header records its compressed and
 // uncompressed sizes (xz -T, and NVIDIA's multi-block archives) is read
-// whole and decoded by one pool task with lzma_block_buffer_decode. A block
+// whole and decoded by one pool task (lzma_block_decoder on the worker's kept
+// stream), and handed on whole when it is done, or in parts as it decodes if
+// it is the block that the stream waits for (part_bytes: one slow block of
+// incompressible data otherwise holds back everything the consumer could
+// already do with its first bytes). A block
 // without sizes (a single-threaded xz's one block) is decoded on the calling
 // thread as it streams, as a plain stream decoder would. Each block's check
 // is verified by liblzma; the index is verified against the blocks with
@@ -31,6 +35,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 
@@ -100,6 +105,17 @@ public:
     virtual ~xz_output() = default;
     // False stops decoding (the consumer failed or was cancelled).
     virtual bool put(byte_buffer&& decoded) = 0;
+    // `size` bytes at `offset` of a decoded block that is handed on in parts
+    // (the block the stream waits for, while a pool worker still decodes its
+    // later bytes: see xz_decode_options::part_bytes). Every part holds the
+    // block, whose buffer and lease go when the last part does; the bytes of
+    // this part are final, the block's `size` is not. The default copies.
+    virtual bool put_part(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size) {
+        byte_buffer copy = byte_buffer::make(size);
+        std::memcpy(copy.bytes.get(), block->bytes.get() + offset, size);
+        copy.size = size;
+        return put(std::move(copy));
+    }
     // A buffer for streamed output; an implementation may recycle them.
     virtual byte_buffer spare(std::size_t capacity) { return byte_buffer::make(capacity); }
 };
@@ -132,6 +148,16 @@ struct xz_decode_options {
     // so the consumer's own check stops it early.
     std::uint64_t max_output = 0;
     std::size_t stream_chunk = 1u << 20;  // output piece size when streaming
+    // The block the stream waits for is handed on in parts of this many
+    // bytes while a pool worker decodes it (put_part), rather than whole when
+    // it ends: a slow block (one of incompressible data decodes at 25 MB/s)
+    // holds up everything after it, and what the consumer does with its
+    // bytes (the SHA-256 of the file they belong to, in order) is then done
+    // by the time it ends. 0: whole blocks only.
+    std::size_t part_bytes = 2u << 20;
+    // Called from the pool worker after each part it decodes (tests). Empty:
+    // no calls. Must not throw.
+    std::function<void()> part_decoded;
     // Set by the owner to stop: waits end and decode_xz returns "stopped".
     // The owner must also call memory->notify() after setting it.
     const std::atomic<bool>* stop = nullptr;
@@ -147,6 +173,7 @@ struct xz_decode_stats {
     std::uint64_t decoded = 0;        // bytes handed to put()
     std::uint64_t pool_blocks = 0;    // blocks decoded by pool tasks
     std::uint64_t stream_blocks = 0;  // blocks decoded on the calling thread
+    std::uint64_t parts = 0;          // put_part calls (pool blocks handed on in parts)
     std::uint64_t streams = 0;
     std::uint64_t busy_ns = 0;  // decoding, on any thread
     std::uint64_t wait_ns = 0;  // the calling thread waiting for input, memory, blocks or the consumer

@@ -224,9 +224,15 @@ public:
     std::size_t puts = 0;
     std::size_t puts_after_refusal = 0;
     std::size_t largest = 0;
+    bool put_part(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size) override {
+        ++parts;
+        return xz_output::put_part(block, offset, size);
+    }
+
     bool refused = false;
     bool bad_buffer = false;
     bool keep = false;
+    std::atomic<std::size_t> parts{0};
     std::vector<byte_buffer> kept;
     std::function<void()> on_put;
 };
@@ -241,6 +247,7 @@ struct config {
     std::uint64_t max_block_memory = 0;
     std::uint64_t max_output = 0;
     std::size_t stream_chunk = 1u << 20;
+    std::size_t part_bytes = 2u << 20;
     const std::atomic<bool>* stop = nullptr;
     std::size_t input_stopped_after = kNever;
     std::size_t accept_puts = kNever;
@@ -277,6 +284,7 @@ outcome decode(const bytes& xz, const config& cfg = {}) {
         options.max_block_memory = cfg.max_block_memory;
         options.max_output = cfg.max_output;
         options.stream_chunk = cfg.stream_chunk;
+        options.part_bytes = cfg.part_bytes;
         options.stop = cfg.stop;
         o.result.emplace(redist::decode_xz(in, out, options));
     }  // the pool runs what is queued, then joins
@@ -498,6 +506,57 @@ TEST_CASE("xz_decode: multi-block stream decodes the same with and without a poo
     CHECK(alone.stats().streams == 1);
     CHECK(alone.stats().pool_blocks == 0);
     CHECK(alone.stats().stream_blocks == 16);
+}
+
+TEST_CASE("xz_decode: blocks in parts decode the same, whatever the part size", "[xz_decode]") {
+    // Whether the decoder thread finds the head block unfinished, and so takes
+    // it in parts, depends on timing; the output must not.
+    const std::size_t part = GENERATE(as<std::size_t>{}, 0, 1 * kKiB, 4 * kKiB, 64 * kKiB);
+    const unsigned threads = GENERATE(1u, 4u);
+    CAPTURE(part, threads);
+    config cfg;
+    cfg.part_bytes = part;
+    cfg.threads = threads;
+    cfg.piece = 7 * kKiB;
+    const outcome o = decode(xz_blocks_1m(), cfg);
+    check_decoded(o, data_1m());
+    if (part == 0) CHECK(o.stats().parts == 0);
+}
+
+TEST_CASE("xz_decode: the block the stream waits for is handed on in parts while it decodes", "[xz_decode]") {
+    // One worker, held after the first part of the first block until that
+    // part has reached the output: a decoder that handed blocks on only whole
+    // would never do so (the worker gives up waiting after 30 s).
+    const bytes data = make_data(4 * kMiB, 12);
+    const bytes xz = encode_blocks(data, 2 * kMiB);
+    memory_gate gate([] { return 64 * kMiB; });
+    vector_output out;
+    std::atomic<int> parts_decoded{0};
+    bool first_part_arrived_before_its_block_ended = false;
+    std::optional<redist::result<xz_decode_stats>> result;
+    {
+        work_pool pool(1, work_pool::limits{});
+        xz_decode_options options;
+        options.pool = &pool;
+        options.memory = &gate;
+        options.part_bytes = 256 * kKiB;
+        options.part_decoded = [&] {
+            if (++parts_decoded != 1) return;
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+            while (out.parts == 0 && std::chrono::steady_clock::now() < deadline)
+                std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            first_part_arrived_before_its_block_ended = out.parts > 0;
+        };
+        memory_input in(xz, kAll, kNever);
+        result.emplace(redist::decode_xz(in, out, options));
+    }
+    REQUIRE(result);
+    if (!result->ok()) FAIL(result->error_value().describe());
+    CHECK(first_part_arrived_before_its_block_ended);
+    CHECK(result->value().parts >= 2);  // that part, and at least the rest of its block
+    CHECK(result->value().parts == out.parts);
+    CHECK(out.data == data);
+    CHECK(gate.held() == 0);
 }
 
 // Gives the bytes before `cut` in 64 KiB pieces, then waits until release()

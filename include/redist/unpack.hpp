@@ -71,6 +71,9 @@ struct unpack_options {
     // xz: a block needing more memory than this (input, output, dictionary)
     // decodes on the decoder thread as it streams; 0 = 512 MiB.
     std::uint64_t decoder_memlimit = 0;
+    // xz: the block the stream waits for is handed on in parts of this many
+    // bytes while it decodes, rather than whole when it ends (0: whole).
+    std::size_t decoder_part_bytes = std::size_t{2} << 20;
     // Shared by the unpackers of one run; null = a budget of its own with
     // the machine's defaults (redist/budget.hpp).
     std::shared_ptr<run_budget> budget;

@@ -11,6 +11,8 @@
 //             headers as far as their sizes lead, indexes, footers), so that
 //             mutations get past those checks to the sizes, filters and
 //             records behind them
+//   bit  7    1 KiB parts: the block the stream waits for is handed on in
+//             pieces while a worker decodes it (xz_output::put_part)
 // and bytes 1.. are the .xz data. The seeds in corpus/xz_decode/ (made with
 // xz, a 64 KiB dictionary to keep runs fast) start with such a byte.
 //
@@ -219,6 +221,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         options.max_block_memory = kMemory;
         options.max_output = kMaxOutput;
         options.stream_chunk = 64u << 10;
+        // Small parts: the block the stream waits for goes on in pieces (put_part).
+        if ((control & 0x80u) != 0) options.part_bytes = 1u << 10;
         got.emplace(redist::decode_xz(in, out, options));
     }  // the pool's tasks have finished
     require(gate.held() == 0);
