@@ -166,7 +166,9 @@ std::variant<fd_holder, open_failure> open_cache_dir(int parent, const char* nam
     bool created = false;
     fd_holder fd(::openat(parent, name, flags));
     if (fd.get() < 0 && errno == ENOENT) {
-        if (::mkdirat(parent, name, shared ? 0777 : 0755) == 0) created = true;
+        // Shared: what the umask allows (the process's, read once: see posix_file.hpp).
+        const auto mode = static_cast<mode_t>(shared ? 0777 & ~process_umask() : 0755);
+        if (::mkdirat(parent, name, mode) == 0) created = true;
         else if (errno != EEXIST) return open_failure{fs_error("cannot create cache directory", full, errno), false};
         fd = fd_holder(::openat(parent, name, flags));
     }
@@ -415,7 +417,7 @@ struct checked_dirs {
 std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root, bool shared) {
     std::error_code ec;
     if (root.has_parent_path() && root.parent_path() != root) {
-        fs::create_directories(root.parent_path(), ec);
+        create_directories_masked(root.parent_path(), ec);
         if (ec) return open_failure{fs_error("cannot create cache directory", root.parent_path(), ec.value()), false};
     }
     auto top = open_cache_dir(AT_FDCWD, root.c_str(), root, shared);

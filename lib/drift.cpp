@@ -114,8 +114,8 @@ result<drift_store> drift_store::open(const fs::path& cache_root) {
     drift_store store;
     store.root_ = cache_root / "history";
     std::error_code ec;
-    fs::create_directories(store.root_ / "urls", ec);
-    if (!ec) fs::create_directories(store.root_ / "documents", ec);
+    create_directories_masked(store.root_ / "urls", ec);
+    if (!ec) create_directories_masked(store.root_ / "documents", ec);
     if (ec)
         return make_error(error_code::filesystem, "cannot create the drift history: " + ec.message())
             .with_path(store.root_.string());

@@ -976,9 +976,9 @@ result<std::vector<receipt>> read_receipts(const fs::path& prefix) {
 result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::function<void()>& on_wait) {
     std::error_code ec;
     const fs::path prefix = fs::absolute(prefix_in, ec).lexically_normal();
-    // create_directories never changes the mode of what exists, so nothing
+    // Creating never changes the mode of what exists, so nothing
     // above the prefix (or the prefix itself) is chmod'ed.
-    fs::create_directories(prefix, ec);
+    create_directories_masked(prefix, ec);
     if (ec) return fs_error("cannot create directory", prefix, ec);
     // .redist/ and its parts must be ours: a symlink there (planted by an
     // archive of an older version, or by someone else) would carry every

@@ -62,7 +62,7 @@ bool is_plain_name(std::string_view name) {
 // Writes `bytes` to `final_path` atomically (temp file, fsync, rename).
 result<void> write_file_atomically(const fs::path& final_path, std::string_view bytes) {
     std::error_code ec;
-    fs::create_directories(final_path.parent_path(), ec);
+    create_directories_masked(final_path.parent_path(), ec);
     if (ec) return errno_error("cannot create directory", final_path.parent_path(), ec.value());
     return atomic_write(final_path, bytes, durability::contents);
 }
@@ -103,7 +103,7 @@ struct download_target {
 result<void> download_verified(const download_target& t, const mirror_request& request,
                                const std::atomic<bool>* cancel) {
     std::error_code ec;
-    fs::create_directories(t.final_path.parent_path(), ec);
+    create_directories_masked(t.final_path.parent_path(), ec);
     if (ec) return errno_error("cannot create directory", t.final_path.parent_path(), ec.value());
     file_sink sink(t.final_path);
     artifact_stream stream({t.size, t.sha256}, sink);
@@ -396,7 +396,7 @@ result<mirror_report> mirror_releases(const mirror_request& request) {
     report.product = request.product;
     report.redist_dir = fs::absolute(request.dest, ec).lexically_normal() / request.product / "redist";
     report.index_path = report.redist_dir / "index.html";
-    fs::create_directories(report.redist_dir, ec);
+    create_directories_masked(report.redist_dir, ec);
     if (ec) return errno_error("cannot create directory", report.redist_dir, ec.value());
 
     for (const auto& spec : request.versions) {

@@ -60,13 +60,18 @@ error errno_error(std::string_view what, const std::filesystem::path& path, int 
 // Writes every byte, retrying short writes and EINTR. Outcomes: ok | filesystem.
 result<void> write_all(int fd, const void* data, std::size_t size, const std::filesystem::path& path_for_errors);
 
-// The umask is process-wide, and libarchive's archive_write_disk_new() reads
-// it by setting it to 0 and back. Two such calls at once can leave it at 0
-// for good, and a directory another thread creates meanwhile with mode 0777
-// comes out world-writable (seen in CI: share/licenses/<component> 0777).
-// So: archive_write_disk_new() runs only under umask_mutex(), and redist's
+// The umask is process-wide, and libarchive's archive_write_disk_new() and
+// its disk writer's archive_write_header() (every entry: libarchive 3.6.2,
+// _archive_write_disk_header) read it by setting it to 0 and back. Two such
+// calls at once can leave it at 0 for good, and a directory another thread
+// creates meanwhile with mode 0777 comes out world-writable (seen in CI:
+// share/licenses/<component> 0777, twice: the second time the first read of
+// process_umask() caught a header's 0 and every directory of that run got
+// 0777). So: both libarchive calls run only under umask_mutex(), and redist's
 // own directories get an explicit mode, 0777 & ~process_umask() (read once,
-// under the same mutex), which a momentary umask of 0 cannot widen.
+// under the same mutex), which a momentary umask of 0 cannot widen; nothing
+// of redist creates a directory through fs::create_directories (0777 less
+// whatever the umask is at that moment).
 std::mutex& umask_mutex();
 unsigned process_umask();
 // fs::create_directories with that mode for every directory it creates.

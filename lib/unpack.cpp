@@ -937,7 +937,13 @@ private:
         parent_dir_.clear();  // the namespace may change under the cached directory
         parent_fd_.reset();
         archive_entry_copy_pathname(entry, target_path.c_str());
-        if (archive_write_header(out_.get(), entry) < ARCHIVE_OK) return write_error(out_.get(), original, target_path);
+        {
+            // Every header flips the process umask to 0 and back, as
+            // archive_write_disk_new() does (see posix_file.hpp).
+            std::lock_guard umask_lock(umask_mutex());
+            if (archive_write_header(out_.get(), entry) < ARCHIVE_OK)
+                return write_error(out_.get(), original, target_path);
+        }
         if (archive_write_finish_entry(out_.get()) < ARCHIVE_OK) return write_error(out_.get(), original, target_path);
         return {};
     }

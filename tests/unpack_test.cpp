@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
@@ -34,6 +35,7 @@
 #include <vector>
 
 #include "../lib/budget.hpp"
+#include "../lib/posix_file.hpp"
 #include "redist/unpack.hpp"
 #include "redist/verify.hpp"
 
@@ -1108,4 +1110,61 @@ TEST_CASE("a failing write in a worker stops everything and reports the file", "
         std::this_thread::sleep_for(std::chrono::milliseconds(50));
         CHECK(fs::file_size(stage / "lib/libbig.so") == size_now);
     }
+}
+
+TEST_CASE("libarchive's umask flips happen only under umask_mutex", "[unpack][pool]") {
+    // libarchive's disk writer sets the process umask to 0 and back for every
+    // entry it writes (here directories and symlinks), as archive_write_disk_new
+    // does. redist reads the umask once, under umask_mutex(), and the
+    // directories it creates take their mode from that read: a read that
+    // caught a 0 made every directory of that run world-writable (CI,
+    // e2e.test_fetch: share/licenses/<component> 0777). So under the mutex
+    // the umask must always read as set, while unpackers write entries.
+    std::vector<spec> specs = {{"top/", kind::dir, "", 0755}};
+    for (int i = 0; i < 300; ++i) {
+        const std::string dir = "top/d" + std::to_string(i) + "/";
+        specs.push_back({dir, kind::dir, "", 0755});
+        specs.push_back({dir + "link", kind::symlink, "elsewhere", 0777});
+    }
+    const std::string tgz = build(specs, container::tar_gz);
+    constexpr int kUnpackers = 4;
+    constexpr int kRounds = 3;
+    std::vector<fs::path> stages;
+    for (int i = 0; i < kUnpackers * kRounds; ++i) stages.push_back(fresh_stage("umask_" + std::to_string(i)));
+
+    const mode_t saved = ::umask(022);
+    std::atomic<bool> done{false};
+    std::atomic<long> reads{0};
+    std::atomic<long> zeros{0};
+    std::thread watcher([&] {
+        while (!done.load()) {
+            std::lock_guard lock(redist::umask_mutex());
+            const mode_t now = ::umask(0);  // the only way to read it: set and set back, under the mutex
+            ::umask(now);
+            ++reads;
+            if (now == 0) ++zeros;
+        }
+    });
+    std::atomic<int> failures{0};
+    std::vector<std::thread> unpackers;
+    for (int t = 0; t < kUnpackers; ++t)
+        unpackers.emplace_back([&, t] {
+            for (int round = 0; round < kRounds; ++round) {
+                auto started = redist::stream_unpacker::start(stages[t * kRounds + round],
+                                                              opts(redist::archive_format::tar_gz));
+                if (!started) {
+                    ++failures;
+                    continue;
+                }
+                auto& u = *started.value();
+                if (!u.write(reinterpret_cast<const std::byte*>(tgz.data()), tgz.size()) || !u.finish()) ++failures;
+            }
+        });
+    for (auto& t : unpackers) t.join();
+    done = true;
+    watcher.join();
+    ::umask(saved);
+    CHECK(failures == 0);
+    CHECK(reads > 0);
+    CHECK(zeros == 0);
 }
