@@ -1373,26 +1373,21 @@ private:
     class queue_output final : public xz_output {
     public:
         queue_output(chunk_queue& queue, std::uint64_t max_bytes) : queue_(queue), max_bytes_(max_bytes) {}
-        bool put(byte_buffer&& decoded) override {
-            decoded_ += decoded.size;
-            if (max_bytes_ != 0 && decoded_ > max_bytes_) {
-                over_limit = true;
-                return false;
-            }
-            return queue_.push(std::move(decoded));
-        }
+        bool put(byte_buffer&& decoded) override { return within_cap(decoded.size) && queue_.push(std::move(decoded)); }
         bool put_part(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size) override {
-            decoded_ += size;
-            if (max_bytes_ != 0 && decoded_ > max_bytes_) {
-                over_limit = true;
-                return false;
-            }
-            return queue_.push(chunk::part_of(block, offset, size));
+            return within_cap(size) && queue_.push(chunk::part_of(block, offset, size));
         }
         byte_buffer spare(std::size_t capacity) override { return queue_.spare_or_make(capacity); }
         bool over_limit = false;
 
     private:
+        // Counts `n` more decoded bytes; false (and over_limit) past the cap.
+        bool within_cap(std::size_t n) {
+            decoded_ += n;
+            if (max_bytes_ != 0 && decoded_ > max_bytes_) over_limit = true;
+            return !over_limit;
+        }
+
         chunk_queue& queue_;
         const std::uint64_t max_bytes_;
         std::uint64_t decoded_ = 0;

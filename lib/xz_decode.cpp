@@ -442,8 +442,8 @@ private:
         const std::shared_ptr<pool_block> job = pending_.front();
         const std::size_t part = options_.part_bytes;
         std::size_t handed = 0;  // in parts
+        if (part) job->watched.store(true);
         for (;;) {
-            if (part) job->watched.store(true);
             const auto t = clock_type::now();
             bool done = false;
             options_.memory->wait([&] {
@@ -467,15 +467,11 @@ private:
 
     // `size` bytes at `offset` of a block's output, as a part that holds the block.
     result<void> put_part(const std::shared_ptr<pool_block>& job, std::size_t offset, std::size_t size) {
-        if (size == 0) return {};
-        const auto t = clock_type::now();
-        const bool ok = out_.put_part(std::shared_ptr<const byte_buffer>(job, &job->output), offset, size);
-        stats_.wait_ns += ns_since(t);
-        if (!ok) return stopped();
-        stats_.decoded += size;
-        stats_.parts += 1;
-        scheduled_ = std::max(scheduled_, stats_.decoded);
-        return {};
+        return hand_to_output(size, [&] {
+            const bool ok = out_.put_part(std::shared_ptr<const byte_buffer>(job, &job->output), offset, size);
+            stats_.parts += ok ? 1 : 0;
+            return ok;
+        });
     }
 
     result<void> drain() {
@@ -486,10 +482,17 @@ private:
     }
 
     result<void> put(byte_buffer&& buffer) {
-        if (buffer.size == 0) return {};
         const std::size_t n = buffer.size;
+        return hand_to_output(n, [&] { return out_.put(std::move(buffer)); });
+    }
+
+    // Gives `n` decoded bytes to the output through `hand` (false: the output
+    // refused them), timing the wait and counting what was handed on.
+    template <class Hand>
+    result<void> hand_to_output(std::size_t n, Hand&& hand) {
+        if (n == 0) return {};
         const auto t = clock_type::now();
-        const bool ok = out_.put(std::move(buffer));
+        const bool ok = hand();
         stats_.wait_ns += ns_since(t);
         if (!ok) return stopped();
         stats_.decoded += n;
