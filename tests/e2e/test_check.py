@@ -334,7 +334,8 @@ class CheckFindings(unittest.TestCase):
         build_lib(os.path.join(driver, "libcuda.so.1"), "libcuda.so.1",
                   "#include <stdio.h>\n#include <unistd.h>\n"
                   f"int cuDriverGetVersion(int* v) {{ if (access(\"{hang}\", F_OK) == 0) {{ "
-                  f"FILE* f = fopen(\"{pid_file}\", \"w\"); if (f) {{ fprintf(f, \"%d\", (int)getpid()); fclose(f); }} "
+                  f"FILE* f = fopen(\"{pid_file}.part\", \"w\"); if (f) {{ fprintf(f, \"%d\", (int)getpid()); fclose(f); "
+                  f"rename(\"{pid_file}.part\", \"{pid_file}\"); }} "
                   "sleep(120); } *v = 13000; return 0; }\n")
         env = {"LD_LIBRARY_PATH": driver, "CUDA_VISIBLE_DEVICES": None}
         prefix = os.path.join(self.dir, "prefix")
@@ -344,7 +345,9 @@ class CheckFindings(unittest.TestCase):
         started = time.monotonic()
         self.install(manifest, prefix, "--quiet", env=env, check=0)  # nothing to install, nothing to check
         self.assertLess(time.monotonic() - started, 30)  # waiting would take the child timeout, 60 s
-        if os.path.exists(pid_file):  # else the child was killed before it reached the driver
+        # The pid file appears whole (written aside, then renamed) or not at all:
+        # a child killed between fopen and fclose leaves only the .part file.
+        if os.path.exists(pid_file):  # else the child was killed before it wrote its pid
             with open(pid_file) as f:
                 self.assertFalse(os.path.exists(f"/proc/{int(f.read())}"), "the driver child outlived the run")
 
