@@ -508,14 +508,7 @@ http {{
                 raise RuntimeError(f"nginx (TLS) did not start:\n{last}")
         else:
             raise RuntimeError(f"nginx (TLS) did not start:\n{last}")
-        deadline = time.monotonic() + 10
-        while not os.path.exists(os.path.join(d, "nginx.pid")):
-            if time.monotonic() > deadline:
-                raise RuntimeError("nginx (TLS) wrote no pid file")
-            time.sleep(0.05)
-        time.sleep(0.1)
-        with open(os.path.join(d, "nginx.pid")) as f:
-            self.pid = int(f.read().strip())
+        self.pid = nginx_fixture.wait_pid_file(os.path.join(d, "nginx.pid"))
         self.base = f"https://127.0.0.1:{port}"
 
     def stop(self):

@@ -115,8 +115,7 @@ class Https(unittest.TestCase):
             res = None
         if res is None or res.returncode != 0:
             raise RuntimeError(f"nginx (TLS) did not start:\n{last}")
-        with open(os.path.join(cls.dir, "nginx.pid")) as f:
-            cls.pid = int(f.read().strip())
+        cls.pid = nginx_fixture.wait_pid_file(os.path.join(cls.dir, "nginx.pid"))
         cls.base = f"https://127.0.0.1:{port}"
         # Wait until it answers, checking the certificate the way a client would.
         ctx = ssl.create_default_context(cafile=cls.ca)
