@@ -7,10 +7,13 @@ sed -e '/^echo "== nvcc build/,/^(cd \$W\/cm/d' -e '/race\.py/d' -e '/multi\.py/
 bash "$C/e2e-cudnn.sh" > "$OUT/e2e.log" 2>&1
 A=$(find $W/www/cudnn -name '*.tar.xz'); V=$(find $W/www/cudnn/redist -name 'redistrib_*.json' | sed -n 's/.*redistrib_\(.*\)\.json$/\1/p')
 t() { local s e; s=$(date +%s%N); "$@"; e=$(date +%s%N); echo $(( (e - s) / 1000 )); }
-fetch() { rm -rf $W/pp $W/pc; sync; LD_LIBRARY_PATH=$RL "$1/cudnn-fetch" "$V" --base-url http://127.0.0.1:18080 --prefix $W/pp --cache-dir $W/pc --cuda 13 --platform linux-x86_64 > /dev/null 2>&1; }
+# The previous run's tree and cache are removed and synced before the timing starts (session 11 timed them too).
+clean() { rm -rf $W/pp $W/pc; sync; }
+fetch() { LD_LIBRARY_PATH=$RL "$1/cudnn-fetch" "$V" --base-url http://127.0.0.1:18080 --prefix $W/pp --cache-dir $W/pc --cuda 13 --platform linux-x86_64 > /dev/null 2>&1; }
 for i in $(seq 1 "${1:-12}"); do
   sync; f=$(t sh -c "xz -T0 -dc $A > /dev/null")
-  if [ $((i % 2)) = 0 ]; then a=$(t fetch "$C/bin"); b=$(t fetch "$C/bin-b"); else b=$(t fetch "$C/bin-b"); a=$(t fetch "$C/bin"); fi
+  if [ $((i % 2)) = 0 ]; then clean; a=$(t fetch "$C/bin"); clean; b=$(t fetch "$C/bin-b")
+  else clean; b=$(t fetch "$C/bin-b"); clean; a=$(t fetch "$C/bin"); fi
   echo "round $i floor_us $f A_us $a B_us $b"
 done
 python3 - "$OUT/loud16.log" <<'PY'
