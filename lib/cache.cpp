@@ -309,8 +309,9 @@ bool clone_or_copy(int in, int out, off_t size, bool allow_reflink, bool allow_c
     return allow_copy && copy_keeping_holes(in, out, size);
 }
 
-std::optional<std::string> hash_fd(int fd) {
-    sha256_hasher hasher;
+// The receipt digest of the file (see file_digester), read with pread.
+std::optional<std::string> hash_fd(int fd, std::uint64_t piece_size) {
+    file_digester hasher(piece_size);
     std::vector<char> buffer(1u << 20);
     for (off_t off = 0;;) {
         const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), off);
@@ -757,6 +758,7 @@ std::string tree_list_json(const tree_list& list) {
         const auto& f = r.file;
         w.begin_object().field("path", f.path).field("type", f.kind == entry_kind::symlink ? "symlink" : "file");
         w.field("size", f.size).field("sha256", f.sha256).field("target", f.link_target).field("mode", f.mode);
+        if (f.piece_size != 0) w.field("piece_size", f.piece_size);  // absent: the plain SHA-256
         w.field("ino", r.ino).field("mtime_ns", r.mtime).field("ctime_ns", r.ctime).end_object();
     }
     w.end_array().end_object();
@@ -785,6 +787,9 @@ bool parse_tree_record(simdjson::ondemand::object obj, tree_record& r) {
         } else if (key == "sha256") {
             if (v.get_string().get(sv)) return false;
             f.sha256 = sv;
+        } else if (key == "piece_size") {
+            if (v.get_uint64().get(n) || n == 0 || !valid_piece_size(n)) return false;
+            f.piece_size = n;
         } else if (key == "target") {
             if (v.get_string().get(sv)) return false;
             f.link_target = sv;
@@ -1025,7 +1030,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         if (shared_) {
             // The copy is ours now: hashing it (not the cache's file) leaves
             // no window for a swap between the check and the use.
-            const auto digest = hash_fd(out.get());
+            const auto digest = hash_fd(out.get(), f.piece_size);
             if (!digest || *digest != f.sha256) return reject();
         }
         if (::fchmod(out.get(), f.mode & 0777) != 0 || !out.close())

@@ -62,7 +62,9 @@ const char* kind_name(entry_kind kind) {
 bool same_content(const installed_file& a, const installed_file& b) {
     if (a.kind != b.kind) return false;
     if (a.kind == entry_kind::symlink) return a.link_target == b.link_target;
-    return a.sha256 == b.sha256 && a.size == b.size;
+    // A file recorded by another digest (a receipt from before piece lists)
+    // counts as changed: it is rewritten once, and recorded the new way.
+    return a.sha256 == b.sha256 && a.piece_size == b.piece_size && a.size == b.size;
 }
 
 bool is_directory_no_follow(const fs::path& p) {
@@ -747,7 +749,10 @@ result<void> recover_prefix(const fs::path& prefix) {
 std::string receipt_to_json(const receipt& r) {
     json_writer w(2);
     w.begin_object();
-    w.field("schema", 1);
+    // Schema 2: some file is recorded by a piece list ("sha256_pieces"), which
+    // a reader of schema 1 would take for a file without a digest.
+    const bool pieces = std::any_of(r.files.begin(), r.files.end(), [](const auto& f) { return f.piece_size != 0; });
+    w.field("schema", pieces ? 2 : 1);
     w.field("product", r.product);
     w.field("release_label", r.release_label);
     w.field("component", r.component);
@@ -767,7 +772,12 @@ std::string receipt_to_json(const receipt& r) {
             w.field("target", f.link_target);
         } else {
             w.field("size", f.size);
-            w.field("sha256", f.sha256);
+            if (f.piece_size == 0) {
+                w.field("sha256", f.sha256);
+            } else {
+                w.field("sha256_pieces", f.sha256);
+                w.field("piece_size", f.piece_size);
+            }
         }
         w.field("mode", f.mode);
         w.end_object();
@@ -805,6 +815,8 @@ json::value_fn read_optional_name(std::string& out, std::string_view what) {
 result<void> read_installed_file(json::value& item, installed_file& f) {
     std::string type = "file";
     std::uint64_t mode = 0;
+    std::string pieces;
+    bool has_piece_size = false;
     auto read = item.read_object({
         {"path",
          [&](json::value& v) -> result<void> {
@@ -819,10 +831,26 @@ result<void> read_installed_file(json::value& item, installed_file& f) {
         {"type", read_into(type)},
         {"target", read_into(f.link_target)},
         {"sha256", read_into(f.sha256)},
+        {"sha256_pieces", read_into(pieces)},
+        {"piece_size",
+         [&](json::value& v) -> result<void> {
+             REDIST_TRY_VOID(v.get(f.piece_size));
+             has_piece_size = true;
+             if (f.piece_size == 0 || !valid_piece_size(f.piece_size))
+                 return result<void>(v.bad("not a piece size (a power of two from 64 KiB to 1 GiB)"));
+             return result<void>();
+         }},
         {"size", [&](json::value& v) -> result<void> { return v.get(f.size); }},
         {"mode", [&](json::value& v) -> result<void> { return v.get(mode); }},
     });
     if (!read.ok()) return read;
+    if (!pieces.empty() || has_piece_size) {
+        if (!f.sha256.empty()) return item.bad("both sha256 and sha256_pieces");
+        if (!has_piece_size) return item.bad("sha256_pieces without piece_size");
+        if (pieces.empty()) return item.bad("piece_size without sha256_pieces");
+        if (!is_sha256_hex(pieces)) return item.bad("sha256_pieces is not 64 hex digits");
+        f.sha256 = std::move(pieces);
+    }
     if (type == "file") f.kind = entry_kind::regular;
     else if (type == "symlink") f.kind = entry_kind::symlink;
     else return item.bad("unknown file type '" + printable(type, 32) + "'");
@@ -881,7 +909,7 @@ result<receipt> receipt_from_json(std::string_view text, std::string_view source
               });
           }}});
     if (!read.ok()) return std::move(read).error_value();
-    if (schema != 1)
+    if (schema != 1 && schema != 2)
         return make_error(error_code::bad_manifest, "unsupported receipt schema " + std::to_string(schema))
             .with_source(std::string(source))
             .with_json_path("schema");
@@ -1062,6 +1090,7 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
         f.kind = e.kind == entry_kind::symlink ? entry_kind::symlink : entry_kind::regular;
         f.size = e.size;
         f.sha256 = e.sha256;
+        f.piece_size = e.piece_size;
         f.link_target = e.kind == entry_kind::symlink ? e.link_target : std::string();
         f.mode = e.mode;
         if (e.path.find('/') == std::string::npos) {
@@ -1082,8 +1111,9 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
             REDIST_TRY(const fs::path on_disk, confined_join(staged.stage_dir, f.path));
             struct stat st {};
             if (::lstat(on_disk.c_str(), &st) != 0) return errno_error("cannot stat", on_disk, errno);
-            REDIST_TRY(f.sha256, sha256_file(on_disk));
             f.size = static_cast<std::uint64_t>(st.st_size);
+            f.piece_size = piece_size_for(f.size);
+            REDIST_TRY(f.sha256, file_digest(on_disk, f.piece_size));
             f.mode = st.st_mode & 0777;
         }
         files.push_back(std::move(f));
@@ -1123,7 +1153,7 @@ public:
             return S_ISLNK(st.st_mode) && fs::read_symlink(p, ec).string() == file.link_target;
         }
         if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != file.size) return false;
-        auto digest = sha256_file(p);
+        auto digest = file_digest(p, file.piece_size);
         return digest.ok() && *digest == file.sha256;
     }
 
@@ -1227,12 +1257,13 @@ result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix) {
                                         std::to_string(st.st_size) + ")"});
                 continue;
             }
-            auto digest = sha256_file(p);
+            auto digest = file_digest(p, f.piece_size);
             if (!digest.ok()) {
                 problems.push_back({r.component, f.path, "unreadable (" + digest.error_value().message + ")"});
             } else if (*digest != f.sha256) {
-                problems.push_back(
-                    {r.component, f.path, "modified (sha256 " + *digest + ", expected " + f.sha256 + ")"});
+                problems.push_back({r.component, f.path,
+                                    "modified (" + std::string(f.piece_size ? "sha256_pieces " : "sha256 ") + *digest +
+                                        ", expected " + f.sha256 + ")"});
             }
         }
     }

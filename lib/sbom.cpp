@@ -16,6 +16,7 @@
 #include <ctime>
 #include <memory>
 #include <new>
+#include <optional>
 #include <set>
 #include <vector>
 
@@ -423,7 +424,11 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
         return make_error(error_code::integrity, "installed file is no longer a regular file").with_path(shown);
+    // The SBOM states the plain SHA-256 (and SHA-1); a receipt may record a
+    // large file by its piece list (see file_digester), checked in the same pass.
     dual_hasher h;
+    std::optional<file_digester> recorded;
+    if (f.piece_size != 0) recorded.emplace(f.piece_size);
     std::vector<char> buf(1u << 20);
     std::uint64_t total = 0;
     for (;;) {
@@ -433,10 +438,12 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
             return make_error(error_code::filesystem, std::string("read: ") + std::strerror(errno)).with_path(shown);
         if (n == 0) break;
         h.update(buf.data(), static_cast<std::size_t>(n));
+        if (recorded) recorded->update(buf.data(), static_cast<std::size_t>(n));
         total += static_cast<std::uint64_t>(n);
     }
     auto [sha1, sha256] = h.finish();
-    if (auto same = check_integrity(f.size, f.sha256, total, sha256, shown); !same.ok()) {
+    const std::string as_recorded = recorded ? recorded->finish_hex() : sha256;
+    if (auto same = check_integrity(f.size, f.sha256, total, as_recorded, shown); !same.ok()) {
         error e = std::move(same).error_value();
         e.url.clear();  // check_integrity names a URL; here it is a file
         e.message = "installed file differs from its receipt: " + e.message + " (run `redist verify`)";

@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -39,6 +40,7 @@
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -365,7 +367,8 @@ error expansion_error(std::uint64_t cap) {
 }
 
 // Feeds `count` zero bytes to the hasher: sparse-file holes read back as zeros.
-void hash_zeros(sha256_hasher& hasher, std::uint64_t count) {
+template <class Hasher>
+void hash_zeros(Hasher& hasher, std::uint64_t count) {
     static const std::byte zeros[64 * 1024] = {};
     while (count > 0) {
         const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(count, sizeof zeros));
@@ -382,10 +385,14 @@ void hash_zeros(sha256_hasher& hasher, std::uint64_t count) {
 // see extractor::slice_of), else copied into blocks of up to kBlockBytes.
 // Each file is a file_job: a strand whose blocks a pool worker hashes in
 // order (SHA-256 is sequential), writing them with pwrite as it goes. A file
-// of kSplitBytes or more also gets each block's pwrite posted as a task of
-// its own, so that several workers write one large library while its owner
-// hashes. The last task of a file to finish sets the size (sparse files end
-// in holes), mode and times through the descriptor and closes it.
+// of kSplitBytes or more is split instead: each block's pwrite is a task of
+// its own, and so is the hashing of each piece of its receipt digest (a hash
+// list of 8 MiB pieces, see file_digester in redist/verify.hpp), one strand
+// per piece; so several workers write and hash one large library at once, and
+// the bytes behind the archive's slowest xz block are not left to one core.
+// The last task of a file to finish computes the digest, sets the size
+// (sparse files end in holes), mode and times through the descriptor and
+// closes it.
 //
 // Namespace changes (creating, replacing, linking) stay on the extractor, in
 // archive order; workers only touch descriptors of files this unpacker
@@ -495,7 +502,12 @@ struct file_meta {
 class file_job : public std::enable_shared_from_this<file_job> {
 public:
     file_job(std::shared_ptr<write_state> state, unique_fd fd, file_meta meta)
-        : state_(std::move(state)), fd_(std::move(fd)), meta_(std::move(meta)) {}
+        : state_(std::move(state)), fd_(std::move(fd)), meta_(std::move(meta)) {
+        if (!meta_.split) return;  // split files have a declared size (see write_regular)
+        const std::uint64_t count = (*meta_.declared_size + receipt_piece_bytes - 1) / receipt_piece_bytes;
+        piece_storage_ = std::make_unique<piece_lane[]>(count);
+        pieces_ = std::span<piece_lane>(piece_storage_.get(), count);
+    }
 
     // Extractor, inline mode: hashes and writes `size` bytes at `offset`.
     // In slices that stay in the core's cache between the hash and the copy
@@ -519,14 +531,7 @@ public:
     void add(block_ptr block) {
         // Inline mode: the data went through write_now; only the end marker comes here.
         if (state_->inline_writes) return end_of_data();
-        if (block && meta_.split) {
-            outstanding_.fetch_add(1, std::memory_order_relaxed);
-            state_->pool->post([self = shared_from_this(), block]() mutable {
-                self->guarded([&] { return self->write_block(*block); });
-                block.reset();  // before the file can finish: a slice holds decoder memory
-                self->release_one();
-            });
-        }
+        if (meta_.split) return add_split(std::move(block));
         bool schedule = false;
         {
             std::lock_guard lock(mutex_);
@@ -539,6 +544,7 @@ public:
 
     // Valid once the file finished (write_state::wait_idle returned).
     const std::string& sha256() const noexcept { return sha256_; }
+    std::uint64_t piece_size() const noexcept { return piece_size_for(size_); }
     std::uint64_t size() const noexcept { return size_; }
 
 private:
@@ -579,10 +585,94 @@ private:
             if (!block) return end_of_data();  // nothing follows the end marker
             guarded([&]() -> result<void> {
                 hash_at(block->data(), block->size, block->offset);
-                if (!meta_.split) return write_block(*block);
+                return write_block(*block);
+            });
+        }
+    }
+
+    // A split file: the block's pwrite is a task, and each piece of the
+    // digest it overlaps gets the block queued on that piece's strand.
+    void add_split(block_ptr block) {
+        if (!block) return release_one();  // the extractor's count; the last task finishes the file
+        if (block->size == 0) return;
+        const std::uint64_t end = block->offset + block->size;
+        // The pieces were laid out from the declared size (see the constructor).
+        if (end > pieces_.size() * receipt_piece_bytes) {
+            state_->on_error(make_error(error_code::bad_archive, "file data beyond the size in its header")
+                                 .with_path(printable(meta_.path))
+                                 .with_source(state_->source));
+            return;
+        }
+        data_end_ = std::max(data_end_, end);
+        outstanding_.fetch_add(1, std::memory_order_relaxed);
+        state_->pool->post([self = shared_from_this(), block]() mutable {
+            self->guarded([&] { return self->write_block(*block); });
+            block.reset();  // before the file can finish: a slice holds decoder memory
+            self->release_one();
+        });
+        for (std::uint64_t k = block->offset / receipt_piece_bytes; k * receipt_piece_bytes < end; ++k) {
+            piece_lane& lane = pieces_[k];
+            bool schedule = false;
+            {
+                std::lock_guard lock(mutex_);
+                lane.queue.push_back(block);
+                schedule = !lane.scheduled;
+                lane.scheduled = true;
+            }
+            if (!schedule) continue;
+            outstanding_.fetch_add(1, std::memory_order_relaxed);
+            state_->pool->post([self = shared_from_this(), k] {
+                self->drain_piece(k);
+                self->release_one();
+            });
+        }
+    }
+
+    // One piece's strand: its part of each queued block, in offset order.
+    void drain_piece(std::uint64_t k) noexcept {
+        piece_lane& lane = pieces_[k];
+        const std::uint64_t piece_begin = k * receipt_piece_bytes;
+        const std::uint64_t piece_end = piece_begin + receipt_piece_bytes;
+        for (;;) {
+            block_ptr block;
+            {
+                std::lock_guard lock(mutex_);
+                if (lane.queue.empty()) {
+                    lane.scheduled = false;
+                    return;
+                }
+                block = std::move(lane.queue.front());
+                lane.queue.pop_front();
+            }
+            guarded([&]() -> result<void> {
+                const std::uint64_t from = std::max(block->offset, piece_begin);
+                const std::uint64_t to = std::min(block->offset + block->size, piece_end);
+                if (!lane.hasher) lane.hasher.emplace();
+                hash_zeros(*lane.hasher, from - (piece_begin + lane.hashed));
+                lane.hasher->update(block->data() + (from - block->offset), static_cast<std::size_t>(to - from));
+                lane.hashed = to - piece_begin;
                 return {};
             });
         }
+    }
+
+    // After every task of a split file: holes up to the size read back as
+    // zeros, then the hash list of the pieces.
+    result<void> finish_pieces() {
+        size_ = std::max(data_end_, meta_.declared_size.value_or(0));
+        const std::uint64_t count = std::max<std::uint64_t>(1, (size_ + receipt_piece_bytes - 1) / receipt_piece_bytes);
+        std::vector<std::array<unsigned char, 32>> digests;
+        digests.reserve(count);
+        for (std::uint64_t k = 0; k < count; ++k) {
+            piece_lane& lane = pieces_[k];
+            if (!lane.hasher) lane.hasher.emplace();
+            const std::uint64_t length = std::min(receipt_piece_bytes, size_ - k * receipt_piece_bytes);
+            hash_zeros(*lane.hasher, length - lane.hashed);
+            digests.push_back(lane.hasher->finish_bytes());
+            lane.hasher.reset();
+        }
+        sha256_ = piece_list_hex(digests);
+        return {};
     }
 
     // SHA-256 is sequential: offsets only grow, and a gap is a hole, hashed as zeros.
@@ -627,6 +717,7 @@ private:
 
     void release_one() noexcept {
         if (outstanding_.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+        if (meta_.split) guarded([&] { return finish_pieces(); });
         guarded([&] { return finalize(); });
         fd_.reset();
         state_->file_finished();
@@ -649,9 +740,18 @@ private:
     std::mutex mutex_;
     std::deque<block_ptr> queue_;
     bool scheduled_ = false;
-    std::atomic<int> outstanding_{1};  // the strand until its end marker, plus split writes
+    std::atomic<int> outstanding_{1};  // the strand (or, split, the extractor) until its end marker, plus tasks
+    // A split file's digest pieces, laid out from its declared size.
+    struct piece_lane {
+        std::deque<block_ptr> queue;          // blocks overlapping the piece, in offset order (under mutex_)
+        bool scheduled = false;               // under mutex_
+        std::optional<sha256_hasher> hasher;  // owned by the piece's strand, created by its first block
+        std::uint64_t hashed = 0;             // bytes of the piece hashed, holes included
+    };
+    std::unique_ptr<piece_lane[]> piece_storage_;
+    std::span<piece_lane> pieces_;
     // Owned by the strand, then read after the file finished.
-    sha256_hasher hasher_;
+    file_digester hasher_{receipt_piece_bytes};
     std::uint64_t hashed_ = 0;
     std::uint64_t data_end_ = 0;
     std::uint64_t size_ = 0;
@@ -699,6 +799,7 @@ public:
             if (replaced_[i]) continue;
             if (jobs_[i]) {
                 entries_[i].sha256 = jobs_[i]->sha256();
+                entries_[i].piece_size = jobs_[i]->piece_size();
                 entries_[i].size = jobs_[i]->size();
             }
             out.push_back(std::move(entries_[i]));
@@ -915,6 +1016,7 @@ private:
         record.kind = entry_kind::hardlink;
         record.size = target.size;
         record.sha256 = target.sha256;
+        record.piece_size = target.piece_size;
         record.mode = target.mode;
         record.link_target = target_rel;
         archive_entry_copy_hardlink(entry, (stage_ + "/" + target_rel).c_str());
@@ -964,7 +1066,8 @@ private:
                             : timespec{0, UTIME_NOW};
         if (archive_entry_size_is_set(entry) && archive_entry_size(entry) > 0)
             meta.declared_size = static_cast<std::uint64_t>(archive_entry_size(entry));
-        meta.split = meta.declared_size && *meta.declared_size >= kSplitBytes && state_->pool->threads() > 1;
+        // Inline writes hash and write on the extractor (see "Inline writes"): nothing to split.
+        meta.split = meta.declared_size && *meta.declared_size >= kSplitBytes && !state_->inline_writes;
         const auto declared = meta.declared_size.value_or(0);
         auto job = std::make_shared<file_job>(state_, std::move(fd), std::move(meta));
         state_->file_started();

@@ -48,9 +48,10 @@ error io_error(const std::filesystem::path& path, const char* what, int err) {
     return make_error(error_code::filesystem, std::string(what) + ": " + std::strerror(err)).with_path(path.string());
 }
 
-// Feeds up to `limit` bytes of the file into `hasher` (UINT64_MAX: all of it).
-// Returns the number of bytes read.
-result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64_t limit, sha256_hasher& hasher) {
+// Feeds up to `limit` bytes of the file into `hasher` (UINT64_MAX: all of it):
+// a sha256_hasher or a file_digester. Returns the number of bytes read.
+template <class Hasher>
+result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64_t limit, Hasher& hasher) {
     const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (raw < 0) return io_error(path, "cannot open file", errno);
     fd_guard fd(raw);
@@ -114,6 +115,17 @@ std::string sha256_hasher::finish_hex() {
     return to_hex(digest.data(), length == 0 ? kDigestSize : length);
 }
 
+std::array<unsigned char, 32> sha256_hasher::finish_bytes() {
+    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
+    unsigned int length = 0;
+    EVP_DigestFinal_ex(ctx_.get(), digest.data(), &length);
+    init_sha256(ctx_.get());
+    bytes_ = 0;
+    std::array<unsigned char, 32> out{};
+    std::copy_n(digest.begin(), out.size(), out.begin());
+    return out;
+}
+
 std::string sha256_hasher::peek_hex() const {
     std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> copy(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
     if (!copy || EVP_MD_CTX_copy_ex(copy.get(), ctx_.get()) != 1) throw std::bad_alloc();
@@ -134,6 +146,56 @@ result<std::string> sha256_file(const std::filesystem::path& path) {
     auto read = stream_file(path, UINT64_MAX, hasher);
     if (!read) return std::move(read).error_value();
     return hasher.finish_hex();
+}
+
+bool valid_piece_size(std::uint64_t piece_size) noexcept {
+    if (piece_size == 0) return true;
+    const bool power_of_two = (piece_size & (piece_size - 1)) == 0;
+    return power_of_two && piece_size >= (std::uint64_t{64} << 10) && piece_size <= (std::uint64_t{1} << 30);
+}
+
+file_digester::file_digester(std::uint64_t piece_size) : piece_size_(piece_size) {}
+
+void file_digester::update(const void* data, std::size_t size) {
+    const auto* bytes = static_cast<const unsigned char*>(data);
+    total_ += size;
+    if (piece_size_ == 0) return piece_.update(bytes, size);
+    while (size > 0) {
+        // A full piece is closed only when a byte follows it: a file of
+        // exactly one piece keeps its plain digest.
+        if (in_piece_ == piece_size_) {
+            const auto digest = piece_.finish_bytes();
+            list_.update(digest.data(), digest.size());
+            ++pieces_done_;
+            in_piece_ = 0;
+        }
+        const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(size, piece_size_ - in_piece_));
+        piece_.update(bytes, n);
+        in_piece_ += n;
+        bytes += n;
+        size -= n;
+    }
+}
+
+std::string file_digester::finish_hex() {
+    if (pieces_done_ == 0) return piece_.finish_hex();
+    const auto last = piece_.finish_bytes();
+    list_.update(last.data(), last.size());
+    return list_.finish_hex();
+}
+
+std::string piece_list_hex(const std::vector<std::array<unsigned char, 32>>& pieces) {
+    if (pieces.size() == 1) return to_hex(pieces.front().data(), pieces.front().size());
+    sha256_hasher list;
+    for (const auto& p : pieces) list.update(p.data(), p.size());
+    return list.finish_hex();
+}
+
+result<std::string> file_digest(const std::filesystem::path& path, std::uint64_t piece_size) {
+    file_digester digester(piece_size);
+    auto read = stream_file(path, UINT64_MAX, digester);
+    if (!read) return std::move(read).error_value();
+    return digester.finish_hex();
 }
 
 result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length, sha256_hasher& into) {

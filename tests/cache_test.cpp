@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -48,7 +49,8 @@ installed_file regular(const std::string& path, const std::string& content, unsi
     installed_file f;
     f.path = path;
     f.size = content.size();
-    f.sha256 = sha256_hex(content);
+    f.sha256 = receipt_digest_oracle(content);
+    f.piece_size = piece_size_for(content.size());
     f.mode = mode;
     return f;
 }
@@ -256,6 +258,29 @@ TEST_CASE("shared: every file is re-hashed, even when inode, mtime and ctime loo
     // wrong bytes with their true inode and times, which only a hash notices.
     write(fx.stage / "include/a.h", "#define B 1\n");
     fx.cache().store_tree(k_sha, fx.stage, fx.files);
+    CHECK_FALSE(fx.place(fx.cache(true)));
+}
+
+TEST_CASE("shared: a file above one piece is re-hashed by its piece list", "[cache][tree]") {
+    fixture fx("tree-pieces");
+    std::string big((9u << 20) + 1, 'b');
+    big[(8u << 20) + 1] = 'c';
+    write(fx.stage / "lib/libbig.so", big);
+    fx.files.push_back(regular("lib/libbig.so", big, 0755));
+    REQUIRE(fx.files.back().piece_size == receipt_piece_bytes);
+    fx.cache().store_tree(k_sha, fx.stage, fx.files);
+    CHECK(slurp(fx.tree() / ".redist-tree.json").find("\"piece_size\":8388608") != std::string::npos);
+    auto placed = fx.place(fx.cache(true));
+    REQUIRE(placed);
+    const auto it = std::find_if(placed->begin(), placed->end(),
+                                 [](const auto& f) { return f.path == "lib/libbig.so"; });
+    REQUIRE(it != placed->end());
+    CHECK(it->piece_size == receipt_piece_bytes);
+    CHECK(it->sha256 == receipt_digest_oracle(big));
+    CHECK(slurp(fx.root / "out/lib/libbig.so") == big);
+    // One byte of the second piece, size and mtime kept: the re-hash notices.
+    big[(8u << 20) + 1] = 'd';
+    edit_keeping_size_and_mtime(fx.tree() / "lib/libbig.so", big);
     CHECK_FALSE(fx.place(fx.cache(true)));
 }
 

@@ -29,7 +29,8 @@ staged_component make_staged(const prefix_lock& lock, const std::string& compone
     std::vector<unpacked_entry> entries;
     for (const auto& [path, content] : files) {
         write(*stage / path, content);
-        entries.push_back({path, entry_kind::regular, content.size(), sha256_hex(content), "", 0644});
+        entries.push_back({path, entry_kind::regular, content.size(), receipt_digest_oracle(content), "", 0644,
+                           piece_size_for(content.size())});
     }
     staged_component staged;
     staged.stage_dir = *stage;
@@ -72,6 +73,82 @@ TEST_CASE("receipts round-trip through JSON and reject unsafe paths") {
     auto broken = receipt_from_json("{\"component\": ", "x.json");
     REQUIRE_FALSE(broken.ok());
     CHECK(broken.error_value().code == error_code::bad_manifest);
+}
+
+TEST_CASE("a receipt records a file above one piece by its piece list, and old readers are told") {
+    receipt r;
+    r.product = "cudnn";
+    r.component = "cudnn";
+    r.archive_sha256 = std::string(64, 'b');
+    r.files = {{"include/cudnn.h", entry_kind::regular, 3, sha256_hex("abc"), "", 0644}};
+    // Only plain digests: schema 1, as every receipt before piece lists.
+    CHECK(receipt_to_json(r).find("\"schema\": 1,") != std::string::npos);
+
+    const std::string pieces = std::string(63, 'c') + "d";
+    r.files.push_back({"lib/libbig.so", entry_kind::regular, 20u << 20, pieces, "", 0755, receipt_piece_bytes});
+    const std::string json = receipt_to_json(r);
+    CHECK(json.find("\"schema\": 2,") != std::string::npos);  // a schema-1 reader refuses it in so many words
+    CHECK(json.find("\"sha256_pieces\": \"" + pieces + "\"") != std::string::npos);
+    CHECK(json.find("\"piece_size\": 8388608") != std::string::npos);
+    auto back = receipt_from_json(json, "r.json");
+    REQUIRE(back.ok());
+    REQUIRE(back->files.size() == 2);
+    CHECK(back->files[0].piece_size == 0);
+    CHECK(back->files[0].sha256 == sha256_hex("abc"));
+    CHECK(back->files[1].piece_size == receipt_piece_bytes);
+    CHECK(back->files[1].sha256 == pieces);
+
+    const auto refused = [](const std::string& file, const std::string& why) {
+        INFO(file);
+        auto bad = receipt_from_json(R"({"schema": 2, "product": "p", "component": "c", "files": [)" + file + "]}",
+                                     "/p/.redist/receipts/p/c.json");
+        REQUIRE_FALSE(bad.ok());
+        CHECK(bad.error_value().code == error_code::bad_manifest);
+        CHECK(bad.error_value().describe().find(why) != std::string::npos);
+        CHECK(bad.error_value().describe().find("/p/.redist/receipts/p/c.json") != std::string::npos);
+    };
+    const std::string hex = std::string(64, 'a');
+    refused(R"({"path": "a", "sha256": ")" + hex + R"(", "sha256_pieces": ")" + hex + R"(", "piece_size": 8388608})",
+            "both sha256 and sha256_pieces");
+    refused(R"({"path": "a", "sha256_pieces": ")" + hex + R"("})", "without piece_size");
+    refused(R"({"path": "a", "piece_size": 8388608})", "piece_size without sha256_pieces");
+    refused(R"({"path": "a", "sha256_pieces": "xyz", "piece_size": 8388608})", "not 64 hex digits");
+    refused(R"({"path": "a", "sha256_pieces": ")" + hex + R"(", "piece_size": 1000})", "not a piece size");
+    refused(R"({"path": "a", "sha256_pieces": ")" + hex + R"(", "piece_size": 0})", "not a piece size");
+    auto future = receipt_from_json(R"({"schema": 3, "product": "p", "component": "c", "files": []})", "c.json");
+    REQUIRE_FALSE(future.ok());
+    CHECK(future.error_value().message.find("unsupported receipt schema 3") != std::string::npos);
+}
+
+TEST_CASE("verify checks a large file piece by piece against its receipt") {
+    const fs::path prefix = scratch("pieces") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    std::string big((17u << 20) + 3, '\0');
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 7) % 253);
+    std::vector<staged_component> list;
+    list.push_back(make_staged(*lock, "p", {{"lib/libbig.so", big}, {"include/p.h", "small"}}));
+    REQUIRE(commit_stages(*lock, std::move(list)).ok());
+    const std::string on_disk = slurp(prefix / ".redist/receipts/demo/p.json");
+    CHECK(on_disk.find("\"sha256_pieces\": \"" + receipt_digest_oracle(big) + "\"") != std::string::npos);
+    auto clean = verify_prefix(prefix);
+    REQUIRE(clean.ok());
+    CHECK(clean->empty());
+
+    // One byte of the middle piece, same size: found, and named as a piece-list digest.
+    std::string changed = big;
+    changed[(9u << 20) + 5] ^= 1;
+    write(prefix / "lib/libbig.so", changed);
+    auto found = verify_prefix(prefix);
+    REQUIRE(found.ok());
+    REQUIRE(found->size() == 1);
+    CHECK(found->front().path == "lib/libbig.so");
+    CHECK(found->front().what == "modified (sha256_pieces " + receipt_digest_oracle(changed) + ", expected " +
+                                     receipt_digest_oracle(big) + ")");
+    write(prefix / "lib/libbig.so", big);
+    auto again = verify_prefix(prefix);
+    REQUIRE(again.ok());
+    CHECK(again->empty());
 }
 
 TEST_CASE("commit, upgrade without stale files, conflicts leave the prefix unchanged, remove") {

@@ -95,6 +95,20 @@ TEST_CASE("CycloneDX: components with files, named and SPDX licenses, a UUID ser
     CHECK(out.find("pkg:generic/nvidia/cudnn@9.27.0.42?checksum=sha256:") != std::string::npos);
 }
 
+namespace {
+
+// Above one 8 MiB piece: its receipt records a piece list.
+const std::string& big_library() {
+    static const std::string bytes = [] {
+        std::string b((8u << 20) + 4096, '\0');
+        for (std::size_t i = 0; i < b.size(); ++i) b[i] = static_cast<char>(i * 13 % 251);
+        return b;
+    }();
+    return bytes;
+}
+
+}  // namespace
+
 TEST_CASE("collect_sbom hashes every installed regular file and refuses a modified one") {
     const fs::path prefix = scratch("collect") / "prefix";
     {
@@ -103,10 +117,11 @@ TEST_CASE("collect_sbom hashes every installed regular file and refuses a modifi
         auto stage = make_stage(lock->prefix(), "comp");
         REQUIRE(stage.ok());
         std::vector<unpacked_entry> entries;
-        for (const auto& [path, content] :
-             std::vector<std::pair<std::string, std::string>>{{"include/a.h", "abc"}, {"lib/libx.so.1", "library"}}) {
+        for (const auto& [path, content] : std::vector<std::pair<std::string, std::string>>{
+                 {"include/a.h", "abc"}, {"lib/libx.so.1", "library"}, {"lib/libbig.so", big_library()}}) {
             write(*stage / path, content);
-            entries.push_back({path, entry_kind::regular, content.size(), sha256_hex(content), "", 0644});
+            entries.push_back({path, entry_kind::regular, content.size(), receipt_digest_oracle(content), "", 0644,
+                               piece_size_for(content.size())});
         }
         fs::create_symlink("libx.so.1", *stage / "lib/libx.so");
         entries.push_back({"lib/libx.so", entry_kind::symlink, 0, "", "libx.so.1", 0777});
@@ -136,9 +151,24 @@ TEST_CASE("collect_sbom hashes every installed regular file and refuses a modifi
     CHECK(doc->name == "prefix");
     std::vector<std::string> paths;
     for (const auto& f : c.files) paths.push_back(f.path);
-    CHECK(paths == std::vector<std::string>{"include/a.h", "lib/libx.so.1"});  // the symlink is not a file
+    // the symlink is not a file
+    CHECK(paths == std::vector<std::string>{"include/a.h", "lib/libbig.so", "lib/libx.so.1"});
     CHECK(c.files[0].sha256 == sha256_hex("abc"));
     CHECK(c.files[0].sha1 == "a9993e364706816aba3e25717850c26c9cd0d89d");
+    // The receipt records the large file by its piece list; the SBOM states its plain SHA-256.
+    CHECK(c.files[1].sha256 == sha256_hex(big_library()));
+    CHECK(c.files[1].size == big_library().size());
+
+    // The large file with one byte changed, same size: the piece list catches it.
+    std::string changed = big_library();
+    changed[(8u << 20) + 7] ^= 1;
+    write(prefix / "lib/libbig.so", changed);
+    auto big_modified = collect_sbom(req);
+    REQUIRE_FALSE(big_modified.ok());
+    CHECK(big_modified.error_value().code == error_code::integrity);
+    CHECK(big_modified.error_value().path.find("lib/libbig.so") != std::string::npos);
+    write(prefix / "lib/libbig.so", big_library());
+    REQUIRE(collect_sbom(req).ok());
 
     // A modified file: the SBOM would lie, so it is an integrity error naming the file.
     write(prefix / "lib/libx.so.1", "LIBRARY");

@@ -6,6 +6,9 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
+
+#include "redist/verify.hpp"
 
 namespace redist_test {
 
@@ -28,6 +31,21 @@ inline void write(const std::filesystem::path& path, const std::string& content)
 inline std::string slurp(const std::filesystem::path& path) {
     std::ifstream in(path, std::ios::binary);
     return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// What a receipt records of `content` (see file_digester), computed from
+// sha256_hex alone: the plain digest up to one piece, else the digest of the
+// concatenated raw digests of the pieces.
+inline std::string receipt_digest_oracle(const std::string& content,
+                                         std::uint64_t piece = redist::receipt_piece_bytes) {
+    if (content.size() <= piece) return redist::sha256_hex(content);
+    std::string raw;
+    for (std::size_t at = 0; at < content.size(); at += piece) {
+        const std::string hex = redist::sha256_hex(std::string_view(content).substr(at, piece));
+        for (std::size_t i = 0; i < hex.size(); i += 2)
+            raw += static_cast<char>(std::stoi(hex.substr(i, 2), nullptr, 16));
+    }
+    return redist::sha256_hex(raw);
 }
 
 }  // namespace redist_test

@@ -11,6 +11,8 @@
 //  - write() after a worker failure returns the error; destruction mid-stream.
 #include <catch2/catch.hpp>
 
+#include "support.hpp"
+
 #include <archive.h>
 #include <archive_entry.h>
 #include <lzma.h>
@@ -645,7 +647,8 @@ void check_entries_match_disk(const fs::path& stage, const std::vector<unpacked_
         INFO(e.path);
         const std::string content = read_file(stage / e.path);
         CHECK(content.size() == e.size);
-        CHECK(redist::sha256_hex(content) == e.sha256);
+        CHECK(redist_test::receipt_digest_oracle(content) == e.sha256);
+        CHECK(e.piece_size == redist::piece_size_for(content.size()));
     }
 }
 
@@ -912,7 +915,12 @@ TEST_CASE("files written by the worker pool match libarchive's own extraction", 
         const unpacked_entry* big = find(*r, "lib/libbig.so");
         REQUIRE(big != nullptr);
         CHECK(big->size == (12u << 20));
-        CHECK(big->sha256 == redist::sha256_hex(noise(9u << 20, 77) + std::string(3u << 20, 'q')));
+        // 12 MiB: recorded by the hash list of its two 8 MiB pieces, hashed
+        // by two strands with the pool, in order on the extractor inline.
+        const std::string big_content = noise(9u << 20, 77) + std::string(3u << 20, 'q');
+        CHECK(big->sha256 == redist_test::receipt_digest_oracle(big_content));
+        CHECK(big->sha256 != redist::sha256_hex(big_content));
+        CHECK(big->piece_size == redist::receipt_piece_bytes);
         const unpacked_entry* hard = find(*r, "lib/libbig-hard.so");
         REQUIRE(hard != nullptr);
         CHECK(hard->sha256 == big->sha256);
@@ -1043,41 +1051,53 @@ TEST_CASE("an extractor waiting for its next block holds none of the decoders' m
 }
 
 TEST_CASE("a sparse file written by the pool matches libarchive's own extraction", "[unpack][pool]") {
-    // Old-GNU sparse entry ('S'): 5 bytes at 3 MiB - 5 of a 3 MiB + 4 KiB file
-    // that ends in a hole.
-    std::string h = tar_header("top/sparse", 'S', 5);
-    const auto octal = [&](std::size_t off, std::size_t len, std::uint64_t v) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), static_cast<unsigned long long>(v));
-        std::memcpy(&h[off], buf, len - 1);
+    // Old-GNU sparse entry ('S'): 5 bytes at `at` of a file of `real` bytes
+    // that ends in a hole. 3 MiB: one strand hashes it. 20 MiB: split, three
+    // 8 MiB pieces of the receipt digest: the first all hole (never given a
+    // block), the 5 bytes across the second and third.
+    const auto sparse_tar = [](std::uint64_t at, std::uint64_t real) {
+        std::string h = tar_header("top/sparse", 'S', 5);
+        const auto octal = [&](std::size_t off, std::size_t len, std::uint64_t v) {
+            char buf[32];
+            std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), static_cast<unsigned long long>(v));
+            std::memcpy(&h[off], buf, len - 1);
+        };
+        std::memcpy(&h[257], "ustar  ", 8);
+        octal(386, 12, at);
+        octal(398, 12, 5);
+        octal(483, 12, real);
+        std::memset(&h[148], ' ', 8);
+        unsigned sum = 0;
+        for (const char c : h) sum += static_cast<unsigned char>(c);
+        char cs[8];
+        std::snprintf(cs, sizeof cs, "%06o", sum);
+        std::memcpy(&h[148], cs, 7);
+        return tar_header("top/", '5', 0) + h + padded("hello") + std::string(1024, '\0');
     };
-    std::memcpy(&h[257], "ustar  ", 8);
-    octal(386, 12, (3ull << 20) - 5);
-    octal(398, 12, 5);
-    octal(483, 12, (3ull << 20) + 4096);
-    std::memset(&h[148], ' ', 8);
-    unsigned sum = 0;
-    for (const char c : h) sum += static_cast<unsigned char>(c);
-    char cs[8];
-    std::snprintf(cs, sizeof cs, "%06o", sum);
-    std::memcpy(&h[148], cs, 7);
-    const std::string raw = tar_header("top/", '5', 0) + h + padded("hello") + std::string(1024, '\0');
-    const fs::path ref = fresh_stage("sparse_reference");
-    reference_extract(raw, ref);
-    // 2 threads: the extractor writes inline; 4: the pool's workers write.
-    for (const unsigned threads : {2u, 4u}) {
-        INFO("threads " << threads);
-        const fs::path stage = fresh_stage("sparse_pool_" + std::to_string(threads));
-        auto o = opts(redist::archive_format::tar_xz);
-        o.budget = budget(threads, 256ull << 20);
-        auto r = unpack(xz_multiblock(raw, 1 << 20), stage, o);
-        REQUIRE_OK(r);
-        check_same_tree(stage, ref / "top");
-        check_entries_match_disk(stage, *r);
-        REQUIRE(r->size() == 1);
-        CHECK(r->front().size == (3ull << 20) + 4096);
-        CHECK(r->front().sha256 ==
-              redist::sha256_hex(std::string((3ull << 20) - 5, '\0') + "hello" + std::string(4096, '\0')));
+    struct shape {
+        std::uint64_t at, real;
+    };
+    for (const shape sh :
+         {shape{(3ull << 20) - 5, (3ull << 20) + 4096}, shape{(16ull << 20) - 2, (20ull << 20) + 4096}}) {
+        const std::string raw = sparse_tar(sh.at, sh.real);
+        const fs::path ref = fresh_stage("sparse_reference");
+        reference_extract(raw, ref);
+        std::string content(sh.real, '\0');
+        content.replace(sh.at, 5, "hello");
+        // 2 threads: the extractor writes inline; 4: the pool's workers write.
+        for (const unsigned threads : {2u, 4u}) {
+            INFO("threads " << threads << ", size " << sh.real);
+            const fs::path stage = fresh_stage("sparse_pool_" + std::to_string(threads));
+            auto o = opts(redist::archive_format::tar_xz);
+            o.budget = budget(threads, 256ull << 20);
+            auto r = unpack(xz_multiblock(raw, 1 << 20), stage, o);
+            REQUIRE_OK(r);
+            check_same_tree(stage, ref / "top");
+            check_entries_match_disk(stage, *r);
+            REQUIRE(r->size() == 1);
+            CHECK(r->front().size == sh.real);
+            CHECK(r->front().sha256 == redist_test::receipt_digest_oracle(content));
+        }
     }
 }
 

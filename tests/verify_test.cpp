@@ -2,12 +2,16 @@
 // boundaries, file hashing and integrity messages.
 #include "redist/verify.hpp"
 
+#include "support.hpp"
+
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cstdio>
 #include <fstream>
 #include <random>
 #include <string>
+#include <vector>
 
 namespace fs = std::filesystem;
 
@@ -241,4 +245,106 @@ TEST_CASE("check_integrity", "[verify]") {
     auto secret = redist::check_integrity(4, kAbc, 3, kAbc, "https://user:pw@host/x");
     REQUIRE_FALSE(secret.ok());
     CHECK(secret.error_value().describe().find("pw@") == std::string::npos);
+}
+
+// ---- receipt digests: plain SHA-256 up to one piece, a hash list above -----------------
+
+namespace {
+
+std::string pattern_bytes(std::size_t size) {
+    std::string out(size, '\0');
+    for (std::size_t i = 0; i < size; ++i) out[i] = static_cast<char>(i % 251);
+    return out;
+}
+
+std::string piece_list_oracle(const std::string& data, std::size_t piece) {
+    return redist_test::receipt_digest_oracle(data, piece);
+}
+
+std::string digest_in_chunks(const std::string& data, std::uint64_t piece, std::size_t chunk) {
+    redist::file_digester d(piece);
+    for (std::size_t at = 0; at < data.size(); at += chunk)
+        d.update(data.data() + at, std::min(chunk, data.size() - at));
+    CHECK(d.bytes_hashed() == data.size());
+    return d.finish_hex();
+}
+
+}  // namespace
+
+TEST_CASE("file_digester: a known answer for a three-piece file", "[verify][pieces]") {
+    // Python: pcs = [sha256(d[i:i+65536]).digest() for i in range(0, len(d), 65536)];
+    //         sha256(b''.join(pcs)).hexdigest(), d = bytes(i % 251 for i in range(200000))
+    const std::string data = pattern_bytes(200000);
+    CHECK(digest_in_chunks(data, 65536, data.size()) ==
+          "bf2187045a84f25369fb8ca6a17623571e97266c1c640e6ed3c1a4e99189dad7");
+    CHECK(redist::sha256_hex(data) == "e24bc62381f1224fbbb74688663f8f9743b9680b193edd666835e97b06e730eb");
+    CHECK(piece_list_oracle(data, 65536) == "bf2187045a84f25369fb8ca6a17623571e97266c1c640e6ed3c1a4e99189dad7");
+}
+
+TEST_CASE("file_digester: one piece or less is the plain SHA-256", "[verify][pieces]") {
+    CHECK(redist::file_digester(65536).finish_hex() == kEmpty);
+    CHECK(digest_in_chunks("abc", 65536, 1) == kAbc);
+    // Exactly one piece: no list (a piece is closed only when a byte follows).
+    const std::string one = pattern_bytes(65536);
+    CHECK(digest_in_chunks(one, 65536, 65536) == "4b640d85ab3ba30fd02c9fc9db4a8928f416322ad27022ea58a65aaee68a4df2");
+    CHECK(digest_in_chunks(one, 65536, 1000) == redist::sha256_hex(one));
+    // One byte more: two pieces.
+    const std::string two = pattern_bytes(65537);
+    CHECK(digest_in_chunks(two, 65536, 7) == piece_list_oracle(two, 65536));
+    CHECK(digest_in_chunks(two, 65536, 7) != redist::sha256_hex(two));
+    // Piece size 0: plain whatever the size.
+    const std::string big = random_bytes(300000, 5);
+    CHECK(digest_in_chunks(big, 0, 4096) == redist::sha256_hex(big));
+}
+
+TEST_CASE("file_digester does not depend on how the bytes are fed", "[verify][pieces]") {
+    const std::string data = random_bytes(5 * 65536 + 123, 9);
+    const std::string expected = piece_list_oracle(data, 65536);
+    for (const std::size_t chunk : {std::size_t{1}, std::size_t{63}, std::size_t{65535}, std::size_t{65536},
+                                    std::size_t{65537}, std::size_t{200000}, data.size()}) {
+        INFO("chunk " << chunk);
+        CHECK(digest_in_chunks(data, 65536, chunk) == expected);
+    }
+}
+
+TEST_CASE("piece_list_hex: raw piece digests to the file's digest", "[verify][pieces]") {
+    const std::string data = random_bytes(3 * 65536 + 5, 11);
+    std::vector<std::array<unsigned char, 32>> pieces;
+    for (std::size_t at = 0; at < data.size(); at += 65536) {
+        redist::sha256_hasher h;
+        h.update(std::string_view(data).substr(at, 65536));
+        pieces.push_back(h.finish_bytes());
+    }
+    CHECK(redist::piece_list_hex(pieces) == piece_list_oracle(data, 65536));
+    pieces.resize(1);
+    CHECK(redist::piece_list_hex(pieces) == redist::sha256_hex(std::string_view(data).substr(0, 65536)));
+    CHECK(redist::piece_list_hex({}) == kEmpty);
+}
+
+TEST_CASE("file_digest and the receipt's piece rule", "[verify][pieces]") {
+    const fs::path dir = scratch_dir("file_digest");
+    const std::string data = random_bytes(3u << 20, 3);
+    write_file(dir / "f", data);
+    auto pieces = redist::file_digest(dir / "f", 1u << 20);
+    REQUIRE(pieces.ok());
+    CHECK(*pieces == piece_list_oracle(data, 1u << 20));
+    auto plain = redist::file_digest(dir / "f", 0);
+    REQUIRE(plain.ok());
+    CHECK(*plain == redist::sha256_hex(data));
+    const std::string by_sha256sum = sha256sum_of(dir / "f");
+    if (!by_sha256sum.empty()) CHECK(*plain == by_sha256sum);
+    auto missing = redist::file_digest(dir / "absent", 1u << 20);
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error_value().code == redist::error_code::filesystem);
+
+    CHECK(redist::piece_size_for(0) == 0);
+    CHECK(redist::piece_size_for(redist::receipt_piece_bytes) == 0);
+    CHECK(redist::piece_size_for(redist::receipt_piece_bytes + 1) == redist::receipt_piece_bytes);
+    CHECK(redist::valid_piece_size(0));
+    CHECK(redist::valid_piece_size(redist::receipt_piece_bytes));
+    CHECK(redist::valid_piece_size(64u << 10));
+    CHECK(redist::valid_piece_size(1u << 30));
+    CHECK_FALSE(redist::valid_piece_size(32u << 10));
+    CHECK_FALSE(redist::valid_piece_size(std::uint64_t{2} << 30));
+    CHECK_FALSE(redist::valid_piece_size((8u << 20) + 1));
 }

@@ -49,9 +49,10 @@ struct installed_file {
     std::string path;                       // prefix-relative, '/'-separated
     entry_kind kind = entry_kind::regular;  // regular, symlink (hardlinks are recorded as regular)
     std::uint64_t size = 0;
-    std::string sha256;       // regular files
+    std::string sha256;       // regular files: the digest of redist/verify.hpp's file_digester
     std::string link_target;  // symlinks
     unsigned mode = 0;
+    std::uint64_t piece_size = 0;  // of the digest: 0 (the plain SHA-256) or its pieces' size
 };
 
 struct receipt {

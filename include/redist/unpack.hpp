@@ -56,10 +56,11 @@ enum class entry_kind : std::uint8_t { regular, directory, symlink, hardlink };
 struct unpacked_entry {
     std::string path;  // relative to the stage root, top-level dir stripped, '/'-separated
     entry_kind kind = entry_kind::regular;
-    std::uint64_t size = 0;   // regular files and hardlinks
-    std::string sha256;       // regular files and hardlinks: digest of the content
-    std::string link_target;  // symlink target as stored; hardlink: stage-relative path of the target
-    unsigned mode = 0;        // permission bits as written (setuid/setgid dropped)
+    std::uint64_t size = 0;        // regular files and hardlinks
+    std::string sha256;            // regular files and hardlinks: digest of the content (see file_digester)
+    std::string link_target;       // symlink target as stored; hardlink: stage-relative path of the target
+    unsigned mode = 0;             // permission bits as written (setuid/setgid dropped)
+    std::uint64_t piece_size = 0;  // of the digest: 0 (plain SHA-256) or receipt_piece_bytes
 };
 
 struct unpack_options {

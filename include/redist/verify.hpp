@@ -1,12 +1,14 @@
 // redist/verify.hpp — streaming SHA-256 (OpenSSL EVP) and size accounting.
 #pragma once
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redist/error.hpp"
 
@@ -32,6 +34,8 @@ public:
     // Lower-case hex digest of everything hashed so far. The hasher is reset
     // afterwards and can be reused.
     std::string finish_hex();
+    // The same, as the 32 raw bytes of the digest.
+    std::array<unsigned char, 32> finish_bytes();
 
     // Lower-case hex digest of everything hashed so far, without finishing:
     // the hasher keeps its state and can continue (works on a copy of the
@@ -47,6 +51,59 @@ private:
 };
 
 std::string sha256_hex(std::string_view bytes);
+
+// ---- what receipts record of a file's bytes ------------------------------------------
+//
+// A file of at most `piece_size` bytes is recorded by its SHA-256, as
+// sha256sum prints it. A larger file is recorded by the SHA-256 of the
+// concatenated raw SHA-256 digests of its consecutive `piece_size`-byte
+// pieces (the last one shorter), in order: a hash list. Its pieces can be
+// hashed at once on many cores, so that a 200 MiB library does not leave the
+// rest of its bytes to one core after the archive's slowest xz block (issue
+// 11, bench/RESULTS.md). It binds the content as SHA-256 does: a collision of
+// two lists of the same length is a collision of SHA-256 in the list or in a
+// piece. By hand, with coreutils alone:
+//   split -b 8M --filter=sha256sum FILE | cut -c1-64 | tr -d '\n' | tr a-f A-F | basenc -d --base16 | sha256sum
+//
+// `piece_size` 0 means the plain SHA-256 whatever the size (receipts written
+// before piece lists, and what a file record says when it has no piece_size).
+inline constexpr std::uint64_t receipt_piece_bytes = std::uint64_t{8} << 20;
+
+// What a file of `size` bytes records as its piece size now: 0 (plain) up to
+// receipt_piece_bytes, else receipt_piece_bytes.
+constexpr std::uint64_t piece_size_for(std::uint64_t size) noexcept {
+    return size > receipt_piece_bytes ? receipt_piece_bytes : 0;
+}
+
+// A piece size that a receipt or tree list may state: 0, or a power of two
+// from 64 KiB to 1 GiB.
+bool valid_piece_size(std::uint64_t piece_size) noexcept;
+
+// Computes that digest from the bytes in order. With one piece or fewer (or
+// piece_size 0) the result is the plain SHA-256.
+class file_digester {
+public:
+    explicit file_digester(std::uint64_t piece_size);
+    void update(const void* data, std::size_t size);
+    std::uint64_t bytes_hashed() const noexcept { return total_; }
+    std::string finish_hex();  // once
+
+private:
+    std::uint64_t piece_size_;
+    std::uint64_t in_piece_ = 0;  // bytes of the current piece hashed so far
+    std::uint64_t pieces_done_ = 0;
+    std::uint64_t total_ = 0;
+    sha256_hasher piece_;
+    sha256_hasher list_;
+};
+
+// The digest of pieces hashed separately (raw SHA-256 of each, in order): the
+// plain digest when there is one piece.
+std::string piece_list_hex(const std::vector<std::array<unsigned char, 32>>& pieces);
+
+// Streams a file through file_digester(piece_size). Outcomes: ok (hex
+// digest) | filesystem (cannot open or read; error.path set).
+result<std::string> file_digest(const std::filesystem::path& path, std::uint64_t piece_size);
 
 // Hashes a file by streaming it. Outcomes: ok (hex digest) | filesystem
 // (cannot open or read; error.path set).

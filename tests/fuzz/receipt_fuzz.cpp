@@ -3,7 +3,8 @@
 // corrupted one is hostile input.
 //
 // Contract checked on every input: a failure is one clean bad_manifest line
-// naming the source; a success round-trips through receipt_to_json.
+// naming the source; a success round-trips through receipt_to_json, and a
+// file recorded by a piece list has a valid piece size and digest.
 // (Issue 9 will make the reader refuse paths outside the prefix; assert
 // "every files[].path is relative and free of '..'" here once it does.)
 #include <cstddef>
@@ -13,6 +14,7 @@
 
 #include "fuzz_support.hpp"
 #include "redist/install.hpp"
+#include "redist/verify.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view json(reinterpret_cast<const char*>(data), size);
@@ -21,6 +23,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         fuzz::require_clean_error(parsed.error_value(), redist::error_code::bad_manifest, "fuzz-receipt.json");
         return 0;
     }
+    // A file recorded by a piece list says how: a valid piece size and a digest.
+    for (const auto& f : parsed.value().files)
+        if (f.piece_size != 0) fuzz::require(redist::valid_piece_size(f.piece_size) && redist::is_sha256_hex(f.sha256));
     const std::string written = redist::receipt_to_json(parsed.value());
     const auto reread = redist::receipt_from_json(written, "rewritten.json");
     fuzz::require(reread.ok());
