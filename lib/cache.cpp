@@ -21,9 +21,12 @@
 
 #include <simdjson.h>
 
+#include "commit_plan.hpp"
 #include "posix_file.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
+#include "safe_path.hpp"
+#include "tree_list.hpp"
 
 namespace fs = std::filesystem;
 
@@ -200,13 +203,12 @@ std::vector<std::string> split_path(std::string_view path) {
     return out;
 }
 
-// A tree-relative path: no leading '/', no empty, "." or ".." component, no NUL.
-bool confined_relative(std::string_view path) {
-    if (path.empty() || path.size() > 4096 || path.front() == '/' || path.find('\0') != std::string_view::npos)
-        return false;
-    for (const auto& c : split_path(path))
-        if (c.empty() || c == "." || c == "..") return false;
-    return true;
+// A tree-relative path as a receipt may hold it (the tree becomes a stage,
+// then receipts): plain and relative (safe_path.hpp: no "..", no control
+// characters, no backslash) and not in .redist/.
+bool plausible_tree_path(std::string_view path) {
+    return path.size() <= 4096 && relative_path_problem(path) == nullptr &&
+           path.substr(0, path.find('/')) != state_dir_name;
 }
 
 // Whether symlink `link` (tree-relative) with `target` resolves inside the
@@ -737,19 +739,10 @@ namespace {
 constexpr int k_tree_format = 2;  // 1 (a bare array, hard links to a prefix) is dropped and rebuilt
 constexpr std::size_t k_max_tree_list = 64u << 20;
 
-struct tree_record {
-    installed_file file;
-    std::uint64_t ino = 0;   // of the cache's copy: a replaced file has another inode
-    std::int64_t mtime = 0;  // of the cache's copy
-    std::int64_t ctime = 0;  // of the cache's copy: any write, chmod or utime changes it
-};
+}  // namespace
 
-struct tree_list {
-    std::string archive;      // the blob it came from: a tree moved to another name is refused
-    bool hardlinked = false;  // hard-linked out once: ctime is no longer meaningful
-    std::vector<tree_record> files;
-};
-
+// The tree list (tree_list.hpp): written by store_tree, read back by
+// materialize_tree, from a cache that another user may share.
 std::string tree_list_json(const tree_list& list) {
     json_writer w(0);
     w.begin_object().field("format", k_tree_format).field("archive", list.archive).field("hardlinked", list.hardlinked);
@@ -764,6 +757,8 @@ std::string tree_list_json(const tree_list& list) {
     w.end_array().end_object();
     return w.str();
 }
+
+namespace {
 
 // simdjson On-Demand: each value is read once, in document order.
 bool parse_tree_record(simdjson::ondemand::object obj, tree_record& r) {
@@ -810,6 +805,8 @@ bool parse_tree_record(simdjson::ondemand::object obj, tree_record& r) {
     return true;
 }
 
+}  // namespace
+
 std::optional<tree_list> parse_tree_list(const std::string& text) {
     simdjson::ondemand::parser parser;
     simdjson::padded_string padded(text);
@@ -847,16 +844,13 @@ std::optional<tree_list> parse_tree_list(const std::string& text) {
     return list;
 }
 
-// Every path stays in the tree and is listed once, nothing sits below a
-// symlink (placing it would write through the link), files have a digest,
-// and every symlink target is relative and resolves inside the tree.
 bool valid_tree_list(const tree_list& list, const std::string& sha256) {
     if (list.archive != sha256) return false;
     std::map<std::string, std::string> links;
     std::set<std::string> seen;
     for (const auto& r : list.files) {
         const auto& f = r.file;
-        if (!confined_relative(f.path) || !seen.insert(f.path).second) return false;
+        if (!plausible_tree_path(f.path) || !seen.insert(f.path).second) return false;
         if (f.kind == entry_kind::symlink) links.emplace(f.path, f.link_target);
         else if (!is_sha256_hex(f.sha256) || !f.link_target.empty()) return false;
     }
@@ -868,6 +862,8 @@ bool valid_tree_list(const tree_list& list, const std::string& sha256) {
     }
     return true;
 }
+
+namespace {
 
 // Writes `text` as `path` atomically, through a new file in the same directory.
 bool replace_file(const fs::path& path, const std::string& text) {

@@ -305,6 +305,34 @@ TEST_CASE("the tree list must be ours and say safe things", "[cache][tree]") {
         fx.rewrite_list("\"path\":\"include/a.h\"", "\"path\":\"../a.h\"");
         CHECK_FALSE(fx.place(fx.cache()));
     }
+    // These two rename the file in the tree too, so that only the list's
+    // validation stands between the name and the stage (shared: the copy is
+    // re-hashed, and its content is right).
+    const auto renamed = [](const fixture& fx, const std::string& to) {
+        fx.cache().store_tree(k_sha, fx.stage, fx.files);
+        fs::permissions(fx.tree(), fs::perms::owner_all, fs::perm_options::add);
+        fs::create_directories((fx.tree() / to).parent_path());
+        fs::rename(fx.tree() / "include/a.h", fx.tree() / to);
+    };
+    SECTION("a path into .redist/ (it would be placed among the prefix's receipts)") {
+        fixture fx("list-state");
+        renamed(fx, ".redist/receipts/demo/x.json");
+        fx.rewrite_list("\"path\":\"include/a.h\"", "\"path\":\".redist/receipts/demo/x.json\"");
+        CHECK_FALSE(fx.place(fx.cache(true)));
+        CHECK_FALSE(fs::exists(fx.root / "out/.redist"));
+    }
+    SECTION("a path that no receipt could hold (a control character)") {
+        fixture fx("list-control");
+        renamed(fx, "include/a\x01.h");
+        fx.rewrite_list("\"path\":\"include/a.h\"", "\"path\":\"include/a\\u0001.h\"");
+        CHECK_FALSE(fx.place(fx.cache(true)));
+    }
+    SECTION("a piece size that is not one") {
+        fixture fx("list-piece");
+        fx.cache().store_tree(k_sha, fx.stage, fx.files);
+        fx.rewrite_list("\"mode\":420", "\"mode\":420,\"piece_size\":1000");
+        CHECK_FALSE(fx.place(fx.cache()));
+    }
     SECTION("a tree moved under another blob's name") {
         fixture fx("list-moved");
         fx.cache().store_tree(k_sha, fx.stage, fx.files);

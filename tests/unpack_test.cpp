@@ -640,6 +640,28 @@ std::string padded(std::string data) {
     return data;
 }
 
+// A tar holding top/ and an old-GNU sparse entry ('S') top/sparse: "hello"
+// stored at `at` of a file of `real` bytes, the rest holes.
+std::string old_gnu_sparse_tar(std::uint64_t at, std::uint64_t real) {
+    std::string h = tar_header("top/sparse", 'S', 5);
+    const auto octal = [&](std::size_t off, std::size_t len, std::uint64_t v) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), static_cast<unsigned long long>(v));
+        std::memcpy(&h[off], buf, len - 1);
+    };
+    std::memcpy(&h[257], "ustar  ", 8);  // old GNU magic and version
+    octal(386, 12, at);                  // sparse[0].offset
+    octal(398, 12, 5);                   // sparse[0].numbytes
+    octal(483, 12, real);                // realsize
+    std::memset(&h[148], ' ', 8);
+    unsigned sum = 0;
+    for (const char c : h) sum += static_cast<unsigned char>(c);
+    char cs[8];
+    std::snprintf(cs, sizeof cs, "%06o", sum);
+    std::memcpy(&h[148], cs, 7);
+    return tar_header("top/", '5', 0) + h + padded("hello") + std::string(1024, '\0');
+}
+
 // Entries and disk agree: what `redist verify` checks right after an install.
 void check_entries_match_disk(const fs::path& stage, const std::vector<unpacked_entry>& entries) {
     for (const auto& e : entries) {
@@ -762,23 +784,7 @@ TEST_CASE("decoded output beyond max_output_bytes is unsafe, in every format", "
 TEST_CASE("the output cap counts the holes of sparse files", "[unpack]") {
     // An old-GNU sparse entry ('S'): 5 bytes stored at the end of a 64 MiB
     // file. Without the cap its hole would be hashed (and later copied) in full.
-    std::string h = tar_header("top/sparse", 'S', 5);
-    const auto octal = [&](std::size_t off, std::size_t len, std::uint64_t v) {
-        char buf[32];
-        std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), static_cast<unsigned long long>(v));
-        std::memcpy(&h[off], buf, len - 1);
-    };
-    std::memcpy(&h[257], "ustar  ", 8);  // old GNU magic and version
-    octal(386, 12, (64ull << 20) - 5);   // sparse[0].offset
-    octal(398, 12, 5);                   // sparse[0].numbytes
-    octal(483, 12, 64ull << 20);         // realsize
-    std::memset(&h[148], ' ', 8);
-    unsigned sum = 0;
-    for (const char c : h) sum += static_cast<unsigned char>(c);
-    char cs[8];
-    std::snprintf(cs, sizeof cs, "%06o", sum);
-    std::memcpy(&h[148], cs, 7);
-    const std::string raw = tar_header("top/", '5', 0) + h + padded("hello") + std::string(1024, '\0');
+    const std::string raw = old_gnu_sparse_tar((64ull << 20) - 5, 64ull << 20);
     const std::string xz = xz_multiblock(raw, 1 << 20);
 
     auto o = opts(redist::archive_format::tar_xz);
@@ -1055,31 +1061,12 @@ TEST_CASE("a sparse file written by the pool matches libarchive's own extraction
     // that ends in a hole. 3 MiB: one strand hashes it. 20 MiB: split, three
     // 8 MiB pieces of the receipt digest: the first all hole (never given a
     // block), the 5 bytes across the second and third.
-    const auto sparse_tar = [](std::uint64_t at, std::uint64_t real) {
-        std::string h = tar_header("top/sparse", 'S', 5);
-        const auto octal = [&](std::size_t off, std::size_t len, std::uint64_t v) {
-            char buf[32];
-            std::snprintf(buf, sizeof buf, "%0*llo", static_cast<int>(len - 1), static_cast<unsigned long long>(v));
-            std::memcpy(&h[off], buf, len - 1);
-        };
-        std::memcpy(&h[257], "ustar  ", 8);
-        octal(386, 12, at);
-        octal(398, 12, 5);
-        octal(483, 12, real);
-        std::memset(&h[148], ' ', 8);
-        unsigned sum = 0;
-        for (const char c : h) sum += static_cast<unsigned char>(c);
-        char cs[8];
-        std::snprintf(cs, sizeof cs, "%06o", sum);
-        std::memcpy(&h[148], cs, 7);
-        return tar_header("top/", '5', 0) + h + padded("hello") + std::string(1024, '\0');
-    };
     struct shape {
         std::uint64_t at, real;
     };
     for (const shape sh :
          {shape{(3ull << 20) - 5, (3ull << 20) + 4096}, shape{(16ull << 20) - 2, (20ull << 20) + 4096}}) {
-        const std::string raw = sparse_tar(sh.at, sh.real);
+        const std::string raw = old_gnu_sparse_tar(sh.at, sh.real);
         const fs::path ref = fresh_stage("sparse_reference");
         reference_extract(raw, ref);
         std::string content(sh.real, '\0');
