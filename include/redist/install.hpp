@@ -153,7 +153,9 @@ bool commit_pending(const std::filesystem::path& prefix) noexcept;
 struct verify_problem {
     std::string component;
     std::string path;
-    std::string what;  // "missing", "modified (sha256 …)", "type changed", "symlink target changed", "size changed"
+    // "missing", "modified (sha256 …)" (or "sha256_pieces …" for a file recorded by its pieces),
+    // "type changed", "symlink target changed", "size changed"
+    std::string what;
 };
 // Checks every installed file against the receipts. Outcomes: ok (problems,
 // empty if all is well) | bad_manifest | filesystem.
