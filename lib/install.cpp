@@ -806,13 +806,7 @@ json::value_fn read_into(std::string& out) {
 
 // A name that may be empty (labels of old manifests are).
 json::value_fn read_optional_name(std::string& out, std::string_view what) {
-    return [&out, what](json::value& v) -> result<void> {
-        REDIST_TRY_VOID(v.get(out));
-        if (out.empty()) return result<void>();
-        if (const char* why = name_problem(out))
-            return result<void>(v.bad(std::string(what) + " '" + printable(out, 64) + "' is not a valid name: " + why));
-        return result<void>();
-    };
+    return [&out, what](json::value& v) -> result<void> { return v.get_name_or_empty(out, what); };
 }
 
 result<void> read_installed_file(json::value& item, installed_file& f) {
@@ -876,11 +870,7 @@ result<receipt> receipt_from_json(std::string_view text, std::string_view source
          {"component_version", read_into(r.component_version)},
          {"platform", read_optional_name(r.platform, "platform")},
          {"variant",
-          [&](json::value& v) -> result<void> {
-              REDIST_TRY_VOID(v.get(r.variant));
-              if (r.variant) REDIST_TRY_VOID(read_optional_name(*r.variant, "variant")(v));
-              return result<void>();
-          }},
+          [&](json::value& v) -> result<void> { return v.get_optional_name(r.variant, "variant", /*empty_ok=*/true); }},
          {"url", read_into(r.url)},
          {"archive_sha256", read_into(r.archive_sha256)},
          {"archive_size", [&](json::value& v) -> result<void> { return v.get(r.archive_size); }},

@@ -92,7 +92,20 @@ result<void> read_fields(context& ctx, od::object object, const std::string& pat
 
 error value::bad(std::string message) const { return ctx_->bad(path_, std::move(message)); }
 
+result<void> value::take() {
+    if (taken_)
+        return make_error(error_code::internal, "JSON value " + path_ + " read twice (a bug in redist)")
+            .with_source(std::string(ctx_->source));
+    taken_ = true;
+    return {};
+}
+
 result<void> value::get(std::string& out) {
+    REDIST_TRY_VOID(take());
+    return read_string(out);
+}
+
+result<void> value::read_string(std::string& out) {
     od::json_type type{};
     if (auto ec = raw(raw_).type().get(type)) return ctx_->json_error(ec, path_);
     if (type != od::json_type::string) return bad(std::string("expected a string, got ") + type_name(type));
@@ -103,6 +116,7 @@ result<void> value::get(std::string& out) {
 }
 
 result<void> value::get(std::uint64_t& out) {
+    REDIST_TRY_VOID(take());
     od::json_type type{};
     if (auto ec = raw(raw_).type().get(type)) return ctx_->json_error(ec, path_);
     if (type != od::json_type::number) return bad(std::string("expected an integer, got ") + type_name(type));
@@ -111,6 +125,7 @@ result<void> value::get(std::uint64_t& out) {
 }
 
 result<void> value::get(bool& out) {
+    REDIST_TRY_VOID(take());
     od::json_type type{};
     if (auto ec = raw(raw_).type().get(type)) return ctx_->json_error(ec, path_);
     if (type != od::json_type::boolean) return bad(std::string("expected a boolean, got ") + type_name(type));
@@ -119,6 +134,7 @@ result<void> value::get(bool& out) {
 }
 
 result<void> value::get(std::optional<std::string>& out) {
+    REDIST_TRY_VOID(take());
     od::json_type type{};
     if (auto ec = raw(raw_).type().get(type)) return ctx_->json_error(ec, path_);
     if (type == od::json_type::null) {
@@ -128,16 +144,31 @@ result<void> value::get(std::optional<std::string>& out) {
         return {};
     }
     std::string text;
-    REDIST_TRY_VOID(get(text));
+    REDIST_TRY_VOID(read_string(text));
     out = std::move(text);
+    return {};
+}
+
+result<void> value::check_name(std::string_view what, const std::string& name, bool empty_ok) const {
+    if (empty_ok && name.empty()) return {};
+    if (const char* why = name_problem(name))
+        return bad(std::string(what) + " '" + printable(name, 64) + "' is not a valid name: " + why);
     return {};
 }
 
 result<void> value::get_name(std::string& out, std::string_view what) {
     REDIST_TRY_VOID(get(out));
-    if (const char* why = name_problem(out))
-        return bad(std::string(what) + " '" + printable(out, 64) + "' is not a valid name: " + why);
-    return {};
+    return check_name(what, out, false);
+}
+
+result<void> value::get_name_or_empty(std::string& out, std::string_view what) {
+    REDIST_TRY_VOID(get(out));
+    return check_name(what, out, true);
+}
+
+result<void> value::get_optional_name(std::optional<std::string>& out, std::string_view what, bool empty_ok) {
+    REDIST_TRY_VOID(get(out));
+    return out ? check_name(what, *out, empty_ok) : result<void>();
 }
 
 result<void> value::get_relative_path(std::string& out) {
@@ -147,6 +178,7 @@ result<void> value::get_relative_path(std::string& out) {
 }
 
 result<void> value::read_object(const std::vector<field>& fields) {
+    REDIST_TRY_VOID(take());
     od::json_type type{};
     if (auto ec = raw(raw_).type().get(type)) return ctx_->json_error(ec, path_);
     if (type != od::json_type::object) return bad(std::string("expected an object, got ") + type_name(type));
@@ -156,6 +188,7 @@ result<void> value::read_object(const std::vector<field>& fields) {
 }
 
 result<void> value::for_each(const value_fn& fn) {
+    REDIST_TRY_VOID(take());
     od::json_type type{};
     if (auto ec = raw(raw_).type().get(type)) return ctx_->json_error(ec, path_);
     if (type != od::json_type::array) return bad(std::string("expected an array, got ") + type_name(type));

@@ -38,7 +38,11 @@ struct field {
 
 struct context;  // the document being read (source, text, parser position)
 
-// One JSON value at a known path. Each value can be read once.
+// One JSON value at a known path. Each value can be read once: a second read
+// is refused (error_code::internal) instead of reaching simdjson. On-Demand
+// unescapes a string into the parser's buffer each time it is read, and that
+// buffer is sized for one read of every string of the document: a second read
+// of a long string wrote past it (receipt_fuzz, SECURITY.md guarantee 14).
 class value {
 public:
     const std::string& path() const noexcept { return path_; }
@@ -52,6 +56,10 @@ public:
     result<void> get(std::optional<std::string>& out);
     // A string that passes validate_name() (see safe_path.hpp); `what` names it in errors.
     result<void> get_name(std::string& out, std::string_view what);
+    // The same, or "" (release labels of old manifests are empty).
+    result<void> get_name_or_empty(std::string& out, std::string_view what);
+    // null, or a string that passes validate_name() (or is "", when `empty_ok`).
+    result<void> get_optional_name(std::optional<std::string>& out, std::string_view what, bool empty_ok = false);
     // A string that passes relative_path_problem() (see safe_path.hpp).
     result<void> get_relative_path(std::string& out);
     // An object, read with `fields`.
@@ -63,9 +71,14 @@ public:
     value(context& ctx, void* raw, std::string path) : ctx_(&ctx), raw_(raw), path_(std::move(path)) {}
 
 private:
+    result<void> take();                         // the one read of this value
+    result<void> read_string(std::string& out);  // after take()
+    result<void> check_name(std::string_view what, const std::string& name, bool empty_ok) const;
+
     context* ctx_;
     void* raw_;  // simdjson::ondemand::value*, kept opaque so simdjson stays out of this header
     std::string path_;
+    bool taken_ = false;
 };
 
 // Parses `text` (the whole file; its top level must be an object) and reads

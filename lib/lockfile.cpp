@@ -59,27 +59,13 @@ std::string lockfile_to_json(const lockfile& lock) {
 
 namespace {
 
-// A name that may be empty (labels of old manifests are).
-result<void> read_optional_name(json::value& v, std::string& out, std::string_view what) {
-    REDIST_TRY_VOID(v.get(out));
-    if (out.empty()) return {};
-    if (const char* why = name_problem(out))
-        return v.bad(std::string(what) + " '" + printable(out, 64) + "' is not a valid name: " + why);
-    return {};
-}
-
 result<void> read_artifact(json::value& item, locked_artifact& a) {
     const auto str = [](std::string& out) { return [&out](json::value& v) -> result<void> { return v.get(out); }; };
     auto read = item.read_object({
         {"component", [&](json::value& v) -> result<void> { return v.get_name(a.entry.component, "component"); }, true},
         {"version", str(a.version)},
         {"platform", [&](json::value& v) -> result<void> { return v.get_name(a.entry.platform, "platform"); }, true},
-        {"variant",
-         [&](json::value& v) -> result<void> {
-             REDIST_TRY_VOID(v.get(a.entry.variant));
-             if (a.entry.variant) REDIST_TRY_VOID(v.get_name(*a.entry.variant, "variant"));
-             return result<void>();
-         }},
+        {"variant", [&](json::value& v) -> result<void> { return v.get_optional_name(a.entry.variant, "variant"); }},
         {"relative_path",
          [&](json::value& v) -> result<void> {
              REDIST_TRY_VOID(v.get(a.entry.relative_path));
@@ -115,7 +101,7 @@ result<lockfile> lockfile_from_json(std::string_view text, std::string_view sour
          // Checked after lock_version, so that a version 2 lock gets the message below.
          {"product", [&](json::value& v) -> result<void> { return v.get_name(lock.product, "product"); }},
          {"release_label",
-          [&](json::value& v) -> result<void> { return read_optional_name(v, lock.release_label, "release label"); }},
+          [&](json::value& v) -> result<void> { return v.get_name_or_empty(lock.release_label, "release label"); }},
          {"manifest_url", str(lock.manifest_url)},
          {"manifest_sha256", str(lock.manifest_sha256)},
          {"artifacts", [&](json::value& v) -> result<void> {
@@ -323,7 +309,7 @@ result<void> read_locked_product(json::value& item, locked_product& p) {
         {"version", [&](json::value& v) -> result<void> { return v.get_name(p.version_spec, "version"); }, true},
         {"components", [&](json::value& v) -> result<void> { return read_names(v, p.components, "component"); }},
         {"release_label",
-         [&](json::value& v) -> result<void> { return read_optional_name(v, p.release_label, "release label"); }},
+         [&](json::value& v) -> result<void> { return v.get_name_or_empty(p.release_label, "release label"); }},
         {"manifest_url", str(p.manifest_url), true},
         {"manifest_sha256",
          [&](json::value& v) -> result<void> {

@@ -103,6 +103,24 @@ TEST_CASE("lock files: names are validated, errors name the JSON path") {
     auto encoded = lockfile_from_json(lock_with("cudnn", "..%2f..%2fx.tar.xz"), "redist.lock");
     REQUIRE_FALSE(encoded.ok());
     CHECK(encoded.error_value().json_path == "artifacts[0].relative_path");
+    // A variant is null or a name, read once (the reader used to read it twice).
+    const auto lock_with_variant = [&](const std::string& variant) {
+        return R"({"lock_version": 1, "product": "cudnn", "artifacts": [{"component": "cudnn", "variant": )" + variant +
+               R"(, "platform": "linux-x86_64", "relative_path": "x.tar.xz", "url": "http://h/x.tar.xz", )" +
+               R"("sha256": ")" + sha + R"(", "size": 3}]})";
+    };
+    auto cuda13 = lockfile_from_json(lock_with_variant(R"("cuda13")"), "redist.lock");
+    REQUIRE(cuda13.ok());
+    CHECK(cuda13->artifacts.at(0).entry.variant == std::optional<std::string>("cuda13"));
+    auto no_variant = lockfile_from_json(lock_with_variant("null"), "redist.lock");
+    REQUIRE(no_variant.ok());
+    CHECK_FALSE(no_variant->artifacts.at(0).entry.variant);
+    for (const char* bad : {R"("")", R"("../x")", R"("cuda\13")", "13"}) {
+        auto refused = lockfile_from_json(lock_with_variant(bad), "redist.lock");
+        REQUIRE_FALSE(refused.ok());
+        CHECK(refused.error_value().code == error_code::bad_manifest);
+        CHECK(refused.error_value().json_path == "artifacts[0].variant");
+    }
     auto product = lockfile_from_json(R"({"lock_version": 1, "product": "a/b", "artifacts": []})", "l");
     REQUIRE_FALSE(product.ok());
     CHECK(product.error_value().json_path == "product");
@@ -132,4 +150,55 @@ TEST_CASE("receipts: names, paths and duplicate keys are checked") {
     auto no_product = receipt_from_json(R"({"component": "a"})", "r.json");
     REQUIRE_FALSE(no_product.ok());
     CHECK(no_product.error_value().json_path == "product");
+}
+
+TEST_CASE("json_reader refuses a second read of one value") {
+    // On-Demand unescapes a string into the parser's buffer at every read, and
+    // the buffer holds one read of each string: a reader that read a long
+    // string twice wrote past it. The second read must not reach simdjson.
+    std::string text;
+    std::optional<std::string> maybe;
+    std::uint64_t number = 0;
+    const std::vector<std::pair<std::string, json::value_fn>> first_reads = {
+        {R"({"v": "abc"})", [&](json::value& v) { return v.get(text); }},
+        {R"({"v": "abc"})", [&](json::value& v) { return v.get(maybe); }},
+        {R"({"v": "abc"})", [&](json::value& v) { return v.get_name(text, "v"); }},
+        {R"({"v": "abc"})", [&](json::value& v) { return v.get_relative_path(text); }},
+        {R"({"v": 7})", [&](json::value& v) { return v.get(number); }},
+        {R"({"v": {}})", [&](json::value& v) { return v.read_object({}); }},
+        {R"({"v": []})", [&](json::value& v) { return v.for_each([](json::value&) { return result<void>(); }); }},
+    };
+    for (std::size_t i = 0; i < first_reads.size(); ++i) {
+        INFO("first read #" << i << " of " << first_reads[i].first);
+        std::string second;
+        auto read = json::read_document(first_reads[i].first, "twice.json", "sample",
+                                        {{"v", [&](json::value& v) -> result<void> {
+                                              REDIST_TRY_VOID(first_reads[i].second(v));
+                                              return v.get(second);
+                                          }}});
+        REQUIRE_FALSE(read.ok());
+        CHECK(read.error_value().code == error_code::internal);
+        CHECK(read.error_value().message == "JSON value v read twice (a bug in redist)");
+        CHECK(read.error_value().source == "twice.json");
+        CHECK(second.empty());
+    }
+}
+
+TEST_CASE("receipts: a long variant full of escapes is read once and decoded") {
+    // The shape receipt_fuzz found (tests/fuzz/corpus/receipt/variant_escapes.json):
+    // the variant handler read its string twice, and twice a string this long
+    // overran simdjson's string buffer.
+    const std::string escaped = std::string(300, '7') + R"(\\)" + std::string(200, ':') + R"(\\\\)";
+    const auto r = receipt_from_json(R"({"product": "demo", "component": "a", "variant": ")" + escaped + R"("})",
+                                     "r.json");
+    REQUIRE_FALSE(r.ok());  // backslashes and colons are not a name
+    CHECK(r.error_value().code == error_code::bad_manifest);
+    CHECK(r.error_value().json_path == "variant");
+    CHECK(r.error_value().message.find("is not a valid name") != std::string::npos);
+    const auto ok = receipt_from_json(R"({"product": "demo", "component": "a", "variant": "cuda13"})", "r.json");
+    REQUIRE(ok.ok());
+    CHECK(ok->variant == std::optional<std::string>("cuda13"));
+    const auto null = receipt_from_json(R"({"product": "demo", "component": "a", "variant": null})", "r.json");
+    REQUIRE(null.ok());
+    CHECK_FALSE(null->variant);
 }
