@@ -311,20 +311,6 @@ bool clone_or_copy(int in, int out, off_t size, bool allow_reflink, bool allow_c
     return allow_copy && copy_keeping_holes(in, out, size);
 }
 
-// The receipt digest of the file (see file_digester), read with pread.
-std::optional<std::string> hash_fd(int fd, std::uint64_t piece_size) {
-    file_digester hasher(piece_size);
-    std::vector<char> buffer(1u << 20);
-    for (off_t off = 0;;) {
-        const ssize_t n = ::pread(fd, buffer.data(), buffer.size(), off);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return std::nullopt;
-        if (n == 0) return hasher.finish_hex();
-        hasher.update(buffer.data(), static_cast<std::size_t>(n));
-        off += n;
-    }
-}
-
 // Creates the missing directories of `rel`'s parent below `root` (both
 // ours), one component at a time, never through a symlink.
 bool make_parents(const fs::path& root, const std::string& rel) {
@@ -1026,8 +1012,8 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         if (shared_) {
             // The copy is ours now: hashing it (not the cache's file) leaves
             // no window for a swap between the check and the use.
-            const auto digest = hash_fd(out.get(), f.piece_size);
-            if (!digest || *digest != f.sha256) return reject();
+            const auto digest = file_digest(out.get(), f.piece_size, to);
+            if (!digest.ok() || *digest != f.sha256) return reject();
         }
         if (::fchmod(out.get(), f.mode & 0777) != 0 || !out.close())
             return stage_error("cannot place file from the cache", to);

@@ -15,9 +15,11 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
+#include "budget.hpp"
 #include "commit_plan.hpp"
 #include "debug_pause.hpp"
 #include "file_lock.hpp"
@@ -1213,53 +1215,104 @@ bool commit_pending(const fs::path& prefix) noexcept { return exists_no_follow(j
 
 // ---- verify and remove ------------------------------------------------------------------
 
-result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix) {
+namespace {
+
+// A regular file whose type and size match its record: its digest is left to
+// the workers, one piece at a time (the whole file when it has no pieces).
+struct digest_check {
+    std::size_t slot;  // where its problem goes, in receipt order
+    fs::path path;
+    const installed_file* file;
+    std::vector<std::array<unsigned char, 32>> pieces;
+    std::vector<std::string> piece_errors;  // "" when the piece was read
+};
+
+// The problem with a file that no read can change, or nullopt when only its
+// digest is left to check.
+std::optional<std::string> shape_problem(const fs::path& p, const installed_file& f) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) return "missing";
+    if (f.kind == entry_kind::symlink) {
+        if (!S_ISLNK(st.st_mode)) return "type changed (expected a symlink)";
+        std::error_code link_ec;
+        const auto target = fs::read_symlink(p, link_ec);
+        if (link_ec || target.string() != f.link_target)
+            return "symlink target changed (expected " + f.link_target + ", found " + target.string() + ")";
+        return "";
+    }
+    if (!S_ISREG(st.st_mode)) return "type changed (expected a regular file)";
+    if (static_cast<std::uint64_t>(st.st_size) != f.size)
+        return "size changed (expected " + std::to_string(f.size) + ", found " + std::to_string(st.st_size) + ")";
+    return std::nullopt;
+}
+
+// Hashes every piece of every check on up to `threads` threads. Each piece is
+// one job, so that one large library does not leave the other cores idle.
+void hash_pieces(std::vector<digest_check>& checks, unsigned threads) {
+    std::vector<std::pair<digest_check*, std::size_t>> jobs;
+    for (auto& c : checks) {
+        const std::uint64_t piece = c.file->piece_size ? c.file->piece_size : std::max<std::uint64_t>(c.file->size, 1);
+        const std::size_t count = static_cast<std::size_t>(
+            std::max<std::uint64_t>(1, (c.file->size + piece - 1) / piece));
+        c.pieces.resize(count);
+        c.piece_errors.resize(count);
+        for (std::size_t i = 0; i < count; ++i) jobs.emplace_back(&c, i);
+    }
+    std::atomic<std::size_t> next{0};
+    const auto work = [&] {
+        for (std::size_t j = next++; j < jobs.size(); j = next++) {
+            auto& [c, i] = jobs[j];
+            const std::uint64_t piece = c->file->piece_size ? c->file->piece_size : c->file->size;
+            const std::uint64_t offset = piece * i;
+            auto digest = sha256_file_range(c->path, offset, std::min(piece, c->file->size - offset));
+            if (digest.ok()) c->pieces[i] = *digest;
+            else c->piece_errors[i] = digest.error_value().message;
+        }
+    };
+    const unsigned helpers = static_cast<unsigned>(std::min<std::size_t>(threads, jobs.size())) - 1;
+    std::vector<std::thread> pool;
+    pool.reserve(helpers);
+    for (unsigned t = 0; t < helpers; ++t) pool.emplace_back(work);
+    work();
+    for (auto& t : pool) t.join();
+}
+
+}  // namespace
+
+result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix, unsigned threads) {
     REDIST_TRY(const std::vector<receipt> receipts, read_receipts(prefix));
     std::error_code ec;
     const fs::path root = fs::absolute(prefix, ec).lexically_normal();
     if (ec) return fs_error("cannot resolve", prefix, ec);
-    std::vector<verify_problem> problems;
+    // One slot per file, in receipt order: the report reads the same whatever
+    // order the workers finish in.
+    std::vector<verify_problem> slots;
+    std::vector<digest_check> checks;
     for (const auto& r : receipts) {
         for (const auto& f : r.files) {
-            REDIST_TRY(const fs::path p, confined_join(root, f.path));
-            struct stat st {};
-            if (::lstat(p.c_str(), &st) != 0) {
-                problems.push_back({r.component, f.path, "missing"});
-                continue;
-            }
-            if (f.kind == entry_kind::symlink) {
-                if (!S_ISLNK(st.st_mode)) {
-                    problems.push_back({r.component, f.path, "type changed (expected a symlink)"});
-                    continue;
-                }
-                std::error_code link_ec;
-                const auto target = fs::read_symlink(p, link_ec);
-                if (link_ec || target.string() != f.link_target)
-                    problems.push_back(
-                        {r.component, f.path,
-                         "symlink target changed (expected " + f.link_target + ", found " + target.string() + ")"});
-                continue;
-            }
-            if (!S_ISREG(st.st_mode)) {
-                problems.push_back({r.component, f.path, "type changed (expected a regular file)"});
-                continue;
-            }
-            if (static_cast<std::uint64_t>(st.st_size) != f.size) {
-                problems.push_back({r.component, f.path,
-                                    "size changed (expected " + std::to_string(f.size) + ", found " +
-                                        std::to_string(st.st_size) + ")"});
-                continue;
-            }
-            auto digest = file_digest(p, f.piece_size);
-            if (!digest.ok()) {
-                problems.push_back({r.component, f.path, "unreadable (" + digest.error_value().message + ")"});
-            } else if (*digest != f.sha256) {
-                problems.push_back({r.component, f.path,
-                                    "modified (" + std::string(f.piece_size ? "sha256_pieces " : "sha256 ") + *digest +
-                                        ", expected " + f.sha256 + ")"});
-            }
+            REDIST_TRY(fs::path p, confined_join(root, f.path));
+            auto problem = shape_problem(p, f);
+            slots.push_back({r.component, f.path, problem.value_or("")});
+            if (!problem) checks.push_back({slots.size() - 1, std::move(p), &f, {}, {}});
         }
     }
+    if (threads == 0) threads = run_budget::machine_limits().threads;
+    hash_pieces(checks, std::max(1u, threads));
+    for (const auto& c : checks) {
+        const auto unread = std::find_if(c.piece_errors.begin(), c.piece_errors.end(),
+                                         [](const auto& e) { return !e.empty(); });
+        if (unread != c.piece_errors.end()) {
+            slots[c.slot].what = "unreadable (" + *unread + ")";
+            continue;
+        }
+        const std::string digest = piece_list_hex(c.pieces);
+        if (digest != c.file->sha256)
+            slots[c.slot].what = "modified (" + std::string(c.file->piece_size ? "sha256_pieces " : "sha256 ") +
+                                 digest + ", expected " + c.file->sha256 + ")";
+    }
+    std::vector<verify_problem> problems;
+    for (auto& s : slots)
+        if (!s.what.empty()) problems.push_back(std::move(s));
     return problems;
 }
 

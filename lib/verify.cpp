@@ -48,21 +48,21 @@ error io_error(const std::filesystem::path& path, const char* what, int err) {
     return make_error(error_code::filesystem, std::string(what) + ": " + std::strerror(err)).with_path(path.string());
 }
 
-// Feeds up to `limit` bytes of the file into `hasher` (UINT64_MAX: all of it):
-// a sha256_hasher or a file_digester. Returns the number of bytes read.
+// Feeds up to `limit` bytes of the open file, from byte `offset`, into
+// `hasher` (UINT64_MAX: all of it): a sha256_hasher or a file_digester. pread
+// leaves the descriptor's offset alone, so a file just written through it
+// reads from byte 0 as well. Returns the number of bytes read.
 template <class Hasher>
-result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64_t limit, Hasher& hasher) {
-    const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (raw < 0) return io_error(path, "cannot open file", errno);
-    fd_guard fd(raw);
+result<std::uint64_t> stream_fd(int fd, const std::filesystem::path& path, std::uint64_t limit, Hasher& hasher,
+                                std::uint64_t offset = 0) {
     // Advisory only: lets the kernel read ahead aggressively. Failure is harmless.
-    (void)::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-
-    std::vector<unsigned char> buffer(kReadBuffer);
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+    std::vector<unsigned char> buffer(static_cast<std::size_t>(std::min<std::uint64_t>(kReadBuffer, limit)));
     std::uint64_t total = 0;
     while (total < limit) {
         const std::uint64_t want64 = std::min<std::uint64_t>(buffer.size(), limit - total);
-        const ssize_t got = ::read(fd.get(), buffer.data(), static_cast<std::size_t>(want64));
+        const ssize_t got = ::pread(fd, buffer.data(), static_cast<std::size_t>(want64),
+                                    static_cast<off_t>(offset + total));
         if (got < 0) {
             if (errno == EINTR) continue;
             return io_error(path, "cannot read file", errno);
@@ -72,6 +72,15 @@ result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64
         total += static_cast<std::uint64_t>(got);
     }
     return total;
+}
+
+template <class Hasher>
+result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64_t limit, Hasher& hasher,
+                                  std::uint64_t offset = 0) {
+    const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (raw < 0) return io_error(path, "cannot open file", errno);
+    fd_guard fd(raw);
+    return stream_fd(fd.get(), path, limit, hasher, offset);
 }
 
 }  // namespace
@@ -106,22 +115,18 @@ void sha256_hasher::update(const void* data, std::size_t size) {
 }
 
 std::string sha256_hasher::finish_hex() {
-    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(ctx_.get(), digest.data(), &length);
-    // Reset so the hasher can be reused (the contract in verify.hpp).
-    init_sha256(ctx_.get());
-    bytes_ = 0;
-    return to_hex(digest.data(), length == 0 ? kDigestSize : length);
+    const auto digest = finish_bytes();
+    return to_hex(digest.data(), digest.size());
 }
 
 std::array<unsigned char, 32> sha256_hasher::finish_bytes() {
     std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
     unsigned int length = 0;
     EVP_DigestFinal_ex(ctx_.get(), digest.data(), &length);
+    // Reset so the hasher can be reused (the contract in verify.hpp).
     init_sha256(ctx_.get());
     bytes_ = 0;
-    std::array<unsigned char, 32> out{};
+    std::array<unsigned char, kDigestSize> out{};
     std::copy_n(digest.begin(), out.size(), out.begin());
     return out;
 }
@@ -141,12 +146,7 @@ std::string sha256_hex(std::string_view bytes) {
     return hasher.finish_hex();
 }
 
-result<std::string> sha256_file(const std::filesystem::path& path) {
-    sha256_hasher hasher;
-    auto read = stream_file(path, UINT64_MAX, hasher);
-    if (!read) return std::move(read).error_value();
-    return hasher.finish_hex();
-}
+result<std::string> sha256_file(const std::filesystem::path& path) { return file_digest(path, 0); }
 
 bool valid_piece_size(std::uint64_t piece_size) noexcept {
     if (piece_size == 0) return true;
@@ -166,7 +166,7 @@ void file_digester::update(const void* data, std::size_t size) {
         if (in_piece_ == piece_size_) {
             const auto digest = piece_.finish_bytes();
             list_.update(digest.data(), digest.size());
-            ++pieces_done_;
+            list_started_ = true;
             in_piece_ = 0;
         }
         const auto n = static_cast<std::size_t>(std::min<std::uint64_t>(size, piece_size_ - in_piece_));
@@ -178,7 +178,7 @@ void file_digester::update(const void* data, std::size_t size) {
 }
 
 std::string file_digester::finish_hex() {
-    if (pieces_done_ == 0) return piece_.finish_hex();
+    if (!list_started_) return piece_.finish_hex();
     const auto last = piece_.finish_bytes();
     list_.update(last.data(), last.size());
     return list_.finish_hex();
@@ -196,6 +196,26 @@ result<std::string> file_digest(const std::filesystem::path& path, std::uint64_t
     auto read = stream_file(path, UINT64_MAX, digester);
     if (!read) return std::move(read).error_value();
     return digester.finish_hex();
+}
+
+result<std::string> file_digest(int fd, std::uint64_t piece_size, const std::filesystem::path& shown_as) {
+    file_digester digester(piece_size);
+    auto read = stream_fd(fd, shown_as, UINT64_MAX, digester);
+    if (!read) return std::move(read).error_value();
+    return digester.finish_hex();
+}
+
+result<std::array<unsigned char, 32>> sha256_file_range(const std::filesystem::path& path, std::uint64_t offset,
+                                                        std::uint64_t length) {
+    sha256_hasher hasher;
+    auto read = stream_file(path, length, hasher, offset);
+    if (!read) return std::move(read).error_value();
+    if (*read != length) {
+        return make_error(error_code::filesystem, "file is shorter than expected")
+            .with_path(path.string())
+            .with_expected_actual(std::to_string(offset + length), std::to_string(offset + *read));
+    }
+    return hasher.finish_bytes();
 }
 
 result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length, sha256_hasher& into) {

@@ -151,6 +151,48 @@ TEST_CASE("verify checks a large file piece by piece against its receipt") {
     CHECK(again->empty());
 }
 
+TEST_CASE("verify reports the same problems, in receipt order, on one thread or many") {
+    const fs::path prefix = scratch("verify_threads") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    std::string big((25u << 20) + 11, '\0');  // four pieces, the last one short
+    for (std::size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 13) % 251);
+    std::vector<staged_component> list;
+    list.push_back(make_staged(*lock, "a", {{"lib/a1.so", big}, {"lib/a2.so", "two"}, {"lib/a3.so", "three"}}));
+    list.push_back(make_staged(*lock, "b", {{"lib/b1.so", big + "b"}, {"lib/b2.so", "four"}}));
+    REQUIRE(commit_stages(*lock, std::move(list)).ok());
+    for (unsigned threads : {1u, 3u, 16u}) {
+        auto clean = verify_prefix(prefix, threads);
+        REQUIRE(clean.ok());
+        CHECK(clean->empty());
+    }
+
+    std::string changed = big;
+    changed[(24u << 20) + 1] ^= 0x40;  // the last piece of a1
+    write(prefix / "lib/a1.so", changed);
+    write(prefix / "lib/a2.so", "TWO");  // same size, other bytes
+    fs::remove(prefix / "lib/a3.so");
+    std::string first_piece = big + "b";
+    first_piece[0] ^= 1;  // the first piece of b1
+    write(prefix / "lib/b1.so", first_piece);
+    const std::vector<std::pair<std::string, std::string>> expected = {
+        {"lib/a1.so", "modified (sha256_pieces " + receipt_digest_oracle(changed) + ", expected " +
+                          receipt_digest_oracle(big) + ")"},
+        {"lib/a2.so", "modified (sha256 " + sha256_hex("TWO") + ", expected " + sha256_hex("two") + ")"},
+        {"lib/a3.so", "missing"},
+        {"lib/b1.so", "modified (sha256_pieces " + receipt_digest_oracle(first_piece) + ", expected " +
+                          receipt_digest_oracle(big + "b") + ")"},
+    };
+    for (unsigned threads : {1u, 2u, 3u, 16u}) {
+        INFO(threads << " threads");
+        auto found = verify_prefix(prefix, threads);
+        REQUIRE(found.ok());
+        std::vector<std::pair<std::string, std::string>> got;
+        for (const auto& p : *found) got.emplace_back(p.path, p.what);
+        CHECK(got == expected);
+    }
+}
+
 TEST_CASE("commit, upgrade without stale files, conflicts leave the prefix unchanged, remove") {
     const fs::path prefix = scratch("commit") / "prefix";
     auto lock = prefix_lock::acquire(prefix);

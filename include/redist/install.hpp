@@ -157,9 +157,11 @@ struct verify_problem {
     // "type changed", "symlink target changed", "size changed"
     std::string what;
 };
-// Checks every installed file against the receipts. Outcomes: ok (problems,
-// empty if all is well) | bad_manifest | filesystem.
-result<std::vector<verify_problem>> verify_prefix(const std::filesystem::path& prefix);
+// Checks every installed file against the receipts, hashing files and the
+// pieces of large ones on `threads` threads at once (0: the CPUs this process
+// may use). Problems come in receipt order whatever the threads. Outcomes: ok
+// (problems, empty if all is well) | bad_manifest | filesystem.
+result<std::vector<verify_problem>> verify_prefix(const std::filesystem::path& prefix, unsigned threads = 0);
 
 // A component to remove; an empty product matches any product, as long as
 // only one product in the prefix has that component.

@@ -91,7 +91,7 @@ public:
 private:
     std::uint64_t piece_size_;
     std::uint64_t in_piece_ = 0;  // bytes of the current piece hashed so far
-    std::uint64_t pieces_done_ = 0;
+    bool list_started_ = false;   // a piece was closed: the digest is a hash list
     std::uint64_t total_ = 0;
     sha256_hasher piece_;
     sha256_hasher list_;
@@ -104,6 +104,16 @@ std::string piece_list_hex(const std::vector<std::array<unsigned char, 32>>& pie
 // Streams a file through file_digester(piece_size). Outcomes: ok (hex
 // digest) | filesystem (cannot open or read; error.path set).
 result<std::string> file_digest(const std::filesystem::path& path, std::uint64_t piece_size);
+// The same for an open file, read from its start whatever the descriptor's
+// offset; `shown_as` names it in errors.
+result<std::string> file_digest(int fd, std::uint64_t piece_size, const std::filesystem::path& shown_as);
+
+// The raw SHA-256 of bytes [offset, offset + length) of a file: one piece of
+// a hash list, hashed on its own (`redist verify` hashes the pieces of a file
+// on all cores). Outcomes: ok | filesystem (cannot open or read, or the file
+// ends before offset + length: expected/actual set).
+result<std::array<unsigned char, 32>> sha256_file_range(const std::filesystem::path& path, std::uint64_t offset,
+                                                        std::uint64_t length);
 
 // Hashes a file by streaming it. Outcomes: ok (hex digest) | filesystem
 // (cannot open or read; error.path set).

@@ -24,7 +24,7 @@ _redist_opts_for() {
         show) echo "$_redist_source_opts $_redist_select_opts --json --help -h" ;;
         fetch) echo "$_redist_fetch_opts --help -h" ;;
         cudnn-fetch) echo "$_redist_fetch_opts --help -h --version" ;;
-        verify) echo "--prefix --json --help -h" ;;
+        verify) echo "--prefix --json --threads --help -h" ;;
         remove) echo "--prefix --product --component --quiet -q --help -h" ;;
         lock) echo "$_redist_source_opts $_redist_select_opts --output -o --help -h" ;;
         cache) echo "--cache-dir --older-than --max-size --json --shared-cache --help -h" ;;

@@ -14,6 +14,7 @@ namespace {
 struct verify_args {
     std::string prefix;
     bool json = false;
+    unsigned threads = 0;
 };
 
 void print_json(const std::string& prefix, const std::vector<redist::verify_problem>& problems) {
@@ -51,7 +52,7 @@ int run_verify(const verify_args& args) {
                      "%s: warning: %s: an interrupted commit is pending; the next `redist fetch` or "
                      "`redist remove` on this prefix completes it\n",
                      tool_name.c_str(), printable(args.prefix).c_str());
-    auto problems = redist::verify_prefix(args.prefix);
+    auto problems = redist::verify_prefix(args.prefix, args.threads);
     if (!problems.ok()) return report_error(problems.error_value());
     auto receipts = redist::read_receipts(args.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
@@ -71,10 +72,13 @@ void add_verify_command(CLI::App& app, command_runner& selected) {
     auto* cmd = app.add_subcommand("verify", "Check installed files against the receipts");
     cmd->add_option("--prefix", args->prefix, "The prefix to check")->required()->type_name("DIR");
     cmd->add_flag("--json", args->json, "Print a JSON report");
+    cmd->add_option("--threads", args->threads, "Files and 8 MiB pieces hashed at once (default: cores)")
+        ->type_name("N");
     cmd->footer(
-        "\nEvery file a receipt lists is checked (symlinks by target; files by type, size and SHA-256);\n"
-        "nothing is changed. Exits 5 when any file is missing or changed, 3 when the prefix has no\n"
-        "receipts. To repair: run the same `redist fetch` again with --force.\n\n" +
+        "\nEvery file a receipt lists is checked (symlinks by target; files by type, size and SHA-256,\n"
+        "the 8 MiB pieces of large files on all cores at once); nothing is changed. Exits 5 when any\n"
+        "file is missing or changed, 3 when the prefix has no receipts. To repair: run the same\n"
+        "`redist fetch` again with --force.\n\n" +
         exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_verify(*args); }; });
 }
