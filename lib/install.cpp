@@ -15,6 +15,7 @@
 #include <ctime>
 #include <map>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <unordered_map>
 #include <unordered_set>
@@ -1269,10 +1270,17 @@ void hash_pieces(std::vector<digest_check>& checks, unsigned threads) {
             else c->piece_errors[i] = digest.error_value().message;
         }
     };
-    const unsigned helpers = static_cast<unsigned>(std::min<std::size_t>(threads, jobs.size())) - 1;
+    // This thread works too; no job (every file missing, say) starts no thread.
+    const std::size_t helpers = std::min<std::size_t>(threads, jobs.size()) - (jobs.empty() ? 0 : 1);
     std::vector<std::thread> pool;
     pool.reserve(helpers);
-    for (unsigned t = 0; t < helpers; ++t) pool.emplace_back(work);
+    for (std::size_t t = 0; t < helpers; ++t) {
+        try {
+            pool.emplace_back(work);
+        } catch (const std::system_error&) {
+            break;  // no more threads to be had: the ones running share the jobs
+        }
+    }
     work();
     for (auto& t : pool) t.join();
 }

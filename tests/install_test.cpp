@@ -193,6 +193,24 @@ TEST_CASE("verify reports the same problems, in receipt order, on one thread or 
     }
 }
 
+TEST_CASE("verify with nothing left to hash: every file missing or of another size") {
+    const fs::path prefix = scratch("verify_nothing_to_hash") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    std::vector<staged_component> list;
+    list.push_back(make_staged(*lock, "a", {{"lib/a.so", "aaa"}, {"lib/b.so", "bbb"}}));
+    REQUIRE(commit_stages(*lock, std::move(list)).ok());
+    fs::remove(prefix / "lib/a.so");
+    write(prefix / "lib/b.so", "longer");
+    for (unsigned threads : {0u, 1u, 8u}) {
+        auto found = verify_prefix(prefix, threads);
+        REQUIRE(found.ok());
+        REQUIRE(found->size() == 2);
+        CHECK(found->at(0).what == "missing");
+        CHECK(found->at(1).what == "size changed (expected 3, found 6)");
+    }
+}
+
 TEST_CASE("commit, upgrade without stale files, conflicts leave the prefix unchanged, remove") {
     const fs::path prefix = scratch("commit") / "prefix";
     auto lock = prefix_lock::acquire(prefix);
