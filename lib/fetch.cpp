@@ -15,10 +15,10 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
-#include <thread>
 
 #include "budget.hpp"
 #include "debug_pause.hpp"
+#include "parallel.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
 #include "redist/sync.hpp"
@@ -733,23 +733,16 @@ result<staged_install> stage_install(const install_request& request, const prefi
 
     REDIST_TRY(const auto cache, open_cache(request.sources));
     std::atomic<bool> abort_all{false};
-    std::atomic<std::size_t> next{0};
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    // The run's thread budget (--threads), not every core of the machine.
+    const unsigned cores = request.budget ? request.budget->threads() : run_budget::machine_limits().threads;
     std::vector<std::uint64_t> sizes;
     sizes.reserve(todo.size());
     for (const std::size_t i : todo) sizes.push_back(request.artifacts[i].size);
-    const std::size_t workers = std::min<std::size_t>(todo.size(),
-                                                      request.jobs ? request.jobs : default_jobs(sizes, cores));
-    std::vector<std::thread> pool;
-    for (std::size_t w = 0; w < workers; ++w) {
-        pool.emplace_back([&] {
-            for (std::size_t k = next++; k < todo.size() && !abort_all; k = next++) {
-                const std::size_t i = todo[k];
-                run_job(request, lock, cache, request.artifacts[i], abort_all, results[i]);
-            }
-        });
-    }
-    for (auto& t : pool) t.join();
+    const unsigned workers = request.jobs ? request.jobs : default_jobs(sizes, cores);
+    for_each_index(todo.size(), workers, &abort_all, [&](std::size_t k) {
+        const std::size_t i = todo[k];
+        run_job(request, lock, cache, request.artifacts[i], abort_all, results[i]);
+    });
 
     std::optional<error> first_failure;
     for (const std::size_t i : todo) {

@@ -16,7 +16,6 @@
 #include <map>
 #include <set>
 #include <system_error>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -25,6 +24,7 @@
 #include "debug_pause.hpp"
 #include "file_lock.hpp"
 #include "json_reader.hpp"
+#include "parallel.hpp"
 #include "posix_file.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/verify.hpp"
@@ -1248,46 +1248,39 @@ std::optional<std::string> shape_problem(const fs::path& p, const installed_file
 }
 
 // Hashes every piece of every check on up to `threads` threads. Each piece is
-// one job, so that one large library does not leave the other cores idle.
+// one job, so that one large library does not leave the other cores idle. A
+// file without a piece list is one piece of its whole size (an empty file is
+// one empty piece).
 void hash_pieces(std::vector<digest_check>& checks, unsigned threads) {
-    std::vector<std::pair<digest_check*, std::size_t>> jobs;
+    struct piece_job {
+        digest_check* check;
+        std::size_t index;
+        std::uint64_t offset;
+        std::uint64_t length;
+    };
+    std::vector<piece_job> jobs;
     for (auto& c : checks) {
-        const std::uint64_t piece = c.file->piece_size ? c.file->piece_size : std::max<std::uint64_t>(c.file->size, 1);
-        const std::size_t count = static_cast<std::size_t>(
-            std::max<std::uint64_t>(1, (c.file->size + piece - 1) / piece));
+        const std::uint64_t size = c.file->size;
+        const std::uint64_t span = c.file->piece_size ? c.file->piece_size : std::max<std::uint64_t>(size, 1);
+        const auto count = static_cast<std::size_t>(std::max<std::uint64_t>(1, (size + span - 1) / span));
         c.pieces.resize(count);
         c.piece_errors.resize(count);
-        for (std::size_t i = 0; i < count; ++i) jobs.emplace_back(&c, i);
-    }
-    std::atomic<std::size_t> next{0};
-    const auto work = [&] {
-        for (std::size_t j = next++; j < jobs.size(); j = next++) {
-            auto& [c, i] = jobs[j];
-            const std::uint64_t piece = c->file->piece_size ? c->file->piece_size : c->file->size;
-            const std::uint64_t offset = piece * i;
-            auto digest = sha256_file_range(c->path, offset, std::min(piece, c->file->size - offset));
-            if (digest.ok()) c->pieces[i] = *digest;
-            else c->piece_errors[i] = digest.error_value().message;
-        }
-    };
-    // This thread works too; no job (every file missing, say) starts no thread.
-    const std::size_t helpers = std::min<std::size_t>(threads, jobs.size()) - (jobs.empty() ? 0 : 1);
-    std::vector<std::thread> pool;
-    pool.reserve(helpers);
-    for (std::size_t t = 0; t < helpers; ++t) {
-        try {
-            pool.emplace_back(work);
-        } catch (const std::system_error&) {
-            break;  // no more threads to be had: the ones running share the jobs
+        for (std::size_t i = 0; i < count; ++i) {
+            const std::uint64_t offset = span * i;
+            jobs.push_back({&c, i, offset, std::min(span, size - offset)});
         }
     }
-    work();
-    for (auto& t : pool) t.join();
+    for_each_index(jobs.size(), threads, nullptr, [&](std::size_t j) {
+        const piece_job& job = jobs[j];
+        auto digest = sha256_file_range(job.check->path, job.offset, job.length);
+        if (digest.ok()) job.check->pieces[job.index] = *digest;
+        else job.check->piece_errors[job.index] = digest.error_value().message;
+    });
 }
 
 }  // namespace
 
-result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix, unsigned threads) {
+result<verify_report> verify_prefix(const fs::path& prefix, unsigned threads) {
     REDIST_TRY(const std::vector<receipt> receipts, read_receipts(prefix));
     std::error_code ec;
     const fs::path root = fs::absolute(prefix, ec).lexically_normal();
@@ -1318,10 +1311,12 @@ result<std::vector<verify_problem>> verify_prefix(const fs::path& prefix, unsign
             slots[c.slot].what = "modified (" + std::string(c.file->piece_size ? "sha256_pieces " : "sha256 ") +
                                  digest + ", expected " + c.file->sha256 + ")";
     }
-    std::vector<verify_problem> problems;
+    verify_report report;
+    report.components = receipts.size();
+    report.files = slots.size();
     for (auto& s : slots)
-        if (!s.what.empty()) problems.push_back(std::move(s));
-    return problems;
+        if (!s.what.empty()) report.problems.push_back(std::move(s));
+    return report;
 }
 
 result<void> remove_components(const prefix_lock& lock, const std::vector<component_ref>& which) {

@@ -26,9 +26,9 @@
 #include <cstring>
 #include <map>
 #include <set>
-#include <thread>
 #include <utility>
 
+#include "parallel.hpp"
 #include "posix_file.hpp"
 #include "redist/cache.hpp"
 #include "redist/fetch.hpp"
@@ -271,18 +271,10 @@ result<std::vector<mirrored_file>> mirror_files(const mirror_request& request, c
                    : result<std::optional<blob_cache>>(std::optional<blob_cache>()));
     std::vector<std::optional<result<mirrored_file>>> results(picks.size());
     std::atomic<bool> cancel{false};
-    std::atomic<std::size_t> next{0};
-    const auto work = [&] {
-        for (std::size_t i = next++; i < picks.size() && !cancel; i = next++) {
-            results[i] = mirror_file(request, cache, release, redist_dir, picks[i].art, cancel);
-            if (!results[i]->ok()) cancel = true;
-        }
-    };
-    const std::size_t workers = std::clamp<std::size_t>(request.jobs, 1, std::max<std::size_t>(picks.size(), 1));
-    std::vector<std::thread> pool;
-    for (std::size_t w = 1; w < workers; ++w) pool.emplace_back(work);
-    work();
-    for (auto& t : pool) t.join();
+    for_each_index(picks.size(), request.jobs, &cancel, [&](std::size_t i) {
+        results[i] = mirror_file(request, cache, release, redist_dir, picks[i].art, cancel);
+        if (!results[i]->ok()) cancel = true;
+    });
 
     // The first real failure, not the "cancelled because another failed" ones.
     std::optional<error> failure;

@@ -205,29 +205,34 @@ result<std::string> file_digest(int fd, std::uint64_t piece_size, const std::fil
     return digester.finish_hex();
 }
 
+namespace {
+
+// Hashes exactly bytes [offset, offset + length) of `path` into `hasher`; a
+// file that ends sooner is an error that says where it ended.
+result<void> hash_exact_range(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t length,
+                              sha256_hasher& hasher) {
+    REDIST_TRY(const std::uint64_t read, stream_file(path, length, hasher, offset));
+    if (read != length) {
+        return make_error(error_code::filesystem, "file is shorter than expected")
+            .with_path(path.string())
+            .with_expected_actual(std::to_string(offset + length), std::to_string(offset + read));
+    }
+    return {};
+}
+
+}  // namespace
+
 result<std::array<unsigned char, 32>> sha256_file_range(const std::filesystem::path& path, std::uint64_t offset,
                                                         std::uint64_t length) {
     sha256_hasher hasher;
-    auto read = stream_file(path, length, hasher, offset);
-    if (!read) return std::move(read).error_value();
-    if (*read != length) {
-        return make_error(error_code::filesystem, "file is shorter than expected")
-            .with_path(path.string())
-            .with_expected_actual(std::to_string(offset + length), std::to_string(offset + *read));
-    }
+    REDIST_TRY_VOID(hash_exact_range(path, offset, length, hasher));
     return hasher.finish_bytes();
 }
 
 result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length, sha256_hasher& into) {
     // Hash into a scratch hasher first, so `into` is untouched on failure.
     sha256_hasher prefix;
-    auto read = stream_file(path, length, prefix);
-    if (!read) return std::move(read).error_value();
-    if (*read != length) {
-        return make_error(error_code::filesystem, "file is shorter than the expected prefix")
-            .with_path(path.string())
-            .with_expected_actual(std::to_string(length), std::to_string(*read));
-    }
+    REDIST_TRY_VOID(hash_exact_range(path, 0, length, prefix));
     std::string hex = prefix.peek_hex();
     into = std::move(prefix);
     return hex;

@@ -1,5 +1,6 @@
 // Tests for lib/work_pool.hpp and lib/budget.hpp: the writer pool's
-// admission and draining, and how a run's budget divides threads and memory.
+// admission and draining, and how a run's budget divides threads and memory;
+// and lib/parallel.hpp, the job loop of fetch, mirror and verify.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -7,11 +8,13 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "../lib/budget.hpp"
+#include "../lib/parallel.hpp"
 #include "../lib/work_pool.hpp"
 
 using redist::run_budget;
@@ -282,4 +285,53 @@ TEST_CASE("memory_gate: a second step fits normally when there is room, and abso
     input.reset();
     other.reset();
     CHECK(gate.held() == 0);
+}
+
+TEST_CASE("for_each_index runs every index once, on as many threads as asked and no more", "[budget]") {
+    for (const unsigned threads : {0u, 1u, 2u, 7u}) {
+        for (const std::size_t count : {std::size_t{0}, std::size_t{1}, std::size_t{5}, std::size_t{200}}) {
+            std::vector<std::atomic<int>> runs(count);
+            std::mutex seen_mutex;
+            std::set<std::thread::id> seen;
+            std::atomic<int> running{0};
+            std::atomic<int> most_at_once{0};
+            redist::for_each_index(count, threads, nullptr, [&](std::size_t i) {
+                const int now = ++running;
+                int most = most_at_once.load();
+                while (now > most && !most_at_once.compare_exchange_weak(most, now)) {}
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+                ++runs[i];
+                {
+                    const std::lock_guard<std::mutex> hold(seen_mutex);
+                    seen.insert(std::this_thread::get_id());
+                }
+                --running;
+            });
+            INFO("threads " << threads << ", count " << count);
+            for (std::size_t i = 0; i < count; ++i) CHECK(runs[i] == 1);
+            const std::size_t allowed = std::min<std::size_t>(std::max(threads, 1u), std::max<std::size_t>(count, 1));
+            CHECK(static_cast<std::size_t>(most_at_once.load()) <= allowed);
+            CHECK(seen.size() <= allowed);
+            if (count > 0) CHECK(seen.count(std::this_thread::get_id()) == 1);  // the caller works too
+        }
+    }
+}
+
+TEST_CASE("for_each_index hands out no index once stop is set", "[budget]") {
+    std::atomic<bool> stop{false};
+    std::vector<std::atomic<int>> runs(100);
+    redist::for_each_index(runs.size(), 1, &stop, [&](std::size_t i) {
+        ++runs[i];
+        if (i == 9) stop = true;
+    });
+    for (std::size_t i = 0; i < runs.size(); ++i) CHECK(runs[i] == (i <= 9 ? 1 : 0));
+
+    // Several threads: each may finish the job it holds, none starts another.
+    stop = false;
+    std::atomic<int> started{0};
+    redist::for_each_index(1000, 4, &stop, [&](std::size_t) {
+        if (++started == 10) stop = true;
+    });
+    CHECK(started >= 10);
+    CHECK(started < 10 + 4);
 }

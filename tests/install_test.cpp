@@ -133,7 +133,7 @@ TEST_CASE("verify checks a large file piece by piece against its receipt") {
     CHECK(on_disk.find("\"sha256_pieces\": \"" + receipt_digest_oracle(big) + "\"") != std::string::npos);
     auto clean = verify_prefix(prefix);
     REQUIRE(clean.ok());
-    CHECK(clean->empty());
+    CHECK(clean->problems.empty());
 
     // One byte of the middle piece, same size: found, and named as a piece-list digest.
     std::string changed = big;
@@ -141,14 +141,14 @@ TEST_CASE("verify checks a large file piece by piece against its receipt") {
     write(prefix / "lib/libbig.so", changed);
     auto found = verify_prefix(prefix);
     REQUIRE(found.ok());
-    REQUIRE(found->size() == 1);
-    CHECK(found->front().path == "lib/libbig.so");
-    CHECK(found->front().what == "modified (sha256_pieces " + receipt_digest_oracle(changed) + ", expected " +
-                                     receipt_digest_oracle(big) + ")");
+    REQUIRE(found->problems.size() == 1);
+    CHECK(found->problems.front().path == "lib/libbig.so");
+    CHECK(found->problems.front().what == "modified (sha256_pieces " + receipt_digest_oracle(changed) + ", expected " +
+                                              receipt_digest_oracle(big) + ")");
     write(prefix / "lib/libbig.so", big);
     auto again = verify_prefix(prefix);
     REQUIRE(again.ok());
-    CHECK(again->empty());
+    CHECK(again->problems.empty());
 }
 
 TEST_CASE("verify reports the same problems, in receipt order, on one thread or many") {
@@ -164,7 +164,9 @@ TEST_CASE("verify reports the same problems, in receipt order, on one thread or 
     for (unsigned threads : {1u, 3u, 16u}) {
         auto clean = verify_prefix(prefix, threads);
         REQUIRE(clean.ok());
-        CHECK(clean->empty());
+        CHECK(clean->problems.empty());
+        CHECK(clean->components == 2);
+        CHECK(clean->files == 5);
     }
 
     std::string changed = big;
@@ -188,7 +190,7 @@ TEST_CASE("verify reports the same problems, in receipt order, on one thread or 
         auto found = verify_prefix(prefix, threads);
         REQUIRE(found.ok());
         std::vector<std::pair<std::string, std::string>> got;
-        for (const auto& p : *found) got.emplace_back(p.path, p.what);
+        for (const auto& p : found->problems) got.emplace_back(p.path, p.what);
         CHECK(got == expected);
     }
 }
@@ -205,9 +207,9 @@ TEST_CASE("verify with nothing left to hash: every file missing or of another si
     for (unsigned threads : {0u, 1u, 8u}) {
         auto found = verify_prefix(prefix, threads);
         REQUIRE(found.ok());
-        REQUIRE(found->size() == 2);
-        CHECK(found->at(0).what == "missing");
-        CHECK(found->at(1).what == "size changed (expected 3, found 6)");
+        REQUIRE(found->problems.size() == 2);
+        CHECK(found->problems.at(0).what == "missing");
+        CHECK(found->problems.at(1).what == "size changed (expected 3, found 6)");
     }
 }
 
@@ -261,7 +263,7 @@ TEST_CASE("commit, upgrade without stale files, conflicts leave the prefix uncha
     CHECK(slurp(prefix / "include/mine.h") == "user");
     auto problems = verify_prefix(prefix);
     REQUIRE(problems.ok());
-    CHECK(problems->empty());
+    CHECK(problems->problems.empty());
     CHECK(remove_component(*lock, "a").error_value().code == error_code::not_found);
 }
 
@@ -760,7 +762,7 @@ TEST_CASE("hardlinked files are recorded as they are on disk") {
     REQUIRE(commit_stages(*lock, std::move(list)).ok());
     auto problems = verify_prefix(prefix);
     REQUIRE(problems.ok());
-    CHECK(problems->empty());
+    CHECK(problems->problems.empty());
 }
 
 TEST_CASE("commit_stages_removing: one transaction installs one component and removes another") {
@@ -801,7 +803,7 @@ TEST_CASE("commit_stages_removing: one transaction installs one component and re
     CHECK(names == std::set<std::string>{"b", "c"});
     auto problems = verify_prefix(prefix);
     REQUIRE(problems.ok());
-    CHECK(problems->empty());
+    CHECK(problems->problems.empty());
 
     // Removal only; the last component of a product takes its receipt directory along.
     REQUIRE(commit_stages_removing(*lock, {}, {{"demo", "b"}, {"demo", "c"}}).ok());

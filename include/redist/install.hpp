@@ -157,11 +157,17 @@ struct verify_problem {
     // "type changed", "symlink target changed", "size changed"
     std::string what;
 };
+struct verify_report {
+    std::size_t components = 0;            // receipts read (0: nothing redist installed is here)
+    std::size_t files = 0;                 // entries they list, all checked
+    std::vector<verify_problem> problems;  // empty if all is well
+};
 // Checks every installed file against the receipts, hashing files and the
 // pieces of large ones on `threads` threads at once (0: the CPUs this process
-// may use). Problems come in receipt order whatever the threads. Outcomes: ok
-// (problems, empty if all is well) | bad_manifest | filesystem.
-result<std::vector<verify_problem>> verify_prefix(const std::filesystem::path& prefix, unsigned threads = 0);
+// may use). Problems come in receipt order whatever the threads. The receipts
+// are read once, so the counts are those of the receipts checked. Outcomes:
+// ok | bad_manifest | filesystem.
+result<verify_report> verify_prefix(const std::filesystem::path& prefix, unsigned threads = 0);
 
 // A component to remove; an empty product matches any product, as long as
 // only one product in the prefix has that component.

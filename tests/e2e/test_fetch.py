@@ -654,6 +654,8 @@ class Lifecycle(unittest.TestCase):
     def test_verify_detects_modified_and_deleted(self):
         self.cudnn("9.27.0", check=0)
         res = support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
+        files = sum(1 for v in self.expected("9.27.0").values() if v.kind != "dir")
+        self.assertIn(f"1 components, {files} files: all match their receipts", res.stdout)
         modified, deleted, relinked = "include/cudnn_graph.h", "lib/libcudnn_graph.so.9.27.0", "lib/libcudnn.so"
         path = os.path.join(self.prefix, modified)
         os.chmod(path, 0o644)
@@ -669,6 +671,7 @@ class Lifecycle(unittest.TestCase):
         out = res.stdout + res.stderr
         for p in (modified, deleted, relinked):
             self.assertIn(p, out)
+        self.assertIn(f"3 of {files} files differ from their receipts", res.stdout)
         self.assertNotIn("include/cudnn.h:", out)  # untouched files are not listed
         self.assertNotIn("include/cudnn.h ", out)
 

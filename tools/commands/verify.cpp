@@ -31,19 +31,16 @@ void print_json(const std::string& prefix, const std::vector<redist::verify_prob
     std::printf("%s\n", w.str().c_str());
 }
 
-void print_text(const std::string& prefix, const std::vector<redist::verify_problem>& problems,
-                const std::vector<redist::receipt>& receipts) {
-    for (const auto& p : problems)
+void print_text(const std::string& prefix, const redist::verify_report& report) {
+    for (const auto& p : report.problems)
         std::printf("%s: %s: %s\n", printable(p.component).c_str(), printable(p.path).c_str(),
                     printable(p.what).c_str());
-    std::size_t files = 0;
-    for (const auto& r : receipts) files += r.files.size();
-    if (problems.empty())
+    if (report.problems.empty())
         std::printf("%s: %zu components, %zu files: all match their receipts\n", printable(prefix).c_str(),
-                    receipts.size(), files);
+                    report.components, report.files);
     else
-        std::printf("%s: %zu of %zu files differ from their receipts\n", printable(prefix).c_str(), problems.size(),
-                    files);
+        std::printf("%s: %zu of %zu files differ from their receipts\n", printable(prefix).c_str(),
+                    report.problems.size(), report.files);
 }
 
 int run_verify(const verify_args& args) {
@@ -52,17 +49,15 @@ int run_verify(const verify_args& args) {
                      "%s: warning: %s: an interrupted commit is pending; the next `redist fetch` or "
                      "`redist remove` on this prefix completes it\n",
                      tool_name.c_str(), printable(args.prefix).c_str());
-    auto problems = redist::verify_prefix(args.prefix, args.threads);
-    if (!problems.ok()) return report_error(problems.error_value());
-    auto receipts = redist::read_receipts(args.prefix);
-    if (!receipts.ok()) return report_error(receipts.error_value());
-    if (receipts->empty()) {
+    auto report = redist::verify_prefix(args.prefix, args.threads);
+    if (!report.ok()) return report_error(report.error_value());
+    if (report->components == 0) {
         return report_error(redist::make_error(redist::error_code::not_found, "no redist receipts in this prefix")
                                 .with_path(args.prefix));
     }
-    if (args.json) print_json(args.prefix, *problems);
-    else print_text(args.prefix, *problems, *receipts);
-    return problems->empty() ? 0 : redist::exit_code_for(redist::error_code::integrity);
+    if (args.json) print_json(args.prefix, report->problems);
+    else print_text(args.prefix, *report);
+    return report->problems.empty() ? 0 : redist::exit_code_for(redist::error_code::integrity);
 }
 
 }  // namespace
