@@ -305,16 +305,30 @@ def prepare_archives(payload: Payload, cache_root: str, imports: dict, component
     key = payload.key()
     adir = os.path.join(cache_root, "archives", key)
     meta_path = os.path.join(adir, "meta.json")
+    # The component archives are cached per xz preset (component_sets), beside
+    # the single- and multi-block archives, which do not depend on it.
+    cset_dir = f"components-xz{component_preset}"
+
+    def present(arcs):
+        return all(os.path.isfile(os.path.join(adir, a["file"]))
+                   and os.path.getsize(os.path.join(adir, a["file"])) == a["size"] for a in arcs)
+
+    old_meta = None
     if os.path.exists(meta_path):
         with open(meta_path) as f:
-            meta = json.load(f)
-        arcs = [meta["single"], meta["multi"], *meta["components"].values()]
-        if all(os.path.isfile(os.path.join(adir, a["file"]))
-               and os.path.getsize(os.path.join(adir, a["file"])) == a["size"] for a in arcs):
-            meta["dir"] = adir
-            return meta
+            old_meta = json.load(f)
+        if "component_sets" not in old_meta and "components" in old_meta:  # the layout before per-preset sets
+            old_meta["component_sets"] = {str(old_meta.get("component_preset", 1)): old_meta.pop("components")}
+    have_main = bool(old_meta) and "component_sets" in old_meta and present([old_meta["single"], old_meta["multi"]])
+    cset = old_meta.get("component_sets", {}).get(str(component_preset)) if have_main else None
+    if have_main and cset and present(cset.values()):
+        old_meta.update(dir=adir, components=cset, component_preset=component_preset)
+        return old_meta
+    if old_meta and not have_main:
         log("cached archive set incomplete; rebuilding")
-    os.makedirs(os.path.join(adir, "components"), exist_ok=True)
+    if have_main:
+        imports = {}  # the single- and multi-block archives are there already
+    os.makedirs(os.path.join(adir, cset_dir), exist_ok=True)
     # Remove stale archive sets of other payloads (each is ~1 GB).
     for other in glob.glob(os.path.join(cache_root, "archives", "*")):
         if other != adir:
@@ -367,8 +381,8 @@ def prepare_archives(payload: Payload, cache_root: str, imports: dict, component
             notes.append(f"{flavour}-block archive imported from {src} (top dir "
                          f"{found[flavour]}/, validated against the payload; without LICENSE)"
 )
-    need = [f for f in ("single", "multi")
-            if not (imports.get(f) and os.path.exists(finals[f]))]
+    need = [] if have_main else [f for f in ("single", "multi")
+                                 if not (imports.get(f) and os.path.exists(finals[f]))]
     if need:
         log(f"building archives in {adir} (minutes; cached afterwards)")
         tar_tmp = os.path.join(adir, f".{top}.tar.tmp")
@@ -393,10 +407,10 @@ def prepare_archives(payload: Payload, cache_root: str, imports: dict, component
         ctop = f"{comp}-{PLATFORM}-{ver}-archive"
         size = sum(os.path.getsize(s) for _, s in files if not os.path.islink(s))
         threads = "-T2" if size >= MULTI_BLOCK_THRESHOLD else "-T1"
-        ctar = os.path.join(adir, "components", f".{ctop}.tar.tmp")
+        ctar = os.path.join(adir, cset_dir, f".{ctop}.tar.tmp")
         with open(ctar, "wb") as f:
             write_tar(f, ctop, sorted(files))
-        final = os.path.join(adir, "components", f"{ctop}.tar.xz")
+        final = os.path.join(adir, cset_dir, f"{ctop}.tar.xz")
         spawn(["xz", f"-{component_preset}", threads, "-c"], ctar, final, True)
         comp_info[comp] = (final, size)
 
@@ -407,21 +421,27 @@ def prepare_archives(payload: Payload, cache_root: str, imports: dict, component
         if remove_input:
             os.unlink(remove_input)
 
-    desc = payload.description + ("; " + "; ".join(notes) if notes else "")
-    meta = {"key": key, "version": ver, "tops": tops, "description": desc,
-            "real": payload.real, "built_seconds": round(time.monotonic() - started, 1),
-            "component_preset": component_preset,
-            "single": {"file": os.path.basename(finals["single"]), **digest(finals["single"])},
-            "multi": {"file": os.path.basename(finals["multi"]), **digest(finals["multi"])},
-            "components": {}}
+    if have_main:
+        meta = old_meta
+    else:
+        desc = payload.description + ("; " + "; ".join(notes) if notes else "")
+        meta = {"key": key, "version": ver, "tops": tops, "description": desc,
+                "real": payload.real, "built_seconds": round(time.monotonic() - started, 1),
+                "single": {"file": os.path.basename(finals["single"]), **digest(finals["single"])},
+                "multi": {"file": os.path.basename(finals["multi"]), **digest(finals["multi"])},
+                "component_sets": {}}
+    meta.pop("dir", None)
+    meta.pop("components", None)
+    cset = {}
     for comp, (final, size) in sorted(comp_info.items()):
-        meta["components"][comp] = {"file": os.path.join("components", os.path.basename(final)),
-                                    "uncompressed": size, **digest(final)}
+        cset[comp] = {"file": os.path.join(cset_dir, os.path.basename(final)), "uncompressed": size, **digest(final)}
+    meta["component_sets"][str(component_preset)] = cset
+    meta["component_preset"] = component_preset
     with open(meta_path + ".tmp", "w") as f:
         json.dump(meta, f, indent=1)
     os.rename(meta_path + ".tmp", meta_path)
-    log(f"archives ready in {meta['built_seconds']} s")
-    meta["dir"] = adir
+    log(f"archives ready in {round(time.monotonic() - started, 1)} s")
+    meta.update(dir=adir, components=cset)
     return meta
 
 

@@ -5,6 +5,7 @@ import hashlib
 import http.client
 import io
 import os
+import socket
 import subprocess
 import sys
 import tarfile
@@ -13,6 +14,9 @@ import urllib.parse
 import zipfile
 
 import support
+
+sys.path.insert(0, os.path.join(support.source_dir(), "tests", "fixtures"))
+import nginx_fixture  # noqa: E402  (start_on_free_port, free_port, terminate)
 
 
 def xz_block_count(path: str) -> int:
@@ -312,6 +316,66 @@ class NginxFixture(unittest.TestCase):
     def test_missing_file_is_404(self):
         status, _, _ = support.http_get(support.nginx_base_url() + "/cudnn/redist/redistrib_0.0.0.json")
         self.assertEqual(status, 404)
+
+
+class StartOnFreePort(unittest.TestCase):
+    """nginx_fixture.start_on_free_port, which every nginx of the tests starts through."""
+
+    def setUp(self):
+        if not os.access(nginx_fixture.NGINX, os.X_OK):
+            self.skipTest(f"{nginx_fixture.NGINX} is missing")
+        self.dir = support.make_scratch_dir(self.id())
+        self.error_log = os.path.join(self.dir, "error.log")
+        self.confs = []  # the ports a configuration was written for
+
+    def conf_for_port(self, port: int, broken: bool = False) -> str:
+        self.confs.append(port)
+        conf = os.path.join(self.dir, "nginx.conf")
+        user = "user root;\n" if os.geteuid() == 0 else ""
+        temps = "".join(f"    {t}_temp_path {self.dir}/{t};\n"
+                        for t in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi"))
+        with open(conf, "w") as f:
+            f.write(f"""{user}worker_processes 1;
+daemon on;
+pid {self.dir}/nginx.pid;
+error_log {self.error_log} info;
+events {{ worker_connections 16; }}
+http {{
+    access_log off;
+{temps}    server {{ listen 127.0.0.1:{port}; {"no_such_directive on;" if broken else ""} return 204; }}
+}}
+""")
+        return conf
+
+    def test_a_taken_port_is_replaced_by_a_free_one(self):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as taken:
+            taken.bind(("127.0.0.1", 0))
+            taken.listen()
+            busy = taken.getsockname()[1]
+            real_free_port = nginx_fixture.free_port
+            picks = [busy]  # the first pick is taken by the time nginx binds it
+            nginx_fixture.free_port = lambda: picks.pop() if picks else real_free_port()
+            try:
+                port = nginx_fixture.start_on_free_port(self.dir, self.error_log, self.conf_for_port)
+            finally:
+                nginx_fixture.free_port = real_free_port
+        pid = nginx_fixture.wait_pid_file(os.path.join(self.dir, "nginx.pid"))
+        try:
+            self.assertEqual(self.confs[0], busy)
+            self.assertEqual(len(self.confs), 2)
+            self.assertEqual(port, self.confs[1])
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+            conn.request("GET", "/")
+            self.assertEqual(conn.getresponse().status, 204)
+            conn.close()
+        finally:
+            nginx_fixture.terminate(pid)
+
+    def test_any_other_failure_is_not_retried(self):
+        with self.assertRaisesRegex(RuntimeError, r"(?s)nginx failed to start:.*no_such_directive"):
+            nginx_fixture.start_on_free_port(self.dir, self.error_log,
+                                             lambda port: self.conf_for_port(port, broken=True))
+        self.assertEqual(len(self.confs), 1)
 
 
 class Namespaces(unittest.TestCase):

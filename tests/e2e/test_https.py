@@ -7,7 +7,6 @@ a certificate for another name must be refused even with the CA."""
 from __future__ import annotations
 
 import os
-import socket
 import ssl
 import subprocess
 import sys
@@ -48,12 +47,6 @@ def make_certificates(d: str) -> None:
                 "keyUsage=critical,digitalSignature\nextendedKeyUsage=serverAuth\n")
     openssl("x509", "-req", "-in", "server.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial",
             "-out", "server.pem", "-days", "2", "-extfile", "server.ext", cwd=d)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def write_conf(d: str, port: int, root: str) -> str:
@@ -100,21 +93,8 @@ class Https(unittest.TestCase):
         make_certificates(cls.dir)
         cls.ca = os.path.join(cls.dir, "ca.pem")
         cls.pid = None
-        last = ""
-        for _ in range(5):  # the port may be taken between picking and binding
-            port = free_port()
-            conf = write_conf(cls.dir, port, support.mirror_dir())
-            res = subprocess.run([NGINX, "-p", cls.dir, "-c", conf, "-e", os.path.join(cls.dir, "error.log")],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if res.returncode == 0:
-                break
-            last = res.stdout
-            if "Address already in use" not in res.stdout:
-                break
-        else:
-            res = None
-        if res is None or res.returncode != 0:
-            raise RuntimeError(f"nginx (TLS) did not start:\n{last}")
+        port = nginx_fixture.start_on_free_port(cls.dir, os.path.join(cls.dir, "error.log"),
+                                                lambda port: write_conf(cls.dir, port, support.mirror_dir()))
         cls.pid = nginx_fixture.wait_pid_file(os.path.join(cls.dir, "nginx.pid"))
         cls.base = f"https://127.0.0.1:{port}"
         # Wait until it answers, checking the certificate the way a client would.

@@ -94,8 +94,8 @@ class MirrorFromNginx(unittest.TestCase):
         p = {"nginx": ng, "conf": os.path.join(ng, "nginx.conf"), "pid": os.path.join(ng, "nginx.pid"),
              "error_log": os.path.join(ng, "error.log"), "access_log": os.path.join(ng, "access.log")}
         user = "user root;\n" if os.geteuid() == 0 else ""
-        for _attempt in range(5):
-            port = nginx_fixture.free_port()
+
+        def conf_for_port(port: int) -> str:
             with open(p["conf"], "w") as f:
                 f.write(f"""{user}worker_processes 1;
 daemon on;
@@ -118,17 +118,16 @@ http {{
     }}
 }}
 """)
-            res = subprocess.run([nginx_fixture.NGINX, "-p", ng, "-c", p["conf"], "-e", p["error_log"]],
-                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-            if res.returncode == 0:
-                self.second_nginx = p
-                base = f"http://127.0.0.1:{port}"
-                self.assertTrue(nginx_fixture.wait_ready(base + "/cudnn/redist/", 10),
-                                nginx_fixture.tail(p["error_log"]))
-                return base, p["access_log"]
-            if "Address already in use" not in res.stdout:
-                self.fail(f"second nginx failed to start:\n{res.stdout}")
-        self.fail("second nginx could not bind a port")
+            return p["conf"]
+
+        try:
+            port = nginx_fixture.start_on_free_port(ng, p["error_log"], conf_for_port)
+        except RuntimeError as e:
+            self.fail(f"second nginx: {e}")
+        self.second_nginx = p
+        base = f"http://127.0.0.1:{port}"
+        self.assertTrue(nginx_fixture.wait_ready(base + "/cudnn/redist/", 10), nginx_fixture.tail(p["error_log"]))
+        return base, p["access_log"]
 
     def test_mirror_rerun_repair_and_serve(self):
         # 1. First run: everything downloaded, verified, in the upstream layout.
