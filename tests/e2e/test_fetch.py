@@ -672,6 +672,11 @@ class Lifecycle(unittest.TestCase):
         for p in (modified, deleted, relinked):
             self.assertIn(p, out)
         self.assertIn(f"3 of {files} files differ from their receipts", res.stdout)
+        res = support.run_tool("redist", "verify", "--prefix", self.prefix, "--json")
+        self.assertEqual(res.returncode, 5, support.describe(res))
+        report = json.loads(res.stdout)
+        self.assertEqual((report["ok"], report["components"], report["files"]), (False, 1, files))
+        self.assertEqual(sorted(p["path"] for p in report["problems"]), sorted((modified, deleted, relinked)))
         self.assertNotIn("include/cudnn.h:", out)  # untouched files are not listed
         self.assertNotIn("include/cudnn.h ", out)
 

@@ -1,4 +1,5 @@
 // `redist verify --prefix DIR` — every installed file against its receipt.
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 
@@ -17,13 +18,15 @@ struct verify_args {
     unsigned threads = 0;
 };
 
-void print_json(const std::string& prefix, const std::vector<redist::verify_problem>& problems) {
+void print_json(const std::string& prefix, const redist::verify_report& report) {
     redist::json_writer w(2);
     w.begin_object();
     w.field("prefix", prefix);
-    w.field("ok", problems.empty());
+    w.field("ok", report.problems.empty());
+    w.field("components", std::uint64_t{report.components});
+    w.field("files", std::uint64_t{report.files});
     w.key("problems").begin_array();
-    for (const auto& p : problems) {
+    for (const auto& p : report.problems) {
         w.begin_object().field("component", p.component).field("path", p.path).field("problem", p.what);
         w.end_object();
     }
@@ -55,7 +58,7 @@ int run_verify(const verify_args& args) {
         return report_error(redist::make_error(redist::error_code::not_found, "no redist receipts in this prefix")
                                 .with_path(args.prefix));
     }
-    if (args.json) print_json(args.prefix, report->problems);
+    if (args.json) print_json(args.prefix, *report);
     else print_text(args.prefix, *report);
     return report->problems.empty() ? 0 : redist::exit_code_for(redist::error_code::integrity);
 }
@@ -66,7 +69,8 @@ void add_verify_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<verify_args>();
     auto* cmd = app.add_subcommand("verify", "Check installed files against the receipts");
     cmd->add_option("--prefix", args->prefix, "The prefix to check")->required()->type_name("DIR");
-    cmd->add_flag("--json", args->json, "Print a JSON report");
+    cmd->add_flag("--json", args->json,
+                  "Print a JSON report: prefix, ok, components, files, problems [{component, path, problem}]");
     cmd->add_option("--threads", args->threads, "Files and 8 MiB pieces hashed at once (default: cores)")
         ->type_name("N");
     cmd->footer(
