@@ -1116,7 +1116,7 @@ def report(bench: Bench, start_info: dict, args) -> str:
              f"- Archives: single-block `xz -6 -T1` {bench.meta['single']['size'] / 2**20:.1f} MiB "
              f"({bench.meta['single']['blocks']} block); multi-block `xz -6 -T2` "
              f"{bench.meta['multi']['size'] / 2**20:.1f} MiB ({bench.meta['multi']['blocks']} blocks); "
-             f"{len(bench.meta['components'])} component archives",
+             f"{len(bench.meta['components'])} component archives (`xz -{bench.meta['component_preset']}`)",
              f"- Served by nginx on 127.0.0.1 (sendfile); tools from `{args.build}`",
              f"- Page cache: {start_info['cache_note']}",
              f"- Runs per contender: {args.runs} (alternating in the same rounds; medians shown)",
