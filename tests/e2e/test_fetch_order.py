@@ -27,23 +27,30 @@ class FetchOrder(unittest.TestCase):
                 self.sizes["/cuda/redist/" + rec["relative_path"]] = int(rec["size"])
         assert len(set(self.sizes.values())) >= 4, self.sizes
 
-    def fetch(self, jobs):
-        prefix = os.path.join(self.dir, f"prefix-{jobs}")
+    def fetch(self, *limit):
+        prefix = os.path.join(self.dir, "prefix-" + "-".join(limit).strip("-"))
         support.run_tool("redist", "fetch", "cuda", LABEL, "--base-url", self.server.url(), "--prefix", prefix,
-                         "--no-cache", "--platform", PLATFORM, "--jobs", str(jobs), "--no-check", "--quiet",
+                         "--no-cache", "--platform", PLATFORM, *limit, "--no-check", "--quiet",
                          env=CLEAN_ENV, check=True)
         log = [e for e in self.server.log() if e["path"] in self.sizes]
         self.assertEqual(sorted(e["path"] for e in log), sorted(self.sizes), "each archive once")
         self.assertTrue(all(e["status"] == 200 for e in log), log)
         return sorted(log, key=lambda e: e["began"])
 
-    def test_one_job_fetches_the_largest_archive_first(self):
-        log = self.fetch(jobs=1)
+    def assert_one_at_a_time_largest_first(self, log):
         sizes = [self.sizes[e["path"]] for e in log]
         self.assertEqual(sizes, sorted(sizes, reverse=True), log)
         # One job: each download ended before the next one began.
         for earlier, later in zip(log, log[1:]):
             self.assertLess(earlier["ended"], later["began"], log)
+
+    def test_one_job_fetches_the_largest_archive_first(self):
+        self.assert_one_at_a_time_largest_first(self.fetch("--jobs", "1"))
+
+    def test_one_thread_means_one_job_by_default(self):
+        # The default number of artifacts at once is counted from the run's
+        # thread budget (--threads), not from every core of the machine.
+        self.assert_one_at_a_time_largest_first(self.fetch("--threads", "1"))
 
 
 if __name__ == "__main__":
