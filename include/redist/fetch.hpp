@@ -166,7 +166,8 @@ public:
 
 // How many artifacts a fetch runs at once by default: enough job slots that
 // the others, started largest first, fit beside the largest one:
-// ceil(total bytes / largest archive's bytes), within 1..cores.
+// ceil(total bytes / largest archive's bytes), within 1..cores (the run's
+// thread budget, --threads).
 // Why: the largest archive is the run's long pole (its download and decode
 // take longest), and more artifacts at once only take bandwidth and CPU from
 // it. Measured on 16 cores (bench/RESULTS.md, session 9), 14 components

@@ -155,7 +155,7 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->type_name("MODE");
     app.add_option("--jobs,-j", options.jobs,
                    "Artifacts fetched at once, largest first (default: enough for the others to finish beside the "
-                   "largest, ceil(total size / largest size), at most the number of cores)")
+                   "largest, ceil(total size / largest size), at most --threads)")
         ->type_name("N");
     app.add_option("--connections", options.connections,
                    "Ranged connections per archive, for links that cap each connection (default: 6 for "
