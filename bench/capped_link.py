@@ -36,7 +36,6 @@ import glob
 import hashlib
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -45,7 +44,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-import run as bench  # noqa: E402  (timed(), ENV, BenchError, nginx_fixture)
+import run as bench  # noqa: E402  (timed(), ENV, BenchError, nginx_fixture: start_on_free_port, terminate)
 
 DEFAULT_ARCHIVES = "/var/tmp/redist-bench/archives"
 
@@ -73,12 +72,11 @@ class CappedNginx:
         os.makedirs(os.path.join(self.dir, "temp"), exist_ok=True)
         user = "user root;\n" if os.geteuid() == 0 else ""
         t = os.path.join(self.dir, "temp")
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
         conf = os.path.join(self.dir, "nginx.conf")
-        with open(conf, "w") as f:
-            f.write(f"""{user}worker_processes 1;
+
+        def conf_for_port(port: int) -> str:
+            with open(conf, "w") as f:
+                f.write(f"""{user}worker_processes 1;
 daemon on;
 pid {self.dir}/nginx.pid;
 error_log {self.dir}/error.log warn;
@@ -98,17 +96,13 @@ http {{
     }}
 }}
 """)
-        res = subprocess.run([bench.NGINX, "-p", self.dir, "-c", conf, "-e", f"{self.dir}/error.log"],
-                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        if res.returncode != 0:
-            raise bench.BenchError(f"nginx failed to start:\n{res.stdout}")
-        for _ in range(100):
-            try:
-                with open(f"{self.dir}/nginx.pid") as f:
-                    self.pid = int(f.read().strip())
-                break
-            except (OSError, ValueError):
-                time.sleep(0.05)
+            return conf
+
+        try:
+            port = bench.nginx_fixture.start_on_free_port(self.dir, f"{self.dir}/error.log", conf_for_port)
+        except RuntimeError as e:
+            raise bench.BenchError(str(e)) from None
+        self.pid = bench.nginx_fixture.wait_pid_file(f"{self.dir}/nginx.pid")
         return f"http://127.0.0.1:{port}"
 
     def stop(self) -> None:
