@@ -312,7 +312,9 @@ TEST_CASE("for_each_index runs every index once, on as many threads as asked and
             const std::size_t allowed = std::min<std::size_t>(std::max(threads, 1u), std::max<std::size_t>(count, 1));
             CHECK(static_cast<std::size_t>(most_at_once.load()) <= allowed);
             CHECK(seen.size() <= allowed);
-            if (count > 0) CHECK(seen.count(std::this_thread::get_id()) == 1);  // the caller works too
+            // One thread is the caller itself. (With more, helpers may take
+            // every job before the caller gets one: no check there.)
+            if (threads <= 1 && count > 0) CHECK(seen == std::set<std::thread::id>{std::this_thread::get_id()});
         }
     }
 }
