@@ -430,8 +430,6 @@ def prepare_archives(payload: Payload, cache_root: str, imports: dict, component
                 "single": {"file": os.path.basename(finals["single"]), **digest(finals["single"])},
                 "multi": {"file": os.path.basename(finals["multi"]), **digest(finals["multi"])},
                 "component_sets": {}}
-    meta.pop("dir", None)
-    meta.pop("components", None)
     cset = {}
     for comp, (final, size) in sorted(comp_info.items()):
         cset[comp] = {"file": os.path.join(cset_dir, os.path.basename(final)), "uncompressed": size, **digest(final)}
@@ -539,15 +537,9 @@ http {{
 
         try:
             port = nginx_fixture.start_on_free_port(self.dir, f"{self.dir}/error.log", conf_for_port)
+            self.pid = nginx_fixture.wait_pid_file(self.pidfile)
         except RuntimeError as e:
             raise BenchError(str(e)) from None
-        for _ in range(100):
-            try:
-                with open(self.pidfile) as f:
-                    self.pid = int(f.read().strip())
-                break
-            except (OSError, ValueError):
-                time.sleep(0.05)
         self.base = f"http://127.0.0.1:{port}"
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
@@ -977,24 +969,24 @@ class Bench:
                 rmtree(cache)
             return f
 
-        ours = Contender(f"redist fetch {SPLIT_PRODUCT} ({len(comps)} components)",
-                         [self.redist, "fetch", SPLIT_PRODUCT, SPLIT_LABEL, "--prefix", prefix,
-                          "--base-url", f"{self.base}/multi", "--cache-dir", cache,
-                          "--platform", PLATFORM, "--quiet"], fresh)
-        ours.cleanup = clean_check_once(ours)
+        def fetch_from(name, base_url):
+            c = Contender(name, [self.redist, "fetch", SPLIT_PRODUCT, SPLIT_LABEL, "--prefix", prefix,
+                                 "--base-url", base_url, "--cache-dir", cache, "--platform", PLATFORM, "--quiet"],
+                          fresh)
+            c.cleanup = clean_check_once(c)
+            return c
+
+        ours = fetch_from(f"redist fetch {SPLIT_PRODUCT} ({len(comps)} components)", f"{self.base}/multi")
         # How much of the time is HTTP, which the floor (xz reading a local
         # file) does not pay: nginx's own CPU per fetch (it runs on the same
         # cores), and the same fetch from a file:// mirror of the same
         # archives (no server, no socket).
-        served = []
-        ours.prepare = lambda: (fresh(), served.append(-self.nginx.cpu_seconds()))
+        local = fetch_from(f"redist fetch {SPLIT_PRODUCT} from file:// (no server)",
+                           f"file://{self.d('www')}/multi-local")
+        served = []  # nginx's CPU seconds during each HTTP fetch
         checked_cleanup = ours.cleanup
+        ours.prepare = lambda: (fresh(), served.append(-self.nginx.cpu_seconds()))
         ours.cleanup = lambda: (served.append(served.pop() + self.nginx.cpu_seconds()), checked_cleanup())
-        local = Contender(f"redist fetch {SPLIT_PRODUCT} from file:// (no server)",
-                          [self.redist, "fetch", SPLIT_PRODUCT, SPLIT_LABEL, "--prefix", prefix,
-                           "--base-url", f"file://{self.d('www')}/multi-local", "--cache-dir", cache,
-                           "--platform", PLATFORM, "--quiet"], fresh)
-        local.cleanup = clean_check_once(local)
         decoders = [Contender(f"xz -T1 -dc {name}",
                               ["xz", "-T1", "-dc", os.path.join(self.meta["dir"], a["file"])])
                     for name, a in comps.items()]
