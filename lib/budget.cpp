@@ -99,21 +99,35 @@ std::uint64_t peak_rss() {
     return kib * 1024;
 }
 
-// glibc raises its mmap threshold each time a large mapped block is freed
-// (up to 32 MiB), after which the run's 1 MiB queue chunks and pieces come
-// from per-thread arenas, and their freed memory stays resident there: with
-// 16 threads and 14 archives that was 250 MiB of RSS above the budget (1.10 GB
-// against 0.82-0.89 GB with a fixed threshold, same wall time). A fixed
-// threshold returns every large buffer to the system when it is freed. Once
-// per process, with 4 threads or more, and not when the environment chose one.
-void fix_malloc_mmap_threshold() {
+// glibc's malloc, tuned once per process for the first run's thread count,
+// and not at all when the environment chose (MALLOC_*_ or GLIBC_TUNABLES).
+// - 4 threads or more: glibc raises its mmap threshold each time a large
+//   mapped block is freed (up to 32 MiB), after which the run's 1 MiB queue
+//   chunks and pieces come from per-thread arenas, and their freed memory
+//   stays resident there: with 16 threads and 14 archives that was 250 MiB
+//   of RSS above the budget (1.10 GB against 0.82-0.89 GB with a fixed
+//   threshold, same wall time). A fixed 256 KiB threshold returns every
+//   large buffer to the system when it is freed.
+// - Fewer: few arenas, so the opposite trade. The same chunks, freed and
+//   allocated again all the time, were mapped afresh or trimmed off the
+//   heap and faulted in again, and a fresh page costs 12-14 us of CPU on the
+//   2-core VMs (measured). A 4 MiB threshold and a 64 MiB trim threshold keep
+//   them in the heap (bench/run.py's multi-component fetch, with the memory
+//   gate's byte allowance: 26,000 page faults before, 12,000 after).
+void tune_malloc(unsigned threads) {
     static std::once_flag once;
-    std::call_once(once, [] {
+    std::call_once(once, [threads] {
         const char* tunables = std::getenv("GLIBC_TUNABLES");
-        if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
-            (tunables != nullptr && std::string_view(tunables).find("mmap_threshold") != std::string_view::npos))
+        if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr || std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr ||
+            (tunables != nullptr && (std::string_view(tunables).find("mmap_threshold") != std::string_view::npos ||
+                                     std::string_view(tunables).find("trim_threshold") != std::string_view::npos)))
             return;
-        ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+        if (threads >= kMinThreadsForMmapThreshold) {
+            ::mallopt(M_MMAP_THRESHOLD, 256 * 1024);
+        } else {
+            ::mallopt(M_MMAP_THRESHOLD, 4 * 1024 * 1024);
+            ::mallopt(M_TRIM_THRESHOLD, 64 * 1024 * 1024);
+        }
     });
 }
 
@@ -125,12 +139,11 @@ run_budget::run_budget(run_limits limits)
     : threads_(limits.threads ? limits.threads : machine_threads()),
       memory_(limits.max_memory),
       // Kept block buffers (memory_gate.hpp): 2 on 2 cores (each costs
-      // resident memory), one for every 4 workers on more.
-      decode_memory_([this] { return decoder_limit(); }, std::max<std::size_t>(2, threads_ / 4)) {
+      // resident memory), one for every 4 workers on more, and more small
+      // ones while they total 24 MiB (one xz -6 block, eight xz -1 ones).
+      decode_memory_([this] { return decoder_limit(); }, std::max<std::size_t>(2, threads_ / 4), 24 * kMiB) {
     if (memory_ == 0) memory_ = machine_memory();
-    // Arenas multiply with threads; on 2 cores the fixed threshold only
-    // cost page faults (0.2 s of CPU in bench/run.py's multi-component run).
-    if (threads_ >= kMinThreadsForMmapThreshold) fix_malloc_mmap_threshold();
+    tune_malloc(threads_);
     // Small budgets shrink the queues and the writers' buffers with them;
     // 1 GiB (the largest default) gives 2 MiB queues and 64 MiB of buffers.
     // (4 MiB queues gained nothing on 16 cores and cost 56 MiB more with 14

@@ -39,6 +39,8 @@ using clock_type = std::chrono::steady_clock;
 namespace {
 
 constexpr std::size_t kReadBlock = 1u << 20;
+constexpr std::size_t kSpoolBatch = 256u << 10;  // per connection (see fetch())
+constexpr auto kIdleWrite = std::chrono::milliseconds(250);
 constexpr std::size_t kMaxRecordBytes = 64u << 10;
 constexpr std::size_t kMaxRecordRanges = 4096;
 constexpr std::string_view kRecordMagic = "redist-segments 1";
@@ -344,16 +346,19 @@ void segmented_run::fetch(chunk& c) {
                 .with_url(sanitize_url(url_));
         return {};
     };
-    cb.on_data = [&](const std::byte* data, std::size_t n) -> result<void> {
-        if (stop_) return make_error(error_code::cancelled, "segmented download stopped");
-        const auto dropped = static_cast<std::size_t>(std::min<std::uint64_t>(skip, n));
-        skip -= dropped;
-        data += dropped;
-        n -= dropped;
-        if (n == 0) return {};
-        if (n > c.end - offset)
-            return make_error(error_code::integrity, "more bytes than the range asked for").with_url(sanitize_url(url_));
-        REDIST_TRY_VOID(pwrite_all(fd_, data, n, offset, spool_path_));
+    // Bytes received but not yet in the spool: libcurl hands the body over
+    // in 16 KiB pieces, and a pwrite() per piece, from every connection into
+    // the one file, made them wait for each other's inode lock.
+    // A connection that stalls or crawls writes what it has at least every
+    // kIdleWrite (on_idle), so the reader and a later resume get it.
+    std::vector<std::byte> pending;
+    auto last_write = clock_type::now();
+    auto write_pending = [&]() -> result<void> {
+        last_write = clock_type::now();
+        if (pending.empty()) return {};
+        const std::size_t n = pending.size();
+        REDIST_TRY_VOID(pwrite_all(fd_, pending.data(), n, offset, spool_path_));
+        pending.clear();
         offset += n;
         progressed = true;
         std::lock_guard lock(mutex_);
@@ -362,8 +367,28 @@ void segmented_run::fetch(chunk& c) {
         progress_cv_.notify_one();
         return {};
     };
+    cb.on_data = [&](const std::byte* data, std::size_t n) -> result<void> {
+        if (stop_) return make_error(error_code::cancelled, "segmented download stopped");
+        const auto dropped = static_cast<std::size_t>(std::min<std::uint64_t>(skip, n));
+        skip -= dropped;
+        data += dropped;
+        n -= dropped;
+        if (n == 0) return {};
+        if (n > c.end - offset - pending.size())
+            return make_error(error_code::integrity, "more bytes than the range asked for").with_url(sanitize_url(url_));
+        if (pending.empty()) pending.reserve(kSpoolBatch);
+        pending.insert(pending.end(), data, data + n);
+        if (pending.size() >= kSpoolBatch) return write_pending();
+        return {};
+    };
+    cb.on_idle = [&]() -> result<void> {
+        if (pending.empty() || clock_type::now() - last_write < kIdleWrite) return {};
+        return write_pending();
+    };
     transfer_failure_info info;
     auto outcome = download_range(url_, transfer_, cb, offset, c.end - 1, &info);
+    // What came before a failure is kept too (the retry resumes after it).
+    if (auto written = write_pending(); !written.ok() && outcome.ok()) outcome = std::move(written).error_value();
     settle(c, std::move(outcome), info, progressed, range_ignored);
 }
 

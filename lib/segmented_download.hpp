@@ -11,12 +11,15 @@
 //    grows at about N times one connection's rate from the first second).
 //    Worker threads (one per connection) take the lowest chunk nobody has,
 //    fetch it with download_range() and pwrite() its bytes at their offset
-//    into the spool file. All of transfer.hpp's rules hold per request
+//    into the spool file, 256 KiB at a time (and whatever they hold after
+//    250 ms without a byte: on_idle), not libcurl's 16 KiB pieces, whose
+//    pwrite()s queued on the file's inode lock. A kill loses what a
+//    connection held unwritten. All of transfer.hpp's rules hold per request
 //    (https never downgrades, redirect limit, stall detector, no decoding).
 //  * The calling thread reads the spool back in order as the contiguous
 //    prefix grows and calls on_data: the caller's callbacks run on its own
 //    thread only, one byte stream from byte 0. Memory is bounded (libcurl's
-//    buffers plus one 1 MiB read buffer); the bytes wait on disk, in the
+//    buffers, 256 KiB per connection and one 1 MiB read buffer); the bytes wait on disk, in the
 //    spool, which is the cache's .part file anyway.
 //  * A failed chunk keeps what it wrote and is retried from there when the
 //    caller's retry hook says so; the other chunks go on.

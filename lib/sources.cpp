@@ -246,6 +246,12 @@ void file_sink::discard() noexcept {
 
 // ---- artifact_stream ---------------------------------------------------------------------
 
+namespace {
+// The tee is written in pieces of this size (see tee_pending_).
+constexpr std::size_t kTeeBatch = 1u << 20;
+constexpr auto kIdleTeeWrite = std::chrono::milliseconds(250);
+}  // namespace
+
 // The transfer thread's serial work per byte used to be SHA-256, the cache
 // copy's write() and the hand-off to the unpacker: on 16 cores that capped a
 // loopback download near 500 MiB/s, and the decoder waited for input. With
@@ -352,7 +358,11 @@ artifact_stream::artifact_stream(expected_artifact expected, byte_sink& sink)
     }
 }
 
-artifact_stream::~artifact_stream() = default;
+artifact_stream::~artifact_stream() {
+    // A .part kept for a later resume gets every byte received.
+    settle();
+    flush_tee();
+}
 
 void artifact_stream::settle() const {
     if (hash_worker_) hash_worker_->settle();
@@ -361,14 +371,26 @@ void artifact_stream::settle() const {
 void artifact_stream::hash_and_tee(const std::byte* data, std::size_t size) {
     const auto started = std::chrono::steady_clock::now();
     hasher_.update(data, size);
+    if (tee_) {
+        if (tee_pending_.empty()) tee_pending_.reserve(kTeeBatch);
+        tee_pending_.insert(tee_pending_.end(), data, data + size);
+        if (tee_pending_.size() >= kTeeBatch) flush_tee();
+    }
+    hash_and_tee_ns_ += ns_since(started);
+}
+
+void artifact_stream::flush_tee() noexcept {
     // Disk full (often because of what we are unpacking): the cache copy is
     // given up, not the download -- the hash must still decide about these bytes.
-    if (tee_ && !write_all(tee_.get(), data, size, tee_path_).ok()) drop_tee();
-    hash_and_tee_ns_ += ns_since(started);
+    if (tee_ && !tee_pending_.empty() &&
+        !write_all(tee_.get(), tee_pending_.data(), tee_pending_.size(), tee_path_).ok())
+        drop_tee();
+    tee_pending_.clear();
 }
 
 result<void> artifact_stream::restart() {
     settle();
+    tee_pending_.clear();  // the tee starts over
     REDIST_TRY_VOID(sink_.restart());
     hasher_ = sha256_hasher();
     received_ = 0;
@@ -387,6 +409,7 @@ result<void> artifact_stream::restart() {
 
 result<bool> artifact_stream::resume_or_restart() {
     settle();
+    flush_tee();  // the .part is checked and replayed below
     // Only a regular file of ours, with one link, is resumed.
     if (!tee_path_.empty() && resumable_cache_file(tee_path_, expected_.size)) {
         tee_.reset();
@@ -424,6 +447,7 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     std::vector<std::byte> buffer(1u << 20);
     settle();
+    flush_tee();
     unique_fd saved_tee = std::move(tee_);  // replayed bytes are already in the tee
     result<void> outcome;
     for (;;) {
@@ -452,6 +476,7 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
 }
 
 void artifact_stream::drop_tee() noexcept {
+    tee_pending_.clear();
     tee_.reset();
     ::unlink(tee_path_.c_str());
     tee_dropped_ = true;
@@ -471,6 +496,10 @@ result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
     REDIST_TRY_VOID(std::move(written));
     if (!paused_mid_download_ && received_ >= expected_.size / 2) {
         paused_mid_download_ = true;
+        // The tests kill the process here: what it received so far is in
+        // the .part, as after a stall (on_idle).
+        settle();
+        flush_tee();
         debug_pause("mid-download");
     }
     return {};
@@ -499,6 +528,7 @@ result<void> artifact_stream::accept_response(const response_info& info, std::ui
 
 result<void> artifact_stream::verify(const std::string& source) {
     settle();
+    flush_tee();
     tee_.reset();
     const std::uint64_t size = received_;
     auto checked = check_integrity(expected_.size, expected_.sha256, size, hasher_.finish_hex(), source);
@@ -521,6 +551,16 @@ download_callbacks artifact_stream::body_callbacks(const std::string& url, std::
     download_callbacks callbacks;
     callbacks.on_response = [this, &url, resume_from](const response_info& info) {
         return accept_response(info, resume_from, url);
+    };
+    // A stalled or crawling transfer: the tee gets what came so far (at most
+    // every kIdleTeeWrite), so a kill or a resume loses none of it.
+    callbacks.on_idle = [this]() -> result<void> {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_idle_tee_write_ < kIdleTeeWrite) return {};
+        last_idle_tee_write_ = now;
+        settle();
+        flush_tee();
+        return {};
     };
     callbacks.on_data = [this, &last_report](const std::byte* data, std::size_t size) -> result<void> {
         if (cancelled(cancel_)) return cancelled_error();

@@ -336,6 +336,18 @@ int xferinfo_callback(void* userdata, curl_off_t /*dltotal*/, curl_off_t dlnow, 
         st->last_progress = now;
         return 0;
     }
+    if (st->started && st->callbacks->on_idle) {
+        try {
+            auto r = st->callbacks->on_idle();
+            if (!r.ok()) {
+                st->callback_error = std::move(r).error_value();
+                return 1;
+            }
+        } catch (...) {
+            st->callback_error = callback_exception("on_idle callback");
+            return 1;
+        }
+    }
     if (st->stall_seconds > 0 && now - st->last_progress >= std::chrono::seconds(st->stall_seconds)) {
         st->stalled = true;
         return 1;  // non-zero aborts with CURLE_ABORTED_BY_CALLBACK

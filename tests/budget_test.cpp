@@ -238,6 +238,36 @@ TEST_CASE("memory_gate: freed buffers are kept for reuse, and freed before a req
     CHECK(gate.kept() == 0);
 }
 
+TEST_CASE("memory_gate: small freed buffers are kept beyond the count while they fit the byte allowance", "[budget]") {
+    const std::size_t page = 4096;
+    // At most 2 by count, or more while they total 100 pages.
+    redist::memory_gate gate([&] { return std::uint64_t{1000} * page; }, 2, std::uint64_t{100} * page);
+    std::vector<std::byte*> small;
+    for (int i = 0; i < 5; ++i) {
+        small.push_back(redist::memory_gate::map(20 * page));
+        small.back()[0] = std::byte(i);
+    }
+    for (auto* b : small) gate.keep(b, 20 * page);
+    CHECK(gate.kept() == 100 * page);  // all five: 100 pages fit the allowance
+    // A sixth would pass it: the oldest goes, as with the count alone.
+    gate.keep(redist::memory_gate::map(20 * page), 20 * page);
+    CHECK(gate.kept() == 100 * page);
+    std::size_t want = 20 * page;
+    redist::memory_gate::lease taken;
+    std::byte* reused = gate.take(want, taken);
+    REQUIRE(reused != nullptr);
+    CHECK(gate.kept() == 80 * page);
+    gate.keep(reused, want);
+    // Large buffers: the count rule alone (2), the allowance adds none.
+    redist::memory_gate big_gate([&] { return std::uint64_t{1000} * page; }, 2, std::uint64_t{100} * page);
+    for (int i = 0; i < 3; ++i) big_gate.keep(redist::memory_gate::map(80 * page), 80 * page);
+    CHECK(big_gate.kept() == 160 * page);
+    // Without an allowance (the default), the count rule as before.
+    redist::memory_gate counted([&] { return std::uint64_t{1000} * page; }, 2);
+    for (int i = 0; i < 4; ++i) counted.keep(redist::memory_gate::map(20 * page), 20 * page);
+    CHECK(counted.kept() == 40 * page);
+}
+
 TEST_CASE("memory_gate: callers that hold a first lease and wait for a second are not left waiting for each other",
           "[budget]") {
     // Two decoders each hold a block's compressed bytes (30 + 30 of 100) and

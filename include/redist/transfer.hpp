@@ -47,6 +47,12 @@ struct download_callbacks {
     // Called with each chunk of the body, in order. Returning an error aborts
     // the transfer with that error.
     std::function<result<void>(const std::byte* data, std::size_t size)> on_data;
+    // Called now and then while no body byte has come since the last call
+    // (at least once a second during a stall; http and https only): where a
+    // caller that buffers what on_data gave it writes it out, so a stalled
+    // or killed transfer keeps what it received. Returning an error aborts
+    // the transfer with that error.
+    std::function<result<void>()> on_idle;
 };
 
 // Downloads `url` once (no retries here; see the fetch layer), streaming the
