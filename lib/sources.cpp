@@ -303,7 +303,7 @@ public:
         }
     }
 
-    // Returns once every byte pushed so far is hashed and written.
+    // Returns once every byte pushed so far has been through hash_and_tee.
     void settle() {
         std::unique_lock lock(mutex_);
         idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
@@ -358,39 +358,42 @@ artifact_stream::artifact_stream(expected_artifact expected, byte_sink& sink)
     }
 }
 
-artifact_stream::~artifact_stream() {
-    // A .part kept for a later resume gets every byte received.
-    settle();
-    flush_tee();
-}
+// A .part kept for a later resume gets every byte received.
+artifact_stream::~artifact_stream() { settle(); }
 
-void artifact_stream::settle() const {
+void artifact_stream::settle() {
     if (hash_worker_) hash_worker_->settle();
+    flush_tee();
 }
 
 void artifact_stream::hash_and_tee(const std::byte* data, std::size_t size) {
     const auto started = std::chrono::steady_clock::now();
     hasher_.update(data, size);
     if (tee_) {
-        if (tee_pending_.empty()) tee_pending_.reserve(kTeeBatch);
-        tee_pending_.insert(tee_pending_.end(), data, data + size);
-        if (tee_pending_.size() >= kTeeBatch) flush_tee();
+        if (tee_pending_.empty() && size >= kTeeBatch) {
+            write_tee(data, size);  // a large piece already (file://, the hash worker's): no copy
+        } else {
+            if (tee_pending_.empty()) tee_pending_.reserve(kTeeBatch);
+            tee_pending_.insert(tee_pending_.end(), data, data + size);
+            if (tee_pending_.size() >= kTeeBatch) flush_tee();
+        }
     }
     hash_and_tee_ns_ += ns_since(started);
 }
 
 void artifact_stream::flush_tee() noexcept {
+    if (!tee_pending_.empty()) write_tee(tee_pending_.data(), tee_pending_.size());
+    tee_pending_.clear();
+}
+
+void artifact_stream::write_tee(const std::byte* data, std::size_t size) noexcept {
     // Disk full (often because of what we are unpacking): the cache copy is
     // given up, not the download -- the hash must still decide about these bytes.
-    if (tee_ && !tee_pending_.empty() &&
-        !write_all(tee_.get(), tee_pending_.data(), tee_pending_.size(), tee_path_).ok())
-        drop_tee();
-    tee_pending_.clear();
+    if (tee_ && !write_all(tee_.get(), data, size, tee_path_).ok()) drop_tee();
 }
 
 result<void> artifact_stream::restart() {
     settle();
-    tee_pending_.clear();  // the tee starts over
     REDIST_TRY_VOID(sink_.restart());
     hasher_ = sha256_hasher();
     received_ = 0;
@@ -408,8 +411,7 @@ result<void> artifact_stream::restart() {
 }
 
 result<bool> artifact_stream::resume_or_restart() {
-    settle();
-    flush_tee();  // the .part is checked and replayed below
+    settle();  // the .part is checked and replayed below
     // Only a regular file of ours, with one link, is resumed.
     if (!tee_path_.empty() && resumable_cache_file(tee_path_, expected_.size)) {
         tee_.reset();
@@ -447,7 +449,6 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     std::vector<std::byte> buffer(1u << 20);
     settle();
-    flush_tee();
     unique_fd saved_tee = std::move(tee_);  // replayed bytes are already in the tee
     result<void> outcome;
     for (;;) {
@@ -499,7 +500,6 @@ result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
         // The tests kill the process here: what it received so far is in
         // the .part, as after a stall (on_idle).
         settle();
-        flush_tee();
         debug_pause("mid-download");
     }
     return {};
@@ -528,7 +528,6 @@ result<void> artifact_stream::accept_response(const response_info& info, std::ui
 
 result<void> artifact_stream::verify(const std::string& source) {
     settle();
-    flush_tee();
     tee_.reset();
     const std::uint64_t size = received_;
     auto checked = check_integrity(expected_.size, expected_.sha256, size, hasher_.finish_hex(), source);
@@ -559,7 +558,6 @@ download_callbacks artifact_stream::body_callbacks(const std::string& url, std::
         if (now - last_idle_tee_write_ < kIdleTeeWrite) return {};
         last_idle_tee_write_ = now;
         settle();
-        flush_tee();
         return {};
     };
     callbacks.on_data = [this, &last_report](const std::byte* data, std::size_t size) -> result<void> {

@@ -231,13 +231,13 @@ public:
     bool verified() const { return verified_; }
     // For --profile: time feed() spent hashing and writing the tee, and
     // handing bytes to the sink (which waits while the unpacker is behind).
-    std::uint64_t hash_and_tee_ns() const {
+    std::uint64_t hash_and_tee_ns() {
         settle();
         return hash_and_tee_ns_;
     }
     std::uint64_t sink_ns() const { return sink_ns_; }
     // The tee file holds every byte received (false after a failed write dropped it).
-    bool tee_complete() const {
+    bool tee_complete() {
         settle();
         return !tee_path_.empty() && !tee_dropped_;
     }
@@ -274,19 +274,22 @@ private:
     // pieces, and a write() per piece was 20,000 system calls for 323 MiB.
     std::vector<std::byte> tee_pending_;
     std::chrono::steady_clock::time_point last_idle_tee_write_{};
-    void flush_tee() noexcept;
-    std::string validator_;  // ETag or Last-Modified of the response the bytes so far came from
-    bool changed_ = false;   // the last response said the file changed under us
+    void write_tee(const std::byte* data, std::size_t size) noexcept;
+    void flush_tee() noexcept;  // writes tee_pending_
+    std::string validator_;     // ETag or Last-Modified of the response the bytes so far came from
+    bool changed_ = false;      // the last response said the file changed under us
     bool paused_mid_download_ = false;
     std::function<void(std::uint64_t)> progress_;
     const std::atomic<bool>* cancel_ = nullptr;
 
     // Hashing and the tee on a thread of their own (see sources.cpp). Every
     // member function but feed() settles it before it touches hasher_, tee_,
-    // tee_dropped_ or hash_and_tee_ns_. Declared last: stopped first.
+    // tee_pending_, tee_dropped_ or hash_and_tee_ns_. Declared last: stopped first.
     class hash_worker;
     void hash_and_tee(const std::byte* data, std::size_t size);
-    void settle() const;
+    // Returns once every byte fed so far is hashed and in the tee (the
+    // worker idle, tee_pending_ written).
+    void settle();
     std::unique_ptr<hash_worker> hash_worker_;
 };
 
