@@ -734,11 +734,11 @@ result<staged_install> stage_install(const install_request& request, const prefi
     REDIST_TRY(const auto cache, open_cache(request.sources));
     std::atomic<bool> abort_all{false};
     // The run's thread budget (--threads), not every core of the machine.
-    const unsigned cores = request.budget ? request.budget->threads() : run_budget::machine_limits().threads;
+    const unsigned thread_budget = request.budget ? request.budget->threads() : run_budget::machine_limits().threads;
     std::vector<std::uint64_t> sizes;
     sizes.reserve(todo.size());
     for (const std::size_t i : todo) sizes.push_back(request.artifacts[i].size);
-    const unsigned workers = request.jobs ? request.jobs : default_jobs(sizes, cores);
+    const unsigned workers = request.jobs ? request.jobs : default_jobs(sizes, thread_budget);
     for_each_index(todo.size(), workers, &abort_all, [&](std::size_t k) {
         const std::size_t i = todo[k];
         run_job(request, lock, cache, request.artifacts[i], abort_all, results[i]);
