@@ -1298,7 +1298,7 @@ result<verify_report> verify_prefix(const fs::path& prefix, unsigned threads) {
         }
     }
     if (threads == 0) threads = run_budget::machine_limits().threads;
-    hash_pieces(checks, threads);  // for_each_index treats 0 as 1
+    hash_pieces(checks, threads);
     for (const auto& c : checks) {
         const auto unread = std::find_if(c.piece_errors.begin(), c.piece_errors.end(),
                                          [](const auto& e) { return !e.empty(); });

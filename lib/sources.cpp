@@ -393,7 +393,10 @@ void artifact_stream::write_tee(const std::byte* data, std::size_t size) noexcep
 }
 
 result<void> artifact_stream::restart() {
-    settle();
+    // Not settle(): the tee starts over in a new file, so the bytes it has not
+    // written yet are dropped rather than written into the file it replaces.
+    if (hash_worker_) hash_worker_->settle();
+    tee_pending_.clear();
     REDIST_TRY_VOID(sink_.restart());
     hasher_ = sha256_hasher();
     received_ = 0;
