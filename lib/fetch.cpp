@@ -629,6 +629,10 @@ result<install_report> install(const install_request& request) {
                    if (request.observer) request.observer->on_lock_wait({request.prefix});
                }));
     REDIST_TRY(const std::vector<receipt> receipts, read_receipts(lock.prefix()));
+    // The same free-space preflight as install_all (lib/sync.cpp): one estimate of what unpacking needs.
+    const product_install product{request.product, request.release_label, request.artifact_base_url, request.artifacts,
+                                  request.component_versions};
+    REDIST_TRY_VOID(space_preflight(request.prefix, {product}, request, receipts, {}));
     REDIST_TRY(staged_install staged, stage_install(request, lock, receipts, {}));
     if (!staged.staged.empty()) {
         notify_components(request, staged.report, fetch_stage::committing);

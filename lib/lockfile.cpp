@@ -179,12 +179,53 @@ result<void> check_lock_against_manifest(const lockfile& lock, const manifest& m
 
 // ---- making and using a version 1 lock ---------------------------------------------
 
+std::string locked_manifest_url(const resolved_release& release) {
+    const std::string& served = release.manifest_url;
+    return sanitize_url(join_url(release.artifact_base_url, served.substr(served.rfind('/') + 1)));
+}
+
+namespace {
+
+result<void> check_url(const std::string& url, std::string_view source, const std::string& json_path,
+                       const std::vector<std::filesystem::path>& roots) {
+    if (auto why = source_url_problem(url, roots))
+        return make_error(error_code::bad_manifest, *why + ": " + sanitize_url(url))
+            .with_source(std::string(source))
+            .with_json_path(json_path);
+    return {};
+}
+
+result<void> check_artifact_urls(const std::vector<locked_artifact>& artifacts, std::string_view source,
+                                 const std::string& at, const std::vector<std::filesystem::path>& roots) {
+    for (std::size_t i = 0; i < artifacts.size(); ++i)
+        REDIST_TRY_VOID(check_url(artifacts[i].url, source, at + "artifacts[" + std::to_string(i) + "].url", roots));
+    return {};
+}
+
+}  // namespace
+
+result<void> check_lock_sources(const lockfile& lock, std::string_view source,
+                                const std::vector<std::filesystem::path>& local_roots) {
+    if (!lock.manifest_url.empty()) REDIST_TRY_VOID(check_url(lock.manifest_url, source, "manifest_url", local_roots));
+    return check_artifact_urls(lock.artifacts, source, "", local_roots);
+}
+
+result<void> check_lock_sources(const project_lock& lock, std::string_view source,
+                                const std::vector<std::filesystem::path>& local_roots) {
+    for (std::size_t i = 0; i < lock.products.size(); ++i) {
+        const std::string at = "products[" + std::to_string(i) + "].";
+        REDIST_TRY_VOID(check_url(lock.products[i].manifest_url, source, at + "manifest_url", local_roots));
+        REDIST_TRY_VOID(check_artifact_urls(lock.products[i].artifacts, source, at, local_roots));
+    }
+    return {};
+}
+
 result<lockfile> make_lockfile(const resolved_release& release, const std::vector<std::string>& platforms,
                                const std::vector<int>& cuda_majors, const std::vector<std::string>& components) {
     lockfile lock;
     lock.product = release.product;
     lock.release_label = release.label;
-    lock.manifest_url = sanitize_url(release.manifest_url);
+    lock.manifest_url = locked_manifest_url(release);
     lock.manifest_sha256 = release.manifest_sha256;
     std::set<std::string> seen;  // platform/variant/component, so plain artifacts are locked once
     for (const auto& platform : platforms) {

@@ -22,6 +22,9 @@
 
 #include <toml++/toml.h>
 
+#include "redist/urls.hpp"
+#include "safe_path.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <set>
@@ -87,6 +90,30 @@ result<std::optional<int>> parse_cuda(const validator& v, const toml::node& n) {
     return std::optional<int>(std::stoi(text));
 }
 
+// A base-url or mirror from the file: an http(s):// URL as written, or a
+// local directory (a path, relative to the file's directory, or a file://
+// URL) inside the project's directory, returned as a file:// URL. A cloned
+// project must not point redist at /etc: local sources elsewhere are the
+// user's to name, with --mirror or --base-url.
+result<std::string> project_source(const validator& v, const toml::node& n, const std::string& key,
+                                   const fs::path& dir) {
+    REDIST_TRY(std::string text, v.string(n, key));
+    if (text.find('\0') != std::string::npos) return v.fail(n.source(), key, "contains a NUL byte");
+    const std::string url = text.find("://") != std::string::npos ? text : to_url((dir / text).string());
+    if (!is_file_url(url)) {
+        if (auto why = source_url_problem(url, {})) return v.fail(n.source(), key, *why);
+        return url;
+    }
+    std::string path;
+    if (auto why = file_url_to_path(url, path)) return v.fail(n.source(), key, *why);
+    const fs::path root = fs::absolute(dir.empty() ? fs::path(".") : dir).lexically_normal();
+    const fs::path local = fs::path(path).lexically_normal();
+    if (local != root && !is_strictly_under(root, local))
+        return v.fail(n.source(), key,
+                      "a local directory outside the project's directory (name it with --mirror or --base-url)");
+    return to_url(local.string());
+}
+
 result<void> parse_project_table(const validator& v, const toml::table& t, project_file& out, bool& has_prefix) {
     for (auto&& [key, node] : t) {
         const std::string k(key.str());
@@ -107,9 +134,14 @@ result<void> parse_project_table(const validator& v, const toml::table& t, proje
         } else if (k == "cuda") {
             REDIST_TRY(out.cuda, parse_cuda(v, node));
         } else if (k == "base-url") {
-            REDIST_TRY(out.base_url, v.string(node, full));
+            REDIST_TRY(out.base_url, project_source(v, node, full, out.path.parent_path()));
         } else if (k == "mirrors") {
             REDIST_TRY(out.mirrors, v.strings(node, full));
+            for (std::size_t i = 0; i < out.mirrors.size(); ++i) {
+                REDIST_TRY(out.mirrors[i],
+                           project_source(v, *node.as_array()->get(i), full + "[" + std::to_string(i) + "]",
+                                          out.path.parent_path()));
+            }
         } else if (k == "exclude") {
             REDIST_TRY(out.exclude, v.strings(node, full));
             for (std::size_t i = 0; i < out.exclude.size(); ++i) {

@@ -13,6 +13,7 @@
 #include "redist/diff.hpp"
 #include "redist/select.hpp"
 #include "redist/urls.hpp"
+#include "safe_path.hpp"
 
 namespace redist {
 
@@ -107,13 +108,68 @@ result<project_resolution> resolve_project(const project_file& project, const pr
         locked.version_spec = p.version;
         locked.components = p.components;
         locked.release_label = release->label;
-        locked.manifest_url = sanitize_url(release->manifest_url);
+        locked.manifest_url = locked_manifest_url(*release);
         locked.manifest_sha256 = release->manifest_sha256;
         for (const auto& platform : out.lock.platforms)
             REDIST_TRY_VOID(lock_platform(project, p, *release, components, platform, locked, out.notes));
         out.lock.products.push_back(std::move(locked));
     }
     return out;
+}
+
+// ---- the project's prefix ----------------------------------------------------------
+
+namespace {
+
+bool at_or_under(const fs::path& root, const fs::path& path) { return path == root || is_strictly_under(root, path); }
+
+}  // namespace
+
+result<void> check_project_prefix(const project_file& project) {
+    const fs::path dir = fs::absolute(project.path).parent_path().lexically_normal();
+    const fs::path prefix = fs::absolute(project.prefix).lexically_normal();
+    const auto refuse = [&](const std::string& how) {
+        return make_error(error_code::bad_manifest,
+                          "the prefix " + prefix.string() + " " + how + " " + dir.string() +
+                              "; pass --prefix DIR or --allow-outside-prefix to install there")
+            .with_source(project.path.string())
+            .with_json_path("project.prefix");
+    };
+    if (!at_or_under(dir, prefix)) return refuse("lies outside the project's directory");
+    std::error_code ec_dir, ec_prefix;
+    const fs::path real_dir = fs::weakly_canonical(dir, ec_dir);
+    const fs::path real_prefix = fs::weakly_canonical(prefix, ec_prefix);
+    if (ec_dir || ec_prefix || !at_or_under(real_dir, real_prefix))
+        return refuse("resolves (through a symlink) outside the project's directory");
+    // weakly_canonical() stops at a dangling symlink and keeps it as a name,
+    // but creating the prefix would follow it wherever it points.
+    for (fs::path p = prefix; p != dir && is_strictly_under(dir, p); p = p.parent_path()) {
+        std::error_code ec;
+        if (fs::is_symlink(fs::symlink_status(p, ec)) && !fs::exists(p, ec))
+            return refuse("has a dangling symlink in its path, which may lead outside the project's directory");
+    }
+    return {};
+}
+
+result<std::vector<fs::path>> project_local_roots(const project_file& project) {
+    const std::vector<fs::path> dir{fs::absolute(project.path).parent_path().lexically_normal()};
+    std::vector<std::pair<std::string, std::string>> named;  // (JSON path, URL)
+    if (!project.base_url.empty()) named.emplace_back("project.base-url", project.base_url);
+    for (std::size_t i = 0; i < project.mirrors.size(); ++i)
+        named.emplace_back("project.mirrors[" + std::to_string(i) + "]", project.mirrors[i]);
+    std::vector<std::string> local;
+    for (const auto& [json_path, url] : named) {
+        if (!is_file_url(url)) continue;
+        if (source_url_problem(url, dir))
+            return make_error(error_code::bad_manifest,
+                              "a local directory that resolves outside the project's directory (name it with "
+                              "--mirror or --base-url): " +
+                                  url)
+                .with_source(project.path.string())
+                .with_json_path(json_path);
+        local.push_back(url);
+    }
+    return local_roots(local);
 }
 
 // ---- excluding ---------------------------------------------------------------------
@@ -210,31 +266,37 @@ install_request product_request(const multi_install_request& request, const prod
     return req;
 }
 
-// Bytes still to download: artifacts without a current receipt, not in the cache.
-result<void> preflight(const multi_install_request& request, const std::vector<receipt>& receipts) {
+}  // namespace
+
+std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept {
+    const std::uint64_t half = archive_size / 2 + archive_size % 2;
+    return archive_size > UINT64_MAX - half ? UINT64_MAX : archive_size + half;
+}
+
+result<void> space_preflight(const fs::path& prefix, const std::vector<product_install>& products,
+                             const install_request& options, const std::vector<receipt>& receipts,
+                             const std::vector<std::string>& exclude) {
     std::optional<blob_cache> cache;
-    if (request.options.sources.cache_dir) {
-        auto opened = blob_cache::open_if_possible(*request.options.sources.cache_dir,
-                                                   request.options.sources.shared_cache);
+    if (options.sources.cache_dir) {
+        auto opened = blob_cache::open_if_possible(*options.sources.cache_dir, options.sources.shared_cache);
         if (opened.ok()) cache = std::move(*opened);
     }
+    const auto add = [](std::uint64_t& sum, std::uint64_t n) { sum = n > UINT64_MAX - sum ? UINT64_MAX : sum + n; };
     std::uint64_t download = 0;
     std::uint64_t unpack = 0;
-    for (const auto& p : request.products) {
+    for (const auto& p : products) {
         for (const auto& a : p.artifacts) {
             const bool current = std::any_of(receipts.begin(), receipts.end(), [&](const receipt& r) {
-                return receipt_current(r, p.product, a, request.exclude);
+                return receipt_current(r, p.product, a, exclude);
             });
-            if (current && !request.options.force) continue;
-            unpack += a.size;
-            if (!cache || !cache->has_blob(a.sha256)) download += a.size;
+            if (current && !options.force) continue;
+            add(unpack, unpacked_size_estimate(a.size));
+            if (!cache || !cache->has_blob(a.sha256)) add(download, a.size);
         }
     }
     // Without a cache the download streams: only the unpacked bytes land on disk.
-    return check_free_space(request.prefix, unpack, cache ? cache->root() : fs::path(), download);
+    return check_free_space(prefix, unpack, cache ? cache->root() : fs::path(), download);
 }
-
-}  // namespace
 
 namespace {
 
@@ -259,7 +321,8 @@ result<multi_install_report> install_all(const multi_install_request& request) {
                    if (request.options.observer) request.options.observer->on_lock_wait({request.prefix});
                }));
     REDIST_TRY(const std::vector<receipt> receipts, read_receipts(lock.prefix()));
-    if (request.check_free_space) REDIST_TRY_VOID(preflight(request, receipts));
+    if (request.check_free_space)
+        REDIST_TRY_VOID(space_preflight(request.prefix, request.products, request.options, receipts, request.exclude));
 
     multi_install_report out;
     if (!request.keep_unlisted) out.removed = unlisted(request, receipts);

@@ -481,51 +481,6 @@ private:
     int fd_;
 };
 
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-// "file:///a/b%20c" (or "file://localhost/...") -> "/a/b c". Returns why the
-// URL is refused: not a local absolute path, or an escape that would change
-// the path's structure (an encoded '/' or NUL), or a ".." segment after
-// decoding -- "..%2f..%2fx" must never walk out of a mirror directory. A '%'
-// that starts no escape is kept as is (to_url() does not encode paths).
-std::optional<std::string> file_url_to_path(std::string_view url, std::string& path) {
-    url.remove_prefix(5);  // "file:", any case
-    if (url.starts_with("//")) {
-        url.remove_prefix(2);
-        const auto slash = url.find('/');
-        const std::string_view host = url.substr(0, slash);
-        if (!host.empty() && !(host.size() == 9 && iequals_prefix(host, "localhost")))
-            return "file URL names a host other than localhost";
-        if (slash == std::string_view::npos) return "file URL without a path";
-        url.remove_prefix(slash);
-    }
-    if (url.empty() || url.front() != '/') return "file URL without an absolute path";
-    path.clear();
-    path.reserve(url.size());
-    for (std::size_t i = 0; i < url.size(); ++i) {
-        if (url[i] == '%' && i + 2 < url.size() && hex_digit(url[i + 1]) >= 0 && hex_digit(url[i + 2]) >= 0) {
-            const char c = static_cast<char>(hex_digit(url[i + 1]) * 16 + hex_digit(url[i + 2]));
-            if (c == '/' || c == '\0') return "file URL with an encoded '/' or NUL in its path";
-            path += c;
-            i += 2;
-        } else {
-            path += url[i];
-        }
-    }
-    for (std::size_t start = 0; start <= path.size();) {
-        std::size_t end = path.find('/', start);
-        if (end == std::string::npos) end = path.size();
-        if (path.compare(start, end - start, "..") == 0) return "file URL with '..' in its path";
-        start = end + 1;
-    }
-    return std::nullopt;
-}
-
 const char* file_kind(mode_t mode) {
     if (S_ISLNK(mode)) return "a symlink";
     if (S_ISDIR(mode)) return "a directory";

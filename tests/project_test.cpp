@@ -2,6 +2,8 @@
 // the column and the key.
 #include <catch2/catch.hpp>
 
+#include <tuple>
+
 #include "redist/project.hpp"
 
 using namespace redist;
@@ -161,4 +163,30 @@ TEST_CASE("the starter file parses and lists the platforms") {
     CHECK(p->platforms == std::vector<std::string>{"linux-x86_64"});
     CHECK(p->prefix == "/x/nvidia");
     CHECK(p->products.size() == 2);
+}
+
+TEST_CASE("base-url and mirrors: http(s), or a local directory inside the project's directory") {
+    const auto parse = [](const std::string& key, const std::string& value) {
+        return parse_project("[project]\nprefix = \"nvidia\"\nplatforms = [\"linux-x86_64\"]\n" + key + " = " + value +
+                                 "\n[products.nccl]\nversion = \"2\"\n",
+                             "/work/app/redist.toml");
+    };
+    auto local = parse("mirrors", "[\"https://mirror.example/compute\", \"vendor/mirror\", \"file:///work/app/m2\"]");
+    REQUIRE(local.ok());
+    CHECK(local->mirrors == std::vector<std::string>{"https://mirror.example/compute", "file:///work/app/vendor/mirror",
+                                                     "file:///work/app/m2"});
+    auto base = parse("base-url", "\"./vendor\"");
+    REQUIRE(base.ok());
+    CHECK(base->base_url == "file:///work/app/vendor");
+    for (const auto& [key, value, json_path] : std::vector<std::tuple<std::string, std::string, std::string>>{
+             {"base-url", "\"/etc\"", "project.base-url"},
+             {"base-url", "\"file:///etc\"", "project.base-url"},
+             {"base-url", "\"ftp://example.invalid\"", "project.base-url"},
+             {"mirrors", "[\"https://ok.example\", \"../elsewhere\"]", "project.mirrors[1]"},
+         }) {
+        auto refused = parse(key, value);
+        REQUIRE_FALSE(refused.ok());
+        CHECK(refused.error_value().code == error_code::bad_manifest);
+        CHECK(refused.error_value().json_path == json_path);
+    }
 }

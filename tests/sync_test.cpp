@@ -8,6 +8,7 @@
 
 #include "redist/lockfile.hpp"
 #include "redist/sync.hpp"
+#include "redist/urls.hpp"
 #include "support.hpp"
 
 using namespace redist;
@@ -256,4 +257,84 @@ TEST_CASE("free-space check: names the directory and both numbers") {
     ::unsetenv("REDIST_TEST_FREE_BYTES");
     REQUIRE_FALSE(both.ok());
     CHECK(both.error_value().message.find("1100 bytes") != std::string::npos);
+}
+
+TEST_CASE("free-space preflight: the prefix must hold what unpacking needs, not the archives' size") {
+    CHECK(unpacked_size_estimate(1000) == 1500);
+    CHECK(unpacked_size_estimate(1) == 2);
+    CHECK(unpacked_size_estimate(UINT64_MAX - 1) == UINT64_MAX);  // hostile sizes saturate
+    const auto dir = redist_test::scratch("space_preflight");
+    product_install p;
+    p.product = "nccl";
+    artifact a = make_artifact("nccl", "linux-x86_64").entry;
+    a.size = 1000;
+    p.artifacts = {a};
+    install_request options;                        // no cache: the download streams, only the unpacked bytes land
+    ::setenv("REDIST_TEST_FREE_BYTES", "1200", 1);  // holds the archive, not its unpacked contents
+    auto refused = space_preflight(dir, {p}, options, {}, {});
+    ::setenv("REDIST_TEST_FREE_BYTES", "1500", 1);
+    auto fits = space_preflight(dir, {p}, options, {}, {});
+    ::unsetenv("REDIST_TEST_FREE_BYTES");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().code == error_code::filesystem);
+    CHECK(refused.error_value().message.find("1500 bytes") != std::string::npos);
+    CHECK(fits.ok());
+}
+
+TEST_CASE("project prefix: inside the project's directory, lexically and through symlinks") {
+    const auto dir = redist_test::scratch("project_prefix");
+    const auto parse = [&](const std::string& prefix) {
+        auto p = parse_project("[project]\nprefix = \"" + prefix +
+                                   "\"\nplatforms = [\"linux-x86_64\"]\n[products.nccl]\nversion = \"2\"\n",
+                               dir / "redist.toml");
+        REQUIRE(p.ok());
+        return *p;
+    };
+    CHECK(check_project_prefix(parse("nvidia")).ok());
+    CHECK(check_project_prefix(parse("a/../nvidia")).ok());
+    CHECK(check_project_prefix(parse((dir / "abs").string())).ok());
+    for (const std::string outside : {"../outside", "/tmp/x", "nvidia/../../x"}) {
+        auto refused = check_project_prefix(parse(outside));
+        REQUIRE_FALSE(refused.ok());
+        CHECK(refused.error_value().code == error_code::bad_manifest);
+        CHECK(refused.error_value().json_path == "project.prefix");
+        CHECK(refused.error_value().message.find("outside the project's directory") != std::string::npos);
+    }
+    std::filesystem::create_directory_symlink("/tmp", dir / "link");
+    auto linked = check_project_prefix(parse("link/prefix"));
+    REQUIRE_FALSE(linked.ok());
+    CHECK(linked.error_value().message.find("symlink") != std::string::npos);
+}
+
+TEST_CASE("lock sources: http(s), or file:// only under a local root the user named") {
+    const auto dir = redist_test::scratch("lock_sources");
+    std::filesystem::create_directories(dir / "mirror" / "cudnn" / "redist");
+    std::filesystem::create_directory_symlink("/etc", dir / "mirror" / "etc");
+    const std::vector<std::filesystem::path> roots = local_roots(
+        {"https://example.invalid", (dir / "mirror").string()});
+    REQUIRE(roots.size() == 1);
+    project_lock lock = sample_lock();
+    CHECK(check_lock_sources(lock, "redist.lock", roots).ok());
+    const auto refused = [&](const std::string& url, const char* json_path) {
+        project_lock bad = sample_lock();
+        bad.products[1].manifest_url = url;
+        auto checked = check_lock_sources(bad, "redist.lock", roots);
+        REQUIRE_FALSE(checked.ok());
+        CHECK(checked.error_value().code == error_code::bad_manifest);
+        CHECK(checked.error_value().source == "redist.lock");
+        CHECK(checked.error_value().json_path == json_path);
+    };
+    refused("file:///etc/shadow", "products[1].manifest_url");
+    refused("file://" + (dir / "mirror" / "etc" / "shadow").string(), "products[1].manifest_url");  // a symlink out
+    refused("file://" + (dir / "mirror" / "..%2fsecret").string(), "products[1].manifest_url");
+    refused("ftp://example.invalid/x.json", "products[1].manifest_url");
+    refused("/etc/shadow", "products[1].manifest_url");
+    project_lock local = sample_lock();
+    local.products[1].manifest_url = "file://" + (dir / "mirror" / "cudnn" / "redist" / "redistrib_9.json").string();
+    CHECK(check_lock_sources(local, "redist.lock", roots).ok());
+    CHECK_FALSE(check_lock_sources(local, "redist.lock", {}).ok());
+    local.products[1].artifacts[0].url = "file:///etc/passwd";
+    auto artifact_url = check_lock_sources(local, "redist.lock", roots);
+    REQUIRE_FALSE(artifact_url.ok());
+    CHECK(artifact_url.error_value().json_path == "products[1].artifacts[0].url");
 }

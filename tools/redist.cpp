@@ -44,7 +44,7 @@ int cmd_lock(const lock_args& args) {
     redist::lockfile lock;
     lock.product = release->product;
     lock.release_label = release->label;
-    lock.manifest_url = redist::sanitize_url(release->manifest_url);
+    lock.manifest_url = redist::locked_manifest_url(*release);
     lock.manifest_sha256 = release->manifest_sha256;
     std::set<std::string> seen;  // platform/variant/component, so plain artifacts are locked once
     for (const auto& platform : platforms) {

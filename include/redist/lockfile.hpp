@@ -24,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <map>
 #include <optional>
 #include <string>
@@ -68,6 +69,20 @@ result<void> check_lock_against_manifest(const lockfile& lock, const manifest& m
 // ---- making and using a version 1 lock (`redist lock`, `fetch --locked`) ----
 
 struct resolved_release;  // fetch.hpp
+
+// Where a lock says the manifest lives: its URL on the base, even when a
+// mirror served it. Mirrors are the reader's own (--mirror, the project's
+// mirrors); every reader tries them first and then this base, as a plain
+// fetch does, so a dead mirror falls back to the base.
+std::string locked_manifest_url(const resolved_release& release);
+
+// Every URL of a lock is a source like any other (source_url_problem in
+// urls.hpp): http(s)://, or file:// under one of `local_roots` (the local
+// mirrors and base the user named). Checked before anything is read.
+// Outcomes: ok | bad_manifest (source = `source`, json_path = the URL's,
+// e.g. "products[0].manifest_url", "artifacts[3].url").
+result<void> check_lock_sources(const lockfile& lock, std::string_view source,
+                                const std::vector<std::filesystem::path>& local_roots);
 
 // Locks every artifact `components` (empty: all) selects on each platform
 // and, per platform, each CUDA major in `cuda_majors` (empty: every variant
@@ -125,6 +140,10 @@ result<project_lock> project_lock_from_json(std::string_view json, std::string_v
 // the inputs only: the product set, each version spec and component list,
 // the platforms and the CUDA major. The prefix and exclude do not matter.
 std::optional<std::string> lock_staleness(const project_lock& lock, const project_file& project);
+
+// As for the version 1 lock: every manifest and artifact URL of every product.
+result<void> check_lock_sources(const project_lock& lock, std::string_view source,
+                                const std::vector<std::filesystem::path>& local_roots);
 
 // One product's artifacts for one platform, ready to install.
 // Outcomes: ok | not_found (the lock does not list `platform`).

@@ -3,7 +3,7 @@
 // platforms and CUDA variant, and where they go.
 //
 //   [project]
-//   prefix = "nvidia"                       # relative to the file's directory
+//   prefix = "nvidia"                       # relative to the file's directory, inside it (check_project_prefix)
 //   platforms = ["linux-x86_64", "linux-sbsa"]
 //   cuda = "12"                             # the CUDA variant, for products that have variants
 //   base-url = "https://developer.download.nvidia.com/compute"   # optional
@@ -16,6 +16,10 @@
 //
 //   [products.cudnn]
 //   version = "9"                           # components: optional, default every component
+//
+// base-url and mirrors are http(s):// URLs, or local directories (paths
+// relative to the file's directory, or file:// URLs) inside the project's
+// directory, kept as file:// URLs; anything else is refused.
 //
 // The file is parsed with toml++ and validated strictly: unknown keys (typos),
 // wrong types, empty or duplicate values are errors that name the file, the
@@ -46,7 +50,7 @@ struct project_file {
     std::filesystem::path prefix;        // absolute when `path` is (relative prefixes resolve against its directory)
     std::vector<std::string> platforms;  // at least one, no duplicates
     std::optional<int> cuda;             // the CUDA major for products with variants; nullopt: decide per product
-    std::string base_url;                // empty: the default (or $REDIST_BASE_URL)
+    std::string base_url;                // empty: the default (or $REDIST_BASE_URL); a local one as file://
     std::vector<std::string> mirrors;
     std::vector<std::string> exclude;       // archive-relative globs
     std::vector<project_product> products;  // at least one, sorted by name

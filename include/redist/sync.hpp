@@ -47,6 +47,23 @@ struct project_resolution {
 // variant missing: the error names the product) | network | bad_manifest | integrity.
 result<project_resolution> resolve_project(const project_file& project, const project_resolve_options& options);
 
+// Where `project` installs, unless the command line says otherwise: its
+// prefix must lie inside the project file's directory, lexically (after
+// "..") and again after resolving the symlinks of the parts that exist. A
+// cloned project must not make an exact sync remove another prefix's
+// components or write outside the checkout.
+// Outcomes: ok | bad_manifest (source = the project file, json_path = "project.prefix").
+result<void> check_project_prefix(const project_file& project);
+
+// The project's local sources (a base-url or mirrors naming a directory,
+// which parse_project() keeps inside the project's directory lexically),
+// checked again after resolving symlinks: a "mirror -> /etc" link in a
+// checkout is refused. Returns their paths: a lock's file:// URLs may point
+// under them (check_lock_sources).
+// Outcomes: ok | bad_manifest (source = the project file, json_path =
+// "project.base-url" or "project.mirrors[i]").
+result<std::vector<std::filesystem::path>> project_local_roots(const project_file& project);
+
 // ---- installing several products in one transaction ---------------------------------
 
 // One product's share of a multi-product install.
@@ -71,11 +88,10 @@ struct multi_install_request {
     // sources, callbacks) as for install(); its prefix, product, label,
     // artifact base, artifacts and component versions are ignored.
     install_request options;
-    // Free-space preflight: before any download, the free space of the
-    // prefix's and the cache's filesystems must hold the archives still to be
-    // fetched (the cache keeps a copy) and, in the prefix, at least their size
-    // again (unpacked is never smaller; the exact unpacked size is not known
-    // in advance). Fails with filesystem (exit 10) naming both numbers.
+    // Free-space preflight (space_preflight below): before any download, the
+    // cache's filesystem must hold the archives still to be fetched and the
+    // prefix's their unpacked contents (unpacked_size_estimate). Fails with
+    // filesystem (exit 10) naming both numbers.
     bool check_free_space = true;
     // The prefix holds exactly what the request names (as `uv sync`): a
     // component installed there that no product of the request names on this
@@ -128,7 +144,23 @@ bool receipt_current(const receipt& r, const std::string& product, const artifac
 // True when `path` (prefix-relative) or one of its parent directories matches one of `globs`.
 bool path_excluded(std::string_view path, const std::vector<std::string>& globs);
 
-// The free-space preflight of install_all, on its own. `needed_prefix` and
+// What an archive of `archive_size` bytes takes at least once unpacked:
+// 3/2 of its size. xz shrinks real CUDA payloads by 1.5x at the least
+// (cuDNN 9.19: 471 MiB unpacked from 312 MiB) and by up to about 6x (headers),
+// so this is a floor: a preflight that refused installs which fit would be
+// worse than one that lets a few fail later. Saturates instead of wrapping.
+std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept;
+
+// The one free-space preflight (install() and install_all): the artifacts of
+// `products` without a current receipt (unless options.force) must fit, once
+// unpacked (unpacked_size_estimate), on the prefix's filesystem, and those not
+// yet in options.sources' cache must fit on the cache's (check_free_space).
+// Outcomes: ok | filesystem.
+result<void> space_preflight(const std::filesystem::path& prefix, const std::vector<product_install>& products,
+                             const install_request& options, const std::vector<receipt>& receipts,
+                             const std::vector<std::string>& exclude);
+
+// The free-space check of install_all, on its own. `needed_prefix` and
 // `needed_cache` are bytes; `cache_dir` may be empty (no cache). Where both
 // lie on one filesystem, their sum must fit. REDIST_TEST_FREE_BYTES (tests
 // only) replaces the free space statvfs reports.

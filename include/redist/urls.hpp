@@ -5,8 +5,11 @@
 //   <dir of manifest>/<relative_path>               artifact
 #pragma once
 
+#include <filesystem>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace redist {
 
@@ -18,6 +21,10 @@ std::string join_url(std::string_view base, std::string_view relative);
 std::string index_url(std::string_view base, std::string_view product);
 std::string manifest_url(std::string_view base, std::string_view product, std::string_view label);
 
+// The base of a manifest URL made by manifest_url(base, product, label), or
+// nullopt when `url` does not have that form.
+std::optional<std::string> base_of_manifest_url(std::string_view url, std::string_view product, std::string_view label);
+
 // The directory part of a URL, with a trailing slash ("…/redist/").
 std::string url_directory(std::string_view url);
 
@@ -27,5 +34,26 @@ std::string to_url(std::string_view path_or_url);
 // True for file: URLs (case-insensitive scheme). The one test for them:
 // download() reads these itself, everything else goes to libcurl.
 bool is_file_url(std::string_view url) noexcept;
+
+// The one decoder of file:// URLs (download() reads them with it).
+// "file:///a/b%20c" (or "file://localhost/...") -> "/a/b c". Returns why the
+// URL is refused: not a local absolute path, or an escape that would change
+// the path's structure (an encoded '/' or NUL), or a ".." segment after
+// decoding -- "..%2f..%2fx" must never walk out of a mirror directory. A '%'
+// that starts no escape is kept as is (to_url() does not encode paths).
+std::optional<std::string> file_url_to_path(std::string_view url, std::string& path);
+
+// The local directories among `urls` (base URLs and mirrors, as URLs or
+// paths): the decoded paths of the file:// ones. What the user named on the
+// command line, so that a URL from a lock or project file may point there.
+std::vector<std::filesystem::path> local_roots(const std::vector<std::string>& urls);
+
+// Why a URL read from a lock or project file (input, like a manifest) may
+// not be used as a source, or nullopt when it may: it must be http:// or
+// https://, or a file:// URL whose path lies at or under one of
+// `local_roots`, lexically and again after resolving the symlinks of the
+// parts that exist (a "mirror -> /etc" link in a checkout does not widen a
+// root). A lock must not make redist read /etc/shadow as root.
+std::optional<std::string> source_url_problem(std::string_view url, const std::vector<std::filesystem::path>& roots);
 
 }  // namespace redist

@@ -89,7 +89,7 @@ class Drift(unittest.TestCase):
         support.run_tool("redist", "lock", "cudnn", "9.27.0", "--base-url", self.base, "--platform", "linux-x86_64",
                          "--component", "cudnn", "-o", lock, check=0)
         locked = ["--locked", lock, "--prefix", os.path.join(self.dir, "locked"), "--platform", "linux-x86_64",
-                  "--cuda", "12", "--cache-dir", self.cache]
+                  "--cuda", "12", "--cache-dir", self.cache, "--base-url", self.base]
         support.run_tool("redist", "fetch", *locked, check=0)
         self.replace_in_place()
         res = support.run_tool("redist", "fetch", *locked)

@@ -39,7 +39,7 @@ class LockFiles(unittest.TestCase):
 
         prefix = os.path.join(self.dir, "prefix")
         res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", prefix, "--cuda", "12",
-                               "--platform", "linux-x86_64", "--no-cache", "--json", check=0)
+                               "--platform", "linux-x86_64", "--no-cache", "--json", "--base-url", self.base, check=0)
         report = json.loads(res.stdout)
         want = support.find_artifact(manifest, "cudnn", "linux-x86_64", "cuda12")
         self.assertEqual([c["sha256"] for c in report["components"]], [want["sha256"]])
@@ -56,14 +56,14 @@ class LockFiles(unittest.TestCase):
         support.save_json(path, manifest)
         prefix = os.path.join(self.dir, "prefix")
         res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", prefix, "--cuda", "12",
-                               "--platform", "linux-x86_64", "--no-cache", check=0)
+                               "--platform", "linux-x86_64", "--no-cache", "--base-url", self.base, check=0)
         self.assertIn("changed since it was locked", res.stderr)
         # Real drift: a locked artifact's hash changed upstream -> hard error, nothing installed.
         manifest["cudnn"]["linux-x86_64"]["cuda13"]["sha256"] = "0" * 64
         support.save_json(path, manifest)
         prefix2 = os.path.join(self.dir, "prefix2")
         res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", prefix2, "--cuda", "13",
-                               "--platform", "linux-x86_64", "--no-cache")
+                               "--platform", "linux-x86_64", "--no-cache", "--base-url", self.base)
         self.assertEqual(res.returncode, 5, support.describe(res))
         self.assertIn("changed the locked artifact", res.stderr)
         self.assertEqual(len(res.stderr.strip().splitlines()), 2)  # the drift warning, then the error
@@ -72,7 +72,7 @@ class LockFiles(unittest.TestCase):
     def test_lock_for_a_platform_it_does_not_hold(self):
         self.make_lock()
         res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", os.path.join(self.dir, "p"),
-                               "--platform", "windows-x86_64", "--no-cache")
+                               "--platform", "windows-x86_64", "--no-cache", "--base-url", self.base)
         self.assertEqual(res.returncode, 3, support.describe(res))
         self.assertIn("linux-x86_64", res.stderr)
 
@@ -85,6 +85,52 @@ class LockFiles(unittest.TestCase):
                                "--manifest-sha256", "ab" * 32)
         self.assertEqual(res.returncode, 5, support.describe(res))
         self.assertIn(digest, res.stderr)
+
+    def test_a_local_file_in_a_lock_is_refused_and_never_kept(self):
+        secret = os.path.join(self.dir, "secret.txt")  # outside the mirror the command line names
+        marker = b"NOT-FOR-THE-CACHE-" + os.urandom(8).hex().encode()
+        with open(secret, "wb") as f:
+            f.write(marker)
+        doc = self.make_lock()
+        doc["manifest_url"] = "file://" + secret
+        support.save_json(self.lock, doc)
+        cache = os.path.join(self.dir, "cache")
+        prefix = os.path.join(self.dir, "prefix")
+        res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", prefix, "--cuda", "12",
+                               "--platform", "linux-x86_64", "--cache-dir", cache, "--base-url", self.base)
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        self.assertIn(self.lock, res.stderr)
+        self.assertIn("manifest_url", res.stderr)
+        self.assertFalse(os.path.exists(os.path.join(prefix, "include")))
+        for root, _dirs, files in os.walk(cache):
+            for name in files:
+                with open(os.path.join(root, name), "rb") as f:
+                    self.assertNotIn(marker, f.read(), os.path.join(root, name))
+        # A lock made from a local base needs that base named again: the lock alone is not enough.
+        self.make_lock()
+        res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", prefix, "--cuda", "12",
+                               "--platform", "linux-x86_64", "--no-cache")
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn("manifest_url", res.stderr)
+
+    def test_locked_falls_back_from_a_dead_mirror_to_the_base(self):
+        mirror = support.copy_mirror(os.path.join(self.dir, "mirror2"), products=["cudnn"])
+        mirror_url = support.file_base_url(mirror)
+        support.run_tool("redist", "lock", "cudnn", "9.27", "--base-url", self.base, "--mirror", mirror_url,
+                         "--platform", "linux-x86_64", "--component", "cudnn", "-o", self.lock, check=0)
+        # The lock names the base, not the mirror that served the manifest.
+        self.assertTrue(support.load_json(self.lock)["manifest_url"].startswith(self.base), self.lock)
+        support.rm_tree(mirror)  # the mirror is gone; the base still serves
+        prefix = os.path.join(self.dir, "prefix")
+        res = support.run_tool("redist", "fetch", "--locked", self.lock, "--prefix", prefix, "--cuda", "12",
+                               "--platform", "linux-x86_64", "--no-cache", "--json", "--base-url", self.base,
+                               "--mirror", mirror_url, "--retries", "1", check=0)
+        report = json.loads(res.stdout)
+        self.assertEqual([c["status"] for c in report["components"]], ["installed"])
+        self.assertNotIn("cannot re-read the locked manifest", res.stderr)
+        receipt = support.load_json(os.path.join(prefix, ".redist", "receipts", "cudnn", "cudnn.json"))
+        self.assertTrue(receipt["url"].startswith(self.base), receipt["url"])
 
     def test_corrupt_lock_file(self):
         with open(self.lock, "w") as f:

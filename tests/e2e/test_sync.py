@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import subprocess
 import tarfile
 import unittest
@@ -360,6 +361,92 @@ file(WRITE "{result}" "${{out}}")
         # It failed before downloading anything.
         self.assertEqual([e for e in self.server.log() if e["path"].endswith(".tar.xz")], [])
         self.assertFalse(os.path.exists(os.path.join(small, "prefix", "lib")))
+
+    def test_free_space_preflight_counts_the_unpacked_size(self):
+        make_nccl(self.mirror, big=3 << 20)  # incompressible: unpacked, a little more than the archive
+        self.write_project(products=("nccl",))
+        size = int(support.load_manifest("nccl", NCCL_LABEL, self.mirror)["nccl"]["linux-x86_64"]["size"])
+        # Room for the archive, not for what unpacking needs (at least 3/2 of it, see sync.hpp).
+        env = {"REDIST_TEST_FREE_BYTES": str(size * 5 // 4)}
+        self.server.reset()
+        res = self.sync("--no-cache", env=env)
+        self.assertEqual(res.returncode, 10, support.describe(res))
+        self.assertIn(f"({size + (size + 1) // 2} bytes) needed", res.stderr)
+        self.assertEqual([e for e in self.server.log() if e["path"].endswith(".tar.xz")], [])
+
+    # ---- the project's prefix and the lock's URLs are input ---------------------------------
+
+    def test_prefix_outside_the_project_is_refused_unless_the_command_line_says_so(self):
+        outside = self.dir + "-outside"  # a sibling of the project's directory
+        os.makedirs(outside)
+        self.addCleanup(support.rm_tree, outside)
+        os.symlink(outside, os.path.join(self.dir, "link"))
+        os.symlink(os.path.join(outside, "missing"), os.path.join(self.dir, "dangling"))
+        for prefix in ("../" + os.path.basename(outside), outside, os.path.join(outside, "x"), "link/prefix",
+                       "dangling/prefix"):
+            self.write_project(products=("nccl",), prefix=prefix)
+            res = self.sync()
+            self.assertEqual(res.returncode, 4, (prefix, support.describe(res)))
+            self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+            self.assertIn("project.prefix", res.stderr)
+            self.assertIn("--prefix", res.stderr)
+            self.assertEqual(os.listdir(outside), [], prefix)
+            self.assertFalse(os.path.exists(self.lock), prefix)
+            self.assertFalse(os.path.exists(self.cache), prefix)
+        # The command line decides: --prefix, or --allow-outside-prefix for the project's own.
+        given = os.path.join(outside, "given")
+        self.sync("--prefix", given, check=0)
+        self.assertIn(("nccl", "nccl"), self.receipts(given))
+        self.write_project(products=("nccl",), prefix="../" + os.path.basename(outside) + "/allowed")
+        self.sync("--allow-outside-prefix", check=0)
+        self.assertIn(("nccl", "nccl"), self.receipts(os.path.join(outside, "allowed")))
+
+    def test_a_lock_url_naming_a_local_file_is_refused(self):
+        secret = os.path.join(self.dir, "secret.txt")
+        marker = b"NOT-FOR-THE-CACHE-" + os.urandom(8).hex().encode()
+        with open(secret, "wb") as f:
+            f.write(marker)
+        self.write_project(products=("nccl",))
+        self.sync(check=0)
+        lock = support.load_json(self.lock)
+        for key in ("manifest_url", "artifacts"):
+            doc = json.loads(json.dumps(lock))
+            if key == "manifest_url":
+                doc["products"][0]["manifest_url"] = "file://" + secret
+                where = "products[0].manifest_url"
+            else:
+                doc["products"][0]["artifacts"][0]["url"] = "file:///etc/passwd"
+                where = "products[0].artifacts[0].url"
+            support.save_json(self.lock, doc)
+            for mode in ("--locked", "--frozen"):
+                res = self.sync(mode, "--force")
+                self.assertEqual(res.returncode, 4, support.describe(res))
+                self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+                self.assertIn(self.lock, res.stderr)
+                self.assertIn(where, res.stderr)
+        for root, _dirs, files in os.walk(self.cache):
+            for name in files:
+                with open(os.path.join(root, name), "rb") as f:
+                    self.assertNotIn(marker, f.read(), os.path.join(root, name))
+
+    def test_locked_falls_back_from_a_dead_mirror_to_the_base(self):
+        mirror = os.path.join(self.dir, "mirror2")
+        shutil.copytree(self.mirror, mirror)
+        self.write_project(products=("nccl",))
+        self.sync("--mirror", mirror, check=0)  # the manifest and the archive come from the mirror
+        lock = support.load_json(self.lock)
+        # The lock names the base; mirrors are the reader's own, tried first.
+        self.assertTrue(lock["products"][0]["manifest_url"].startswith(self.server.url()), lock)
+        shutil.rmtree(mirror)  # the mirror is gone; the base still serves
+        fresh = os.path.join(self.dir, "fresh")
+        self.server.reset()
+        for mode in ("--locked", "--frozen"):
+            support.rm_tree(fresh)
+            support.run_tool("redist", "sync", "--file", self.project, "--platform", "linux-x86_64", mode,
+                             "--no-cache", "--mirror", mirror, "--prefix", fresh, "--retries", "1", check=0)
+            self.assertIn(("nccl", "nccl"), self.receipts(fresh))
+        got = [e for e in self.server.log() if e["path"].endswith(".tar.xz")]
+        self.assertEqual([e["status"] for e in got], [200, 200], got)
 
     # ---- exact syncs: what the project no longer names goes --------------------------------
 

@@ -6,6 +6,7 @@
 
 #include "commands/project_commands.hpp"
 #include "redist/drift.hpp"
+#include "redist/fetch.hpp"
 #include "redist/urls.hpp"
 
 namespace redist_tools {
@@ -31,8 +32,11 @@ void warn(bool quiet, const redist::error& e) {
 
 }  // namespace
 
-redist::result<void> watch_manifest_drift(const source_options& source, bool strict, bool quiet, const std::string& url,
-                                          const std::string& sha256, const std::string& text) {
+redist::result<void> watch_manifest_drift(const source_options& source, bool strict, bool quiet,
+                                          const redist::resolved_release& release) {
+    const std::string& url = release.manifest_url;
+    const std::string& sha256 = release.manifest_sha256;
+    const std::string& text = release.manifest_text;  // parsed and validated: release.parsed
     auto store = open_store(source, quiet);
     if (!store) return {};
     const std::string shown = redist::sanitize_url(url);
@@ -53,9 +57,8 @@ redist::result<void> watch_manifest_drift(const source_options& source, bool str
         auto old_manifest = old_text ? redist::parse_manifest(*old_text, shown)
                                      : redist::result<redist::manifest>(
                                            redist::make_error(redist::error_code::not_found, "not kept"));
-        auto new_manifest = redist::parse_manifest(text, shown);
-        if (old_manifest.ok() && new_manifest.ok()) {
-            const auto d = redist::diff_manifests(*old_manifest, *new_manifest);
+        if (old_manifest.ok()) {
+            const auto d = redist::diff_manifests(*old_manifest, release.parsed);
             if (d.empty()) std::fprintf(stderr, "  no component, version or artifact differs (other fields changed)\n");
             print_manifest_diff(stderr, d, "  ");
         } else {

@@ -7,6 +7,7 @@
 
 #include "common/cli.hpp"
 #include "redist/diff.hpp"
+#include "redist/fetch.hpp"
 
 namespace redist_tools {
 
@@ -21,12 +22,14 @@ void add_sync_command(CLI::App& app, command_runner& selected);  // tools/comman
 void print_manifest_diff(std::FILE* out, const redist::manifest_diff& d, const char* indent);
 
 // Drift watching (tools/commands/drift.cpp), called by `redist fetch`.
-// After a manifest is resolved: compares it with what `url` served last time
-// (the cache's history), prints a short structured diff to stderr when it
-// changed, and returns an integrity error (exit 5) when `strict`; otherwise
-// records it. Without a cache (--no-cache) it does nothing.
-redist::result<void> watch_manifest_drift(const source_options& source, bool strict, bool quiet, const std::string& url,
-                                          const std::string& sha256, const std::string& text);
+// After a manifest is resolved: compares it with what its URL served last
+// time (the cache's history), prints a short structured diff to stderr when
+// it changed, and returns an integrity error (exit 5) when `strict`;
+// otherwise records it. Only a resolved release is taken, so nothing but a
+// parsed, valid manifest is ever kept in the history. Without a cache
+// (--no-cache) it does nothing.
+redist::result<void> watch_manifest_drift(const source_options& source, bool strict, bool quiet,
+                                          const redist::resolved_release& release);
 // After an install: remembers each artifact's URL and SHA-256 (a note when a
 // URL now serves other bytes than last time).
 void record_artifacts(const source_options& source, bool quiet, const redist::install_report& report);

@@ -24,6 +24,8 @@ struct sync_args {
     std::string file = "redist.toml";
     std::string lock_file;  // default: redist.lock beside the project file
     std::string platform;   // default: the host's
+    std::string prefix;     // --prefix: instead of the project's
+    bool allow_outside_prefix = false;
     std::vector<std::string> exclude;
     source_options source;
     bool locked = false;
@@ -56,9 +58,11 @@ redist::result<std::string> read_small_file(const std::string& path, std::size_t
 
 // --locked / --frozen: the lock as written; never a request.
 redist::result<redist::project_lock> read_lock(const sync_args& args, const std::string& lock_path,
-                                               const redist::project_file& project) {
+                                               const redist::project_file& project,
+                                               const std::vector<fs::path>& local_roots) {
     REDIST_TRY(const std::string text, read_small_file(lock_path, redist::kMaxLockFileBytes, "lock file"));
     REDIST_TRY(auto lock, redist::project_lock_from_json(text, lock_path));
+    REDIST_TRY_VOID(redist::check_lock_sources(lock, lock_path, local_roots));
     if (auto stale = redist::lock_staleness(lock, project)) {
         if (args.frozen)
             return redist::make_error(redist::error_code::bad_manifest,
@@ -76,12 +80,12 @@ redist::result<redist::project_lock> resolve_and_lock(const sync_args& args, con
                                                       const redist::project_file& project) {
     redist::project_resolve_options o;
     o.base_url = !args.source.base_url.empty() || project.base_url.empty() ? args.source.effective_base_url()
-                                                                           : redist::to_url(project.base_url);
+                                                                           : project.base_url;
     o.sources = args.source.policy();
     if (args.source.mirrors.empty() && !project.mirrors.empty()) o.sources.mirrors = project.mirrors;
     o.transfer = args.source.transfer();
     o.on_manifest = [&](const redist::resolved_release& r) {
-        return watch_manifest_drift(args.source, false, args.quiet, r.manifest_url, r.manifest_sha256, r.manifest_text);
+        return watch_manifest_drift(args.source, false, args.quiet, r);
     };
     REDIST_TRY(auto resolved, redist::resolve_project(project, o));
     if (!args.quiet)
@@ -180,7 +184,23 @@ int run_sync(sync_args args) {
             redist::make_error(redist::error_code::usage, "platform " + platform + " is not in project.platforms")
                 .with_source(args.file));
 
-    auto lock = args.locked ? read_lock(args, lock_path, *project) : resolve_and_lock(args, lock_path, *project);
+    // Where redist may read local files: the directories the user named, and
+    // the project's own local mirrors (inside its directory). A lock's URLs
+    // point there or at http(s) (check_lock_sources), never at /etc/shadow.
+    auto project_roots = redist::project_local_roots(*project);
+    if (!project_roots.ok()) return report_error(project_roots.error_value());
+    std::vector<fs::path> roots = args.source.local_roots();
+    roots.insert(roots.end(), project_roots->begin(), project_roots->end());
+
+    // The project's prefix stays inside its directory unless the command line says otherwise.
+    if (!args.prefix.empty()) {
+        project->prefix = fs::absolute(args.prefix).lexically_normal();
+    } else if (!args.allow_outside_prefix) {
+        if (auto inside = redist::check_project_prefix(*project); !inside.ok())
+            return report_error(inside.error_value());
+    }
+
+    auto lock = args.locked ? read_lock(args, lock_path, *project, roots) : resolve_and_lock(args, lock_path, *project);
     if (!lock.ok()) return report_error(lock.error_value());
     auto plans = redist::plans_for_platform(*lock, platform);
     if (!plans.ok()) return report_error(std::move(plans).error_value().with_source(lock_path));
@@ -248,6 +268,13 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
         ->type_name("FILE");
     cmd->add_option("--platform", args->platform, "Install this listed platform (default: this machine's)")
         ->type_name("P");
+    cmd->add_option("--prefix", args->prefix,
+                    "Install into this directory instead of the project's prefix (which must lie inside the "
+                    "project file's directory)")
+        ->type_name("DIR");
+    cmd->add_flag("--allow-outside-prefix", args->allow_outside_prefix,
+                  "Install into the project's prefix even when it lies outside the project file's directory "
+                  "(an absolute path, '..', or a symlink leading out); refused otherwise (exit 4)");
     cmd->add_option("--exclude", args->exclude,
                     "Skip archive paths matching this glob (repeatable; adds to the project's exclude)")
         ->type_name("GLOB");
@@ -272,6 +299,11 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
         "Then the chosen platform's artifacts of every product are staged and committed into the\n"
         "prefix together, or not at all. Not enough free space for the downloads: exit 10, before\n"
         "any download. A stale lock under --frozen: exit 4.\n\n"
+        "The project file is input: its prefix must lie inside its directory (also through symlinks)\n"
+        "unless --prefix or --allow-outside-prefix says otherwise, and every URL in it or in the lock\n"
+        "is http(s):// or lies under a local mirror or base named on the command line (or the\n"
+        "project's own, inside its directory); anything else is refused with exit 4. Sources are\n"
+        "tried mirrors first, then the base URL, for manifests and archives alike.\n\n"
         "The prefix ends up holding exactly what the project names for the platform: a component\n"
         "installed there that the project does not name (dropped from redist.toml, a dropped product,\n"
         "or put there by `redist fetch`) is removed in the same transaction, as `redist remove` would\n"

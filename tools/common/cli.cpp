@@ -46,16 +46,15 @@ redist::transfer_options source_options::transfer() const {
     return t;
 }
 
-redist::source_policy source_options::policy() const {
-    redist::source_policy p;
-    p.mirrors = mirrors;
-    if (p.mirrors.empty()) {
+std::vector<std::string> source_options::effective_mirrors() const {
+    std::vector<std::string> out = mirrors;
+    if (out.empty()) {
         // $REDIST_MIRRORS: whitespace- or comma-separated base URLs.
         if (const char* env = std::getenv("REDIST_MIRRORS"); env && *env) {
             std::string item;
             for (const char* c = env;; ++c) {
                 if (*c == '\0' || *c == ',' || *c == ' ' || *c == '\t' || *c == '\n') {
-                    if (!item.empty()) p.mirrors.push_back(item);
+                    if (!item.empty()) out.push_back(item);
                     item.clear();
                     if (*c == '\0') break;
                 } else {
@@ -64,6 +63,18 @@ redist::source_policy source_options::policy() const {
             }
         }
     }
+    return out;
+}
+
+std::vector<std::filesystem::path> source_options::local_roots() const {
+    std::vector<std::string> named = effective_mirrors();
+    named.push_back(effective_base_url());
+    return redist::local_roots(named);
+}
+
+redist::source_policy source_options::policy() const {
+    redist::source_policy p;
+    p.mirrors = effective_mirrors();
     if (!no_cache) {
         auto dir = redist::default_cache_dir(cache_dir);
         if (!dir.empty()) {

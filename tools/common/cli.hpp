@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
@@ -35,6 +36,10 @@ struct source_options {
     redist::transfer_options transfer() const;
     redist::source_policy policy() const;
     std::string effective_base_url() const;
+    std::vector<std::string> effective_mirrors() const;  // --mirror, else $REDIST_MIRRORS
+    // The local directories among the base URL and the mirrors the user
+    // named: where a lock's file:// URLs may point (redist::source_url_problem).
+    std::vector<std::filesystem::path> local_roots() const;
 };
 void add_source_options(CLI::App& app, source_options& options);
 

@@ -170,8 +170,7 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
     // Drift watching (issue 12): a manifest that differs from the one this URL served before
     // (not for a local file given with --manifest: that is the user's own document).
     if (options.source.manifest.empty() || !redist::is_file_url(redist::to_url(options.source.manifest)))
-        REDIST_TRY_VOID(watch_manifest_drift(options.source, options.strict, options.quiet, release.manifest_url,
-                                             release.manifest_sha256, release.manifest_text));
+        REDIST_TRY_VOID(watch_manifest_drift(options.source, options.strict, options.quiet, release));
     const redist::manifest& m = release.parsed;
     REDIST_TRY(const std::string platform, effective_platform(options.selection));
     const auto choice = redist::choose_cuda_variant(
@@ -209,13 +208,37 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
     return plan;
 }
 
+// The locked manifest, read again from the same sources in the same order
+// as a plain fetch (mirrors, then the lock's base: resolve_release), so
+// that a dead mirror falls back to the base. A lock whose manifest URL is
+// not <base>/<product>/redist/redistrib_<label>.json (made with --manifest)
+// is read from that URL alone, as --manifest is.
+redist::result<redist::resolved_release> reread_locked_manifest(const fetch_options& options,
+                                                                const redist::lockfile& lock) {
+    auto req = make_release_request(options.source, lock.product, lock.release_label);
+    req.manifest_location.clear();
+    req.manifest_sha256.clear();
+    if (auto base = redist::base_of_manifest_url(lock.manifest_url, lock.product, lock.release_label)) {
+        req.base_url = *base;
+    } else {
+        req.manifest_location = lock.manifest_url;
+        req.product.clear();
+    }
+    console_observer observer(options.quiet);  // retries and source changes
+    req.observer = &observer;
+    return redist::resolve_release(req, options.source.transfer());
+}
+
 // --locked FILE: the lock's artifacts for this platform and CUDA variant. The
 // upstream manifest is re-read only to warn about drift; a locked artifact
-// that changed upstream is a hard error.
+// that changed upstream is a hard error. Every URL in the lock is checked as
+// a source first (check_lock_sources): a file:// URL only under a local
+// mirror or base the user named.
 redist::result<install_plan> plan_from_lock(const fetch_options& options, bool chatty) {
-    const auto transfer = options.source.transfer();
-    REDIST_TRY(const std::string text, redist::fetch_text(redist::to_url(options.locked), transfer, 16u << 20));
+    REDIST_TRY(const std::string text,
+               redist::fetch_text(redist::to_url(options.locked), options.source.transfer(), 16u << 20));
     REDIST_TRY(const auto lock, redist::lockfile_from_json(text, options.locked));
+    REDIST_TRY_VOID(redist::check_lock_sources(lock, options.locked, options.source.local_roots()));
     REDIST_TRY(const std::string platform, effective_platform(options.selection));
     std::vector<std::string> notes;
     REDIST_TRY(auto locked,
@@ -223,32 +246,27 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
     if (!options.quiet)
         for (const auto& note : notes)
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
-    auto upstream = redist::fetch_text(lock.manifest_url, transfer);
+    const auto upstream = reread_locked_manifest(options, lock);
     // Drift watching (issue 12): with a lock file, upstream drift is an error.
-    if (upstream.ok())
-        REDIST_TRY_VOID(watch_manifest_drift(options.source, true, options.quiet, lock.manifest_url,
-                                             redist::sha256_hex(*upstream), *upstream));
+    if (upstream.ok()) REDIST_TRY_VOID(watch_manifest_drift(options.source, true, options.quiet, *upstream));
     if (!upstream.ok()) {
         if (!options.quiet)
             std::fprintf(stderr, "%s: warning: cannot re-read the locked manifest (%s); installing the locked hashes\n",
                          tool_name.c_str(), printable(upstream.error_value().describe()).c_str());
-    } else if (redist::sha256_hex(*upstream) != lock.manifest_sha256) {
+    } else if (upstream->manifest_sha256 != lock.manifest_sha256) {
         if (!options.quiet)
             std::fprintf(stderr,
                          "%s: warning: the upstream manifest changed since it was locked (%s); "
                          "installing the locked hashes\n",
-                         tool_name.c_str(), printable(redist::sanitize_url(lock.manifest_url)).c_str());
-        auto parsed = redist::parse_manifest(*upstream, redist::sanitize_url(lock.manifest_url));
-        if (parsed.ok()) {
-            redist::lockfile relevant = lock;
-            std::erase_if(relevant.artifacts, [&](const redist::locked_artifact& a) {
-                return std::none_of(locked.artifacts.begin(), locked.artifacts.end(), [&](const redist::artifact& b) {
-                    return a.entry.component == b.component && a.entry.platform == b.platform &&
-                           a.entry.variant == b.variant;
-                });
+                         tool_name.c_str(), printable(redist::sanitize_url(upstream->manifest_url)).c_str());
+        redist::lockfile relevant = lock;
+        std::erase_if(relevant.artifacts, [&](const redist::locked_artifact& a) {
+            return std::none_of(locked.artifacts.begin(), locked.artifacts.end(), [&](const redist::artifact& b) {
+                return a.entry.component == b.component && a.entry.platform == b.platform &&
+                       a.entry.variant == b.variant;
             });
-            REDIST_TRY_VOID(redist::check_lock_against_manifest(relevant, *parsed));
-        }
+        });
+        REDIST_TRY_VOID(redist::check_lock_against_manifest(relevant, upstream->parsed));
     }
     if (chatty) {
         std::printf("%s %s from lock file %s for %s\n", printable(lock.product).c_str(),
