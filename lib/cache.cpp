@@ -398,8 +398,17 @@ namespace {
 
 // The checked directories of a cache, open.
 struct checked_dirs {
-    fd_holder blobs, trees, documents, locks;
+    fd_holder blobs, trees, documents, locks, history_urls, history_documents;
 };
+
+// Opens (creating) root/name, or root/name/below when `below` is set,
+// checking each directory on the way (open_cache_dir); returns the last one.
+std::variant<fd_holder, open_failure> open_cache_subdir(int root_fd, const fs::path& root, const char* name,
+                                                        const char* below, bool shared) {
+    auto dir = open_cache_dir(root_fd, name, root / name, shared);
+    if (below == nullptr || std::holds_alternative<open_failure>(dir)) return dir;
+    return open_cache_dir(std::get<fd_holder>(dir).get(), below, root / name / below, shared);
+}
 
 // Creates what is missing and checks every directory of the cache (see
 // "Trust" in cache.hpp), keeping each open.
@@ -424,18 +433,20 @@ std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root
     }
     const int root_fd = std::get<fd_holder>(top).get();
     checked_dirs out;
-    const std::pair<const char*, fd_holder*> subs[] = {
-        {"trees", &out.trees}, {"documents", &out.documents}, {"locks", &out.locks}};
-    for (const auto& [name, slot] : subs) {
-        auto dir = open_cache_dir(root_fd, name, root / name, shared);
+    // The drift history (drift.hpp) is part of the cache: its directories are
+    // checked here, with the others, before anything is written into them.
+    const struct {
+        const char* name;
+        const char* below;
+        fd_holder* slot;
+    } subs[] = {{"blobs", "sha256", &out.blobs},        {"trees", nullptr, &out.trees},
+                {"documents", nullptr, &out.documents}, {"locks", nullptr, &out.locks},
+                {"history", "urls", &out.history_urls}, {"history", "documents", &out.history_documents}};
+    for (const auto& sub : subs) {
+        auto dir = open_cache_subdir(root_fd, root, sub.name, sub.below, shared);
         if (auto* f = std::get_if<open_failure>(&dir)) return std::move(*f);
-        *slot = std::move(std::get<fd_holder>(dir));
+        *sub.slot = std::move(std::get<fd_holder>(dir));
     }
-    auto blobs = open_cache_dir(root_fd, "blobs", root / "blobs", shared);
-    if (auto* f = std::get_if<open_failure>(&blobs)) return std::move(*f);
-    auto sha = open_cache_dir(std::get<fd_holder>(blobs).get(), "sha256", root / "blobs" / "sha256", shared);
-    if (auto* f = std::get_if<open_failure>(&sha)) return std::move(*f);
-    out.blobs = std::move(std::get<fd_holder>(sha));
     return out;
 }
 
@@ -475,6 +486,8 @@ blob_cache blob_cache::from_checked(const fs::path& absolute, bool shared, cache
     cache.trees_ = absolute / "trees";
     cache.documents_ = absolute / "documents";
     cache.locks_ = absolute / "locks";
+    cache.history_urls_ = absolute / "history" / "urls";
+    cache.history_documents_ = absolute / "history" / "documents";
     if (shared) {
         // Not ours: reach each directory through its descriptor (see cache.hpp).
         auto handles = std::make_shared<cache_dir_handles>();
@@ -483,6 +496,8 @@ blob_cache blob_cache::from_checked(const fs::path& absolute, bool shared, cache
         cache.trees_ = anchored(handles->dirs.trees.get(), cache.trees_);
         cache.documents_ = anchored(handles->dirs.documents.get(), cache.documents_);
         cache.locks_ = anchored(handles->dirs.locks.get(), cache.locks_);
+        cache.history_urls_ = anchored(handles->dirs.history_urls.get(), cache.history_urls_);
+        cache.history_documents_ = anchored(handles->dirs.history_documents.get(), cache.history_documents_);
         cache.handles_ = std::move(handles);
     }
     return cache;
@@ -684,12 +699,7 @@ result<std::uint64_t> blob_cache::prune_to_size(std::uint64_t max_bytes) const {
 }
 
 void blob_cache::store_document(const std::string& url, const std::string& body) const noexcept {
-    const fs::path path = documents_ / sha256_hex(url);
-    const fs::path tmp = path.string() + ".tmp." + unique_suffix();
-    fd_holder fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return;
-    const bool written = write_all(fd.get(), body);
-    if (!fd.close() || !written || ::rename(tmp.c_str(), path.c_str()) != 0) ::unlink(tmp.c_str());
+    (void)atomic_write(documents_ / sha256_hex(url), body, durability::none);  // best effort: a cache
 }
 
 std::optional<std::string> blob_cache::load_document(const std::string& url, std::size_t max_bytes) const {
@@ -849,23 +859,6 @@ bool valid_tree_list(const tree_list& list, const std::string& sha256) {
     return true;
 }
 
-namespace {
-
-// Writes `text` as `path` atomically, through a new file in the same directory.
-bool replace_file(const fs::path& path, const std::string& text) {
-    const fs::path tmp = path.string() + ".tmp." + unique_suffix();
-    fd_holder fd(::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return false;
-    const bool written = write_all(fd.get(), text);
-    if (!fd.close() || !written || ::rename(tmp.c_str(), path.c_str()) != 0) {
-        ::unlink(tmp.c_str());
-        return false;
-    }
-    return true;
-}
-
-}  // namespace
-
 void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
                             const std::vector<installed_file>& files) const noexcept {
     try {
@@ -1021,7 +1014,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
     if (hardlink && !list->hardlinked) {
         // From now on the tree shares inodes with a prefix: see link_mode.
         list->hardlinked = true;
-        if (!replace_file(list_path, tree_list_json(*list))) remove_tree(sha256);
+        if (!atomic_write(list_path, tree_list_json(*list), durability::none).ok()) remove_tree(sha256);
     }
     std::vector<installed_file> files;
     files.reserve(list->files.size());

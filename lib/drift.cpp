@@ -14,6 +14,7 @@
 
 #include "posix_file.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/manifest.hpp"
 #include "redist/verify.hpp"
 #include "timestamp.hpp"
 
@@ -110,19 +111,9 @@ std::string url_history_to_json(const url_history& history) {
     return w.str() + "\n";
 }
 
-result<drift_store> drift_store::open(const fs::path& cache_root) {
-    drift_store store;
-    store.root_ = cache_root / "history";
-    std::error_code ec;
-    create_directories_masked(store.root_ / "urls", ec);
-    if (!ec) create_directories_masked(store.root_ / "documents", ec);
-    if (ec)
-        return make_error(error_code::filesystem, "cannot create the drift history: " + ec.message())
-            .with_path(store.root_.string());
-    return store;
+fs::path drift_store::url_file(std::string_view url) const {
+    return cache_.history_urls_dir() / (sha256_hex(url) + ".json");
 }
-
-fs::path drift_store::url_file(std::string_view url) const { return root_ / "urls" / (sha256_hex(url) + ".json"); }
 
 result<std::optional<url_history>> drift_store::load(std::string_view url) const {
     const fs::path path = url_file(url);
@@ -180,17 +171,22 @@ result<void> drift_store::record(std::string_view url, std::string_view sha256, 
     return write_atomically(path, url_history_to_json(h));
 }
 
-result<void> drift_store::keep_document(std::string_view body) const {
-    if (body.size() > kMaxKeptDocumentBytes) return {};
-    const fs::path path = root_ / "documents" / sha256_hex(body);
-    std::error_code ec;
-    if (fs::is_regular_file(fs::symlink_status(path, ec))) return {};
-    return write_atomically(path, body);
+result<void> drift_store::record_manifest(std::string_view url, std::string_view body, std::string_view now) const {
+    // Whatever a URL served is kept only if it is what it claimed to be.
+    if (auto parsed = parse_manifest(body, sanitize_url(std::string(url))); !parsed.ok())
+        return std::move(parsed).error_value();
+    const std::string sha256 = sha256_hex(body);
+    if (body.size() <= kMaxKeptDocumentBytes) {
+        const fs::path path = cache_.history_documents_dir() / sha256;
+        struct stat st {};
+        if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) REDIST_TRY_VOID(write_atomically(path, body));
+    }
+    return record(url, sha256, body.size(), now);
 }
 
 std::optional<std::string> drift_store::load_document(std::string_view sha256) const {
     if (!is_sha256_hex(sha256)) return std::nullopt;
-    auto text = read_limited(root_ / "documents" / std::string(sha256), kMaxKeptDocumentBytes);
+    auto text = read_limited(cache_.history_documents_dir() / std::string(sha256), kMaxKeptDocumentBytes);
     if (!text.ok() || !*text || sha256_hex(**text) != sha256) return std::nullopt;
     return std::move(**text);
 }

@@ -2,12 +2,14 @@
 #include "posix_file.hpp"
 
 #include <fcntl.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <random>
+#include <utility>
 
 namespace redist {
 
@@ -101,19 +103,50 @@ bool is_atomic_write_temp_of(std::string_view name, std::string_view target) noe
            name.substr(target.size()).starts_with(temp_marker);
 }
 
-result<void> atomic_write(const std::filesystem::path& path, std::string_view bytes, durability how, unsigned mode) {
-    static std::atomic<unsigned> counter{0};
-    const std::filesystem::path tmp = path.string() + std::string(temp_marker) + std::to_string(::getpid()) + "." +
-                                      std::to_string(counter++);
-    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-    unique_fd fd(::open(tmp.c_str(), flags, mode));
-    if (!fd && errno == EEXIST) {
-        // A leftover of a dead process that had our pid: unlink(2) removes a
-        // planted symlink itself, never its target; O_EXCL then decides again.
-        ::unlink(tmp.c_str());
-        fd.reset(::open(tmp.c_str(), flags, mode));
+namespace {
+
+// 16 hex digits from the kernel's random source: a name nobody can guess and
+// plant something at first (O_EXCL would refuse it, but a guessable name
+// would let anyone make every write fail).
+std::string random_suffix() {
+    std::uint64_t bits = 0;
+    auto* p = reinterpret_cast<unsigned char*>(&bits);
+    std::size_t got = 0;
+    while (got < sizeof bits) {
+        const ssize_t n = ::getrandom(p + got, sizeof bits - got, 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) break;
+        got += static_cast<std::size_t>(n);
     }
-    if (!fd) return errno_error("cannot create", tmp, errno);
+    if (got < sizeof bits) bits ^= std::random_device{}() * 0x9E3779B97F4A7C15ULL + std::random_device{}();
+    static constexpr char hex[] = "0123456789abcdef";
+    std::string out(16, '0');
+    for (std::size_t i = 0; i < out.size(); ++i) out[i] = hex[(bits >> (4 * i)) & 0xf];
+    return out;
+}
+
+// Creates a new temp file beside `path`; never opens anything that was there.
+result<std::pair<unique_fd, std::filesystem::path>> create_temp_beside(const std::filesystem::path& path,
+                                                                       unsigned mode) {
+    const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
+    // Masked explicitly: libarchive may hold the process umask at 0 for a
+    // moment (see umask_mutex()), which must not widen what we create.
+    const auto masked = static_cast<mode_t>(mode & 0777 & ~process_umask());
+    for (int attempt = 0;; ++attempt) {
+        std::filesystem::path tmp = path.string() + std::string(temp_marker) + random_suffix();
+        unique_fd fd(::open(tmp.c_str(), flags, masked));
+        if (fd) return std::pair{std::move(fd), std::move(tmp)};
+        // EEXIST: the name was taken (by chance or on purpose); draw another.
+        if (errno != EEXIST || attempt == 3) return errno_error("cannot create", tmp, errno);
+    }
+}
+
+}  // namespace
+
+result<void> atomic_write(const std::filesystem::path& path, std::string_view bytes, durability how, unsigned mode) {
+    REDIST_TRY(auto created, create_temp_beside(path, mode));
+    unique_fd fd = std::move(created.first);
+    const std::filesystem::path tmp = std::move(created.second);
     auto fail = [&](error e) {
         fd.reset();
         ::unlink(tmp.c_str());
@@ -122,8 +155,9 @@ result<void> atomic_write(const std::filesystem::path& path, std::string_view by
     if (auto written = write_all(fd.get(), bytes, tmp); !written.ok()) return fail(std::move(written).error_value());
     if (how != durability::none && ::fsync(fd.get()) != 0) return fail(errno_error("cannot sync", tmp, errno));
     if (auto closed = fd.close(tmp); !closed.ok()) return fail(std::move(closed).error_value());
+    // rename(2) replaces whatever is at `path`, a symlink included, without following it.
     if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno_error("cannot rename into place", path, errno));
-    if (how == durability::full) fsync_directory(path.parent_path());
+    if (how == durability::full) fsync_directory(path.has_parent_path() ? path.parent_path() : ".");
     return {};
 }
 

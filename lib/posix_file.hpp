@@ -1,10 +1,13 @@
 // Internal: the library's one file-descriptor type, errno-to-error helper,
-// write loop, bounded reader and atomic writer (issue 13, item 3).
+// write loop and bounded reader; the atomic writer (include/redist/atomic_write.hpp,
+// public because the tools write lock files and SBOMs through it too) is
+// implemented here.
 //
 // Hazards these exist for:
 //  * Files that redist creates in places others can write (the prefix's
-//    .redist/, a shared cache) are created with O_EXCL|O_NOFOLLOW, so a planted
-//    symlink is never followed and a planted file is never reused.
+//    .redist/, a shared cache, a checkout) are created with O_EXCL|O_NOFOLLOW
+//    under a random name, so a planted symlink is never followed and a planted
+//    file is never reused.
 //  * A reader of untrusted files opens with O_NONBLOCK and checks that it got a
 //    regular file before reading, so a FIFO cannot hang it, and refuses files
 //    above a size limit before allocating.
@@ -17,6 +20,7 @@
 #include <string>
 #include <string_view>
 
+#include "redist/atomic_write.hpp"
 #include "redist/error.hpp"
 
 namespace redist {
@@ -90,22 +94,6 @@ enum class follow_links : std::uint8_t { no, yes };
 result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes,
                               follow_links follow = follow_links::no, error_code too_large = error_code::bad_manifest);
 
-// How much an atomic_write must survive.
-enum class durability : std::uint8_t {
-    none,      // rename only: a crash may leave the old or an empty file (caches)
-    contents,  // fsync the data before the rename: never a torn file
-    full,      // contents, then fsync the directory: the rename itself is durable
-};
-
-// Replaces `path` with `bytes` atomically: writes "<path>.tmp.<pid>.<n>" beside
-// it (O_CREAT|O_EXCL|O_NOFOLLOW|O_CLOEXEC, so nothing planted there is
-// followed or reused), syncs per `how`, renames over `path` (rename replaces a
-// symlink at `path`, never writes through it), then syncs the directory for
-// durability::full. On failure the temp file is removed and `path` is
-// unchanged. Outcomes: ok | filesystem.
-result<void> atomic_write(const std::filesystem::path& path, std::string_view bytes, durability how,
-                          unsigned mode = 0644);
-
 // fsync(2) of a directory, so that renames and unlinks in it are durable.
 // Best effort: errors are ignored (some filesystems refuse fsync on a directory).
 void fsync_directory(const std::filesystem::path& dir) noexcept;
@@ -113,7 +101,7 @@ void fsync_directory(const std::filesystem::path& dir) noexcept;
 // True when `name` (a file name, not a path) is a temp file of atomic_write.
 bool is_atomic_write_temp(std::string_view name) noexcept;
 // True when `name` is a temp file of atomic_write for the file named `target`
-// ("<target>.tmp.<pid>.<n>"), e.g. one a killed run left.
+// ("<target>.tmp.<random>"), e.g. one a killed run left.
 bool is_atomic_write_temp_of(std::string_view name, std::string_view target) noexcept;
 
 }  // namespace redist

@@ -642,7 +642,7 @@ void remove_segment_record(const fs::path& part_file) noexcept {
     const fs::path record = segment_record_path(part_file);
     fs::remove(record, ignored);
     // A run killed while it rewrote the record left its atomic_write temp
-    // ("<record>.tmp.<pid>.<n>"). The caller holds the blob's lock, so no live
+    // ("<record>.tmp.<random>"). The caller holds the blob's lock, so no live
     // process is writing one. Names are matched exactly and unlinked, never
     // followed.
     const std::string record_name = record.filename().string();

@@ -119,7 +119,8 @@ TEST_CASE("a cache of our own is created 0755 and opened", "[cache]") {
     auto cache = blob_cache::open(root);
     ::umask(old_umask);
     REQUIRE(cache.ok());
-    for (const char* sub : {"", "blobs", "blobs/sha256", "trees", "documents", "locks"}) {
+    for (const char* sub :
+         {"", "blobs", "blobs/sha256", "trees", "documents", "locks", "history", "history/urls", "history/documents"}) {
         const struct stat st = stat_of(root / sub);
         CHECK(S_ISDIR(st.st_mode));
         CHECK((st.st_mode & 0777) == 0755);
@@ -131,7 +132,7 @@ TEST_CASE("a cache of our own is created 0755 and opened", "[cache]") {
 TEST_CASE("a group- or other-writable cache directory is refused with a fix", "[cache]") {
     const fs::path root = scratch("writable") / "cache";
     REQUIRE(blob_cache::open(root).ok());
-    for (const char* sub : {"", "blobs/sha256", "trees", "documents", "locks"}) {
+    for (const char* sub : {"", "blobs/sha256", "trees", "documents", "locks", "history", "history/urls"}) {
         const fs::path dir = root / sub;
         for (mode_t mode : {0775, 0757}) {
             REQUIRE(::chmod(dir.c_str(), mode) == 0);

@@ -4,9 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include "redist/cache.hpp"
 #include "redist/drift.hpp"
 #include "redist/verify.hpp"
 #include "support.hpp"
@@ -24,6 +26,17 @@ fs::path only_history_file(const fs::path& cache) {
     return found;
 }
 
+// The history of the cache at `root`, opened (and checked) as the tools open it.
+std::optional<drift_store> open_store(const fs::path& root, bool shared = false) {
+    auto cache = blob_cache::open(root, shared);
+    if (!cache.ok()) return std::nullopt;
+    return drift_store(std::move(*cache));
+}
+
+std::string real_manifest() {
+    return slurp(fs::path(REDIST_TEST_DATA) / "manifests" / "cudnn" / "redistrib_9.27.0.json");
+}
+
 const std::string kUrl = "https://example.invalid/cudnn/redist/redistrib_9.27.0.json";
 const std::string kA = std::string(64, 'a');
 const std::string kB = std::string(64, 'b');
@@ -32,8 +45,8 @@ const std::string kB = std::string(64, 'b');
 
 TEST_CASE("first sight, same again, then a change with the previous entry") {
     const fs::path cache = scratch("record");
-    auto store = drift_store::open(cache);
-    REQUIRE(store.ok());
+    auto store = open_store(cache);
+    REQUIRE(store);
     auto first = store->check(kUrl, kA);
     REQUIRE(first.ok());
     CHECK(first->first_time);
@@ -69,8 +82,8 @@ TEST_CASE("first sight, same again, then a change with the previous entry") {
 
 TEST_CASE("history keeps at most kMaxHistoryEntries entries, newest last") {
     const fs::path cache = scratch("bounded");
-    auto store = drift_store::open(cache);
-    REQUIRE(store.ok());
+    auto store = open_store(cache);
+    REQUIRE(store);
     for (std::size_t i = 0; i < kMaxHistoryEntries + 5; ++i)
         REQUIRE(store->record(kUrl, sha256_hex(std::to_string(i)), i, "2026-11-01T00:00:00Z").ok());
     auto h = store->load(kUrl);
@@ -81,21 +94,55 @@ TEST_CASE("history keeps at most kMaxHistoryEntries entries, newest last") {
 
 TEST_CASE("kept documents are verified by hash when read back") {
     const fs::path cache = scratch("documents");
-    auto store = drift_store::open(cache);
-    REQUIRE(store.ok());
-    const std::string body = "{\"release_label\": \"9.27.0\"}";
-    REQUIRE(store->keep_document(body).ok());
+    auto store = open_store(cache);
+    REQUIRE(store);
+    const std::string body = real_manifest();
+    REQUIRE(store->record_manifest(kUrl, body).ok());
     CHECK(store->load_document(sha256_hex(body)) == body);
+    auto h = store->load(kUrl);
+    REQUIRE(h.ok());
+    REQUIRE(*h);
+    CHECK((*h)->seen.back().sha256 == sha256_hex(body));
+    CHECK((*h)->seen.back().size == body.size());
     CHECK_FALSE(store->load_document(kA));           // never kept
     CHECK_FALSE(store->load_document("../../etc"));  // not a hash: never a path
     std::ofstream(cache / "history" / "documents" / sha256_hex(body), std::ios::trunc) << "tampered";
     CHECK_FALSE(store->load_document(sha256_hex(body)));
 }
 
+TEST_CASE("only a document that parses as a manifest is kept or recorded") {
+    const fs::path cache = scratch("not_a_manifest");
+    auto store = open_store(cache);
+    REQUIRE(store);
+    for (const std::string& body : {std::string("<html>502 Bad Gateway</html>"), std::string("{\"release_label\": 1}"),
+                                    std::string("{\"release_label\": \"9.27.0\"")}) {
+        auto kept = store->record_manifest(kUrl, body);
+        REQUIRE_FALSE(kept.ok());
+        CHECK(kept.error_value().code == error_code::bad_manifest);
+        CHECK_FALSE(store->load_document(sha256_hex(body)));
+    }
+    CHECK(fs::is_empty(cache / "history" / "documents"));
+    CHECK(fs::is_empty(cache / "history" / "urls"));
+}
+
+TEST_CASE("the history is opened only through an accepted cache") {
+    const fs::path base = scratch("history_symlink");
+    const fs::path cache = base / "cache";
+    fs::create_directories(cache / "history");
+    fs::create_directories(base / "outside");
+    fs::create_directory_symlink(base / "outside", cache / "history" / "urls");
+    for (bool shared : {false, true}) {
+        auto refused = blob_cache::open(cache, shared);
+        REQUIRE_FALSE(refused.ok());
+        CHECK(refused.error_value().describe().find("symlink or not a directory") != std::string::npos);
+    }
+    CHECK(fs::is_empty(base / "outside"));
+}
+
 TEST_CASE("a corrupt history file never blocks: check reports it, record starts over") {
     const fs::path cache = scratch("corrupt");
-    auto store = drift_store::open(cache);
-    REQUIRE(store.ok());
+    auto store = open_store(cache);
+    REQUIRE(store);
     REQUIRE(store->record(kUrl, kA, 1).ok());
     const fs::path file = only_history_file(cache);
     REQUIRE_FALSE(file.empty());
@@ -119,8 +166,8 @@ TEST_CASE("a corrupt history file never blocks: check reports it, record starts 
 
 TEST_CASE("concurrent recorders never corrupt the file") {
     const fs::path cache = scratch("concurrent");
-    auto store = drift_store::open(cache);
-    REQUIRE(store.ok());
+    auto store = open_store(cache);
+    REQUIRE(store);
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t)
         threads.emplace_back([&, t] {

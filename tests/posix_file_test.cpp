@@ -9,6 +9,8 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "../lib/posix_file.hpp"
 #include "support.hpp"
@@ -17,7 +19,15 @@ namespace fs = std::filesystem;
 using namespace redist_test;
 using namespace redist;
 
-namespace {}  // namespace
+namespace {
+
+unsigned stat_mode(const fs::path& path) {
+    struct stat st {};
+    REQUIRE(::lstat(path.c_str(), &st) == 0);
+    return st.st_mode;
+}
+
+}  // namespace
 
 TEST_CASE("read_file reads a regular file within its limit") {
     const fs::path dir = scratch("read");
@@ -83,6 +93,45 @@ TEST_CASE("atomic_write fails cleanly where it cannot write") {
     REQUIRE_FALSE(missing_dir.ok());
     CHECK(missing_dir.error_value().code == error_code::filesystem);
     CHECK(missing_dir.error_value().message.find("cannot create") != std::string::npos);
+}
+
+TEST_CASE("atomic_write never opens a name planted beside the target") {
+    // A checkout or a shared cache may hold symlinks at every name a writer
+    // with a fixed or guessable temp name would use ("<f>.tmp", "<f>.tmp.<pid>.<n>").
+    const fs::path dir = scratch("planted");
+    REQUIRE(atomic_write(dir / "victim", "precious", durability::none).ok());
+    std::vector<std::string> planted = {"out.tmp", "out.tmp.0"};
+    for (int n = 0; n < 8; ++n) planted.push_back("out.tmp." + std::to_string(::getpid()) + "." + std::to_string(n));
+    for (const auto& name : planted) fs::create_symlink(dir / "victim", dir / name);
+    for (int i = 0; i < 8; ++i) REQUIRE(atomic_write(dir / "out", "new " + std::to_string(i), durability::full).ok());
+    CHECK(slurp(dir / "victim") == "precious");
+    CHECK(slurp(dir / "out") == "new 7");
+    for (const auto& name : planted) CHECK(fs::is_symlink(dir / name));  // not ours: left alone
+    std::size_t entries = 0;
+    for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir)) ++entries;
+    CHECK(entries == planted.size() + 2);  // victim, out: no temp file left
+}
+
+TEST_CASE("atomic_write leaves no temp file when the rename fails, and the target as it was") {
+    const fs::path dir = scratch("rename_fails");
+    fs::create_directories(dir / "out" / "inside");  // a directory cannot be replaced by a file
+    auto failed = atomic_write(dir / "out", "x", durability::full);
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.error_value().code == error_code::filesystem);
+    CHECK(failed.error_value().message.find("cannot rename into place") != std::string::npos);
+    CHECK(fs::is_directory(dir / "out" / "inside"));
+    for (const auto& e : fs::directory_iterator(dir)) CHECK(e.path().filename() == "out");
+}
+
+TEST_CASE("atomic_write gives a new file the asked mode less the umask") {
+    const fs::path dir = scratch("mode");
+    REQUIRE(atomic_write(dir / "default", "x", durability::none).ok());
+    CHECK((stat_mode(dir / "default") & 07777) == (0644 & ~process_umask()));
+    REQUIRE(atomic_write(dir / "private", "x", durability::none, 0600).ok());
+    CHECK((stat_mode(dir / "private") & 07777) == 0600);
+    REQUIRE(::chmod((dir / "default").c_str(), 0666) == 0);  // a replaced file's mode is not kept
+    REQUIRE(atomic_write(dir / "default", "y", durability::none).ok());
+    CHECK((stat_mode(dir / "default") & 07777) == (0644 & ~process_umask()));
 }
 
 TEST_CASE("unique_fd closes once and can be released") {

@@ -4,7 +4,6 @@
 #include <cstdio>
 #include <memory>
 #include <optional>
-#include <set>
 
 #include "commands/check.hpp"
 #include "commands/commands.hpp"
@@ -41,51 +40,12 @@ int cmd_lock(const lock_args& args) {
         if (!host.ok()) return report_error(host.error_value());
         platforms.push_back(*host);
     }
-    redist::lockfile lock;
-    lock.product = release->product;
-    lock.release_label = release->label;
-    lock.manifest_url = redist::locked_manifest_url(*release);
-    lock.manifest_sha256 = release->manifest_sha256;
-    std::set<std::string> seen;  // platform/variant/component, so plain artifacts are locked once
-    for (const auto& platform : platforms) {
-        std::vector<std::optional<int>> majors;
-        if (!args.cuda.empty()) {
-            for (int m : args.cuda) majors.emplace_back(m);
-        } else {
-            for (int m : redist::available_cuda_majors(release->parsed, platform, args.components))
-                majors.emplace_back(m);
-            if (majors.empty()) majors.emplace_back(std::nullopt);
-        }
-        for (const auto& major : majors) {
-            redist::selection_request req{platform, major, args.components};
-            auto selection = redist::select_artifacts(release->parsed, req);
-            if (!selection.ok())
-                return report_error(std::move(selection).error_value().with_source(release->manifest_url));
-            for (const auto& a : selection->artifacts) {
-                const std::string key = a.platform + "/" + a.variant.value_or("") + "/" + a.component;
-                if (!seen.insert(key).second) continue;
-                redist::locked_artifact locked;
-                locked.entry = a;
-                if (const auto* c = release->parsed.find_component(a.component)) locked.version = c->version;
-                locked.url = redist::sanitize_url(redist::join_url(release->artifact_base_url, a.relative_path));
-                lock.artifacts.push_back(std::move(locked));
-            }
-        }
-    }
-    const std::string text = redist::lockfile_to_json(lock);
-    if (args.output == "-") {
-        std::fputs(text.c_str(), stdout);
-        return 0;
-    }
-    const std::string tmp = args.output + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    if (!f || std::fwrite(text.data(), 1, text.size(), f) != text.size() || std::fclose(f) != 0 ||
-        std::rename(tmp.c_str(), args.output.c_str()) != 0) {
-        return report_error(
-            redist::make_error(redist::error_code::filesystem, "cannot write lock file").with_path(args.output));
-    }
-    std::printf("locked %s %s: %zu artifacts -> %s\n", printable(lock.product).c_str(),
-                printable(lock.release_label).c_str(), lock.artifacts.size(), printable(args.output).c_str());
+    auto lock = redist::make_lockfile(*release, platforms, args.cuda, args.components);
+    if (!lock.ok()) return report_error(lock.error_value());
+    const std::string text = redist::lockfile_to_json(*lock);
+    if (const int code = write_output(args.output, text); code != 0 || args.output == "-") return code;
+    std::printf("locked %s %s: %zu artifacts -> %s\n", printable(lock->product).c_str(),
+                printable(lock->release_label).c_str(), lock->artifacts.size(), printable(args.output).c_str());
     return 0;
 }
 

@@ -9,6 +9,8 @@
 //                               installed (for fast re-installs into new prefixes)
 //   trees/<hex>/.redist-tree.json  its file list: path, type, size, sha256/target, mode,
 //                               and the inode, mtime and ctime of each cached file
+//   history/urls/, history/documents/  the drift history (drift.hpp), written only
+//                               through a cache that open() accepted
 //
 // Nothing unverified ever sits under a final name: a blob is renamed from
 // .part only after its size and SHA-256 matched, and a blob that fails
@@ -17,17 +19,17 @@
 // Trust. The cache is input like any download: redist often runs as root,
 // and a cache directory that somebody else can write is a way to plant files
 // in every prefix installed from it. So, by default, the cache is used only
-// when it is ours: the root and blobs/, blobs/sha256/, trees/, documents/ and
-// locks/ must be directories (not symlinks) owned by the effective user and
-// writable by nobody else. Then only we (or root) can create, rename or edit
-// anything in it, and a cached tree is checked cheaply (its list is ours; each
-// file's inode, size, mtime and ctime are as recorded). A cache shared with
-// other users is used only with `shared = true` (--shared-cache): the
-// directories may then be anybody's, every file of a cached tree is re-hashed
-// against its list (which must still be ours) when it is used, documents not
-// written by us are ignored, and we never delete what others wrote.
-// Every file is opened without following symlinks; new files are created
-// with O_EXCL.
+// when it is ours: the root and blobs/, blobs/sha256/, trees/, documents/,
+// locks/, history/, history/urls/ and history/documents/ must be directories
+// (not symlinks) owned by the effective user and writable by nobody else.
+// Then only we (or root) can create, rename or edit anything in it, and a
+// cached tree is checked cheaply (its list is ours; each file's inode, size,
+// mtime and ctime are as recorded). A cache shared with other users is used
+// only with `shared = true` (--shared-cache): the directories may then be
+// anybody's, every file of a cached tree is re-hashed against its list (which
+// must still be ours) when it is used, documents not written by us are
+// ignored, and we never delete what others wrote. Every file is opened
+// without following symlinks; new files are created with O_EXCL.
 #pragma once
 
 #include <chrono>
@@ -184,6 +186,10 @@ public:
     void store_document(const std::string& url, const std::string& body) const noexcept;
     std::optional<std::string> load_document(const std::string& url, std::size_t max_bytes = 64u << 20) const;
 
+    // The drift history's directories (drift_store), checked with the others.
+    const std::filesystem::path& history_urls_dir() const { return history_urls_; }
+    const std::filesystem::path& history_documents_dir() const { return history_documents_; }
+
 private:
     // Removes trees/<hex>/; returns the bytes of its files (shared with
     // hardlinked prefixes, so not all of them are freed on disk).
@@ -192,12 +198,12 @@ private:
 
     std::filesystem::path root_;
     bool shared_ = false;
-    // How blobs/sha256/, trees/, documents/ and locks/ are reached. Shared,
+    // How blobs/sha256/, trees/, documents/, locks/ and history/*/ are reached. Shared,
     // these are /proc/self/fd/<n> of the directories that open() checked:
     // other users may rename or replace the directories in a shared cache,
     // but cannot change where these names lead (a symlink swapped in for
     // blobs/sha256 cannot make us create files elsewhere).
-    std::filesystem::path blobs_, trees_, documents_, locks_;
+    std::filesystem::path blobs_, trees_, documents_, locks_, history_urls_, history_documents_;
     std::shared_ptr<const struct cache_dir_handles> handles_;  // keeps those descriptors open
 };
 

@@ -9,10 +9,12 @@
 //   history/urls/<sha256 of the URL>.lock   flock, held while it is updated
 //   history/documents/<sha256>              the bytes of a manifest, by their SHA-256
 //
-// The history is advisory: every file in it is read as hostile input (size
-// limit, every field validated, documents re-hashed before use), written
-// atomically (temporary file + rename), and a corrupt one is replaced rather
-// than allowed to block an install.
+// The history is part of the cache: it is reached only through a blob_cache
+// that open() accepted (ours, or --shared-cache), under the same checks. It is
+// advisory: every file in it is read as hostile input (size limit, every field
+// validated, documents re-hashed before use), written through atomic_write,
+// and a corrupt one is replaced rather than allowed to block an install.
+// Only documents that parse as manifests are kept.
 #pragma once
 
 #include <cstdint>
@@ -20,8 +22,10 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include "redist/cache.hpp"
 #include "redist/error.hpp"
 
 namespace redist {
@@ -59,8 +63,11 @@ struct drift_check {
 
 class drift_store {
 public:
-    // Creates history/urls and history/documents. Outcomes: ok | filesystem.
-    static result<drift_store> open(const std::filesystem::path& cache_root);
+    // The history of an opened cache: blob_cache::open created and checked
+    // history/urls and history/documents with the cache's other directories
+    // (owner, mode, no symlinks; shared: reached through their descriptors),
+    // so nothing is read or written here before the cache is accepted.
+    explicit drift_store(blob_cache cache) : cache_(std::move(cache)) {}
 
     // Compares what `url` serves now (its SHA-256) with what it served last
     // time. Reads only. Outcomes: ok | filesystem.
@@ -69,27 +76,30 @@ public:
     // Records that `url` served `sha256`/`size` at `now` (ISO 8601 UTC;
     // empty: the current time): a new entry, or last_seen of the latest one
     // when it matches. Atomic and serialized by a per-URL flock, so
-    // concurrent writers never corrupt the file. Outcomes: ok | filesystem.
+    // concurrent writers never corrupt the file. For an artifact that an
+    // install verified; a manifest goes through record_manifest.
+    // Outcomes: ok | filesystem.
     result<void> record(std::string_view url, std::string_view sha256, std::uint64_t size,
                         std::string_view now = {}) const;
+
+    // Records that `url` served the manifest `body`, and keeps its bytes
+    // (unless larger than kMaxKeptDocumentBytes) so that a later change can
+    // be diffed. Only a document that parses as a manifest is stored: the
+    // history never holds bytes that are not one. Outcomes: ok |
+    // bad_manifest (not a manifest; nothing was written) | filesystem.
+    result<void> record_manifest(std::string_view url, std::string_view body, std::string_view now = {}) const;
 
     // The whole history of `url` (nullopt: never recorded).
     // Outcomes: ok | bad_manifest (corrupt history file) | filesystem.
     result<std::optional<url_history>> load(std::string_view url) const;
 
-    // Keeps a document's bytes by their SHA-256 (no-op when present or when
-    // larger than kMaxKeptDocumentBytes). Outcomes: ok | filesystem.
-    result<void> keep_document(std::string_view body) const;
-
     // The bytes kept for `sha256`, re-hashed: nullopt when missing, too
     // large or no longer matching.
     std::optional<std::string> load_document(std::string_view sha256) const;
 
-    const std::filesystem::path& root() const { return root_; }
-
 private:
     std::filesystem::path url_file(std::string_view url) const;
-    std::filesystem::path root_;  // <cache>/history
+    blob_cache cache_;  // keeps the checked directories (and, shared, their descriptors)
 };
 
 }  // namespace redist

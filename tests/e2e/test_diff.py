@@ -90,6 +90,18 @@ class Diff(unittest.TestCase):
         out = self.diff("cuda", "12.9.1", "13.0.0", base=base).stdout
         self.assertIn("component renamed: cuda_cccl -> cccl", out)
 
+    def test_manifest_strings_are_escaped(self):
+        mirror = support.copy_mirror(os.path.join(self.dir, "escapes"), products=["cudnn"])
+        path = support.manifest_path("cudnn", "9.27.0", mirror)
+        m = support.load_manifest("cudnn", "9.27.0", mirror)
+        m["cudnn"]["version"] = "9.27\u001b[31m\u0007red"
+        support.save_json(path, m)
+        res = self.diff("cudnn", "9.8.0", "9.27.0", base=support.file_base_url(mirror))
+        out = res.stdout.encode() + res.stderr.encode()
+        self.assertIn(b"9.27\\x1b[31m\\x07red", out)
+        self.assertNotIn(b"\x1b", out)
+        self.assertNotIn(b"\x07", out)
+
     def test_unknown_release(self):
         res = self.diff("cudnn", "9.8.0", "7.0.0", check=None)
         self.assertEqual(res.returncode, 3, support.describe(res))

@@ -106,6 +106,76 @@ class Drift(unittest.TestCase):
         res = self.fetch("p3", "--strict", check=0)
         self.assertNotIn("unreadable", res.stderr)
 
+    # ---- the history is part of the cache ------------------------------------------------
+
+    def make_outside(self):
+        outside = os.path.join(self.dir, "outside")
+        os.makedirs(outside)
+        return outside
+
+    def test_symlinked_history_directory_is_never_written_through(self):
+        for link in ("history", os.path.join("history", "urls"), os.path.join("history", "documents")):
+            for extra in ((), ("--shared-cache",)):
+                with self.subTest(link=link, extra=extra):
+                    shutil.rmtree(self.cache, ignore_errors=True)
+                    shutil.rmtree(os.path.join(self.dir, "outside"), ignore_errors=True)
+                    outside = self.make_outside()
+                    os.makedirs(os.path.dirname(os.path.join(self.cache, link)), exist_ok=True)
+                    os.symlink(outside, os.path.join(self.cache, link))
+                    res = self.fetch("p-" + link.replace(os.sep, "-") + "-" + str(len(extra)), *extra)
+                    self.assertEqual(res.returncode, 10, support.describe(res))
+                    self.assertIn("refusing the cache", res.stderr)
+                    self.assertIn("symlink or not a directory", res.stderr)
+                    self.assertEqual(os.listdir(outside), [], "nothing written outside the cache")
+
+    def test_refused_cache_gets_no_history(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to give the cache to another user")
+        lock = os.path.join(self.dir, "redist.lock")
+        support.run_tool("redist", "lock", "cudnn", "9.27.0", "--base-url", self.base, "--platform", "linux-x86_64",
+                         "--component", "cudnn", "-o", lock, "--no-cache", check=0)
+        os.makedirs(self.cache)
+        os.chown(self.cache, 65534, -1)  # another user's, as in test_hostile_cache.py
+        locked = ("--locked", lock, "--prefix", os.path.join(self.dir, "locked"), "--platform", "linux-x86_64",
+                  "--cuda", "12", "--cache-dir", self.cache)
+        for args in (locked, None):
+            with self.subTest(locked=args is not None):
+                res = support.run_tool("redist", "fetch", *args) if args else self.fetch("plain")
+                self.assertEqual(res.returncode, 10, support.describe(res))
+                self.assertIn("refusing the cache", res.stderr)
+                self.assertEqual(os.listdir(self.cache), [], "a refused cache is not written to")
+
+    def test_only_manifests_are_kept(self):
+        lock = os.path.join(self.dir, "redist.lock")
+        support.run_tool("redist", "lock", "cudnn", "9.27.0", "--base-url", self.base, "--platform", "linux-x86_64",
+                         "--component", "cudnn", "-o", lock, "--no-cache", check=0)
+        # Upstream now serves something that is not a manifest at the locked URL.
+        with open(support.manifest_path("cudnn", "9.27.0", self.mirror), "w") as f:
+            f.write("<html>502 Bad Gateway</html>\n")
+        res = support.run_tool("redist", "fetch", "--locked", lock, "--prefix", os.path.join(self.dir, "locked"),
+                               "--platform", "linux-x86_64", "--cuda", "12", "--cache-dir", self.cache, check=0)
+        self.assertIn("drift history", res.stderr)
+        documents = os.path.join(self.cache, "history", "documents")
+        self.assertEqual(os.listdir(documents), [], "no document that is not a manifest")
+        # Only the installed artifact's URL is in the history, not the manifest's.
+        self.assertEqual(len(self.history_files()), 1)
+
+    # ---- what reaches the terminal -------------------------------------------------------
+
+    def test_drift_warning_escapes_manifest_strings(self):
+        self.fetch("p1", check=0)
+        path = support.manifest_path("cudnn", "9.27.0", self.mirror)
+        m = support.load_manifest("cudnn", "9.27.0", self.mirror)
+        m["cudnn_jit"]["version"] = "9.27\u001b[31m\u0007red"
+        support.save_json(path, m)
+        res = self.fetch("p2", check=0)
+        err = res.stderr.encode()
+        self.assertIn(b"upstream drift", err)
+        self.assertIn(b"version: cudnn_jit 9.27.0.42 -> 9.27\\x1b[31m\\x07red", err)
+        self.assertNotIn(b"\x1b", err)
+        self.assertNotIn(b"\x07", err)
+        self.assertNotIn(b"\x1b", res.stdout.encode())
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -141,5 +141,58 @@ class LockFiles(unittest.TestCase):
         self.assertIn("artifacts[0]", res.stderr)
 
 
+class PlantedNames(unittest.TestCase):
+    """A checkout may hold a symlink at `redist.lock`, at the old fixed temp
+    name `redist.lock.tmp`, or anywhere a writer might open: `redist lock` and
+    `redist sync` run as root must never write through one (the victim stands
+    for /etc/shadow). They replace the symlink at the lock's own name."""
+
+    def setUp(self):
+        self.dir = support.make_scratch_dir(self.id())
+        self.mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), products=["cudnn"])
+        self.base = support.file_base_url(self.mirror)
+        self.lock = os.path.join(self.dir, "redist.lock")
+        self.victim = os.path.join(self.dir, "victim")
+
+    def assert_victim_untouched_and_lock_written(self, res, planted, version):
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        with open(self.victim) as f:
+            self.assertEqual(f.read(), "precious\n")
+        self.assertFalse(os.path.islink(self.lock))
+        self.assertEqual(support.load_json(self.lock)["lock_version"], version)
+        if planted != self.lock:
+            self.assertTrue(os.path.islink(planted), "what we did not create is left alone")
+        self.assertEqual([n for n in os.listdir(self.dir) if ".tmp." in n], [], "no temp file is left")
+
+    def plant(self, name):
+        with open(self.victim, "w") as f:
+            f.write("precious\n")
+        for old in (self.lock, self.lock + ".tmp"):
+            if os.path.lexists(old):
+                os.unlink(old)
+        os.symlink(self.victim, name)
+
+    def test_redist_lock_never_writes_through_a_symlink(self):
+        for planted in (self.lock + ".tmp", self.lock):
+            with self.subTest(planted=os.path.basename(planted)):
+                self.plant(planted)
+                res = support.run_tool("redist", "lock", "cudnn", "9.27.0", "--base-url", self.base, "--platform",
+                                       "linux-x86_64", "--component", "cudnn", "-o", self.lock, "--no-cache")
+                self.assert_victim_untouched_and_lock_written(res, planted, 1)
+
+    def test_redist_sync_never_writes_through_a_symlink(self):
+        project = os.path.join(self.dir, "redist.toml")
+        with open(project, "w") as f:
+            f.write("[project]\nprefix = \"prefix\"\nplatforms = [\"linux-x86_64\"]\ncuda = \"12\"\n"
+                    f"base-url = \"{self.base}\"\n\n[products.cudnn]\nversion = \"9.27.0\"\n"
+                    "components = [\"cudnn\"]\n")
+        for planted in (self.lock + ".tmp", self.lock):
+            with self.subTest(planted=os.path.basename(planted)):
+                self.plant(planted)
+                res = support.run_tool("redist", "sync", "--file", project, "--platform", "linux-x86_64",
+                                       "--no-cache", "--quiet")
+                self.assert_victim_untouched_and_lock_written(res, planted, 2)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -148,6 +148,30 @@ class Sbom(unittest.TestCase):
         self.assertEqual({p["licenseDeclared"] for p in spdx["packages"]}, {"NOASSERTION"})
         self.assertEqual(errors(spdx_validator(), spdx), [])
 
+    def test_output_never_written_through_a_planted_symlink(self):
+        # -o names a file in a directory others may write (a checkout, /tmp):
+        # neither the name nor the old fixed temp name "<name>.tmp" is followed.
+        out_dir = os.path.join(self.dir, "planted")
+        os.makedirs(out_dir)
+        out = os.path.join(out_dir, "bom.json")
+        victim = os.path.join(out_dir, "victim")
+        for planted in (out + ".tmp", out):
+            with self.subTest(planted=os.path.basename(planted)):
+                with open(victim, "w") as f:
+                    f.write("precious\n")
+                for old in (out, out + ".tmp"):
+                    if os.path.lexists(old):
+                        os.unlink(old)
+                os.symlink(victim, planted)
+                res = support.run_tool("redist", "sbom", "--prefix", self.prefix, "--format", "spdx-json",
+                                       "--no-license-lookup", "-o", out)
+                self.assertEqual(res.returncode, 0, support.describe(res))
+                with open(victim) as f:
+                    self.assertEqual(f.read(), "precious\n")
+                self.assertFalse(os.path.islink(out))
+                self.assertEqual(support.load_json(out)["spdxVersion"], "SPDX-2.3")
+                self.assertEqual([n for n in os.listdir(out_dir) if ".tmp." in n], [])
+
     def test_unreadable_manifest_warns_and_leaves_licenses_unknown(self):
         res = support.run_tool("redist", "sbom", "--prefix", self.prefix, "--format", "spdx-json", "--base-url",
                                support.file_base_url(os.path.join(self.dir, "nowhere")), "--no-cache",

@@ -1,11 +1,11 @@
 // `redist diff PRODUCT V1 V2` — what changed between two releases:
 // components added, removed or renamed, versions, platforms, CUDA variants,
 // artifacts and sizes. Text, or one JSON object with --json.
-#include <cinttypes>
 #include <cstdio>
 #include <memory>
 
 #include "commands/project_commands.hpp"
+#include "common/printable.hpp"
 #include "redist/diff.hpp"
 
 namespace redist_tools {
@@ -34,6 +34,22 @@ std::string artifact_name(const redist::artifact_change& a) {
     return a.component + " " + a.platform + (a.variant ? " " + *a.variant : "");
 }
 
+std::string describe_artifact_change(const redist::artifact_change& a) {
+    const std::string name = artifact_name(a);
+    switch (a.kind) {
+        case redist::artifact_change_kind::replaced_in_place:
+            return "REPLACED IN PLACE: " + name + " " + a.new_relative_path + ": sha256 " + a.old_sha256 + " -> " +
+                   a.new_sha256 + ", size " + std::to_string(a.old_size) + " -> " + std::to_string(a.new_size);
+        case redist::artifact_change_kind::rebuilt:
+            return "artifact changed: " + name + ": " + a.new_relative_path + " (" +
+                   signed_size(a.old_size, a.new_size) + ")";
+        case redist::artifact_change_kind::added:
+            return "artifact added: " + name + " (" + human_size(a.new_size) + ")";
+        case redist::artifact_change_kind::removed: break;
+    }
+    return "artifact removed: " + name;
+}
+
 int run_diff(const diff_args& args) {
     const auto transfer = args.source.transfer();
     auto from = redist::resolve_release(make_release_request(args.source, args.product, args.from), transfer);
@@ -48,7 +64,7 @@ int run_diff(const diff_args& args) {
         std::printf("%s\n", redist::manifest_diff_to_json(d).c_str());
         return 0;
     }
-    std::printf("%s %s -> %s\n", args.product.c_str(), d.old_label.c_str(), d.new_label.c_str());
+    std::printf("%s\n", printable(args.product + " " + d.old_label + " -> " + d.new_label).c_str());
     if (d.empty()) std::printf("  no component, version or artifact differs\n");
     print_manifest_diff(stdout, d, "  ");
     return 0;
@@ -57,42 +73,21 @@ int run_diff(const diff_args& args) {
 }  // namespace
 
 void print_manifest_diff(std::FILE* out, const redist::manifest_diff& d, const char* indent) {
-    for (const auto& r : d.renamed)
-        std::fprintf(out, "%scomponent renamed: %s -> %s\n", indent, r.from.c_str(), r.to.c_str());
-    if (!d.added.empty()) std::fprintf(out, "%scomponents added: %s\n", indent, join(d.added).c_str());
-    if (!d.removed.empty()) std::fprintf(out, "%scomponents removed: %s\n", indent, join(d.removed).c_str());
-    for (const auto& v : d.versions)
-        std::fprintf(out, "%sversion: %s %s -> %s\n", indent, v.component.c_str(), v.from.c_str(), v.to.c_str());
-    if (!d.platforms_added.empty())
-        std::fprintf(out, "%splatforms added: %s\n", indent, join(d.platforms_added).c_str());
-    if (!d.platforms_removed.empty())
-        std::fprintf(out, "%splatforms removed: %s\n", indent, join(d.platforms_removed).c_str());
-    if (!d.variants_added.empty()) std::fprintf(out, "%svariants added: %s\n", indent, join(d.variants_added).c_str());
-    if (!d.variants_removed.empty())
-        std::fprintf(out, "%svariants removed: %s\n", indent, join(d.variants_removed).c_str());
-    for (const auto& a : d.artifacts) {
-        const std::string name = artifact_name(a);
-        switch (a.kind) {
-            case redist::artifact_change_kind::replaced_in_place:
-                std::fprintf(out, "%sREPLACED IN PLACE: %s %s: sha256 %s -> %s, size %" PRIu64 " -> %" PRIu64 "\n",
-                             indent, name.c_str(), a.new_relative_path.c_str(), a.old_sha256.c_str(),
-                             a.new_sha256.c_str(), a.old_size, a.new_size);
-                break;
-            case redist::artifact_change_kind::rebuilt:
-                std::fprintf(out, "%sartifact changed: %s: %s (%s)\n", indent, name.c_str(),
-                             a.new_relative_path.c_str(), signed_size(a.old_size, a.new_size).c_str());
-                break;
-            case redist::artifact_change_kind::added:
-                std::fprintf(out, "%sartifact added: %s (%s)\n", indent, name.c_str(), human_size(a.new_size).c_str());
-                break;
-            case redist::artifact_change_kind::removed:
-                std::fprintf(out, "%sartifact removed: %s\n", indent, name.c_str());
-                break;
-        }
-    }
+    // Names, versions, paths and hashes come from manifests: each line is
+    // escaped whole, here, so no field of the diff can reach the terminal raw.
+    const auto put = [&](const std::string& line) { std::fprintf(out, "%s%s\n", indent, printable(line).c_str()); };
+    for (const auto& r : d.renamed) put("component renamed: " + r.from + " -> " + r.to);
+    if (!d.added.empty()) put("components added: " + join(d.added));
+    if (!d.removed.empty()) put("components removed: " + join(d.removed));
+    for (const auto& v : d.versions) put("version: " + v.component + " " + v.from + " -> " + v.to);
+    if (!d.platforms_added.empty()) put("platforms added: " + join(d.platforms_added));
+    if (!d.platforms_removed.empty()) put("platforms removed: " + join(d.platforms_removed));
+    if (!d.variants_added.empty()) put("variants added: " + join(d.variants_added));
+    if (!d.variants_removed.empty()) put("variants removed: " + join(d.variants_removed));
+    for (const auto& a : d.artifacts) put(describe_artifact_change(a));
     if (d.old_total_size != d.new_total_size)
-        std::fprintf(out, "%stotal size: %s -> %s (%s)\n", indent, human_size(d.old_total_size).c_str(),
-                     human_size(d.new_total_size).c_str(), signed_size(d.old_total_size, d.new_total_size).c_str());
+        put("total size: " + human_size(d.old_total_size) + " -> " + human_size(d.new_total_size) + " (" +
+            signed_size(d.old_total_size, d.new_total_size) + ")");
 }
 
 void add_diff_command(CLI::App& app, command_runner& selected) {

@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "commands/project_commands.hpp"
+#include "common/printable.hpp"
 #include "redist/platform.hpp"
 #include "redist/project.hpp"
 
@@ -38,15 +39,16 @@ int run_check(const init_args& args) {
     // Absolute, so that a relative prefix resolves against the file's directory.
     auto project = redist::parse_project(text, std::filesystem::absolute(args.file));
     if (!project.ok()) return report_error(project.error_value());
-    std::printf("%s: prefix %s, platforms", args.file.c_str(), project->prefix.c_str());
-    for (const auto& p : project->platforms) std::printf(" %s", p.c_str());
-    if (project->cuda) std::printf(", CUDA %d", *project->cuda);
-    std::printf("\n");
+    // Everything below comes from the project file (a pull request may write it): escaped.
+    std::string summary = args.file + ": prefix " + project->prefix.string() + ", platforms";
+    for (const auto& p : project->platforms) summary += " " + p;
+    if (project->cuda) summary += ", CUDA " + std::to_string(*project->cuda);
+    std::printf("%s\n", printable(summary).c_str());
     for (const auto& p : project->products) {
-        std::printf("  %s %s:", p.name.c_str(), p.version.c_str());
-        if (p.components.empty()) std::printf(" every component");
-        for (const auto& c : p.components) std::printf(" %s", c.c_str());
-        std::printf("\n");
+        std::string line = p.name + " " + p.version + ":";
+        if (p.components.empty()) line += " every component";
+        for (const auto& c : p.components) line += " " + c;
+        std::printf("  %s\n", printable(line).c_str());
     }
     return 0;
 }
@@ -65,7 +67,7 @@ int run_init(const init_args& args) {
         return report_error(redist::make_error(redist::error_code::usage, "already exists (use --force to replace it)")
                                 .with_path(args.file));
     if (const int code = write_output(args.file, text); code != 0) return code;
-    std::printf("wrote %s: edit it, then check it with `redist init --check`\n", args.file.c_str());
+    std::printf("wrote %s: edit it, then check it with `redist init --check`\n", printable(args.file).c_str());
     return 0;
 }
 

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "commands/project_commands.hpp"
+#include "common/printable.hpp"
 #include "redist/install.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/version.hpp"
@@ -87,9 +88,11 @@ int run_outdated(const outdated_args& args) {
         for (const auto& [key, row] : rows) {
             std::string comps;
             for (const auto& c : row.components) comps += (comps.empty() ? "" : ",") + c;
-            std::printf("%-14s %-12s %-16s %-12s %s%s\n", row.product.c_str(), row.installed.c_str(),
-                        row.latest_in_major.empty() ? "-" : row.latest_in_major.c_str(), row.latest.c_str(),
-                        comps.c_str(), row.newer() ? "" : "  (up to date)");
+            // Labels and component names come from receipts and the index: escaped.
+            std::printf("%-14s %-12s %-16s %-12s %s%s\n", printable(row.product).c_str(),
+                        printable(row.installed).c_str(),
+                        row.latest_in_major.empty() ? "-" : printable(row.latest_in_major).c_str(),
+                        printable(row.latest).c_str(), printable(comps).c_str(), row.newer() ? "" : "  (up to date)");
         }
     }
     return any_newer ? 1 : 0;

@@ -18,7 +18,8 @@ void add_init_command(CLI::App& app, command_runner& selected);
 void add_sync_command(CLI::App& app, command_runner& selected);  // tools/commands/sync.cpp
 
 // Short structured lines for a manifest diff ("  + component x 1.2", ...),
-// each starting with `indent`. Shared by `redist diff` and drift reports.
+// each starting with `indent` and escaped whole (printable). Shared by
+// `redist diff` and drift reports.
 void print_manifest_diff(std::FILE* out, const redist::manifest_diff& d, const char* indent);
 
 // Drift watching (tools/commands/drift.cpp), called by `redist fetch`.
@@ -34,8 +35,8 @@ redist::result<void> watch_manifest_drift(const source_options& source, bool str
 // URL now serves other bytes than last time).
 void record_artifacts(const source_options& source, bool quiet, const redist::install_report& report);
 
-// Writes `text` to `path` atomically (temporary file + rename), or to stdout
-// for "-". Returns the exit code (0, or the filesystem error's).
+// Writes `text` to `path` through redist::atomic_write (never through a
+// symlink or a file planted at the name), or to stdout for "-". Returns the exit code (0, or the filesystem error's).
 int write_output(const std::string& path, const std::string& text);
 
 }  // namespace redist_tools

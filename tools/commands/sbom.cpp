@@ -6,6 +6,8 @@
 #include <set>
 
 #include "commands/project_commands.hpp"
+#include "common/printable.hpp"
+#include "redist/atomic_write.hpp"
 #include "redist/install.hpp"
 #include "redist/sbom.hpp"
 
@@ -33,7 +35,8 @@ redist::license_table look_up_licenses(const std::vector<redist::receipt>& recei
             std::fprintf(stderr,
                          "%s: warning: cannot read the manifest of %s %s for its licenses (%s); "
                          "they are NOASSERTION\n",
-                         tool_name.c_str(), product.c_str(), label.c_str(), release.error_value().describe().c_str());
+                         tool_name.c_str(), printable(product).c_str(), printable(label).c_str(),
+                         printable(release.error_value().describe()).c_str());
             continue;
         }
         for (const auto& c : release->parsed.components)
@@ -67,14 +70,9 @@ int write_output(const std::string& path, const std::string& text) {
                    ? 0
                    : report_error(redist::make_error(redist::error_code::filesystem, "cannot write to stdout"));
     }
-    const std::string tmp = path + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "wb");
-    const bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-    if (f && std::fclose(f) != 0) f = nullptr;
-    if (!written || !f || std::rename(tmp.c_str(), path.c_str()) != 0) {
-        std::remove(tmp.c_str());
-        return report_error(redist::make_error(redist::error_code::filesystem, "cannot write").with_path(path));
-    }
+    // Never through whatever is at the name or a temp name (atomic_write.hpp).
+    if (auto written = redist::atomic_write(path, text, redist::durability::full); !written.ok())
+        return report_error(written.error_value());
     return 0;
 }
 

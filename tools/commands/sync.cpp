@@ -8,6 +8,7 @@
 #include "commands/project_commands.hpp"
 #include "common/observer.hpp"
 #include "common/printable.hpp"
+#include "redist/atomic_write.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/platform.hpp"
 #include "redist/project.hpp"
@@ -94,15 +95,9 @@ redist::result<redist::project_lock> resolve_and_lock(const sync_args& args, con
     const std::string text = redist::project_lock_to_json(resolved.lock);
     auto old = read_small_file(lock_path, redist::kMaxLockFileBytes, "lock file");
     if (!old.ok() || *old != text) {
-        // Atomically: a reader (or a crash) sees the old lock or the new one.
-        const std::string tmp = lock_path + ".tmp";
-        FILE* f = std::fopen(tmp.c_str(), "wb");
-        const bool written = f && std::fwrite(text.data(), 1, text.size(), f) == text.size();
-        const bool closed = f && std::fclose(f) == 0;
-        if (!written || !closed || std::rename(tmp.c_str(), lock_path.c_str()) != 0) {
-            std::remove(tmp.c_str());
-            return redist::make_error(redist::error_code::filesystem, "cannot write the lock file").with_path(lock_path);
-        }
+        // Atomically: a reader (or a crash) sees the old lock or the new one, and
+        // nothing a checkout holds at the name (or at a temp name) is written through.
+        REDIST_TRY_VOID(redist::atomic_write(lock_path, text, redist::durability::full));
         if (!args.quiet) std::printf("wrote %s\n", printable(lock_path).c_str());
     }
     return std::move(resolved.lock);

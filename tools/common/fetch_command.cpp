@@ -351,7 +351,7 @@ std::optional<redist::check_report> post_install_check(const fetch_options& opti
     if (!result.ok()) {
         if (!options.quiet)
             std::fprintf(stderr, "%s: warning: the post-install check could not run: %s\n", tool_name.c_str(),
-                         result.error_value().describe().c_str());
+                         printable(result.error_value().describe()).c_str());
         return std::nullopt;
     }
     return std::move(*result);
