@@ -15,7 +15,6 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <set>
 #include <sstream>
@@ -23,6 +22,7 @@
 
 #include "check_data.hpp"
 #include "elf.hpp"
+#include "posix_file.hpp"
 #include "redist/install.hpp"
 #include "redist/printable.hpp"
 
@@ -56,6 +56,37 @@ std::string debian_package_hint(std::string_view soname) {
     for (const auto& h : check_data::package_hints)
         if (h.soname == soname) return std::string(h.package);
     return "";
+}
+
+std::optional<long> header_define(std::string_view text, std::string_view name) {
+    auto blank = [](char c) { return c == ' ' || c == '\t'; };
+    for (std::size_t start = 0; start < text.size();) {
+        const auto nl = text.find('\n', start);
+        std::string_view line = text.substr(start, nl == std::string_view::npos ? std::string_view::npos : nl - start);
+        start = nl == std::string_view::npos ? text.size() : nl + 1;
+        std::size_t i = 0;
+        auto skip = [&] {
+            const std::size_t from = i;
+            while (i < line.size() && blank(line[i])) ++i;
+            return i > from;
+        };
+        auto word = [&](std::string_view w) {
+            if (line.substr(i, w.size()) != w) return false;
+            i += w.size();
+            return true;
+        };
+        skip();
+        if (!word("#")) continue;
+        skip();
+        if (!word("define") || !skip() || !word(name) || !skip()) continue;
+        long value = 0;
+        std::size_t digits = 0;
+        for (; i < line.size() && std::isdigit(static_cast<unsigned char>(line[i])) && digits < 9; ++i, ++digits)
+            value = value * 10 + (line[i] - '0');
+        if (digits == 0 || (i < line.size() && !blank(line[i]) && line[i] != '\r' && line[i] != '/')) continue;
+        return value;
+    }
+    return std::nullopt;
 }
 
 namespace {
@@ -101,6 +132,14 @@ std::pair<std::string, std::string> split_so_name(const std::string& name) {
     return {name.substr(0, at + 3), name.substr(at + 4)};
 }
 
+// Whether a file is one of the driver's libraries (libcuda.so*,
+// libnvidia-ml.so*): the check never loads those from the prefix, and
+// the system's copy is no shadow of them: it is the one the check uses.
+bool is_driver_library(const std::string& filename) {
+    const auto stem = split_so_name(filename).first;
+    return stem == "libcuda.so" || stem == "libnvidia-ml.so";
+}
+
 std::vector<std::string> split_list(std::string_view text) {
     std::vector<std::string> out;
     std::size_t start = 0;
@@ -132,17 +171,11 @@ std::optional<int> cuda_major_of(const receipt& r) {
     return std::nullopt;
 }
 
-// Reads up to `limit` bytes. Files under /proc report size 0, so read in
-// chunks rather than trusting the size.
+// A machine file of at most `limit` bytes (read_file reads past the size of
+// 0 that files under /proc report), or "" when it cannot be read.
 std::string read_small_file(const fs::path& p, std::size_t limit) {
-    std::ifstream in(p, std::ios::binary);
-    if (!in) return "";
-    std::string out;
-    char buf[65536];
-    while (out.size() < limit && in.read(buf, sizeof buf).gcount() > 0)
-        out.append(buf, static_cast<std::size_t>(
-                            std::min<std::streamsize>(in.gcount(), static_cast<std::streamsize>(limit - out.size()))));
-    return out;
+    auto text = read_file(p, limit, follow_links::yes);
+    return text.ok() ? std::move(*text) : std::string();
 }
 
 // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.65.06  Sun Jul 27 ..." -> "580.65.06"
@@ -159,10 +192,32 @@ std::optional<std::string> kernel_module_version(const fs::path& file) {
 
 // ---- the loader's search, as ld.so does it ----------------------------------
 
+// Whether `p` (resolved through every symlink) lies inside `dir` (canonical).
+bool inside(const fs::path& p, const fs::path& dir) {
+    if (dir.empty()) return false;
+    std::error_code ec;
+    const auto real = fs::weakly_canonical(p, ec);
+    if (ec) return true;  // cannot tell: treat it as inside
+    auto [d, r] = std::mismatch(dir.begin(), dir.end(), real.begin(), real.end());
+    return d == dir.end();
+}
+
+fs::path canonical_prefix(const fs::path& prefix) {
+    if (prefix.empty()) return {};
+    std::error_code ec;
+    auto p = fs::weakly_canonical(fs::absolute(prefix, ec), ec);
+    return ec ? fs::absolute(prefix, ec) : p;
+}
+
 class resolver {
 public:
-    resolver(const check_options& o, std::vector<fs::path> prefix_dirs)
-        : prefix_dirs_(std::move(prefix_dirs)), default_dirs_(o.default_dirs), ld_cache_path_(o.ld_so_cache) {
+    // `shun`: when set, nothing inside it is ever found (the driver's
+    // libraries are asked of the system, never of the prefix).
+    resolver(const check_options& o, std::vector<fs::path> prefix_dirs, fs::path shun = {})
+        : prefix_dirs_(std::move(prefix_dirs)),
+          default_dirs_(o.default_dirs),
+          ld_cache_path_(o.ld_so_cache),
+          shun_(std::move(shun)) {
         for (auto& d : split_list(o.ld_library_path)) ld_library_path_.emplace_back(d);
     }
 
@@ -173,7 +228,7 @@ public:
                      std::string* via = nullptr) {
         auto fits = [&](const fs::path& p) {
             const auto id = ident(p);
-            return id.elf_class == cls && id.machine == machine;
+            return id.elf_class == cls && id.machine == machine && !inside(p, shun_);
         };
         if (name.find('/') != std::string::npos) return fits(name) ? name : "";
         auto try_dirs = [&](const std::vector<fs::path>& dirs, const char* how) -> std::string {
@@ -251,10 +306,38 @@ private:
     std::vector<fs::path> ld_library_path_;
     std::vector<fs::path> default_dirs_;
     fs::path ld_cache_path_;
+    fs::path shun_;
     bool cache_loaded_ = false;
     std::multimap<std::string, std::string> cache_;
     std::map<std::string, elf::elf_ident> idents_;
 };
+
+// The driver's libraries as the system has them. libcuda.so.1 and
+// libnvidia-ml.so.1 are never taken from inside the prefix, by any path (a
+// directory of LD_LIBRARY_PATH, ld.so.cache, a symlink): the install must
+// not run what it installed, and the check asks the machine's driver.
+struct system_driver {
+    std::string libcuda;  // empty: none found
+    std::string nvml;     // empty: none (the GPUs are then asked of CUDA)
+    std::string ld_path;  // the loader path of the driver's child: $LD_LIBRARY_PATH without the prefix
+};
+
+system_driver find_system_driver(const check_options& o, int cls, unsigned machine) {
+    system_driver d;
+    const auto prefix = canonical_prefix(o.prefix);
+    for (const auto& dir : split_list(o.ld_library_path))
+        if (!inside(dir, prefix)) d.ld_path += (d.ld_path.empty() ? "" : ":") + dir;
+    check_options system = o;
+    system.ld_library_path = d.ld_path;
+    resolver res(system, {}, prefix);
+    d.libcuda = res.find("libcuda.so.1", cls, machine, "/", {}, {});
+    if (d.libcuda.empty()) return d;
+    // The NVML of the same driver installation as libcuda, else the system's.
+    const auto beside = fs::path(d.libcuda).parent_path() / "libnvidia-ml.so.1";
+    d.nvml = res.find(beside.string(), cls, machine, "/", {}, {});
+    if (d.nvml.empty()) d.nvml = res.find("libnvidia-ml.so.1", cls, machine, "/", {}, {});
+    return d;
+}
 
 // ---- the child process ------------------------------------------------------------
 
@@ -299,6 +382,10 @@ public:
         envp.push_back(nullptr);
         const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
         pid_ = ::fork();
+        // The child leads a process group of its own (set on both sides, so
+        // that neither order of the two calls leaves a window): whatever a
+        // library's constructor forks stays in it, and is killed with it.
+        if (pid_ > 0) ::setpgid(pid_, pid_);
         if (pid_ == 0) {
             ::dup2(fds[1], 1);
             if (devnull >= 0) {
@@ -337,8 +424,8 @@ public:
     child_process& operator=(const child_process&) = delete;
     ~child_process() {
         if (pid_ > 0 && !reaped_) {
-            ::kill(pid_, SIGKILL);
-            ::waitpid(pid_, nullptr, 0);
+            kill_group();
+            while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {}
         }
         if (fd_ >= 0) ::close(fd_);
     }
@@ -356,16 +443,17 @@ public:
                                                                                     std::chrono::steady_clock::now());
             if (left.count() <= 0) {
                 out.timed_out = true;
-                ::kill(pid_, SIGKILL);
                 break;
             }
             pollfd p[2] = {{fd_, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
             const int r = ::poll(p, cancel_fd >= 0 ? 2 : 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
             if (r < 0 && errno == EINTR) continue;
+            // The child exited but the pipe stays open: something it forked
+            // holds it. The group is killed below; nothing more is coming.
+            if (r == 0 && leader_exited()) break;
             if (r <= 0) continue;
             if (p[1].revents != 0 && cancel_fd >= 0) {
                 out.cancelled = true;
-                ::kill(pid_, SIGKILL);
                 break;
             }
             char buf[4096];
@@ -374,6 +462,11 @@ public:
             if (n <= 0) break;
             if (buffer.size() < (1u << 20)) buffer.append(buf, static_cast<std::size_t>(n));
         }
+        // Whatever the child left in its group goes with it, also after a
+        // normal exit: a check leaves no process behind. The child is killed
+        // before it is reaped, so its pid (the group's id) cannot have been
+        // reused by then.
+        kill_group();
         int status = 0;
         while (::waitpid(pid_, &status, 0) < 0 && errno == EINTR) {}
         reaped_ = true;
@@ -401,6 +494,18 @@ public:
     }
 
 private:
+    // SIGKILL to the child's whole process group (and to the child itself,
+    // in case it had not joined it yet). Only before the child is reaped.
+    void kill_group() const {
+        ::kill(-pid_, SIGKILL);
+        ::kill(pid_, SIGKILL);
+    }
+    // Whether the child has exited (it stays a zombie: not reaped here).
+    bool leader_exited() const {
+        siginfo_t info{};
+        return ::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 && info.si_pid == pid_;
+    }
+
     std::chrono::milliseconds timeout_;
     pid_t pid_ = -1;
     int fd_ = -1;
@@ -459,7 +564,8 @@ struct op_meta {
     std::size_t file = 0;  // files_ index; shadows_ index for "shadow"
 };
 struct child_job {
-    std::vector<std::string> flags;  // before the operations: --quick
+    std::vector<std::string> flags;      // before the operations: --quick, --preload PATH
+    std::optional<std::string> ld_path;  // the child's LD_LIBRARY_PATH: the prefix's, then the user's, if unset
     std::vector<std::string> ops;
     std::vector<op_meta> meta;
     std::optional<child_process> child;
@@ -503,8 +609,12 @@ private:
     void check_resolution();
     void check_symbol_versions(const elf_file& f, const std::string& dep, const std::string& found);
     const std::vector<std::string>* defined_versions(const std::string& path);
+    std::map<std::string, std::size_t> libraries_by_name() const;
     std::vector<std::size_t> load_order() const;
+    bool prefix_holds(const char* name) const;
+    std::set<std::size_t> needing_prefix_driver(const std::vector<std::size_t>& order);
     void check_file_versions();
+    void check_header_versions();
     void check_runtime_dependencies();
     void find_shadow_candidates();
     void check_shadows();
@@ -528,6 +638,8 @@ private:
     std::vector<shadow_candidate> shadows_;
     std::map<std::string, std::optional<std::vector<std::string>>> version_defs_;  // by resolved path
     std::string libcuda_;
+    system_driver driver_;
+    std::set<std::size_t> not_loaded_;            // files the full check must not load (needing_prefix_driver)
     const driver_info* reused_driver_ = nullptr;  // o_.driver_asked, when can_reuse() said so
     int host_class_ = 0;
     unsigned host_machine_ = 0;
@@ -634,14 +746,20 @@ void checker::check_symbol_versions(const elf_file& f, const std::string& dep, c
 
 // Shared libraries in dependency order (dependencies first), by the prefix
 // files their DT_NEEDED resolve to.
-std::vector<std::size_t> checker::load_order() const {
-    std::map<std::string, std::size_t> by_name;  // file name and SONAME -> file index
+// The installed shared libraries of this machine, by file name and SONAME.
+std::map<std::string, std::size_t> checker::libraries_by_name() const {
+    std::map<std::string, std::size_t> by_name;
     for (std::size_t i = 0; i < files_.size(); ++i) {
         const auto& f = files_[i];
         if (!f.info.is_shared_library() || f.info.elf_class != host_class_ || f.info.machine != host_machine_) continue;
         by_name.emplace(f.abs.filename().string(), i);
         if (!f.info.soname.empty()) by_name.emplace(f.info.soname, i);
     }
+    return by_name;
+}
+
+std::vector<std::size_t> checker::load_order() const {
+    const auto by_name = libraries_by_name();
     std::vector<std::size_t> order;
     std::vector<int> state(files_.size(), 0);  // 0 new, 1 visiting, 2 done
     std::function<void(std::size_t)> visit = [&](std::size_t i) {
@@ -675,6 +793,46 @@ void checker::check_file_versions() {
     }
 }
 
+// The version a product's header states (cudnn_version.h, ...) against the
+// receipt: read, never run, so the post-install check can tell a release
+// whose files are labelled with another version than they hold.
+void checker::check_header_versions() {
+    std::set<std::pair<std::size_t, std::string_view>> seen;  // (receipt, header)
+    for (const auto& f : files_) {
+        const auto& r = receipts_[f.receipt];
+        const auto stem = split_so_name(f.abs.filename().string()).first;
+        for (const auto& h : check_data::version_headers) {
+            if (stem != h.library || !seen.insert({f.receipt, h.header}).second) continue;
+            const auto at = std::find_if(r.files.begin(), r.files.end(), [&](const installed_file& e) {
+                return e.kind == entry_kind::regular && fs::path(e.path).filename() == h.header;
+            });
+            if (at == r.files.end()) continue;
+            auto text = read_file(o_.prefix / at->path, 4u << 20, follow_links::no);
+            if (!text.ok()) {
+                add("version", check_severity::warning, r.component, at->path,
+                    at->path + ": cannot be read: " + text.error_value().message);
+                continue;
+            }
+            std::string version;
+            if (h.minor.empty()) {
+                if (const auto v = header_define(*text, h.major)) version = cuda_version_string(static_cast<int>(*v));
+            } else if (const auto ma = header_define(*text, h.major), mi = header_define(*text, h.minor),
+                       pa = header_define(*text, h.patch);
+                       ma && mi && pa) {
+                version = std::to_string(*ma) + "." + std::to_string(*mi) + "." + std::to_string(*pa);
+            }
+            if (version.empty()) continue;  // not the header we know: nothing to claim
+            if (versions_agree(version_parts(version), version_parts(r.component_version)))
+                add("version", check_severity::info, r.component, at->path,
+                    at->path + " says " + version + ": matches " + r.component + " " + r.component_version);
+            else
+                add("version", check_severity::failure, r.component, at->path,
+                    at->path + " says " + version + ", but the receipt says " + r.component + " " +
+                        r.component_version);
+        }
+    }
+}
+
 void checker::check_runtime_dependencies() {
     std::set<std::string> seen;
     for (const auto& f : files_) {
@@ -705,6 +863,7 @@ void checker::find_shadow_candidates() {
         const auto& f = files_[i];
         if (!f.info.is_shared_library() || f.info.soname.empty() || !seen.insert(f.info.soname).second) continue;
         if (f.info.elf_class != host_class_ || f.info.machine != host_machine_) continue;
+        if (is_driver_library(f.abs.filename().string())) continue;
         std::error_code ec;
         const auto ours = fs::canonical(f.abs, ec);
         const auto prefix = fs::canonical(o_.prefix, ec).string() + "/";
@@ -734,6 +893,8 @@ void checker::check_shadows() {
         std::error_code ec, ec2;
         if (!v && fs::file_size(c.path, ec) == fs::file_size(f.abs, ec2)) continue;
         const bool env = c.where == "LD_LIBRARY_PATH";
+        // Quick loads nothing, so a copy whose file name has no version may be the same one.
+        const bool sure = v || report_.depth == check_depth::full;
         std::string msg = f.info.soname + ": another copy" + (v ? " (version " + *v + ")" : " (version unknown)") +
                           " at " + c.path + " through " + c.where + "; ";
         msg += env ? "LD_LIBRARY_PATH is searched before DT_RUNPATH, so programs load that copy instead of "
@@ -744,7 +905,8 @@ void checker::check_shadows() {
             msg +=
                 ", and mixing cuDNN sub-libraries of two versions fails with CUDNN_STATUS_SUBLIBRARY_VERSION_MISMATCH";
         else msg += ", mixing two versions in one process";
-        add("shadow", env ? check_severity::failure : check_severity::warning, r.component, f.rel, std::move(msg));
+        add("shadow", env && sure ? check_severity::failure : check_severity::warning, r.component, f.rel,
+            std::move(msg));
     }
 }
 
@@ -783,38 +945,51 @@ void checker::evaluate_driver(const std::optional<int>& driver_cuda, const std::
         add("gpu", check_severity::warning, "", "", "the driver reports no GPU");
 }
 
-// What the children do: load every library, probe versions, ask the
-// driver, and with --gpu run one operation per product. Several children run
-// at once: RTLD_NOW relocation of cuDNN's 500 MB dominates the full check's
-// time, and cuInit takes tens of milliseconds on a real GPU, so the libraries
-// are spread over a few loaders (balanced by size, each in dependency order)
-// and the driver gets its own child. Quick (the post-install check of fetch):
-// no loaders; the probes and the driver load only what they call, lazily.
+// What the children do. Quick (the post-install check of fetch) runs no
+// installed code: the driver's child alone, loading the system's libcuda.
+// Full loads every library, probes versions, asks the driver, and with --gpu
+// runs one operation per product. Several children run at once: RTLD_NOW
+// relocation of cuDNN's 500 MB dominates the full check's time, and cuInit
+// takes tens of milliseconds on a real GPU, so the libraries are spread over
+// a few loaders (balanced by size, each in dependency order) and the driver
+// gets its own child.
 std::vector<child_job> checker::plan_children(bool full) {
     const std::size_t loaders = full ? std::clamp<std::size_t>(std::thread::hardware_concurrency() / 2, 1, 4) : 0;
     std::vector<child_job> jobs(loaders + 2);  // loaders, then probes (+ GPU runs), then the driver
     child_job& probes = jobs[loaders];
     child_job& driver = jobs[loaders + 1];
-    if (!full) probes.flags = driver.flags = {"--quick"};
+    driver_ = find_system_driver(o_, host_class_, host_machine_);
+    libcuda_ = driver_.libcuda;
+    driver.ld_path = driver_.ld_path;
+    if (!full) driver.flags = {"--quick"};
     if (!o_.load) return jobs;
-    if (full) plan_loaders(jobs, loaders);
-    for (std::size_t i = 0; i < files_.size(); ++i) {
-        if (!files_[i].info.is_shared_library()) continue;
+    if (full) {
+        plan_loaders(jobs, loaders);
+        // Where the prefix holds a driver library, the loaders' path (the
+        // prefix first) would find it for a library that needs it by name:
+        // the system's is loaded first, and ld.so reuses it by SONAME.
+        for (const auto& [soname, lib] :
+             {std::pair{"libcuda.so.1", &driver_.libcuda}, std::pair{"libnvidia-ml.so.1", &driver_.nvml}})
+            if (!lib->empty() && prefix_holds(soname))
+                for (std::size_t j = 0; j <= loaders; ++j)
+                    jobs[j].flags.insert(jobs[j].flags.end(), {"--preload", *lib});
+    }
+    for (std::size_t i = 0; full && i < files_.size(); ++i) {
+        if (!files_[i].info.is_shared_library() || not_loaded_.count(i)) continue;
         if (const auto* p = probe_for(files_[i].abs.filename().string()))
             probes.add({"probe", std::to_string(static_cast<int>(p->kind)), files_[i].abs.string()}, {"probe", i});
     }
-    for (std::size_t k = 0; k < shadows_.size(); ++k)
+    for (std::size_t k = 0; full && k < shadows_.size(); ++k)
         if (shadows_[k].probe)
             probes.add({"probe-isolated", std::to_string(static_cast<int>(shadows_[k].probe->kind)), shadows_[k].path},
                        {"shadow", k});
-    libcuda_ = resolver_->find("libcuda.so.1", host_class_, host_machine_, o_.prefix, {}, {});
     if (libcuda_.empty()) return jobs;
     if (o_.driver_asked && can_reuse(*o_.driver_asked, full)) reused_driver_ = o_.driver_asked;
-    else driver.add({"driver", libcuda_}, {"driver", 0});
+    else driver.add({"driver", libcuda_, driver_.nvml}, {"driver", 0});
     if (!o_.gpu) return jobs;
     for (std::size_t i = 0; i < files_.size(); ++i) {
         const auto [stem, v] = split_so_name(files_[i].abs.filename().string());
-        if (!files_[i].info.is_shared_library() || v.empty()) continue;
+        if (!files_[i].info.is_shared_library() || v.empty() || not_loaded_.count(i)) continue;
         if (stem == "libcudnn.so") probes.add({"gpu-cudnn", files_[i].abs.string(), libcuda_}, {"gpu", i});
         else if (stem == "libcudart.so") probes.add({"gpu-cudart", files_[i].abs.string()}, {"gpu", i});
         else if (stem == "libcublas.so") probes.add({"gpu-cublas", files_[i].abs.string(), libcuda_}, {"gpu", i});
@@ -823,30 +998,55 @@ std::vector<child_job> checker::plan_children(bool full) {
 }
 
 // Whether the driver's answer asked before the install (driver_query) is
-// what asking now would say: the same libcuda, outside the prefix (a
-// cuda_compat install may bring its own), and no libcuda.so.1 or
-// libnvidia-ml.so.1 in a prefix lib directory, which the check's loader
-// path puts first (the driver child loads NVML through it when none lies
-// beside libcuda). A full check needs an answer asked at full depth (cuInit
-// when NVML cannot list the GPUs).
+// what asking now would say: the same libcuda (both come from
+// find_system_driver, never from the prefix, so the install cannot change
+// which one). A full check needs an answer asked at full depth (cuInit when
+// NVML cannot list the GPUs).
 bool checker::can_reuse(const driver_info& asked, bool full) const {
     if (asked.libcuda.empty() || asked.libcuda != libcuda_) return false;
-    if (full && asked.depth != check_depth::full) return false;
-    const fs::path libcuda(libcuda_);
-    for (auto p = libcuda.parent_path(); !p.empty(); p = p.parent_path()) {
-        if (std::error_code ec; fs::equivalent(p, o_.prefix, ec)) return false;
-        if (p == p.root_path()) break;
-    }
+    return !full || asked.depth == check_depth::full;
+}
+
+// Whether a lib directory of the prefix holds `name` (any kind of file).
+bool checker::prefix_holds(const char* name) const {
     for (const auto& dir : prefix_dirs_)
-        for (const char* name : {"libcuda.so.1", "libnvidia-ml.so.1"})
-            if (struct stat st{}; ::lstat((dir / name).c_str(), &st) == 0) return false;
-    return true;
+        if (struct stat st{}; ::lstat((dir / name).c_str(), &st) == 0) return true;
+    return false;
+}
+
+// The libraries that need (directly or through other installed libraries) a
+// driver library the prefix holds and the system does not: loading them
+// would load the prefix's driver. Each is reported, and not loaded.
+std::set<std::size_t> checker::needing_prefix_driver(const std::vector<std::size_t>& order) {
+    std::set<std::string> unavailable;  // driver SONAMEs only the prefix has
+    for (const auto& [soname, lib] :
+         {std::pair{"libcuda.so.1", &driver_.libcuda}, std::pair{"libnvidia-ml.so.1", &driver_.nvml}})
+        if (lib->empty() && prefix_holds(soname)) unavailable.insert(soname);
+    std::set<std::size_t> out;
+    if (unavailable.empty()) return out;
+    const auto by_name = libraries_by_name();
+    for (std::size_t i : order) {  // dependencies first
+        for (const auto& dep : files_[i].info.needed) {
+            const auto it = by_name.find(dep);
+            if (!unavailable.count(dep) && (it == by_name.end() || !out.count(it->second))) continue;
+            out.insert(i);
+            add("load", check_severity::warning, receipts_[files_[i].receipt].component, files_[i].rel,
+                files_[i].rel + " is not loaded: it needs " + dep +
+                    ", and the check never loads the driver's libraries from the prefix (the system has none)");
+            break;
+        }
+    }
+    return out;
 }
 
 // Every library into one of the first `loaders` jobs, balanced by size,
-// each job in dependency order.
+// each job in dependency order. The driver's libraries are not loaded.
 void checker::plan_loaders(std::vector<child_job>& jobs, std::size_t loaders) {
-    const auto order = load_order();
+    auto order = load_order();
+    not_loaded_ = needing_prefix_driver(order);
+    std::erase_if(order, [&](std::size_t i) {
+        return not_loaded_.count(i) != 0 || is_driver_library(files_[i].abs.filename().string());
+    });
     std::vector<std::size_t> by_size(order);
     std::error_code ec;
     std::map<std::size_t, std::uintmax_t> size;
@@ -946,12 +1146,13 @@ result<check_report> checker::run() {
     for (auto& j : jobs) {
         if (j.ops.empty()) continue;
         j.flags.insert(j.flags.end(), j.ops.begin(), j.ops.end());
-        j.child.emplace(o_, j.flags, ld_path);
+        j.child.emplace(o_, j.flags, j.ld_path.value_or(ld_path));
     }
 
     check_resolution();
     check_runtime_dependencies();
     check_file_versions();
+    check_header_versions();
 
     driver_answer driver;
     collect_children(jobs, driver);
@@ -1024,17 +1225,17 @@ driver_info ask_driver(const check_options& o, check_depth depth, int cancel_fd)
     driver_info d;
     d.depth = depth;
     d.kernel_module = kernel_module_version(o.driver_version_file);
-    resolver res(o, {});
     const auto self = elf::read_elf_ident("/proc/self/exe");
-    d.libcuda = res.find("libcuda.so.1", self.elf_class, self.machine, "/", {}, {});
+    const auto system = find_system_driver(o, self.elf_class, self.machine);
+    d.libcuda = system.libcuda;
     if (d.libcuda.empty()) {
         d.error = "libcuda.so.1 not found";
         return d;
     }
     std::vector<std::string> args;
     if (depth == check_depth::quick) args.emplace_back("--quick");
-    args.insert(args.end(), {"driver", d.libcuda});
-    child_process child(o, args, o.ld_library_path);
+    args.insert(args.end(), {"driver", system.libcuda, system.nvml});
+    child_process child(o, args, system.ld_path);
     const auto out = child.wait(cancel_fd);
     const auto r = collect(out, 1);
     d.cuda_version = r[0].driver_version;

@@ -29,6 +29,23 @@ inline constexpr version_probe version_probes[] = {
     {"libnccl.so", "ncclGetVersion", probe_kind::nccl_get_version},
 };
 
+// Where a product's headers say its version: what the post-install check
+// compares with the receipt, since it runs none of the installed code. The
+// header is looked for among the same component's files.
+struct version_header {
+    std::string_view library;  // file-name stem, as in version_probes
+    std::string_view header;   // file name: "cudnn_version.h"
+    std::string_view major;    // macro names; minor and patch empty: `major` is
+    std::string_view minor;    // a CUDA-encoded version (CUDART_VERSION 12040 -> 12.4)
+    std::string_view patch;
+};
+inline constexpr version_header version_headers[] = {
+    {"libcudnn.so", "cudnn_version.h", "CUDNN_MAJOR", "CUDNN_MINOR", "CUDNN_PATCHLEVEL"},
+    {"libcudart.so", "cuda_runtime_api.h", "CUDART_VERSION", "", ""},
+    {"libcublas.so", "cublas_api.h", "CUBLAS_VER_MAJOR", "CUBLAS_VER_MINOR", "CUBLAS_VER_PATCH"},
+    {"libnccl.so", "nccl.h", "NCCL_MAJOR", "NCCL_MINOR", "NCCL_PATCH"},
+};
+
 // Libraries a product's code loads with dlopen, so DT_NEEDED never shows them.
 // "{cuda}" is replaced by the CUDA major of the installed variant.
 struct runtime_dependency {

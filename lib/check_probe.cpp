@@ -4,8 +4,12 @@
 // library that crashes or hangs here takes only the child down, and the
 // parent reports which operation it was on (each one is announced first).
 //
-// Arguments: [--quick] then operations (see prober::run); --quick loads with
-// RTLD_LAZY and asks the driver only its version (check_depth::quick).
+// Arguments: [--quick] [--preload PATH]... then operations (see prober::run);
+// --quick loads with RTLD_LAZY and asks the driver only its version
+// (check_depth::quick); --preload loads the system's driver libraries first,
+// so that an installed library needing libcuda.so.1 by name gets that one.
+// The parent passes every library by its path: the driver's (libcuda,
+// NVML) never from the prefix.
 // Protocol: one line per event, tab-separated, flushed by the caller:
 //   begin <i>                      operation i starts
 //   ok <i> [fields...]             operation i succeeded
@@ -75,8 +79,8 @@ public:
 private:
     void op_load(const std::string& i, const std::string& path);
     void op_probe(const std::string& i, const std::string& kind, const std::string& path, bool isolated = false);
-    void op_driver(const std::string& i, const std::string& path);
-    bool gpus_from_nvml(const std::string& i, const std::string& libcuda);
+    void op_driver(const std::string& i, const std::string& path, const std::string& nvml);
+    bool gpus_from_nvml(const std::string& i, const std::string& nvml);
     void op_gpu_cudnn(const std::string& i, const std::string& cudnn, const std::string& cuda);
     void op_gpu_cudart(const std::string& i, const std::string& cudart);
     void op_gpu_cublas(const std::string& i, const std::string& cublas, const std::string& cuda);
@@ -228,15 +232,12 @@ struct nvml_api {
 };
 
 // The GPUs as "gpu" lines; false when NVML is missing or cannot answer.
-bool prober::gpus_from_nvml(const std::string& i, const std::string& libcuda) {
-    if (std::getenv("CUDA_VISIBLE_DEVICES")) return false;
-    // The NVML of the same driver installation as libcuda, else the loader's.
-    const auto slash = libcuda.rfind('/');
-    const std::string beside = slash == std::string::npos ? std::string()
-                                                          : libcuda.substr(0, slash + 1) + "libnvidia-ml.so.1";
+// `nvml`: the path the parent found (the system's, beside libcuda first), or
+// empty: never looked up by name here, where the loader path starts with the prefix.
+bool prober::gpus_from_nvml(const std::string& i, const std::string& nvml) {
+    if (std::getenv("CUDA_VISIBLE_DEVICES") || nvml.empty()) return false;
     std::string err;
-    void* h = beside.empty() ? nullptr : open(beside, err);
-    if (!h) h = open("libnvidia-ml.so.1", err);
+    void* h = open(nvml, err);
     if (!h) return false;
     nvml_api api;
     api.init = sym<decltype(api.init)>(h, "nvmlInit_v2");
@@ -266,7 +267,7 @@ bool prober::gpus_from_nvml(const std::string& i, const std::string& libcuda) {
     return true;
 }
 
-void prober::op_driver(const std::string& i, const std::string& path) {
+void prober::op_driver(const std::string& i, const std::string& path, const std::string& nvml) {
     cuda_api api;
     std::string err;
     if (!load_cuda(*this, path, api, err)) return say({"fail", i, err});
@@ -275,7 +276,7 @@ void prober::op_driver(const std::string& i, const std::string& path) {
     if (const int rc = api.driver_version(&v); rc != 0)
         return say({"fail", i, "cuDriverGetVersion: " + api.describe(rc)});
     say({"driver", i, std::to_string(v)});
-    if (gpus_from_nvml(i, path)) return say({"ok", i, ""});
+    if (gpus_from_nvml(i, nvml)) return say({"ok", i, ""});
     // Quick: cuInit takes a quarter of a second on an H200 and maps much of the driver.
     if (quick_) return say({"ok", i, ""});
     if (!api.init || !api.device_count || !api.device_get || !api.attribute) return say({"ok", i, "no device API"});
@@ -516,13 +517,15 @@ void prober::op_gpu_cublas(const std::string& i, const std::string& cublas_path,
 int prober::run(const std::vector<std::string>& args) {
     // Operations with their argument counts; an unknown or truncated one is a usage error.
     const std::map<std::string, std::size_t> arity = {{"load", 1},      {"probe", 2},     {"probe-isolated", 2},
-                                                      {"driver", 1},    {"gpu-cudnn", 2}, {"gpu-cudart", 1},
+                                                      {"driver", 2},    {"gpu-cudnn", 2}, {"gpu-cudart", 1},
                                                       {"gpu-cublas", 2}};
     std::size_t pos = 0;
     if (pos < args.size() && args[pos] == "--quick") {
         quick_ = true;
         ++pos;
     }
+    for (std::string err; pos + 1 < args.size() && args[pos] == "--preload"; pos += 2)
+        open(args[pos + 1], err);  // the system's driver library; a failure shows in the operations
     for (int index = 0; pos < args.size(); ++index) {
         const auto it = arity.find(args[pos]);
         if (it == arity.end() || args.size() - pos - 1 < it->second) return 2;
@@ -534,7 +537,7 @@ int prober::run(const std::vector<std::string>& args) {
         if (op == "load") op_load(i, a1);
         else if (op == "probe") op_probe(i, a1, a2);
         else if (op == "probe-isolated") op_probe(i, a1, a2, true);
-        else if (op == "driver") op_driver(i, a1);
+        else if (op == "driver") op_driver(i, a1, a2);
         else if (op == "gpu-cudnn") op_gpu_cudnn(i, a1, a2);
         else if (op == "gpu-cudart") op_gpu_cudart(i, a1);
         else op_gpu_cublas(i, a1, a2);

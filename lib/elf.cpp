@@ -21,12 +21,16 @@
 #include <mutex>
 #include <optional>
 
+#include "posix_file.hpp"
+
 namespace redist::elf {
 
 namespace {
 
 constexpr std::size_t max_dynamic_entries = 1u << 16;
 constexpr std::size_t max_name = 4096;
+// The largest ELF file read: the largest cuDNN library is under 1 GiB.
+constexpr std::uint64_t max_elf_file_size = std::uint64_t(4) << 30;
 
 void init_libelf() {
     static std::once_flag once;
@@ -37,13 +41,6 @@ struct elf_closer {
     void operator()(Elf* e) const noexcept { elf_end(e); }
 };
 using elf_ptr = std::unique_ptr<Elf, elf_closer>;
-
-struct fd_closer {
-    int fd;
-    ~fd_closer() {
-        if (fd >= 0) ::close(fd);
-    }
-};
 
 error bad(const std::string& what) { return make_error(error_code::bad_archive, "not a usable ELF file: " + what); }
 
@@ -299,20 +296,18 @@ result<elf_info> parse_elf(std::string_view bytes) {
 
 result<elf_info> read_elf_file(const std::filesystem::path& path) {
     init_libelf();
-    fd_closer fd{::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC)};
-    if (fd.fd < 0)
-        return make_error(error_code::filesystem, std::string("cannot open: ") + std::strerror(errno))
-            .with_path(path.string());
     struct stat st {};
-    if (::fstat(fd.fd, &st) != 0 || !S_ISREG(st.st_mode))
-        return make_error(error_code::filesystem, "not a regular file").with_path(path.string());
+    REDIST_TRY(unique_fd fd, open_regular(path, follow_links::no, &st));
+    if (static_cast<std::uint64_t>(st.st_size) > max_elf_file_size)
+        return std::move(bad("larger than " + std::to_string(max_elf_file_size >> 30) + " GiB"))
+            .with_path(path.string());
     char head[4] = {};
-    if (::pread(fd.fd, head, sizeof head, 0) != static_cast<ssize_t>(sizeof head) ||
+    if (::pread(fd.get(), head, sizeof head, 0) != static_cast<ssize_t>(sizeof head) ||
         !has_elf_magic(std::string_view(head, sizeof head)))
         return std::move(bad("no ELF magic")).with_path(path.string());
     // ELF_C_READ_MMAP maps the file: only the headers and .dynamic are touched,
     // so a 250 MB library costs a few page faults.
-    elf_ptr e(elf_begin(fd.fd, ELF_C_READ_MMAP, nullptr));
+    elf_ptr e(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
     if (!e) return std::move(bad(std::string("libelf: ") + elf_errmsg(-1))).with_path(path.string());
     auto info = parse_elf_handle(e.get(), static_cast<std::size_t>(st.st_size));
     if (!info.ok()) return std::move(info).error_value().with_path(path.string());
@@ -321,11 +316,13 @@ result<elf_info> read_elf_file(const std::filesystem::path& path) {
 
 elf_ident read_elf_ident(const std::filesystem::path& path) noexcept {
     elf_ident out;
-    const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return out;
+    // Candidates come from RPATH/RUNPATH entries and DT_NEEDED names an
+    // archive chose: anything that is not a regular file (a FIFO, a device)
+    // is not a library, and is never opened (open_regular).
+    auto fd = open_regular(path, follow_links::yes);
+    if (!fd.ok()) return out;
     unsigned char h[20] = {};
-    const ssize_t n = ::pread(fd, h, sizeof h, 0);
-    ::close(fd);
+    const ssize_t n = ::pread(fd->get(), h, sizeof h, 0);
     if (n != static_cast<ssize_t>(sizeof h) || std::memcmp(h,
                                                            "\x7f"
                                                            "ELF",

@@ -47,13 +47,16 @@ bool has_elf_magic(std::string_view head) noexcept;
 // truncated, or inconsistent; the message says what).
 result<elf_info> parse_elf(std::string_view bytes);
 
-// Parses an ELF file (mapped read-only, opened with O_NOFOLLOW: the caller
+// Parses an ELF file (mapped read-only; opened with open_regular, no symlink
+// followed, nothing but a regular file of at most 4 GiB: the caller
 // passes the receipt's path of a regular file). Outcomes: ok | bad_archive |
 // filesystem.
 result<elf_info> read_elf_file(const std::filesystem::path& path);
 
-// Reads only the ELF header: class and machine, or nullopt-like {0,0} when the
-// file is not ELF. Used to skip candidates of the wrong class, as ld.so does.
+// Reads only the ELF header: class and machine, or {0,0} when the file is not
+// ELF. Used to skip candidates of the wrong class, as ld.so does. Symlinks are
+// followed (system libraries are links to versioned files), but only a
+// regular file is opened: a FIFO or a device an RPATH names is "not ELF".
 struct elf_ident {
     int elf_class = 0;
     unsigned machine = 0;

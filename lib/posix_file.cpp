@@ -45,15 +45,27 @@ result<void> write_all(int fd, const void* data, std::size_t size, const std::fi
     return {};
 }
 
-result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes, follow_links follow,
-                              error_code too_large) {
+result<unique_fd> open_regular(const std::filesystem::path& path, follow_links follow, struct ::stat* st_out) {
+    struct stat st {};
+    const bool follow_link = follow == follow_links::yes;
+    if ((follow_link ? ::stat(path.c_str(), &st) : ::lstat(path.c_str(), &st)) != 0)
+        return errno_error("cannot open", path, errno);
+    if (!follow_link && S_ISLNK(st.st_mode)) return errno_error("cannot open", path, ELOOP);
+    if (!S_ISREG(st.st_mode)) return make_error(error_code::filesystem, "not a regular file").with_path(path.string());
     // O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer.
-    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow == follow_links::no ? O_NOFOLLOW : 0);
+    const int flags = O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY | (follow_link ? 0 : O_NOFOLLOW);
     unique_fd fd(::open(path.c_str(), flags));
     if (!fd) return errno_error("cannot open", path, errno);
-    struct stat st {};
     if (::fstat(fd.get(), &st) != 0) return errno_error("cannot stat", path, errno);
     if (!S_ISREG(st.st_mode)) return make_error(error_code::filesystem, "not a regular file").with_path(path.string());
+    if (st_out) *st_out = st;
+    return fd;
+}
+
+result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes, follow_links follow,
+                              error_code too_large) {
+    struct stat st {};
+    REDIST_TRY(unique_fd fd, open_regular(path, follow, &st));
     const auto size = static_cast<std::uint64_t>(st.st_size);
     if (size > max_bytes) {
         return make_error(too_large, "file too large (" + std::to_string(size) + " bytes, the limit is " +

@@ -23,6 +23,8 @@
 #include "redist/atomic_write.hpp"
 #include "redist/error.hpp"
 
+struct stat;
+
 namespace redist {
 
 // Owns a file descriptor; closes it on destruction. Move-only.
@@ -85,6 +87,15 @@ inline result<void> write_all(int fd, std::string_view bytes, const std::filesys
 }
 
 enum class follow_links : std::uint8_t { no, yes };
+
+// Opens a regular file for reading, and nothing else: what `path` names (the
+// link's target with follow_links::yes; a symlink is refused with ELOOP
+// otherwise) must be a regular file before the open, so that a device is never
+// opened (opening one can act: a tape rewinds, a watchdog arms); the open is
+// O_NONBLOCK, so a FIFO swapped in meanwhile cannot hang it; and fstat of the
+// descriptor must say regular again. `st`, when given, gets that fstat.
+// Outcomes: ok | filesystem (cannot open, "not a regular file").
+result<unique_fd> open_regular(const std::filesystem::path& path, follow_links follow, struct ::stat* st = nullptr);
 
 // Reads a whole regular file of at most max_bytes. With follow_links::no a
 // symlink at `path` is refused (ELOOP). A FIFO, device or directory is refused

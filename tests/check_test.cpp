@@ -11,6 +11,9 @@
 #include <iterator>
 #include <string>
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include "../lib/elf.hpp"
 #include "redist/check.hpp"
 
@@ -198,10 +201,45 @@ TEST_CASE("run_check_probe --quick: the driver is asked only its version") {
     auto emit = [&](std::string_view l) { lines.emplace_back(l); };
     CHECK(redist::run_check_probe({"--quick", "load"}, emit) == 2);  // still a usage error
     lines.clear();
-    CHECK(redist::run_check_probe({"--quick", "driver", "/nonexistent/libcuda.so.1"}, emit) == 0);
+    CHECK(redist::run_check_probe({"--quick", "driver", "/nonexistent/libcuda.so.1", ""}, emit) == 0);
     REQUIRE(lines.size() == 2);
     CHECK(lines[0] == "begin\t0");  // --quick is no operation: indices are unchanged
     CHECK(lines[1].rfind("fail\t0\t/nonexistent/libcuda.so.1: cannot open shared object file", 0) == 0);
+}
+
+TEST_CASE("the ELF readers open regular files only: a FIFO or a device neither hangs nor is read") {
+    const auto dir = std::filesystem::temp_directory_path() / ("redist-check-fifo-" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir);
+    const auto fifo = dir / "libfifo.so.1";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    // A blocking open of a FIFO waits for a writer: this would hang.
+    CHECK(redist::elf::read_elf_ident(fifo).elf_class == 0);
+    auto r = redist::elf::read_elf_file(fifo);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().message.find("not a regular file") != std::string::npos);
+    // Through a symlink too (ident follows links, as ld.so does; the file reader refuses them).
+    std::filesystem::create_symlink(fifo, dir / "liblink.so.1");
+    CHECK(redist::elf::read_elf_ident(dir / "liblink.so.1").elf_class == 0);
+    CHECK_FALSE(redist::elf::read_elf_file(dir / "liblink.so.1").ok());
+    CHECK(redist::elf::read_elf_ident("/dev/zero").elf_class == 0);
+    CHECK(redist::elf::read_elf_ident("/proc/self/exe").elf_class != 0);  // a link to a regular file
+    std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("header_define reads `#define NAME <decimal>` and nothing else") {
+    const std::string text =
+        "/* cudnn_version.h */\n#ifndef CUDNN_VERSION_H_\n#  define CUDNN_MAJOR 9\n#define CUDNN_MINOR\t19\r\n"
+        "#define CUDNN_PATCHLEVEL 0 /* patch */\n#define CUDNN_VERSION (CUDNN_MAJOR * 10000)\n"
+        "#define CUDNN_MAJORX 7\n#define HEX 0x10\n#define BIG 12345678901234\n";
+    CHECK(redist::header_define(text, "CUDNN_MAJOR") == 9);
+    CHECK(redist::header_define(text, "CUDNN_MINOR") == 19);
+    CHECK(redist::header_define(text, "CUDNN_PATCHLEVEL") == 0);
+    CHECK_FALSE(redist::header_define(text, "CUDNN_VERSION"));  // an expression: not evaluated
+    CHECK_FALSE(redist::header_define(text, "HEX"));
+    CHECK_FALSE(redist::header_define(text, "BIG"));  // more digits than a version has
+    CHECK_FALSE(redist::header_define(text, "MISSING"));
+    CHECK_FALSE(redist::header_define("", "CUDNN_MAJOR"));
+    CHECK_FALSE(redist::header_define("#define CUDNN_MAJOR", "CUDNN_MAJOR"));
 }
 
 TEST_CASE("the ELF reader rejects garbage and truncations without crashing") {

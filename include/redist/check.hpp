@@ -11,10 +11,12 @@
 //   runtime   libraries the installed code loads with dlopen (libcublasLt,
 //             libnvrtc) are found (warnings only);
 //   load      every installed library dlopen(RTLD_NOW)s, in dependency order,
-//             in a child process with a clean environment (a bad library
-//             must not take the caller down);
-//   version   versioned file names agree with the receipt, and the product's
-//             own version function (cudnnGetVersion, ...) returns it;
+//             in a child process with a clean environment, leading its own
+//             process group, killed whole at the timeout (a bad library must
+//             not take the caller down, nor leave a process behind);
+//   version   versioned file names and version headers (cudnn_version.h)
+//             agree with the receipt, and the product's own version function
+//             (cudnnGetVersion, ...) returns it;
 //   shadow    no other copy of an installed SONAME with another version is
 //             reachable through LD_LIBRARY_PATH or ld.so.cache;
 //   driver    the NVIDIA driver supports the installed CUDA variant; every
@@ -55,21 +57,23 @@ struct check_finding {
     std::string message;    // one line; names from the prefix are embedded raw: escape before printing
 };
 
-// How much the child processes load. The parent's ELF checks (resolve,
-// runtime, file-name versions, shadow) are the same at both depths.
+// How much runs. The parent's checks on the files (resolve, runtime,
+// file-name and header versions, shadow) are the same at both depths. The
+// driver is always the system's libcuda.so.1 and libnvidia-ml.so.1, never a
+// copy inside the prefix (whatever path leads there).
 //   full   every library dlopen(RTLD_NOW), dependencies first; the version
 //          probes; the driver's version and each GPU's compute capability
 //          (from NVML when it answers, else cuInit and the driver API).
 //          `redist check`, and `fetch --check`.
-//   quick  only what the version probes need: the probed library alone
-//          (libcudnn.so.9 is a 130 kB dispatcher), RTLD_LAZY; the driver's
-//          cuDriverGetVersion (libcuda RTLD_LAZY, never cuInit) and the GPUs
+//   quick  no installed code at all: files are read (ELF, version headers,
+//          file names); one child asks the system's driver its version
+//          (cuDriverGetVersion, libcuda RTLD_LAZY, never cuInit) and the GPUs
 //          from NVML when it answers. What the post-install check of `fetch`
-//          runs: a few tens of milliseconds and a few MiB where full maps
-//          all of cuDNN (90 MiB). It does not see what only loading
-//          everything shows: an undefined symbol, a failing constructor; nor
-//          GPU architectures where NVML is missing or CUDA_VISIBLE_DEVICES
-//          is set (the preflight before the download checks those).
+//          runs: installing must never execute what it installed. It does
+//          not see what only loading shows: an undefined symbol, a failing
+//          constructor, a version function that disagrees; nor GPU
+//          architectures where NVML is missing or CUDA_VISIBLE_DEVICES is set
+//          (the preflight before the download checks those).
 enum class check_depth : std::uint8_t { full, quick };
 
 struct driver_info;  // below
@@ -88,11 +92,10 @@ struct check_options {
     // the probe in the forked child without exec (fine in single-threaded callers).
     std::filesystem::path helper;
     std::chrono::milliseconds timeout{60000};  // the child is killed after this
-    // The driver's answer, asked before the install (driver_query below):
-    // used instead of asking again when nothing the prefix holds can change
-    // it (the same libcuda.so.1, outside the prefix; no libcuda.so.1 or
-    // libnvidia-ml.so.1 in the prefix's lib directories, which the check's
-    // loader path puts first; asked at full depth if this check is full).
+    // The driver's answer, asked before the install (driver_query below,
+    // given this prefix, so that it too shuns the prefix's copies): used
+    // instead of asking again when it asked the same libcuda.so.1 (asked at
+    // full depth if this check is full).
     // Null: the check asks the driver itself. Not owned.
     const driver_info* driver_asked = nullptr;
     // Machine files, replaceable for tests.
@@ -128,8 +131,9 @@ struct check_report {
 // bad_manifest (a corrupt receipt) | filesystem.
 result<check_report> run_checks(const check_options& options);
 
-// What the installed driver and GPUs can run, found without a prefix (for the
-// preflight before a download).
+// What the installed driver and GPUs can run (for the preflight before a
+// download). Asks the system's libcuda.so.1/libnvidia-ml.so.1, never one
+// inside options.prefix (when set), in a child with LD_LIBRARY_PATH without it.
 struct driver_info {
     std::optional<std::string> kernel_module;  // "580.65.06" from /proc/driver/nvidia/version
     std::optional<int> cuda_version;           // cuDriverGetVersion: 12040 for CUDA 12.4
@@ -150,7 +154,8 @@ driver_info detect_driver(const check_options& options, check_depth depth = chec
 // the post-install check reuses the answer (check_options::driver_asked)
 // instead of asking again after the install, where it set the quick check's
 // time (NVML answers in 20-25 ms on the H200 machine; bench/RESULTS.md).
-// With no libcuda.so.1 to ask it starts no process at all.
+// With no libcuda.so.1 to ask it starts no process at all. `options.prefix`
+// is the prefix being installed: its copies of the driver are never asked.
 class driver_query {
 public:
     driver_query(check_options options, check_depth depth);
@@ -191,6 +196,10 @@ std::string cuda_version_string(int encoded);
 // The minimum Linux driver for a CUDA major (CUDA 12: 525.60.13, 13: 580.65.06);
 // empty for unknown majors.
 std::string minimum_driver_for_cuda(int cuda_major);
+
+// The value of `#define NAME <decimal>` in C header text (the first such
+// line), or nullopt. Header text comes from archives: bounded, never evaluated.
+std::optional<long> header_define(std::string_view text, std::string_view name);
 
 // The Debian/Ubuntu package that ships a SONAME, or empty.
 std::string debian_package_hint(std::string_view soname);

@@ -72,10 +72,10 @@ def fake_nvml(out, gpus):
                      f"int nvmlDeviceGetName(void* d, char* n, unsigned len) {{\n{names}  return 0; }}\n")
 
 
-def make_release(mirror, product, label, component, version, lib_files, variant="cuda13", compress="xz"):
+def make_release(mirror, product, label, component, version, lib_files, variant="cuda13", compress="xz", extra=()):
     """Writes <mirror>/<product>/redist/redistrib_<label>.json and one archive
     laid out like NVIDIA's (<top>-archive/lib/...). lib_files: (name in lib/,
-    source path or ("symlink", target))."""
+    source path or ("symlink", target)); extra: (path under the top, bytes)."""
     top = f"{component}-linux-x86_64-{version}_{variant}-archive"
     rel = f"{component}/linux-x86_64/{top}.tar.{'xz' if compress == 'xz' else 'gz'}"
     root = os.path.join(mirror, product, "redist")
@@ -90,6 +90,10 @@ def make_release(mirror, product, label, component, version, lib_files, variant=
         ti = tarfile.TarInfo(f"{top}/LICENSE")
         ti.size = 8
         tf.addfile(ti, __import__("io").BytesIO(b"license\n"))
+        for name, data in extra:
+            ti = tarfile.TarInfo(f"{top}/{name}")
+            ti.size = len(data)
+            tf.addfile(ti, __import__("io").BytesIO(data))
         for name, src in lib_files:
             if isinstance(src, tuple):
                 ti = tarfile.TarInfo(f"{top}/lib/{name}")
@@ -113,6 +117,22 @@ def make_release(mirror, product, label, component, version, lib_files, variant=
     manifest = os.path.join(root, f"redistrib_{label}.json")
     support.save_json(manifest, doc)
     return manifest
+
+
+def cudnn_version_h(version):
+    major, minor, patch = version.split(".")[:3]
+    return ("include/cudnn_version.h",
+            f"#define CUDNN_MAJOR {major}\n#define CUDNN_MINOR {minor}\n#define CUDNN_PATCHLEVEL {patch}\n".encode())
+
+
+def marker_lib(out, soname, marker, fork_delay=None, body=""):
+    """A library whose constructor writes `marker` (installed code running);
+    with fork_delay, a forked child writes it that many seconds later."""
+    write = f'FILE* f = fopen("{marker}", "a"); if (f) {{ fprintf(f, "%d\\n", (int)getpid()); fclose(f); }}'
+    if fork_delay is not None:
+        write = f"if (fork() == 0) {{ sleep({fork_delay}); {write} _exit(0); }}"
+    return build_lib(out, soname, "#include <stdio.h>\n#include <unistd.h>\n"
+                     f"__attribute__((constructor)) static void ran(void) {{ {write} }}\n{body}")
 
 
 def versioned_lib(lib, version, soname):
@@ -351,27 +371,45 @@ class CheckFindings(unittest.TestCase):
             with open(pid_file) as f:
                 self.assertFalse(os.path.exists(f"/proc/{int(f.read())}"), "the driver child outlived the run")
 
-    def test_fetch_asks_the_driver_again_when_the_install_brings_nvml(self):
-        # The driver child loads NVML through the loader when none lies beside
-        # libcuda, and the check's loader path puts the prefix first: an
-        # install that brings libnvidia-ml.so.1 changes the answer, so the
-        # answer asked before the install is not reused.
+    def test_driver_libraries_in_the_prefix_are_never_loaded(self):
+        # An archive that brings lib/libcuda.so.1 and lib/libnvidia-ml.so.1
+        # (here: constructors that leave a marker): the check asks the
+        # system's driver, at every depth, even with
+        # the prefix on LD_LIBRARY_PATH, and never loads the prefix's copies.
         driver = os.path.join(self.dir, "driver")
         os.makedirs(driver)
         log = os.path.join(self.dir, "asked.log")
         fake_libcuda(os.path.join(driver, "libcuda.so.1"), 13000, log)
-        nvml = fake_nvml(os.path.join(self.libs, "libnvidia-ml.so.1"), [(6, 1, "Fake Pascal")])
+        fake_nvml(os.path.join(driver, "libnvidia-ml.so.1"), [(9, 0, "Fake H200")])
+        marker = os.path.join(self.dir, "prefix-driver-ran")
+        bad_cuda = marker_lib(os.path.join(self.libs, "libcuda.so.1"), "libcuda.so.1", marker,
+                              body="int cuDriverGetVersion(int* v) { *v = 12040; return 0; }\n")
+        bad_nvml = marker_lib(os.path.join(self.libs, "libnvidia-ml.so.1"), "libnvidia-ml.so.1", marker,
+                              body="int nvmlInit_v2(void) { return 0; }\n")
+        # A library that needs libcuda.so.1 by name: loaded with the system's.
+        user = build_lib(os.path.join(self.libs, "libuser.so"), "libuser.so.1", "int cuDriverGetVersion(int*);\n"
+                         "int user(void) { int v; return cuDriverGetVersion(&v); }\n", link=[bad_cuda])
         lib = fake_cudnn(os.path.join(self.libs, "libcudnn.so"), 91900)
         manifest = make_release(self.mirror, "cudnn", "9.19.0", "cudnn", "9.19.0",
-                                versioned_lib(lib, "9.19.0", "libcudnn.so.9") + [("libnvidia-ml.so.1", nvml)])
+                                versioned_lib(lib, "9.19.0", "libcudnn.so.9") + versioned_lib(user, "9.19.0", "libuser.so.1")
+                                + [("libcuda.so.1", bad_cuda), ("libnvidia-ml.so.1", bad_nvml)])
         prefix = os.path.join(self.dir, "prefix")
-        env = {"LD_LIBRARY_PATH": driver, "CUDA_VISIBLE_DEVICES": None}
-        res = self.install(manifest, prefix, "--check", env=env, check=EXIT_CHECK_FAILED)
-        expected = ("FAIL gpu: GPU 0 (Fake Pascal) has compute capability 6.1; cudnn 9.19.0 for CUDA 13 supports 7.5 "
-                    "and newer (CUDA 13.0 release notes: Turing (7.5) and newer)\n")
-        self.assertIn(expected, res.stderr)
-        self.assertEqual(times_asked(log), 2)  # the preflight, then the check again
-        self.assertIn(expected, self.check(prefix, env=env, check=EXIT_CHECK_FAILED).stdout)
+        env = {"LD_LIBRARY_PATH": f"{prefix}/lib:{driver}", "CUDA_VISIBLE_DEVICES": None}
+        res = self.install(manifest, prefix, env=env, check=0)
+        self.assertIn("libraries resolve (quick", res.stdout)
+        self.assertEqual(times_asked(log), 1)  # asked once, of the system's driver, and reused
+        res = self.install(manifest, prefix, "--force", "--check", env=env, check=0)
+        self.assertIn("resolve and load", res.stdout)
+        for depth in ("--quick", "--component=cudnn"):
+            res = self.check(prefix, depth, env=env, check=0)
+            self.assertIn(f"supports CUDA 13.0 ({driver}/libcuda.so.1)", res.stdout)
+            self.assertNotIn("Pascal", res.stdout)
+        self.assertFalse(os.path.exists(marker), "the check loaded a driver library from the prefix")
+        # Without a system driver the library that needs libcuda.so.1 is not loaded at all.
+        res = self.check(prefix, env={"LD_LIBRARY_PATH": f"{prefix}/lib"}, check=0)
+        self.assertIn("WARN load: lib/libuser.so.9.19.0 is not loaded: it needs libcuda.so.1, and the check never "
+                      "loads the driver's libraries from the prefix (the system has none)", res.stdout)
+        self.assertFalse(os.path.exists(marker), "the check loaded a driver library from the prefix")
 
     def test_no_driver_is_a_warning(self):
         prefix = os.path.join(self.dir, "prefix")
@@ -402,28 +440,34 @@ class CheckFindings(unittest.TestCase):
 
     def test_post_install_quick_check_keeps_its_findings(self):
         # What the quick post-install check promises (docs/check.md): the
-        # version probe, shadowing copies and the driver's version, each found
-        # without loading the libraries.
+        # version the headers state, shadowing copies and the driver's
+        # version, each found by reading files, running nothing installed.
         lib = fake_cudnn(os.path.join(self.libs, "libcudnn.so"), 91900)
-        manifest = make_release(self.mirror, "cudnn", "9.22.0", "cudnn", "9.22.0", versioned_lib(lib, "9.22.0", "libcudnn.so.9"))
+        manifest = make_release(self.mirror, "cudnn", "9.22.0", "cudnn", "9.22.0", versioned_lib(lib, "9.22.0", "libcudnn.so.9"),
+                                extra=[cudnn_version_h("9.19.0")])
         prefix = os.path.join(self.dir, "prefix")
         res = self.install(manifest, prefix)
-        self.assertIn("warning: 1 post-install checks failed, first: version: lib/libcudnn.so.9.22.0: cudnnGetVersion() "
-                      "= 91900 (9.19.0), but the receipt says cudnn 9.22.0", res.stderr)
+        self.assertIn("warning: 1 post-install checks failed, first: version: include/cudnn_version.h says 9.19.0, but "
+                      "the receipt says cudnn 9.22.0", res.stderr)
         prefix = os.path.join(self.dir, "good")
-        res = self.install(self.good_cudnn_release(), prefix, "--json")
+        good = make_release(self.mirror, "cudnn", "9.19.0", "cudnn", "9.19.0", versioned_lib(lib, "9.19.0", "libcudnn.so.9"),
+                            extra=[cudnn_version_h("9.19.0")])
+        res = self.install(good, prefix, "--json")
         doc = json.loads(res.stdout)["check"]
         self.assertTrue(doc["ok"], doc)
         self.assertEqual((doc["depth"], doc["loaded"]), ("quick", 0))
-        self.assertIn("cudnnGetVersion() = 91900 (9.19.0): matches cudnn 9.19.0", json.dumps(doc["findings"]))
-        # The same depth through `redist check --quick`.
+        self.assertIn("include/cudnn_version.h says 9.19.0: matches cudnn 9.19.0", json.dumps(doc["findings"]))
+        self.assertNotIn("cudnnGetVersion", json.dumps(doc["findings"]))  # nothing installed was called
+        # The same depth through `redist check --quick`; a shadowing copy's
+        # version comes from its file name.
         other = os.path.join(self.dir, "other")
         os.makedirs(other)
-        fake_cudnn(os.path.join(other, "libcudnn.so.9"), 91002)
+        fake_cudnn(os.path.join(other, "libcudnn.so.9.10.2"), 91002)
+        os.symlink("libcudnn.so.9.10.2", os.path.join(other, "libcudnn.so.9"))
         res = self.check(prefix, "--quick", env={"LD_LIBRARY_PATH": other}, check=EXIT_CHECK_FAILED)
         self.assertIn(f"FAIL shadow: libcudnn.so.9: another copy (version 9.10.2) at {other}/libcudnn.so.9 through "
                       "LD_LIBRARY_PATH", res.stdout)
-        self.assertIn("(quick: only the version probes loaded)", res.stdout)
+        self.assertIn("(quick: nothing loaded)", res.stdout)
         driver = os.path.join(self.dir, "driver")
         os.makedirs(driver)
         fake_libcuda(os.path.join(driver, "libcuda.so.1"), 12040)
@@ -439,6 +483,78 @@ class CheckFindings(unittest.TestCase):
         helptext = " ".join(support.run_tool("redist", "fetch", "--help", check=0).stdout.split())
         self.assertIn("Without it a quick check runs and only warns", helptext)
         self.assertIn("Run the full `redist check` after installing", helptext)
+
+    def test_installing_runs_no_installed_code(self):
+        # libcudnn.so.9 and libcudart.so.13 whose constructors leave a marker
+        # (one at once, one from a forked child a second later): a plain
+        # fetch, --quiet, --json and cudnn-fetch read the files and never load them.
+        marker = os.path.join(self.dir, "ran")
+        cudnn = marker_lib(os.path.join(self.libs, "libcudnn.so"), "libcudnn.so.9", marker,
+                           body="#include <stddef.h>\nsize_t cudnnGetVersion(void) { return 91900; }\n")
+        cudart = marker_lib(os.path.join(self.libs, "libcudart.so"), "libcudart.so.13", marker, fork_delay=1,
+                            body="int cudaRuntimeGetVersion(int* v) { *v = 13000; return 0; }\n")
+        manifest = make_release(self.mirror, "cudnn", "9.19.0", "cudnn", "9.19.0",
+                                versioned_lib(cudnn, "9.19.0", "libcudnn.so.9") +
+                                versioned_lib(cudart, "9.19.0", "libcudart.so.13"), extra=[cudnn_version_h("9.19.0")])
+        for i, extra in enumerate([(), ("--quiet",), ("--json",)]):
+            self.install(manifest, os.path.join(self.dir, f"p{i}"), *extra, check=0)
+        self.install(manifest, os.path.join(self.dir, "p3"), tool="cudnn-fetch", check=0)
+        time.sleep(2)  # the forked child's delay, had anything run it
+        self.assertFalse(os.path.exists(marker), "installing ran a constructor from the archive")
+        # `redist check` (and fetch --check) load them, as their help says.
+        helptext = " ".join(support.run_tool("redist", "check", "--help", check=0).stdout.split())
+        self.assertIn("runs code from the installed libraries", helptext)
+        self.check(os.path.join(self.dir, "p0"), check=None)
+        self.assertTrue(os.path.exists(marker))
+
+    def test_check_timeout_kills_the_whole_process_group(self):
+        # A constructor that forks a child (which writes a marker 3 s later)
+        # and then hangs: at the timeout the loader's whole process group is
+        # killed, the grandchild with it.
+        marker = os.path.join(self.dir, "grandchild-ran")
+        pid_file = os.path.join(self.dir, "grandchild.pid")
+        hang = build_lib(os.path.join(self.libs, "libhang.so"), "libhang.so.1",
+                         "#include <stdio.h>\n#include <unistd.h>\n"
+                         "__attribute__((constructor)) static void ran(void) {\n"
+                         "  pid_t c = fork();\n"
+                         f'  if (c == 0) {{ sleep(3); FILE* f = fopen("{marker}", "w"); if (f) fclose(f); _exit(0); }}\n'
+                         f'  FILE* f = fopen("{pid_file}", "w"); if (f) {{ fprintf(f, "%d", (int)c); fclose(f); }}\n'
+                         "  sleep(120);\n}\n")
+        manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(hang, "1.0.0", "libhang.so.1"))
+        prefix = os.path.join(self.dir, "prefix")
+        self.install(manifest, prefix, check=0)  # nothing loaded: no hang, no fork
+        self.assertFalse(os.path.exists(pid_file))
+        started = time.monotonic()
+        res = self.check(prefix, "--timeout", "1", check=EXIT_CHECK_FAILED)
+        self.assertLess(time.monotonic() - started, 30)
+        self.assertIn("FAIL load: dlopen(lib/libhang.so.1.0.0): the check process timed out and was killed", res.stdout)
+        with open(pid_file) as f:
+            grandchild = int(f.read())
+        time.sleep(4)
+        self.assertFalse(os.path.exists(marker), "the check left a process of the library behind")
+        self.assertFalse(os.path.exists(f"/proc/{grandchild}/cmdline") and
+                         open(f"/proc/{grandchild}/cmdline").read() != "", "the grandchild is still running")
+
+    def test_runpath_naming_a_fifo_does_not_hang_the_check(self):
+        # RUNPATH points at a directory where the needed library's name is a
+        # FIFO: a blocking open would wait for a writer forever.
+        fifo_dir = os.path.join(self.dir, "fifo")
+        os.makedirs(fifo_dir)
+        dep = build_lib(os.path.join(self.libs, "libdep.so.1"), "libdep.so.1", "int dep(void) { return 0; }\n")
+        user = build_lib(os.path.join(self.libs, "libuser.so"), "libuser.so.1",
+                         "int dep(void);\nint user(void) { return dep(); }\n",
+                         link=[dep, f"-Wl,-rpath,{fifo_dir}", "-Wl,--enable-new-dtags"])
+        os.mkfifo(os.path.join(fifo_dir, "libdep.so.1"))
+        manifest = make_release(self.mirror, "demo", "1.0.0", "demo", "1.0.0", versioned_lib(user, "1.0.0", "libuser.so.1"))
+        prefix = os.path.join(self.dir, "prefix")
+        res = support.run_tool("redist", "fetch", "--manifest", manifest, "--prefix", prefix, "--platform",
+                               "linux-x86_64", "--cuda", "13", "--no-cache", env=env_without_loader_path(), check=0,
+                               timeout=60)
+        self.assertIn("warning: 1 post-install checks failed, first: resolve: lib/libuser.so.1.0.0 needs libdep.so.1: "
+                      "not found", res.stderr)
+        res = support.run_tool("redist", "check", "--quick", "--prefix", prefix, env=env_without_loader_path(),
+                               check=EXIT_CHECK_FAILED, timeout=60)
+        self.assertIn("FAIL resolve: lib/libuser.so.1.0.0 needs libdep.so.1: not found", res.stdout)
 
     def test_symbol_version_missing_from_an_older_dependency(self):
         # Built against a libdep that defines DEP_2.0; the machine has an older
@@ -543,13 +659,13 @@ class RealCudnn(unittest.TestCase):
         res = support.run_tool("redist", "check", "--prefix", prefix, env={"LD_LIBRARY_PATH": None}, check=0)
         self.assertIn("ok   version: cudnnGetVersion() = 91900 (9.19.0): matches cudnn 9.19.0.1", res.stdout)
         self.assertIn("8 libraries (8 loaded): 0 failed", res.stdout)
-        # The post-install depth on the same tree: the probe alone is loaded.
+        # The post-install depth on the same tree: nothing is loaded.
         res = support.run_tool("redist", "check", "--quick", "--json", "--prefix", prefix,
                                env={"LD_LIBRARY_PATH": None}, check=0)
         doc = json.loads(res.stdout)
         self.assertTrue(doc["ok"], doc)
         self.assertEqual((doc["depth"], doc["libraries"], doc["loaded"]), ("quick", 8, 0))
-        self.assertIn("cudnnGetVersion() = 91900 (9.19.0): matches cudnn 9.19.0.1", json.dumps(doc["findings"]))
+        self.assertNotIn("cudnnGetVersion", json.dumps(doc["findings"]))
 
 
 if __name__ == "__main__":

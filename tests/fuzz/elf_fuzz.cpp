@@ -1,12 +1,15 @@
 // libFuzzer target for the readers `redist check` feeds with files from
 // archives and the machine: the ELF reader (libelf underneath, our bounds on
-// top) and the ld.so.cache parser. Every input goes to both; each rejects
-// the other's format at its magic, so the corpus can mix them.
+// top), the ld.so.cache parser, and header_define (the post-install check
+// reads versions from headers such as cudnn_version.h). Every input goes to
+// all three; the binary readers reject each other's format at its magic, so
+// the corpus can mix them.
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
 
 #include "../../lib/elf.hpp"
+#include "redist/check.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view bytes(reinterpret_cast<const char*>(data), size);
@@ -24,5 +27,6 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         if (cache.ok())
             for (const auto& e : *cache) (void)(e.soname.size() + e.path.size());
     }
+    for (const char* name : {"CUDNN_MAJOR", "CUDART_VERSION", ""}) (void)redist::header_define(bytes, name);
     return 0;
 }

@@ -122,8 +122,8 @@ int cmd_check(const check_args& args) {
         std::printf(
             "%s: %zu components, %zu ELF files, %zu libraries (%s): %zu failed, %zu warnings in %.2f s: %s\n",
             redist::escape_for_display(args.prefix).c_str(), report->components, report->elf_files, report->libraries,
-            quick ? "quick: only the version probes loaded" : (std::to_string(report->loaded) + " loaded").c_str(),
-            failures, warnings, report->seconds,
+            quick ? "quick: nothing loaded" : (std::to_string(report->loaded) + " loaded").c_str(), failures, warnings,
+            report->seconds,
             failed ? (failures ? "CHECK FAILED" : "CHECK FAILED (--strict: warnings fail)") : "all checks passed");
     }
     return failed ? redist::exit_code_for(redist::error_code::check_failed) : 0;
@@ -145,11 +145,12 @@ void add_check_command(CLI::App& app, command_runner& selected) {
     cmd->add_flag("--strict", args->strict, "Warnings fail too (exit 11)");
     cmd->add_flag("--quiet,-q", args->quiet, "Print only warnings, failures and the summary");
     cmd->add_flag("--quick", args->quick,
-                  "The post-install check of fetch: nothing is loaded but the version probes (RTLD_LAZY) and the "
-                  "driver's version (no cuInit; GPUs from NVML where it answers); misses undefined symbols and failing "
-                  "constructors");
+                  "The post-install check of fetch: reads files only (ELF, version headers, file names) and asks the "
+                  "system's driver its version (no cuInit; GPUs from NVML where it answers); runs no installed code, "
+                  "so misses undefined symbols and failing constructors");
     cmd->add_option("--timeout", args->timeout,
-                    "Seconds the checking child process may take (default 60; 300 with --gpu)")
+                    "Seconds the checking child processes may take (default 60; 300 with --gpu); then each one's "
+                    "whole process group is killed")
         ->type_name("S");
     cmd->footer(
         "\nChecks: every installed ELF file's DT_NEEDED resolves, with the symbol versions it needs (RPATH, the\n"
@@ -159,8 +160,12 @@ void add_check_command(CLI::App& app, command_runner& selected) {
         "of an installed SONAME shadows it through LD_LIBRARY_PATH or ld.so.cache; the driver supports the\n"
         "installed CUDA variant and every GPU's compute capability is supported. No driver is a warning. Exits 11\n"
         "when a check fails.\n"
-        "--quick is what fetch runs after every install: the same checks without loading the libraries (only\n"
-        "the version probe's library, RTLD_LAZY, and the driver's version without cuInit; see docs/check.md).\n"
+        "Without --quick this runs code from the installed libraries: their constructors and version functions\n"
+        "run in child processes (a process group each, with a clean environment, killed whole at the timeout).\n"
+        "The driver (libcuda.so.1, libnvidia-ml.so.1) is always the system's, never a copy in the prefix.\n"
+        "--quick is what fetch runs after every install: it reads files only (ELF headers, version headers\n"
+        "such as cudnn_version.h, file names) and asks the system's driver its version without cuInit; nothing\n"
+        "installed is loaded (see docs/check.md).\n"
         "GPUs and their compute capabilities come from NVML (libnvidia-ml.so.1), which takes ~20 ms where\n"
         "cuInit takes ~250 ms; with CUDA_VISIBLE_DEVICES set, or without NVML, the full check asks CUDA.\n\n" +
         std::string(exit_code_help));

@@ -192,9 +192,12 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
     app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
     app.add_flag("--quiet,-q", options.quiet, "Print only errors");
     app.add_flag("--check", options.check,
-                 "Run the full `redist check` after installing (every library loaded, RTLD_NOW) and fail (exit 11) "
-                 "when a check fails. Without it a quick check runs and only warns: DT_NEEDED and symbol-version "
-                 "resolution, versions, shadowing copies, the driver's version; it loads only the version probes");
+                 "Run the full `redist check` after installing and fail (exit 11) when a check fails: it runs code "
+                 "from the installed libraries (every one loaded, RTLD_NOW, in child processes whose process groups "
+                 "are killed whole at the timeout; the driver is always the system's). Without it a quick check "
+                 "runs and only warns: it reads files only (DT_NEEDED and symbol-version resolution, versions from "
+                 "file names and headers, shadowing copies) and asks the system's driver its version; nothing "
+                 "installed is run");
     app.add_flag("--no-check", options.no_check, "Skip the post-install checks (see `redist check`)");
 }
 

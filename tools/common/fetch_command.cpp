@@ -339,9 +339,10 @@ std::optional<redist::check_report> post_install_check(const fetch_options& opti
     // matched) must stay a few milliseconds. An explicit --check still checks
     // the unchanged components.
     auto o = default_check_options(options.prefix);
-    // After every install, the quick depth (ELF resolution, versions,
-    // shadowing, the driver's version: tens of milliseconds, nothing big
-    // mapped); --check asks for everything `redist check` does.
+    // After every install, the quick depth: it reads files only (ELF
+    // resolution, versions from file names and headers, shadowing) and asks
+    // the system's driver; nothing installed is loaded or run. --check asks
+    // for everything `redist check` does, loading the libraries in children.
     o.depth = options.check ? redist::check_depth::full : redist::check_depth::quick;
     for (const auto& c : report.components)
         if (!c.unchanged || options.check) o.components.push_back(c.component);
@@ -398,10 +399,12 @@ int run_fetch(const fetch_options& options) {
     // with a real GPU): the preflight reads the answer before the download,
     // and the post-install check reuses it rather than asking after the
     // install, where the answer set the check's time. The preflight judges
-    // GPUs even where only cuInit lists them, so it asks at full depth.
+    // GPUs even where only cuInit lists them, so it asks at full depth. It
+    // loads the system's libcuda and NVML, never the prefix's (which it is
+    // told, so that no path into it is taken: find_system_driver).
     std::optional<redist::driver_query> driver_query;
     if (!options.quiet || !options.no_check)
-        driver_query.emplace(default_check_options({}),
+        driver_query.emplace(default_check_options(options.prefix),
                              options.quiet && !options.check ? redist::check_depth::quick : redist::check_depth::full);
     auto planned = options.locked.empty() ? plan_from_manifest(options, chatty) : plan_from_lock(options, chatty);
     if (!planned.ok()) return report_error(planned.error_value());
