@@ -495,17 +495,14 @@ public:
 
     result<std::vector<unpacked_entry>> download_archive(artifact_stream& stream, stage_sink& sink) {
         const bool split = split_download();
-        // A cache that cannot hold the archive is bypassed with a warning: the
-        // install goes on (the tee is dropped, the spool moves beside the stage).
-        // `this` outlives the stream that may call it.
+        // A cache that cannot hold a split download is bypassed with a warning:
+        // the spool moves beside the stage. (A single stream's tee that fails
+        // is dropped quietly: tee_complete() then keeps it out of the cache.)
         const auto bypass = [this](const error& why) {
             spooled_in_cache_ = false;
             if (request_.observer) request_.observer->on_cache_bypass({a_.component, why});
         };
-        if (cache_ && !split) {
-            stream.set_tee(cache_->partial_path(a_.sha256));
-            stream.set_on_tee_dropped(bypass);
-        }
+        if (cache_ && !split) stream.set_tee(cache_->partial_path(a_.sha256));
         REDIST_TRY_VOID(stream.resume_or_restart());  // split: the downloader resumes from its spool instead
         const segment_options segments = split_options();
         spool_location spool;

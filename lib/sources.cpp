@@ -389,11 +389,7 @@ void artifact_stream::flush_tee() noexcept {
 void artifact_stream::write_tee(const std::byte* data, std::size_t size) noexcept {
     // Disk full (often because of what we are unpacking): the cache copy is
     // given up, not the download -- the hash must still decide about these bytes.
-    if (!tee_) return;
-    auto written = write_all(tee_.get(), data, size, tee_path_);
-    if (written.ok()) return;
-    drop_tee();
-    if (on_tee_dropped_) on_tee_dropped_(written.error_value());
+    if (tee_ && !write_all(tee_.get(), data, size, tee_path_).ok()) drop_tee();
 }
 
 result<void> artifact_stream::restart() {

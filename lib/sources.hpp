@@ -193,10 +193,6 @@ public:
     // Called with the bytes received so far: after each response's headers,
     // then at most every 200 ms while the body streams.
     void set_progress(std::function<void(std::uint64_t)> progress) { progress_ = std::move(progress); }
-    // Told why when a failed write gives the tee up (disk full: the download
-    // goes on, the archive is not cached). Called from the hash worker's
-    // thread or the caller's; must be thread-safe.
-    void set_on_tee_dropped(std::function<void(const error&)> told) { on_tee_dropped_ = std::move(told); }
     // Checked before each attempt and between chunks: set, the transfer stops (cancelled).
     void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
 
@@ -303,7 +299,6 @@ private:
     bool changed_ = false;      // the last response said the file changed under us
     bool paused_mid_download_ = false;
     std::function<void(std::uint64_t)> progress_;
-    std::function<void(const error&)> on_tee_dropped_;
     const std::atomic<bool>* cancel_ = nullptr;
 
     // Hashing and the tee on a thread of their own (see sources.cpp). Every

@@ -148,9 +148,9 @@ struct source_change_event {
     std::string to_url;     // sanitized
     error reason;           // why from_url was given up
 };
-// The cache cannot hold an archive (no room, or a write to it failed): the
-// download goes on without it (a large one spooled in the prefix's staging
-// directory instead of the cache's .part) and the archive is not cached.
+// The cache cannot hold a split download (too little room, or a write to its
+// .part failed with ENOSPC/EDQUOT): it goes on spooled in the prefix's
+// staging directory instead, and the archive is not cached.
 struct cache_bypass_event {
     std::string component;
     error reason;  // why the cache was given up
