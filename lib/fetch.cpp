@@ -495,12 +495,20 @@ public:
 
     result<std::vector<unpacked_entry>> download_archive(artifact_stream& stream, stage_sink& sink) {
         const bool split = split_download();
+        // A cache that cannot hold a split download is bypassed with a warning:
+        // the spool moves beside the stage. (A single stream's tee that fails
+        // is dropped quietly: tee_complete() then keeps it out of the cache.)
+        const auto bypass = [this](const error& why) {
+            spooled_in_cache_ = false;
+            if (request_.observer) request_.observer->on_cache_bypass({a_.component, why});
+        };
         if (cache_ && !split) stream.set_tee(cache_->partial_path(a_.sha256));
         REDIST_TRY_VOID(stream.resume_or_restart());  // split: the downloader resumes from its spool instead
         const segment_options segments = split_options();
         spool_location spool;
         if (cache_) spool.part_file = cache_->partial_path(a_.sha256);
-        else spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory, ours
+        spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory, ours
+        spool.on_fallback = bypass;
         source_run run{retry_policy(request_.sources)};
         run.observer = request_.observer;
         run.component = a_.component;
@@ -528,7 +536,8 @@ public:
         // The archive is verified: keep it even if unpacking fails (disk full,
         // unsafe entry...), so that a retry needs no download.
         if (request_.budget) request_.budget->mark("downloaded");
-        if (cache_ && (split || stream.tee_complete())) REDIST_TRY_VOID(cache_->publish(a_.sha256));
+        if (cache_ && ((split && spooled_in_cache_) || stream.tee_complete()))
+            REDIST_TRY_VOID(cache_->publish(a_.sha256));
         auto entries = sink.finish();
         if (request_.budget) request_.budget->mark("unpacked");
         return entries;
@@ -599,6 +608,7 @@ private:
     std::atomic<bool>& abort_all_;
     job_result& out_;
     std::vector<std::string> urls_;
+    std::atomic<bool> spooled_in_cache_{true};  // false once the cache was bypassed (on_cache_bypass)
 };
 
 // Downloads one artifact (cache, then mirrors, then the base URL, with

@@ -167,6 +167,41 @@ class Reuse(CacheCase):
         self.assertFalse(os.path.exists(self.part))
         self.assertEqual(support.sha256_file(self.blob), self.sha256)
 
+    def test_part_file_with_wrong_bytes_is_dropped_and_downloaded_again(self):
+        # A .part of the right length prefix whose bytes are wrong (a disk
+        # error, another user of a shared cache): the source serves the right
+        # bytes, so the mismatch is the .part's. It is dropped and the archive
+        # comes again from byte 0, in the same run: exit 0, not an integrity
+        # failure blamed on the URL.
+        half = self.size // 2
+        os.makedirs(os.path.dirname(self.part))
+        with open(support.artifact_path("cudnn", self.rel), "rb") as src, open(self.part, "wb") as dst:
+            good = src.read(half)
+            dst.write(good[:1000] + bytes([good[1000] ^ 0xFF]) + good[1001:])
+        mark = support.access_log_mark()
+        res = self.fetch("a", "--json")
+        self.assert_tree("a", res)
+        requests = self.artifact_requests(mark)
+        self.assertEqual([(r["range"], r["status"]) for r in requests], [(f"bytes={half}-", "206"), ("", "200")],
+                         requests)
+        self.assertEqual(int(requests[1]["body_bytes_sent"]), self.size)
+        self.assertFalse(os.path.exists(self.part))
+        self.assertEqual(support.sha256_file(self.blob), self.sha256)
+        self.assert_no_unverified_blob()
+
+    def test_complete_part_file_with_wrong_bytes_is_downloaded_again(self):
+        # As above, with the whole length: no request resumes it, the hash
+        # refuses it, and one full download follows.
+        os.makedirs(os.path.dirname(self.part))
+        with open(self.part, "wb") as dst:
+            dst.write(b"\0" * self.size)
+        mark = support.access_log_mark()
+        res = self.fetch("a", "--json")
+        self.assert_tree("a", res)
+        requests = self.artifact_requests(mark)
+        self.assertEqual([(r["range"], r["status"]) for r in requests], [("", "200")], requests)
+        self.assertEqual(support.sha256_file(self.blob), self.sha256)
+
     def test_part_file_left_by_a_killed_process_is_resumed(self):
         mark = support.access_log_mark()
         tool = support.BackgroundTool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "a"), self.base,
