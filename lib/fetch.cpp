@@ -628,8 +628,10 @@ result<install_report> install(const install_request& request) {
     REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, [&] {
                    if (request.observer) request.observer->on_lock_wait({request.prefix});
                }));
-    REDIST_TRY(const std::vector<receipt> receipts, read_receipts(lock.prefix()));
-    REDIST_TRY(staged_install staged, stage_install(request, lock, receipts, {}));
+    // A receipt that cannot be read blocks only its own component: fetching
+    // that one again replaces it (commit_stages), the others go on.
+    REDIST_TRY(const receipt_scan scan, scan_receipts(lock.prefix()));
+    REDIST_TRY(staged_install staged, stage_install(request, lock, scan.receipts, {}));
     if (!staged.staged.empty()) {
         notify_components(request, staged.report, fetch_stage::committing);
         debug_pause("before-commit");
