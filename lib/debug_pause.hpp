@@ -22,4 +22,14 @@ inline void debug_pause(const char* point) {
     std::this_thread::sleep_for(std::chrono::seconds(120));
 }
 
+// REDIST_DEBUG_FAIL=<point> makes the step at that point fail as if the disk
+// were full (ENOSPC), so that a test can check what a failed commit leaves.
+// Points: journal-write (writing the commit journal), commit-mkdir (the
+// commit's first new directory), mid-commit (the rename half-way through the
+// moves, after others were done). Unset: costs one getenv.
+inline bool debug_fail(const char* point) {
+    static const char* const wanted = std::getenv("REDIST_DEBUG_FAIL");
+    return wanted && std::strcmp(wanted, point) == 0;
+}
+
 }  // namespace redist

@@ -638,12 +638,14 @@ result<install_report> install(const install_request& request) {
     REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, [&] {
                    if (request.observer) request.observer->on_lock_wait({request.prefix});
                }));
-    REDIST_TRY(const std::vector<receipt> receipts, read_receipts(lock.prefix()));
+    // A receipt that cannot be read blocks only its own component: fetching
+    // that one again replaces it (commit_stages), the others go on.
+    REDIST_TRY(const receipt_scan scan, scan_receipts(lock.prefix()));
     // The same free-space preflight as install_all (lib/sync.cpp): one estimate of what unpacking needs.
     const product_install product{request.product, request.release_label, request.artifact_base_url, request.artifacts,
                                   request.component_versions};
-    REDIST_TRY_VOID(space_preflight(request.prefix, {product}, request, receipts, {}));
-    REDIST_TRY(staged_install staged, stage_install(request, lock, receipts, {}));
+    REDIST_TRY_VOID(space_preflight(request.prefix, {product}, request, scan.receipts, {}));
+    REDIST_TRY(staged_install staged, stage_install(request, lock, scan.receipts, {}));
     if (!staged.staged.empty()) {
         notify_components(request, staged.report, fetch_stage::committing);
         debug_pause("before-commit");

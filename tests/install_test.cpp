@@ -11,7 +11,10 @@
 #include <sstream>
 
 #include "../lib/commit_plan.hpp"
+#include "../lib/safe_path.hpp"
 #include "redist/install.hpp"
+#include "redist/json_writer.hpp"
+#include "redist/printable.hpp"
 #include "redist/verify.hpp"
 #include "support.hpp"
 
@@ -314,6 +317,14 @@ public:
         if (it == stage_modes.end()) return std::nullopt;
         return it->second;
     }
+    // Every existing directory is on file system 1 unless `devices` says otherwise.
+    std::map<std::string, std::uint64_t> devices;
+    std::optional<std::uint64_t> device_of(const std::string& relative) const override {
+        const auto it = devices.find(relative);
+        if (it != devices.end()) return it->second;
+        if (relative.empty() || relative == ".redist/staging" || type_of(relative) != node::missing) return 1;
+        return std::nullopt;
+    }
 };
 
 receipt make_receipt(const std::string& product, const std::string& component,
@@ -352,6 +363,27 @@ TEST_CASE("plan_commit: moves, parents first, receipts last") {
     auto first = plan_commit(prefix, {}, {{".redist/staging/b.1", &other}}, false);
     REQUIRE(first.ok());
     CHECK(first->mkdirs.back().path == ".redist/receipts/newproduct");
+}
+
+TEST_CASE("plan_commit: a move onto another file system is refused before any journal") {
+    fake_prefix prefix;
+    prefix.nodes["lib"] = prefix_view::node::directory;
+    prefix.nodes["lib/mnt"] = prefix_view::node::directory;
+    prefix.devices["lib/mnt"] = 2;  // a mount point inside the prefix
+    const receipt r = make_receipt("demo", "a", {{"lib/a.so", "a"}, {"lib/mnt/sub/b.so", "b"}});
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error_value().code == error_code::filesystem);
+    CHECK(plan.error_value().path == "lib/mnt");  // the nearest existing directory of lib/mnt/sub/b.so
+    CHECK(plan.error_value().message.find("file system") != std::string::npos);
+    // On one file system the same plan goes through.
+    prefix.devices.clear();
+    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false).ok());
+    // A receipt directory on another file system is refused the same way.
+    prefix.devices[".redist/receipts/demo"] = 3;
+    auto receipts = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE_FALSE(receipts.ok());
+    CHECK(receipts.error_value().path == ".redist/receipts/demo");
 }
 
 TEST_CASE("plan_commit: an existing directory is never re-created or chmod'ed") {
@@ -814,4 +846,112 @@ TEST_CASE("commit_stages_removing: one transaction installs one component and re
     auto missing = commit_stages_removing(*lock, {}, {{"demo", "b"}});
     REQUIRE_FALSE(missing.ok());
     CHECK(missing.error_value().code == error_code::not_found);
+}
+
+TEST_CASE("a path that is not UTF-8 is never staged, and JSON output is always UTF-8") {
+    CHECK(relative_path_problem("lib/caf\xe9.so") != nullptr);
+    CHECK(relative_path_problem("lib/caf\xc3\xa9.so") == nullptr);  // UTF-8 is fine
+    fake_prefix prefix;
+    const receipt r = make_receipt("demo", "a", {{"lib/caf\xe9.so", "a"}});
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error_value().code == error_code::unsafe_archive);
+
+    // Whatever a string holds, the writer emits JSON that reads back.
+    receipt odd = make_receipt("demo", "a", {{"lib/a.so", "a"}});
+    odd.url = "file:///caf\xe9/\xff\xc3(\xed\xa0\x80.tar.xz";
+    odd.exclude = {"lib/\x80*"};
+    const std::string json = receipt_to_json(odd);
+    CHECK(valid_utf8(json));
+    auto back = receipt_from_json(json, "r.json");
+    REQUIRE(back.ok());
+    CHECK(back->url == "file:///caf\xef\xbf\xbd/\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd.tar.xz");
+    CHECK(json_escape("a\xc3\xa9\"") == "a\xc3\xa9\\\"");
+}
+
+TEST_CASE("a receipt that cannot be read blocks only its own component") {
+    const fs::path prefix = scratch("unreadable") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    {
+        std::vector<staged_component> both;
+        both.push_back(make_staged(*lock, "a", {{"include/a.h", "a"}}));
+        both.push_back(make_staged(*lock, "b", {{"include/b.h", "b"}}));
+        REQUIRE(commit_stages(*lock, std::move(both)).ok());
+    }
+    const fs::path bad = prefix / ".redist/receipts/demo/a.json";
+    write(bad, "{\"schema\": 1, \"product\": \"demo\", \"component\": \"a\", \"url\": \"\xe9\"}");
+
+    // Everything that reads them all refuses, naming the receipt and the repair.
+    auto all = read_receipts(prefix);
+    REQUIRE_FALSE(all.ok());
+    CHECK(all.error_value().code == error_code::bad_manifest);
+    CHECK(all.error_value().describe().find(bad.string()) != std::string::npos);
+    CHECK(all.error_value().message.find("fetch it again") != std::string::npos);
+
+    auto scan = scan_receipts(prefix);
+    REQUIRE(scan.ok());
+    REQUIRE(scan->receipts.size() == 1);
+    CHECK(scan->receipts[0].component == "b");
+    REQUIRE(scan->unreadable.size() == 1);
+    CHECK(scan->unreadable[0].component == "a");
+    CHECK(scan->unreadable[0].rel_path == ".redist/receipts/demo/a.json");
+
+    // verify checks the others and reports the unreadable one.
+    auto report = verify_prefix(prefix);
+    REQUIRE(report.ok());
+    CHECK(report->components == 1);
+    CHECK(report->problems.empty());
+    REQUIRE(report->unreadable.size() == 1);
+    CHECK(report->unreadable[0].why.describe().find(bad.string()) != std::string::npos);
+
+    // Another component installs, upgrades and goes; this one is refused.
+    std::vector<staged_component> c;
+    c.push_back(make_staged(*lock, "c", {{"include/c.h", "c"}}));
+    REQUIRE(commit_stages(*lock, std::move(c)).ok());
+    CHECK(slurp(prefix / "include/c.h") == "c");
+    REQUIRE(remove_component(*lock, "b").ok());
+    CHECK_FALSE(fs::exists(prefix / "include/b.h"));
+    auto refused = remove_component(*lock, "a");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().code == error_code::bad_manifest);
+    CHECK(refused.error_value().describe().find(bad.string()) != std::string::npos);
+    CHECK(slurp(prefix / "include/a.h") == "a");
+
+    // Staging it again repairs it: the new receipt takes the place of the bad one.
+    std::vector<staged_component> again;
+    again.push_back(make_staged(*lock, "a", {{"include/a.h", "a"}}));
+    REQUIRE(commit_stages(*lock, std::move(again)).ok());
+    auto repaired = read_receipts(prefix);
+    REQUIRE(repaired.ok());
+    CHECK(repaired->size() == 2);
+    REQUIRE(remove_component(*lock, "a").ok());
+    CHECK_FALSE(fs::exists(prefix / "include/a.h"));
+}
+
+TEST_CASE("an interrupted commit that cannot be completed before its first move is rolled back") {
+    const fs::path prefix = scratch("rollback") / "prefix";
+    fs::path stage;
+    {
+        auto lock = prefix_lock::acquire(prefix);
+        REQUIRE(lock.ok());
+        stage = make_staged(*lock, "x", {{"bin/tool", "t"}}).stage_dir;
+    }
+    // A journal whose mkdir fails (as it would on a full disk): here "bin"'s
+    // parent is a file, so mkdir(2) fails with ENOTDIR every time.
+    write(prefix / "blocker", "user");
+    const std::string stage_rel = ".redist/staging/" + stage.filename().string();
+    const std::string journal = R"({"journal_version":2,"mkdirs":[{"path":"new","mode":493},)"
+                                R"({"path":"blocker/bin","mode":493}],"moves":[{"from":")" +
+                                stage_rel +
+                                R"(/bin/tool","to":"blocker/bin/tool"}],"deletes":[],"prune":[],)"
+                                R"("stages":[")" +
+                                stage_rel + R"("]})";
+    write(prefix / ".redist/transaction.json", journal);
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());  // not wedged: nothing had moved, so the old state is back
+    CHECK_FALSE(commit_pending(prefix));
+    CHECK_FALSE(fs::exists(stage));
+    CHECK_FALSE(fs::exists(prefix / "new"));  // the directory it made is gone again
+    CHECK(slurp(prefix / "blocker") == "user");
 }
