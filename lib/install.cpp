@@ -846,6 +846,8 @@ result<void> recover_prefix(const fs::path& prefix) {
             fs::remove(entry.path(), ignored);
         }
     }
+    // The journal's temp files (transaction.json.tmp.*) of writers killed while writing it.
+    remove_atomic_write_temps(state_dir(prefix));
     return {};
 }
 
@@ -1473,9 +1475,23 @@ void hash_pieces(std::vector<digest_check>& checks, unsigned threads) {
     });
 }
 
-}  // namespace
+// The prefix lock, shared (see verify_prefix). Outcomes: ok (no descriptor
+// when there is no .redist/) | bad_manifest | filesystem.
+result<unique_fd> lock_prefix_shared(const fs::path& prefix, const std::function<void()>& on_wait) {
+    const fs::path dir = state_dir(prefix);
+    const unique_fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir_fd && errno == ENOENT) return unique_fd();
+    if (!dir_fd && (errno == ELOOP || errno == ENOTDIR))
+        return make_error(error_code::bad_manifest, "corrupt prefix state: not a directory (is it a symlink?)")
+            .with_path(dir.string());
+    if (!dir_fd) return errno_error("cannot open", dir, errno);
+    REDIST_TRY(const int fd, lock_file_at(dir_fd.get(), "lock", lock_mode::shared, on_wait, dir / "lock"));
+    return unique_fd(fd);
+}
 
-result<verify_report> verify_prefix(const fs::path& prefix, unsigned threads) {
+// verify_prefix's work, under the prefix lock (shared or exclusive).
+result<verify_report> verify_locked(const fs::path& prefix, unsigned threads) {
+    const bool pending = commit_pending(prefix);
     REDIST_TRY(receipt_scan scan, scan_receipts(prefix));
     const std::vector<receipt>& receipts = scan.receipts;
     std::error_code ec;
@@ -1511,9 +1527,21 @@ result<verify_report> verify_prefix(const fs::path& prefix, unsigned threads) {
     report.unreadable = std::move(scan.unreadable);
     report.components = receipts.size();
     report.files = slots.size();
+    report.commit_pending = pending;
     for (auto& s : slots)
         if (!s.what.empty()) report.problems.push_back(std::move(s));
     return report;
+}
+
+}  // namespace
+
+result<verify_report> verify_prefix(const fs::path& prefix, unsigned threads, const std::function<void()>& on_wait) {
+    REDIST_TRY(const unique_fd lock, lock_prefix_shared(prefix, on_wait));
+    return verify_locked(prefix, threads);
+}
+
+result<verify_report> verify_prefix(const prefix_lock& held, unsigned threads) {
+    return verify_locked(held.prefix(), threads);
 }
 
 result<void> remove_components(const prefix_lock& lock, const std::vector<component_ref>& which) {

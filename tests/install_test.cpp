@@ -134,7 +134,7 @@ TEST_CASE("verify checks a large file piece by piece against its receipt") {
     REQUIRE(commit_stages(*lock, std::move(list)).ok());
     const std::string on_disk = slurp(prefix / ".redist/receipts/demo/p.json");
     CHECK(on_disk.find("\"sha256_pieces\": \"" + receipt_digest_oracle(big) + "\"") != std::string::npos);
-    auto clean = verify_prefix(prefix);
+    auto clean = verify_prefix(*lock);
     REQUIRE(clean.ok());
     CHECK(clean->problems.empty());
 
@@ -142,14 +142,14 @@ TEST_CASE("verify checks a large file piece by piece against its receipt") {
     std::string changed = big;
     changed[(9u << 20) + 5] ^= 1;
     write(prefix / "lib/libbig.so", changed);
-    auto found = verify_prefix(prefix);
+    auto found = verify_prefix(*lock);
     REQUIRE(found.ok());
     REQUIRE(found->problems.size() == 1);
     CHECK(found->problems.front().path == "lib/libbig.so");
     CHECK(found->problems.front().what == "modified (sha256_pieces " + receipt_digest_oracle(changed) + ", expected " +
                                               receipt_digest_oracle(big) + ")");
     write(prefix / "lib/libbig.so", big);
-    auto again = verify_prefix(prefix);
+    auto again = verify_prefix(*lock);
     REQUIRE(again.ok());
     CHECK(again->problems.empty());
 }
@@ -165,7 +165,7 @@ TEST_CASE("verify reports the same problems, in receipt order, on one thread or 
     list.push_back(make_staged(*lock, "b", {{"lib/b1.so", big + "b"}, {"lib/b2.so", "four"}}));
     REQUIRE(commit_stages(*lock, std::move(list)).ok());
     for (unsigned threads : {1u, 3u, 16u}) {
-        auto clean = verify_prefix(prefix, threads);
+        auto clean = verify_prefix(*lock, threads);
         REQUIRE(clean.ok());
         CHECK(clean->problems.empty());
         CHECK(clean->components == 2);
@@ -190,7 +190,7 @@ TEST_CASE("verify reports the same problems, in receipt order, on one thread or 
     };
     for (unsigned threads : {1u, 2u, 3u, 16u}) {
         INFO(threads << " threads");
-        auto found = verify_prefix(prefix, threads);
+        auto found = verify_prefix(*lock, threads);
         REQUIRE(found.ok());
         std::vector<std::pair<std::string, std::string>> got;
         for (const auto& p : found->problems) got.emplace_back(p.path, p.what);
@@ -208,7 +208,7 @@ TEST_CASE("verify with nothing left to hash: every file missing or of another si
     fs::remove(prefix / "lib/a.so");
     write(prefix / "lib/b.so", "longer");
     for (unsigned threads : {0u, 1u, 8u}) {
-        auto found = verify_prefix(prefix, threads);
+        auto found = verify_prefix(*lock, threads);
         REQUIRE(found.ok());
         REQUIRE(found->problems.size() == 2);
         CHECK(found->problems.at(0).what == "missing");
@@ -264,7 +264,7 @@ TEST_CASE("commit, upgrade without stale files, conflicts leave the prefix uncha
     CHECK(slurp(prefix / "include/a.h") == "a2");
     CHECK_FALSE(fs::exists(prefix / "share/licenses/a/LICENSE"));
     CHECK(slurp(prefix / "include/mine.h") == "user");
-    auto problems = verify_prefix(prefix);
+    auto problems = verify_prefix(*lock);
     REQUIRE(problems.ok());
     CHECK(problems->problems.empty());
     CHECK(remove_component(*lock, "a").error_value().code == error_code::not_found);
@@ -792,7 +792,7 @@ TEST_CASE("hardlinked files are recorded as they are on disk") {
     std::vector<staged_component> list;
     list.push_back(std::move(staged));
     REQUIRE(commit_stages(*lock, std::move(list)).ok());
-    auto problems = verify_prefix(prefix);
+    auto problems = verify_prefix(*lock);
     REQUIRE(problems.ok());
     CHECK(problems->problems.empty());
 }
@@ -833,7 +833,7 @@ TEST_CASE("commit_stages_removing: one transaction installs one component and re
     std::set<std::string> names;
     for (const auto& r : *receipts) names.insert(r.component);
     CHECK(names == std::set<std::string>{"b", "c"});
-    auto problems = verify_prefix(prefix);
+    auto problems = verify_prefix(*lock);
     REQUIRE(problems.ok());
     CHECK(problems->problems.empty());
 

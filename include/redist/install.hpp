@@ -188,14 +188,27 @@ struct verify_report {
     // Receipts that could not be read: their components are not checked, the
     // others are.
     std::vector<unreadable_receipt> unreadable;
+    bool commit_pending = false;           // an interrupted commit's journal is there (its writer is gone)
 };
 // Checks every installed file against the receipts, hashing files and the
 // pieces of large ones on `threads` threads at once (0: the CPUs this process
 // may use). Problems come in receipt order whatever the threads. The receipts
 // are read once, so the counts are those of the receipts checked; a receipt
 // that cannot be read is reported in `unreadable` and the others are still
-// checked. Outcomes: ok | bad_manifest (the receipts directory) | filesystem.
-result<verify_report> verify_prefix(const std::filesystem::path& prefix, unsigned threads = 0);
+// checked.
+// It holds the prefix lock shared (<prefix>/.redist/lock, opened without
+// following a symlink) while it reads: a writer holds it exclusively from
+// before its journal is written until its commit is done, so verify never
+// sees half a commit, and a journal it finds is one of a dead writer
+// (commit_pending). on_wait is called once before it blocks on a writer; a
+// prefix without .redist/ is read without a lock (it has no receipts).
+// Outcomes: ok | bad_manifest (also: .redist is not a directory) | filesystem.
+result<verify_report> verify_prefix(const std::filesystem::path& prefix, unsigned threads = 0,
+                                    const std::function<void()>& on_wait = {});
+// The same for a caller that holds the prefix lock (exclusive): nothing else
+// can write the prefix meanwhile, and a second flock of ours would wait for
+// it forever.
+result<verify_report> verify_prefix(const prefix_lock& held, unsigned threads = 0);
 
 // A component to remove; an empty product matches any product, as long as
 // only one product in the prefix has that component.

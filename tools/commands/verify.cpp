@@ -55,13 +55,18 @@ void print_text(const std::string& prefix, const redist::verify_report& report) 
 }
 
 int run_verify(const verify_args& args) {
-    if (redist::commit_pending(args.prefix))
+    // Under the prefix lock, shared: a commit in progress is waited for, and
+    // a journal found is one of a writer that is gone.
+    auto report = redist::verify_prefix(args.prefix, args.threads, [&] {
+        std::fprintf(stderr, "%s: waiting for lock on %s (a commit is in progress)\n", tool_name.c_str(),
+                     printable(args.prefix).c_str());
+    });
+    if (!report.ok()) return report_error(report.error_value());
+    if (report->commit_pending)
         std::fprintf(stderr,
                      "%s: warning: %s: an interrupted commit is pending; the next `redist fetch` or "
                      "`redist remove` on this prefix completes it\n",
                      tool_name.c_str(), printable(args.prefix).c_str());
-    auto report = redist::verify_prefix(args.prefix, args.threads);
-    if (!report.ok()) return report_error(report.error_value());
     if (report->components == 0 && report->unreadable.empty()) {
         return report_error(redist::make_error(redist::error_code::not_found, "no redist receipts in this prefix")
                                 .with_path(args.prefix));
@@ -89,7 +94,8 @@ void add_verify_command(CLI::App& app, command_runner& selected) {
         ->type_name("N");
     cmd->footer(
         "\nEvery file a receipt lists is checked (symlinks by target; files by type, size and SHA-256,\n"
-        "the 8 MiB pieces of large files on all cores at once); nothing is changed. Exits 5 when any\n"
+        "the 8 MiB pieces of large files on all cores at once); nothing is changed. It waits for a\n"
+        "commit in progress (the prefix lock, shared), so it never reads half a commit. Exits 5 when any\n"
         "file is missing or changed, 3 when the prefix has no receipts, 4 when a receipt cannot be\n"
         "read (the other components are still checked). To repair: run the same\n"
         "`redist fetch` again with --force.\n\n" +
