@@ -35,7 +35,7 @@ _redist_opts_for() {
         diff) echo "$_redist_source_opts --json --help -h" ;;
         outdated) echo "--prefix $_redist_source_opts --json --help -h" ;;
         init) echo "--file --platform --force --check --help -h" ;;
-        sync) echo "--file --lock-file --platform --exclude --locked --frozen --force --keep-unlisted --quiet -q --json --jobs -j $_redist_source_opts --help -h" ;;
+        sync) echo "--file --lock-file --platform --exclude --locked --frozen --force --keep-unlisted --prefix --allow-outside-prefix --quiet -q --json --jobs -j $_redist_source_opts --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
 }
