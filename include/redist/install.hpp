@@ -188,7 +188,7 @@ struct verify_report {
     // Receipts that could not be read: their components are not checked, the
     // others are.
     std::vector<unreadable_receipt> unreadable;
-    bool commit_pending = false;           // an interrupted commit's journal is there (its writer is gone)
+    bool commit_pending = false;  // an interrupted commit's journal is there (its writer is gone)
 };
 // Checks every installed file against the receipts, hashing files and the
 // pieces of large ones on `threads` threads at once (0: the CPUs this process
