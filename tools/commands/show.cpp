@@ -9,6 +9,7 @@
 #include "commands/commands.hpp"
 #include "common/printable.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/select.hpp"
 #include "redist/urls.hpp"
 
 namespace redist_tools {
@@ -33,11 +34,7 @@ redist::result<std::vector<artifact_row>> select_rows(const redist::resolved_rel
     const std::set<std::string> wanted(selection.components.begin(), selection.components.end());
     for (const auto& name : wanted) {
         if (m.find_component(name)) continue;
-        std::string available;
-        for (const auto& c : m.components) available += (available.empty() ? "" : ", ") + c.key;
-        return redist::make_error(redist::error_code::not_found,
-                                  "no component '" + name + "' (available: " + available + ")")
-            .with_source(release.manifest_url);
+        return redist::unknown_component(m, name).with_source(release.manifest_url);
     }
     std::vector<artifact_row> rows;
     for (const auto& c : m.components) {
