@@ -13,8 +13,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <utility>
 #include <variant>
@@ -593,6 +595,13 @@ std::uint64_t tree_bytes(const fs::path& dir) {
     return bytes;
 }
 
+// A directory of the cache, without following a symlink at its name: `path`
+// is the plain path of a cache we own, or /proc/self/fd/<n> of a directory
+// open() checked (shared), which is a link by design.
+unique_fd open_cache_subdir(const fs::path& path, bool shared) {
+    return unique_fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (shared ? 0 : O_NOFOLLOW)));
+}
+
 }  // namespace
 
 std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
@@ -604,18 +613,103 @@ std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
     struct stat st {};
     if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
     const std::uint64_t bytes = tree_bytes(dir);
-    std::error_code ec;
     // Rename first, so that no process picks up a half-removed tree.
-    const fs::path doomed = trees_ / (sha256 + ".stale." + unique_suffix());
-    if (::rename(dir.c_str(), doomed.c_str()) != 0) return 0;
-    fs::remove_all(doomed, ec);
+    const std::string doomed = sha256 + ".stale." + unique_suffix();
+    if (::rename(dir.c_str(), (trees_ / doomed).c_str()) != 0) return 0;
+    if (const unique_fd trees = open_cache_subdir(trees_, shared_)) remove_tree_at(trees.get(), doomed);
     return bytes;
+}
+
+namespace {
+
+// A temp file no lock protects is taken for dead after this long (an atomic
+// write of a document takes milliseconds).
+constexpr std::time_t unlocked_temp_age_s = 3600;
+
+unique_fd open_subdir_at(int dir_fd, const char* name) {
+    return unique_fd(::openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
+
+// True when nobody holds the flock on `name` in `dir_fd` (or it does not
+// exist): then no writer it serializes is at work. The lock is held by `held`
+// until the caller is done.
+bool lock_is_free_at(int dir_fd, const std::string& name, unique_fd& held) {
+    held.reset(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!held) return errno == ENOENT;
+    struct stat st {};
+    if (::fstat(held.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    return ::flock(held.get(), LOCK_EX | LOCK_NB) == 0;
+}
+
+// atomic_write's (and store_document's) temp files in `dir_fd` older than
+// unlocked_temp_age_s.
+std::uint64_t remove_old_temps(int dir_fd, std::optional<unsigned> owner) {
+    if (dir_fd < 0) return 0;
+    const std::time_t now = std::time(nullptr);
+    std::uint64_t freed = 0;
+    for (const auto& name : directory_names_at(dir_fd)) {
+        struct stat st {};
+        if (!is_atomic_write_temp(name) || ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (now - st.st_mtime >= unlocked_temp_age_s) freed += remove_tree_at(dir_fd, name, owner);
+    }
+    return freed;
+}
+
+// history/urls/<h>.json.tmp.*: drift_store::record writes them holding <h>.lock.
+std::uint64_t remove_dead_history_temps(int urls_fd, std::optional<unsigned> owner) {
+    if (urls_fd < 0) return 0;
+    std::uint64_t freed = 0;
+    for (const auto& name : directory_names_at(urls_fd)) {
+        const auto mark = name.find(".json.tmp.");
+        if (mark == std::string::npos) continue;
+        unique_fd lock;
+        if (lock_is_free_at(urls_fd, name.substr(0, mark) + ".lock", lock))
+            freed += remove_tree_at(urls_fd, name, owner);
+    }
+    return freed;
+}
+
+}  // namespace
+
+std::uint64_t blob_cache::remove_leftovers() const noexcept {
+    try {
+        const std::optional<unsigned> owner = shared_ ? std::optional<unsigned>(::geteuid()) : std::nullopt;
+        std::uint64_t freed = 0;
+        if (const unique_fd trees = open_cache_subdir(trees_, shared_)) {
+            for (const auto& name : directory_names_at(trees.get())) {
+                const std::string hex = name.substr(0, 64);
+                const std::string_view kind = std::string_view(name).substr(hex.size());
+                if (!is_sha256_hex(hex)) continue;
+                if (kind.starts_with(".stale.")) {  // renamed away by remove_tree, never read again
+                    freed += remove_tree_at(trees.get(), name, owner);
+                    continue;
+                }
+                if (!kind.starts_with(".partial.")) continue;
+                auto lock = open_lock_file(locks_ / (hex + ".lock"));
+                if (!lock.ok()) continue;
+                const fd_holder held(*lock);
+                if (::flock(held.get(), LOCK_EX | LOCK_NB) == 0) freed += remove_tree_at(trees.get(), name, owner);
+            }
+        }
+        if (const unique_fd documents = open_cache_subdir(documents_, shared_))
+            freed += remove_old_temps(documents.get(), owner);
+        // history/ belongs to the drift store, which open() does not check:
+        // each level is opened without following a symlink.
+        const unique_fd history(::open((root_ / "history").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (history) {
+            freed += remove_dead_history_temps(open_subdir_at(history.get(), "urls").get(), owner);
+            freed += remove_old_temps(open_subdir_at(history.get(), "documents").get(), owner);
+        }
+        return freed;
+    } catch (...) {
+        return 0;  // std::bad_alloc: best effort
+    }
 }
 
 result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
     REDIST_TRY(const auto entries, list());
     const auto now = fs::file_time_type::clock::now();
-    std::uint64_t freed = 0;
+    std::uint64_t freed = remove_leftovers();
     for (const auto& e : entries) {
         if (older_than.count() > 0 && now - e.last_used < older_than) continue;
         // Skip blobs that another process is working on right now.
@@ -641,6 +735,7 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
 }
 
 result<std::uint64_t> blob_cache::prune_to_size(std::uint64_t max_bytes) const {
+    const std::uint64_t leftovers = remove_leftovers();
     REDIST_TRY(const auto entries, list());
     struct candidate {
         const cache_entry* entry;
@@ -668,7 +763,7 @@ result<std::uint64_t> blob_cache::prune_to_size(std::uint64_t max_bytes) const {
         total += c.bytes;
         order.push_back(c);
     }
-    std::uint64_t freed = 0;
+    std::uint64_t freed = leftovers;
     // Orphaned trees (their archive is gone) first: nothing can reuse them without decoding again.
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(trees_, ec)) {

@@ -9,6 +9,7 @@
 // or remove_all anything outside the prefix or in redist's own state.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -73,6 +74,9 @@ public:
     virtual bool holds(const std::string& relative, const installed_file& file) const = 0;
     // The permission bits of directory <prefix>/<stage>/<relative>, if it is one.
     virtual std::optional<unsigned> stage_dir_mode(const std::string& stage, const std::string& relative) const = 0;
+    // The file system (st_dev) of <prefix>/<relative>, not following a
+    // symlink there, or nullopt when it is missing. "" is the prefix itself.
+    virtual std::optional<std::uint64_t> device_of(const std::string& relative) const = 0;
 };
 
 // One staged component: its stage (prefix-relative, ".redist/staging/<name>")
@@ -90,6 +94,10 @@ struct planned_stage {
 //   conflict      two components with different content at one path; a
 //                 file in one and a directory in another (or in the prefix);
 //                 an unowned file that differs, unless overwrite_unowned.
+//   filesystem    a move whose target directory (the nearest one that
+//                 exists) is on another file system than .redist/staging (a
+//                 mount point inside the prefix): rename(2) would fail with
+//                 EXDEV after the journal is written.
 result<journal> plan_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
                             const std::vector<planned_stage>& staged, bool overwrite_unowned);
 

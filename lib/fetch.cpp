@@ -509,12 +509,20 @@ public:
 
     result<std::vector<unpacked_entry>> download_archive(artifact_stream& stream, stage_sink& sink) {
         const bool split = split_download();
+        // A cache that cannot hold a split download is bypassed with a warning:
+        // the spool moves beside the stage. (A single stream's tee that fails
+        // is dropped quietly: tee_complete() then keeps it out of the cache.)
+        const auto bypass = [this](const error& why) {
+            spooled_in_cache_ = false;
+            if (request_.observer) request_.observer->on_cache_bypass({a_.component, why});
+        };
         if (cache_ && !split) stream.set_tee(cache_->partial_path(a_.sha256));
         REDIST_TRY_VOID(stream.resume_or_restart());  // split: the downloader resumes from its spool instead
         const segment_options segments = split_options();
         spool_location spool;
         if (cache_) spool.part_file = cache_->partial_path(a_.sha256);
-        else spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory, ours
+        spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory, ours
+        spool.on_fallback = bypass;
         source_run run{retry_policy(request_.sources)};
         run.observer = request_.observer;
         run.component = a_.component;
@@ -542,7 +550,8 @@ public:
         // The archive is verified: keep it even if unpacking fails (disk full,
         // unsafe entry...), so that a retry needs no download.
         if (request_.budget) request_.budget->mark("downloaded");
-        if (cache_ && (split || stream.tee_complete())) REDIST_TRY_VOID(cache_->publish(a_.sha256));
+        if (cache_ && ((split && spooled_in_cache_) || stream.tee_complete()))
+            REDIST_TRY_VOID(cache_->publish(a_.sha256));
         auto entries = sink.finish();
         if (request_.budget) request_.budget->mark("unpacked");
         return entries;
@@ -613,6 +622,7 @@ private:
     std::atomic<bool>& abort_all_;
     job_result& out_;
     std::vector<std::string> urls_;
+    std::atomic<bool> spooled_in_cache_{true};  // false once the cache was bypassed (on_cache_bypass)
 };
 
 // Downloads one artifact (cache, then mirrors, then the base URL, with
@@ -642,12 +652,14 @@ result<install_report> install(const install_request& request) {
     REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, [&] {
                    if (request.observer) request.observer->on_lock_wait({request.prefix});
                }));
-    REDIST_TRY(const std::vector<receipt> receipts, read_receipts(lock.prefix()));
+    // A receipt that cannot be read blocks only its own component: fetching
+    // that one again replaces it (commit_stages), the others go on.
+    REDIST_TRY(const receipt_scan scan, scan_receipts(lock.prefix()));
     // The same free-space preflight as install_all (lib/sync.cpp): one estimate of what unpacking needs.
     const product_install product{request.product, request.release_label, request.artifact_base_url, request.artifacts,
                                   request.component_versions};
-    REDIST_TRY_VOID(space_preflight(request.prefix, {product}, request, receipts, {}));
-    REDIST_TRY(staged_install staged, stage_install(request, lock, receipts, {}));
+    REDIST_TRY_VOID(space_preflight(request.prefix, {product}, request, scan.receipts, {}));
+    REDIST_TRY(staged_install staged, stage_install(request, lock, scan.receipts, {}));
     if (!staged.staged.empty()) {
         notify_components(request, staged.report, fetch_stage::committing);
         debug_pause("before-commit");

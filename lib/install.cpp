@@ -479,10 +479,46 @@ result<void> plan_receipts(const prefix_view& prefix, const std::vector<located_
     }
     for (const auto& s : staged) {
         const std::string target = receipt_rel_path(s.r->product, s.r->component);
+        // rename(2) replaces a file or a symlink; anything else there would
+        // fail after the journal is written.
+        const auto type = prefix.type_of(target);
+        if (type == prefix_view::node::directory || type == prefix_view::node::other)
+            return make_error(error_code::bad_manifest, "corrupt prefix state: a receipt that is not a file")
+                .with_path(target);
         for (const auto& e : existing)
             if (key_of(e.r) == key_of(*s.r) && e.rel_path != target) j.deletes.push_back(e.rel_path);
         j.moves.push_back({s.stage + ".receipt.json", target});
         j.stages.push_back(s.stage);
+    }
+    return {};
+}
+
+// Every move is a rename(2), which cannot cross file systems: a target
+// whose nearest existing directory is on another one than the staging area
+// (a mount point inside the prefix) is refused here, before the journal is
+// written, rather than by EXDEV half-way through it. One lstat per directory.
+result<void> check_one_filesystem(const prefix_view& prefix, const journal& j) {
+    const auto staging = prefix.device_of(std::string(staging_rel));
+    if (!staging) return {};  // no staging area: nothing is staged, nothing moves
+    std::unordered_map<std::string, std::optional<std::uint64_t>> devices;
+    const auto device = [&](const std::string& dir) -> const std::optional<std::uint64_t>& {
+        auto [it, inserted] = devices.try_emplace(dir);
+        if (inserted) it->second = prefix.device_of(dir);
+        return it->second;
+    };
+    for (const auto& m : j.moves) {
+        std::vector<std::string> dirs = parents_of(m.to);
+        dirs.emplace_back();  // the prefix itself
+        for (const auto& dir : dirs) {
+            const auto& dev = device(dir);
+            if (!dev) continue;  // created by the journal, on its parent's file system
+            if (*dev != *staging)
+                return make_error(error_code::filesystem,
+                                  "cannot commit into a different file system than the prefix's .redist/staging "
+                                  "(a mount point inside the prefix?): files cannot be renamed there")
+                    .with_path(dir.empty() ? std::string(".") : dir);
+            break;
+        }
     }
     return {};
 }
@@ -502,6 +538,7 @@ result<journal> plan_commit(const prefix_view& prefix, const std::vector<located
     plan_mkdirs(prefix, staged, claims.dirs, j);
     plan_stale_deletes(existing, replaced, claims, before.kept, j);
     REDIST_TRY_VOID(plan_receipts(prefix, existing, staged, j));
+    REDIST_TRY_VOID(check_one_filesystem(prefix, j));
     REDIST_TRY_VOID(check_journal(j));  // the same rules a reader applies
     return j;
 }
@@ -555,6 +592,9 @@ public:
     }
     std::optional<unsigned> stage_dir_mode(const std::string& stage, const std::string& relative) const override {
         return disk_.stage_dir_mode(stage, relative);
+    }
+    std::optional<std::uint64_t> device_of(const std::string& relative) const override {
+        return disk_.device_of(relative);
     }
 
 private:
@@ -659,9 +699,24 @@ private:
     std::unordered_map<std::string, bool> checked_;
 };
 
+// Removes the stages of `j` and the receipts written beside them.
+void remove_stages(const fs::path& prefix, const journal& j) {
+    for (const auto& rel : j.stages) {
+        auto stage = confined_join(prefix, rel);
+        if (!stage.ok()) continue;  // check_journal() refused such a journal already
+        std::error_code ec;
+        fs::remove_all(*stage, ec);  // does not follow symlinks inside
+        fs::remove(stage->string() + ".receipt.json", ec);
+    }
+}
+
 // Applies a (validated) journal. Every step is idempotent, so an interrupted
-// apply can be re-run from the start (roll forward).
-result<void> apply_journal(const fs::path& prefix, const journal& j) {
+// apply can be re-run from the start (roll forward). Directories are created
+// before the first move, so that once a file was moved, rolling forward needs
+// only renames and unlinks, which need no free space. `changed` is set once a
+// rename or an unlink was done: until then roll_back_unchanged() restores the
+// old state.
+result<void> apply_journal(const fs::path& prefix, const journal& j, bool& changed) {
     const auto at = [&prefix](const std::string& rel) { return confined_join(prefix, rel); };
     for (const auto& m : j.mkdirs) {
         REDIST_TRY(const fs::path dir, at(m.path));
@@ -670,6 +725,7 @@ result<void> apply_journal(const fs::path& prefix, const journal& j) {
         // run) keeps its mode, setgid and sticky bits included.
         // mkdir(2) with the mode already (less the umask), so that a crash
         // before the chmod leaves a sane mode.
+        if (debug_fail("commit-mkdir")) return errno_error("cannot create directory", dir, ENOSPC);
         if (::mkdir(dir.c_str(), m.mode & 0777) == 0) {
             ::chmod(dir.c_str(), m.mode & 0777);
         } else if (errno != EEXIST) {
@@ -680,43 +736,85 @@ result<void> apply_journal(const fs::path& prefix, const journal& j) {
     parent_guard guard(prefix);
     std::size_t moved = 0;
     for (const auto& m : j.moves) {
-        if (moved++ == j.moves.size() / 2) debug_pause("mid-commit");
+        const bool half_way = moved++ == j.moves.size() / 2;
+        if (half_way) debug_pause("mid-commit");
         REDIST_TRY(const fs::path from, at(m.from));
         REDIST_TRY(const fs::path to, at(m.to));
         if (!exists_no_follow(from)) continue;  // already moved by an earlier, interrupted apply
         if (!guard.parents_ok(m.to))
             return make_error(error_code::filesystem, "refusing to write through a symlinked directory")
                 .with_path(to.string());
+        if (half_way && debug_fail("mid-commit")) return errno_error("cannot move into place", to, ENOSPC);
         if (::rename(from.c_str(), to.c_str()) != 0) return errno_error("cannot move into place", to, errno);
+        changed = true;
     }
     for (const auto& rel : j.deletes) {
         REDIST_TRY(const fs::path path, at(rel));
         if (!guard.parents_ok(rel)) continue;  // never unlink through a symlink: that file is not ours
-        if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_error("cannot remove", path, errno);
+        if (::unlink(path.c_str()) == 0) changed = true;
+        else if (errno != ENOENT) return errno_error("cannot remove", path, errno);
     }
     for (const auto& rel : j.prune) {
         REDIST_TRY(const fs::path dir, at(rel));
         if (guard.parents_ok(rel)) ::rmdir(dir.c_str());  // fails harmlessly when not empty
     }
-    for (const auto& rel : j.stages) {
-        REDIST_TRY(const fs::path stage, at(rel));
-        std::error_code ec;
-        fs::remove_all(stage, ec);  // does not follow symlinks inside
-        fs::remove(stage.string() + ".receipt.json", ec);
-    }
+    remove_stages(prefix, j);
     return {};
 }
 
-// Writes the journal, applies it, removes it.
+// True when no move of `j` was done yet: every source is still in its stage.
+// (A journal without moves, a removal, cannot tell; it is only rolled forward.)
+bool nothing_moved(const fs::path& prefix, const journal& j) {
+    if (j.moves.empty()) return false;
+    return std::all_of(j.moves.begin(), j.moves.end(), [&prefix](const journal::move_step& m) {
+        auto from = confined_join(prefix, m.from);
+        return from.ok() && exists_no_follow(*from);
+    });
+}
+
+// Undoes a journal of which nothing was moved or deleted: the directories it
+// created go (deepest first; rmdir(2) keeps any that is not empty), then its
+// stages and the journal itself. Frees space, needs none.
+void roll_back_unchanged(const fs::path& prefix, const journal& j) {
+    parent_guard guard(prefix);
+    for (auto m = j.mkdirs.rbegin(); m != j.mkdirs.rend(); ++m) {
+        auto dir = confined_join(prefix, m->path);
+        if (dir.ok() && guard.parents_ok(m->path)) ::rmdir(dir->c_str());
+    }
+    remove_stages(prefix, j);
+    const fs::path path = journal_path(prefix);
+    ::unlink(path.c_str());
+    fsync_directory(state_dir(prefix));
+}
+
+// Writes the journal, applies it, removes it. A failure before anything was
+// moved restores the old state at once (no journal, no stages, no new
+// directories); after that the journal stays, and the next writer rolls it
+// forward.
 result<void> run_transaction(const fs::path& prefix, const journal& j) {
     const fs::path path = journal_path(prefix);
-    REDIST_TRY_VOID(atomic_write(path, journal_to_json(j), durability::full));
-    REDIST_TRY_VOID(apply_journal(prefix, j));
+    auto written = debug_fail("journal-write") ? result<void>(errno_error("cannot write", path, ENOSPC))
+                                               : atomic_write(path, journal_to_json(j), durability::full);
+    if (!written.ok()) {
+        roll_back_unchanged(prefix, j);
+        return std::move(written).error_value();
+    }
+    bool changed = false;
+    auto applied = apply_journal(prefix, j, changed);
+    if (!applied.ok()) {
+        error e = std::move(applied).error_value();
+        if (!changed) roll_back_unchanged(prefix, j);
+        else e.message += " (the commit is journaled: the next redist fetch or remove on this prefix completes it)";
+        return e;
+    }
     if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_error("cannot remove", path, errno);
     fsync_directory(state_dir(prefix));
     return {};
 }
 
+// Completes an interrupted commit. When it cannot be completed (the disk is
+// full, say) and none of its files was moved yet, it is rolled back instead,
+// so that the prefix is never left waiting for a hand to free space.
 result<void> recover_prefix(const fs::path& prefix) {
     const fs::path path = journal_path(prefix);
     if (exists_no_follow(path)) {
@@ -726,7 +824,13 @@ result<void> recover_prefix(const fs::path& prefix) {
                 .with_source(path.string());
         REDIST_TRY(const std::string text, read_file(path, max_journal_bytes));
         REDIST_TRY(const journal j, journal_from_json(text, path.string()));
-        REDIST_TRY_VOID(apply_journal(prefix, j));
+        const bool unmoved = nothing_moved(prefix, j);
+        bool changed = false;
+        auto applied = apply_journal(prefix, j, changed);
+        if (!applied.ok()) {
+            if (!unmoved || changed) return applied;
+            roll_back_unchanged(prefix, j);
+        }
         if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_error("cannot remove", path, errno);
     }
     // Under the lock, every stage is a leftover of a dead process.
@@ -742,6 +846,8 @@ result<void> recover_prefix(const fs::path& prefix) {
             fs::remove(entry.path(), ignored);
         }
     }
+    // The journal's temp files (transaction.json.tmp.*) of writers killed while writing it.
+    remove_atomic_write_temps(state_dir(prefix));
     return {};
 }
 
@@ -935,18 +1041,43 @@ result<located_receipt> read_receipt_file(const fs::path& path, const std::strin
     return out;
 }
 
-// Every receipt file, new layout and legacy, in a stable order.
-result<std::vector<located_receipt>> read_located_receipts(const fs::path& prefix) {
-    std::vector<located_receipt> out;
+// The message of a receipt that cannot be read: which component it blocks,
+// and how to repair it. Other components are not affected.
+error blocked_component(error e, const std::string& product, const std::string& component) {
+    const std::string who = product.empty() ? "component " + component
+                                            : "component " + component + " of product " + product;
+    e.message += " (" + who +
+                 " is blocked until this is repaired: fetch it again, with --force if its files were changed, "
+                 "or delete the receipt to forget it)";
+    return e;
+}
+
+// Every receipt file, new layout and legacy, in a stable order. A receipt
+// file that cannot be read goes to `unreadable` (it blocks only its own
+// component); a receipts directory that is not what redist made fails all.
+result<void> scan_located_receipts(const fs::path& prefix, std::vector<located_receipt>& out,
+                                   std::vector<unreadable_receipt>& unreadable) {
     const fs::path dir = receipts_dir(prefix);
     std::error_code ec;
-    if (!fs::exists(fs::symlink_status(dir, ec))) return out;
+    if (!fs::exists(fs::symlink_status(dir, ec))) return {};
     if (!is_directory_no_follow(dir)) return corrupt_receipt(dir, "the receipts directory is not a directory");
     const auto json_stem = [](const fs::path& p) -> std::optional<std::string> {
         const std::string name = p.filename().string();
         if (is_atomic_write_temp(name) || name.size() <= 5 || name.compare(name.size() - 5, 5, ".json") != 0)
             return std::nullopt;
         return name.substr(0, name.size() - 5);
+    };
+    const auto read_one = [&](const fs::path& p, const std::string& product, const std::string& stem) {
+        auto r = read_receipt_file(p, product, stem);
+        if (r.ok()) {
+            out.push_back(std::move(r).value());
+            return;
+        }
+        error e = blocked_component(std::move(r).error_value(), product, stem);
+        if (e.source.empty() && e.path.empty()) e.source = p.string();
+        unreadable.push_back({product, stem,
+                              product.empty() ? legacy_receipt_rel_path(stem) : receipt_rel_path(product, stem),
+                              std::move(e)});
     };
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
         const fs::path& p = entry.path();
@@ -959,8 +1090,7 @@ result<std::vector<located_receipt>> read_located_receipts(const fs::path& prefi
                 const auto stem = json_stem(inner.path());
                 if (!stem) continue;
                 if (name_problem(*stem)) return corrupt_receipt(inner.path(), "not a component name");
-                REDIST_TRY(located_receipt r, read_receipt_file(inner.path(), name, *stem));
-                out.push_back(std::move(r));
+                read_one(inner.path(), name, *stem);
             }
             if (ec) return fs_error("cannot list receipts", p, ec);
             continue;
@@ -968,22 +1098,30 @@ result<std::vector<located_receipt>> read_located_receipts(const fs::path& prefi
         const auto stem = json_stem(p);
         if (!stem) continue;
         if (name_problem(*stem)) return corrupt_receipt(p, "not a component name");
-        REDIST_TRY(located_receipt r, read_receipt_file(p, "", *stem));
-        out.push_back(std::move(r));
+        read_one(p, "", *stem);
     }
     if (ec) return fs_error("cannot list receipts", dir, ec);
     std::sort(out.begin(), out.end(), [](const located_receipt& a, const located_receipt& b) {
         return std::tie(a.r.product, a.r.component, a.rel_path) < std::tie(b.r.product, b.r.component, b.rel_path);
     });
+    std::sort(unreadable.begin(), unreadable.end(),
+              [](const unreadable_receipt& a, const unreadable_receipt& b) { return a.rel_path < b.rel_path; });
+    return {};
+}
+
+// Every receipt; the first that cannot be read fails all (for the callers
+// that must see every component: remove all, sbom, sync).
+result<std::vector<located_receipt>> read_located_receipts(const fs::path& prefix) {
+    std::vector<located_receipt> out;
+    std::vector<unreadable_receipt> unreadable;
+    REDIST_TRY_VOID(scan_located_receipts(prefix, out, unreadable));
+    if (!unreadable.empty()) return std::move(unreadable.front().why);
     return out;
 }
 
-}  // namespace
-
-result<std::vector<receipt>> read_receipts(const fs::path& prefix) {
-    REDIST_TRY(std::vector<located_receipt> located, read_located_receipts(prefix));
-    // A legacy receipt beside a new one of the same key is a leftover: the
-    // new layout wins (sorted, so equal keys are adjacent).
+// Legacy receipts beside new ones of the same key are leftovers: the new
+// layout wins (`located` is sorted, so equal keys are adjacent).
+std::vector<receipt> newest_receipts(std::vector<located_receipt> located) {
     std::vector<receipt> out;
     for (std::size_t i = 0; i < located.size(); ++i) {
         if (!out.empty() && key_of(out.back()) == key_of(located[i].r)) {
@@ -993,6 +1131,21 @@ result<std::vector<receipt>> read_receipts(const fs::path& prefix) {
         out.push_back(std::move(located[i].r));
     }
     return out;
+}
+
+}  // namespace
+
+result<receipt_scan> scan_receipts(const fs::path& prefix) {
+    std::vector<located_receipt> located;
+    receipt_scan scan;
+    REDIST_TRY_VOID(scan_located_receipts(prefix, located, scan.unreadable));
+    scan.receipts = newest_receipts(std::move(located));
+    return scan;
+}
+
+result<std::vector<receipt>> read_receipts(const fs::path& prefix) {
+    REDIST_TRY(std::vector<located_receipt> located, read_located_receipts(prefix));
+    return newest_receipts(std::move(located));
 }
 
 // ---- the prefix lock ------------------------------------------------------------------
@@ -1159,11 +1312,45 @@ public:
         return std::nullopt;
     }
 
+    std::optional<std::uint64_t> device_of(const std::string& relative) const override {
+        struct stat st {};
+        if (::lstat((relative.empty() ? prefix_ : prefix_ / relative).c_str(), &st) != 0) return std::nullopt;
+        return static_cast<std::uint64_t>(st.st_dev);
+    }
+
 private:
     fs::path prefix_;
 };
 
 }  // namespace
+
+// Receipts that cannot be read, for a commit: one of a component that is
+// removed refuses the commit; one of a staged component is repaired (the new
+// receipt takes its place, and one at another place, the legacy layout, is
+// deleted: returned here); the others block nothing.
+result<std::vector<std::string>> repaired_receipts(const fs::path& prefix, std::vector<unreadable_receipt>& unreadable,
+                                                   const std::vector<staged_component>& staged,
+                                                   const std::vector<component_ref>& remove) {
+    std::vector<std::string> deletes;
+    for (auto& u : unreadable) {
+        const auto names = [&u](const std::string& product, const std::string& component) {
+            return component == u.component && (u.product.empty() || product.empty() || product == u.product);
+        };
+        for (const auto& ref : remove)
+            if (names(ref.product, ref.component)) return std::move(u.why);
+        for (const auto& s : staged) {
+            const receipt& r = s.new_receipt;
+            if (!names(r.product, r.component) || u.rel_path == receipt_rel_path(r.product, r.component)) continue;
+            struct stat st {};
+            const fs::path path = prefix / u.rel_path;                   // from validated names
+            if (::lstat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))  // unlink(2) would fail mid-commit
+                return make_error(error_code::bad_manifest, "corrupt prefix state: a receipt that is not a file")
+                    .with_path(path.string());
+            deletes.push_back(u.rel_path);
+        }
+    }
+    return deletes;
+}
 
 result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component> staged, bool overwrite_unowned) {
     return commit_stages_removing(lock, std::move(staged), {}, overwrite_unowned);
@@ -1182,8 +1369,12 @@ result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_
         }
         return e;
     };
-    auto existing = read_located_receipts(prefix);
-    if (!existing.ok()) return abandon(std::move(existing).error_value());
+    std::vector<located_receipt> existing;
+    std::vector<unreadable_receipt> unreadable;
+    auto scanned = scan_located_receipts(prefix, existing, unreadable);
+    if (!scanned.ok()) return abandon(std::move(scanned).error_value());
+    auto repaired = repaired_receipts(prefix, unreadable, staged, remove);
+    if (!repaired.ok()) return abandon(std::move(repaired).error_value());
 
     std::vector<planned_stage> planned;
     for (auto& s : staged) {
@@ -1197,7 +1388,13 @@ result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_
     std::vector<std::pair<std::string, std::string>> removed;
     removed.reserve(remove.size());
     for (const auto& ref : remove) removed.emplace_back(ref.product, ref.component);
-    auto plan = plan_commit_removing(disk_view(prefix), *existing, planned, removed, overwrite_unowned);
+    const disk_view disk(prefix);
+    auto plan = plan_commit_removing(disk, existing, planned, removed, overwrite_unowned);
+    if (plan.ok()) {
+        for (const auto& rel : *repaired) plan->deletes.push_back(rel);
+        auto checked = check_journal(*plan);
+        if (!checked.ok()) plan = std::move(checked).error_value();
+    }
     if (!plan.ok()) {
         error e = std::move(plan).error_value();
         if (!e.path.empty() && e.code != error_code::internal) e.path = (prefix / e.path).string();
@@ -1278,10 +1475,25 @@ void hash_pieces(std::vector<digest_check>& checks, unsigned threads) {
     });
 }
 
-}  // namespace
+// The prefix lock, shared (see verify_prefix). Outcomes: ok (no descriptor
+// when there is no .redist/) | bad_manifest | filesystem.
+result<unique_fd> lock_prefix_shared(const fs::path& prefix, const std::function<void()>& on_wait) {
+    const fs::path dir = state_dir(prefix);
+    const unique_fd dir_fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!dir_fd && errno == ENOENT) return unique_fd();
+    if (!dir_fd && (errno == ELOOP || errno == ENOTDIR))
+        return make_error(error_code::bad_manifest, "corrupt prefix state: not a directory (is it a symlink?)")
+            .with_path(dir.string());
+    if (!dir_fd) return errno_error("cannot open", dir, errno);
+    REDIST_TRY(const int fd, lock_file_at(dir_fd.get(), "lock", lock_mode::shared, on_wait, dir / "lock"));
+    return unique_fd(fd);
+}
 
-result<verify_report> verify_prefix(const fs::path& prefix, unsigned threads) {
-    REDIST_TRY(const std::vector<receipt> receipts, read_receipts(prefix));
+// verify_prefix's work, under the prefix lock (shared or exclusive).
+result<verify_report> verify_locked(const fs::path& prefix, unsigned threads) {
+    const bool pending = commit_pending(prefix);
+    REDIST_TRY(receipt_scan scan, scan_receipts(prefix));
+    const std::vector<receipt>& receipts = scan.receipts;
     std::error_code ec;
     const fs::path root = fs::absolute(prefix, ec).lexically_normal();
     if (ec) return fs_error("cannot resolve", prefix, ec);
@@ -1312,17 +1524,39 @@ result<verify_report> verify_prefix(const fs::path& prefix, unsigned threads) {
                                  digest + ", expected " + c.file->sha256 + ")";
     }
     verify_report report;
+    report.unreadable = std::move(scan.unreadable);
     report.components = receipts.size();
     report.files = slots.size();
+    report.commit_pending = pending;
     for (auto& s : slots)
         if (!s.what.empty()) report.problems.push_back(std::move(s));
     return report;
 }
 
+}  // namespace
+
+result<verify_report> verify_prefix(const fs::path& prefix, unsigned threads, const std::function<void()>& on_wait) {
+    REDIST_TRY(const unique_fd lock, lock_prefix_shared(prefix, on_wait));
+    return verify_locked(prefix, threads);
+}
+
+result<verify_report> verify_prefix(const prefix_lock& held, unsigned threads) {
+    return verify_locked(held.prefix(), threads);
+}
+
 result<void> remove_components(const prefix_lock& lock, const std::vector<component_ref>& which) {
     const fs::path& prefix = lock.prefix();
     if (which.empty()) return {};
-    REDIST_TRY(const std::vector<located_receipt> receipts, read_located_receipts(prefix));
+    std::vector<located_receipt> receipts;
+    std::vector<unreadable_receipt> unreadable;
+    REDIST_TRY_VOID(scan_located_receipts(prefix, receipts, unreadable));
+    // A receipt that cannot be read blocks its own component only. Which
+    // files it lists is unknown: they are never deleted here, but a file it
+    // shares with a component that goes is deleted with that one.
+    for (auto& u : unreadable)
+        for (const auto& ref : which)
+            if (ref.component == u.component && (ref.product.empty() || u.product.empty() || ref.product == u.product))
+                return std::move(u.why);
     std::map<std::string, std::set<std::string>> products_of;  // component -> products that have it
     for (const auto& e : receipts) products_of[e.r.component].insert(e.r.product);
     std::vector<std::pair<std::string, std::string>> targets;

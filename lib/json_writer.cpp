@@ -4,12 +4,24 @@
 #include <cmath>
 #include <cstdio>
 
+#include "redist/printable.hpp"
+
 namespace redist {
 
 std::string json_escape(std::string_view text) {
     std::string out;
     out.reserve(text.size() + 2);
-    for (const char c : text) {
+    while (!text.empty()) {
+        const char c = text[0];
+        // A JSON text is UTF-8 (RFC 8259): a byte that is not part of a valid
+        // sequence becomes U+FFFD, so that what is written always parses.
+        const std::size_t len = utf8_sequence_length(text);
+        if (len != 1) {
+            out += len == 0 ? std::string_view("\ufffd") : text.substr(0, len);
+            text.remove_prefix(len == 0 ? 1 : len);
+            continue;
+        }
+        text.remove_prefix(1);
         switch (c) {
             case '"': out += "\\\""; break;
             case '\\': out += "\\\\"; break;

@@ -11,6 +11,11 @@
 // - Release labels and the product name become file names: they are checked
 //   to be plain names, so a hostile manifest cannot write outside the mirror.
 //   relative_path values are already validated by the manifest parser.
+// - One directory holds every release, so one release's artifact must never
+//   replace a file the mirror keeps for something else: an artifact's path
+//   must be an archive's (mirror_path_problem), and a path that another
+//   release's manifest in the mirror lists with other content is refused,
+//   never overwritten (check_claims).
 #include "redist/mirror.hpp"
 
 #include <fcntl.h>
@@ -137,6 +142,97 @@ struct picked {
     artifact art;
 };
 
+constexpr std::size_t max_mirrored_manifest_bytes = 64u << 20;  // as for a fetched manifest
+
+bool is_manifest_name(std::string_view name) {
+    return name.size() > 15 && name.starts_with("redistrib_") && name.ends_with(".json");
+}
+
+std::string artifact_json_path(const artifact& a) {
+    return a.component + "." + a.platform + (a.variant ? "." + *a.variant : "");
+}
+
+// Why `rel` cannot name an artifact in the mirror, or nullptr. An artifact is
+// an archive (a suffix fetch can unpack), and no segment of its path is a
+// name the mirror writes for itself: a manifest (redistrib_*.json), the
+// listing (index.html) or a temporary file (".part.", ".tmp."). Otherwise a
+// release could replace another release's manifest, or block one with a
+// directory.
+const char* mirror_path_problem(std::string_view rel) {
+    if (archive_format_from_path(rel) == archive_format::unknown)
+        return "is not an archive path (.tar.xz, .txz, .tar.gz, .tgz, .tar.zst or .zip)";
+    std::size_t start = 0;
+    while (start <= rel.size()) {
+        const auto end = std::min(rel.find('/', start), rel.size());
+        const std::string_view segment = rel.substr(start, end - start);
+        if (segment == "index.html" || is_manifest_name(segment))
+            return "names a file the mirror keeps for itself (index.html or a redistrib_*.json manifest)";
+        if (segment.find(".part.") != std::string_view::npos || is_atomic_write_temp(segment))
+            return "names a temporary file (.part. or .tmp.)";
+        start = end + 1;
+    }
+    return nullptr;
+}
+
+// What a manifest in the mirror says one path holds.
+struct claim {
+    std::string manifest;  // "redistrib_<label>.json"
+    std::string sha256;
+    std::uint64_t size = 0;
+};
+// relative_path -> the manifests that list it.
+using claim_map = std::map<std::string, std::vector<claim>>;
+
+void add_claims(claim_map& claims, const std::string& manifest_name, const manifest& m) {
+    for (const auto& c : m.components)
+        for (const auto& a : c.artifacts) claims[a.relative_path].push_back({manifest_name, a.sha256, a.size});
+}
+
+// Every artifact path the manifests already in the mirror list. A manifest
+// there that cannot be read or parsed stops the run: without it, the mirror
+// cannot tell which files are that release's. Outcomes: ok | bad_manifest |
+// filesystem.
+result<claim_map> read_claims(const fs::path& redist_dir) {
+    claim_map claims;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(redist_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        std::error_code type_ec;
+        if (!is_manifest_name(name) || !entry.is_regular_file(type_ec) || entry.is_symlink(type_ec)) continue;
+        REDIST_TRY(const std::string text, read_file(entry.path(), max_mirrored_manifest_bytes));
+        REDIST_TRY(const manifest m, parse_manifest(text, entry.path().string()));
+        add_claims(claims, name, m);
+    }
+    if (ec) return errno_error("cannot list", redist_dir, ec.value());
+    return claims;
+}
+
+// Refuses a picked artifact whose path is not an archive's, or that another
+// release's manifest in the mirror lists with other content (a path listed
+// only by this release's own manifest may be replaced: that is a repair).
+// Outcomes: ok | bad_manifest (source = this release's manifest URL,
+// json_path = the artifact's relative_path).
+result<void> check_claims(const resolved_release& release, const std::vector<picked>& picks, const claim_map& claims) {
+    const std::string own = "redistrib_" + release.label + ".json";
+    for (const auto& p : picks) {
+        const artifact& a = p.art;
+        auto refuse = [&](const std::string& why) {
+            return make_error(error_code::bad_manifest, "relative_path '" + a.relative_path + "' " + why)
+                .with_source(sanitize_url(release.manifest_url))
+                .with_json_path(artifact_json_path(a) + ".relative_path");
+        };
+        if (const char* problem = mirror_path_problem(a.relative_path)) return refuse(problem);
+        const auto it = claims.find(a.relative_path);
+        if (it == claims.end()) continue;
+        for (const auto& c : it->second) {
+            if (c.manifest == own || (c.sha256 == a.sha256 && c.size == a.size)) continue;
+            return refuse("is a file of " + c.manifest + " in the mirror with other content (sha256 " + c.sha256 +
+                          "); refusing to overwrite it");
+        }
+    }
+    return {};
+}
+
 // The artifacts of one release that the request selects, deduplicated by
 // relative_path. Outcomes: ok | not_found | bad_manifest.
 result<std::vector<picked>> select_for_mirror(const resolved_release& release, const mirror_request& request) {
@@ -176,7 +272,7 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
                     return make_error(error_code::bad_manifest,
                                       "one relative_path with two different hashes or sizes: " + a.relative_path)
                         .with_source(sanitize_url(release.manifest_url))
-                        .with_json_path(a.component + "." + a.platform + (a.variant ? "." + *a.variant : ""));
+                        .with_json_path(artifact_json_path(a));
                 continue;
             }
             by_path.emplace(a.relative_path, out.size());
@@ -287,7 +383,7 @@ result<std::vector<mirrored_file>> mirror_files(const mirror_request& request, c
 }
 
 result<mirrored_release> mirror_one(const mirror_request& request, const std::string& spec, const fs::path& redist_dir,
-                                    std::uint64_t& bytes_downloaded) {
+                                    claim_map& claims, std::uint64_t& bytes_downloaded) {
     emit(request, {spec, {}, mirror_step::resolving, mirror_status::downloaded, 0, 0});
     release_request rr;
     rr.product = request.product;
@@ -305,6 +401,7 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     const std::string& manifest_digest = release.manifest_sha256;
 
     REDIST_TRY(const std::vector<picked> picks, select_for_mirror(release, request));
+    REDIST_TRY_VOID(check_claims(release, picks, claims));
 
     mirrored_release out;
     out.label = release.label;
@@ -325,6 +422,7 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
         out.manifest_status = present ? mirror_status::replaced : mirror_status::downloaded;
         REDIST_TRY_VOID(write_file_atomically(out.manifest_path, manifest_text));
     }
+    add_claims(claims, manifest_name, release.parsed);
     emit(request, {release.label, manifest_name, mirror_step::finished, out.manifest_status, manifest_text.size(),
                    manifest_text.size()});
     REDIST_TRY_VOID(write_mirror_index(redist_dir));
@@ -390,8 +488,9 @@ result<mirror_report> mirror_releases(const mirror_request& request) {
     create_directories_masked(report.redist_dir, ec);
     if (ec) return errno_error("cannot create directory", report.redist_dir, ec.value());
 
+    REDIST_TRY(claim_map claims, read_claims(report.redist_dir));
     for (const auto& spec : request.versions) {
-        REDIST_TRY(mirrored_release r, mirror_one(request, spec, report.redist_dir, report.bytes_downloaded));
+        REDIST_TRY(mirrored_release r, mirror_one(request, spec, report.redist_dir, claims, report.bytes_downloaded));
         report.releases.push_back(std::move(r));
     }
     return report;

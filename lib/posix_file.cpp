@@ -1,6 +1,7 @@
 // Internal file helpers; see posix_file.hpp for the contracts.
 #include "posix_file.hpp"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/random.h>
 #include <sys/stat.h>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <random>
 #include <utility>
+#include <vector>
 
 namespace redist {
 
@@ -171,6 +173,75 @@ result<void> atomic_write(const std::filesystem::path& path, std::string_view by
     if (::rename(tmp.c_str(), path.c_str()) != 0) return fail(errno_error("cannot rename into place", path, errno));
     if (how == durability::full) fsync_directory(path.has_parent_path() ? path.parent_path() : ".");
     return {};
+}
+
+namespace {
+
+constexpr unsigned max_removal_depth = 256;
+
+std::vector<std::string> directory_names(DIR* dir) {
+    std::vector<std::string> names;
+    while (const dirent* e = ::readdir(dir)) {
+        const std::string_view n = e->d_name;
+        if (n != "." && n != "..") names.emplace_back(n);
+    }
+    return names;
+}
+
+std::uint64_t remove_below(int dir_fd, const std::string& name, std::optional<unsigned> owner, unsigned depth) {
+    struct stat st {};
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return 0;
+    if (owner && st.st_uid != *owner) return 0;
+    if (!S_ISDIR(st.st_mode)) {
+        if (::unlinkat(dir_fd, name.c_str(), 0) != 0) return 0;
+        return S_ISREG(st.st_mode) ? static_cast<std::uint64_t>(st.st_size) : 0;
+    }
+    if (depth >= max_removal_depth) return 0;
+    const int fd = ::openat(dir_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0) return 0;
+    DIR* dir = ::fdopendir(fd);
+    if (!dir) {
+        ::close(fd);
+        return 0;
+    }
+    std::uint64_t freed = 0;
+    for (const auto& n : directory_names(dir)) freed += remove_below(::dirfd(dir), n, owner, depth + 1);
+    ::closedir(dir);
+    ::unlinkat(dir_fd, name.c_str(), AT_REMOVEDIR);
+    return freed;
+}
+
+}  // namespace
+
+std::vector<std::string> directory_names_at(int dir_fd) {
+    const int listing = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    DIR* dir = listing < 0 ? nullptr : ::fdopendir(listing);
+    if (!dir) {
+        if (listing >= 0) ::close(listing);
+        return {};
+    }
+    auto names = directory_names(dir);
+    ::closedir(dir);
+    return names;
+}
+
+std::uint64_t remove_tree_at(int dir_fd, const std::string& name, std::optional<unsigned> owner) noexcept {
+    try {
+        return remove_below(dir_fd, name, owner, 0);
+    } catch (...) {
+        return 0;  // std::bad_alloc: best effort
+    }
+}
+
+void remove_atomic_write_temps(const std::filesystem::path& dir) noexcept {
+    try {
+        const unique_fd fd(::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!fd) return;
+        for (const auto& n : directory_names_at(fd.get()))
+            if (is_atomic_write_temp(n)) remove_tree_at(fd.get(), n);
+    } catch (...) {
+        // std::bad_alloc: best effort
+    }
 }
 
 std::mutex& umask_mutex() {

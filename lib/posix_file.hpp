@@ -17,8 +17,10 @@
 #include <cstdint>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "redist/atomic_write.hpp"
 #include "redist/error.hpp"
@@ -108,6 +110,28 @@ result<std::string> read_file(const std::filesystem::path& path, std::uint64_t m
 // fsync(2) of a directory, so that renames and unlinks in it are durable.
 // Best effort: errors are ignored (some filesystems refuse fsync on a directory).
 void fsync_directory(const std::filesystem::path& dir) noexcept;
+
+// Removes the entry `name` of the directory `dir_fd` and, when it is a
+// directory, everything below it, without ever following a symlink: each
+// directory is opened with openat(O_DIRECTORY|O_NOFOLLOW) relative to its
+// parent's descriptor and each entry is removed with unlinkat(2) (a directory
+// with AT_REMOVEDIR), so a directory swapped for a symlink part-way is
+// unlinked itself, never entered. `owner`, when set, removes only entries of
+// that user id (the rest stays, and so do the directories above it). Returns
+// the bytes of the regular files removed. Best effort: what cannot be removed
+// stays; nesting deeper than 256 levels is left.
+std::uint64_t remove_tree_at(int dir_fd, const std::string& name, std::optional<unsigned> owner = {}) noexcept;
+
+// The names in the directory `dir_fd` ("." and ".." left out), read through
+// a descriptor of its own (dir_fd's offset is not used). Empty when it cannot
+// be read.
+std::vector<std::string> directory_names_at(int dir_fd);
+
+// Removes the temp files atomic_write left in `dir` (not below it), as
+// remove_tree_at does: for a caller that holds the lock every writer of `dir`
+// holds, so that no live process owns them (a killed run's leftovers).
+// Best effort.
+void remove_atomic_write_temps(const std::filesystem::path& dir) noexcept;
 
 // True when `name` (a file name, not a path) is a temp file of atomic_write.
 bool is_atomic_write_temp(std::string_view name) noexcept;

@@ -79,6 +79,22 @@ std::size_t append_one(std::string& out, std::string_view text, backslashes back
 
 }  // namespace
 
+std::size_t utf8_sequence_length(std::string_view text) noexcept {
+    if (text.empty()) return 0;
+    if (static_cast<unsigned char>(text[0]) < 0x80) return 1;
+    char32_t cp = 0;
+    return decode_utf8(text, cp);
+}
+
+bool valid_utf8(std::string_view text) noexcept {
+    while (!text.empty()) {
+        const std::size_t len = utf8_sequence_length(text);
+        if (len == 0) return false;
+        text.remove_prefix(len);
+    }
+    return true;
+}
+
 std::string printable(std::string_view text, std::size_t max_len, backslashes backslash) {
     std::string out;
     out.reserve(std::min(text.size(), max_len) + 3);

@@ -44,6 +44,10 @@ const char* relative_path_problem(std::string_view p) noexcept {
         if (c < 0x20 || c == 0x7f) return "the path contains a control character";
         if (ch == '\\') return "the path contains a backslash";
     }
+    // Receipts and the journal are JSON, which holds only UTF-8: a path that
+    // is not could not be recorded as it is, and so could not be verified or
+    // removed.
+    if (!valid_utf8(p)) return "the path is not valid UTF-8";
     std::size_t start = 0;
     while (true) {
         const auto end = p.find('/', start);

@@ -33,7 +33,7 @@ result<void> validate_name(std::string_view text, std::string_view what);
 
 // Why `relative` is not a plain relative '/'-separated path, or nullptr when
 // it is one: not empty, not absolute, no empty, "." or ".." segment, no
-// backslash, no NUL or other control character.
+// backslash, no NUL or other control character, valid UTF-8.
 const char* relative_path_problem(std::string_view relative) noexcept;
 
 // root / relative, where root is absolute and lexically normal (the caller's

@@ -17,6 +17,7 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -41,17 +42,28 @@ namespace {
 constexpr std::size_t kReadBlock = 1u << 20;
 constexpr std::size_t kSpoolBatch = 256u << 10;  // per connection (see fetch())
 constexpr auto kIdleWrite = std::chrono::milliseconds(250);
+// The resume record is rewritten once this many bytes were written since the
+// last time, when a chunk finishes, and a second after the last time (see the header).
+constexpr std::uint64_t kRecordStep = 4u << 20;
+constexpr auto kRecordInterval = std::chrono::seconds(1);
 constexpr std::size_t kMaxRecordBytes = 64u << 10;
 constexpr std::size_t kMaxRecordRanges = 4096;
 constexpr std::string_view kRecordMagic = "redist-segments 1";
 
 // ---- the spool file ----------------------------------------------------------
 
-result<void> pwrite_all(int fd, const std::byte* data, std::size_t size, std::uint64_t offset, const fs::path& path) {
+bool no_room(int err) { return err == ENOSPC || err == EDQUOT; }
+
+// `out_of_space` is set when the write failed for lack of room (ENOSPC, EDQUOT).
+result<void> pwrite_all(int fd, const std::byte* data, std::size_t size, std::uint64_t offset, const fs::path& path,
+                        bool& out_of_space) {
     while (size > 0) {
         const ssize_t n = ::pwrite(fd, data, size, static_cast<off_t>(offset));
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return errno_error("cannot write the download spool", path, errno);
+        if (n < 0) {
+            out_of_space = no_room(errno);
+            return errno_error("cannot write the download spool", path, errno);
+        }
         data += n;
         size -= static_cast<std::size_t>(n);
         offset += static_cast<std::uint64_t>(n);
@@ -209,6 +221,8 @@ public:
     result<void> run(int connections, std::uint64_t& delivered, download_callbacks& callbacks, segmented_stats& stats,
                      transfer_failure_info* failure);
     bool fallback() const { return fallback_; }
+    // A write to the spool failed for lack of room (see spool_location::temp_dir).
+    bool spool_full() const { return spool_full_; }
     // The server ignored the first request's Range and its 200 body became
     // the one stream (no second request; no byte sent twice).
     bool whole_stream() const { return whole_stream_; }
@@ -220,6 +234,10 @@ private:
     void settle(chunk& c, result<void> outcome, const transfer_failure_info& info, bool progressed, bool range_ignored);
     std::uint64_t contiguous_end();  // lock held
     segment_record snapshot();       // lock held
+    // Rewrites the resume record when it is due (see kRecordStep), or always
+    // when `force`; data first (fdatasync), then the record.
+    void record_progress(bool force);
+    bool record_due() const;  // lock held
     void stop_all();
     result<void> deliver(std::uint64_t from, std::uint64_t to, download_callbacks& callbacks);
     std::unique_ptr<std::byte[]> buffer_;
@@ -237,6 +255,7 @@ private:
     std::condition_variable work_cv_;      // workers: a chunk became takeable, or stop
     std::condition_variable progress_cv_;  // the caller's thread: bytes arrived, or stop
     std::atomic<bool> stop_{false};
+    std::atomic<bool> spool_full_{false};
     std::size_t head_ = 0;  // first chunk not done
     bool fallback_ = false;
     // One request goes first; the other connections open only once it was
@@ -251,6 +270,11 @@ private:
     int requests_ = 0;
     int retries_ = 0;
     std::uint64_t received_ = 0;
+    // The record: one writer at a time (record_mutex_); the rest under mutex_.
+    std::mutex record_mutex_;
+    std::uint64_t unrecorded_ = 0;  // bytes written since the last snapshot recorded
+    std::size_t recorded_finished_ = 0;
+    clock_type::time_point last_record_ = clock_type::now();
 };
 
 std::uint64_t segmented_run::contiguous_end() {
@@ -269,6 +293,36 @@ segment_record segmented_run::snapshot() {
     }
     if (r.ranges.size() > kMaxRecordRanges) r.ranges.resize(kMaxRecordRanges);  // understating is safe
     return r;
+}
+
+bool segmented_run::record_due() const {
+    if (unrecorded_ == 0 && finished_ == recorded_finished_) return false;
+    return unrecorded_ >= kRecordStep || finished_ != recorded_finished_ ||
+           clock_type::now() - last_record_ >= kRecordInterval;
+}
+
+void segmented_run::record_progress(bool force) {
+    if (part_file_.empty()) return;
+    {
+        std::lock_guard lock(mutex_);
+        if (!force && !record_due()) return;
+    }
+    // A writer that finds the step reached waits here while another writes
+    // the record: this is what bounds the bytes a record lags behind.
+    std::lock_guard serial(record_mutex_);
+    segment_record record;
+    {
+        std::lock_guard lock(mutex_);
+        if (!force && !record_due()) return;  // written meanwhile
+        record = snapshot();
+        unrecorded_ = 0;
+        recorded_finished_ = finished_;
+        last_record_ = clock_type::now();
+    }
+    // Every byte the snapshot counts was written before it was counted; on
+    // disk before the record that claims it.
+    if (::fdatasync(fd_) != 0) return;
+    (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(record), durability::none);
 }
 
 void segmented_run::stop_all() {
@@ -357,14 +411,23 @@ void segmented_run::fetch(chunk& c) {
         last_write = clock_type::now();
         if (pending.empty()) return {};
         const std::size_t n = pending.size();
-        REDIST_TRY_VOID(pwrite_all(fd_, pending.data(), n, offset, spool_path_));
+        bool out_of_space = false;
+        auto written = pwrite_all(fd_, pending.data(), n, offset, spool_path_, out_of_space);
+        if (!written.ok()) {
+            if (out_of_space) spool_full_ = true;
+            return written;
+        }
         pending.clear();
         offset += n;
         progressed = true;
-        std::lock_guard lock(mutex_);
-        c.done += n;
-        received_ += n;
-        progress_cv_.notify_one();
+        {
+            std::lock_guard lock(mutex_);
+            c.done += n;
+            received_ += n;
+            unrecorded_ += n;
+            progress_cv_.notify_one();
+        }
+        record_progress(false);
         return {};
     };
     cb.on_data = [&](const std::byte* data, std::size_t n) -> result<void> {
@@ -390,6 +453,7 @@ void segmented_run::fetch(chunk& c) {
     // What came before a failure is kept too (the retry resumes after it).
     if (auto written = write_pending(); !written.ok() && outcome.ok()) outcome = std::move(written).error_value();
     settle(c, std::move(outcome), info, progressed, range_ignored);
+    record_progress(false);  // a finished chunk is recorded at once
 }
 
 // After one request for `c`: done, back in the queue after a delay, or the end of everything.
@@ -457,12 +521,9 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
     };
 
     result<void> outcome;
-    // The resume record is rewritten each time a chunk finished or the prefix
-    // grew by 4 MiB, and at least once a second: a kill loses at most that.
-    constexpr std::uint64_t kRecordStep = 4u << 20;
-    auto last_record = clock_type::now();
-    std::uint64_t recorded = delivered;
-    std::size_t recorded_finished = 0;
+    // The resume record is the writers' job (record_progress), not this
+    // thread's: on_data may keep it busy for long (a slow decoder) while
+    // the connections write on.
     while (delivered < size_) {
         std::unique_lock lock(mutex_);
         const auto others_due = [&] { return ranges_confirmed_ && !whole_stream_ && threads.size() < n; };
@@ -471,17 +532,7 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
         if (stop_) break;
         if (others_due()) open_the_others();
         const std::uint64_t available = contiguous_end();
-        std::optional<segment_record> record;
-        if (!part_file_.empty() && (available >= recorded + kRecordStep || finished_ != recorded_finished ||
-                                    clock_type::now() - last_record >= std::chrono::seconds(1))) {
-            record = snapshot();
-            last_record = clock_type::now();
-            recorded = available;
-            recorded_finished = finished_;
-        }
         lock.unlock();
-        if (record)
-            (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(*record), durability::none);
         outcome = deliver(delivered, available, callbacks);
         if (!outcome.ok()) break;
         delivered = available;
@@ -492,8 +543,7 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
     }
     for (auto& t : threads) t.join();
     // Whatever is on disk now stays usable for a resume.
-    if (!part_file_.empty() && delivered < size_ && !fallback_)
-        (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(snapshot()), durability::none);
+    if (delivered < size_ && !fallback_ && !spool_full_) record_progress(true);
     stats.requests += requests_;
     stats.retries += retries_;
     stats.received_bytes += received_;
@@ -517,6 +567,7 @@ struct single_stream {
     bool& responded;              // the caller's on_response has been called
     std::uint64_t delivered = 0;  // handed to on_data
     std::uint64_t spooled = 0;    // contiguous bytes in the spool (>= delivered)
+    bool spool_full = false;      // a write failed for lack of room
 
     result<void> attempt(segmented_stats& stats, transfer_failure_info& info, bool& progressed);
     result<void> deliver_spooled();
@@ -563,7 +614,7 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
             return make_error(error_code::integrity, "more bytes than expected")
                 .with_url(sanitize_url(url))
                 .with_expected_actual(std::to_string(expected_size), "at least " + std::to_string(spooled + n));
-        REDIST_TRY_VOID(pwrite_all(fd, data, n, spooled, spool_path));
+        REDIST_TRY_VOID(pwrite_all(fd, data, n, spooled, spool_path, spool_full));
         spooled += n;
         stats.received_bytes += n;
         progressed = true;
@@ -700,36 +751,116 @@ namespace {
 struct opened_spool {
     unique_fd fd;
     fs::path path;           // for messages
+    fs::path part_file;      // empty: a temp spool (no record)
     segment_record present;  // ranges already there
 };
+
+result<void> open_temp(opened_spool& s, const fs::path& dir) {
+    s.path = dir;
+    s.part_file.clear();
+    REDIST_TRY(s.fd, open_temp_spool(dir));
+    return {};
+}
+
+std::uint64_t present_bytes(const segment_record& r) {
+    std::uint64_t n = 0;
+    for (const auto& [a, b] : r.ranges) n += b - a;
+    return n;
+}
+
+// Gives up the cache's .part (removed with its record: a cache that cannot
+// hold the download would only fill up again) for a temp spool in
+// spool.temp_dir, telling the caller why. The caller continues from the
+// bytes it has already been given.
+result<void> fall_back_to_temp(opened_spool& s, const spool_location& spool, const error& why) {
+    s.fd.reset();
+    ::unlink(spool.part_file.c_str());
+    remove_segment_record(spool.part_file);
+    REDIST_TRY_VOID(open_temp(s, spool.temp_dir));
+    s.present.ranges.clear();
+    if (spool.on_fallback) spool.on_fallback(why);
+    return {};
+}
+
+// The .part's filesystem has less room than the bytes still missing:
+// the reason to give it up at once, or nullopt.
+std::optional<error> lacks_room(const opened_spool& s, std::uint64_t expected_size) {
+    struct statvfs vfs {};
+    if (expected_size == 0 || ::fstatvfs(s.fd.get(), &vfs) != 0) return std::nullopt;
+    const std::uint64_t missing = expected_size - std::min(expected_size, present_bytes(s.present));
+    const auto room = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    if (room >= missing) return std::nullopt;
+    return make_error(error_code::filesystem, "the cache has " + std::to_string(room) +
+                                                  " bytes free, the download needs " + std::to_string(missing))
+        .with_path(s.path.string());
+}
 
 result<opened_spool> open_spool(const spool_location& spool, std::uint64_t expected_size) {
     opened_spool s;
     s.present.size = expected_size;
     if (spool.part_file.empty()) {
-        s.path = spool.temp_dir;
-        REDIST_TRY(s.fd, open_temp_spool(spool.temp_dir));
+        REDIST_TRY_VOID(open_temp(s, spool.temp_dir));
         return s;
     }
     s.path = spool.part_file;
+    s.part_file = spool.part_file;
     bool fresh = false;
     REDIST_TRY(s.fd, open_part_file(spool.part_file, fresh));
     if (fresh) {
         remove_segment_record(spool.part_file);
-        return s;
+    } else {
+        bool start_over = false;
+        s.present = present_ranges(s.fd.get(), spool.part_file, expected_size, start_over);
+        if (start_over) {
+            remove_segment_record(spool.part_file);
+            if (::ftruncate(s.fd.get(), 0) != 0)
+                return errno_error("cannot truncate the download spool", s.path, errno);
+            s.present.ranges.clear();
+        }
     }
-    bool start_over = false;
-    s.present = present_ranges(s.fd.get(), spool.part_file, expected_size, start_over);
-    if (start_over) {
-        remove_segment_record(spool.part_file);
-        if (::ftruncate(s.fd.get(), 0) != 0) return errno_error("cannot truncate the download spool", s.path, errno);
-        s.present.ranges.clear();
+    if (!spool.temp_dir.empty()) {
+        if (auto why = lacks_room(s, expected_size)) REDIST_TRY_VOID(fall_back_to_temp(s, spool, *why));
     }
     return s;
 }
 
 std::uint64_t prefix_of(const segment_record& r) {
     return !r.ranges.empty() && r.ranges.front().first == 0 ? r.ranges.front().second : 0;
+}
+
+// A write to the cache's .part failed for lack of room, and there is a temp_dir to go on in.
+bool can_fall_back(const opened_spool& s, const spool_location& spool, bool spool_full) {
+    return spool_full && !s.part_file.empty() && !spool.temp_dir.empty();
+}
+
+// The ranged part of segmented_download: from the bytes in the spool on.
+// Returns ok with `delivered` at the size, or ok with `*ranges_ignored` set
+// and `delivered` where one stream must go on, or the error.
+result<void> run_segments(const std::string& url, std::uint64_t expected_size, const transfer_options& transfer,
+                          const segment_options& segments, const spool_location& spool, opened_spool& s,
+                          single_stream& one, download_callbacks& callbacks, const segment_retry_hook& retry,
+                          transfer_failure_info* failure, segmented_stats& stats, bool& ranges_ignored) {
+    std::uint64_t delivered = 0;
+    if (one.spooled > 0) {
+        REDIST_TRY_VOID(one.deliver_spooled());
+        delivered = one.delivered;
+    }
+    for (;;) {
+        segmented_run run(url, expected_size, transfer, s.fd.get(), s.path, s.part_file,
+                          plan_chunks(delivered, expected_size, s.present, segments), retry);
+        auto outcome = run.run(segments.connections, delivered, callbacks, stats, failure);
+        if (!outcome.ok() && can_fall_back(s, spool, run.spool_full())) {
+            // Go on in a temp spool from the first byte not delivered yet.
+            REDIST_TRY_VOID(fall_back_to_temp(s, spool, outcome.error_value()));
+            continue;
+        }
+        if (!outcome.ok() && !run.fallback()) return outcome;
+        ranges_ignored = run.fallback();
+        stats.segmented = !run.fallback() && !run.whole_stream();
+        one.delivered = delivered;
+        one.spooled = delivered;
+        return {};
+    }
 }
 
 }  // namespace
@@ -741,8 +872,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
     if (failure != nullptr) *failure = {};
     REDIST_TRY(opened_spool s, open_spool(spool, expected_size));
     segmented_stats stats;
-    stats.reused_bytes = 0;
-    for (const auto& [a, b] : s.present.ranges) stats.reused_bytes += b - a;
+    stats.reused_bytes = present_bytes(s.present);
     bool responded = false;
     single_stream one{url, expected_size, transfer, s.fd.get(), s.path, callbacks, responded};
     one.spooled = prefix_of(s.present);
@@ -751,38 +881,37 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
                        expected_size >= segments.min_total_bytes && one.spooled < expected_size;
     if (split) {
         stats.segmented = true;
-        if (!spool.part_file.empty()) {
+        if (!s.part_file.empty()) {
             // Before the first out-of-order byte: from now on the .part's
             // size says nothing; the record does.
-            REDIST_TRY_VOID(atomic_write(segment_record_path(spool.part_file), segment_record_to_text(s.present),
-                                         durability::none));
+            REDIST_TRY_VOID(
+                atomic_write(segment_record_path(s.part_file), segment_record_to_text(s.present), durability::none));
         }
         responded = true;
         response_info whole;
         whole.status = 206;
         whole.content_length = static_cast<std::int64_t>(expected_size);
         if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(whole));
-        segmented_run run(url, expected_size, transfer, s.fd.get(), s.path, spool.part_file,
-                          plan_chunks(one.spooled, expected_size, s.present, segments), retry);
-        std::uint64_t delivered = 0;
-        if (one.spooled > 0) {
-            REDIST_TRY_VOID(one.deliver_spooled());
-            delivered = one.delivered;
-        }
-        auto outcome = run.run(segments.connections, delivered, callbacks, stats, failure);
-        if (!outcome.ok() && !run.fallback()) return std::move(outcome).error_value();
-        if (!run.fallback()) {
-            stats.segmented = !run.whole_stream();
-            if (!spool.part_file.empty()) remove_segment_record(spool.part_file);
+        bool ranges_ignored = false;
+        REDIST_TRY_VOID(run_segments(url, expected_size, transfer, segments, spool, s, one, callbacks, retry, failure,
+                                     stats, ranges_ignored));
+        one.fd = s.fd.get();
+        if (!ranges_ignored) {
+            if (!s.part_file.empty()) remove_segment_record(s.part_file);
             return stats;
         }
         // The server ignores ranges: one stream from what the caller has.
-        stats.segmented = false;
-        one.delivered = delivered;
-        one.spooled = delivered;
     }
-    REDIST_TRY_VOID(run_single_stream(one, retry, stats, failure));
-    if (!spool.part_file.empty()) remove_segment_record(spool.part_file);
+    for (;;) {
+        auto streamed = run_single_stream(one, retry, stats, failure);
+        if (streamed.ok()) break;
+        if (!can_fall_back(s, spool, one.spool_full)) return std::move(streamed).error_value();
+        REDIST_TRY_VOID(fall_back_to_temp(s, spool, streamed.error_value()));
+        one.fd = s.fd.get();
+        one.spool_full = false;
+        one.spooled = one.delivered;
+    }
+    if (!s.part_file.empty()) remove_segment_record(s.part_file);
     return stats;
 }
 

@@ -13,8 +13,7 @@
 //    fetch it with download_range() and pwrite() its bytes at their offset
 //    into the spool file, 256 KiB at a time (and whatever they hold after
 //    250 ms without a byte: on_idle), not libcurl's 16 KiB pieces, whose
-//    pwrite()s queued on the file's inode lock. A kill loses what a
-//    connection held unwritten. All of transfer.hpp's rules hold per request
+//    pwrite()s queued on the file's inode lock. All of transfer.hpp's rules hold per request
 //    (https never downgrades, redirect limit, stall detector, no decoding).
 //  * The calling thread reads the spool back in order as the contiguous
 //    prefix grows and calls on_data: the caller's callbacks run on its own
@@ -36,6 +35,17 @@
 //    writes; a segmented run writes the record before its first
 //    out-of-order byte. Resumed bytes are not trusted either: they go
 //    through the caller's hash like every other byte.
+//  * The record follows the writes, not the delivery (a slow consumer must
+//    not hold it back): the connection whose write brings the bytes written
+//    since the last record to kRecordStep (4 MiB), or that finishes a
+//    chunk, or writes a second after the last record, syncs the spool's data
+//    (fdatasync) and then rewrites the record, so that the record never
+//    claims bytes a crash could have lost. A kill therefore loses at most
+//    2 * 4 MiB + 3 * 256 KiB per connection (the bytes written since the
+//    record on disk, which may itself be one step old while the next one is
+//    being written, each step overrun by one 256 KiB write per connection;
+//    and the 256 KiB each connection holds unwritten): 11 MiB with 4
+//    connections, 12.5 MiB with the default 6.
 //
 // Known limits: every chunk is a new connection (download_range() keeps no
 // connection cache: one TLS handshake per chunk, ~25 for a 313 MiB archive);
@@ -89,7 +99,14 @@ struct spool_location {
     // Opened with O_NOFOLLOW; must be a regular file with one link owned by us.
     std::filesystem::path part_file;
     // Without a part_file: an unlinked O_TMPFILE in this directory (no resume).
+    // With one: the fallback when the part_file's filesystem cannot hold the
+    // download (it has less room free than the bytes still missing, or a
+    // write fails with ENOSPC or EDQUOT): the .part and its record are
+    // removed, and the download goes on in a temp spool here from the first
+    // byte the caller has not had yet (nothing it had is fetched again).
     std::filesystem::path temp_dir;
+    // Told why, when the part_file is given up for temp_dir. May be empty.
+    std::function<void(const error& why)> on_fallback;
 };
 
 // Asked after each failed request of a chunk (attempt = 1, 2, ... failures of

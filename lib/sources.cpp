@@ -401,6 +401,7 @@ result<void> artifact_stream::restart() {
     hasher_ = sha256_hasher();
     received_ = 0;
     verified_ = false;
+    resumed_ = false;
     changed_ = false;
     paused_mid_download_ = false;
     tee_.reset();
@@ -426,6 +427,7 @@ result<bool> artifact_stream::resume_or_restart() {
         REDIST_TRY_VOID(replay(tee_path_, /*into_sink=*/true));
         REDIST_TRY(const int fd, open_cache_file(tee_path_, cache_file_access::append));
         tee_ = unique_fd(fd);
+        resumed_ = received_ > 0;
         return true;
     }
     if (tee_path_.empty()) {
@@ -434,7 +436,10 @@ result<bool> artifact_stream::resume_or_restart() {
             received_ = 0;
             verified_ = false;
             auto replayed = replay(*held, /*into_sink=*/false);
-            if (replayed.ok()) return true;
+            if (replayed.ok()) {
+                resumed_ = received_ > 0;
+                return true;
+            }
         }
     }
     REDIST_TRY_VOID(restart());
@@ -535,7 +540,9 @@ result<void> artifact_stream::verify(const std::string& source) {
     const std::uint64_t size = received_;
     auto checked = check_integrity(expected_.size, expected_.sha256, size, hasher_.finish_hex(), source);
     if (!checked.ok()) {
-        // Wrong bytes: worthless for any later source.
+        // Wrong bytes: worthless for any later source. When some came from
+        // an earlier process, they may be the wrong ones (see fetch_from).
+        resumed_bytes_failed_ = resumed_;
         REDIST_TRY_VOID(restart());
         return checked;
     }
@@ -589,8 +596,22 @@ result<void> artifact_stream::check_complete(const std::string& where) {
     return verify(where);
 }
 
+bool artifact_stream::retry_without_resumed_bytes(const result<void>& outcome) noexcept {
+    const bool retry = !outcome.ok() && outcome.error_value().code == error_code::integrity && resumed_bytes_failed_ &&
+                       received_ == 0;
+    resumed_bytes_failed_ = false;
+    return retry;
+}
+
 result<void> artifact_stream::fetch_from(const std::string& url, const transfer_options& options,
                                          transfer_failure_info& failure) {
+    auto outcome = fetch_from_once(url, options, failure);
+    if (retry_without_resumed_bytes(outcome)) outcome = fetch_from_once(url, options, failure);
+    return outcome;
+}
+
+result<void> artifact_stream::fetch_from_once(const std::string& url, const transfer_options& options,
+                                              transfer_failure_info& failure) {
     if (cancelled(cancel_)) return cancelled_error();
     const std::string where = sanitize_url(url);
     const std::uint64_t resume_from = received_;
@@ -613,6 +634,14 @@ result<void> artifact_stream::fetch_from(const std::string& url, const transfer_
 result<void> artifact_stream::fetch_split(const std::string& url, const transfer_options& options,
                                           const segment_options& segments, const spool_location& spool,
                                           const segment_retry_hook& retry, transfer_failure_info& failure) {
+    auto outcome = fetch_split_once(url, options, segments, spool, retry, failure);
+    if (retry_without_resumed_bytes(outcome)) outcome = fetch_split_once(url, options, segments, spool, retry, failure);
+    return outcome;
+}
+
+result<void> artifact_stream::fetch_split_once(const std::string& url, const transfer_options& options,
+                                               const segment_options& segments, const spool_location& spool,
+                                               const segment_retry_hook& retry, transfer_failure_info& failure) {
     if (cancelled(cancel_)) return cancelled_error();
     const std::string where = sanitize_url(url);
     // Every byte comes again from 0 (see the header): start over unless
@@ -634,6 +663,7 @@ result<void> artifact_stream::fetch_split(const std::string& url, const transfer
         }
         return e;
     }
+    resumed_ = downloaded->reused_bytes > 0;  // the spool's bytes from an earlier run went through the hash
     auto checked = check_complete(where);
     if (!checked.ok()) drop_spool();
     return checked;

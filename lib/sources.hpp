@@ -207,16 +207,22 @@ public:
     // One attempt from `url`, resuming at received(): the only place an
     // artifact body is downloaded (a segmented downloader plugs in here).
     // Fills `failure` as download() does. After the last byte the size and
-    // SHA-256 are checked. Outcomes: ok (verified) | network | not_found |
-    // integrity | cancelled | filesystem | the sink's error.
+    // SHA-256 are checked. When they do not match and the stream had resumed
+    // bytes an earlier process left (the .part, a dead process's file), those
+    // bytes are what is suspect, not the source: they are dropped and the
+    // artifact is downloaded again from byte 0, from the same URL, once in
+    // this call. Only a mismatch of bytes that all came from `url` in this
+    // process is an integrity failure. Outcomes: ok (verified) | network |
+    // not_found | integrity | cancelled | filesystem | the sink's error.
     result<void> fetch_from(const std::string& url, const transfer_options& options, transfer_failure_info& failure);
     // One attempt from `url` over several ranged connections (see
     // segmented_download.hpp): the downloader owns the spool (the cache's
     // .part, with its resume record), so no tee may be set. It delivers every
     // byte from 0, including those an earlier run left in the spool, so the
     // hash and the sink start over (the caller restarts them once before the
-    // first attempt). Wrong bytes (integrity) remove the spool's
-    // .part and record. Outcomes as fetch_from.
+    // first attempt). Wrong bytes (integrity) remove the spool's .part and
+    // record; when the spool held bytes of an earlier run, the artifact is
+    // downloaded again from byte 0 once, as in fetch_from. Outcomes as fetch_from.
     result<void> fetch_split(const std::string& url, const transfer_options& options, const segment_options& segments,
                              const spool_location& spool, const segment_retry_hook& retry,
                              transfer_failure_info& failure);
@@ -252,6 +258,14 @@ public:
     result<void> verify(const std::string& source);
 
 private:
+    result<void> fetch_from_once(const std::string& url, const transfer_options& options,
+                                 transfer_failure_info& failure);
+    result<void> fetch_split_once(const std::string& url, const transfer_options& options,
+                                  const segment_options& segments, const spool_location& spool,
+                                  const segment_retry_hook& retry, transfer_failure_info& failure);
+    // After a failed attempt: true (once) when it failed because bytes an
+    // earlier process left turned out wrong; the stream is at byte 0 again.
+    bool retry_without_resumed_bytes(const result<void>& outcome) noexcept;
     result<void> replay(const std::filesystem::path& path, bool into_sink);
     // The callbacks of one attempt that asked for bytes resume_from..
     download_callbacks body_callbacks(const std::string& url, std::uint64_t resume_from,
@@ -267,6 +281,11 @@ private:
     std::uint64_t hash_and_tee_ns_ = 0;
     std::uint64_t sink_ns_ = 0;
     bool verified_ = false;
+    // The bytes so far include bytes an earlier process left (resume_or_restart,
+    // or a segmented spool's reused ranges); cleared by restart().
+    bool resumed_ = false;
+    // verify() found a mismatch while resumed_ was set (then restarted).
+    bool resumed_bytes_failed_ = false;
     std::filesystem::path tee_path_;
     unique_fd tee_;
     bool tee_dropped_ = false;

@@ -50,6 +50,7 @@
 
 #include "budget.hpp"
 #include "posix_file.hpp"
+#include "redist/printable.hpp"  // valid_utf8
 #include "redist/verify.hpp"
 #include "stopwatch.hpp"
 #include "xz_decode.hpp"
@@ -258,6 +259,9 @@ std::optional<std::string> split_entry_name(std::string_view name, std::vector<s
     segments.clear();
     if (name.empty()) return "empty entry name";
     if (name.front() == '/') return "absolute path in archive";
+    // Receipts are JSON, which holds only UTF-8: a name that is not could not
+    // be recorded, verified or removed (NVIDIA's names are ASCII).
+    if (!valid_utf8(name)) return "entry name is not valid UTF-8";
     bool dotdot = false;
     for_each_segment(name, [&](std::string_view seg) {
         if (seg == "..") dotdot = true;
@@ -310,6 +314,7 @@ target_shape shape_of(std::string_view target) {
 std::optional<std::string> check_symlink_target(std::string_view target, std::size_t link_depth) {
     if (target.empty()) return "empty symlink target";
     if (target.front() == '/') return "absolute symlink target";
+    if (!valid_utf8(target)) return "symlink target is not valid UTF-8";  // recorded in the receipt
     const target_shape s = shape_of(target);
     if (s.dotdot_after_name) return "symlink target has '..' after a name";
     if (s.ups > link_depth) return "symlink target points outside the stage";

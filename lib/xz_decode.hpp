@@ -76,6 +76,9 @@ struct byte_buffer {
     // goes back to the gate when freed.
     static byte_buffer from_gate(memory_gate& gate, std::size_t capacity) {
         byte_buffer b;
+        // A block may decode to nothing (a multi-block writer that flushed an
+        // empty block): no bytes, no mapping (mmap refuses a length of 0).
+        if (capacity == 0) return b;
         std::byte* bytes = gate.take(capacity, b.lease);
         if (!bytes) bytes = memory_gate::map(capacity);
         b.bytes = std::unique_ptr<std::byte[], buffer_deleter>(bytes, buffer_deleter{&gate, capacity});

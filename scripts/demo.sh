@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Quick-start demo: installs dependencies, builds, generates a local demo
-# mirror of NVIDIA's layout (small generated archives, real hashes) and runs
+# Quick-start demo: installs the build dependencies, builds only the tools it
+# runs (redist, cudnn-fetch and the check probe; no tests, fuzzers or
+# examples) into ./build-demo (or $DEMO_BUILD_DIR), generates a local demo mirror
+# of NVIDIA's layout (small generated archives, real hashes) and runs
 # cudnn-fetch against it. No internet needed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/install-deps.sh
-bash scripts/build.sh
-build_dir=${BUILD_DIR:-build}
+bash scripts/install-deps.sh --minimal
+build_dir=${DEMO_BUILD_DIR:-build-demo}  # not BUILD_DIR: that is the test build's (test.sh)
+# Tests off also leaves out the package tests (their option lives in tests/).
+BUILD_DIR=$build_dir bash scripts/build.sh -DREDIST_BUILD_TESTS=OFF -DREDIST_BUILD_FUZZERS=OFF \
+  -DREDIST_BUILD_EXAMPLES=OFF redist_tool cudnn-fetch_tool
 demo=${DEMO_DIR:-/tmp/redist-demo}
 python3 scripts/make_demo_mirror.py --dest "$demo/mirror" --quiet --force
 rm -rf "$demo/cudnn" "$demo/cache"

@@ -1,18 +1,36 @@
 #!/usr/bin/env bash
-# Installs the build and test dependencies from Debian 12's archive.
+# Installs redist's dependencies from Debian 12's archive.
+#
+#   install-deps.sh             everything: building, running, and the whole
+#                               test suite (Catch2, clang for the fuzz targets,
+#                               nginx for the end-to-end tests, ...)
+#   install-deps.sh --minimal   only what building and running the tools and
+#                               scripts/demo.sh need
+#
 # Safe to re-run; skips apt entirely when everything is already there.
 set -euo pipefail
 
-packages=(
-  build-essential cmake ninja-build pkg-config git
+minimal=(
+  build-essential cmake ninja-build pkg-config
   libsimdjson-dev libcurl4-openssl-dev libarchive-dev liblzma-dev libssl-dev
-  catch2 libcli11-dev
+  libcli11-dev
   libelf-dev                        # redist check: ELF reader (elfutils)
   libtomlplusplus-dev               # redist.toml project files
-  python3-jsonschema                # SBOM schema validation in the tests
-  clang libclang-rt-14-dev          # libFuzzer target
-  nginx-light python3 xz-utils zstd openssl ca-certificates
+  python3 xz-utils                  # scripts/make_demo_mirror.py
+  ca-certificates                   # HTTPS to NVIDIA's servers
 )
+tests=(
+  git catch2
+  python3-jsonschema                # SBOM schema validation in the tests
+  clang libclang-rt-14-dev          # libFuzzer targets
+  nginx-light zstd openssl          # e2e fixtures: loopback server, archives, TLS
+)
+
+case "${1:-}" in
+  "") packages=("${minimal[@]}" "${tests[@]}") ;;
+  --minimal) packages=("${minimal[@]}") ;;
+  *) echo "usage: $0 [--minimal]" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -26,5 +44,5 @@ if ((${#missing[@]})); then
 fi
 # Debian's nginx package may start a system nginx on port 80; the tests run
 # their own on loopback and never need it.
-if command -v service >/dev/null 2>&1; then service nginx stop >/dev/null 2>&1 || true; fi
-echo "install-deps: all dependencies present"
+if [ -z "${1:-}" ] && command -v service >/dev/null 2>&1; then service nginx stop >/dev/null 2>&1 || true; fi
+echo "install-deps: all dependencies present${1:+ ($1)}"

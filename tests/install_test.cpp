@@ -11,7 +11,10 @@
 #include <sstream>
 
 #include "../lib/commit_plan.hpp"
+#include "../lib/safe_path.hpp"
 #include "redist/install.hpp"
+#include "redist/json_writer.hpp"
+#include "redist/printable.hpp"
 #include "redist/verify.hpp"
 #include "support.hpp"
 
@@ -131,7 +134,7 @@ TEST_CASE("verify checks a large file piece by piece against its receipt") {
     REQUIRE(commit_stages(*lock, std::move(list)).ok());
     const std::string on_disk = slurp(prefix / ".redist/receipts/demo/p.json");
     CHECK(on_disk.find("\"sha256_pieces\": \"" + receipt_digest_oracle(big) + "\"") != std::string::npos);
-    auto clean = verify_prefix(prefix);
+    auto clean = verify_prefix(*lock);
     REQUIRE(clean.ok());
     CHECK(clean->problems.empty());
 
@@ -139,14 +142,14 @@ TEST_CASE("verify checks a large file piece by piece against its receipt") {
     std::string changed = big;
     changed[(9u << 20) + 5] ^= 1;
     write(prefix / "lib/libbig.so", changed);
-    auto found = verify_prefix(prefix);
+    auto found = verify_prefix(*lock);
     REQUIRE(found.ok());
     REQUIRE(found->problems.size() == 1);
     CHECK(found->problems.front().path == "lib/libbig.so");
     CHECK(found->problems.front().what == "modified (sha256_pieces " + receipt_digest_oracle(changed) + ", expected " +
                                               receipt_digest_oracle(big) + ")");
     write(prefix / "lib/libbig.so", big);
-    auto again = verify_prefix(prefix);
+    auto again = verify_prefix(*lock);
     REQUIRE(again.ok());
     CHECK(again->problems.empty());
 }
@@ -162,7 +165,7 @@ TEST_CASE("verify reports the same problems, in receipt order, on one thread or 
     list.push_back(make_staged(*lock, "b", {{"lib/b1.so", big + "b"}, {"lib/b2.so", "four"}}));
     REQUIRE(commit_stages(*lock, std::move(list)).ok());
     for (unsigned threads : {1u, 3u, 16u}) {
-        auto clean = verify_prefix(prefix, threads);
+        auto clean = verify_prefix(*lock, threads);
         REQUIRE(clean.ok());
         CHECK(clean->problems.empty());
         CHECK(clean->components == 2);
@@ -187,7 +190,7 @@ TEST_CASE("verify reports the same problems, in receipt order, on one thread or 
     };
     for (unsigned threads : {1u, 2u, 3u, 16u}) {
         INFO(threads << " threads");
-        auto found = verify_prefix(prefix, threads);
+        auto found = verify_prefix(*lock, threads);
         REQUIRE(found.ok());
         std::vector<std::pair<std::string, std::string>> got;
         for (const auto& p : found->problems) got.emplace_back(p.path, p.what);
@@ -205,7 +208,7 @@ TEST_CASE("verify with nothing left to hash: every file missing or of another si
     fs::remove(prefix / "lib/a.so");
     write(prefix / "lib/b.so", "longer");
     for (unsigned threads : {0u, 1u, 8u}) {
-        auto found = verify_prefix(prefix, threads);
+        auto found = verify_prefix(*lock, threads);
         REQUIRE(found.ok());
         REQUIRE(found->problems.size() == 2);
         CHECK(found->problems.at(0).what == "missing");
@@ -261,7 +264,7 @@ TEST_CASE("commit, upgrade without stale files, conflicts leave the prefix uncha
     CHECK(slurp(prefix / "include/a.h") == "a2");
     CHECK_FALSE(fs::exists(prefix / "share/licenses/a/LICENSE"));
     CHECK(slurp(prefix / "include/mine.h") == "user");
-    auto problems = verify_prefix(prefix);
+    auto problems = verify_prefix(*lock);
     REQUIRE(problems.ok());
     CHECK(problems->problems.empty());
     CHECK(remove_component(*lock, "a").error_value().code == error_code::not_found);
@@ -314,6 +317,14 @@ public:
         if (it == stage_modes.end()) return std::nullopt;
         return it->second;
     }
+    // Every existing directory is on file system 1 unless `devices` says otherwise.
+    std::map<std::string, std::uint64_t> devices;
+    std::optional<std::uint64_t> device_of(const std::string& relative) const override {
+        const auto it = devices.find(relative);
+        if (it != devices.end()) return it->second;
+        if (relative.empty() || relative == ".redist/staging" || type_of(relative) != node::missing) return 1;
+        return std::nullopt;
+    }
 };
 
 receipt make_receipt(const std::string& product, const std::string& component,
@@ -352,6 +363,27 @@ TEST_CASE("plan_commit: moves, parents first, receipts last") {
     auto first = plan_commit(prefix, {}, {{".redist/staging/b.1", &other}}, false);
     REQUIRE(first.ok());
     CHECK(first->mkdirs.back().path == ".redist/receipts/newproduct");
+}
+
+TEST_CASE("plan_commit: a move onto another file system is refused before any journal") {
+    fake_prefix prefix;
+    prefix.nodes["lib"] = prefix_view::node::directory;
+    prefix.nodes["lib/mnt"] = prefix_view::node::directory;
+    prefix.devices["lib/mnt"] = 2;  // a mount point inside the prefix
+    const receipt r = make_receipt("demo", "a", {{"lib/a.so", "a"}, {"lib/mnt/sub/b.so", "b"}});
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error_value().code == error_code::filesystem);
+    CHECK(plan.error_value().path == "lib/mnt");  // the nearest existing directory of lib/mnt/sub/b.so
+    CHECK(plan.error_value().message.find("file system") != std::string::npos);
+    // On one file system the same plan goes through.
+    prefix.devices.clear();
+    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false).ok());
+    // A receipt directory on another file system is refused the same way.
+    prefix.devices[".redist/receipts/demo"] = 3;
+    auto receipts = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE_FALSE(receipts.ok());
+    CHECK(receipts.error_value().path == ".redist/receipts/demo");
 }
 
 TEST_CASE("plan_commit: an existing directory is never re-created or chmod'ed") {
@@ -760,7 +792,7 @@ TEST_CASE("hardlinked files are recorded as they are on disk") {
     std::vector<staged_component> list;
     list.push_back(std::move(staged));
     REQUIRE(commit_stages(*lock, std::move(list)).ok());
-    auto problems = verify_prefix(prefix);
+    auto problems = verify_prefix(*lock);
     REQUIRE(problems.ok());
     CHECK(problems->problems.empty());
 }
@@ -801,7 +833,7 @@ TEST_CASE("commit_stages_removing: one transaction installs one component and re
     std::set<std::string> names;
     for (const auto& r : *receipts) names.insert(r.component);
     CHECK(names == std::set<std::string>{"b", "c"});
-    auto problems = verify_prefix(prefix);
+    auto problems = verify_prefix(*lock);
     REQUIRE(problems.ok());
     CHECK(problems->problems.empty());
 
@@ -814,4 +846,112 @@ TEST_CASE("commit_stages_removing: one transaction installs one component and re
     auto missing = commit_stages_removing(*lock, {}, {{"demo", "b"}});
     REQUIRE_FALSE(missing.ok());
     CHECK(missing.error_value().code == error_code::not_found);
+}
+
+TEST_CASE("a path that is not UTF-8 is never staged, and JSON output is always UTF-8") {
+    CHECK(relative_path_problem("lib/caf\xe9.so") != nullptr);
+    CHECK(relative_path_problem("lib/caf\xc3\xa9.so") == nullptr);  // UTF-8 is fine
+    fake_prefix prefix;
+    const receipt r = make_receipt("demo", "a", {{"lib/caf\xe9.so", "a"}});
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    REQUIRE_FALSE(plan.ok());
+    CHECK(plan.error_value().code == error_code::unsafe_archive);
+
+    // Whatever a string holds, the writer emits JSON that reads back.
+    receipt odd = make_receipt("demo", "a", {{"lib/a.so", "a"}});
+    odd.url = "file:///caf\xe9/\xff\xc3(\xed\xa0\x80.tar.xz";
+    odd.exclude = {"lib/\x80*"};
+    const std::string json = receipt_to_json(odd);
+    CHECK(valid_utf8(json));
+    auto back = receipt_from_json(json, "r.json");
+    REQUIRE(back.ok());
+    CHECK(back->url == "file:///caf\xef\xbf\xbd/\xef\xbf\xbd\xef\xbf\xbd(\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd.tar.xz");
+    CHECK(json_escape("a\xc3\xa9\"") == "a\xc3\xa9\\\"");
+}
+
+TEST_CASE("a receipt that cannot be read blocks only its own component") {
+    const fs::path prefix = scratch("unreadable") / "prefix";
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());
+    {
+        std::vector<staged_component> both;
+        both.push_back(make_staged(*lock, "a", {{"include/a.h", "a"}}));
+        both.push_back(make_staged(*lock, "b", {{"include/b.h", "b"}}));
+        REQUIRE(commit_stages(*lock, std::move(both)).ok());
+    }
+    const fs::path bad = prefix / ".redist/receipts/demo/a.json";
+    write(bad, "{\"schema\": 1, \"product\": \"demo\", \"component\": \"a\", \"url\": \"\xe9\"}");
+
+    // Everything that reads them all refuses, naming the receipt and the repair.
+    auto all = read_receipts(prefix);
+    REQUIRE_FALSE(all.ok());
+    CHECK(all.error_value().code == error_code::bad_manifest);
+    CHECK(all.error_value().describe().find(bad.string()) != std::string::npos);
+    CHECK(all.error_value().message.find("fetch it again") != std::string::npos);
+
+    auto scan = scan_receipts(prefix);
+    REQUIRE(scan.ok());
+    REQUIRE(scan->receipts.size() == 1);
+    CHECK(scan->receipts[0].component == "b");
+    REQUIRE(scan->unreadable.size() == 1);
+    CHECK(scan->unreadable[0].component == "a");
+    CHECK(scan->unreadable[0].rel_path == ".redist/receipts/demo/a.json");
+
+    // verify checks the others and reports the unreadable one.
+    auto report = verify_prefix(prefix);
+    REQUIRE(report.ok());
+    CHECK(report->components == 1);
+    CHECK(report->problems.empty());
+    REQUIRE(report->unreadable.size() == 1);
+    CHECK(report->unreadable[0].why.describe().find(bad.string()) != std::string::npos);
+
+    // Another component installs, upgrades and goes; this one is refused.
+    std::vector<staged_component> c;
+    c.push_back(make_staged(*lock, "c", {{"include/c.h", "c"}}));
+    REQUIRE(commit_stages(*lock, std::move(c)).ok());
+    CHECK(slurp(prefix / "include/c.h") == "c");
+    REQUIRE(remove_component(*lock, "b").ok());
+    CHECK_FALSE(fs::exists(prefix / "include/b.h"));
+    auto refused = remove_component(*lock, "a");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().code == error_code::bad_manifest);
+    CHECK(refused.error_value().describe().find(bad.string()) != std::string::npos);
+    CHECK(slurp(prefix / "include/a.h") == "a");
+
+    // Staging it again repairs it: the new receipt takes the place of the bad one.
+    std::vector<staged_component> again;
+    again.push_back(make_staged(*lock, "a", {{"include/a.h", "a"}}));
+    REQUIRE(commit_stages(*lock, std::move(again)).ok());
+    auto repaired = read_receipts(prefix);
+    REQUIRE(repaired.ok());
+    CHECK(repaired->size() == 2);
+    REQUIRE(remove_component(*lock, "a").ok());
+    CHECK_FALSE(fs::exists(prefix / "include/a.h"));
+}
+
+TEST_CASE("an interrupted commit that cannot be completed before its first move is rolled back") {
+    const fs::path prefix = scratch("rollback") / "prefix";
+    fs::path stage;
+    {
+        auto lock = prefix_lock::acquire(prefix);
+        REQUIRE(lock.ok());
+        stage = make_staged(*lock, "x", {{"bin/tool", "t"}}).stage_dir;
+    }
+    // A journal whose mkdir fails (as it would on a full disk): here "bin"'s
+    // parent is a file, so mkdir(2) fails with ENOTDIR every time.
+    write(prefix / "blocker", "user");
+    const std::string stage_rel = ".redist/staging/" + stage.filename().string();
+    const std::string journal = R"({"journal_version":2,"mkdirs":[{"path":"new","mode":493},)"
+                                R"({"path":"blocker/bin","mode":493}],"moves":[{"from":")" +
+                                stage_rel +
+                                R"(/bin/tool","to":"blocker/bin/tool"}],"deletes":[],"prune":[],)"
+                                R"("stages":[")" +
+                                stage_rel + R"("]})";
+    write(prefix / ".redist/transaction.json", journal);
+    auto lock = prefix_lock::acquire(prefix);
+    REQUIRE(lock.ok());  // not wedged: nothing had moved, so the old state is back
+    CHECK_FALSE(commit_pending(prefix));
+    CHECK_FALSE(fs::exists(stage));
+    CHECK_FALSE(fs::exists(prefix / "new"));  // the directory it made is gone again
+    CHECK(slurp(prefix / "blocker") == "user");
 }

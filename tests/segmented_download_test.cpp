@@ -5,14 +5,17 @@
 
 #include <catch2/catch.hpp>
 
+#include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fixtures/fault_server_support.hpp"
@@ -383,6 +386,101 @@ TEST_CASE("an interrupted segmented download resumes with fewer bytes", "[segmen
     CHECK(sent > 0);
     CHECK(sent < kSize);
     CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
+}
+
+TEST_CASE("the resume record follows the writes while the consumer is busy", "[segmented]") {
+    // The consumer (the hash and the decoder, in fetch) takes its time over
+    // the first bytes while the connections download the rest. A kill then
+    // must lose no more than the stated bound (segmented_download.hpp): the
+    // record on disk has to follow what was written, not what was delivered.
+    // It was rewritten only by the delivering thread, so it lagged by all
+    // the consumer had not taken yet (up to 216 MB seen).
+    auto& f = shared_fixture();
+    const redist::spool_location spool = part_spool("record-follows");
+    const fs::path record = redist::segment_record_path(spool.part_file);
+    sink s;
+    auto hash = s.callbacks.on_data;
+    std::uint64_t recorded = 0;  // bytes the record on disk claimed, at best, while the consumer waited
+    s.callbacks.on_data = [&](const std::byte* data, std::size_t n) -> redist::result<void> {
+        for (int i = 0; s.bytes == 0 && i < 200 && recorded < kSize; ++i) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+            std::error_code ec;
+            if (!fs::exists(record, ec)) continue;
+            auto parsed = redist::parse_segment_record(redist_test::slurp(record), record.string());
+            if (!parsed.ok()) continue;
+            std::uint64_t claimed = 0;
+            for (const auto& [a, b] : parsed->ranges) claimed += b - a;
+            recorded = std::max(recorded, claimed);
+        }
+        return hash(data, n);
+    };
+    auto r = fetch_blob(f, spool, s);
+    REQUIRE(r.ok());
+    CHECK(s.hex() == sha256_of(f.blob));
+    // Every chunk finished while the consumer held the first bytes, and each
+    // finished chunk is recorded at once.
+    CHECK(recorded == kSize);
+    CHECK_FALSE(fs::exists(record));
+}
+
+namespace {
+// A tmpfs of `size` mounted at `dir` for the test (root only), unmounted on destruction.
+struct small_filesystem {
+    fs::path dir;
+    bool mounted = false;
+    small_filesystem(fs::path d, const std::string& size) : dir(std::move(d)) {
+        fs::create_directories(dir);
+        mounted = ::mount("tmpfs", dir.c_str(), "tmpfs", 0, ("mode=0755,size=" + size).c_str()) == 0;
+    }
+    ~small_filesystem() {
+        if (mounted) ::umount2(dir.c_str(), MNT_DETACH);
+    }
+    small_filesystem(const small_filesystem&) = delete;
+    small_filesystem& operator=(const small_filesystem&) = delete;
+};
+}  // namespace
+
+TEST_CASE("a spool whose filesystem is full goes on in the temp dir", "[segmented]") {
+    // The cache's .part was the only spool: a full cache failed a download
+    // that the prefix (where temp_dir lies) had room for.
+    auto& f = shared_fixture();
+    const fs::path dir = redist_test::scratch("full-spool");
+    const bool at_once = GENERATE(true, false);
+    CAPTURE(at_once);
+    // At once: 1 MiB cannot hold the 2 MB download, which is seen before a
+    // byte is written. Mid-way: 3 MiB could, until something else fills it
+    // (2.5 MiB written when the download starts): the writes fail with ENOSPC.
+    small_filesystem cache(dir / "cache", at_once ? "1m" : "3m");
+    if (!cache.mounted) {
+        WARN("cannot mount a tmpfs (not root?): skipped");
+        return;
+    }
+    redist::spool_location spool;
+    spool.part_file = cache.dir / "blob.part";
+    spool.temp_dir = dir / "stage";
+    fs::create_directories(spool.temp_dir);
+    std::vector<redist::error> told;
+    spool.on_fallback = [&](const redist::error& why) { told.push_back(why); };
+    sink s;
+    auto responded = s.callbacks.on_response;
+    s.callbacks.on_response = [&](const redist::response_info& i) -> redist::result<void> {
+        if (!at_once) redist_test::write(cache.dir / "filler", std::string(5u << 19, 'x'));
+        return responded(i);
+    };
+    auto r = fetch_blob(f, spool, s);
+    if (!r.ok()) FAIL(r.error_value().describe());
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(s.bytes == kSize);
+    REQUIRE(told.size() == 1);
+    CHECK(told[0].code == error_code::filesystem);
+    INFO(told[0].describe());
+    CHECK(told[0].path == spool.part_file.string());
+    CHECK_FALSE(fs::exists(spool.part_file));
+    CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
+    CHECK(fs::is_empty(spool.temp_dir));  // the temp spool was unlinked
+    const std::uint64_t sent = body_bytes(f.server->log());
+    if (at_once) CHECK(sent == kSize);
+    CHECK(sent <= 2 * kSize);
 }
 
 TEST_CASE("a .part without a record resumes from its size", "[segmented]") {

@@ -151,12 +151,22 @@ public:
 
     // Removes blobs (and partials), and their extracted trees, not used for
     // `older_than`; zero removes everything. Returns the number of bytes freed. Blobs locked by another
-    // process are skipped.
+    // process are skipped. Leftovers go first (remove_leftovers).
     result<std::uint64_t> prune(std::chrono::seconds older_than) const;
+
+    // Removes what killed processes left, and only that: a tree being stored
+    // (trees/<hex>.partial.*) whose blob lock is free (store_tree runs under
+    // it), a tree being removed (trees/<hex>.stale.*), a drift history's
+    // temp file (history/urls/<h>.json.tmp.*) whose URL lock is free, and
+    // temp files without a lock (*.tmp.* in documents/ and
+    // history/documents/) older than an hour. Nothing is followed through a
+    // symlink (remove_tree_at); in a shared cache only our own files go.
+    // Returns the bytes freed. prune and prune_to_size call it first.
+    std::uint64_t remove_leftovers() const noexcept;
 
     // Least recently used first: removes blobs (with their trees) and partial
     // downloads until what stays (blobs, partials and trees) takes at most
-    // `max_bytes`; orphaned trees go first. "Used" is the later of the blob's
+    // `max_bytes`; leftovers (remove_leftovers), then orphaned trees go first. "Used" is the later of the blob's
     // mtime (touched when an install reads it) and the atime of its tree's
     // list (read when a tree is placed; relatime: at most daily). Blobs locked
     // by another process are skipped. Returns the number of bytes freed.

@@ -148,6 +148,13 @@ struct source_change_event {
     std::string to_url;     // sanitized
     error reason;           // why from_url was given up
 };
+// The cache cannot hold a split download (too little room, or a write to its
+// .part failed with ENOSPC/EDQUOT): it goes on spooled in the prefix's
+// staging directory instead, and the archive is not cached.
+struct cache_bypass_event {
+    std::string component;
+    error reason;  // why the cache was given up
+};
 struct mirror_event;  // see mirror.hpp
 
 class fetch_observer {
@@ -161,6 +168,7 @@ public:
     virtual void on_blob_wait(const blob_wait_event&) {}
     virtual void on_retry(const retry_event&) {}
     virtual void on_source_change(const source_change_event&) {}
+    virtual void on_cache_bypass(const cache_bypass_event&) {}
     virtual void on_mirror(const mirror_event&) {}  // mirror_releases' steps
 };
 

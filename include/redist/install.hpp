@@ -20,7 +20,11 @@
 // A process killed before the journal exists leaves the prefix untouched
 // (stale stages are swept by the next writer). A process killed after it is
 // rolled forward by the next writer (every step is idempotent). Receipts are
-// written last, by the same journal.
+// written last, by the same journal. A commit that fails (rather than being
+// killed) before its first rename restores the old state at once; a journal
+// that cannot be completed before any file moved is rolled back by the next
+// writer. Every rename stays on one file system: that is checked while
+// planning, before the journal exists.
 //
 // Hostile input: product names, component keys and labels are validated
 // names (letters, digits, ._+-), and every path made from input is joined
@@ -103,7 +107,27 @@ private:
 // Outcomes: ok (empty if none) | bad_manifest (a corrupt receipt: bad JSON or
 // content, a symlink or other non-file in the receipts directory, or a
 // receipt whose product/component does not match its file name) | filesystem.
+// The first receipt that cannot be read fails it all; its message names the
+// receipt's path and how to repair it.
 result<std::vector<receipt>> read_receipts(const std::filesystem::path& prefix);
+
+// A receipt file that cannot be read (not JSON, bad content, not a regular
+// file, named for another component): it blocks only its own component.
+struct unreadable_receipt {
+    std::string product;    // from its file name; empty for the legacy layout
+    std::string component;  // from its file name
+    std::string rel_path;   // .redist/receipts/...
+    error why;              // source = its path; the message says how to repair it
+};
+struct receipt_scan {
+    std::vector<receipt> receipts;  // those that could be read, as read_receipts()
+    std::vector<unreadable_receipt> unreadable;
+};
+// Every receipt that can be read, and the ones that cannot: for the commands
+// that work on some components (fetch, verify, remove --component), which go
+// on with the others. Outcomes: ok | bad_manifest (the receipts directory,
+// or a product directory in it, is not what redist made) | filesystem.
+result<receipt_scan> scan_receipts(const std::filesystem::path& prefix);
 
 // Creates a fresh, empty stage directory under <prefix>/.redist/staging/.
 // `name` must be a valid name (a component key). Outcomes: ok | bad_manifest | filesystem.
@@ -161,13 +185,30 @@ struct verify_report {
     std::size_t components = 0;            // receipts read (0: nothing redist installed is here)
     std::size_t files = 0;                 // entries they list, all checked
     std::vector<verify_problem> problems;  // empty if all is well
+    // Receipts that could not be read: their components are not checked, the
+    // others are.
+    std::vector<unreadable_receipt> unreadable;
+    bool commit_pending = false;           // an interrupted commit's journal is there (its writer is gone)
 };
 // Checks every installed file against the receipts, hashing files and the
 // pieces of large ones on `threads` threads at once (0: the CPUs this process
 // may use). Problems come in receipt order whatever the threads. The receipts
-// are read once, so the counts are those of the receipts checked. Outcomes:
-// ok | bad_manifest | filesystem.
-result<verify_report> verify_prefix(const std::filesystem::path& prefix, unsigned threads = 0);
+// are read once, so the counts are those of the receipts checked; a receipt
+// that cannot be read is reported in `unreadable` and the others are still
+// checked.
+// It holds the prefix lock shared (<prefix>/.redist/lock, opened without
+// following a symlink) while it reads: a writer holds it exclusively from
+// before its journal is written until its commit is done, so verify never
+// sees half a commit, and a journal it finds is one of a dead writer
+// (commit_pending). on_wait is called once before it blocks on a writer; a
+// prefix without .redist/ is read without a lock (it has no receipts).
+// Outcomes: ok | bad_manifest (also: .redist is not a directory) | filesystem.
+result<verify_report> verify_prefix(const std::filesystem::path& prefix, unsigned threads = 0,
+                                    const std::function<void()>& on_wait = {});
+// The same for a caller that holds the prefix lock (exclusive): nothing else
+// can write the prefix meanwhile, and a second flock of ours would wait for
+// it forever.
+result<verify_report> verify_prefix(const prefix_lock& held, unsigned threads = 0);
 
 // A component to remove; an empty product matches any product, as long as
 // only one product in the prefix has that component.

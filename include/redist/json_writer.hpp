@@ -11,7 +11,10 @@
 
 namespace redist {
 
-// Escapes a string for a JSON string literal (without the quotes).
+// Escapes a string for a JSON string literal (without the quotes). Bytes that
+// are not valid UTF-8 become \ufffd: the output is always valid JSON, so a
+// receipt or lock file never becomes unreadable through what it records.
+// (Paths are refused earlier if they are not UTF-8: see safe_path.hpp.)
 std::string json_escape(std::string_view text);
 
 class json_writer {

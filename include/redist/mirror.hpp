@@ -19,7 +19,13 @@
 //     manifest: the mirror never advertises a release whose selected
 //     artifacts are missing.
 //   - Incremental: a file already present with the right size and SHA-256 is
-//     not fetched again ("up to date"); one that differs is replaced.
+//     not fetched again ("up to date"); one that differs is replaced, unless
+//     another release's manifest in the mirror lists that path with other
+//     content: then the release is refused and the file stays.
+//   - One release never overwrites another's files: an artifact's path must
+//     be an archive's (.tar.xz, .txz, .tar.gz, .tgz, .tar.zst, .zip), and no
+//     segment of it may be index.html, a redistrib_*.json name or a temp
+//     name (".part.", ".tmp.").
 #pragma once
 
 #include <cstdint>
@@ -126,7 +132,12 @@ struct mirror_report {
 //                 component, platform or CUDA variant the release does not
 //                 offer (the message lists what it offers)
 //   bad_manifest  malformed manifest or index; an unsafe release label; one
-//                 relative_path with two different hashes
+//                 relative_path with two different hashes; a relative_path
+//                 that is not an archive's or names a file the mirror keeps
+//                 for itself, or that another release's manifest in the
+//                 mirror lists with other content (source = the manifest URL,
+//                 json_path = "<component>.<platform>[.<variant>].relative_path");
+//                 a manifest already in the mirror that does not parse
 //   integrity     an artifact's size or SHA-256 differs from the manifest
 //                 (url, path, expected and actual set); nothing is left under
 //                 the final name

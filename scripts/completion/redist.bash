@@ -1,8 +1,8 @@
 # bash completion for redist and cudnn-fetch.
 #
-# Install: source this file from ~/.bashrc, or copy it to
-#   /usr/share/bash-completion/completions/redist   (and a copy or symlink
-#   named cudnn-fetch, for lazy loading by bash-completion).
+# Install: `cmake --install` puts it in <prefix>/share/bash-completion/completions/
+#   as redist and as cudnn-fetch (bash-completion loads it lazily by command
+#   name); or source this file from ~/.bashrc.
 # Needs bash >= 4 (mapfile); works without the bash-completion package.
 #
 # Keep in sync with the tools' --help: tests/e2e/test_env.py checks that every
@@ -35,7 +35,7 @@ _redist_opts_for() {
         diff) echo "$_redist_source_opts --json --help -h" ;;
         outdated) echo "--prefix $_redist_source_opts --json --help -h" ;;
         init) echo "--file --platform --force --check --help -h" ;;
-        sync) echo "--file --lock-file --platform --exclude --locked --frozen --force --keep-unlisted --quiet -q --json --jobs -j $_redist_source_opts --help -h" ;;
+        sync) echo "--file --lock-file --platform --exclude --locked --frozen --force --keep-unlisted --prefix --allow-outside-prefix --quiet -q --json --jobs -j $_redist_source_opts --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
 }

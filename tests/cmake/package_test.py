@@ -43,7 +43,9 @@ def test_install(args):
         os.path.join(libdir, "libredist.so"),
         os.path.join(libdir, f"libredist.so.{version}"),
         os.path.join(libdir, "pkgconfig", "redist.pc"),
-    ] + [os.path.join(pkgdir, f) for f in (
+        os.path.join(prefix, "bin", "redist-check-probe"),
+    ] + [os.path.join(prefix, "share", "bash-completion", "completions", tool)
+         for tool in ("redist", "cudnn-fetch")] + [os.path.join(pkgdir, f) for f in (
         "redistConfig.cmake", "redistConfigVersion.cmake", "redistSharedTargets.cmake",
         "redistStaticTargets.cmake", "RedistFetch.cmake")]
     headers = sorted(f for f in os.listdir(os.path.join(args.source_dir, "include", "redist"))
@@ -54,6 +56,12 @@ def test_install(args):
     cs.check(not missing, "not installed: " + ", ".join(missing))
     cs.check(os.path.islink(os.path.join(libdir, "libredist.so")),
              "libredist.so should be the development symlink")
+    # The completion script is the one in the source tree, under each tool's name.
+    with open(os.path.join(args.source_dir, "scripts", "completion", "redist.bash"), encoding="utf-8") as f:
+        completion = f.read()
+    for tool in ("redist", "cudnn-fetch"):
+        with open(os.path.join(prefix, "share", "bash-completion", "completions", tool), encoding="utf-8") as f:
+            cs.check(f.read() == completion, f"share/bash-completion/completions/{tool} is not redist.bash")
     # The installed tool runs (it links the static library: no rpath needed).
     res = cs.run([os.path.join(prefix, "bin", "redist"), "--version"])
     cs.check(version in res.stdout + res.stderr, f"redist --version does not say {version}")

@@ -445,6 +445,68 @@ def write_xz_archive(root: str, rel: str, top: str, files: dict[str, bytes], pre
     return data
 
 
+def _vli(n: int) -> bytes:
+    out = bytearray()
+    while n >= 0x80:
+        out.append(n & 0x7F | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
+def _pad4(data: bytes) -> bytes:
+    return data + b"\0" * (-len(data) % 4)
+
+
+def xz_with_blocks(pieces: list[bytes]) -> bytes:
+    """One .xz stream (CRC32 check) with one LZMA2 block per piece, each block
+    header carrying both sizes (as xz -T writes them); an empty piece makes an
+    empty block, as a multi-block writer that flushes with nothing buffered
+    writes. Python's lzma module has no block API, so the container is built
+    here (https://tukaani.org/xz/xz-file-format.txt)."""
+    import lzma
+    import zlib
+    le32 = lambda v: v.to_bytes(4, "little")  # noqa: E731
+    flags = b"\0\x01"  # CRC32
+    out = bytearray(b"\xfd7zXZ\0" + flags + le32(zlib.crc32(flags)))
+    records = []
+    for piece in pieces:
+        enc = lzma.LZMACompressor(lzma.FORMAT_RAW, filters=[{"id": lzma.FILTER_LZMA2, "dict_size": 1 << 20}])
+        comp = enc.compress(piece) + enc.flush()
+        # Flags 0xC0: both sizes present, one filter; LZMA2 (0x21), 1 property byte: a 1 MiB dictionary (16).
+        body = b"\xc0" + _vli(len(comp)) + _vli(len(piece)) + b"\x21\x01\x10"
+        header = _pad4(bytes([(len(body) + 1 + 4) // 4]) + body)  # +4: the CRC32 below
+        header = bytes([len(header) // 4]) + header[1:]  # header size = (first byte + 1) * 4, CRC32 included
+        header += le32(zlib.crc32(header))
+        out += header + _pad4(comp) + le32(zlib.crc32(piece))
+        records.append((len(header) + len(comp) + 4, len(piece)))
+    index = b"\0" + _vli(len(records)) + b"".join(_vli(u) + _vli(n) for u, n in records)
+    index = _pad4(index)
+    index += le32(zlib.crc32(index))
+    backward = le32(len(index) // 4 - 1) + flags
+    out += index + le32(zlib.crc32(backward)) + backward + b"YZ"
+    return bytes(out)
+
+
+def write_xz_archive_blocks(root: str, rel: str, top: str, files: dict[str, bytes], cut: list[int]) -> bytes:
+    """Like write_xz_archive, but the tar is cut into xz blocks at the byte
+    offsets `cut` (sorted; a repeated offset makes an empty block)."""
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.GNU_FORMAT) as tf:
+        for name, data in files.items():
+            ti = tarfile.TarInfo(f"{top}/{name}")
+            ti.size, ti.mode = len(data), 0o644
+            tf.addfile(ti, io.BytesIO(data))
+    tar = buf.getvalue()
+    edges = [0, *cut, len(tar)]
+    data = xz_with_blocks([tar[a:b] for a, b in zip(edges, edges[1:])])
+    path = os.path.join(root, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    return data
+
+
 def artifact_entry(rel: str, data: bytes) -> dict:
     """A manifest's artifact record for the archive bytes `data` at `rel`."""
     return {"relative_path": rel, "sha256": hashlib.sha256(data).hexdigest(),

@@ -3,6 +3,7 @@ resumed .part files, --offline, `redist cache list|prune|dir`, and single
 flight between concurrent processes. Traffic is counted from the servers'
 own logs (nginx's access log, the fault server's request log)."""
 
+import fcntl
 import json
 import os
 import time
@@ -167,6 +168,41 @@ class Reuse(CacheCase):
         self.assertFalse(os.path.exists(self.part))
         self.assertEqual(support.sha256_file(self.blob), self.sha256)
 
+    def test_part_file_with_wrong_bytes_is_dropped_and_downloaded_again(self):
+        # A .part of the right length prefix whose bytes are wrong (a disk
+        # error, another user of a shared cache): the source serves the right
+        # bytes, so the mismatch is the .part's. It is dropped and the archive
+        # comes again from byte 0, in the same run: exit 0, not an integrity
+        # failure blamed on the URL.
+        half = self.size // 2
+        os.makedirs(os.path.dirname(self.part))
+        with open(support.artifact_path("cudnn", self.rel), "rb") as src, open(self.part, "wb") as dst:
+            good = src.read(half)
+            dst.write(good[:1000] + bytes([good[1000] ^ 0xFF]) + good[1001:])
+        mark = support.access_log_mark()
+        res = self.fetch("a", "--json")
+        self.assert_tree("a", res)
+        requests = self.artifact_requests(mark)
+        self.assertEqual([(r["range"], r["status"]) for r in requests], [(f"bytes={half}-", "206"), ("", "200")],
+                         requests)
+        self.assertEqual(int(requests[1]["body_bytes_sent"]), self.size)
+        self.assertFalse(os.path.exists(self.part))
+        self.assertEqual(support.sha256_file(self.blob), self.sha256)
+        self.assert_no_unverified_blob()
+
+    def test_complete_part_file_with_wrong_bytes_is_downloaded_again(self):
+        # As above, with the whole length: no request resumes it, the hash
+        # refuses it, and one full download follows.
+        os.makedirs(os.path.dirname(self.part))
+        with open(self.part, "wb") as dst:
+            dst.write(b"\0" * self.size)
+        mark = support.access_log_mark()
+        res = self.fetch("a", "--json")
+        self.assert_tree("a", res)
+        requests = self.artifact_requests(mark)
+        self.assertEqual([(r["range"], r["status"]) for r in requests], [("", "200")], requests)
+        self.assertEqual(support.sha256_file(self.blob), self.sha256)
+
     def test_part_file_left_by_a_killed_process_is_resumed(self):
         mark = support.access_log_mark()
         tool = support.BackgroundTool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "a"), self.base,
@@ -315,6 +351,64 @@ class CacheCommand(unittest.TestCase):
         self.cache_cmd("prune", "--older-than", "1d")
         self.assertEqual([e["sha256"] for e in self.listed()], [self.sha256],
                          "prune --older-than removed a blob that was just used")
+
+    def test_prune_removes_what_killed_runs_left(self):
+        support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "p"), support.nginx_base_url(),
+                                                    self.cache, "--quiet"), env=CLEAN_ENV, check=0)
+        trees, docs = os.path.join(self.cache, "trees"), os.path.join(self.cache, "documents")
+        hist_urls, hist_docs = (os.path.join(self.cache, "history", d) for d in ("urls", "documents"))
+        for d in (hist_urls, hist_docs):
+            os.makedirs(d, exist_ok=True)
+        outside = os.path.join(self.scratch, "outside")
+        os.makedirs(outside)
+        with open(os.path.join(outside, "keep"), "w") as f:
+            f.write("mine")
+
+        def write(path, data=b"x" * 4096):
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as f:
+                f.write(data)
+
+        # A tree a killed fetch was storing (its blob lock is free), with a
+        # symlink out of it that removal must not follow, and one a killed
+        # prune was removing.
+        dead = "cd" * 32
+        partial = os.path.join(trees, dead + ".partial.999999.0")
+        write(os.path.join(partial, "lib", "libdead.so"))
+        os.symlink(outside, os.path.join(partial, "lib", "out"))
+        stale = os.path.join(trees, dead + ".stale.999999.1")
+        write(os.path.join(stale, "include", "dead.h"))
+        # A tree being stored right now: its blob lock is held.
+        live = os.path.join(trees, "ef" * 32 + ".partial.1.0")
+        write(os.path.join(live, "lib", "liblive.so"))
+        lock = open(os.path.join(self.cache, "locks", "ef" * 32 + ".lock"), "w")
+        self.addCleanup(lock.close)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        # A drift history update a killed run left (its URL lock is free).
+        history_tmp = os.path.join(hist_urls, "12" * 32 + ".json.tmp.999999.0")
+        write(history_tmp, b'{"history_version": 1')
+        # Temp files no lock guards: gone once old, kept while fresh.
+        old_doc = os.path.join(docs, "34" * 32 + ".tmp.999999.0")
+        old_hist_doc = os.path.join(hist_docs, "78" * 32 + ".tmp.999999.0")
+        fresh_doc = os.path.join(docs, "56" * 32 + ".tmp.999999.1")
+        for p in (old_doc, old_hist_doc, fresh_doc):
+            write(p)
+        two_hours_ago = time.time() - 7200
+        for p in (old_doc, old_hist_doc):
+            os.utime(p, (two_hours_ago, two_hours_ago))
+
+        self.cache_cmd("prune", "--older-than", "365d")
+        for gone in (partial, stale, history_tmp, old_doc, old_hist_doc):
+            self.assertFalse(os.path.lexists(gone), gone)
+        for kept in (live, fresh_doc, self.blob):
+            self.assertTrue(os.path.exists(kept), kept)
+        with open(os.path.join(outside, "keep")) as f:
+            self.assertEqual(f.read(), "mine")
+        # Once its lock is free, the tree being stored is a leftover too.
+        lock.close()
+        self.cache_cmd("prune", "--older-than", "365d")
+        self.assertFalse(os.path.lexists(live))
+        self.assertTrue(os.path.exists(self.blob))
 
     def test_bad_duration(self):
         res = self.cache_cmd("prune", "--older-than", "soon", check=None)

@@ -132,6 +132,89 @@ class KillDuringUpgrade(CrashCase):
         self.assertEqual(os.listdir(os.path.join(self.prefix, ".redist", "receipts")), [])
 
 
+class FailedCommit(CrashCase):
+    """A commit that fails as on a full disk (REDIST_DEBUG_FAIL makes one
+    step fail with ENOSPC): before anything was moved the old state is back
+    at once; after, the next writer completes it without help."""
+
+    def fail_at(self, point, label=NEW):
+        res = support.run_tool("cudnn-fetch", *fetch_args(label, self.prefix, self.cache),
+                               env=dict(CLEAN_ENV, REDIST_DEBUG_FAIL=point))
+        self.assertEqual(res.returncode, 10, support.describe(res))
+        self.assertIn("no space", res.stderr.lower())
+        return res
+
+    def verify(self, code):
+        res = support.run_tool("redist", "verify", "--prefix", self.prefix, env=CLEAN_ENV)
+        self.assertEqual(res.returncode, code, support.describe(res))
+        return res
+
+    def test_journal_write_fails(self):
+        self.install_old()
+        self.fail_at("journal-write")
+        self.assert_tree(OLD)
+        self.assert_clean_state_dir()
+        self.assertNotIn("interrupted commit", self.verify(0).stderr)
+        self.fetch(NEW, "--quiet", check=0)
+        self.assert_tree(NEW)
+        self.assert_clean_state_dir()
+
+    def test_mkdir_fails(self):
+        # Into an empty prefix: the commit's first step creates directories.
+        self.fail_at("commit-mkdir")
+        self.assertEqual(snapshot(self.prefix), {})
+        self.assert_clean_state_dir()
+        self.assertEqual(os.listdir(os.path.join(self.prefix, ".redist", "receipts")), [])
+        self.fetch(NEW, "--quiet", check=0)
+        self.assert_tree(NEW)
+        self.assert_clean_state_dir()
+
+    def test_move_fails_half_way(self):
+        self.install_old()
+        self.fail_at("mid-commit")
+        self.assertTrue(os.path.exists(os.path.join(self.prefix, ".redist", "transaction.json")))
+        res = support.run_tool("redist", "verify", "--prefix", self.prefix, env=CLEAN_ENV)
+        self.assertIn(res.returncode, (0, 5), support.describe(res))  # files moved so far differ
+        self.assertIn("interrupted commit", res.stderr)
+        # The next writer completes it: the receipts then say NEW is installed.
+        self.fetch(NEW, "--quiet", check=0)
+        self.assert_tree(NEW)
+        self.assert_clean_state_dir()
+        self.verify(0)
+
+
+class MountInPrefix(CrashCase):
+    """A directory of the prefix on another file system: rename(2) cannot
+    move files there, so the commit is refused before its journal exists."""
+
+    def test_mount_point_inside_the_prefix(self):
+        if os.geteuid() != 0:
+            self.skipTest("needs root to mount a tmpfs")
+        include = os.path.join(self.prefix, "include")
+        os.makedirs(include)
+        res = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", include],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if res.returncode != 0:
+            self.skipTest(f"cannot mount a tmpfs: {res.stdout.strip()}")
+        self.addCleanup(subprocess.run, ["umount", "-l", include], stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL)
+        res = self.fetch(NEW)
+        self.assertEqual(res.returncode, 10, support.describe(res))
+        lines = res.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, res.stderr)
+        self.assertIn(include, lines[0])
+        self.assertIn("file system", lines[0])
+        self.assertEqual(snapshot(self.prefix), {"include": snapshot(self.prefix)["include"]})
+        self.assertEqual(os.listdir(include), [])
+        self.assert_clean_state_dir()
+        self.assertEqual(os.listdir(os.path.join(self.prefix, ".redist", "receipts")), [])
+        # Not wedged: with the mount gone, the same fetch works.
+        subprocess.run(["umount", include], check=True)
+        self.fetch(NEW, "--quiet", check=0)
+        self.assert_tree(NEW)
+        self.assert_clean_state_dir()
+
+
 class PrefixLock(CrashCase):
     def test_second_fetch_waits_for_the_first(self):
         self.install_old()

@@ -213,8 +213,43 @@ class HostilePrefix(unittest.TestCase):
         victim = os.path.join(self.outside, "victim")
         receipt = self.plant_receipt("cudnn/evil.json", [os.path.relpath(victim, self.prefix)])
         self.run_hostile("remove", "--prefix", self.prefix, code=4, needles=(receipt, "files[0].path"))
+        self.run_hostile("remove", "--prefix", self.prefix, "--component", "evil", code=4,
+                         needles=(receipt, "files[0].path"))
         self.run_hostile("verify", "--prefix", self.prefix, code=4, needles=(receipt,))
-        self.run_hostile(*self.fetch_args(), code=4, needles=(receipt,))
+        # It blocks only its own component: fetching another one works, and
+        # nothing the planted receipt names is touched.
+        sandbox_before = self.sandbox_state()
+        res = support.run_tool("redist", *self.fetch_args(), cwd=self.cwd)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assertEqual(self.sandbox_state(), sandbox_before)
+        self.assertTrue(os.path.exists(receipt))
+
+    def test_unreadable_receipt_blocks_only_its_component(self):
+        # A receipt that is not JSON (a raw Latin-1 byte, as a receipt of an
+        # entry name that is not UTF-8 was): verify checks the others, another
+        # component installs and goes, this one is refused with the repair.
+        good = os.path.join(self.prefix, ".redist", "receipts", "cudnn", "cudnn.json")
+        bad = os.path.join(self.prefix, ".redist", "receipts", "cudnn", "cudnn_jit.json")
+        with open(good, "rb") as f:
+            text = f.read()
+        with open(bad, "wb") as f:
+            f.write(text.replace(b'"component": "cudnn"', b'"component": "cudnn_jit"')
+                    .replace(b'"files": [', b'"files": [{"path": "lib/caf\xe9.so", "type": "file"}, ', 1))
+        res, line = self.run_hostile("verify", "--prefix", self.prefix, code=4, needles=(bad, "fetch it again"))
+        self.assertIn("all match their receipts", res.stdout)  # the readable ones were checked
+        self.run_hostile("remove", "--prefix", self.prefix, "--component", "cudnn_jit", code=4,
+                         needles=(bad, "cudnn_jit", "fetch it again"))
+        res = support.run_tool("redist", *self.fetch_args("--component", "cudnn"), cwd=self.cwd)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        res = support.run_tool("redist", "remove", "--prefix", self.prefix, "--component", "cudnn", cwd=self.cwd)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assertFalse(os.path.exists(good))
+        # The repair the message names: fetching the component again.
+        res = support.run_tool("redist", *self.fetch_args("--component", "cudnn_jit"), cwd=self.cwd)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assertHealthy()
+        with open(bad, "rb") as f:
+            self.assertNotIn(b"\xe9", f.read())
 
     def test_planted_receipt_with_absolute_path(self):
         receipt = self.plant_receipt("evil.json", [os.path.join(self.outside, "victim")])
@@ -313,6 +348,24 @@ class HostilePrefix(unittest.TestCase):
             (f"{TOP}/.redist", "dir", 0o755, b""), (f"{TOP}/.redist/receipts", "dir", 0o755, b""),
             (f"{TOP}/.redist/receipts/evil.json", "file", 0o644, b"{}")]))
         self.run_hostile(*self.fetch_args(), code=7, needles=(".redist",))
+        self.assertHealthy()
+
+    def test_entry_name_not_utf8(self):
+        # A Latin-1 byte in a file name: receipts are JSON (UTF-8 only), so the
+        # archive is refused before anything is staged, and the prefix works.
+        rewrite_artifact(self.mirror, "cudnn", LABEL, "cudnn", PLATFORM, f"cuda{CUDA}", tar_xz([
+            (TOP, "dir", 0o755, b""), (f"{TOP}/lib", "dir", 0o755, b""), (f"{TOP}/lib/ok.so", "file", 0o644, b"ok\n"),
+            (f"{TOP}/lib/caf\udce9.so", "file", 0o644, b"latin-1\n")]))
+        self.run_hostile(*self.fetch_args(), code=7, needles=("UTF-8", "caf\\xe9"))
+        self.assertHealthy()
+        res = support.run_tool("redist", *self.fetch_args(label=OLD), cwd=self.cwd)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+
+    def test_symlink_target_not_utf8(self):
+        rewrite_artifact(self.mirror, "cudnn", LABEL, "cudnn", PLATFORM, f"cuda{CUDA}", tar_xz([
+            (TOP, "dir", 0o755, b""), (f"{TOP}/lib", "dir", 0o755, b""), (f"{TOP}/lib/ok.so", "file", 0o644, b"ok\n"),
+            (f"{TOP}/lib/link.so", "symlink", 0o777, "caf\udce9.so")]))
+        self.run_hostile(*self.fetch_args(), code=7, needles=("UTF-8",))
         self.assertHealthy()
 
     # -- modes ----------------------------------------------------------------------------

@@ -254,6 +254,66 @@ class MirrorCorruptUpstream(unittest.TestCase):
                 self.assertFalse(os.path.exists(os.path.join(redist, "redistrib_9.27.0.json")))
 
 
+class MirrorHostilePaths(unittest.TestCase):
+    """A release whose artifact path names a file the mirror already holds for
+    something else: another release's manifest, the index, another release's
+    archive, or a directory where a manifest goes. The mirror refuses it with
+    one line naming the manifest and the JSON path, and that file stays as it
+    was."""
+
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.dest = os.path.join(self.scratch, "mirror")
+        self.redist = os.path.join(self.dest, "cudnn", "redist")
+        mirror(self.dest, "-q", base=support.file_base_url(), versions="9.8.0", platforms=("linux-x86_64",))
+        self.before = support.tree_snapshot(self.redist)
+        self.assertIn("redistrib_9.8.0.json", self.before)
+
+    def mirror_hostile(self, relative_path, data):
+        """Mirrors release 9.99.0 from a second upstream whose one artifact is
+        `data` at `relative_path`, with a correct size and SHA-256."""
+        upstream = os.path.join(self.scratch, "hostile")
+        support.rm_tree(upstream)
+        redist = os.path.join(upstream, "cudnn", "redist")
+        os.makedirs(redist)
+        path = os.path.join(redist, relative_path)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "wb") as f:
+            f.write(data)
+        support.save_json(os.path.join(redist, "redistrib_9.99.0.json"), {
+            "release_date": "2030-01-01", "release_label": "9.99.0", "release_product": "cudnn",
+            "cudnn": {"name": "cuDNN", "license": "cudnn", "version": "9.99.0.1",
+                      "linux-x86_64": support.artifact_entry(relative_path, data)}})
+        return mirror(self.dest, base="file://" + upstream, versions="9.99.0", platforms=("linux-x86_64",),
+                      check=None)
+
+    def assert_refused(self, res, needle):
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        self.assertIn("redistrib_9.99.0.json", res.stderr)
+        self.assertIn("cudnn.linux-x86_64", res.stderr)
+        self.assertIn(needle, res.stderr)
+        after = support.tree_snapshot(self.redist)
+        self.assertEqual(after, self.before, support.diff_snapshots(self.before, after))
+
+    def test_an_artifact_named_like_a_manifest_or_the_index_is_refused(self):
+        # A directory named like a manifest would block that release's manifest later.
+        for rel in ("redistrib_9.8.0.json", "index.html", "redistrib_9.100.0.json/x.tar.xz",
+                    "index.html/x.tar.xz"):
+            with self.subTest(rel):
+                res = self.mirror_hostile(rel, b'{"cudnn": "hostile"}\n')
+                self.assert_refused(res, rel)
+
+    def test_another_releases_archive_is_not_overwritten(self):
+        rec = support.find_artifact(support.load_manifest("cudnn", "9.8.0"), "cudnn", "linux-x86_64", "cuda12")
+        res = self.mirror_hostile(rec["relative_path"], b"not the archive of 9.8.0")
+        self.assert_refused(res, "redistrib_9.8.0.json")
+        # The same bytes under the same path are no conflict: shared, not replaced.
+        with open(os.path.join(self.redist, rec["relative_path"]), "rb") as f:
+            res = self.mirror_hostile(rec["relative_path"], f.read())
+        self.assertEqual(res.returncode, 0, support.describe(res))
+
+
 class MirrorFromCache(unittest.TestCase):
     """`redist mirror --from-cache` seeds a mirror from what a fetch left in the cache."""
 

@@ -316,5 +316,37 @@ class BadManifests(FaultServerCase):
         self.check_bad("product", json.dumps(doc, indent=4).encode())
 
 
+class EmptyXzBlock(unittest.TestCase):
+    """A valid .tar.xz whose stream holds empty blocks (a multi-block writer
+    that flushed with nothing buffered) installs: liblzma accepts it, so
+    redist must too (a 0-byte pool block was refused as "out of memory")."""
+
+    def test_archive_with_empty_blocks_installs(self):
+        scratch = support.make_scratch_dir(self.id())
+        mirror = os.path.join(scratch, "mirror")
+        root = os.path.join(mirror, "emptyblk", "redist")
+        top = "emptyblk-linux-x86_64-1.0.0-archive"
+        rel = f"emptyblk/linux-x86_64/{top}.tar.xz"
+        files = {"lib/libe.so.1": os.urandom(70000), "include/e.h": b"int e(void);\n"}
+        # Blocks: empty, the first 2 KiB of the tar, empty, the rest, empty.
+        data = support.write_xz_archive_blocks(root, rel, top, files, cut=[0, 2048, 2048])
+        data_end = support.xz_with_blocks([b""])  # also check the helper's empty-only stream is valid
+        self.assertEqual(__import__("lzma").decompress(data_end), b"")
+        doc = {"release_date": "2026-01-01", "release_label": "1.0.0", "release_product": "emptyblk",
+               "emptyblk": {"name": "emptyblk", "license": "test", "version": "1.0.0",
+                            "linux-x86_64": support.artifact_entry(rel, data)}}
+        support.save_json(os.path.join(root, "redistrib_1.0.0.json"), doc)
+        server = support.FaultServer(mirror, os.path.join(scratch, "server"))
+        self.addCleanup(server.stop)
+        prefix = os.path.join(scratch, "prefix")
+        res = support.run_tool("redist", "fetch", "emptyblk", "1.0.0", "--base-url", server.url(),
+                               "--prefix", prefix, "--no-cache", "--platform", "linux-x86_64", "--no-check",
+                               "--quiet", env=CLEAN_ENV)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        for name, content in files.items():
+            with open(os.path.join(prefix, name), "rb") as f:
+                self.assertEqual(f.read(), content, name)
+
+
 if __name__ == "__main__":
     unittest.main()

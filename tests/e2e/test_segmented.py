@@ -108,19 +108,25 @@ class SegmentedNginx(unittest.TestCase):
 BIG = 9 << 20  # above two minimum segments (4 MiB): `--connections 4` splits it
 
 
-def make_big_release(mirror):
-    """Product `bigprod` 1.0.0: one component whose archive holds BIG random
-    (incompressible) bytes, so the archive itself is about BIG bytes."""
-    root = os.path.join(mirror, "bigprod", "redist")
+def make_big_release(mirror, size=BIG, product="bigprod"):
+    """Product `bigprod` 1.0.0: one component whose archive holds `size` random
+    (incompressible) bytes, so the archive itself is about that large."""
+    root = os.path.join(mirror, product, "redist")
     top = "big-linux-x86_64-1.0.0-archive"
     rel = f"big/linux-x86_64/{top}.tar.xz"
-    payload = os.urandom(BIG)
+    payload = os.urandom(size)
     data = support.write_xz_archive(root, rel, top, {"lib/libbig.so.1": payload}, preset=0)
-    doc = {"release_date": "2026-01-01", "release_label": "1.0.0", "release_product": "bigprod",
+    doc = {"release_date": "2026-01-01", "release_label": "1.0.0", "release_product": product,
            "big": {"name": "big", "license": "test", "version": "1.0.0",
                    "linux-x86_64": support.artifact_entry(rel, data)}}
     support.save_json(os.path.join(root, "redistrib_1.0.0.json"), doc)
-    return "/bigprod/redist/" + rel, data, hashlib.sha256(payload).hexdigest()
+    return f"/{product}/redist/" + rel, data, hashlib.sha256(payload).hexdigest()
+
+
+# What a killed segmented download may fetch again (segmented_download.hpp):
+# 2 * 4 MiB + 3 * 256 KiB per connection.
+def kill_loss_bound(connections):
+    return 2 * (4 << 20) + 3 * (256 << 10) * connections
 
 
 class SegmentedFetch(unittest.TestCase):
@@ -138,8 +144,8 @@ class SegmentedFetch(unittest.TestCase):
         self.prefix = os.path.join(self.dir, "prefix")
         self.cache = os.path.join(self.dir, "cache")
 
-    def args(self, connections=4):
-        return ["fetch", "bigprod", "1.0.0", "--base-url", self.server.url(), "--prefix", self.prefix,
+    def args(self, connections=4, product="bigprod"):
+        return ["fetch", product, "1.0.0", "--base-url", self.server.url(), "--prefix", self.prefix,
                 "--cache-dir", self.cache, "--platform", "linux-x86_64", "--connections", str(connections),
                 "--no-check", "--quiet"]
 
@@ -174,6 +180,70 @@ class SegmentedFetch(unittest.TestCase):
         # body is the download. No other connection, no byte sent twice.
         self.assertEqual([e["status"] for e in log], [200], log)
         self.assertEqual(log[0]["bytes_sent"], len(self.archive), log)
+
+    def test_a_spool_with_wrong_bytes_is_dropped_and_downloaded_again(self):
+        # The cache's .part and its record claim the first 5 MiB, whose bytes
+        # are wrong: the server is right, so the run drops the spool and
+        # downloads the archive again from byte 0 (exit 0, not exit 5).
+        part = os.path.join(self.cache, "blobs", "sha256", self.sha + ".part")
+        os.makedirs(os.path.dirname(part))
+        kept = 5 << 20
+        with open(part, "wb") as f:
+            f.write(self.archive[:100] + bytes([self.archive[100] ^ 0xFF]) + self.archive[101:kept])
+        with open(part + ".segments", "w") as f:
+            f.write(f"redist-segments 1\nsize {len(self.archive)}\n0 {kept}\n")
+        res = support.run_tool("redist", *self.args())
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assert_installed()
+        log = self.server.log(self.path)
+        # The rest of the first run, then every byte once more.
+        self.assertEqual(sum(e["bytes_sent"] for e in log), 2 * len(self.archive) - kept, log)
+
+    def test_a_kill_while_the_consumer_is_busy_loses_at_most_the_stated_bound(self):
+        # The consumer (hash, decoder) stops at half the archive
+        # (REDIST_DEBUG_PAUSE=mid-download) while the connections download
+        # the rest; then the process is killed. The resume record must follow
+        # what they wrote: it lagged by everything the consumer had not taken
+        # (here half the archive; up to 216 MB seen with a slow decoder).
+        size = 32 << 20
+        path, archive, payload_sha = make_big_release(self.mirror, size=size, product="hugeprod")
+        first = support.BackgroundTool("redist", *self.args(product="hugeprod"),
+                                       env={"REDIST_DEBUG_PAUSE": "mid-download"})
+        try:
+            self.assertTrue(first.wait_for_stderr("redist-debug: paused at mid-download", timeout=60), first.stderr)
+            deadline = time.monotonic() + 60
+            while sum(e["bytes_sent"] for e in self.server.log(path)) < len(archive):
+                self.assertLess(time.monotonic(), deadline, "the connections did not finish")
+                time.sleep(0.1)
+            time.sleep(0.5)  # the last chunk's write and record
+        finally:
+            first.kill()
+        self.server.reset()
+        support.run_tool("redist", *self.args(product="hugeprod"), check=True)
+        self.assertEqual(support.sha256_file(os.path.join(self.prefix, "lib", "libbig.so.1")), payload_sha)
+        sent = sum(e["bytes_sent"] for e in self.server.log(path))
+        self.assertLessEqual(sent, kill_loss_bound(4))
+
+    def test_a_cache_without_room_is_bypassed_with_a_warning(self):
+        # The cache's .part was the only spool of a segmented download: a full
+        # cache failed an install the prefix had room for. Now the spool moves
+        # beside the stage, with a warning, and the archive is not cached.
+        os.makedirs(self.cache)
+        if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0755", "tmpfs", self.cache],
+                                               stderr=subprocess.DEVNULL).returncode != 0:
+            self.skipTest("cannot mount a tmpfs as the cache")
+        self.addCleanup(subprocess.run, ["umount", "-l", self.cache])
+        args = [a for a in self.args() if a != "--quiet"]
+        res = support.run_tool("redist", *args)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assertIn("big: warning: downloading without the cache", res.stderr)
+        self.assertEqual(support.sha256_file(os.path.join(self.prefix, "lib", "libbig.so.1")), self.payload_sha)
+        support.run_tool("redist", "verify", "--prefix", self.prefix, check=True)
+        blobs = os.path.join(self.cache, "blobs", "sha256")
+        self.assertEqual([f for f in os.listdir(blobs) if f.startswith(self.sha)], [], "nothing cached")
+        self.assertEqual(sum(e["bytes_sent"] for e in self.server.log(self.path)), len(self.archive))
+        staging = os.path.join(self.prefix, ".redist", "staging")
+        self.assertEqual(os.listdir(staging) if os.path.isdir(staging) else [], [], "no spool left behind")
 
     def test_a_killed_run_is_resumed_without_refetching_what_it_kept(self):
         # Every request stalls after 1 MiB: the run holds the first MiB of

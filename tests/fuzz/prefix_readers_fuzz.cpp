@@ -1,6 +1,6 @@
 // libFuzzer target for the readers of the prefix's own files and of lock
 // files: receipt_from_json, journal_from_json (the commit journal) and
-// lockfile_from_json (built by tests/fuzz/CMakeLists.txt with clang++
+// lockfile_from_json, and receipt_to_json on arbitrary bytes (built by tests/fuzz/CMakeLists.txt with clang++
 // -fsanitize=fuzzer,address,undefined).
 //
 // The first byte picks the reader; the rest is the document. Besides "never
@@ -18,6 +18,7 @@
 #include "../../lib/safe_path.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
+#include "redist/printable.hpp"
 
 namespace {
 
@@ -46,8 +47,10 @@ void check_receipt(std::string_view text) {
         require(f.path.rfind(".redist", 0) != 0 || (f.path.size() > 7 && f.path[7] != '/'));
         require(redist::confined_join("/p", f.path).ok());
     }
-    // What is written reads back the same.
-    auto again = redist::receipt_from_json(redist::receipt_to_json(*r), source);
+    // What is written is UTF-8 and reads back the same.
+    const std::string json = redist::receipt_to_json(*r);
+    require(redist::valid_utf8(json));
+    auto again = redist::receipt_from_json(json, source);
     require(again.ok() && again->files.size() == r->files.size());
 }
 
@@ -80,15 +83,33 @@ void check_lockfile(std::string_view text) {
     }
 }
 
+// Any bytes in a receipt's free-text fields (a URL, an --exclude glob from
+// the command line) still make a receipt that reads back: the writer never
+// emits invalid JSON, so a receipt never becomes unreadable by what it holds.
+void check_writer(std::string_view text) {
+    redist::receipt r;
+    r.product = "p";
+    r.component = "c";
+    r.url = std::string(text);
+    r.component_version = std::string(text);
+    r.exclude = {std::string(text)};
+    const std::string json = redist::receipt_to_json(r);
+    require(redist::valid_utf8(json));
+    auto back = redist::receipt_from_json(json, "c.json");
+    require(back.ok());
+    require(redist::valid_utf8(text) ? back->url == text : redist::valid_utf8(back->url));
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
     const std::string_view text(reinterpret_cast<const char*>(data + 1), size - 1);
-    switch (data[0] % 3) {
+    switch (data[0] % 4) {
         case 0: check_receipt(text); break;
         case 1: check_journal(text); break;
-        default: check_lockfile(text); break;
+        case 2: check_lockfile(text); break;
+        default: check_writer(text); break;
     }
     return 0;
 }

@@ -133,7 +133,8 @@ void add_cache_command(CLI::App& app, command_runner& selected) {
     cmd->footer(
         "\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
         "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
-        "processes and to delete at any time.\n\n"
+        "processes and to delete at any time. prune also removes what killed runs left (half-stored\n"
+        "trees, history temp files) once no live process can own it; it never follows a symlink.\n\n"
         "Examples:\n  redist cache list\n  redist cache prune --older-than 30d\n  redist cache prune --max-size 20G\n  "
         "du -sh \"$(redist cache dir)\"\n\n" +
         exit_code_help);

@@ -209,7 +209,9 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
         std::string("\nWrites DIR/<product>/redist/redistrib_<version>.json (the manifest as published), each "
                     "selected\nartifact under its relative_path, and index.html, so that DIR works as --base-url "
                     "(served over\nHTTP or as a local directory). Every file is verified (size and SHA-256) before "
-                    "it is renamed into\nplace; files already present and correct are not fetched again.\n\n"
+                    "it is renamed into\nplace; files already present and correct are not fetched again. A release "
+                    "whose artifact path is not an\narchive's, or names a file another release in DIR holds with "
+                    "other content, is refused (exit 4).\n\n"
                     "Examples:\n"
                     "  redist mirror cudnn 9.27.0,9.8.0 --dest /srv/mirror --platform linux-x86_64,linux-sbsa\n"
                     "  redist mirror cuda 12.9.1 --dest /srv/mirror --component cuda_nvcc,cuda_cudart --cuda 12\n\n") +

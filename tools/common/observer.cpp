@@ -46,6 +46,11 @@ void console_observer::on_source_change(const redist::source_change_event& e) {
     line((e.component.empty() ? e.from_url : e.component) + ": " + describe_source_change(e));
 }
 
+void console_observer::on_cache_bypass(const redist::cache_bypass_event& e) {
+    line(e.component + ": warning: downloading without the cache, which cannot hold the archive (" +
+         e.reason.describe() + "); it is not cached");
+}
+
 void console_observer::on_mirror(const redist::mirror_event& e) {
     if (mirror) mirror(e);
 }
