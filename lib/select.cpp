@@ -78,9 +78,8 @@ error unknown_component(const manifest& m, const std::string& name) {
     for (const auto& c : m.components) keys.push_back(c.key);
     // A likely intent replaces the whole list (cuda has 44 components).
     const std::string hint = did_you_mean(name, keys);
-    return make_error(error_code::not_found,
-                      "unknown component '" + printable(name) + "'" +
-                          (hint.empty() ? " (available components: " + join(keys) + ")" : hint));
+    return make_error(error_code::not_found, "unknown component '" + printable(name) + "'" +
+                                                 (hint.empty() ? " (available components: " + join(keys) + ")" : hint));
 }
 
 std::vector<int> available_cuda_majors(const manifest& m, const std::string& platform,

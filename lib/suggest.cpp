@@ -74,18 +74,18 @@ std::optional<std::string> closest_match(std::string_view typed, const std::vect
     };
     if (auto same = unique_candidate(candidates, [&](const std::string& c) { return lower(c) == want; }))
         return not_typed(same);
-    if (auto prefixed = unique_candidate(candidates, [&](const std::string& c) {
-            const std::string l = lower(c);
-            return std::any_of(name_prefixes.begin(), name_prefixes.end(),
-                               [&](std::string_view p) { return l.size() == p.size() + want.size() &&
-                                                                l.compare(0, p.size(), p) == 0 &&
-                                                                l.compare(p.size(), std::string::npos, want) == 0; });
-        }))
-        return not_typed(prefixed);
     for (const auto& [alias, platform] : platform_aliases) {
         if (want != alias) continue;
         if (std::find(candidates.begin(), candidates.end(), platform) != candidates.end()) return std::string(platform);
     }
+    if (auto prefixed = unique_candidate(candidates, [&](const std::string& c) {
+            const std::string l = lower(c);
+            return std::any_of(name_prefixes.begin(), name_prefixes.end(), [&](std::string_view p) {
+                return l.size() == p.size() + want.size() && l.compare(0, p.size(), p) == 0 &&
+                       l.compare(p.size(), std::string::npos, want) == 0;
+            });
+        }))
+        return not_typed(prefixed);
     const std::size_t limit = std::max<std::size_t>(1, want.size() / 3);
     std::size_t best = limit + 1;
     std::optional<std::string> best_name;
@@ -110,9 +110,9 @@ std::string did_you_mean(std::string_view typed, const std::vector<std::string>&
 }
 
 const std::vector<std::string>& known_products() {
-    static const std::vector<std::string> products{
-        "cublasmp", "cuda",       "cudnn",  "cudss", "cuquantum", "cusolvermp", "cusparselt",
-        "cutensor", "nppplus",    "nvcomp", "nvjpeg2000", "nvpl", "nvtiff",     "tensorrt"};
+    static const std::vector<std::string> products{"cublasmp",   "cuda",       "cudnn",    "cudss",   "cuquantum",
+                                                   "cusolvermp", "cusparselt", "cutensor", "nppplus", "nvcomp",
+                                                   "nvjpeg2000", "nvpl",       "nvtiff",   "tensorrt"};
     return products;
 }
 

@@ -26,7 +26,7 @@ TEST_CASE("a name without the manifest's conventional prefix") {
 }
 
 TEST_CASE("platform aliases only when the platform is offered") {
-    const std::vector<std::string> platforms{"linux-x86_64", "linux-sbsa", "windows-x86_64"};
+    const std::vector<std::string> platforms{"linux-x86_64", "linux-sbsa", "windows-x86_64", "windows-arm64"};
     CHECK(closest_match("aarch64", platforms) == std::optional<std::string>("linux-sbsa"));
     CHECK(closest_match("arm64", platforms) == std::optional<std::string>("linux-sbsa"));
     CHECK(closest_match("amd64", platforms) == std::optional<std::string>("linux-x86_64"));

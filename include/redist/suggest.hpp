@@ -13,10 +13,10 @@
 namespace redist {
 
 // The candidate `typed` most likely meant, or nothing when none is close.
-// In order: a case-insensitive match; a candidate that is `typed` with a
-// conventional prefix ("lib", "cuda_", "linux-", ...: `cublas` is
-// `libcublas`, `nvcc` is `cuda_nvcc`); a known alias of a platform
-// (`aarch64`, `arm64` -> `linux-sbsa`; `x86_64` -> `linux-x86_64`); then the
+// In order: a case-insensitive match; a known alias of a platform
+// (`aarch64`, `arm64` -> `linux-sbsa`; `x86_64` -> `linux-x86_64`); a
+// candidate that is `typed` with a conventional prefix ("lib", "cuda_",
+// "linux-", ...: `cublas` is `libcublas`, `nvcc` is `cuda_nvcc`); then the
 // nearest by edit distance (insertions, deletions, substitutions and swaps of
 // neighbours), within about a third of the typed length. A tie between
 // equally good candidates suggests nothing: a guess that may be wrong is

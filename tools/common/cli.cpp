@@ -280,10 +280,11 @@ std::optional<std::string> describe_extras(const CLI::App& app) {
 
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
     const int usage_exit = redist::exit_code_for(redist::error_code::usage);
-    // A bare `redist` is a request for help, as with cargo and uv.
+    // A bare `redist` gets the help, and exits as a usage error (as uv does:
+    // a script that forgot its subcommand must not pass).
     if (argc < 2 && app.get_require_subcommand_min() > 0) {
         std::fputs(app.help().c_str(), stdout);
-        return 0;
+        return usage_exit;
     }
     if (auto unknown = unknown_subcommand(app, argc, argv)) {
         std::fprintf(stderr, "%s: error: %s\n", tool_name.c_str(), unknown->c_str());
