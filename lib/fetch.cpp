@@ -21,6 +21,7 @@
 #include "parallel.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
+#include "redist/suggest.hpp"
 #include "redist/sync.hpp"
 #include "redist/unpack.hpp"
 #include "redist/urls.hpp"
@@ -126,6 +127,19 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
     return list_versions(base_url, product, options, source_policy{});
 }
 
+namespace {
+
+// A product that no source has (HTTP 404, no such directory) is most often a
+// typo: `cudnnn` gets "(did you mean 'cudnn'?)" after the last source's error.
+error with_product_hint(error e, const std::string& product) {
+    if (e.code != error_code::not_found || e.message.find("(did you mean") != std::string::npos) return e;
+    const auto& known = known_products();
+    if (std::find(known.begin(), known.end(), product) == known.end()) e.message += did_you_mean(product, known);
+    return e;
+}
+
+}  // namespace
+
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
                                                const transfer_options& options, const source_policy& sources,
                                                fetch_observer* observer) {
@@ -162,7 +176,7 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
         }
         return labels;
     }
-    return *last_error;
+    return with_product_hint(*last_error, product);
 }
 
 result<resolved_release> resolve_release(const release_request& request, const transfer_options& options) {
@@ -214,7 +228,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
             fetched = true;
             break;
         }
-        if (!fetched) return *last_error;
+        if (!fetched) return with_product_hint(*last_error, request.product);
     }
     const auto first_char = text.find_first_not_of(" \t\r\n");
     if (first_char == std::string::npos)

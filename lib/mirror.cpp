@@ -37,6 +37,7 @@
 #include "posix_file.hpp"
 #include "redist/cache.hpp"
 #include "redist/fetch.hpp"
+#include "redist/select.hpp"
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
 #include "sources.hpp"
@@ -243,11 +244,9 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
 
     for (const auto& name : wanted) {
         if (m.find_component(name)) continue;
-        std::string available;
-        for (const auto& c : m.components) available += (available.empty() ? "" : ", ") + c.key;
-        return make_error(error_code::not_found,
-                          what + " has no component '" + name + "' (available: " + available + ")")
-            .with_source(sanitize_url(release.manifest_url));
+        auto e = unknown_component(m, name);
+        e.message = what + ": " + e.message;
+        return std::move(e).with_source(sanitize_url(release.manifest_url));
     }
 
     std::vector<picked> out;

@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "redist/printable.hpp"
+#include "redist/suggest.hpp"
+
 namespace redist {
 
 namespace {
@@ -31,12 +34,7 @@ result<std::vector<const component*>> requested_components(const manifest& m, co
     for (const auto& name : wanted) {
         const bool known = std::any_of(m.components.begin(), m.components.end(),
                                        [&](const component& c) { return c.key == name; });
-        if (!known) {
-            std::vector<std::string> keys;
-            for (const auto& c : m.components) keys.push_back(c.key);
-            return make_error(error_code::not_found,
-                              "unknown component '" + name + "' (available components: " + join(keys) + ")");
-        }
+        if (!known) return unknown_component(m, name);
     }
     for (const auto& c : m.components) {
         if (std::find(wanted.begin(), wanted.end(), c.key) != wanted.end()) out.push_back(&c);
@@ -75,6 +73,15 @@ std::string offered_variants(const component& c, const std::string& platform) {
 
 }  // namespace
 
+error unknown_component(const manifest& m, const std::string& name) {
+    std::vector<std::string> keys;
+    for (const auto& c : m.components) keys.push_back(c.key);
+    // A likely intent replaces the whole list (cuda has 44 components).
+    const std::string hint = did_you_mean(name, keys);
+    return make_error(error_code::not_found, "unknown component '" + printable(name) + "'" +
+                                                 (hint.empty() ? " (available components: " + join(keys) + ")" : hint));
+}
+
 std::vector<int> available_cuda_majors(const manifest& m, const std::string& platform,
                                        const std::vector<std::string>& components) {
     std::set<int> majors;
@@ -108,8 +115,9 @@ result<selection> select_artifacts(const manifest& m, const selection_request& r
             std::vector<std::string> platforms;
             for (const auto& a : c->artifacts) add_unique(platforms, a.platform);
             return make_error(error_code::not_found, "component '" + c->key + "' has nothing for platform '" +
-                                                         request.platform +
-                                                         "' (available platforms: " + join(platforms) + ")");
+                                                         request.platform + "'" +
+                                                         did_you_mean(request.platform, platforms) +
+                                                         " (available platforms: " + join(platforms) + ")");
         }
     }
     if (on_platform.empty()) {
@@ -117,8 +125,9 @@ result<selection> select_artifacts(const manifest& m, const selection_request& r
         for (const component* c : candidates) {
             for (const auto& a : c->artifacts) add_unique(platforms, a.platform);
         }
-        return make_error(error_code::not_found, "nothing for platform '" + request.platform +
-                                                     "' (available platforms: " + join(platforms) + ")");
+        return make_error(error_code::not_found, "nothing for platform '" + request.platform + "'" +
+                                                     did_you_mean(request.platform, platforms) +
+                                                     " (available platforms: " + join(platforms) + ")");
     }
 
     selection out;

@@ -30,12 +30,9 @@ result<std::vector<std::string>> manifest_components(const project_product& p, c
     for (const auto& wanted : p.components) {
         const component* c = find_component_or_alias(release.parsed, wanted);
         if (!c) {
-            std::string available;
-            for (const auto& have : release.parsed.components) available += (available.empty() ? "" : ", ") + have.key;
-            return make_error(error_code::not_found, "products." + p.name + ": no component '" + wanted + "' in " +
-                                                         p.name + " " + release.label + " (available: " + available +
-                                                         ")")
-                .with_source(sanitize_url(release.manifest_url));
+            auto e = unknown_component(release.parsed, wanted);
+            e.message = "products." + p.name + " (" + p.name + " " + release.label + "): " + e.message;
+            return std::move(e).with_source(sanitize_url(release.manifest_url));
         }
         if (c->key != wanted)
             notes.push_back("products." + p.name + ": '" + wanted + "' is called '" + c->key + "' in " + p.name + " " +

@@ -58,6 +58,7 @@ void add_lock_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--platform", args->platforms, "Platforms to lock (repeatable; default: this machine's)")
         ->type_name("P");
     cmd->add_option("--cuda", args->cuda, "CUDA majors to lock (repeatable; default: every variant offered)")
+        ->transform(cuda_major_transform())
         ->type_name("N");
     cmd->add_option("--component", args->components, "Components (comma-separated; default: all)")
         ->delimiter(',')

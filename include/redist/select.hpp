@@ -50,4 +50,10 @@ std::vector<int> available_cuda_majors(const manifest& m, const std::string& pla
 //   usage      request.platform is empty
 result<selection> select_artifacts(const manifest& m, const selection_request& request);
 
+// The one error for a component name the manifest lacks (fetch, show, mirror
+// and sync all report it so): "unknown component 'cublas' (did you mean
+// 'libcublas'?)" when one is close (redist/suggest.hpp), otherwise the list of
+// the manifest's components. Code not_found; the caller adds the source.
+error unknown_component(const manifest& m, const std::string& name);
+
 }  // namespace redist

@@ -175,6 +175,7 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                     "CUDA major of the variants to mirror; repeatable or comma-separated (default: every variant "
                     "offered). Artifacts without a variant are always mirrored")
         ->delimiter(',')
+        ->transform(cuda_major_transform())
         ->type_name("N");
     cmd->add_option("--component", args->components, "Components to mirror, comma-separated (default: all)")
         ->delimiter(',')

@@ -1,5 +1,6 @@
 // `redist show PRODUCT VERSION` — the artifacts of one release, as a table or
 // as JSON, optionally filtered by platform, CUDA variant and component.
+#include <algorithm>
 #include <cstdio>
 #include <memory>
 #include <set>
@@ -9,6 +10,8 @@
 #include "commands/commands.hpp"
 #include "common/printable.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/select.hpp"
+#include "redist/suggest.hpp"
 #include "redist/urls.hpp"
 
 namespace redist_tools {
@@ -33,11 +36,7 @@ redist::result<std::vector<artifact_row>> select_rows(const redist::resolved_rel
     const std::set<std::string> wanted(selection.components.begin(), selection.components.end());
     for (const auto& name : wanted) {
         if (m.find_component(name)) continue;
-        std::string available;
-        for (const auto& c : m.components) available += (available.empty() ? "" : ", ") + c.key;
-        return redist::make_error(redist::error_code::not_found,
-                                  "no component '" + name + "' (available: " + available + ")")
-            .with_source(release.manifest_url);
+        return redist::unknown_component(m, name).with_source(release.manifest_url);
     }
     std::vector<artifact_row> rows;
     for (const auto& c : m.components) {
@@ -47,6 +46,21 @@ redist::result<std::vector<artifact_row>> select_rows(const redist::resolved_rel
             if (selection.cuda && a.variant && a.cuda_major() != selection.cuda) continue;
             rows.emplace_back(&c, &a);
         }
+    }
+    if (rows.empty() && !selection.platform.empty()) {
+        // A platform no artifact has is most often a typo (aarch64 for
+        // linux-sbsa): say so instead of printing an empty table.
+        std::vector<std::string> platforms;
+        for (const auto& c : m.components)
+            for (const auto& a : c.artifacts)
+                if (std::find(platforms.begin(), platforms.end(), a.platform) == platforms.end())
+                    platforms.push_back(a.platform);
+        const bool offered = std::find(platforms.begin(), platforms.end(), selection.platform) != platforms.end();
+        if (!offered)
+            return redist::make_error(redist::error_code::not_found,
+                                      "no artifact for platform '" + printable(selection.platform) + "'" +
+                                          redist::did_you_mean(selection.platform, platforms))
+                .with_source(release.manifest_url);
     }
     return rows;
 }

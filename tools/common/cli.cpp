@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "redist/cache.hpp"
+#include "redist/suggest.hpp"
 #include "redist/urls.hpp"
 
 namespace redist_tools {
@@ -141,7 +142,10 @@ void add_selection_options(CLI::App& app, selection_options& options, bool platf
                    std::string("Platform: linux-x86_64, linux-sbsa, linux-aarch64 (Jetson), windows-x86_64, ...") +
                        (platform_default_is_host ? " (default: this machine's)" : " (default: all)"))
         ->type_name("P");
-    app.add_option("--cuda", options.cuda, "CUDA major version of the variant to use, e.g. 12 or 13")->type_name("N");
+    app.add_option("--cuda", options.cuda,
+                   "CUDA major version of the variant to use, e.g. 12 or 13 (12.4 means 12: variants are per major)")
+        ->transform(cuda_major_transform())
+        ->type_name("N");
     app.add_option("--component", options.components, "Components to use, comma-separated (default: all)")
         ->delimiter(',')
         ->type_name("a,b");
@@ -223,12 +227,87 @@ int report_error(const redist::error& e) {
     return redist::exit_code_for(e.code);
 }
 
+namespace {
+
+// The subcommand the parse reached: `redist cache prune` -> prune.
+const CLI::App* deepest_subcommand(const CLI::App& app) {
+    const CLI::App* at = &app;
+    for (auto subs = at->get_subcommands(); !subs.empty(); subs = at->get_subcommands()) at = subs.front();
+    return at;
+}
+
+std::vector<std::string> subcommand_names(const CLI::App& app) {
+    std::vector<std::string> names;
+    for (const auto* sub : app.get_subcommands([](const CLI::App*) { return true; })) names.push_back(sub->get_name());
+    return names;
+}
+
+// A first word that is no subcommand, before CLI11 says only "A subcommand is
+// required": "unknown command 'fecth' (did you mean 'fetch'?)".
+std::optional<std::string> unknown_subcommand(const CLI::App& app, int argc, char** argv) {
+    if (argc < 2 || argv[1][0] == '-') return std::nullopt;
+    const auto names = subcommand_names(app);
+    if (names.empty() || std::find(names.begin(), names.end(), argv[1]) != names.end()) return std::nullopt;
+    return "unknown command '" + printable(argv[1]) + "'" + redist::did_you_mean(argv[1], names) + "; see '" +
+           tool_name + " --help'";
+}
+
+// What CLI11 could not place, as "unknown option '--prefx' (did you mean
+// '--prefix'?)" against the options of the subcommand it was given to.
+// CLI11 checks required options before it reports extras, so a typo of a
+// required flag would read "--prefix is required"; the extras go first here.
+std::optional<std::string> describe_extras(const CLI::App& app) {
+    const CLI::App* at = deepest_subcommand(app);
+    const auto extras = at->remaining();
+    if (extras.empty()) return std::nullopt;
+    const std::string& first = extras.front();
+    std::vector<std::string> flags;
+    for (const auto* opt : at->get_options()) {
+        for (const auto& l : opt->get_lnames()) flags.push_back("--" + l);
+        for (const auto& s : opt->get_snames()) flags.push_back("-" + s);
+    }
+    const std::string command = at == &app ? tool_name : tool_name + " " + at->get_name();
+    if (first.size() > 1 && first[0] == '-') {
+        const std::string flag = first.substr(0, first.find('='));
+        return "unknown option '" + printable(flag) + "'" + redist::did_you_mean(flag, flags) + "; see '" + command +
+               " --help'";
+    }
+    std::string hint = redist::did_you_mean(first, subcommand_names(*at));
+    return "unexpected argument '" + printable(first) + "'" + hint + "; see '" + command + " --help'";
+}
+
+}  // namespace
+
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body) {
+    const int usage_exit = redist::exit_code_for(redist::error_code::usage);
+    // A bare `redist` gets the help, and exits as a usage error (as uv does:
+    // a script that forgot its subcommand must not pass).
+    if (argc < 2 && app.get_require_subcommand_min() > 0) {
+        std::fputs(app.help().c_str(), stdout);
+        return usage_exit;
+    }
+    if (auto unknown = unknown_subcommand(app, argc, argv)) {
+        std::fprintf(stderr, "%s: error: %s\n", tool_name.c_str(), unknown->c_str());
+        return usage_exit;
+    }
     try {
         app.parse(argc, argv);
+    } catch (const CLI::CallForHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForAllHelp& e) {
+        return app.exit(e);
+    } catch (const CLI::CallForVersion& e) {
+        return app.exit(e);
     } catch (const CLI::ParseError& e) {
-        const int code = app.exit(e);
-        return code == 0 ? 0 : redist::exit_code_for(redist::error_code::usage);
+        if (auto extras = describe_extras(app)) {
+            std::fprintf(stderr, "%s: error: %s\n", tool_name.c_str(), extras->c_str());
+            return usage_exit;
+        }
+        // Every other usage error in the tools' one-line form (CLI11 would
+        // print its message and "Run with --help" on two).
+        std::fprintf(stderr, "%s: error: %s; see '%s --help'\n", tool_name.c_str(), printable(e.what()).c_str(),
+                     tool_name.c_str());
+        return usage_exit;
     }
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int code = 0;
@@ -239,6 +318,25 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
     }
     curl_global_cleanup();
     return code;
+}
+
+CLI::Validator cuda_major_transform() {
+    return CLI::Validator(
+        [](std::string& value) -> std::string {
+            const auto is_digit = [](char c) { return c >= '0' && c <= '9'; };
+            std::size_t major_end = 0;
+            while (major_end < value.size() && is_digit(value[major_end])) ++major_end;
+            bool ok = major_end > 0 && major_end <= 3;
+            int dots = 0;
+            for (std::size_t i = major_end; ok && i < value.size(); ++i) {
+                if (value[i] == '.') ok = ++dots <= 2 && i + 1 < value.size() && is_digit(value[i + 1]);
+                else ok = is_digit(value[i]);
+            }
+            if (!ok) return "expected a CUDA version such as 12 or 12.4, got '" + printable(value) + "'";
+            value.resize(major_end);
+            return {};
+        },
+        "", "cuda major");
 }
 
 std::string human_size(std::uint64_t bytes) {

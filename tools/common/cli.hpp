@@ -95,6 +95,10 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
 // "1.4 GiB", "812 KiB", "17 B".
 std::string human_size(std::uint64_t bytes);
 
+// For --cuda: a CUDA version as people write it (12, 12.4, 12.4.1) becomes
+// its major (12). Variants are per major, so `--cuda 12.4` means cuda12.
+CLI::Validator cuda_major_transform();
+
 // Subcommands that live in their own files (tools/commands/<name>.cpp)
 // register themselves with add_<name>_command(app, selected): when the
 // subcommand is parsed, its final callback stores in `selected` the function
