@@ -521,9 +521,11 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
     };
 
     result<void> outcome;
-    // The resume record is the writers' job (record_progress), not this
-    // thread's: on_data may keep it busy for long (a slow decoder) while
-    // the connections write on.
+    // The resume record is mostly the writers' job (record_progress), not
+    // this thread's: on_data may keep it busy for long (a slow decoder)
+    // while the connections write on. One exception: a chunk that finished
+    // is recorded before any byte after it is delivered, so a run killed
+    // once the caller has seen those bytes resumes at least past that chunk.
     while (delivered < size_) {
         std::unique_lock lock(mutex_);
         const auto others_due = [&] { return ranges_confirmed_ && !whole_stream_ && threads.size() < n; };
@@ -532,7 +534,9 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
         if (stop_) break;
         if (others_due()) open_the_others();
         const std::uint64_t available = contiguous_end();
+        const bool finished_unrecorded = finished_ != recorded_finished_;
         lock.unlock();
+        if (finished_unrecorded) record_progress(false);
         outcome = deliver(delivered, available, callbacks);
         if (!outcome.ok()) break;
         delivered = available;

@@ -231,14 +231,10 @@ result<void> check_free_space(const fs::path& prefix, std::uint64_t needed_prefi
     std::uint64_t on_prefix_fs = needed_prefix;
     if (!cache_dir.empty() && needed_cache) {
         REDIST_TRY(const fs_space at_cache, space_of(cache_dir));
-        if (at_cache.device == at_prefix.device) {
-            on_prefix_fs += needed_cache;
-        } else if (needed_cache > at_cache.free) {
-            return make_error(error_code::filesystem,
-                              "not enough free space for the download cache: " + mib(needed_cache) + " needed, " +
-                                  mib(at_cache.free) + " free")
-                .with_path(at_cache.where.string());
-        }
+        // A cache on its own file system that cannot hold the downloads is
+        // bypassed (the download spools beside the stage, with a warning),
+        // so those bytes then count against the prefix's file system.
+        if (at_cache.device == at_prefix.device || needed_cache > at_cache.free) on_prefix_fs += needed_cache;
     }
     if (on_prefix_fs > at_prefix.free)
         return make_error(error_code::filesystem, "not enough free space: " + mib(on_prefix_fs) + " needed (archives " +

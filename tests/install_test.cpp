@@ -898,7 +898,7 @@ TEST_CASE("a receipt that cannot be read blocks only its own component") {
     CHECK(scan->unreadable[0].rel_path == ".redist/receipts/demo/a.json");
 
     // verify checks the others and reports the unreadable one.
-    auto report = verify_prefix(prefix);
+    auto report = verify_prefix(*lock);
     REQUIRE(report.ok());
     CHECK(report->components == 1);
     CHECK(report->problems.empty());

@@ -89,9 +89,11 @@ struct multi_install_request {
     // artifact base, artifacts and component versions are ignored.
     install_request options;
     // Free-space preflight (space_preflight below): before any download, the
-    // cache's filesystem must hold the archives still to be fetched and the
-    // prefix's their unpacked contents (unpacked_size_estimate). Fails with
-    // filesystem (exit 10) naming both numbers.
+    // prefix's filesystem must hold the unpacked contents
+    // (unpacked_size_estimate), plus the archives still to be fetched when
+    // the cache shares it or cannot hold them (the download then bypasses
+    // the cache and spools beside the stage). Fails with filesystem (exit 10)
+    // naming both numbers.
     bool check_free_space = true;
     // The prefix holds exactly what the request names (as `uv sync`): a
     // component installed there that no product of the request names on this
@@ -153,8 +155,9 @@ std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept;
 
 // The one free-space preflight (install() and install_all): the artifacts of
 // `products` without a current receipt (unless options.force) must fit, once
-// unpacked (unpacked_size_estimate), on the prefix's filesystem, and those not
-// yet in options.sources' cache must fit on the cache's (check_free_space).
+// unpacked (unpacked_size_estimate), on the prefix's filesystem; those not yet
+// in options.sources' cache count there too unless the cache, on a
+// filesystem of its own, has room for them (check_free_space).
 // Outcomes: ok | filesystem.
 result<void> space_preflight(const std::filesystem::path& prefix, const std::vector<product_install>& products,
                              const install_request& options, const std::vector<receipt>& receipts,
