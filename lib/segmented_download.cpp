@@ -445,7 +445,14 @@ void segmented_run::fetch(chunk& c) {
         return {};
     };
     cb.on_idle = [&]() -> result<void> {
-        if (pending.empty() || clock_type::now() - last_write < kIdleWrite) return {};
+        if (pending.empty()) {
+            // Nothing to write, but bytes written less than kRecordInterval
+            // before the transfer went quiet are not in the record yet: a
+            // stalled run must not keep them unrecorded until it is killed.
+            record_progress(false);
+            return {};
+        }
+        if (clock_type::now() - last_write < kIdleWrite) return {};
         return write_pending();
     };
     transfer_failure_info info;
