@@ -235,7 +235,7 @@ private:
     std::uint64_t contiguous_end();  // lock held
     segment_record snapshot();       // lock held
     // Rewrites the resume record when it is due (see kRecordStep), or always
-    // when `force`; data first (fdatasync), then the record.
+    // when `force`; data first (written), then the record.
     void record_progress(bool force);
     bool record_due() const;  // lock held
     void stop_all();
@@ -319,9 +319,12 @@ void segmented_run::record_progress(bool force) {
         recorded_finished_ = finished_;
         last_record_ = clock_type::now();
     }
-    // Every byte the snapshot counts was written before it was counted; on
-    // disk before the record that claims it.
-    if (::fdatasync(fd_) != 0) return;
+    // Every byte the snapshot counts was written (pwrite) before it was
+    // counted, so a killed process's record never claims bytes it did not
+    // write. No fdatasync (one per 4 MiB on the download's path): after a
+    // power loss a record that claims lost bytes only makes the resumed hash
+    // fail, which drops the .part and fetches the archive again in the same
+    // run (artifact_stream).
     (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(record), durability::none);
 }
 

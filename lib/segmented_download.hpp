@@ -38,9 +38,11 @@
 //  * The record follows the writes, not the delivery (a slow consumer must
 //    not hold it back): the connection whose write brings the bytes written
 //    since the last record to kRecordStep (4 MiB), or that finishes a
-//    chunk, or writes a second after the last record, syncs the spool's data
-//    (fdatasync) and then rewrites the record, so that the record never
-//    claims bytes a crash could have lost. A kill therefore loses at most
+//    chunk, or writes a second after the last record (also while stalled),
+//    rewrites the record after those bytes are written, so that the record
+//    never claims bytes a killed process did not write (after a power loss
+//    it may: the resumed hash then fails, and the .part is dropped and
+//    fetched again in the same run). A kill therefore loses at most
 //    2 * 4 MiB + 3 * 256 KiB per connection (the bytes written since the
 //    record on disk, which may itself be one step old while the next one is
 //    being written, each step overrun by one 256 KiB write per connection;
