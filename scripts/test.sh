@@ -32,6 +32,9 @@ if [ "$REDIST_FORMAT_CHECK" = 1 ]; then
     need_tool clang-format clang-format
     bash scripts/check-format.sh --all
 fi
+# layers: lib/'s folders are layers (scripts/check-layers.py): at most three
+#         includes run upward, and no header include cycle.
+python3 scripts/check-layers.py
 if [ "$REDIST_TIDY" = 1 ]; then
     need_tool clang-tidy clang-tidy
     bash scripts/tidy.sh --strict

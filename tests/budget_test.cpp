@@ -1,6 +1,6 @@
-// Tests for lib/work_pool.hpp and lib/budget.hpp: the writer pool's
+// Tests for lib/support/work_pool.hpp and lib/support/budget.hpp: the writer pool's
 // admission and draining, and how a run's budget divides threads and memory;
-// and lib/parallel.hpp, the job loop of fetch, mirror and verify.
+// and lib/support/parallel.hpp, the job loop of fetch, mirror and verify.
 #include <catch2/catch.hpp>
 
 #include <atomic>
@@ -13,9 +13,9 @@
 #include <thread>
 #include <vector>
 
-#include "../lib/budget.hpp"
-#include "../lib/parallel.hpp"
-#include "../lib/work_pool.hpp"
+#include "support/budget.hpp"
+#include "support/parallel.hpp"
+#include "support/work_pool.hpp"
 
 using redist::run_budget;
 using redist::work_pool;

@@ -1,4 +1,4 @@
-// Tests for redist/check.hpp and its readers (lib/elf.hpp): escaping, the
+// Tests for redist/check.hpp and its readers (lib/features/elf.hpp): escaping, the
 // driver and GPU tables, the ELF reader and the ld.so.cache parser on real
 // and synthetic bytes. The end-to-end cases (fake libraries built at test
 // time, installed through the tools) are in tests/e2e/test_check.py.
@@ -14,7 +14,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../lib/elf.hpp"
+#include "features/elf.hpp"
 #include "redist/check.hpp"
 
 namespace {

@@ -1,4 +1,4 @@
-// fetch_test.cpp — the pure parts of lib/fetch.cpp's scheduling: how many
+// fetch_test.cpp — the pure parts of lib/pipeline/fetch.cpp's scheduling: how many
 // artifacts a fetch runs at once by default (default_jobs).
 #include <catch2/catch.hpp>
 

@@ -10,13 +10,13 @@
 #include <set>
 #include <sstream>
 
-#include "../lib/commit_plan.hpp"
-#include "../lib/safe_path.hpp"
 #include "redist/install.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/printable.hpp"
 #include "redist/verify.hpp"
+#include "store/commit_plan.hpp"
 #include "support.hpp"
+#include "support/safe_path.hpp"
 
 namespace fs = std::filesystem;
 using namespace redist_test;

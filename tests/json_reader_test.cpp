@@ -1,10 +1,10 @@
-// The field-table JSON reader (lib/json_reader.hpp) and the readers built on
+// The field-table JSON reader (lib/support/json_reader.hpp) and the readers built on
 // it: errors name the file and the JSON path, duplicate keys are refused.
 #include <catch2/catch.hpp>
 
-#include "../lib/json_reader.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
+#include "support/json_reader.hpp"
 
 using namespace redist;
 

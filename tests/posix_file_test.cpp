@@ -1,4 +1,4 @@
-// The file helpers (lib/posix_file.hpp): bounded reads that never block on a
+// The file helpers (lib/support/posix_file.hpp): bounded reads that never block on a
 // FIFO or follow a planted symlink, and the one atomic writer.
 #include <catch2/catch.hpp>
 
@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "../lib/posix_file.hpp"
 #include "support.hpp"
+#include "support/posix_file.hpp"
 
 namespace fs = std::filesystem;
 using namespace redist_test;

@@ -1,8 +1,8 @@
-// Names and confined paths (lib/safe_path.hpp): the one helper every path
+// Names and confined paths (lib/support/safe_path.hpp): the one helper every path
 // built from input goes through.
 #include <catch2/catch.hpp>
 
-#include "../lib/safe_path.hpp"
+#include "support/safe_path.hpp"
 
 using namespace redist;
 namespace fs = std::filesystem;

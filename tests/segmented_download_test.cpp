@@ -1,7 +1,7 @@
 // segmented_download_test.cpp — lib/segmented_download against the
 // misbehaving loopback server (tests/fixtures/fault_server.py), whose request
 // log gives the ranges asked for and the body bytes really sent.
-#include "../lib/segmented_download.hpp"
+#include "transport/segmented_download.hpp"
 
 #include <catch2/catch.hpp>
 

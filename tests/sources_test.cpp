@@ -1,5 +1,5 @@
 // sources_test.cpp — the one source driver and the artifact stream
-// (lib/sources.hpp): the retry policy with an injected jitter source and
+// (lib/transport/sources.hpp): the retry policy with an injected jitter source and
 // sleeper (no real sleeps), try_sources' offline rule, error ranking and
 // events, and the artifact stream's resume / Range / validator / .part rules,
 // in-process against tests/fixtures/fault_server.py.
@@ -14,10 +14,10 @@
 #include <string>
 #include <vector>
 
-#include "../lib/sources.hpp"
 #include "fixtures/fault_server_support.hpp"
 #include "redist/verify.hpp"
 #include "support.hpp"
+#include "transport/sources.hpp"
 
 namespace fs = std::filesystem;
 using namespace redist;

@@ -36,10 +36,10 @@
 #include <thread>
 #include <vector>
 
-#include "../lib/budget.hpp"
-#include "../lib/posix_file.hpp"
 #include "redist/unpack.hpp"
 #include "redist/verify.hpp"
+#include "support/budget.hpp"
+#include "support/posix_file.hpp"
 
 namespace fs = std::filesystem;
 

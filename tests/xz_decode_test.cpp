@@ -1,4 +1,4 @@
-// Tests for lib/xz_decode.hpp: the block-parallel .xz decoder.
+// Tests for lib/archive/xz_decode.hpp: the block-parallel .xz decoder.
 //
 // Every input is made here with liblzma itself: the multi-threaded encoder
 // with a small block size (blocks whose headers carry both sizes, which go to
@@ -36,9 +36,9 @@
 #include <utility>
 #include <vector>
 
-#include "../lib/memory_gate.hpp"
-#include "../lib/work_pool.hpp"
-#include "../lib/xz_decode.hpp"
+#include "archive/xz_decode.hpp"
+#include "support/memory_gate.hpp"
+#include "support/work_pool.hpp"
 
 using redist::byte_buffer;
 using redist::error_code;

@@ -1,5 +1,5 @@
 // redist-check-probe — the child process of `redist check` (see
-// lib/check_probe.cpp for the protocol). A separate, tiny executable because
+// lib/features/check_probe.cpp for the protocol). A separate, tiny executable because
 // it starts on every check: it links only libc, libstdc++ and libdl, so it
 // starts in a millisecond where `redist __check-probe` (which works too)
 // first loads curl, TLS and archive libraries it does not need.

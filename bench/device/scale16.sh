@@ -1,6 +1,6 @@
 #!/bin/bash
 # scale16.sh (GPU machine, repo root, .carry/ carried): issue 11's 16-core scenarios after the xz blocks
-# moved onto the run's shared pool (lib/xz_decode.cpp).
+# moved onto the run's shared pool (lib/archive/xz_decode.cpp).
 #   1. ../shared/device/e2e.sh as is: real cuDNN 9.19 packed the NVIDIA way, installed by cudnn-fetch, the
 #      GPU convolution (nvcc and CMake redist_fetch), race.py (one archive, cold) and multi.py (14 components);
 #   2. one cold install of each with --profile (per-stage busy/wait times);

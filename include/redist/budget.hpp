@@ -2,7 +2,7 @@
 //
 // One install runs several artifacts at once. Their xz blocks decode, and
 // their files are written, on one pool of worker threads, and one memory
-// gate bounds the decoders' buffers (lib/budget.hpp, lib/xz_decode.hpp);
+// gate bounds the decoders' buffers (lib/support/budget.hpp, lib/archive/xz_decode.hpp);
 // run_limits sizes both.
 //
 // Defaults (a field left at 0):
@@ -68,7 +68,7 @@ struct run_profile {
     std::uint64_t peak_rss = 0;       // the process's peak resident set (bytes; 0 = unknown)
 };
 
-class run_budget;  // lib/budget.hpp: opaque to users of the library
+class run_budget;  // lib/support/budget.hpp: opaque to users of the library
 
 // A budget for one run (an install): pass it in install_request::budget (or
 // unpack_options::budget) and every artifact of the run shares it.

@@ -128,6 +128,9 @@ public:
     // nullopt when the directories cannot be created, and the error when the
     // cache exists but is refused as untrusted (that must not go unnoticed).
     static result<std::optional<blob_cache>> open_if_possible(const std::filesystem::path& root, bool shared);
+    // The same for an optional root: no root (--no-cache) is no cache.
+    static result<std::optional<blob_cache>> open_if_possible(const std::optional<std::filesystem::path>& root,
+                                                              bool shared);
 
     bool shared() const { return shared_; }
 

@@ -18,7 +18,7 @@ namespace redist {
 
 // Error categories. Each maps to a distinct, documented tool exit code
 // (see exit_code_table()). Adding one: add the enumerator here, its row in
-// exit_code_table() (lib/error.cpp; the build fails until the rows and the
+// exit_code_table() (lib/support/error.cpp; the build fails until the rows and the
 // enumerators line up) and its row in README.md's table (tests/error_test.cpp
 // checks it).
 enum class error_code : std::uint8_t {

@@ -68,7 +68,7 @@ result<void> check_lock_against_manifest(const lockfile& lock, const manifest& m
 
 // ---- making and using a version 1 lock (`redist lock`, `fetch --locked`) ----
 
-struct resolved_release;  // fetch.hpp
+struct resolved_release;  // manifest.hpp
 
 // Where a lock says the manifest lives: its URL on the base, even when a
 // mirror served it. Mirrors are the reader's own (--mirror, the project's

@@ -100,4 +100,20 @@ struct manifest {
 // Never throws, never crashes on any input (fuzzed: tests/fuzz/).
 result<manifest> parse_manifest(std::string_view json, std::string_view source);
 
+// A release as fetched (resolve.hpp resolve_release): its manifest's bytes,
+// their SHA-256 and where they came from, and the parsed manifest.
+struct resolved_release {
+    std::string product;
+    std::string label;
+    std::string manifest_url;
+    std::string manifest_sha256;    // of the manifest bytes as fetched
+    std::string manifest_text;      // the manifest bytes as fetched
+    std::string artifact_base_url;  // the manifest's directory
+    manifest parsed;
+};
+
+// True if `text` is 64 hex digits (either case): how a manifest, a lock or a
+// receipt names an archive.
+bool is_sha256_hex(std::string_view text) noexcept;
+
 }  // namespace redist

@@ -128,7 +128,7 @@ result<multi_install_report> install_all(const multi_install_request& request);
 // ---- the pieces, for callers that hold the lock themselves --------------------------
 
 // Downloads and stages request.artifacts under `lock` without committing
-// (lib/fetch.cpp). `receipts` are the prefix's current receipts: an artifact
+// (lib/pipeline/fetch.cpp). `receipts` are the prefix's current receipts: an artifact
 // whose receipt matches (and, with `exclude`, was made with the same globs)
 // is reported unchanged and not staged, unless request.force. On failure,
 // every stage under the lock is discarded. `exclude` as in multi_install_request.

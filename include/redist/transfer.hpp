@@ -6,9 +6,11 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "redist/error.hpp"
 
@@ -103,5 +105,17 @@ result<void> download_range(const std::string& url, const transfer_options& opti
 // Same outcomes as download(), including `failure`.
 result<std::string> fetch_text(const std::string& url, const transfer_options& options,
                                std::size_t max_bytes = 64u << 20, transfer_failure_info* failure = nullptr);
+
+// Where documents and artifacts come from, and how hard to try.
+struct source_policy {
+    std::vector<std::string> mirrors;                // bases tried in order before the base URL
+    std::optional<std::filesystem::path> cache_dir;  // nullopt: no cache (--no-cache)
+    bool offline = false;                            // only the cache and file:// sources
+    int attempts_per_source = 4;                     // transient failures retried this often per source
+    double initial_backoff_seconds = 0.5;            // doubled after each attempt, with jitter
+    double max_backoff_seconds = 20;
+    long max_retry_after_seconds = 60;  // a longer Retry-After moves on to the next source
+    bool shared_cache = false;  // --shared-cache: the cache may belong to others; re-verify all of it (cache.hpp)
+};
 
 }  // namespace redist

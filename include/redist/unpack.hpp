@@ -9,7 +9,7 @@
 //     creates each file) --> writer pool (writes and hashes file data)
 //
 // The decoder's threads and memory and the writer pool come from a
-// run_budget (lib/budget.hpp; limits in redist/budget.hpp) that every
+// run_budget (lib/support/budget.hpp; limits in redist/budget.hpp) that every
 // unpacker of one install shares, so that many artifacts in flight divide
 // the machine instead of each taking all of it.
 //
@@ -49,7 +49,7 @@
 
 namespace redist {
 
-class run_budget;  // lib/budget.hpp
+class run_budget;  // lib/support/budget.hpp
 
 enum class entry_kind : std::uint8_t { regular, directory, symlink, hardlink };
 

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/manifest.hpp"  // is_sha256_hex
 
 // Forward declaration keeps <openssl/evp.h> out of public headers.
 struct evp_md_ctx_st;
@@ -125,9 +126,6 @@ result<std::string> sha256_file(const std::filesystem::path& path);
 // returned. Outcomes: ok | filesystem (cannot open/read, or the file is
 // shorter than `length`: expected/actual set; `into` is left untouched).
 result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length, sha256_hasher& into);
-
-// True if `text` is 64 hex digits (either case).
-bool is_sha256_hex(std::string_view text) noexcept;
 
 // Checks an archive's final size and digest against the manifest. Outcomes:
 // ok | integrity (message "size mismatch" or "sha256 mismatch", expected and

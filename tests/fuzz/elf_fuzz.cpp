@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "../../lib/elf.hpp"
+#include "features/elf.hpp"
 #include "redist/check.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

@@ -14,11 +14,11 @@
 #include <string>
 #include <string_view>
 
-#include "../../lib/commit_plan.hpp"
-#include "../../lib/safe_path.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/printable.hpp"
+#include "store/commit_plan.hpp"
+#include "support/safe_path.hpp"
 
 namespace {
 

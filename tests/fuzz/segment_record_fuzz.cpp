@@ -1,5 +1,5 @@
 // libFuzzer target for the resume record of segmented downloads
-// (lib/segmented_download.hpp): "<part>.segments" lives in the cache, which
+// (lib/transport/segmented_download.hpp): "<part>.segments" lives in the cache, which
 // may be shared, so its bytes are untrusted. Any input must give a record or
 // a bad_manifest error, never a crash; a parsed record must be sorted,
 // disjoint and within its size, and survive a write/read round trip.
@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "../../lib/segmented_download.hpp"
+#include "transport/segmented_download.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view text(reinterpret_cast<const char*>(data), size);

@@ -1,5 +1,5 @@
 // libFuzzer target for the cache's tree list (<cache>/trees/<hex>/.redist-tree.json,
-// lib/tree_list.hpp): parse_tree_list and valid_tree_list. With --shared-cache
+// lib/store/tree_list.hpp): parse_tree_list and valid_tree_list. With --shared-cache
 // another user can write that file, and materialize_tree places files by it,
 // so it is hostile input.
 //
@@ -11,10 +11,10 @@
 #include <cstdint>
 #include <string>
 
-#include "../../lib/safe_path.hpp"
-#include "../../lib/tree_list.hpp"
 #include "fuzz_support.hpp"
 #include "redist/verify.hpp"
+#include "store/tree_list.hpp"
+#include "support/safe_path.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string text(reinterpret_cast<const char*>(data), size);

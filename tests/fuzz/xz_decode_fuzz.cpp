@@ -1,4 +1,4 @@
-// Differential libFuzzer target for redist::decode_xz (lib/xz_decode.hpp):
+// Differential libFuzzer target for redist::decode_xz (lib/archive/xz_decode.hpp):
 // hostile .xz bytes go through the block-parallel decoder (a pool of 2
 // threads, a 64 MiB memory gate) and through liblzma's own stream decoder of
 // concatenated streams, and the two must agree.
@@ -39,10 +39,10 @@
 #include <string>
 #include <vector>
 
-#include "../../lib/memory_gate.hpp"
-#include "../../lib/work_pool.hpp"
-#include "../../lib/xz_decode.hpp"
+#include "archive/xz_decode.hpp"
 #include "fuzz_support.hpp"
+#include "support/memory_gate.hpp"
+#include "support/work_pool.hpp"
 
 using fuzz::require;
 

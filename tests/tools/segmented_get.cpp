@@ -19,8 +19,8 @@
 #include <cstdlib>
 #include <string>
 
-#include "../../lib/segmented_download.hpp"
 #include "redist/verify.hpp"
+#include "transport/segmented_download.hpp"
 
 int main(int argc, char** argv) {
     if (argc < 5) {

@@ -1,0 +1,80 @@
+// redist/observer.hpp — what the library tells a tool while it works: one
+// observer interface with typed events (install, resolve_release,
+// list_versions, mirror_releases). The tools turn the events into words
+// (tools/common/observer.cpp).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+
+#include "redist/error.hpp"
+
+namespace redist {
+
+enum class fetch_stage : std::uint8_t { waiting, downloading, committing, done, unchanged, failed };
+const char* to_string(fetch_stage stage) noexcept;
+
+struct progress_event {
+    std::string component;
+    fetch_stage stage = fetch_stage::waiting;
+    std::uint64_t bytes_done = 0;   // archive bytes received and hashed
+    std::uint64_t bytes_total = 0;  // the manifest's size
+};
+
+// ---- observing a run: one observer, typed events -----------------------------------
+//
+// The library reports what it is doing through one fetch_observer (install,
+// resolve_release, list_versions and mirror_releases); the tools turn the
+// events into words. Methods may be called from worker threads, possibly
+// concurrently: an observer must be thread-safe. Each defaults to doing nothing.
+
+// Another process holds the prefix lock; the call blocks until it is released.
+struct lock_wait_event {
+    std::filesystem::path prefix;
+};
+// Another process is downloading the same blob into the shared cache.
+struct blob_wait_event {
+    std::string component;
+};
+// A transient failure is retried on the same source after a delay.
+struct retry_event {
+    std::string component;  // empty for documents (index, manifest)
+    std::string url;        // sanitized
+    error reason;           // what failed
+    int next_attempt = 0;   // the attempt about to be made on this source, 1-based
+    int attempts = 0;       // at most this many per source
+    double delay_seconds = 0;
+    bool retry_after = false;  // the delay is the server's Retry-After
+};
+// A source is given up, and the next one (a mirror, then the base) is tried.
+struct source_change_event {
+    std::string component;  // empty for documents
+    std::string from_url;   // sanitized
+    std::string to_url;     // sanitized
+    error reason;           // why from_url was given up
+};
+// The cache cannot hold a split download (too little room, or a write to its
+// .part failed with ENOSPC/EDQUOT): it goes on spooled in the prefix's
+// staging directory instead, and the archive is not cached.
+struct cache_bypass_event {
+    std::string component;
+    error reason;  // why the cache was given up
+};
+struct mirror_event;  // see mirror.hpp
+
+class fetch_observer {
+public:
+    fetch_observer() = default;
+    fetch_observer(const fetch_observer&) = default;
+    fetch_observer& operator=(const fetch_observer&) = default;
+    virtual ~fetch_observer() = default;
+    virtual void on_progress(const progress_event&) {}
+    virtual void on_lock_wait(const lock_wait_event&) {}
+    virtual void on_blob_wait(const blob_wait_event&) {}
+    virtual void on_retry(const retry_event&) {}
+    virtual void on_source_change(const source_change_event&) {}
+    virtual void on_cache_bypass(const cache_bypass_event&) {}
+    virtual void on_mirror(const mirror_event&) {}  // mirror_releases' steps
+};
+
+}  // namespace redist

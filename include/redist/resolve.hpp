@@ -1,0 +1,75 @@
+// redist/resolve.hpp — from a version spec to a release: the product's
+// index, the manifest (mirrors first, cached, retried), and the CUDA variant
+// rule. Installing what was resolved is fetch.hpp's job.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/manifest.hpp"
+#include "redist/platform.hpp"
+#include "redist/transfer.hpp"
+
+namespace redist {
+
+// ---- resolving ---------------------------------------------------------------
+
+class fetch_observer;  // observer.hpp
+
+// The release labels of a product, newest first. http(s): parses the HTML
+// index at <base>/<product>/redist/; file://: lists that directory.
+// Outcomes:
+//   ok
+//   not_found     no product directory (file://), an index that lists no
+//                 manifests, or offline and not cached
+//   network       the index could not be fetched
+//   bad_manifest  an index larger than 16 MiB
+//   filesystem    a file:// directory that cannot be listed, or a cache that
+//                 cannot be trusted
+result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
+                                               const transfer_options& options);
+
+// As above, trying mirrors first, with retries, the document cache and --offline.
+result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
+                                               const transfer_options& options, const source_policy& sources,
+                                               fetch_observer* observer = nullptr);
+
+struct release_request {
+    std::string product;                 // "cudnn"; may be empty with manifest_location
+    std::string version_spec;            // "9.27.0", "9.27", "9", "latest"
+    std::string base_url;                // <base>; see urls.hpp
+    std::string manifest_location;       // --manifest PATH|URL: skips the index entirely
+    std::string manifest_sha256;         // --manifest-sha256: pin the manifest's bytes (integrity error otherwise)
+    source_policy sources;               // mirrors are tried first for the index and manifest too
+    fetch_observer* observer = nullptr;  // retries of the index and manifest; not owned
+};
+
+// Finds the label (exact specs skip the index), fetches and parses the
+// manifest, and checks that release_product/release_label, when present,
+// agree with the request.
+// Outcomes:
+//   ok
+//   usage         neither a product nor a manifest was given
+//   not_found     no such release (or offline and not cached)
+//   network       the index or manifest could not be fetched
+//   integrity     the manifest's SHA-256 is not request.manifest_sha256
+//   bad_manifest  an empty, HTML or oversized (> 64 MiB) body, invalid JSON,
+//                 or a manifest for another product or release
+//   filesystem    the cache or a file:// manifest could not be read
+result<resolved_release> resolve_release(const release_request& request, const transfer_options& options);
+
+// ---- choosing the CUDA variant --------------------------------------------------
+
+struct variant_choice {
+    std::optional<int> cuda_major;  // nullopt: the selection has no variants at all
+    std::string reason;             // "--cuda 12", "detected CUDA 13.0 (CUDA_HOME=...)", "newest in the manifest"
+};
+
+// An explicit request wins; next the detected toolkit, if the manifest offers
+// that major; otherwise the newest variant offered.
+variant_choice choose_cuda_variant(const manifest& m, const std::string& platform,
+                                   const std::vector<std::string>& components, std::optional<int> explicit_major,
+                                   const std::optional<cuda_detection>& detected);
+
+}  // namespace redist

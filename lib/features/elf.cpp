@@ -1,0 +1,408 @@
+// ELF reading through Debian's libelf (elfutils), and the ld.so.cache parser.
+//
+// Why libelf rather than a hand-written reader: it is the reader behind
+// eu-readelf and debuginfod, maintained and fuzzed upstream (OSS-Fuzz), and it
+// handles both classes and both byte orders, section-less files and the
+// corner cases (SHN_XINDEX, huge e_phnum) that small readers get wrong. We
+// still treat its input as hostile: every count and string is bounded here,
+// and tests/fuzz/elf_fuzz.cpp drives both parsers with random bytes.
+#include "features/elf.hpp"
+
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <optional>
+
+#include "support/posix_file.hpp"
+
+namespace redist::elf {
+
+namespace {
+
+constexpr std::size_t max_dynamic_entries = 1u << 16;
+constexpr std::size_t max_name = 4096;
+// The largest ELF file read: the largest cuDNN library is under 1 GiB.
+constexpr std::uint64_t max_elf_file_size = std::uint64_t(4) << 30;
+
+void init_libelf() {
+    static std::once_flag once;
+    std::call_once(once, [] { elf_version(EV_CURRENT); });
+}
+
+struct elf_closer {
+    void operator()(Elf* e) const noexcept { elf_end(e); }
+};
+using elf_ptr = std::unique_ptr<Elf, elf_closer>;
+
+error bad(const std::string& what) { return make_error(error_code::bad_archive, "not a usable ELF file: " + what); }
+
+std::vector<std::string> split_path_list(std::string_view text) {
+    std::vector<std::string> out;
+    std::size_t start = 0;
+    while (start <= text.size()) {
+        const auto colon = text.find(':', start);
+        const auto end = colon == std::string_view::npos ? text.size() : colon;
+        if (end > start) out.emplace_back(text.substr(start, end - start));
+        if (colon == std::string_view::npos) break;
+        start = colon + 1;
+    }
+    return out;
+}
+
+// A string-table reader over raw bytes (the program-header fallback).
+std::optional<std::string> string_at(std::string_view table, std::uint64_t offset) {
+    if (offset >= table.size()) return std::nullopt;
+    const auto rest = table.substr(static_cast<std::size_t>(offset));
+    const auto nul = rest.find('\0');
+    if (nul == std::string_view::npos || nul > max_name) return std::nullopt;
+    return std::string(rest.substr(0, nul));
+}
+
+// Applies one dynamic entry; `str` maps a string-table offset to its text.
+template <class StrFn>
+result<void> apply_dyn(elf_info& info, const GElf_Dyn& dyn, StrFn&& str) {
+    switch (dyn.d_tag) {
+        case DT_NEEDED:
+        case DT_SONAME:
+        case DT_RPATH:
+        case DT_RUNPATH: {
+            std::optional<std::string> s = str(dyn.d_un.d_val);
+            if (!s) return bad("a dynamic entry points outside its string table");
+            if (dyn.d_tag == DT_NEEDED) info.needed.push_back(std::move(*s));
+            else if (dyn.d_tag == DT_SONAME) info.soname = std::move(*s);
+            else if (dyn.d_tag == DT_RPATH) info.rpath = split_path_list(*s);
+            else info.runpath = split_path_list(*s);
+            break;
+        }
+        default: break;
+    }
+    return {};
+}
+
+// SHT_DYNAMIC, the usual way: libelf converts the entries and bounds elf_strptr.
+result<bool> read_dynamic_section(Elf* e, elf_info& info) {
+    Elf_Scn* scn = nullptr;
+    while ((scn = elf_nextscn(e, scn)) != nullptr) {
+        GElf_Shdr shdr;
+        if (!gelf_getshdr(scn, &shdr)) return bad("unreadable section header");
+        if (shdr.sh_type != SHT_DYNAMIC) continue;
+        Elf_Data* data = elf_getdata(scn, nullptr);
+        if (!data) return bad("unreadable .dynamic section");
+        const std::size_t entsize = gelf_fsize(e, ELF_T_DYN, 1, EV_CURRENT);
+        if (entsize == 0) return bad("unknown dynamic entry size");
+        const std::size_t n = data->d_size / entsize;
+        if (n > max_dynamic_entries) return bad("too many dynamic entries");
+        const auto link = shdr.sh_link;
+        for (std::size_t i = 0; i < n; ++i) {
+            GElf_Dyn dyn;
+            if (!gelf_getdyn(data, static_cast<int>(i), &dyn)) return bad("unreadable dynamic entry");
+            if (dyn.d_tag == DT_NULL) break;
+            REDIST_TRY_VOID(apply_dyn(info, dyn, [&](std::uint64_t off) -> std::optional<std::string> {
+                const char* s = elf_strptr(e, link, static_cast<std::size_t>(off));
+                if (!s) return std::nullopt;
+                const std::size_t len = strnlen(s, max_name + 1);
+                if (len > max_name) return std::nullopt;
+                return std::string(s, len);
+            }));
+        }
+        info.has_dynamic = true;
+        return true;
+    }
+    return false;
+}
+
+constexpr std::size_t max_version_entries = 1u << 14;
+
+// gelf_get{verneed,vernaux,verdef,verdaux} take an int offset and check it
+// against the data's size themselves; this keeps the cast exact.
+bool offset_ok(std::size_t off, const Elf_Data* data) {
+    return off <= data->d_size && off <= static_cast<std::size_t>(std::numeric_limits<int>::max());
+}
+
+std::optional<std::string> section_string(Elf* e, std::size_t link, std::size_t off) {
+    const char* s = elf_strptr(e, link, off);
+    if (!s) return std::nullopt;
+    const std::size_t len = strnlen(s, max_name + 1);
+    if (len > max_name) return std::nullopt;
+    return std::string(s, len);
+}
+
+// SHT_GNU_verneed: a chain of Verneed records (one per file), each with a
+// chain of Vernaux (one per version). Offsets come from the file: every step
+// is bounds-checked by gelf_get*, must move forward, and the counts are capped.
+result<void> read_version_needs(Elf* e, Elf_Scn* scn, const GElf_Shdr& shdr, elf_info& info) {
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data) return bad("unreadable .gnu.version_r section");
+    std::size_t off = 0, total = 0;
+    for (std::size_t n = 0; n < shdr.sh_info && n < max_version_entries; ++n) {
+        GElf_Verneed need;
+        if (!offset_ok(off, data) || !gelf_getverneed(data, static_cast<int>(off), &need))
+            return bad("a version need outside its section");
+        auto file = section_string(e, shdr.sh_link, need.vn_file);
+        if (!file) return bad("a version need names a string outside its table");
+        elf_info::version_need entry{std::move(*file), {}};
+        std::size_t aux = off + need.vn_aux;
+        for (std::size_t k = 0; k < need.vn_cnt; ++k) {
+            if (++total > max_version_entries) return bad("too many version needs");
+            GElf_Vernaux vna;
+            if (!offset_ok(aux, data) || !gelf_getvernaux(data, static_cast<int>(aux), &vna))
+                return bad("a version need outside its section");
+            auto name = section_string(e, shdr.sh_link, vna.vna_name);
+            if (!name) return bad("a version need names a string outside its table");
+            if ((vna.vna_flags & VER_FLG_WEAK) == 0) entry.names.push_back(std::move(*name));
+            if (vna.vna_next == 0) break;
+            aux += vna.vna_next;
+        }
+        info.version_needs.push_back(std::move(entry));
+        if (need.vn_next == 0) break;
+        off += need.vn_next;
+    }
+    return {};
+}
+
+// SHT_GNU_verdef: Verdef records, each naming its version in the first Verdaux.
+result<void> read_version_defs(Elf* e, Elf_Scn* scn, const GElf_Shdr& shdr, elf_info& info) {
+    Elf_Data* data = elf_getdata(scn, nullptr);
+    if (!data) return bad("unreadable .gnu.version_d section");
+    std::size_t off = 0;
+    for (std::size_t n = 0; n < shdr.sh_info && n < max_version_entries; ++n) {
+        GElf_Verdef def;
+        if (!offset_ok(off, data) || !gelf_getverdef(data, static_cast<int>(off), &def))
+            return bad("a version definition outside its section");
+        GElf_Verdaux vda;
+        const std::size_t aux = off + def.vd_aux;
+        if (def.vd_cnt > 0) {
+            if (!offset_ok(aux, data) || !gelf_getverdaux(data, static_cast<int>(aux), &vda))
+                return bad("a version definition outside its section");
+            auto name = section_string(e, shdr.sh_link, vda.vda_name);
+            if (!name) return bad("a version definition names a string outside its table");
+            if ((def.vd_flags & VER_FLG_BASE) == 0) info.version_defs.push_back(std::move(*name));
+        }
+        if (def.vd_next == 0) break;
+        off += def.vd_next;
+    }
+    return {};
+}
+
+result<void> read_versions(Elf* e, elf_info& info) {
+    Elf_Scn* scn = nullptr;
+    while ((scn = elf_nextscn(e, scn)) != nullptr) {
+        GElf_Shdr shdr;
+        if (!gelf_getshdr(scn, &shdr)) return bad("unreadable section header");
+        if (shdr.sh_type == SHT_GNU_verneed) REDIST_TRY_VOID(read_version_needs(e, scn, shdr, info));
+        else if (shdr.sh_type == SHT_GNU_verdef) REDIST_TRY_VOID(read_version_defs(e, scn, shdr, info));
+    }
+    return {};
+}
+
+// Files without section headers (sstrip'ed) still have PT_DYNAMIC: find the
+// string table through DT_STRTAB/DT_STRSZ and the PT_LOAD segments, as ld.so does.
+result<void> read_dynamic_segment(Elf* e, const GElf_Phdr& dynph, const std::vector<GElf_Phdr>& loads,
+                                  std::size_t file_size, elf_info& info) {
+    if (dynph.p_offset > file_size || dynph.p_filesz > file_size - dynph.p_offset)
+        return bad("PT_DYNAMIC outside the file");
+    Elf_Data* data = elf_getdata_rawchunk(e, static_cast<off_t>(dynph.p_offset), dynph.p_filesz, ELF_T_DYN);
+    if (!data) return bad("unreadable PT_DYNAMIC");
+    const std::size_t entsize = gelf_fsize(e, ELF_T_DYN, 1, EV_CURRENT);
+    if (entsize == 0) return bad("unknown dynamic entry size");
+    const std::size_t n = std::min(data->d_size / entsize, max_dynamic_entries);
+    std::uint64_t strtab = 0, strsz = 0;
+    std::vector<GElf_Dyn> entries;
+    for (std::size_t i = 0; i < n; ++i) {
+        GElf_Dyn dyn;
+        if (!gelf_getdyn(data, static_cast<int>(i), &dyn)) return bad("unreadable dynamic entry");
+        if (dyn.d_tag == DT_NULL) break;
+        if (dyn.d_tag == DT_STRTAB) strtab = dyn.d_un.d_ptr;
+        if (dyn.d_tag == DT_STRSZ) strsz = dyn.d_un.d_val;
+        entries.push_back(dyn);
+    }
+    info.has_dynamic = true;
+    if (entries.empty()) return {};
+    std::string_view table;
+    for (const auto& ph : loads) {
+        if (strtab < ph.p_vaddr || strtab - ph.p_vaddr >= ph.p_filesz) continue;
+        const std::uint64_t off = ph.p_offset + (strtab - ph.p_vaddr);
+        if (off > file_size) break;
+        const std::uint64_t len = std::min<std::uint64_t>(
+            {strsz, file_size - off, ph.p_filesz - (strtab - ph.p_vaddr)});
+        Elf_Data* raw = elf_getdata_rawchunk(e, static_cast<off_t>(off), static_cast<std::size_t>(len), ELF_T_BYTE);
+        if (raw && raw->d_buf) table = std::string_view(static_cast<const char*>(raw->d_buf), raw->d_size);
+        break;
+    }
+    for (const auto& dyn : entries)
+        REDIST_TRY_VOID(apply_dyn(info, dyn, [&](std::uint64_t off) { return string_at(table, off); }));
+    return {};
+}
+
+result<elf_info> parse_elf_handle(Elf* e, std::size_t file_size) {
+    if (elf_kind(e) != ELF_K_ELF) return bad("no ELF header");
+    GElf_Ehdr ehdr;
+    if (!gelf_getehdr(e, &ehdr)) return bad(std::string("bad ELF header (") + elf_errmsg(-1) + ")");
+    elf_info info;
+    info.elf_class = gelf_getclass(e);
+    info.data = ehdr.e_ident[EI_DATA];
+    info.machine = ehdr.e_machine;
+    info.type = ehdr.e_type;
+
+    std::size_t phnum = 0;
+    if (elf_getphdrnum(e, &phnum) != 0) return bad("bad program header count");
+    if (phnum > 65536) return bad("too many program headers");
+    std::vector<GElf_Phdr> loads;
+    std::optional<GElf_Phdr> dynph;
+    for (std::size_t i = 0; i < phnum; ++i) {
+        GElf_Phdr ph;
+        if (!gelf_getphdr(e, static_cast<int>(i), &ph)) return bad("unreadable program header");
+        if (ph.p_type == PT_INTERP) info.has_interp = true;
+        if (ph.p_type == PT_LOAD) loads.push_back(ph);
+        if (ph.p_type == PT_DYNAMIC && !dynph) dynph = ph;
+    }
+    REDIST_TRY(const bool found, read_dynamic_section(e, info));
+    if (!found && dynph) REDIST_TRY_VOID(read_dynamic_segment(e, *dynph, loads, file_size, info));
+    // Symbol versions only sharpen the check: a file whose version sections
+    // do not parse is still resolved, with no version claims made about it.
+    if (found && !read_versions(e, info).ok()) {
+        info.version_needs.clear();
+        info.version_defs.clear();
+    }
+    return info;
+}
+
+}  // namespace
+
+bool has_elf_magic(std::string_view head) noexcept {
+    return head.size() >= 4 && head.substr(0, 4) == std::string_view(
+                                                        "\x7f"
+                                                        "ELF",
+                                                        4);
+}
+
+result<elf_info> parse_elf(std::string_view bytes) {
+    init_libelf();
+    if (!has_elf_magic(bytes)) return bad("no ELF magic");
+    // elf_memory wants a mutable buffer (it may convert in place): give it a copy.
+    std::string copy(bytes);
+    elf_ptr e(elf_memory(copy.data(), copy.size()));
+    if (!e) return bad(std::string("libelf: ") + elf_errmsg(-1));
+    return parse_elf_handle(e.get(), copy.size());
+}
+
+result<elf_info> read_elf_file(const std::filesystem::path& path) {
+    init_libelf();
+    struct stat st {};
+    REDIST_TRY(unique_fd fd, open_regular(path, follow_links::no, &st));
+    if (static_cast<std::uint64_t>(st.st_size) > max_elf_file_size)
+        return std::move(bad("larger than " + std::to_string(max_elf_file_size >> 30) + " GiB"))
+            .with_path(path.string());
+    char head[4] = {};
+    if (::pread(fd.get(), head, sizeof head, 0) != static_cast<ssize_t>(sizeof head) ||
+        !has_elf_magic(std::string_view(head, sizeof head)))
+        return std::move(bad("no ELF magic")).with_path(path.string());
+    // ELF_C_READ_MMAP maps the file: only the headers and .dynamic are touched,
+    // so a 250 MB library costs a few page faults.
+    elf_ptr e(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
+    if (!e) return std::move(bad(std::string("libelf: ") + elf_errmsg(-1))).with_path(path.string());
+    auto info = parse_elf_handle(e.get(), static_cast<std::size_t>(st.st_size));
+    if (!info.ok()) return std::move(info).error_value().with_path(path.string());
+    return info;
+}
+
+elf_ident read_elf_ident(const std::filesystem::path& path) noexcept {
+    elf_ident out;
+    // Candidates come from RPATH/RUNPATH entries and DT_NEEDED names an
+    // archive chose: anything that is not a regular file (a FIFO, a device)
+    // is not a library, and is never opened (open_regular).
+    auto fd = open_regular(path, follow_links::yes);
+    if (!fd.ok()) return out;
+    unsigned char h[20] = {};
+    const ssize_t n = ::pread(fd->get(), h, sizeof h, 0);
+    if (n != static_cast<ssize_t>(sizeof h) || std::memcmp(h,
+                                                           "\x7f"
+                                                           "ELF",
+                                                           4) != 0)
+        return out;
+    out.elf_class = h[EI_CLASS];
+    // e_machine sits at offset 18 in both classes, in the file's byte order.
+    out.machine = h[EI_DATA] == ELFDATA2MSB ? (unsigned(h[18]) << 8 | h[19]) : (unsigned(h[19]) << 8 | h[18]);
+    return out;
+}
+
+// ---- ld.so.cache -------------------------------------------------------------
+
+namespace {
+
+constexpr std::string_view old_magic = "ld.so-1.7.0";
+constexpr std::string_view new_magic = "glibc-ld.so.cache1.1";
+constexpr std::size_t new_header_size = 48;  // magic+version 20, nlibs, len_strings, flags+pad 4, ext, unused[3]
+constexpr std::size_t new_entry_size = 24;   // flags, key, value, osversion, hwcap(8)
+constexpr std::size_t old_entry_size = 12;   // flags, key, value
+
+std::uint32_t load_u32(std::string_view bytes, std::size_t at) {
+    std::uint32_t v;
+    std::memcpy(&v, bytes.data() + at, sizeof v);  // the cache is in host byte order
+    return v;
+}
+
+error bad_cache(const std::string& what) { return make_error(error_code::bad_manifest, "bad ld.so.cache: " + what); }
+
+}  // namespace
+
+std::uint32_t ld_cache_host_flags() noexcept {
+    // FLAG_ELF_LIBC6 (3) | the architecture's FLAG_*_LIB64 bits (glibc's ldconfig.h).
+#if defined(__x86_64__)
+    return 0x0303;
+#elif defined(__aarch64__)
+    return 0x0a03;
+#else
+    return 0;
+#endif
+}
+
+result<std::vector<ld_cache_entry>> parse_ld_cache(std::string_view bytes, std::uint32_t want_flags) {
+    std::size_t base = 0;
+    if (bytes.substr(0, old_magic.size()) == old_magic) {
+        if (bytes.size() < 16) return bad_cache("truncated old header");
+        const std::uint64_t n = load_u32(bytes, 12);
+        const std::uint64_t end = 16 + n * old_entry_size;
+        if (end > bytes.size()) return bad_cache("old table larger than the file");
+        base = static_cast<std::size_t>((end + 7) & ~std::uint64_t{7});
+        // Some writers align to 4 only: accept the new header at either place.
+        if (bytes.substr(std::min<std::size_t>(base, bytes.size()), new_magic.size()) != new_magic)
+            base = static_cast<std::size_t>((end + 3) & ~std::uint64_t{3});
+    }
+    if (base > bytes.size() || bytes.size() - base < new_header_size ||
+        bytes.substr(base, new_magic.size()) != new_magic)
+        return bad_cache("no glibc-ld.so.cache1.1 header");
+    const std::string_view cache = bytes.substr(base);
+    const std::uint64_t nlibs = load_u32(cache, 20);
+    if (nlibs > (cache.size() - new_header_size) / new_entry_size) return bad_cache("entry count larger than the file");
+    // Strings are NUL-terminated and addressed from the start of the new header.
+    auto str = [&](std::uint32_t off) -> std::optional<std::string> {
+        if (off >= cache.size()) return std::nullopt;
+        const auto rest = cache.substr(off);
+        const auto nul = rest.find('\0');
+        if (nul == std::string_view::npos || nul > max_name) return std::nullopt;
+        return std::string(rest.substr(0, nul));
+    };
+    std::vector<ld_cache_entry> out;
+    out.reserve(static_cast<std::size_t>(nlibs));
+    for (std::uint64_t i = 0; i < nlibs; ++i) {
+        const std::size_t at = new_header_size + static_cast<std::size_t>(i) * new_entry_size;
+        const std::uint32_t flags = load_u32(cache, at);
+        auto key = str(load_u32(cache, at + 4));
+        auto value = str(load_u32(cache, at + 8));
+        if (!key || !value) return bad_cache("entry " + std::to_string(i) + " points outside the file");
+        if (want_flags && flags != want_flags) continue;
+        out.push_back({std::move(*key), std::move(*value), flags});
+    }
+    return out;
+}
+
+}  // namespace redist::elf

@@ -1,0 +1,499 @@
+// mirror.cpp — copies releases into a local mirror with the upstream layout.
+//
+// Hazards that shape this file:
+// - A mirror is served to other machines: a file under its final name must
+//   be complete and verified. Everything goes through "<file>.part.<pid>",
+//   is hashed while it streams, fsync'ed, then renamed (atomic on one
+//   filesystem). A crash leaves at most a .part file, swept by the next run.
+// - The manifest decides what "complete" means for a release, so it is
+//   written last; index.html (what `redist versions` reads) is rewritten only
+//   after a manifest lands.
+// - Release labels and the product name become file names: they are checked
+//   to be plain names, so a hostile manifest cannot write outside the mirror.
+//   relative_path values are already validated by the manifest parser.
+// - One directory holds every release, so one release's artifact must never
+//   replace a file the mirror keeps for something else: an artifact's path
+//   must be an archive's (mirror_path_problem), and a path that another
+//   release's manifest in the mirror lists with other content is refused,
+//   never overwritten (check_claims).
+#include "redist/mirror.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "redist/cache.hpp"
+#include "redist/fetch.hpp"
+#include "redist/select.hpp"
+#include "redist/urls.hpp"
+#include "redist/verify.hpp"
+#include "support/parallel.hpp"
+#include "support/posix_file.hpp"
+#include "transport/sources.hpp"
+
+namespace redist {
+
+namespace fs = std::filesystem;
+
+const char* to_string(mirror_status status) noexcept {
+    switch (status) {
+        case mirror_status::downloaded: return "downloaded";
+        case mirror_status::replaced: return "replaced";
+        case mirror_status::up_to_date: return "up_to_date";
+    }
+    return "unknown";
+}
+
+namespace {
+
+bool is_plain_name(std::string_view name) {
+    if (name.empty() || name == "." || name == "..") return false;
+    return std::all_of(name.begin(), name.end(), [](char c) {
+        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+               c == '-' || c == '+';
+    });
+}
+
+// Writes `bytes` to `final_path` atomically (temp file, fsync, rename).
+result<void> write_file_atomically(const fs::path& final_path, std::string_view bytes) {
+    std::error_code ec;
+    create_directories_masked(final_path.parent_path(), ec);
+    if (ec) return errno_error("cannot create directory", final_path.parent_path(), ec.value());
+    return atomic_write(final_path, bytes, durability::contents);
+}
+
+// What is at `path` compared with the expected content: nullopt if absent
+// (or not a regular file), else whether size and SHA-256 match.
+std::optional<bool> existing_matches(const fs::path& path, std::uint64_t size, const std::string& sha256) {
+    std::error_code ec;
+    const auto st = fs::symlink_status(path, ec);
+    if (ec || !fs::is_regular_file(st)) return std::nullopt;
+    const auto actual_size = fs::file_size(path, ec);
+    if (ec) return false;
+    if (actual_size != size) return false;
+    auto digest = sha256_file(path);
+    return digest.ok() && *digest == sha256;
+}
+
+void emit(const mirror_request& request, const mirror_event& event) {
+    if (request.observer) request.observer->on_mirror(event);
+}
+
+// One artifact to put into the mirror.
+struct download_target {
+    std::vector<std::string> urls;  // in order: the cache's blob, mirrors, upstream
+    fs::path final_path;
+    std::string label;
+    std::string relative_path;
+    mirror_status status = mirror_status::downloaded;
+    std::uint64_t size = 0;
+    std::string sha256;
+};
+
+// Downloads one artifact into place through the one source driver and
+// artifact stream: verified (size and SHA-256) while the bytes stream into
+// "<file>.part.<pid>", resumed across retries, sources and runs, renamed
+// into place only once verified. Outcomes: ok | not_found | network |
+// integrity | filesystem | cancelled.
+result<void> download_verified(const download_target& t, const mirror_request& request,
+                               const std::atomic<bool>* cancel) {
+    std::error_code ec;
+    create_directories_masked(t.final_path.parent_path(), ec);
+    if (ec) return errno_error("cannot create directory", t.final_path.parent_path(), ec.value());
+    file_sink sink(t.final_path);
+    artifact_stream stream({t.size, t.sha256}, sink);
+    stream.set_cancel(cancel);
+    stream.set_progress([&](std::uint64_t done) {
+        emit(request, {t.label, t.relative_path, mirror_step::downloading, t.status, done, t.size});
+    });
+    REDIST_TRY_VOID(stream.resume_or_restart());
+    source_run run{retry_policy(request.sources)};
+    run.observer = request.observer;
+    run.component = t.relative_path;
+    run.offline = request.sources.offline;
+    run.on_next_source = [&] { stream.next_source(); };
+    auto fetched = try_sources(
+        t.urls, run, [&](source_attempt& at) { return stream.fetch_from(at.url, request.transfer, at.failure); });
+    if (fetched.ok()) {
+        auto committed = sink.commit();
+        if (!committed.ok()) sink.discard();
+        return committed;
+    }
+    error e = std::move(fetched).error_value();
+    // A network failure part-way keeps the .part file: the next run adopts and resumes it.
+    if (!(e.code == error_code::network && stream.received() > 0 && stream.received() < t.size)) sink.discard();
+    if (e.code == error_code::integrity && e.path.empty()) e.path = t.final_path.string();
+    return e;
+}
+
+struct picked {
+    const component* comp = nullptr;
+    artifact art;
+};
+
+constexpr std::size_t max_mirrored_manifest_bytes = 64u << 20;  // as for a fetched manifest
+
+bool is_manifest_name(std::string_view name) {
+    return name.size() > 15 && name.starts_with("redistrib_") && name.ends_with(".json");
+}
+
+std::string artifact_json_path(const artifact& a) {
+    return a.component + "." + a.platform + (a.variant ? "." + *a.variant : "");
+}
+
+// Why `rel` cannot name an artifact in the mirror, or nullptr. An artifact is
+// an archive (a suffix fetch can unpack), and no segment of its path is a
+// name the mirror writes for itself: a manifest (redistrib_*.json), the
+// listing (index.html) or a temporary file (".part.", ".tmp."). Otherwise a
+// release could replace another release's manifest, or block one with a
+// directory.
+const char* mirror_path_problem(std::string_view rel) {
+    if (archive_format_from_path(rel) == archive_format::unknown)
+        return "is not an archive path (.tar.xz, .txz, .tar.gz, .tgz, .tar.zst or .zip)";
+    std::size_t start = 0;
+    while (start <= rel.size()) {
+        const auto end = std::min(rel.find('/', start), rel.size());
+        const std::string_view segment = rel.substr(start, end - start);
+        if (segment == "index.html" || is_manifest_name(segment))
+            return "names a file the mirror keeps for itself (index.html or a redistrib_*.json manifest)";
+        if (segment.find(".part.") != std::string_view::npos || is_atomic_write_temp(segment))
+            return "names a temporary file (.part. or .tmp.)";
+        start = end + 1;
+    }
+    return nullptr;
+}
+
+// What a manifest in the mirror says one path holds.
+struct claim {
+    std::string manifest;  // "redistrib_<label>.json"
+    std::string sha256;
+    std::uint64_t size = 0;
+};
+// relative_path -> the manifests that list it.
+using claim_map = std::map<std::string, std::vector<claim>>;
+
+void add_claims(claim_map& claims, const std::string& manifest_name, const manifest& m) {
+    for (const auto& c : m.components)
+        for (const auto& a : c.artifacts) claims[a.relative_path].push_back({manifest_name, a.sha256, a.size});
+}
+
+// Every artifact path the manifests already in the mirror list. A manifest
+// there that cannot be read or parsed stops the run: without it, the mirror
+// cannot tell which files are that release's. Outcomes: ok | bad_manifest |
+// filesystem.
+result<claim_map> read_claims(const fs::path& redist_dir) {
+    claim_map claims;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(redist_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        std::error_code type_ec;
+        if (!is_manifest_name(name) || !entry.is_regular_file(type_ec) || entry.is_symlink(type_ec)) continue;
+        REDIST_TRY(const std::string text, read_file(entry.path(), max_mirrored_manifest_bytes));
+        REDIST_TRY(const manifest m, parse_manifest(text, entry.path().string()));
+        add_claims(claims, name, m);
+    }
+    if (ec) return errno_error("cannot list", redist_dir, ec.value());
+    return claims;
+}
+
+// Refuses a picked artifact whose path is not an archive's, or that another
+// release's manifest in the mirror lists with other content (a path listed
+// only by this release's own manifest may be replaced: that is a repair).
+// Outcomes: ok | bad_manifest (source = this release's manifest URL,
+// json_path = the artifact's relative_path).
+result<void> check_claims(const resolved_release& release, const std::vector<picked>& picks, const claim_map& claims) {
+    const std::string own = "redistrib_" + release.label + ".json";
+    for (const auto& p : picks) {
+        const artifact& a = p.art;
+        auto refuse = [&](const std::string& why) {
+            return make_error(error_code::bad_manifest, "relative_path '" + a.relative_path + "' " + why)
+                .with_source(sanitize_url(release.manifest_url))
+                .with_json_path(artifact_json_path(a) + ".relative_path");
+        };
+        if (const char* problem = mirror_path_problem(a.relative_path)) return refuse(problem);
+        const auto it = claims.find(a.relative_path);
+        if (it == claims.end()) continue;
+        for (const auto& c : it->second) {
+            if (c.manifest == own || (c.sha256 == a.sha256 && c.size == a.size)) continue;
+            return refuse("is a file of " + c.manifest + " in the mirror with other content (sha256 " + c.sha256 +
+                          "); refusing to overwrite it");
+        }
+    }
+    return {};
+}
+
+// The artifacts of one release that the request selects, deduplicated by
+// relative_path. Outcomes: ok | not_found | bad_manifest.
+result<std::vector<picked>> select_for_mirror(const resolved_release& release, const mirror_request& request) {
+    const manifest& m = release.parsed;
+    const std::string what = release.product + " " + release.label;
+    const std::set<std::string> wanted(request.components.begin(), request.components.end());
+    const std::set<std::string> platforms(request.platforms.begin(), request.platforms.end());
+    const std::set<int> majors(request.cuda_majors.begin(), request.cuda_majors.end());
+
+    for (const auto& name : wanted) {
+        if (m.find_component(name)) continue;
+        auto e = unknown_component(m, name);
+        e.message = what + ": " + e.message;
+        return std::move(e).with_source(sanitize_url(release.manifest_url));
+    }
+
+    std::vector<picked> out;
+    std::map<std::string, std::size_t> by_path;
+    std::set<std::string> platforms_hit;
+    std::set<int> majors_hit;
+    std::set<std::string> platforms_offered;
+    std::set<int> majors_offered;
+    for (const auto& c : m.components) {
+        if (!wanted.empty() && !wanted.count(c.key)) continue;
+        for (const auto& a : c.artifacts) {
+            platforms_offered.insert(a.platform);
+            if (!platforms.count(a.platform)) continue;
+            if (auto major = a.cuda_major()) majors_offered.insert(*major);
+            if (a.variant && !majors.empty()) {
+                const auto major = a.cuda_major();
+                if (!major || !majors.count(*major)) continue;
+                majors_hit.insert(*major);
+            }
+            platforms_hit.insert(a.platform);
+            if (auto it = by_path.find(a.relative_path); it != by_path.end()) {
+                if (out[it->second].art.sha256 != a.sha256 || out[it->second].art.size != a.size)
+                    return make_error(error_code::bad_manifest,
+                                      "one relative_path with two different hashes or sizes: " + a.relative_path)
+                        .with_source(sanitize_url(release.manifest_url))
+                        .with_json_path(artifact_json_path(a));
+                continue;
+            }
+            by_path.emplace(a.relative_path, out.size());
+            out.push_back({&c, a});
+        }
+    }
+
+    auto join = [](const auto& items, auto&& fmt) {
+        std::string s;
+        for (const auto& i : items) s += (s.empty() ? "" : ", ") + fmt(i);
+        return s.empty() ? std::string("none") : s;
+    };
+    // The variant first: a missing variant also empties its platforms.
+    for (int major : majors) {
+        if (majors_hit.count(major)) continue;
+        return make_error(error_code::not_found,
+                          what + " offers no cuda" + std::to_string(major) + " variant on the requested platforms " +
+                              "(offered: " + join(majors_offered, [](int v) { return "cuda" + std::to_string(v); }) +
+                              ")")
+            .with_source(sanitize_url(release.manifest_url));
+    }
+    for (const auto& p : request.platforms) {
+        if (platforms_hit.count(p)) continue;
+        return make_error(error_code::not_found,
+                          what + " has nothing for platform " + p +
+                              (majors.empty() ? "" : " and the requested CUDA variants") +
+                              " (platforms: " + join(platforms_offered, [](const std::string& s) { return s; }) + ")")
+            .with_source(sanitize_url(release.manifest_url));
+    }
+    return out;
+}
+
+// The URLs to try for one artifact: the cache's verified blob (re-verified
+// as it streams), then the mirrors, then upstream.
+std::vector<std::string> artifact_sources(const mirror_request& request, const std::optional<blob_cache>& cache,
+                                          const resolved_release& release, const artifact& a) {
+    std::vector<std::string> urls;
+    if (cache && cache->has_blob(a.sha256)) urls.push_back(to_url(cache->blob_path(a.sha256).string()));
+    for (const auto& m : request.sources.mirrors)
+        urls.push_back(join_url(join_url(join_url(to_url(m), request.product), "redist"), a.relative_path));
+    urls.push_back(join_url(release.artifact_base_url, a.relative_path));
+    return urls;
+}
+
+// Checks one artifact in the mirror and fetches it when missing or wrong.
+result<mirrored_file> mirror_file(const mirror_request& request, const std::optional<blob_cache>& cache,
+                                  const resolved_release& release, const fs::path& redist_dir, const artifact& a,
+                                  const std::atomic<bool>& cancel) {
+    mirrored_file f;
+    f.component = a.component;
+    f.platform = a.platform;
+    f.variant = a.variant;
+    f.relative_path = a.relative_path;
+    f.path = redist_dir / fs::path(a.relative_path);
+    f.url = sanitize_url(join_url(release.artifact_base_url, a.relative_path));
+    f.sha256 = a.sha256;
+    f.size = a.size;
+
+    emit(request, {release.label, a.relative_path, mirror_step::checking, mirror_status::downloaded, 0, a.size});
+    const auto present = existing_matches(f.path, a.size, a.sha256);
+    if (present && *present) {
+        f.status = mirror_status::up_to_date;
+    } else {
+        f.status = present ? mirror_status::replaced : mirror_status::downloaded;
+        download_target t{artifact_sources(request, cache, release, a),
+                          f.path,
+                          release.label,
+                          a.relative_path,
+                          f.status,
+                          a.size,
+                          a.sha256};
+        if (request.sources.offline && !is_file_url(t.urls.front()))
+            return make_error(error_code::not_found,
+                              "not in the cache (" + (cache ? cache->blob_path(a.sha256).string() : a.sha256) + ")")
+                .with_url(f.url);
+        if (cache && cache->has_blob(a.sha256)) f.url = sanitize_url(t.urls.front());  // seeded from the cache
+        emit(request, {release.label, a.relative_path, mirror_step::downloading, f.status, 0, a.size});
+        REDIST_TRY_VOID(download_verified(t, request, &cancel));
+    }
+    emit(request, {release.label, a.relative_path, mirror_step::finished, f.status, a.size, a.size});
+    return f;
+}
+
+// Mirrors the picked artifacts, `jobs` at a time. The first failure stops
+// the others (cancelled) and is returned; files come back in manifest order.
+result<std::vector<mirrored_file>> mirror_files(const mirror_request& request, const resolved_release& release,
+                                                const fs::path& redist_dir, const std::vector<picked>& picks) {
+    REDIST_TRY(const auto cache,
+               request.sources.cache_dir
+                   ? blob_cache::open_if_possible(*request.sources.cache_dir, request.sources.shared_cache)
+                   : result<std::optional<blob_cache>>(std::optional<blob_cache>()));
+    std::vector<std::optional<result<mirrored_file>>> results(picks.size());
+    std::atomic<bool> cancel{false};
+    for_each_index(picks.size(), request.jobs, &cancel, [&](std::size_t i) {
+        results[i] = mirror_file(request, cache, release, redist_dir, picks[i].art, cancel);
+        if (!results[i]->ok()) cancel = true;
+    });
+
+    // The first real failure, not the "cancelled because another failed" ones.
+    std::optional<error> failure;
+    std::vector<mirrored_file> files;
+    for (auto& r : results) {
+        if (r && !r->ok() && (!failure || failure->code == error_code::cancelled)) failure = r->error_value();
+        if (r && r->ok()) files.push_back(std::move(*r).value());
+    }
+    if (failure) return *failure;
+    return files;
+}
+
+result<mirrored_release> mirror_one(const mirror_request& request, const std::string& spec, const fs::path& redist_dir,
+                                    claim_map& claims, std::uint64_t& bytes_downloaded) {
+    emit(request, {spec, {}, mirror_step::resolving, mirror_status::downloaded, 0, 0});
+    release_request rr;
+    rr.product = request.product;
+    rr.version_spec = spec;
+    rr.base_url = request.base_url;
+    rr.sources = request.sources;
+    rr.sources.mirrors.clear();  // the manifest is recorded as upstream published it
+    rr.observer = request.observer;
+    REDIST_TRY(const resolved_release release, resolve_release(rr, request.transfer));
+    if (!is_plain_name(release.label))
+        return make_error(error_code::bad_manifest, "release label is not a plain file name: '" + release.label + "'")
+            .with_source(sanitize_url(release.manifest_url));
+
+    const std::string& manifest_text = release.manifest_text;  // the bytes exactly as published
+    const std::string& manifest_digest = release.manifest_sha256;
+
+    REDIST_TRY(const std::vector<picked> picks, select_for_mirror(release, request));
+    REDIST_TRY_VOID(check_claims(release, picks, claims));
+
+    mirrored_release out;
+    out.label = release.label;
+    out.manifest_url = sanitize_url(release.manifest_url);
+    out.manifest_sha256 = manifest_digest;
+    REDIST_TRY(out.files, mirror_files(request, release, redist_dir, picks));
+    for (const auto& f : out.files)
+        if (f.status != mirror_status::up_to_date) bytes_downloaded += f.size;
+
+    // Last: the manifest (so the release is advertised only when complete),
+    // then the listing.
+    const std::string manifest_name = "redistrib_" + release.label + ".json";
+    out.manifest_path = redist_dir / manifest_name;
+    const auto present = existing_matches(out.manifest_path, manifest_text.size(), manifest_digest);
+    if (present && *present) {
+        out.manifest_status = mirror_status::up_to_date;
+    } else {
+        out.manifest_status = present ? mirror_status::replaced : mirror_status::downloaded;
+        REDIST_TRY_VOID(write_file_atomically(out.manifest_path, manifest_text));
+    }
+    add_claims(claims, manifest_name, release.parsed);
+    emit(request, {release.label, manifest_name, mirror_step::finished, out.manifest_status, manifest_text.size(),
+                   manifest_text.size()});
+    REDIST_TRY_VOID(write_mirror_index(redist_dir));
+    return out;
+}
+
+std::string html_escape(std::string_view text) {
+    std::string out;
+    for (char c : text) {
+        switch (c) {
+            case '&': out += "&amp;"; break;
+            case '<': out += "&lt;"; break;
+            case '>': out += "&gt;"; break;
+            case '\'': out += "&#39;"; break;
+            case '"': out += "&quot;"; break;
+            default: out += c;
+        }
+    }
+    return out;
+}
+
+}  // namespace
+
+result<void> write_mirror_index(const fs::path& redist_dir) {
+    std::error_code ec;
+    std::vector<std::string> names;
+    for (const auto& entry : fs::directory_iterator(redist_dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.empty() || name[0] == '.' || name.find(".part.") != std::string::npos || is_atomic_write_temp(name))
+            continue;
+        std::error_code type_ec;
+        if (entry.is_directory(type_ec)) {
+            names.push_back(name + "/");
+        } else if (name.starts_with("redistrib_") && name.ends_with(".json") && entry.is_regular_file(type_ec)) {
+            names.push_back(name);
+        }
+    }
+    if (ec) return errno_error("cannot list", redist_dir, ec.value());
+    std::sort(names.begin(), names.end());
+
+    // The shape of NVIDIA's listing, which list_versions() parses.
+    std::string title = "Index of " + redist_dir.parent_path().filename().string() + "/redist";
+    std::string html = "<html>\n<head><title>" + html_escape(title) + "</title></head>\n<body>\n<h1>" +
+                       html_escape(title) + "</h1>\n<a href='../'>Parent Directory</a><br>\n";
+    for (const auto& n : names) html += "<a href='" + html_escape(n) + "'>" + html_escape(n) + "</a><br>\n";
+    html += "</body>\n</html>\n";
+    return write_file_atomically(redist_dir / "index.html", html);
+}
+
+result<mirror_report> mirror_releases(const mirror_request& request) {
+    if (!is_plain_name(request.product))
+        return make_error(error_code::usage,
+                          "the product must be a plain name like 'cudnn', not '" + request.product + "'");
+    if (request.versions.empty()) return make_error(error_code::usage, "no versions to mirror");
+    if (request.platforms.empty()) return make_error(error_code::usage, "no platforms to mirror");
+    if (request.dest.empty()) return make_error(error_code::usage, "no destination directory");
+
+    std::error_code ec;
+    mirror_report report;
+    report.product = request.product;
+    report.redist_dir = fs::absolute(request.dest, ec).lexically_normal() / request.product / "redist";
+    report.index_path = report.redist_dir / "index.html";
+    create_directories_masked(report.redist_dir, ec);
+    if (ec) return errno_error("cannot create directory", report.redist_dir, ec.value());
+
+    REDIST_TRY(claim_map claims, read_claims(report.redist_dir));
+    for (const auto& spec : request.versions) {
+        REDIST_TRY(mirrored_release r, mirror_one(request, spec, report.redist_dir, claims, report.bytes_downloaded));
+        report.releases.push_back(std::move(r));
+    }
+    return report;
+}
+
+}  // namespace redist

@@ -1,0 +1,597 @@
+// redist/manifest.cpp — redistrib JSON -> typed model, with simdjson On-Demand.
+//
+// On-Demand hazards this file is written around:
+//  * Read-once: every value is consumed at most once, in document order. We
+//    never look a key up with find_field() (which may skip ahead and then
+//    fail to find an earlier key); we iterate each object once and dispatch
+//    on the key.
+//  * Lifetimes: every string_view that simdjson hands out points into the
+//    parser's buffers and dies at the next parse. Everything we keep is
+//    copied into std::string before the parser goes away.
+//  * Laziness: On-Demand validates structure (brackets, strings, UTF-8) up
+//    front, but a scalar is only validated when it is read. Values under
+//    keys we ignore are skipped unread, so a malformed literal under an
+//    unknown key is not reported. Everything we do use is fully checked.
+//  * Errors: after the first error the iterator is unusable; we return at
+//    once and never continue a loop after a failed field.
+//
+// Decisions for shapes the manifests do not pin down (documented in the
+// header's contract, tested in tests/manifest_test.cpp):
+//  * Top level: every key whose value is an object is a component. The known
+//    scalars release_date/release_label/release_product must be strings when
+//    present. Any other non-object value (string, number, array, ...) is
+//    unknown metadata and ignored, so that additions by NVIDIA keep parsing.
+//  * Component: name/license/license_path/version must be strings,
+//    cuda_variant an array of strings. Every object value is a platform.
+//    Other keys are ignored. A component without platforms is kept (it has
+//    no artifacts).
+//  * Platform: the artifact keys (relative_path/sha256/md5/size) form a
+//    direct artifact; every object value is a variant. If one artifact key is
+//    present, relative_path, sha256 and size must all be. A platform with
+//    neither is an error. The direct artifact is ordered among the variants
+//    at the position of its first key.
+//  * Duplicate keys that we interpret (components, platforms, variants,
+//    artifact fields, known scalars) are errors: a manifest whose hash has two
+//    readings is not trustworthy.
+#include "redist/manifest.hpp"
+
+#include <simdjson.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <limits>
+#include <unordered_set>
+
+#include "support/json_type.hpp"
+#include "support/safe_path.hpp"
+
+namespace redist {
+
+namespace {
+
+namespace od = simdjson::ondemand;
+using json::type_name;
+
+// ---- small helpers ----------------------------------------------------------
+
+bool ends_with_icase(std::string_view text, std::string_view suffix) noexcept {
+    if (text.size() < suffix.size()) return false;
+    const auto tail = text.substr(text.size() - suffix.size());
+    return std::equal(tail.begin(), tail.end(), suffix.begin(), [](char a, char b) {
+        const auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
+        return lower(a) == lower(b);
+    });
+}
+
+// Keys are attacker-controlled text that ends up in one-line messages:
+// replace control bytes and cap the length so a json_path stays readable.
+std::string display_key(std::string_view key) {
+    constexpr std::size_t max_len = 128;
+    std::string out;
+    out.reserve(std::min(key.size(), max_len) + 3);
+    for (std::size_t i = 0; i < key.size() && i < max_len; ++i) {
+        const auto c = static_cast<unsigned char>(key[i]);
+        out += (c < 0x20 || c == 0x7f) ? '?' : static_cast<char>(c);
+    }
+    if (key.size() > max_len) out += "...";
+    return out;
+}
+
+std::string child_path(std::string_view parent, std::string_view key) {
+    std::string out(parent);
+    if (!out.empty()) out += '.';
+    out += display_key(key);
+    return out;
+}
+
+// Returns the lower-cased digest, or nullopt if `text` is not `digits` hex digits.
+std::optional<std::string> normalize_hex(std::string_view text, std::size_t digits) {
+    if (text.size() != digits) return std::nullopt;
+    std::string out(text);
+    for (auto& c : out) {
+        if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
+        else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
+    }
+    return out;
+}
+
+std::optional<std::uint64_t> parse_decimal_u64(std::string_view text) {
+    if (text.empty()) return std::nullopt;
+    std::uint64_t value = 0;
+    for (const char c : text) {
+        if (c < '0' || c > '9') return std::nullopt;
+        const auto digit = static_cast<std::uint64_t>(c - '0');
+        if (value > (std::numeric_limits<std::uint64_t>::max() - digit) / 10) return std::nullopt;
+        value = value * 10 + digit;
+    }
+    return value;
+}
+
+// Why a relative_path is unsafe, or nullptr if it is fine. The path is joined
+// to the manifest's directory URL and used to name files, so it must not be
+// able to leave that directory or turn into another URL.
+const char* raw_relative_path_problem(std::string_view p) noexcept {
+    if (p.empty()) return "relative_path is empty";
+    if (p.front() == '/') return "relative_path is absolute";
+    for (const char ch : p) {
+        const auto c = static_cast<unsigned char>(ch);
+        if (c < 0x20 || c == 0x7f) return "relative_path contains a control character";
+        if (c == '\\') return "relative_path contains a backslash";
+    }
+    // A colon in the first segment is a URL scheme ("https:") or a drive
+    // letter ("C:"): either makes the path absolute for someone.
+    const auto first_slash = p.find('/');
+    if (p.substr(0, first_slash).find(':') != std::string_view::npos)
+        return "relative_path is absolute (has a scheme or drive prefix)";
+    std::size_t start = 0;
+    while (true) {
+        const auto end = p.find('/', start);
+        const auto segment = p.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
+        if (segment == "..") return "relative_path contains a '..' segment";
+        if (segment.empty()) return "relative_path contains an empty segment";
+        if (end == std::string_view::npos) break;
+        start = end + 1;
+    }
+    return nullptr;
+}
+
+int hex_value(char c) noexcept {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+}  // namespace
+
+// The path is used twice: as written (file names in a mirror) and through a
+// URL, where libcurl percent-decodes it ("..%2f" reaches the parent of a
+// file:// mirror). So it must be safe both ways: an escape that decodes to a
+// byte with a meaning in paths ('/', '.', '\', '%', a control character) is
+// refused, and the decoded path passes the same checks as the raw one.
+const char* artifact_path_problem(std::string_view p) noexcept {
+    if (const char* problem = raw_relative_path_problem(p)) return problem;
+    if (p.find('%') == std::string_view::npos) return nullptr;
+    std::string decoded;
+    decoded.reserve(p.size());
+    for (std::size_t i = 0; i < p.size(); ++i) {
+        if (p[i] == '%' && i + 2 < p.size() && hex_value(p[i + 1]) >= 0 && hex_value(p[i + 2]) >= 0) {
+            const auto c = static_cast<unsigned char>(hex_value(p[i + 1]) * 16 + hex_value(p[i + 2]));
+            if (c == '/' || c == '.' || c == '\\' || c == '%' || c < 0x20 || c == 0x7f)
+                return "relative_path contains a percent-escape of a path character (%2F, %2E, %5C, %25 or a control "
+                       "character)";
+            decoded += static_cast<char>(c);
+            i += 2;
+        } else {
+            decoded += p[i];
+        }
+    }
+    if (const char* problem = raw_relative_path_problem(decoded)) return problem;
+    return nullptr;
+}
+
+namespace {
+
+// ---- the walker ---------------------------------------------------------------
+
+enum artifact_key : unsigned { k_relative_path = 1, k_sha256 = 2, k_md5 = 4, k_size = 8 };
+
+struct pending_artifact {
+    unsigned seen = 0;  // artifact_key bits
+    std::string relative_path;
+    std::string sha256;
+    std::string md5;
+    std::uint64_t size = 0;
+};
+
+class walker {
+public:
+    walker(std::string_view source, const simdjson::padded_string& text) : source_(source), text_(text) {}
+
+    result<manifest> run();
+
+private:
+    error bad(std::string json_path, std::string message) const {
+        return make_error(error_code::bad_manifest, std::move(message))
+            .with_source(std::string(source_))
+            .with_json_path(std::move(json_path));
+    }
+
+    // A JSON-level failure: simdjson's message plus where the iterator stood.
+    error json_error(simdjson::error_code code, std::string json_path) {
+        std::string message = "invalid JSON: ";
+        message += simdjson::error_message(code);
+        if (doc_ != nullptr) {
+            const char* where = nullptr;
+            if (doc_->current_location().get(where) == simdjson::SUCCESS && where != nullptr && where >= text_.data() &&
+                where <= text_.data() + text_.size()) {
+                const auto offset = static_cast<std::size_t>(where - text_.data());
+                const auto line = 1 + std::count(text_.data(), where, '\n');
+                message += " (at byte " + std::to_string(offset) + ", line " + std::to_string(line) + ")";
+            }
+        }
+        return bad(std::move(json_path), std::move(message));
+    }
+
+    // Reads a string value into `out` (an out-parameter rather than
+    // result<std::string>: GCC 12 warns falsely about moving SSO strings out
+    // of the variant).
+    result<void> read_string(od::value value, const std::string& path, std::string_view what, std::string& out);
+    result<void> read_component(od::object object, const std::string& path, component& out);
+    result<void> read_cuda_variants(od::value value, const std::string& path, std::vector<std::string>& out);
+    result<void> read_platform(od::object object, const std::string& path, component& comp,
+                               const std::string& platform);
+    result<void> read_variant(od::object object, const std::string& path, pending_artifact& out);
+    // A field whose value is an object under a name (a platform of a
+    // component, a variant of a platform): nullopt for a value of another
+    // type (metadata this parser does not know); an error for a key that is
+    // not a valid name or that `seen` holds already.
+    result<std::optional<od::object>> read_named_object(od::value value, const std::string& path,
+                                                        const std::string& key, const char* what,
+                                                        std::unordered_set<std::string>& seen);
+    // Returns true if `key` is an artifact key (and stores it), false if not.
+    result<bool> read_artifact_field(std::string_view key, od::value value, const std::string& parent,
+                                     pending_artifact& out);
+    result<artifact> finish_artifact(pending_artifact&& fields, const std::string& path, const std::string& comp,
+                                     const std::string& platform, std::optional<std::string> variant) const;
+
+    std::string_view source_;
+    const simdjson::padded_string& text_;
+    od::document* doc_ = nullptr;
+};
+
+result<void> walker::read_string(od::value value, const std::string& path, std::string_view what, std::string& out) {
+    od::json_type type{};
+    if (auto ec = value.type().get(type)) return json_error(ec, path);
+    if (type != od::json_type::string)
+        return bad(path, std::string(what) + " must be a string, got " + type_name(type));
+    std::string_view text;
+    if (auto ec = value.get_string().get(text)) return json_error(ec, path);
+    out.assign(text);  // copy: the view dies with the parser
+    return {};
+}
+
+result<manifest> walker::run() {
+    od::parser parser;
+    od::document doc;
+    if (auto ec = parser.iterate(text_).get(doc)) return json_error(ec, "");
+    doc_ = &doc;
+
+    od::json_type type{};
+    if (auto ec = doc.type().get(type)) return json_error(ec, "");
+    if (type != od::json_type::object)
+        return bad("", std::string("top-level value must be an object, got ") + type_name(type));
+    od::object root;
+    if (auto ec = doc.get_object().get(root)) return json_error(ec, "");
+
+    manifest out;
+    std::unordered_set<std::string> component_keys;
+    unsigned scalars_seen = 0;
+    for (auto field_result : root) {
+        od::field field;
+        if (auto ec = std::move(field_result).get(field)) return json_error(ec, "");
+        std::string_view key_view;
+        if (auto ec = field.unescaped_key().get(key_view)) return json_error(ec, "");
+        std::string key(key_view);
+        const std::string path = child_path("", key);
+        od::value value = field.value();
+
+        static constexpr std::array<std::string_view, 3> scalar_keys{"release_date", "release_label",
+                                                                     "release_product"};
+        const auto known = std::find(scalar_keys.begin(), scalar_keys.end(), key);
+        if (known != scalar_keys.end()) {
+            const auto bit = 1u << (known - scalar_keys.begin());
+            if (scalars_seen & bit) return bad(path, "duplicate key");
+            scalars_seen |= bit;
+            std::string& target = key == "release_date"    ? out.release_date
+                                  : key == "release_label" ? out.release_label
+                                                           : out.release_product;
+            REDIST_TRY_VOID(read_string(value, path, key, target));
+            // The label and product name files and receipts; the date is only shown.
+            if (key != "release_date" && !target.empty()) {
+                if (const char* why = name_problem(target))
+                    return bad(path, key + " '" + printable(target, 64) + "' is not a valid name: " + why);
+            }
+            continue;
+        }
+
+        if (auto ec = value.type().get(type)) return json_error(ec, path);
+        if (type != od::json_type::object) continue;  // unknown top-level metadata
+        if (const char* why = name_problem(key))
+            return bad(path, "component key '" + printable(key, 64) + "' is not a valid name: " + why);
+        if (!component_keys.insert(key).second) return bad(path, "duplicate component");
+        od::object object;
+        if (auto ec = value.get_object().get(object)) return json_error(ec, path);
+        component comp;
+        comp.key = key;
+        REDIST_TRY_VOID(read_component(object, path, comp));
+        out.components.push_back(std::move(comp));
+    }
+
+    // simdjson 3.0.1 has no document::at_end(); current_location() reports
+    // OUT_OF_BOUNDS exactly when the whole input was consumed.
+    const char* rest = nullptr;
+    if (doc.current_location().get(rest) == simdjson::SUCCESS) {
+        const auto offset = static_cast<std::size_t>(rest - text_.data());
+        return bad("", "invalid JSON: trailing content after the top-level object (at byte " + std::to_string(offset) +
+                           ")");
+    }
+    return out;
+}
+
+result<void> walker::read_component(od::object object, const std::string& path, component& out) {
+    std::unordered_set<std::string> platform_keys;
+    unsigned seen = 0;
+    for (auto field_result : object) {
+        od::field field;
+        if (auto ec = std::move(field_result).get(field)) return json_error(ec, path);
+        std::string_view key_view;
+        if (auto ec = field.unescaped_key().get(key_view)) return json_error(ec, path);
+        std::string key(key_view);
+        const std::string field_path = child_path(path, key);
+        od::value value = field.value();
+
+        static constexpr std::array<std::string_view, 5> known_keys{"name", "license", "license_path", "version",
+                                                                    "cuda_variant"};
+        const auto known = std::find(known_keys.begin(), known_keys.end(), key);
+        if (known != known_keys.end()) {
+            const auto bit = 1u << (known - known_keys.begin());
+            if (seen & bit) return bad(field_path, "duplicate key");
+            seen |= bit;
+            if (key == "cuda_variant") {
+                REDIST_TRY_VOID(read_cuda_variants(value, field_path, out.cuda_variants));
+            } else {
+                std::string& target = key == "name"      ? out.name
+                                      : key == "license" ? out.license
+                                      : key == "version" ? out.version
+                                                         : out.license_path;
+                REDIST_TRY_VOID(read_string(value, field_path, key, target));
+            }
+            continue;
+        }
+
+        REDIST_TRY(const auto platform, read_named_object(value, field_path, key, "platform", platform_keys));
+        if (!platform) continue;  // unknown component metadata
+        REDIST_TRY_VOID(read_platform(*platform, field_path, out, key));
+    }
+    return {};
+}
+
+result<std::optional<od::object>> walker::read_named_object(od::value value, const std::string& path,
+                                                            const std::string& key, const char* what,
+                                                            std::unordered_set<std::string>& seen) {
+    od::json_type type{};
+    if (auto ec = value.type().get(type)) return json_error(ec, path);
+    if (type != od::json_type::object) return std::optional<od::object>();
+    if (const char* why = name_problem(key))
+        return bad(path, std::string(what) + " key '" + printable(key, 64) + "' is not a valid name: " + why);
+    if (!seen.insert(key).second) return bad(path, std::string("duplicate ") + what);
+    od::object object;
+    if (auto ec = value.get_object().get(object)) return json_error(ec, path);
+    return std::optional<od::object>(object);
+}
+
+result<void> walker::read_cuda_variants(od::value value, const std::string& path, std::vector<std::string>& out) {
+    od::json_type type{};
+    if (auto ec = value.type().get(type)) return json_error(ec, path);
+    if (type != od::json_type::array)
+        return bad(path, std::string("cuda_variant must be an array, got ") + type_name(type));
+    od::array array;
+    if (auto ec = value.get_array().get(array)) return json_error(ec, path);
+    std::size_t index = 0;
+    for (auto element_result : array) {
+        const std::string element_path = path + "[" + std::to_string(index++) + "]";
+        od::value element;
+        if (auto ec = element_result.get(element)) return json_error(ec, element_path);
+        std::string text;
+        REDIST_TRY_VOID(read_string(element, element_path, "cuda_variant entry", text));
+        out.push_back(std::move(text));
+    }
+    return {};
+}
+
+result<void> walker::read_platform(od::object object, const std::string& path, component& comp,
+                                   const std::string& platform) {
+    pending_artifact direct;
+    std::size_t direct_position = 0;  // how many variants precede the direct artifact's first key
+    std::vector<artifact> variants;
+    std::unordered_set<std::string> variant_keys;
+    for (auto field_result : object) {
+        od::field field;
+        if (auto ec = std::move(field_result).get(field)) return json_error(ec, path);
+        std::string_view key_view;
+        if (auto ec = field.unescaped_key().get(key_view)) return json_error(ec, path);
+        std::string key(key_view);
+        od::value value = field.value();
+
+        const bool had_direct = direct.seen != 0;
+        REDIST_TRY(const bool is_artifact_key, read_artifact_field(key, value, path, direct));
+        if (is_artifact_key) {
+            if (!had_direct) direct_position = variants.size();
+            continue;
+        }
+
+        const std::string variant_path = child_path(path, key);
+        REDIST_TRY(const auto variant_object, read_named_object(value, variant_path, key, "variant", variant_keys));
+        if (!variant_object) continue;  // unknown platform metadata
+        pending_artifact fields;
+        REDIST_TRY_VOID(read_variant(*variant_object, variant_path, fields));
+        REDIST_TRY(artifact a, finish_artifact(std::move(fields), variant_path, comp.key, platform, key));
+        variants.push_back(std::move(a));
+    }
+
+    if (direct.seen == 0 && variants.empty())
+        return bad(path, "platform has neither an artifact (relative_path, sha256, size) nor variants");
+    if (direct.seen != 0) {
+        REDIST_TRY(artifact a, finish_artifact(std::move(direct), path, comp.key, platform, std::nullopt));
+        variants.insert(variants.begin() + static_cast<std::ptrdiff_t>(direct_position), std::move(a));
+    }
+    for (auto& a : variants) comp.artifacts.push_back(std::move(a));
+    return {};
+}
+
+result<void> walker::read_variant(od::object object, const std::string& path, pending_artifact& out) {
+    for (auto field_result : object) {
+        od::field field;
+        if (auto ec = std::move(field_result).get(field)) return json_error(ec, path);
+        std::string_view key_view;
+        if (auto ec = field.unescaped_key().get(key_view)) return json_error(ec, path);
+        const std::string key(key_view);  // copy before the next read reuses the buffer
+        REDIST_TRY(const bool used, read_artifact_field(key, field.value(), path, out));
+        (void)used;  // anything else under a variant is ignored (skipped unread)
+    }
+    if (out.seen == 0) return bad(path, "variant has no artifact (relative_path, sha256, size)");
+    return {};
+}
+
+result<bool> walker::read_artifact_field(std::string_view key, od::value value, const std::string& parent,
+                                         pending_artifact& out) {
+    unsigned bit = 0;
+    if (key == "relative_path") bit = k_relative_path;
+    else if (key == "sha256") bit = k_sha256;
+    else if (key == "md5") bit = k_md5;
+    else if (key == "size") bit = k_size;
+    else return false;
+
+    const std::string path = child_path(parent, key);
+    if (out.seen & bit) return bad(path, "duplicate key");
+    out.seen |= bit;
+
+    if (bit == k_size) {
+        od::json_type type{};
+        if (auto ec = value.type().get(type)) return json_error(ec, path);
+        if (type == od::json_type::number) {
+            // Accepted for robustness; published manifests use strings.
+            od::number_type number_type{};
+            if (auto ec = value.get_number_type().get(number_type)) return json_error(ec, path);
+            if (number_type == od::number_type::floating_point_number)
+                return bad(path, "size must be a whole number of bytes");
+            if (number_type == od::number_type::signed_integer) return bad(path, "size is negative");
+            if (auto ec = value.get_uint64().get(out.size)) {
+                if (ec == simdjson::NUMBER_OUT_OF_RANGE || ec == simdjson::INCORRECT_TYPE)
+                    return bad(path, "size does not fit in 64 bits");
+                return json_error(ec, path);
+            }
+            return true;
+        }
+        if (type != od::json_type::string)
+            return bad(path, std::string("size must be a string of decimal digits, got ") + type_name(type));
+        std::string_view text;
+        if (auto ec = value.get_string().get(text)) return json_error(ec, path);
+        const auto size = parse_decimal_u64(text);
+        if (!size) {
+            const bool digits = !text.empty() &&
+                                std::all_of(text.begin(), text.end(), [](char c) { return c >= '0' && c <= '9'; });
+            return bad(path, text.empty() ? "size is empty"
+                             : digits     ? "size does not fit in 64 bits"
+                                          : "size is not a string of decimal digits");
+        }
+        out.size = *size;
+        return true;
+    }
+
+    std::string text;
+    REDIST_TRY_VOID(read_string(value, path, key, text));
+    if (bit == k_relative_path) {
+        if (const char* problem = artifact_path_problem(text)) return bad(path, problem);
+        out.relative_path = std::move(text);
+    } else {
+        const std::size_t digits = bit == k_sha256 ? 64 : 32;
+        auto hex = normalize_hex(text, digits);
+        if (!hex) return bad(path, std::string(key) + " must be " + std::to_string(digits) + " hex digits");
+        (bit == k_sha256 ? out.sha256 : out.md5) = std::move(*hex);
+    }
+    return true;
+}
+
+result<artifact> walker::finish_artifact(pending_artifact&& fields, const std::string& path, const std::string& comp,
+                                         const std::string& platform, std::optional<std::string> variant) const {
+    // Report the first missing required key in a stable order.
+    if (!(fields.seen & k_relative_path)) return bad(child_path(path, "relative_path"), "missing relative_path");
+    if (!(fields.seen & k_sha256)) return bad(child_path(path, "sha256"), "missing sha256");
+    if (!(fields.seen & k_size)) return bad(child_path(path, "size"), "missing size");
+    artifact a;
+    a.component = comp;
+    a.platform = platform;
+    a.variant = std::move(variant);
+    a.format = archive_format_from_path(fields.relative_path);
+    a.relative_path = std::move(fields.relative_path);
+    a.sha256 = std::move(fields.sha256);
+    a.md5 = std::move(fields.md5);
+    a.size = fields.size;
+    return a;
+}
+
+}  // namespace
+
+// ---- public API ---------------------------------------------------------------
+
+const char* to_string(archive_format format) noexcept {
+    switch (format) {
+        case archive_format::tar_xz: return "tar.xz";
+        case archive_format::tar_gz: return "tar.gz";
+        case archive_format::tar_zst: return "tar.zst";
+        case archive_format::zip: return "zip";
+        case archive_format::unknown: return "unknown";
+    }
+    return "unknown";
+}
+
+archive_format archive_format_from_path(std::string_view relative_path) noexcept {
+    // Case-insensitive: Windows-side tooling sometimes upper-cases extensions.
+    if (ends_with_icase(relative_path, ".tar.xz") || ends_with_icase(relative_path, ".txz"))
+        return archive_format::tar_xz;
+    if (ends_with_icase(relative_path, ".tar.gz") || ends_with_icase(relative_path, ".tgz"))
+        return archive_format::tar_gz;
+    if (ends_with_icase(relative_path, ".tar.zst")) return archive_format::tar_zst;
+    if (ends_with_icase(relative_path, ".zip")) return archive_format::zip;
+    return archive_format::unknown;
+}
+
+std::optional<int> artifact::cuda_major() const {
+    if (!variant) return std::nullopt;
+    std::string_view v = *variant;
+    if (v.substr(0, 4) != "cuda") return std::nullopt;
+    v.remove_prefix(4);
+    if (v.empty() || v.size() > 4) return std::nullopt;
+    int major = 0;
+    for (const char c : v) {
+        if (c < '0' || c > '9') return std::nullopt;
+        major = major * 10 + (c - '0');
+    }
+    return major;
+}
+
+std::size_t manifest::artifact_count() const noexcept {
+    std::size_t n = 0;
+    for (const auto& c : components) n += c.artifacts.size();
+    return n;
+}
+
+const component* manifest::find_component(std::string_view key) const noexcept {
+    for (const auto& c : components)
+        if (c.key == key) return &c;
+    return nullptr;
+}
+
+result<manifest> parse_manifest(std::string_view json, std::string_view source) {
+    // On-Demand reads up to SIMDJSON_PADDING bytes past the end: copy into a
+    // padded buffer rather than trusting the caller's allocation.
+    const simdjson::padded_string text(json.data(), json.size());
+    if (text.data() == nullptr && json.size() != 0)
+        return make_error(error_code::internal, "out of memory copying the manifest").with_source(std::string(source));
+    walker w(source, text);
+    return w.run();
+}
+
+bool is_sha256_hex(std::string_view text) noexcept {
+    if (text.size() != 64) return false;
+    for (const char c : text) {
+        const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+        if (!hex) return false;
+    }
+    return true;
+}
+
+}  // namespace redist

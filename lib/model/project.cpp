@@ -1,0 +1,296 @@
+// project.cpp — redist.toml: parsing (toml++) and strict validation.
+//
+// toml++ is used without exceptions (TOML_EXCEPTIONS 0): parse() returns a
+// parse_result holding the table or the error with its source position. It
+// is header-only here and included in this file only, so the setting cannot
+// differ between translation units.
+//
+// Two defects of toml++ 3.3, both found by tests/fuzz/project_fuzz.cpp, are
+// kept away from it by a pre-scan (precheck()):
+//  - a table header that does not start with a key ("[(x]", "[]") fails
+//    TOML_ASSERT_ASSUME in parse_key(): abort() without NDEBUG, an unchecked
+//    assumption (undefined behaviour) with clang and NDEBUG. Its assertions
+//    are also compiled out here, so its parser reports the error normally;
+//  - is_non_ascii_horizontal_whitespace() reaches __builtin_unreachable()
+//    for many non-ASCII characters (U+00E9 among them) wherever the parser
+//    checks for whitespace, which on invalid input can be almost anywhere.
+//    The file must therefore be ASCII; strings can still hold any character
+//    as a \uXXXX escape (decoded without that check).
+#define TOML_EXCEPTIONS 0
+#define TOML_ASSERT(expr) static_assert(true)
+#include "redist/project.hpp"
+
+#include <toml++/toml.h>
+
+#include "redist/urls.hpp"
+#include "support/safe_path.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+
+namespace redist {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct validator {
+    std::string source;
+
+    error fail(const toml::source_region& where, const std::string& key, const std::string& what) const {
+        // "redist.toml:5:11: products.cuda.version: expected a string" once described.
+        return make_error(error_code::bad_manifest, what)
+            .with_source(source + ":" + std::to_string(where.begin.line) + ":" + std::to_string(where.begin.column))
+            .with_json_path(key);
+    }
+
+    result<std::string> string(const toml::node& n, const std::string& key, bool allow_empty = false) const {
+        const auto* s = n.as_string();
+        if (!s) return fail(n.source(), key, "expected a string");
+        if (!allow_empty && s->get().empty()) return fail(n.source(), key, "must not be empty");
+        return s->get();
+    }
+
+    // An array of non-empty, distinct strings.
+    result<std::vector<std::string>> strings(const toml::node& n, const std::string& key) const {
+        const auto* arr = n.as_array();
+        if (!arr) return fail(n.source(), key, "expected an array of strings");
+        std::vector<std::string> out;
+        std::set<std::string> seen;
+        for (std::size_t i = 0; i < arr->size(); ++i) {
+            const std::string item_key = key + "[" + std::to_string(i) + "]";
+            REDIST_TRY(std::string s, string(*arr->get(i), item_key));
+            if (!seen.insert(s).second) return fail(arr->get(i)->source(), item_key, "duplicate value '" + s + "'");
+            out.push_back(std::move(s));
+        }
+        return out;
+    }
+};
+
+bool is_name(std::string_view s) {
+    return !s.empty() && s.size() <= 64 && std::all_of(s.begin(), s.end(), [](unsigned char c) {
+        return std::islower(c) || std::isdigit(c) || c == '_' || c == '-';
+    });
+}
+
+result<std::optional<int>> parse_cuda(const validator& v, const toml::node& n) {
+    std::string text;
+    if (const auto* i = n.as_integer()) {
+        text = std::to_string(i->get());
+    } else if (const auto* s = n.as_string()) {
+        text = s->get();
+    } else {
+        return v.fail(n.source(), "project.cuda", "expected a CUDA major version like \"12\"");
+    }
+    if (text.empty() || text.size() > 2 ||
+        !std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); }) || text == "0" ||
+        text == "00")
+        return v.fail(n.source(), "project.cuda", "expected a CUDA major version like \"12\", not '" + text + "'");
+    return std::optional<int>(std::stoi(text));
+}
+
+// A base-url or mirror from the file: an http(s):// URL as written, or a
+// local directory (a path, relative to the file's directory, or a file://
+// URL) inside the project's directory, returned as a file:// URL. A cloned
+// project must not point redist at /etc: local sources elsewhere are the
+// user's to name, with --mirror or --base-url.
+result<std::string> project_source(const validator& v, const toml::node& n, const std::string& key,
+                                   const fs::path& dir) {
+    REDIST_TRY(std::string text, v.string(n, key));
+    if (text.find('\0') != std::string::npos) return v.fail(n.source(), key, "contains a NUL byte");
+    const std::string url = text.find("://") != std::string::npos ? text : to_url((dir / text).string());
+    if (!is_file_url(url)) {
+        if (auto why = source_url_problem(url, {})) return v.fail(n.source(), key, *why);
+        return url;
+    }
+    std::string path;
+    if (auto why = file_url_to_path(url, path)) return v.fail(n.source(), key, *why);
+    const fs::path root = fs::absolute(dir.empty() ? fs::path(".") : dir).lexically_normal();
+    const fs::path local = fs::path(path).lexically_normal();
+    if (local != root && !is_strictly_under(root, local))
+        return v.fail(n.source(), key,
+                      "a local directory outside the project's directory (name it with --mirror or --base-url)");
+    return to_url(local.string());
+}
+
+result<void> parse_project_table(const validator& v, const toml::table& t, project_file& out, bool& has_prefix) {
+    for (auto&& [key, node] : t) {
+        const std::string k(key.str());
+        const std::string full = "project." + k;
+        if (k == "prefix") {
+            REDIST_TRY(std::string p, v.string(node, full));
+            if (p.find('\0') != std::string::npos) return v.fail(node.source(), full, "contains a NUL byte");
+            fs::path prefix(p);
+            out.prefix = prefix.is_absolute() ? prefix : (out.path.parent_path() / prefix).lexically_normal();
+            has_prefix = true;
+        } else if (k == "platforms") {
+            REDIST_TRY(out.platforms, v.strings(node, full));
+            if (out.platforms.empty()) return v.fail(node.source(), full, "list at least one platform");
+            for (std::size_t i = 0; i < out.platforms.size(); ++i)
+                if (!is_name(out.platforms[i]))
+                    return v.fail(node.as_array()->get(i)->source(), full + "[" + std::to_string(i) + "]",
+                                  "not a platform name like \"linux-x86_64\"");
+        } else if (k == "cuda") {
+            REDIST_TRY(out.cuda, parse_cuda(v, node));
+        } else if (k == "base-url") {
+            REDIST_TRY(out.base_url, project_source(v, node, full, out.path.parent_path()));
+        } else if (k == "mirrors") {
+            REDIST_TRY(out.mirrors, v.strings(node, full));
+            for (std::size_t i = 0; i < out.mirrors.size(); ++i) {
+                REDIST_TRY(out.mirrors[i],
+                           project_source(v, *node.as_array()->get(i), full + "[" + std::to_string(i) + "]",
+                                          out.path.parent_path()));
+            }
+        } else if (k == "exclude") {
+            REDIST_TRY(out.exclude, v.strings(node, full));
+            for (std::size_t i = 0; i < out.exclude.size(); ++i) {
+                const auto& g = out.exclude[i];
+                if (g.front() == '/' || g.find("..") != std::string::npos)
+                    return v.fail(node.as_array()->get(i)->source(), full + "[" + std::to_string(i) + "]",
+                                  "patterns are relative to the prefix: no leading '/' and no '..'");
+            }
+        } else {
+            return v.fail(key.source(), full,
+                          "unknown key (known: prefix, platforms, cuda, base-url, mirrors, exclude)");
+        }
+    }
+    return {};
+}
+
+result<project_product> parse_product(const validator& v, const std::string& name, const toml::node& node) {
+    const std::string base = "products." + name;
+    const auto* t = node.as_table();
+    if (!t) return v.fail(node.source(), base, "expected a table ([" + base + "])");
+    if (!is_name(name)) return v.fail(node.source(), base, "a product name is lower-case letters, digits, '_' or '-'");
+    project_product p;
+    p.name = name;
+    p.line = t->source().begin.line;
+    bool has_version = false;
+    for (auto&& [key, value] : *t) {
+        const std::string k(key.str());
+        const std::string full = base + "." + k;
+        if (k == "version") {
+            REDIST_TRY(p.version, v.string(value, full));
+            has_version = true;
+        } else if (k == "components") {
+            REDIST_TRY(p.components, v.strings(value, full));
+            if (p.components.empty())
+                return v.fail(value.source(), full, "list at least one component, or leave the key out for all");
+        } else {
+            return v.fail(key.source(), full, "unknown key (known: version, components)");
+        }
+    }
+    if (!has_version) return v.fail(t->source(), base + ".version", "missing (a version like \"12.9\" or \"latest\")");
+    return p;
+}
+
+// Returns the 1-based line of the first input toml++ 3.3 must not see (see
+// the top of this file) and what is wrong, or line 0. Deliberately not a
+// TOML lexer: on invalid input toml++ and any approximation of it disagree
+// about what is inside a string, so the rules hold for every line.
+std::pair<std::size_t, const char*> precheck(std::string_view text) {
+    std::size_t line = 1;
+    for (std::size_t pos = 0; pos <= text.size(); ++line) {
+        std::size_t end = text.find('\n', pos);
+        if (end == std::string_view::npos) end = text.size();
+        const std::string_view l = text.substr(pos, end - pos);
+        pos = end + 1;
+        for (unsigned char c : l)
+            if (c >= 0x80) return {line, "non-ASCII character (in a string, write it as a \\uXXXX escape)"};
+        std::size_t i = l.find_first_not_of(" \t");
+        if (i == std::string_view::npos || l[i] != '[') continue;
+        ++i;
+        if (i < l.size() && l[i] == '[') ++i;
+        while (i < l.size() && (l[i] == ' ' || l[i] == '\t')) ++i;
+        const unsigned char k = i < l.size() ? static_cast<unsigned char>(l[i]) : 0;
+        // In a project file a line starting with '[' is a table header (no
+        // field takes nested arrays), and a header starts with a key.
+        if (!(std::isalnum(k) || k == '_' || k == '-' || k == '"' || k == '\''))
+            return {line, "a table header must start with a key, like [products.cuda]"};
+    }
+    return {0, nullptr};
+}
+
+}  // namespace
+
+result<project_file> parse_project(std::string_view text, const fs::path& path) {
+    const validator v{path.string()};
+    if (text.size() > kMaxProjectFileBytes)
+        return make_error(error_code::bad_manifest, "larger than " + std::to_string(kMaxProjectFileBytes) + " bytes")
+            .with_source(v.source);
+    if (const auto [bad_line, what] = precheck(text); bad_line)
+        return make_error(error_code::bad_manifest, what).with_source(v.source + ":" + std::to_string(bad_line));
+    toml::parse_result parsed = toml::parse(text, v.source);
+    if (!parsed) {
+        const auto& err = parsed.error();
+        return v.fail(err.source(), "", std::string(err.description()));
+    }
+    const toml::table& root = parsed.table();
+    project_file out;
+    out.path = path;
+    bool has_project = false, has_prefix = false;
+    toml::source_region project_where = root.source();
+    for (auto&& [key, node] : root) {
+        const std::string k(key.str());
+        if (k == "project") {
+            const auto* t = node.as_table();
+            if (!t) return v.fail(node.source(), k, "expected a table ([project])");
+            has_project = true;
+            project_where = t->source();
+            REDIST_TRY_VOID(parse_project_table(v, *t, out, has_prefix));
+        } else if (k == "products") {
+            const auto* t = node.as_table();
+            if (!t) return v.fail(node.source(), k, "expected tables ([products.<name>])");
+            for (auto&& [name, product] : *t) {
+                REDIST_TRY(auto p, parse_product(v, std::string(name.str()), product));
+                out.products.push_back(std::move(p));
+            }
+        } else {
+            return v.fail(key.source(), k, "unknown table (known: [project], [products.<name>])");
+        }
+    }
+    if (!has_project) return v.fail(root.source(), "project", "missing [project] table");
+    if (!has_prefix) return v.fail(project_where, "project.prefix", "missing (where to install, e.g. \"nvidia\")");
+    if (out.platforms.empty()) return v.fail(project_where, "project.platforms", "missing (e.g. [\"linux-x86_64\"])");
+    if (out.products.empty()) return v.fail(root.source(), "products", "no [products.<name>] table");
+    std::sort(out.products.begin(), out.products.end(), [](const auto& a, const auto& b) { return a.name < b.name; });
+    return out;
+}
+
+std::string starter_project(const std::vector<std::string>& platforms) {
+    std::string list;
+    for (const auto& p : platforms) list += (list.empty() ? "\"" : ", \"") + p + "\"";
+    return "# redist.toml: the NVIDIA libraries this project needs.\n"
+           "# Check it with `redist init --check`; install the whole set with `redist sync` (one transaction;\n"
+           "# it writes redist.lock beside this file, and `redist sync --locked` reinstalls exactly that).\n"
+           "\n"
+           "[project]\n"
+           "# Where to install, relative to this file's directory (or absolute).\n"
+           "prefix = \"nvidia\"\n"
+           "# Platforms to resolve and lock: linux-x86_64, linux-sbsa, linux-aarch64 (Jetson),\n"
+           "# windows-x86_64, ... `--platform` picks one of them at install time (default: this machine's).\n"
+           "platforms = [" +
+           list +
+           "]\n"
+           "# The CUDA major version, for products that ship one build per CUDA version (cuDNN, ...).\n"
+           "# Leave it out to use the installed toolkit's, or the newest offered.\n"
+           "cuda = \"12\"\n"
+           "# Where releases come from (default: NVIDIA's server); mirrors are tried first.\n"
+           "# base-url = \"https://developer.download.nvidia.com/compute\"\n"
+           "# mirrors = [\"https://mirror.example.com/compute\"]\n"
+           "# Archive entries not to install, relative to the prefix.\n"
+           "# exclude = [\"lib/*_static*.a\"]\n"
+           "\n"
+           "# One table per product (the directory name upstream: cuda, cudnn, cutensor, nccl, ...).\n"
+           "# version: exact (\"12.9.1\"), a prefix (\"12.9\", \"12\": the newest match) or \"latest\".\n"
+           "# components: optional; every component when left out (`redist show PRODUCT VERSION` lists them).\n"
+           "[products.cuda]\n"
+           "version = \"12.9\"\n"
+           "components = [\"cuda_nvcc\", \"cuda_cudart\", \"libcublas\"]\n"
+           "\n"
+           "[products.cudnn]\n"
+           "version = \"9\"\n";
+}
+
+}  // namespace redist

@@ -1,0 +1,146 @@
+#include "redist/urls.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+
+#include "support/safe_path.hpp"
+
+namespace redist {
+
+std::string join_url(std::string_view base, std::string_view relative) {
+    std::string out(base);
+    while (!out.empty() && out.back() == '/') out.pop_back();
+    while (!relative.empty() && relative.front() == '/') relative.remove_prefix(1);
+    out += '/';
+    out += relative;
+    return out;
+}
+
+std::string index_url(std::string_view base, std::string_view product) {
+    return join_url(join_url(base, product), "redist/");
+}
+
+std::string manifest_url(std::string_view base, std::string_view product, std::string_view label) {
+    std::string name = "redistrib_";
+    name += label;
+    name += ".json";
+    return join_url(join_url(join_url(base, product), "redist"), name);
+}
+
+std::optional<std::string> base_of_manifest_url(std::string_view url, std::string_view product,
+                                                std::string_view label) {
+    const std::string tail = manifest_url("", product, label);  // "/<product>/redist/redistrib_<label>.json"
+    if (url.size() <= tail.size() || !url.ends_with(tail)) return std::nullopt;
+    return std::string(url.substr(0, url.size() - tail.size()));
+}
+
+std::string url_directory(std::string_view url) {
+    const auto slash = url.rfind('/');
+    if (slash == std::string_view::npos) return {};
+    return std::string(url.substr(0, slash + 1));
+}
+
+bool is_file_url(std::string_view url) noexcept {
+    // Any "file:" URL, case-insensitively: download() reads every one of them
+    // itself (and refuses the malformed ones), so they must never reach libcurl.
+    constexpr std::string_view scheme = "file:";
+    return url.size() >= scheme.size() && std::equal(scheme.begin(), scheme.end(), url.begin(), [](char a, char b) {
+               return a == std::tolower(static_cast<unsigned char>(b));
+           });
+}
+
+namespace {
+
+bool iequals_prefix(std::string_view text, std::string_view prefix) noexcept {
+    return text.size() >= prefix.size() && std::equal(prefix.begin(), prefix.end(), text.begin(), [](char a, char b) {
+               return std::tolower(static_cast<unsigned char>(a)) == std::tolower(static_cast<unsigned char>(b));
+           });
+}
+
+int hex_digit(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+// `path` is `root` or lies below it (both lexically normal).
+bool at_or_under(const std::filesystem::path& root, const std::filesystem::path& path) {
+    return path == root || is_strictly_under(root, path);
+}
+
+}  // namespace
+
+std::optional<std::string> file_url_to_path(std::string_view url, std::string& path) {
+    url.remove_prefix(5);  // "file:", any case
+    if (url.starts_with("//")) {
+        url.remove_prefix(2);
+        const auto slash = url.find('/');
+        const std::string_view host = url.substr(0, slash);
+        if (!host.empty() && !(host.size() == 9 && iequals_prefix(host, "localhost")))
+            return "file URL names a host other than localhost";
+        if (slash == std::string_view::npos) return "file URL without a path";
+        url.remove_prefix(slash);
+    }
+    if (url.empty() || url.front() != '/') return "file URL without an absolute path";
+    path.clear();
+    path.reserve(url.size());
+    for (std::size_t i = 0; i < url.size(); ++i) {
+        if (url[i] == '%' && i + 2 < url.size() && hex_digit(url[i + 1]) >= 0 && hex_digit(url[i + 2]) >= 0) {
+            const char c = static_cast<char>(hex_digit(url[i + 1]) * 16 + hex_digit(url[i + 2]));
+            if (c == '/' || c == '\0') return "file URL with an encoded '/' or NUL in its path";
+            path += c;
+            i += 2;
+        } else {
+            path += url[i];
+        }
+    }
+    for (std::size_t start = 0; start <= path.size();) {
+        std::size_t end = path.find('/', start);
+        if (end == std::string::npos) end = path.size();
+        if (path.compare(start, end - start, "..") == 0) return "file URL with '..' in its path";
+        start = end + 1;
+    }
+    return std::nullopt;
+}
+
+std::vector<std::filesystem::path> local_roots(const std::vector<std::string>& urls) {
+    std::vector<std::filesystem::path> out;
+    for (const auto& u : urls) {
+        const std::string url = to_url(u);
+        std::string path;
+        if (is_file_url(url) && !file_url_to_path(url, path))
+            out.push_back(std::filesystem::path(path).lexically_normal());
+    }
+    return out;
+}
+
+std::optional<std::string> source_url_problem(std::string_view url, const std::vector<std::filesystem::path>& roots) {
+    if (iequals_prefix(url, "https://") || iequals_prefix(url, "http://")) return std::nullopt;
+    if (!is_file_url(url)) return "not an http://, https:// or file:// URL";
+    std::string decoded;
+    if (auto bad = file_url_to_path(url, decoded)) return bad;
+    namespace fs = std::filesystem;
+    const fs::path path = fs::path(decoded).lexically_normal();
+    std::error_code ec;
+    const fs::path real = fs::weakly_canonical(path, ec);
+    for (const auto& root : roots) {
+        if (!at_or_under(root.lexically_normal(), path)) continue;
+        std::error_code root_ec;
+        const fs::path real_root = fs::weakly_canonical(root, root_ec);
+        if (!ec && !root_ec && at_or_under(real_root, real)) return std::nullopt;
+    }
+    return "a file:// URL outside the local mirrors and base URL given on the command line (or the project's own "
+           "local mirror)";
+}
+
+std::string to_url(std::string_view path_or_url) {
+    if (path_or_url.find("://") != std::string_view::npos) return std::string(path_or_url);
+    std::error_code ec;
+    auto absolute = std::filesystem::absolute(std::filesystem::path(path_or_url), ec);
+    if (ec) absolute = std::filesystem::path(path_or_url);
+    return "file://" + absolute.lexically_normal().string();
+}
+
+}  // namespace redist

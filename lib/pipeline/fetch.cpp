@@ -1,0 +1,554 @@
+// The pipeline, end to end. See include/redist/fetch.hpp.
+#include "redist/fetch.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "redist/cache.hpp"
+#include "redist/install.hpp"
+#include "redist/suggest.hpp"
+#include "redist/sync.hpp"
+#include "redist/unpack.hpp"
+#include "redist/urls.hpp"
+#include "redist/verify.hpp"
+#include "redist/version.hpp"
+#include "support/budget.hpp"
+#include "support/debug_pause.hpp"
+#include "support/parallel.hpp"
+#include "support/safe_path.hpp"
+#include "transport/sources.hpp"
+
+namespace fs = std::filesystem;
+
+namespace redist {
+
+const char* to_string(fetch_stage stage) noexcept {
+    switch (stage) {
+        case fetch_stage::waiting: return "waiting";
+        case fetch_stage::downloading: return "downloading";
+        case fetch_stage::committing: return "committing";
+        case fetch_stage::done: return "done";
+        case fetch_stage::unchanged: return "unchanged";
+        case fetch_stage::failed: return "failed";
+    }
+    return "waiting";
+}
+
+// ---- installing ------------------------------------------------------------------------------
+
+namespace {
+
+struct job_result {
+    std::optional<staged_component> staged;
+    std::optional<error> failure;
+    component_report report;
+};
+
+// The byte sink of fetch: the unpacker writing a fresh stage. Its failures
+// wait for the hash (see byte_sink::write): a corrupt download must be
+// reported as an integrity failure, not as whatever the decoder tripped over.
+class stage_sink final : public byte_sink {
+public:
+    // max_output: the unpacker's cap on decoded bytes (see install_request::max_expansion); 0 = none.
+    stage_sink(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output,
+               std::shared_ptr<run_budget> budget)
+        : lock_(lock), artifact_(a), source_(std::move(source)), max_output_(max_output), budget_(std::move(budget)) {}
+    ~stage_sink() override { discard(); }
+
+    result<void> restart() override {
+        discard();
+        REDIST_TRY(stage_, make_stage(lock_.prefix(), artifact_.component));
+        unpack_options options;
+        options.format = artifact_.format;
+        options.source = source_;
+        options.max_output_bytes = max_output_;
+        options.budget = budget_;  // issue 11: one budget per run
+        options.size_hint = artifact_.size;
+        REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
+        failure_.reset();
+        return {};
+    }
+
+    result<void> write(const std::byte* data, std::size_t size) override {
+        if (failure_ || !unpacker_) return {};
+        auto written = unpacker_->write(data, size);
+        if (!written.ok()) {
+            // Keep hashing: the hash decides what this failure means.
+            failure_ = std::move(written).error_value();
+            unpacker_->cancel();
+        }
+        return {};
+    }
+
+    // After the stream verified the bytes: the unpacker's result.
+    result<std::vector<unpacked_entry>> finish() {
+        if (failure_) return std::move(*failure_);
+        if (!unpacker_) return make_error(error_code::internal, "unpacker not started");
+        auto entries = unpacker_->finish();
+        if (entries.ok()) debug_pause("after-unpack");
+        return entries;
+    }
+
+    const fs::path& stage() const { return stage_; }
+    void keep_stage() { stage_.clear(); }
+
+private:
+    void discard() noexcept {
+        if (unpacker_) unpacker_->cancel();
+        unpacker_.reset();
+        if (!stage_.empty()) {
+            std::error_code ec;
+            fs::remove_all(stage_, ec);
+            stage_.clear();
+        }
+    }
+
+    const prefix_lock& lock_;
+    const artifact& artifact_;
+    std::string source_;
+    std::uint64_t max_output_ = 0;
+    std::shared_ptr<run_budget> budget_;
+    fs::path stage_;
+    std::unique_ptr<stream_unpacker> unpacker_;
+    std::optional<error> failure_;
+};
+
+// The cap on an unverified archive's decoded output (see install_request::max_expansion).
+std::uint64_t output_cap(const install_request& request, std::uint64_t compressed_size) {
+    if (request.max_expansion == 0) return 0;
+    const std::uint64_t ratio = request.max_expansion;
+    const std::uint64_t scaled = compressed_size > UINT64_MAX / ratio ? UINT64_MAX : compressed_size * ratio;
+    return std::max(scaled, request.min_expansion_bytes);
+}
+
+void fill_receipt(const install_request& request, const artifact& a, const std::string& url, receipt& r) {
+    r.product = request.product;
+    r.release_label = request.release_label;
+    r.component = a.component;
+    if (auto v = request.component_versions.find(a.component); v != request.component_versions.end())
+        r.component_version = v->second;
+    r.platform = a.platform;
+    r.variant = a.variant;
+    r.url = url;
+    r.archive_sha256 = a.sha256;
+    r.archive_size = a.size;
+}
+
+// The URLs of an artifact, in the order they are tried: mirrors, then the base.
+std::vector<std::string> artifact_urls(const install_request& request, const artifact& a) {
+    std::vector<std::string> urls;
+    for (const auto& m : request.sources.mirrors)
+        urls.push_back(join_url(join_url(join_url(to_url(m), request.product), "redist"), a.relative_path));
+    urls.push_back(join_url(request.artifact_base_url, a.relative_path));
+    return urls;
+}
+
+// Where an artifact's bytes will come from, decided once, before any work.
+// Each later source is the fallback of the one before: a cached tree that
+// cannot be trusted falls back to the blob, a blob that fails re-verification
+// to the download.
+struct job_plan {
+    bool cached_tree = false;  // a cache: its extracted tree may be placed (no decoding at all)
+    bool cached_blob = false;  // a verified archive is in the cache: re-verified while it is unpacked
+};
+
+// One artifact, from its sources into a stage: named phases run in the
+// order the plan says, each returning what it made or falling through.
+class artifact_job {
+public:
+    artifact_job(const install_request& request, const prefix_lock& lock, const std::optional<blob_cache>& cache,
+                 const artifact& a, std::atomic<bool>& abort_all, job_result& out)
+        : request_(request),
+          lock_(lock),
+          cache_(cache),
+          a_(a),
+          abort_all_(abort_all),
+          out_(out),
+          urls_(artifact_urls(request, a)) {}
+
+    void progress(fetch_stage stage, std::uint64_t done) const {
+        if (request_.observer) request_.observer->on_progress({a_.component, stage, done, a_.size});
+    }
+
+    void fail(error e) {
+        out_.failure = std::move(e);
+        abort_all_ = true;
+        progress(fetch_stage::failed, 0);
+    }
+
+    // Single flight: one process per blob at a time; the others wait here and
+    // then find the verified blob (or tree) in the cache.
+    result<blob_lock> lock_blob() const {
+        if (!cache_) return blob_lock();
+        return cache_->lock_blob(a_.sha256, [&] {
+            if (request_.observer) request_.observer->on_blob_wait({a_.component});
+        });
+    }
+
+    job_plan classify() const {
+        job_plan plan;
+        plan.cached_tree = cache_.has_value();
+        plan.cached_blob = cache_ && cache_->has_blob(a_.sha256);  // a regular file, not a planted symlink or FIFO
+        return plan;
+    }
+
+    // The extracted tree of this archive, from an earlier install: placed by
+    // reflink/hardlink/copy. nullopt: no tree, or one that cannot be trusted.
+    result<std::optional<staged_component>> place_cached_tree() {
+        REDIST_TRY(const fs::path stage, make_stage(lock_.prefix(), a_.component));
+        auto files = cache_->materialize_tree(a_.sha256, stage, request_.tree_link_mode);
+        if (!files.ok() || !*files) {
+            std::error_code ec;
+            fs::remove_all(stage, ec);
+            if (!files.ok()) return std::move(files).error_value();
+            return std::optional<staged_component>();
+        }
+        staged_component staged;
+        staged.stage_dir = stage;
+        fill_receipt(request_, a_, sanitize_url(urls_.back()), staged.new_receipt);
+        staged.new_receipt.files = std::move(**files);
+        staged.new_receipt.installed_at.clear();
+        out_.report.from_cache = true;
+        out_.report.url = sanitize_url(urls_.back());
+        return std::optional<staged_component>(std::move(staged));
+    }
+
+    // The verified blob in the cache, re-verified while it is unpacked. A
+    // corrupt blob is dropped (nullopt: download it again).
+    result<std::optional<std::vector<unpacked_entry>>> unpack_cached_blob(artifact_stream& stream, stage_sink& sink) {
+        const fs::path blob_file = cache_->blob_path(a_.sha256);
+        progress(fetch_stage::downloading, 0);
+        auto verified = stream.fetch_file(blob_file, "cache:" + blob_file.string());
+        auto entries = verified.ok() ? sink.finish()
+                                     : result<std::vector<unpacked_entry>>(std::move(verified).error_value());
+        if (entries.ok()) {
+            out_.report.from_cache = true;
+            out_.report.url = sanitize_url(urls_.back());
+            ::utimensat(AT_FDCWD, blob_file.c_str(), nullptr, 0);  // last used, for prune
+            return std::optional(std::move(entries).value());
+        }
+        const error_code code = entries.error_value().code;
+        if (code != error_code::integrity && code != error_code::bad_archive) return std::move(entries).error_value();
+        std::error_code ec;
+        fs::remove(blob_file, ec);  // a corrupt cache entry is dropped and fetched again
+        return std::optional<std::vector<unpacked_entry>>();
+    }
+
+    // Mirrors first, then the base, through the one source driver: transient
+    // failures retried with backoff, resuming with a Range request where the
+    // bytes so far are kept; wrong bytes or a 404 move on to the next source.
+    // Large archives come over several ranged connections at once (a CDN
+    // caps each one); small ones, file:// and --connections 1 over one.
+    // An explicit --connections N splits anything of at least two segments.
+    segment_options split_options() const {
+        segment_options segments;
+        if (request_.connections > 1) {
+            segments.connections = request_.connections;
+            segments.min_total_bytes = 2 * segments.min_segment_bytes;
+        }
+        return segments;
+    }
+    bool split_download() const { return request_.connections != 1 && a_.size >= split_options().min_total_bytes; }
+
+    result<std::vector<unpacked_entry>> download_archive(artifact_stream& stream, stage_sink& sink) {
+        const bool split = split_download();
+        // A cache that cannot hold a split download is bypassed with a warning:
+        // the spool moves beside the stage. (A single stream's tee that fails
+        // is dropped quietly: tee_complete() then keeps it out of the cache.)
+        const auto bypass = [this](const error& why) {
+            spooled_in_cache_ = false;
+            if (request_.observer) request_.observer->on_cache_bypass({a_.component, why});
+        };
+        if (cache_ && !split) stream.set_tee(cache_->partial_path(a_.sha256));
+        REDIST_TRY_VOID(stream.resume_or_restart());  // split: the downloader resumes from its spool instead
+        const segment_options segments = split_options();
+        spool_location spool;
+        if (cache_) spool.part_file = cache_->partial_path(a_.sha256);
+        spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory, ours
+        spool.on_fallback = bypass;
+        source_run run{retry_policy(request_.sources)};
+        run.observer = request_.observer;
+        run.component = a_.component;
+        run.offline = request_.sources.offline;
+        run.on_next_source = [&] { stream.next_source(); };
+        const segment_retry_hook segment_retry =
+            [&run](int attempt, const transfer_failure_info& f) -> std::optional<std::chrono::milliseconds> {
+            const auto decision = run.policy.next(attempt, {error_code::network, f.transient, f.retry_after_seconds});
+            if (decision.what != retry_decision::action::retry) return std::nullopt;
+            return decision.delay;
+        };
+        auto fetched = try_sources(
+            urls_, run,
+            [&](source_attempt& at) {
+                progress(fetch_stage::downloading, stream.received());
+                return split ? stream.fetch_split(at.url, request_.transfer, segments, spool, segment_retry, at.failure)
+                             : stream.fetch_from(at.url, request_.transfer, at.failure);
+            },
+            &out_.report.requests);
+        if (!fetched.ok()) {
+            drop_part_unless_resumable(stream, fetched.error_value());
+            return std::move(fetched).error_value();
+        }
+        out_.report.url = sanitize_url(urls_[fetched->source]);
+        // The archive is verified: keep it even if unpacking fails (disk full,
+        // unsafe entry...), so that a retry needs no download.
+        if (request_.budget) request_.budget->mark("downloaded");
+        if (cache_ && ((split && spooled_in_cache_) || stream.tee_complete()))
+            REDIST_TRY_VOID(cache_->publish(a_.sha256));
+        auto entries = sink.finish();
+        if (request_.budget) request_.budget->mark("unpacked");
+        return entries;
+    }
+
+    // After a failed download the .part file stays only when a later run can
+    // resume it: a network failure part-way.
+    void drop_part_unless_resumable(const artifact_stream& stream, const error& e) const {
+        const bool resumable = stream.received() < a_.size && e.code == error_code::network;
+        if (!cache_ || resumable) return;
+        std::error_code ec;
+        fs::remove(cache_->partial_path(a_.sha256), ec);
+        remove_segment_record(cache_->partial_path(a_.sha256));
+    }
+
+    // The unpacked entries become the receipt; the stage is kept for the commit.
+    result<staged_component> stage_entries(stage_sink& sink, const std::vector<unpacked_entry>& entries,
+                                           bool cacheable) {
+        staged_component staged;
+        staged.stage_dir = sink.stage();
+        fill_receipt(request_, a_, out_.report.url, staged.new_receipt);
+        REDIST_TRY_VOID(prepare_stage(staged, entries));
+        // The extracted tree is kept the second time a blob is installed (from
+        // the cache), not when it is downloaded: it is a full copy (never hard
+        // links to the prefix), which on the cold install would sit on the
+        // critical path, and a blob installed once never needs it.
+        if (cache_ && cacheable && out_.report.from_cache)
+            cache_->store_tree(a_.sha256, staged.stage_dir, staged.new_receipt.files);
+        sink.keep_stage();
+        return staged;
+    }
+
+    // From the archive (cached blob, else download) into a stage.
+    result<staged_component> unpack_archive(const job_plan& plan) {
+        stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size), request_.budget);
+        artifact_stream stream({a_.size, a_.sha256}, sink);
+        stream.set_cancel(&abort_all_);
+        stream.set_progress([&](std::uint64_t done) { progress(fetch_stage::downloading, done); });
+        std::optional<std::vector<unpacked_entry>> entries;
+        if (plan.cached_blob) {
+            REDIST_TRY(entries, unpack_cached_blob(stream, sink));
+        }
+        if (!entries) {
+            REDIST_TRY(entries, download_archive(stream, sink));
+        }
+        if (request_.budget) {
+            request_.budget->add_time(profile_stage::transfer, stream.hash_and_tee_ns(), stream.sink_ns(),
+                                      stream.received());
+        }
+        return stage_entries(sink, *entries, !cache_ || out_.report.from_cache || stream.tee_complete());
+    }
+
+    result<staged_component> run() {
+        REDIST_TRY(const blob_lock blob, lock_blob());
+        const job_plan plan = classify();
+        if (plan.cached_tree) {
+            REDIST_TRY(auto placed, place_cached_tree());
+            if (placed) return std::move(*placed);
+        }
+        return unpack_archive(plan);
+    }
+
+private:
+    const install_request& request_;
+    const prefix_lock& lock_;
+    const std::optional<blob_cache>& cache_;
+    const artifact& a_;
+    std::atomic<bool>& abort_all_;
+    job_result& out_;
+    std::vector<std::string> urls_;
+    std::atomic<bool> spooled_in_cache_{true};  // false once the cache was bypassed (on_cache_bypass)
+};
+
+// Downloads one artifact (cache, then mirrors, then the base URL, with
+// retries and resume) into a stage. The archive bytes are read exactly once
+// per attempt.
+void run_job(const install_request& request, const prefix_lock& lock, const std::optional<blob_cache>& cache,
+             const artifact& a, std::atomic<bool>& abort_all, job_result& out) {
+    const auto started = std::chrono::steady_clock::now();
+    artifact_job job(request, lock, cache, a, abort_all, out);
+    auto staged = job.run();
+    if (!staged.ok()) return job.fail(std::move(staged).error_value());
+    out.report.files = staged->new_receipt.files.size();
+    out.report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+    out.staged = std::move(staged).value();
+}
+
+// Progress for every component this run (re)installs: committing, then done.
+void notify_components(const install_request& request, const install_report& report, fetch_stage stage) {
+    if (!request.observer) return;
+    for (const auto& c : report.components)
+        if (!c.unchanged)
+            request.observer->on_progress({c.component, stage, stage == fetch_stage::done ? c.size : 0, c.size});
+}
+}  // namespace
+
+result<install_report> install(const install_request& request) {
+    REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, [&] {
+                   if (request.observer) request.observer->on_lock_wait({request.prefix});
+               }));
+    // A receipt that cannot be read blocks only its own component: fetching
+    // that one again replaces it (commit_stages), the others go on.
+    REDIST_TRY(const receipt_scan scan, scan_receipts(lock.prefix()));
+    // The same free-space preflight as install_all (lib/pipeline/sync.cpp): one estimate of what unpacking needs.
+    const product_install product{request.product, request.release_label, request.artifact_base_url, request.artifacts,
+                                  request.component_versions};
+    REDIST_TRY_VOID(space_preflight(request.prefix, {product}, request, scan.receipts, {}));
+    REDIST_TRY(staged_install staged, stage_install(request, lock, scan.receipts, {}));
+    if (!staged.staged.empty()) {
+        notify_components(request, staged.report, fetch_stage::committing);
+        debug_pause("before-commit");
+        REDIST_TRY_VOID(commit_stages(lock, std::move(staged.staged), request.force));
+        if (request.budget) request.budget->mark("committed");
+        notify_components(request, staged.report, fetch_stage::done);
+    }
+    return std::move(staged.report);
+}
+
+// ---- staging without committing (install_all, lib/pipeline/sync.cpp) -------------------------
+// The first half of install() (and of install_all): the jobs, under a lock
+// the caller holds, with the stages handed back instead of committed; then
+// the exclude globs are applied to the stages.
+
+namespace {
+
+// Removes the excluded files from a stage and records them in its receipt.
+result<void> apply_exclude(staged_component& staged, const std::vector<std::string>& exclude) {
+    staged.new_receipt.exclude = exclude;
+    staged.new_receipt.excluded.clear();
+    if (exclude.empty()) return {};
+    std::vector<installed_file> kept;
+    for (auto& f : staged.new_receipt.files) {
+        if (!path_excluded(f.path, exclude)) {
+            kept.push_back(std::move(f));
+            continue;
+        }
+        // Files in the stage are ours (unpacked or placed there by this run).
+        REDIST_TRY(const fs::path target, confined_join(staged.stage_dir, f.path));
+        if (::unlink(target.c_str()) != 0 && errno != ENOENT)
+            return make_error(error_code::filesystem,
+                              std::string("cannot remove an excluded file: ") + std::strerror(errno))
+                .with_path(target.string());
+        // Directories left empty go too (rmdir fails on the others).
+        for (fs::path dir = target.parent_path(); dir != staged.stage_dir && is_strictly_under(staged.stage_dir, dir);
+             dir = dir.parent_path())
+            if (::rmdir(dir.c_str()) != 0) break;
+        staged.new_receipt.excluded.push_back(f.path);
+    }
+    staged.new_receipt.files = std::move(kept);
+    std::sort(staged.new_receipt.excluded.begin(), staged.new_receipt.excluded.end());
+    return {};
+}
+
+}  // namespace
+
+unsigned default_jobs(const std::vector<std::uint64_t>& archive_sizes, unsigned cores) {
+    const unsigned most = std::max(1u, cores);
+    std::uint64_t total = 0;
+    std::uint64_t largest = 0;
+    for (const std::uint64_t size : archive_sizes) {
+        total = size > UINT64_MAX - total ? UINT64_MAX : total + size;  // hostile sizes saturate
+        largest = std::max(largest, size);
+    }
+    if (largest == 0) return most;
+    const std::uint64_t slots = total / largest + (total % largest != 0 ? 1 : 0);
+    return static_cast<unsigned>(std::clamp<std::uint64_t>(slots, 1, most));
+}
+
+result<staged_install> stage_install(const install_request& request, const prefix_lock& lock,
+                                     const std::vector<receipt>& receipts, const std::vector<std::string>& exclude) {
+    staged_install out;
+    out.report.prefix = lock.prefix();
+    out.report.product = request.product;
+    out.report.release_label = request.release_label;
+
+    std::vector<job_result> results(request.artifacts.size());
+    std::vector<std::size_t> todo;
+    for (std::size_t i = 0; i < request.artifacts.size(); ++i) {
+        const artifact& a = request.artifacts[i];
+        component_report& cr = results[i].report;
+        cr.component = a.component;
+        if (auto v = request.component_versions.find(a.component); v != request.component_versions.end())
+            cr.version = v->second;
+        cr.platform = a.platform;
+        cr.variant = a.variant;
+        cr.url = sanitize_url(join_url(request.artifact_base_url, a.relative_path));
+        cr.sha256 = a.sha256;
+        cr.size = a.size;
+        const auto existing = std::find_if(receipts.begin(), receipts.end(), [&](const receipt& r) {
+            return receipt_current(r, request.product, a, exclude);
+        });
+        if (!request.force && existing != receipts.end()) {
+            cr.unchanged = true;
+            cr.files = existing->files.size();
+            cr.url = existing->url;
+            if (request.observer) request.observer->on_progress({a.component, fetch_stage::unchanged, a.size, a.size});
+            continue;
+        }
+        todo.push_back(i);
+    }
+
+    // Largest archive first: with fewer job slots than artifacts (2 cores, 9
+    // components) the longest download and decode starts at once instead of
+    // after the small ones (longest-processing-time-first scheduling; the
+    // decoder pool's bulk lane favours the largest archive the same way).
+    std::stable_sort(todo.begin(), todo.end(), [&](std::size_t x, std::size_t y) {
+        return request.artifacts[x].size > request.artifacts[y].size;
+    });
+
+    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
+    std::atomic<bool> abort_all{false};
+    // The run's thread budget (--threads), not every core of the machine.
+    const unsigned thread_budget = request.budget ? request.budget->threads() : run_budget::machine_limits().threads;
+    std::vector<std::uint64_t> sizes;
+    sizes.reserve(todo.size());
+    for (const std::size_t i : todo) sizes.push_back(request.artifacts[i].size);
+    const unsigned workers = request.jobs ? request.jobs : default_jobs(sizes, thread_budget);
+    for_each_index(todo.size(), workers, &abort_all, [&](std::size_t k) {
+        const std::size_t i = todo[k];
+        run_job(request, lock, cache, request.artifacts[i], abort_all, results[i]);
+    });
+
+    std::optional<error> first_failure;
+    for (const std::size_t i : todo) {
+        auto& f = results[i].failure;
+        if (f && (!first_failure || first_failure->code == error_code::cancelled)) first_failure = *f;
+        if (!f && !results[i].staged && !first_failure)
+            first_failure = make_error(error_code::cancelled, "not installed");
+    }
+    for (const std::size_t i : todo) {
+        if (first_failure) break;
+        auto applied = apply_exclude(*results[i].staged, exclude);
+        if (!applied.ok()) first_failure = std::move(applied).error_value();
+        else results[i].report.files = results[i].staged->new_receipt.files.size();
+    }
+    if (first_failure) {
+        discard_stages(lock);
+        return *first_failure;
+    }
+    for (const std::size_t i : todo) out.staged.push_back(std::move(*results[i].staged));
+    for (auto& r : results) out.report.components.push_back(std::move(r.report));
+    return out;
+}
+
+}  // namespace redist

@@ -1,0 +1,264 @@
+// Resolving a release: the index, the manifest (mirrors first, cached,
+// retried) and the CUDA variant rule. See include/redist/resolve.hpp.
+#include "redist/resolve.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redist/cache.hpp"
+#include "redist/observer.hpp"
+#include "redist/select.hpp"
+#include "redist/suggest.hpp"
+#include "redist/urls.hpp"
+#include "redist/verify.hpp"
+#include "redist/version.hpp"
+#include "support/safe_path.hpp"
+#include "transport/sources.hpp"
+
+namespace fs = std::filesystem;
+
+namespace redist {
+
+// ---- resolving ----------------------------------------------------------------------------
+
+namespace {
+
+// "file:///a/b" -> "/a/b" (percent-escapes are not expected in our paths).
+std::string file_url_path(std::string_view url) { return std::string(url.substr(7)); }
+
+std::string label_from_manifest_name(std::string_view url) {
+    auto name = url.substr(url.rfind('/') + 1);
+    constexpr std::string_view prefix = "redistrib_";
+    constexpr std::string_view suffix = ".json";
+    if (name.starts_with(prefix) && name.ends_with(suffix) && name.size() > prefix.size() + suffix.size())
+        return std::string(name.substr(prefix.size(), name.size() - prefix.size() - suffix.size()));
+    return {};
+}
+
+constexpr std::size_t kMaxManifestBytes = 64u << 20;
+constexpr std::size_t kMaxIndexBytes = 16u << 20;
+
+// Fetches a small document (index, manifest) through the source driver
+// (transient failures retried). Online, a fetched document is remembered in
+// the cache; offline, only file:// URLs and remembered documents are used. A
+// document larger than max_bytes is a bad document ("manifest larger than 64
+// MiB"), not a network failure: retrying or another mirror would not make it right.
+result<std::string> fetch_document(const std::string& url, const transfer_options& options,
+                                   const source_policy& sources, const std::optional<blob_cache>& cache,
+                                   fetch_observer* observer, const char* what = "manifest",
+                                   std::size_t max_bytes = kMaxManifestBytes) {
+    if (sources.offline && !is_file_url(url)) {
+        if (cache) {
+            if (auto doc = cache->load_document(url, max_bytes)) return std::move(*doc);  // sec-cache: bounded
+        }
+        return make_error(error_code::not_found, "offline, and not in the cache").with_url(url);
+    }
+    std::string text;
+    source_run run{retry_policy(sources)};
+    run.observer = observer;
+    auto fetched = try_sources({url}, run, [&](source_attempt& at) -> result<void> {
+        auto got = fetch_text(at.url, options, max_bytes, &at.failure);
+        if (got.ok()) {
+            text = std::move(got).value();
+            return {};
+        }
+        if (at.failure.too_large)
+            return make_error(error_code::bad_manifest,
+                              std::string(what) + " larger than " + std::to_string(max_bytes >> 20) + " MiB")
+                .with_url(url);
+        return std::move(got).error_value();
+    });
+    if (!fetched.ok()) return std::move(fetched).error_value();
+    if (cache && !is_file_url(url)) cache->store_document(url, text);
+    return text;
+}
+
+bool equal_hex(std::string_view a, std::string_view b) {
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
+}
+
+// The bases to try, in order: mirrors first, then the base URL.
+std::vector<std::string> bases_in_order(const source_policy& sources, const std::string& base_url) {
+    std::vector<std::string> out;
+    for (const auto& m : sources.mirrors) out.push_back(to_url(m));
+    out.push_back(base_url);
+    return out;
+}
+
+}  // namespace
+
+result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
+                                               const transfer_options& options) {
+    return list_versions(base_url, product, options, source_policy{});
+}
+
+namespace {
+
+// A product that no source has (HTTP 404, no such directory) is most often a
+// typo: `cudnnn` gets "(did you mean 'cudnn'?)" after the last source's error.
+error with_product_hint(error e, const std::string& product) {
+    if (e.code != error_code::not_found || e.message.find("(did you mean") != std::string::npos) return e;
+    const auto& known = known_products();
+    if (std::find(known.begin(), known.end(), product) == known.end()) e.message += did_you_mean(product, known);
+    return e;
+}
+
+}  // namespace
+
+result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
+                                               const transfer_options& options, const source_policy& sources,
+                                               fetch_observer* observer) {
+    REDIST_TRY(const auto cache, blob_cache::open_if_possible(sources.cache_dir, sources.shared_cache));
+    std::optional<error> last_error;
+    for (const auto& base : bases_in_order(sources, base_url)) {
+        const std::string url = index_url(base, product);
+        std::vector<std::string> labels;
+        if (is_file_url(url)) {
+            // A file:// base has no HTML index: list the directory itself.
+            const fs::path dir = file_url_path(url);
+            std::error_code ec;
+            if (!fs::is_directory(dir, ec)) {
+                last_error = make_error(error_code::not_found, "no such product directory").with_url(url);
+                continue;
+            }
+            std::string html;
+            for (const auto& entry : fs::directory_iterator(dir, ec))
+                html += "<a href=\"" + entry.path().filename().string() + "\"></a>\n";
+            if (ec) return make_error(error_code::filesystem, "cannot list: " + ec.message()).with_path(dir.string());
+            labels = parse_index_html(html);
+        } else {
+            auto html = fetch_document(url, options, sources, cache, observer, "index", kMaxIndexBytes);
+            if (!html.ok()) {
+                last_error = std::move(html).error_value();
+                continue;
+            }
+            labels = parse_index_html(*html);
+        }
+        if (labels.empty()) {
+            last_error = make_error(error_code::not_found, "the index lists no redistrib_<version>.json manifests")
+                             .with_url(url);
+            continue;
+        }
+        return labels;
+    }
+    return with_product_hint(*last_error, product);
+}
+
+result<resolved_release> resolve_release(const release_request& request, const transfer_options& options) {
+    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
+    resolved_release out;
+    std::string text;
+    if (!request.manifest_location.empty()) {
+        out.manifest_url = to_url(request.manifest_location);
+        REDIST_TRY(text, fetch_document(out.manifest_url, options, request.sources, cache, request.observer));
+    } else {
+        if (request.product.empty()) return make_error(error_code::usage, "a product is required");
+        const std::string spec = request.version_spec.empty() ? "latest" : request.version_spec;
+        std::optional<error> last_error;
+        bool fetched = false;
+        for (const auto& base : bases_in_order(request.sources, request.base_url)) {
+            if (spec != "latest") {
+                // Try the spec as an exact label first: that skips the index entirely.
+                out.manifest_url = manifest_url(base, request.product, spec);
+                auto direct = fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
+                if (direct.ok()) {
+                    text = std::move(direct).value();
+                    fetched = true;
+                    break;
+                }
+                if (direct.error_value().code != error_code::not_found) {
+                    last_error = std::move(direct).error_value();
+                    continue;
+                }
+            }
+            source_policy index_sources{{}, request.sources.cache_dir, request.sources.offline};
+            index_sources.shared_cache = request.sources.shared_cache;
+            auto labels = list_versions(base, request.product, options, index_sources, request.observer);
+            if (!labels.ok()) {
+                last_error = std::move(labels).error_value();
+                continue;
+            }
+            auto label = resolve_version_spec(spec, *labels);
+            if (!label.ok()) {
+                last_error = std::move(label).error_value().with_url(index_url(base, request.product));
+                continue;
+            }
+            out.manifest_url = manifest_url(base, request.product, *label);
+            auto manifest_text = fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
+            if (!manifest_text.ok()) {
+                last_error = std::move(manifest_text).error_value();
+                continue;
+            }
+            text = std::move(manifest_text).value();
+            fetched = true;
+            break;
+        }
+        if (!fetched) return with_product_hint(*last_error, request.product);
+    }
+    const auto first_char = text.find_first_not_of(" \t\r\n");
+    if (first_char == std::string::npos)
+        return make_error(error_code::bad_manifest, "empty manifest").with_source(sanitize_url(out.manifest_url));
+    if (text[first_char] == '<')
+        return make_error(error_code::bad_manifest, "expected a JSON manifest, got HTML (is the URL right?)")
+            .with_source(sanitize_url(out.manifest_url));
+    out.manifest_sha256 = sha256_hex(text);
+    if (!request.manifest_sha256.empty() && !equal_hex(request.manifest_sha256, out.manifest_sha256)) {
+        return make_error(error_code::integrity, "manifest does not match the pinned --manifest-sha256")
+            .with_url(out.manifest_url)
+            .with_expected_actual(request.manifest_sha256, out.manifest_sha256);
+    }
+    REDIST_TRY(out.parsed, parse_manifest(text, sanitize_url(out.manifest_url)));
+    out.manifest_text = text;
+    // Artifacts live beside the manifest -- on the base, even when a mirror
+    // answered for the manifest: mirrors are tried first for artifacts anyway,
+    // and the base must stay the last resort.
+    out.artifact_base_url = url_directory(out.manifest_url);
+
+    const std::string label_in_name = label_from_manifest_name(out.manifest_url);
+    out.label = !out.parsed.release_label.empty() ? out.parsed.release_label : label_in_name;
+    out.product = !request.product.empty() ? request.product : out.parsed.release_product;
+    if (request.manifest_location.empty())
+        out.artifact_base_url = url_directory(manifest_url(request.base_url, request.product, label_in_name));
+    if (!request.product.empty() && !out.parsed.release_product.empty() &&
+        out.parsed.release_product != request.product && request.manifest_location.empty()) {
+        return make_error(error_code::bad_manifest,
+                          "manifest is for product '" + out.parsed.release_product + "', not '" + request.product + "'")
+            .with_source(sanitize_url(out.manifest_url))
+            .with_json_path("release_product");
+    }
+    if (!label_in_name.empty() && !out.parsed.release_label.empty() && out.parsed.release_label != label_in_name &&
+        request.manifest_location.empty()) {
+        return make_error(error_code::bad_manifest,
+                          "manifest is for release '" + out.parsed.release_label + "', not '" + label_in_name + "'")
+            .with_source(sanitize_url(out.manifest_url))
+            .with_json_path("release_label");
+    }
+    return out;
+}
+
+// ---- CUDA variant ------------------------------------------------------------------------
+
+variant_choice choose_cuda_variant(const manifest& m, const std::string& platform,
+                                   const std::vector<std::string>& components, std::optional<int> explicit_major,
+                                   const std::optional<cuda_detection>& detected) {
+    const std::vector<int> offered = available_cuda_majors(m, platform, components);
+    if (explicit_major) return {explicit_major, "--cuda " + std::to_string(*explicit_major)};
+    if (offered.empty()) return {std::nullopt, "the selected artifacts have no CUDA variants"};
+    std::string offered_text;
+    for (int major : offered) offered_text += (offered_text.empty() ? "" : ", ") + std::to_string(major);
+    if (detected) {
+        if (std::find(offered.begin(), offered.end(), detected->major) != offered.end())
+            return {detected->major, "detected CUDA " + detected->version + " (" + detected->reason + ")"};
+        return {offered.back(), "detected CUDA " + detected->version + " (" + detected->reason +
+                                    ") but the manifest offers only " + offered_text + "; using the newest"};
+    }
+    return {offered.back(),
+            "no CUDA toolkit found; using the newest variant in the manifest (offered: " + offered_text + ")"};
+}
+
+}  // namespace redist

@@ -1,0 +1,1125 @@
+#include "redist/cache.hpp"
+
+#include <fcntl.h>
+#include <linux/fs.h>
+#include <pwd.h>
+#include <sys/file.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <ctime>
+#include <deque>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+#include <variant>
+
+#include <simdjson.h>
+
+#include "redist/json_writer.hpp"
+#include "redist/verify.hpp"
+#include "store/commit_plan.hpp"
+#include "store/tree_list.hpp"
+#include "support/posix_file.hpp"
+#include "support/safe_path.hpp"
+
+namespace fs = std::filesystem;
+
+namespace redist {
+
+namespace {
+
+// A descriptor closed on scope exit. Kept local and small on purpose: the
+// library's shared unique_fd is on its way (lib/support/posix_file.hpp).
+class fd_holder {
+public:
+    fd_holder() = default;
+    explicit fd_holder(int fd) : fd_(fd) {}
+    fd_holder(const fd_holder&) = delete;
+    fd_holder& operator=(const fd_holder&) = delete;
+    fd_holder(fd_holder&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+    fd_holder& operator=(fd_holder&& other) noexcept {
+        if (this != &other) {
+            if (fd_ >= 0) ::close(fd_);
+            fd_ = std::exchange(other.fd_, -1);
+        }
+        return *this;
+    }
+    ~fd_holder() {
+        if (fd_ >= 0) ::close(fd_);
+    }
+    int get() const { return fd_; }
+    int release() { return std::exchange(fd_, -1); }
+    // close(2)'s result matters for files we wrote (NFS, quota).
+    bool close() { return ::close(std::exchange(fd_, -1)) == 0; }
+
+private:
+    int fd_ = -1;
+};
+
+error fs_error(const std::string& what, const fs::path& path, int err) {
+    return make_error(error_code::filesystem, what + ": " + std::strerror(err)).with_path(path.string());
+}
+
+std::string octal(unsigned mode) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04o", mode & 07777);
+    return buf;
+}
+
+// Files that only we (or root, who can do anything anyway) could have written.
+bool written_by_us(const struct stat& st) {
+    return (st.st_uid == ::geteuid() || st.st_uid == 0) && (st.st_mode & (S_IWGRP | S_IWOTH)) == 0 && st.st_nlink == 1;
+}
+
+std::int64_t mtime_ns(const struct stat& st) {
+    return static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+}
+std::int64_t ctime_ns(const struct stat& st) {
+    return static_cast<std::int64_t>(st.st_ctim.tv_sec) * 1000000000 + st.st_ctim.tv_nsec;
+}
+
+// A name for a temporary file or directory that no other thread or process
+// of ours uses at the same time.
+std::string unique_suffix() {
+    static std::atomic<unsigned> counter{0};
+    return std::to_string(::getpid()) + "." + std::to_string(counter++);
+}
+
+// Reads at most `max_bytes` from fd; nullopt when there is more or reading fails.
+std::optional<std::string> read_bounded(int fd, std::size_t max_bytes) {
+    std::string out;
+    char buffer[1 << 16];
+    for (;;) {
+        const ssize_t n = ::read(fd, buffer, sizeof buffer);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return std::nullopt;
+        if (n == 0) return out;
+        if (out.size() + static_cast<std::size_t>(n) > max_bytes) return std::nullopt;
+        out.append(buffer, static_cast<std::size_t>(n));
+    }
+}
+
+bool write_all(int fd, std::string_view bytes) {
+    while (!bytes.empty()) {
+        const ssize_t n = ::write(fd, bytes.data(), bytes.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        bytes.remove_prefix(static_cast<std::size_t>(n));
+    }
+    return true;
+}
+
+// Opens (creating) a lock file without following a planted symlink, and
+// insists on a regular file: O_NONBLOCK so that a FIFO cannot block the open.
+result<int> open_lock_file(const fs::path& path) {
+    fd_holder fd(::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644));
+    if (fd.get() < 0) return fs_error("cannot open lock file", path, errno);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return fs_error("cannot stat lock file", path, errno);
+    if (!S_ISREG(st.st_mode))
+        return make_error(error_code::filesystem, "lock file is not a regular file").with_path(path.string());
+    return fd.release();
+}
+
+// ---- the trust check --------------------------------------------------------------------
+
+// A refused cache: one line that says what is wrong and how to fix it.
+error untrusted(const fs::path& dir, const std::string& why, const std::string& fix) {
+    return make_error(error_code::filesystem, "refusing the cache: " + why + "; " + fix +
+                                                  ", or pass --shared-cache to use a cache shared with other users "
+                                                  "(everything in it is re-verified)")
+        .with_path(dir.string());
+}
+
+// `st` describes the opened directory `dir` of the cache. Without `shared`
+// it must be ours and writable by nobody else: then nobody but us (and
+// root) can add, rename or remove anything in it, which is what lets the
+// rest of this file use paths inside it without racing an attacker.
+result<void> check_trusted_dir(const struct stat& st, const fs::path& dir, bool shared) {
+    if (!S_ISDIR(st.st_mode)) return untrusted(dir, "it is not a directory", "remove it");
+    if (shared) return {};
+    const auto me = ::geteuid();
+    if (st.st_uid != me)
+        return untrusted(dir,
+                         "the directory is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " +
+                             std::to_string(me) + ")",
+                         "run `chown -R " + std::to_string(me) + " " + dir.string() + "`, use another --cache-dir");
+    if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        return untrusted(dir, "the directory is writable by group or others (mode " + octal(st.st_mode) + ")",
+                         "run `chmod go-w " + dir.string() + "`");
+    return {};
+}
+
+struct open_failure {
+    error err;
+    bool refused = false;  // untrusted, as opposed to "could not create"
+};
+
+// Opens (creating) directory `name` below `parent` (its descriptor) without
+// following a symlink, and checks it. A directory we create is ours; with
+// a group-writable umask it is tightened (we may chmod what we created).
+std::variant<fd_holder, open_failure> open_cache_dir(int parent, const char* name, const fs::path& full, bool shared) {
+    const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+    bool created = false;
+    fd_holder fd(::openat(parent, name, flags));
+    if (fd.get() < 0 && errno == ENOENT) {
+        // Shared: what the umask allows (the process's, read once: see posix_file.hpp).
+        const auto mode = static_cast<mode_t>(shared ? 0777 & ~process_umask() : 0755);
+        if (::mkdirat(parent, name, mode) == 0) created = true;
+        else if (errno != EEXIST) return open_failure{fs_error("cannot create cache directory", full, errno), false};
+        fd = fd_holder(::openat(parent, name, flags));
+    }
+    if (fd.get() < 0) {
+        if (errno == ELOOP || errno == ENOTDIR)
+            return open_failure{untrusted(full, "it is a symlink or not a directory", "remove it"), true};
+        return open_failure{fs_error("cannot open cache directory", full, errno), false};
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return open_failure{fs_error("cannot stat cache directory", full, errno), false};
+    if (created && !shared && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+        if (::fchmod(fd.get(), st.st_mode & 07755) == 0) st.st_mode &= 07755;
+    }
+    auto trusted = check_trusted_dir(st, full, shared);
+    if (!trusted.ok()) return open_failure{std::move(trusted).error_value(), true};
+    return fd;
+}
+
+// ---- paths and symlinks inside a tree -----------------------------------------------------
+
+std::vector<std::string> split_path(std::string_view path) {
+    std::vector<std::string> out;
+    while (!path.empty()) {
+        const auto slash = path.find('/');
+        out.emplace_back(path.substr(0, slash));
+        if (slash == std::string_view::npos) break;
+        path.remove_prefix(slash + 1);
+    }
+    return out;
+}
+
+// A tree-relative path as a receipt may hold it (the tree becomes a stage,
+// then receipts): plain and relative (safe_path.hpp: no "..", no control
+// characters, no backslash) and not in .redist/.
+bool plausible_tree_path(std::string_view path) {
+    return path.size() <= 4096 && relative_path_problem(path) == nullptr &&
+           path.substr(0, path.find('/')) != state_dir_name;
+}
+
+// Whether symlink `link` (tree-relative) with `target` resolves inside the
+// tree, following the tree's own symlinks (`links`: path -> target) the way
+// the kernel would. A purely lexical check is not enough: with "a -> ." a
+// link "a/up -> .." sits, for the kernel, in the root and leaves the tree.
+bool resolves_inside(const std::string& link, const std::string& target,
+                     const std::map<std::string, std::string>& links) {
+    std::vector<std::string> dir = split_path(link);
+    dir.pop_back();
+    std::deque<std::string> todo;
+    auto push_target = [&](const std::string& t) {
+        if (t.empty() || t.front() == '/') return false;
+        const auto parts = split_path(t);
+        todo.insert(todo.begin(), parts.begin(), parts.end());
+        return true;
+    };
+    if (!push_target(target)) return false;
+    int hops = 0;
+    while (!todo.empty()) {
+        std::string c = std::move(todo.front());
+        todo.pop_front();
+        if (c.empty() || c == ".") continue;
+        if (c == "..") {
+            if (dir.empty()) return false;
+            dir.pop_back();
+            continue;
+        }
+        dir.push_back(std::move(c));
+        std::string joined;
+        for (const auto& d : dir) joined += (joined.empty() ? "" : "/") + d;
+        if (auto it = links.find(joined); it != links.end()) {
+            if (++hops > 40) return false;  // the kernel's ELOOP limit
+            dir.pop_back();
+            if (!push_target(it->second)) return false;
+        }
+    }
+    return true;
+}
+
+// ---- copying ----------------------------------------------------------------------------
+
+bool copy_range_rw(int in, int out, off_t off, off_t len) {
+    std::vector<char> buffer(1u << 20);
+    while (len > 0) {
+        const ssize_t n = ::pread(in, buffer.data(), static_cast<std::size_t>(std::min<off_t>(len, 1 << 20)), off);
+        if (n < 0 && errno == EINTR) continue;
+        if (n <= 0) return false;
+        for (ssize_t done = 0; done < n;) {
+            const ssize_t w = ::pwrite(out, buffer.data() + done, static_cast<std::size_t>(n - done), off + done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) return false;
+            done += w;
+        }
+        off += n;
+        len -= n;
+    }
+    return true;
+}
+
+bool copy_range(int in, int out, off_t off, off_t len) {
+    loff_t in_off = off;
+    loff_t out_off = off;
+    while (len > 0) {
+        const ssize_t n = ::copy_file_range(in, &in_off, out, &out_off, static_cast<std::size_t>(len), 0);
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0 && (errno == EXDEV || errno == ENOSYS || errno == EINVAL || errno == EOPNOTSUPP))
+            return copy_range_rw(in, out, in_off, len);
+        if (n <= 0) return false;
+        len -= n;
+    }
+    return true;
+}
+
+// Copies the first `size` bytes of `in` into the empty `out`, keeping holes:
+// only the data segments (SEEK_DATA/SEEK_HOLE) are copied, the rest stays a
+// hole (ftruncate). copy_file_range alone is not enough: on ext4 it writes a
+// hole as zeros, and a sparse file would come out of the cache dense.
+bool copy_keeping_holes(int in, int out, off_t size) {
+    off_t pos = 0;
+    while (pos < size) {
+        off_t data = ::lseek(in, pos, SEEK_DATA);
+        if (data < 0) {
+            if (errno == ENXIO) break;  // only a hole remains
+            data = pos;                 // no SEEK_DATA on this filesystem: copy the rest densely
+        }
+        if (data >= size) break;
+        off_t end = ::lseek(in, data, SEEK_HOLE);
+        if (end < 0 || end > size) end = size;
+        if (!copy_range(in, out, data, end - data)) return false;
+        pos = end;
+    }
+    return ::ftruncate(out, size) == 0;
+}
+
+// Places regular file `in` (size bytes) into the new, empty `out`: reflink
+// where allowed and possible, else a copy where allowed.
+bool clone_or_copy(int in, int out, off_t size, bool allow_reflink, bool allow_copy) {
+    if (allow_reflink && ::ioctl(out, FICLONE, in) == 0) return true;
+    return allow_copy && copy_keeping_holes(in, out, size);
+}
+
+// Creates the missing directories of `rel`'s parent below `root` (both
+// ours), one component at a time, never through a symlink.
+bool make_parents(const fs::path& root, const std::string& rel) {
+    auto parts = split_path(rel);
+    parts.pop_back();
+    fs::path dir = root;
+    for (const auto& p : parts) {
+        dir /= p;
+        if (::mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) return false;
+        struct stat st {};
+        if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+// ---- locating and opening ----------------------------------------------------------------
+
+fs::path default_cache_dir(const std::string& explicit_dir) {
+    if (!explicit_dir.empty()) return explicit_dir;
+    if (const char* env = std::getenv("REDIST_CACHE_DIR"); env && *env) return env;
+    if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg == '/') return fs::path(xdg) / "redist";
+    if (const char* home = std::getenv("HOME"); home && *home == '/') return fs::path(home) / ".cache" / "redist";
+    // HOME unset: the passwd entry says where our home is. Never a fixed path
+    // under /tmp: another user could create it first and own our cache.
+    std::vector<char> buffer(16384);
+    struct passwd pw {};
+    struct passwd* found = nullptr;
+    if (::getpwuid_r(::geteuid(), &pw, buffer.data(), buffer.size(), &found) == 0 && found && found->pw_dir &&
+        found->pw_dir[0] == '/' && std::string_view(found->pw_dir) != "/")
+        return fs::path(found->pw_dir) / ".cache" / "redist";
+    return {};
+}
+
+result<int> open_cache_file(const fs::path& path, cache_file_access how) {
+    int flags = O_CLOEXEC | O_NOFOLLOW;
+    if (how == cache_file_access::create_fresh) {
+        // Whatever sits at the name goes first (a planted symlink is removed,
+        // not followed); O_EXCL then guarantees a file of our own.
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fs_error("cannot replace cache file", path, errno);
+        const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | flags, 0644);
+        if (fd < 0) return fs_error("cannot create cache file", path, errno);
+        return fd;
+    }
+    flags |= O_NONBLOCK | (how == cache_file_access::read ? O_RDONLY : O_WRONLY | O_APPEND);
+    fd_holder fd(::open(path.c_str(), flags));
+    if (fd.get() < 0) {
+        if (errno == ELOOP)
+            return make_error(error_code::filesystem, "cache file is a symlink").with_path(path.string());
+        return fs_error("cannot open cache file", path, errno);
+    }
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0) return fs_error("cannot stat cache file", path, errno);
+    if (!S_ISREG(st.st_mode))
+        return make_error(error_code::filesystem, "cache file is not a regular file").with_path(path.string());
+    if (how == cache_file_access::append && (st.st_uid != ::geteuid() || st.st_nlink != 1))
+        return make_error(error_code::filesystem, "cache file is not ours (owner or link count)")
+            .with_path(path.string());
+    // Regular files ignore O_NONBLOCK; it was only there so that a FIFO could not block the open.
+    ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+    return fd.release();
+}
+
+bool resumable_cache_file(const fs::path& path, std::uint64_t max_size) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == ::geteuid() &&
+           st.st_size > 0 && static_cast<std::uint64_t>(st.st_size) <= max_size;
+}
+
+blob_lock::blob_lock(blob_lock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+blob_lock& blob_lock::operator=(blob_lock&& other) noexcept {
+    if (this != &other) {
+        if (fd_ >= 0) ::close(fd_);
+        fd_ = other.fd_;
+        other.fd_ = -1;
+    }
+    return *this;
+}
+blob_lock::~blob_lock() {
+    if (fd_ >= 0) ::close(fd_);
+}
+
+namespace {
+
+// The checked directories of a cache, open.
+struct checked_dirs {
+    fd_holder blobs, trees, documents, locks, history_urls, history_documents;
+};
+
+// Opens (creating) root/name, or root/name/below when `below` is set,
+// checking each directory on the way (open_cache_dir); returns the last one.
+std::variant<fd_holder, open_failure> open_cache_subdir(int root_fd, const fs::path& root, const char* name,
+                                                        const char* below, bool shared) {
+    auto dir = open_cache_dir(root_fd, name, root / name, shared);
+    if (below == nullptr || std::holds_alternative<open_failure>(dir)) return dir;
+    return open_cache_dir(std::get<fd_holder>(dir).get(), below, root / name / below, shared);
+}
+
+// Creates what is missing and checks every directory of the cache (see
+// "Trust" in cache.hpp), keeping each open.
+std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root, bool shared) {
+    std::error_code ec;
+    if (root.has_parent_path() && root.parent_path() != root) {
+        create_directories_masked(root.parent_path(), ec);
+        if (ec) return open_failure{fs_error("cannot create cache directory", root.parent_path(), ec.value()), false};
+    }
+    auto top = open_cache_dir(AT_FDCWD, root.c_str(), root, shared);
+    if (auto* f = std::get_if<open_failure>(&top)) {
+        // The root's own path is the user's choice and may end in a symlink
+        // they made (~/.cache/redist -> /data/cache): the directory it names
+        // is checked like the others.
+        if (!f->refused) return std::move(*f);
+        fd_holder fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        struct stat st {};
+        if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return std::move(*f);
+        auto trusted = check_trusted_dir(st, root, shared);
+        if (!trusted.ok()) return open_failure{std::move(trusted).error_value(), true};
+        top = std::move(fd);
+    }
+    const int root_fd = std::get<fd_holder>(top).get();
+    checked_dirs out;
+    // The drift history (drift.hpp) is part of the cache: its directories are
+    // checked here, with the others, before anything is written into them.
+    const struct {
+        const char* name;
+        const char* below;
+        fd_holder* slot;
+    } subs[] = {{"blobs", "sha256", &out.blobs},        {"trees", nullptr, &out.trees},
+                {"documents", nullptr, &out.documents}, {"locks", nullptr, &out.locks},
+                {"history", "urls", &out.history_urls}, {"history", "documents", &out.history_documents}};
+    for (const auto& sub : subs) {
+        auto dir = open_cache_subdir(root_fd, root, sub.name, sub.below, shared);
+        if (auto* f = std::get_if<open_failure>(&dir)) return std::move(*f);
+        *sub.slot = std::move(std::get<fd_holder>(dir));
+    }
+    return out;
+}
+
+// /proc/self/fd/<fd>: the directory itself, whatever happens to its name.
+// Falls back to `path` where /proc is not mounted.
+fs::path anchored(int fd, const fs::path& path) {
+    static const bool have_proc = ::access("/proc/self/fd", X_OK) == 0;
+    if (!have_proc || fd < 0) return path;
+    return fs::path("/proc/self/fd") / std::to_string(fd);
+}
+
+std::optional<open_failure> resolve_root(const fs::path& root, fs::path& absolute) {
+    if (root.empty())
+        return open_failure{make_error(error_code::filesystem,
+                                       "no cache directory: HOME is unset and the user has no home directory; "
+                                       "pass --cache-dir DIR (or set REDIST_CACHE_DIR), or --no-cache"),
+                            false};
+    std::error_code ec;
+    absolute = fs::absolute(root, ec).lexically_normal();
+    if (ec) return open_failure{fs_error("cannot resolve cache directory", root, ec.value()), false};
+    if (absolute.filename().empty()) absolute = absolute.parent_path();  // "dir/" -> "dir"
+    return std::nullopt;
+}
+
+}  // namespace
+
+struct cache_dir_handles {
+    checked_dirs dirs;
+};
+
+blob_cache blob_cache::from_checked(const fs::path& absolute, bool shared, cache_dir_handles&& opened) {
+    checked_dirs& dirs = opened.dirs;
+    blob_cache cache;
+    cache.root_ = absolute;
+    cache.shared_ = shared;
+    cache.blobs_ = absolute / "blobs" / "sha256";
+    cache.trees_ = absolute / "trees";
+    cache.documents_ = absolute / "documents";
+    cache.locks_ = absolute / "locks";
+    cache.history_urls_ = absolute / "history" / "urls";
+    cache.history_documents_ = absolute / "history" / "documents";
+    if (shared) {
+        // Not ours: reach each directory through its descriptor (see cache.hpp).
+        auto handles = std::make_shared<cache_dir_handles>();
+        handles->dirs = std::move(dirs);
+        cache.blobs_ = anchored(handles->dirs.blobs.get(), cache.blobs_);
+        cache.trees_ = anchored(handles->dirs.trees.get(), cache.trees_);
+        cache.documents_ = anchored(handles->dirs.documents.get(), cache.documents_);
+        cache.locks_ = anchored(handles->dirs.locks.get(), cache.locks_);
+        cache.history_urls_ = anchored(handles->dirs.history_urls.get(), cache.history_urls_);
+        cache.history_documents_ = anchored(handles->dirs.history_documents.get(), cache.history_documents_);
+        cache.handles_ = std::move(handles);
+    }
+    return cache;
+}
+
+result<blob_cache> blob_cache::open(const fs::path& root, bool shared) {
+    fs::path absolute;
+    if (auto failed = resolve_root(root, absolute)) return std::move(failed->err);
+    auto dirs = prepare_cache_dirs(absolute, shared);
+    if (auto* f = std::get_if<open_failure>(&dirs)) return std::move(f->err);
+    return from_checked(absolute, shared, cache_dir_handles{std::move(std::get<checked_dirs>(dirs))});
+}
+
+result<std::optional<blob_cache>> blob_cache::open_if_possible(const std::optional<fs::path>& root, bool shared) {
+    if (!root) return std::optional<blob_cache>();
+    return open_if_possible(*root, shared);
+}
+
+result<std::optional<blob_cache>> blob_cache::open_if_possible(const fs::path& root, bool shared) {
+    fs::path absolute;
+    if (auto failed = resolve_root(root, absolute)) return std::optional<blob_cache>();
+    auto dirs = prepare_cache_dirs(absolute, shared);
+    if (auto* f = std::get_if<open_failure>(&dirs)) {
+        if (f->refused) return std::move(f->err);
+        return std::optional<blob_cache>();
+    }
+    return std::optional<blob_cache>(
+        from_checked(absolute, shared, cache_dir_handles{std::move(std::get<checked_dirs>(dirs))}));
+}
+
+fs::path blob_cache::blob_path(const std::string& sha256) const { return blobs_ / sha256; }
+fs::path blob_cache::partial_path(const std::string& sha256) const { return blobs_ / (sha256 + ".part"); }
+
+bool blob_cache::has_blob(const std::string& sha256) const {
+    struct stat st {};
+    return is_sha256_hex(sha256) && ::lstat(blob_path(sha256).c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+result<blob_lock> blob_cache::lock_blob(const std::string& sha256, const std::function<void()>& on_wait) const {
+    // The digest becomes a file name here first: nothing else may.
+    if (!is_sha256_hex(sha256))
+        return make_error(error_code::bad_manifest, "sha256 is not 64 hex digits: '" + sha256.substr(0, 80) + "'");
+    const fs::path path = locks_ / (sha256 + ".lock");
+    REDIST_TRY(int fd, open_lock_file(path));
+    blob_lock lock;
+    lock.fd_ = fd;  // closed by the lock from here on
+    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return lock;
+    if (errno != EWOULDBLOCK) return fs_error("cannot lock", path, errno);
+    if (on_wait) on_wait();
+    while (::flock(fd, LOCK_EX) != 0) {
+        if (errno != EINTR) return fs_error("cannot lock", path, errno);
+    }
+    return lock;
+}
+
+result<void> blob_cache::publish(const std::string& sha256) const {
+    const fs::path from = partial_path(sha256);
+    const fs::path to = blob_path(sha256);
+    if (::rename(from.c_str(), to.c_str()) != 0) return fs_error("cannot publish cache blob", to, errno);
+    return {};
+}
+
+result<std::vector<cache_entry>> blob_cache::list() const {
+    std::vector<cache_entry> out;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(blobs_, ec)) {
+        std::string name = entry.path().filename().string();
+        cache_entry e;
+        if (name.ends_with(".part")) {
+            e.partial = true;
+            name.resize(name.size() - 5);
+        }
+        if (!is_sha256_hex(name)) continue;
+        struct stat st {};
+        if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+        e.sha256 = name;
+        e.size = static_cast<std::uint64_t>(st.st_size);
+        std::error_code ignored;
+        e.last_used = entry.last_write_time(ignored);
+        out.push_back(std::move(e));
+    }
+    if (ec) return make_error(error_code::filesystem, "cannot list cache: " + ec.message()).with_path(root_.string());
+    return out;
+}
+
+namespace {
+
+// Bytes of regular files under `dir` (not following symlinks); 0 if it is not a directory.
+std::uint64_t tree_bytes(const fs::path& dir) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    std::uint64_t bytes = 0;
+    std::error_code ec;
+    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
+        std::error_code ignored;
+        if (entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) bytes += entry.file_size(ignored);
+    }
+    return bytes;
+}
+
+// A directory of the cache, without following a symlink at its name: `path`
+// is the plain path of a cache we own, or /proc/self/fd/<n> of a directory
+// open() checked (shared), which is a link by design.
+unique_fd open_cache_subdir(const fs::path& path, bool shared) {
+    return unique_fd(::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (shared ? 0 : O_NOFOLLOW)));
+}
+
+}  // namespace
+
+std::uint64_t blob_cache::remove_tree(const std::string& sha256) const {
+    // Never in a shared cache: what others wrote is theirs to remove, and a
+    // recursive delete where others can rename directories is a race
+    // (a directory swapped for a symlink mid-way) that we do not run.
+    if (shared_) return 0;
+    const fs::path dir = trees_ / sha256;
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    const std::uint64_t bytes = tree_bytes(dir);
+    // Rename first, so that no process picks up a half-removed tree.
+    const std::string doomed = sha256 + ".stale." + unique_suffix();
+    if (::rename(dir.c_str(), (trees_ / doomed).c_str()) != 0) return 0;
+    if (const unique_fd trees = open_cache_subdir(trees_, shared_)) remove_tree_at(trees.get(), doomed);
+    return bytes;
+}
+
+namespace {
+
+// A temp file no lock protects is taken for dead after this long (an atomic
+// write of a document takes milliseconds).
+constexpr std::time_t unlocked_temp_age_s = 3600;
+
+unique_fd open_subdir_at(int dir_fd, const char* name) {
+    return unique_fd(::openat(dir_fd, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+}
+
+// True when nobody holds the flock on `name` in `dir_fd` (or it does not
+// exist): then no writer it serializes is at work. The lock is held by `held`
+// until the caller is done.
+bool lock_is_free_at(int dir_fd, const std::string& name, unique_fd& held) {
+    held.reset(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+    if (!held) return errno == ENOENT;
+    struct stat st {};
+    if (::fstat(held.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
+    return ::flock(held.get(), LOCK_EX | LOCK_NB) == 0;
+}
+
+// atomic_write's (and store_document's) temp files in `dir_fd` older than
+// unlocked_temp_age_s.
+std::uint64_t remove_old_temps(int dir_fd, std::optional<unsigned> owner) {
+    if (dir_fd < 0) return 0;
+    const std::time_t now = std::time(nullptr);
+    std::uint64_t freed = 0;
+    for (const auto& name : directory_names_at(dir_fd)) {
+        struct stat st {};
+        if (!is_atomic_write_temp(name) || ::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+        if (now - st.st_mtime >= unlocked_temp_age_s) freed += remove_tree_at(dir_fd, name, owner);
+    }
+    return freed;
+}
+
+// history/urls/<h>.json.tmp.*: drift_store::record writes them holding <h>.lock.
+std::uint64_t remove_dead_history_temps(int urls_fd, std::optional<unsigned> owner) {
+    if (urls_fd < 0) return 0;
+    std::uint64_t freed = 0;
+    for (const auto& name : directory_names_at(urls_fd)) {
+        const auto mark = name.find(".json.tmp.");
+        if (mark == std::string::npos) continue;
+        unique_fd lock;
+        if (lock_is_free_at(urls_fd, name.substr(0, mark) + ".lock", lock))
+            freed += remove_tree_at(urls_fd, name, owner);
+    }
+    return freed;
+}
+
+}  // namespace
+
+std::uint64_t blob_cache::remove_leftovers() const noexcept {
+    try {
+        const std::optional<unsigned> owner = shared_ ? std::optional<unsigned>(::geteuid()) : std::nullopt;
+        std::uint64_t freed = 0;
+        if (const unique_fd trees = open_cache_subdir(trees_, shared_)) {
+            for (const auto& name : directory_names_at(trees.get())) {
+                const std::string hex = name.substr(0, 64);
+                const std::string_view kind = std::string_view(name).substr(hex.size());
+                if (!is_sha256_hex(hex)) continue;
+                if (kind.starts_with(".stale.")) {  // renamed away by remove_tree, never read again
+                    freed += remove_tree_at(trees.get(), name, owner);
+                    continue;
+                }
+                if (!kind.starts_with(".partial.")) continue;
+                auto lock = open_lock_file(locks_ / (hex + ".lock"));
+                if (!lock.ok()) continue;
+                const fd_holder held(*lock);
+                if (::flock(held.get(), LOCK_EX | LOCK_NB) == 0) freed += remove_tree_at(trees.get(), name, owner);
+            }
+        }
+        if (const unique_fd documents = open_cache_subdir(documents_, shared_))
+            freed += remove_old_temps(documents.get(), owner);
+        // history/ belongs to the drift store, which open() does not check:
+        // each level is opened without following a symlink.
+        const unique_fd history(::open((root_ / "history").c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (history) {
+            freed += remove_dead_history_temps(open_subdir_at(history.get(), "urls").get(), owner);
+            freed += remove_old_temps(open_subdir_at(history.get(), "documents").get(), owner);
+        }
+        return freed;
+    } catch (...) {
+        return 0;  // std::bad_alloc: best effort
+    }
+}
+
+result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
+    REDIST_TRY(const auto entries, list());
+    const auto now = fs::file_time_type::clock::now();
+    std::uint64_t freed = remove_leftovers();
+    for (const auto& e : entries) {
+        if (older_than.count() > 0 && now - e.last_used < older_than) continue;
+        // Skip blobs that another process is working on right now.
+        auto lock = open_lock_file(locks_ / (e.sha256 + ".lock"));
+        if (!lock.ok()) continue;
+        fd_holder fd(*lock);
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+            std::error_code ec;
+            if (fs::remove(e.partial ? partial_path(e.sha256) : blob_path(e.sha256), ec)) freed += e.size;
+            if (!e.partial) freed += remove_tree(e.sha256);
+        }
+    }
+    // Trees whose archive is gone (pruned above, or deleted by hand).
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(trees_, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!is_sha256_hex(name) || fs::exists(blob_path(name))) continue;
+        std::error_code ignored;
+        if (older_than.count() > 0 && now - entry.last_write_time(ignored) < older_than) continue;
+        freed += remove_tree(name);
+    }
+    return freed;
+}
+
+result<std::uint64_t> blob_cache::prune_to_size(std::uint64_t max_bytes) const {
+    const std::uint64_t leftovers = remove_leftovers();
+    REDIST_TRY(const auto entries, list());
+    struct candidate {
+        const cache_entry* entry;
+        std::uint64_t bytes;  // the blob and its tree
+        fs::file_time_type used;
+    };
+    std::vector<candidate> order;
+    std::uint64_t total = 0;
+    std::set<std::string> blobs;
+    for (const auto& e : entries) {
+        candidate c{&e, e.size, e.last_used};
+        if (!e.partial) {
+            blobs.insert(e.sha256);
+            const fs::path tree = trees_ / e.sha256;
+            c.bytes += tree_bytes(tree);
+            struct stat st {};
+            if (::lstat((tree / ".redist-tree.json").c_str(), &st) == 0) {
+                const std::chrono::system_clock::time_point sys(
+                    std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                        std::chrono::seconds(st.st_atim.tv_sec) + std::chrono::nanoseconds(st.st_atim.tv_nsec)));
+                const auto atime = fs::file_time_type::clock::from_sys(sys);
+                c.used = std::max(c.used, atime);
+            }
+        }
+        total += c.bytes;
+        order.push_back(c);
+    }
+    std::uint64_t freed = leftovers;
+    // Orphaned trees (their archive is gone) first: nothing can reuse them without decoding again.
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(trees_, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!is_sha256_hex(name) || blobs.count(name)) continue;
+        if (total <= max_bytes) {
+            total += tree_bytes(entry.path());
+            continue;
+        }
+        freed += remove_tree(name);
+    }
+    std::sort(order.begin(), order.end(), [](const candidate& a, const candidate& b) { return a.used < b.used; });
+    for (const auto& c : order) {
+        if (total <= max_bytes) break;
+        auto lock = open_lock_file(locks_ / (c.entry->sha256 + ".lock"));
+        if (!lock.ok()) continue;
+        fd_holder fd(*lock);
+        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // in use by another process
+        std::uint64_t gone = 0;
+        std::error_code removed;
+        if (fs::remove(c.entry->partial ? partial_path(c.entry->sha256) : blob_path(c.entry->sha256), removed))
+            gone += c.entry->size;
+        if (!c.entry->partial) gone += remove_tree(c.entry->sha256);
+        freed += gone;
+        total -= std::min(total, c.bytes);
+    }
+    return freed;
+}
+
+void blob_cache::store_document(const std::string& url, const std::string& body) const noexcept {
+    (void)atomic_write(documents_ / sha256_hex(url), body, durability::none);  // best effort: a cache
+}
+
+std::optional<std::string> blob_cache::load_document(const std::string& url, std::size_t max_bytes) const {
+    // A document is input like any download: no symlinks, no FIFOs, bounded,
+    // and, in a shared cache, only what we wrote (a manifest decides which
+    // hashes are trusted, so one planted by another user must not be used).
+    auto opened = open_cache_file(documents_ / sha256_hex(url), cache_file_access::read);
+    if (!opened.ok()) return std::nullopt;
+    fd_holder fd(*opened);
+    struct stat st {};
+    if (::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
+    if (shared_ && !written_by_us(st)) return std::nullopt;
+    return read_bounded(fd.get(), max_bytes);
+}
+
+result<link_mode> parse_link_mode(std::string_view text) {
+    if (text == "auto") return link_mode::auto_select;
+    if (text == "reflink") return link_mode::reflink;
+    if (text == "hardlink") return link_mode::hardlink;
+    if (text == "copy") return link_mode::copy;
+    return make_error(error_code::usage,
+                      "--link-mode is auto, reflink, hardlink or copy, not '" + std::string(text) + "'");
+}
+
+}  // namespace redist
+
+// ---- extracted trees ------------------------------------------------------------------
+
+namespace redist {
+
+namespace {
+
+constexpr int k_tree_format = 2;  // 1 (a bare array, hard links to a prefix) is dropped and rebuilt
+constexpr std::size_t k_max_tree_list = 64u << 20;
+
+}  // namespace
+
+// The tree list (tree_list.hpp): written by store_tree, read back by
+// materialize_tree, from a cache that another user may share.
+std::string tree_list_json(const tree_list& list) {
+    json_writer w(0);
+    w.begin_object().field("format", k_tree_format).field("archive", list.archive).field("hardlinked", list.hardlinked);
+    w.key("files").begin_array();
+    for (const auto& r : list.files) {
+        const auto& f = r.file;
+        w.begin_object().field("path", f.path).field("type", f.kind == entry_kind::symlink ? "symlink" : "file");
+        w.field("size", f.size).field("sha256", f.sha256).field("target", f.link_target).field("mode", f.mode);
+        if (f.piece_size != 0) w.field("piece_size", f.piece_size);  // absent: the plain SHA-256
+        w.field("ino", r.ino).field("mtime_ns", r.mtime).field("ctime_ns", r.ctime).end_object();
+    }
+    w.end_array().end_object();
+    return w.str();
+}
+
+namespace {
+
+// simdjson On-Demand: each value is read once, in document order.
+bool parse_tree_record(simdjson::ondemand::object obj, tree_record& r) {
+    installed_file& f = r.file;
+    for (auto field : obj) {
+        std::string_view key;
+        std::string_view sv;
+        std::uint64_t n = 0;
+        std::int64_t i = 0;
+        if (field.unescaped_key().get(key)) return false;
+        auto v = field.value();
+        if (key == "path") {
+            if (v.get_string().get(sv)) return false;
+            f.path = sv;
+        } else if (key == "type") {
+            if (v.get_string().get(sv) || (sv != "symlink" && sv != "file")) return false;
+            f.kind = sv == "symlink" ? entry_kind::symlink : entry_kind::regular;
+        } else if (key == "size") {
+            if (v.get_uint64().get(n)) return false;
+            f.size = n;
+        } else if (key == "sha256") {
+            if (v.get_string().get(sv)) return false;
+            f.sha256 = sv;
+        } else if (key == "piece_size") {
+            if (v.get_uint64().get(n) || n == 0 || !valid_piece_size(n)) return false;
+            f.piece_size = n;
+        } else if (key == "target") {
+            if (v.get_string().get(sv)) return false;
+            f.link_target = sv;
+        } else if (key == "mode") {
+            if (v.get_uint64().get(n) || n > 07777) return false;
+            f.mode = static_cast<unsigned>(n);
+        } else if (key == "ino") {
+            if (v.get_uint64().get(n)) return false;
+            r.ino = n;
+        } else if (key == "mtime_ns") {
+            if (v.get_int64().get(i)) return false;
+            r.mtime = i;
+        } else if (key == "ctime_ns") {
+            if (v.get_int64().get(i)) return false;
+            r.ctime = i;
+        } else return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+std::optional<tree_list> parse_tree_list(const std::string& text) {
+    simdjson::ondemand::parser parser;
+    simdjson::padded_string padded(text);
+    simdjson::ondemand::document doc;
+    simdjson::ondemand::object top;
+    if (parser.iterate(padded).get(doc) || doc.get_object().get(top)) return std::nullopt;
+    tree_list list;
+    std::int64_t format = 0;
+    for (auto field : top) {
+        std::string_view key;
+        if (field.unescaped_key().get(key)) return std::nullopt;
+        auto v = field.value();
+        if (key == "format") {
+            if (v.get_int64().get(format)) return std::nullopt;
+        } else if (key == "archive") {
+            std::string_view sv;
+            if (v.get_string().get(sv)) return std::nullopt;
+            list.archive = sv;
+        } else if (key == "hardlinked") {
+            if (v.get_bool().get(list.hardlinked)) return std::nullopt;
+        } else if (key == "files") {
+            simdjson::ondemand::array items;
+            if (v.get_array().get(items)) return std::nullopt;
+            for (auto item : items) {
+                simdjson::ondemand::object obj;
+                tree_record r;
+                if (item.get_object().get(obj) || !parse_tree_record(obj, r)) return std::nullopt;
+                list.files.push_back(std::move(r));
+            }
+        } else {
+            return std::nullopt;
+        }
+    }
+    if (format != k_tree_format) return std::nullopt;
+    return list;
+}
+
+bool valid_tree_list(const tree_list& list, const std::string& sha256) {
+    if (list.archive != sha256) return false;
+    std::map<std::string, std::string> links;
+    std::set<std::string> seen;
+    for (const auto& r : list.files) {
+        const auto& f = r.file;
+        if (!plausible_tree_path(f.path) || !seen.insert(f.path).second) return false;
+        if (f.kind == entry_kind::symlink) links.emplace(f.path, f.link_target);
+        else if (!is_sha256_hex(f.sha256) || !f.link_target.empty()) return false;
+    }
+    for (const auto& r : list.files) {
+        const auto& f = r.file;
+        for (auto slash = f.path.find('/'); slash != std::string::npos; slash = f.path.find('/', slash + 1))
+            if (links.count(f.path.substr(0, slash))) return false;
+        if (f.kind == entry_kind::symlink && !resolves_inside(f.path, f.link_target, links)) return false;
+    }
+    return true;
+}
+
+void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
+                            const std::vector<installed_file>& files) const noexcept {
+    try {
+        if (!is_sha256_hex(sha256)) return;
+        const fs::path final_dir = trees_ / sha256;
+        struct stat st {};
+        if (::lstat(final_dir.c_str(), &st) == 0) return;
+        const fs::path tmp_path = trees_ / (sha256 + ".partial." + unique_suffix());
+        if (::mkdir(tmp_path.c_str(), 0755) != 0) return;
+        // From here on the new directory is reached through its descriptor
+        // when others can rename things in trees/ (shared); inside it, only
+        // we can write.
+        fd_holder tmp_fd(::open(tmp_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (tmp_fd.get() < 0 || ::fstat(tmp_fd.get(), &st) != 0 || st.st_uid != ::geteuid()) return;
+        const fs::path tmp = shared_ ? anchored(tmp_fd.get(), tmp_path) : tmp_path;
+        auto abandon = [&] {
+            std::error_code ec;
+            for (const auto& entry : fs::directory_iterator(tmp, ec)) fs::remove_all(entry.path(), ec);
+            ::rmdir(tmp_path.c_str());
+        };
+        tree_list list;
+        list.archive = sha256;
+        for (const auto& f : files) list.files.push_back(tree_record{f, 0, 0, 0});
+        if (!valid_tree_list(list, sha256)) return abandon();
+        for (auto& r : list.files) {
+            const installed_file& f = r.file;
+            if (!make_parents(tmp, f.path)) return abandon();
+            const fs::path to = tmp / f.path;
+            if (f.kind == entry_kind::symlink) {
+                if (::symlink(f.link_target.c_str(), to.c_str()) != 0) return abandon();
+                continue;
+            }
+            // A copy (or reflink), never a hard link: the stage becomes the
+            // prefix, and the prefix must not share inodes with the cache.
+            fd_holder in(::open((stage / f.path).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+            struct stat in_st {};
+            if (in.get() < 0 || ::fstat(in.get(), &in_st) != 0 || !S_ISREG(in_st.st_mode) ||
+                static_cast<std::uint64_t>(in_st.st_size) != f.size)
+                return abandon();
+            fd_holder out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+            if (out.get() < 0 || !clone_or_copy(in.get(), out.get(), in_st.st_size, true, true)) return abandon();
+            // Whatever the archive said, nobody else may write the cache's copy.
+            struct stat out_st {};
+            if (::fchmod(out.get(), (f.mode & 0755) | 0400) != 0 || ::fstat(out.get(), &out_st) != 0) return abandon();
+            r.ino = static_cast<std::uint64_t>(out_st.st_ino);
+            r.mtime = mtime_ns(out_st);
+            r.ctime = ctime_ns(out_st);
+            if (!out.close()) return abandon();
+        }
+        // The list is written before the directory is renamed into place, so a
+        // tree under its final name always has a list.
+        fd_holder out(
+            ::open((tmp / ".redist-tree.json").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+        if (out.get() < 0) return abandon();
+        const bool written = write_all(out.get(), tree_list_json(list));
+        if (!out.close() || !written || ::rename(tmp_path.c_str(), final_dir.c_str()) != 0) return abandon();
+    } catch (...) {
+        // Best effort (std::bad_alloc): no tree is recorded.
+    }
+}
+
+result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(const std::string& sha256,
+                                                                                const fs::path& stage,
+                                                                                link_mode mode) const {
+    using outcome = std::optional<std::vector<installed_file>>;
+    if (!is_sha256_hex(sha256)) return outcome();
+    const fs::path dir_path = trees_ / sha256;
+    fd_holder dir_fd(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (dir_fd.get() < 0 && errno == ENOENT) return outcome();
+    struct stat dir_st {};
+    const bool dir_opened = dir_fd.get() >= 0 && ::fstat(dir_fd.get(), &dir_st) == 0;
+    // Shared: the tree is reached through the directory checked below, whatever happens to its name.
+    const fs::path dir = shared_ ? anchored(dir_fd.get(), dir_path) : dir_path;
+    const fs::path list_path = dir / ".redist-tree.json";
+
+    // An untrusted or stale tree: the caller unpacks the archive instead.
+    auto reject = [&]() -> result<outcome> {
+        std::error_code ec;
+        fs::remove_all(stage, ec);
+        create_directories_masked(stage, ec);
+        if (!shared_) remove_tree(sha256);
+        return outcome();
+    };
+    auto stage_error = [&](const char* what, const fs::path& path) -> result<outcome> {
+        return fs_error(what, path, errno);
+    };
+
+    // The list decides what gets installed, so it must be one we wrote: in
+    // a directory and a file owned by us (or root) that nobody else can
+    // write, not a link to somebody else's file.
+    if (!dir_opened || !S_ISDIR(dir_st.st_mode) || (dir_st.st_uid != ::geteuid() && dir_st.st_uid != 0) ||
+        (dir_st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        return reject();
+    auto opened = open_cache_file(list_path, cache_file_access::read);
+    if (!opened.ok()) return reject();
+    std::optional<tree_list> list;
+    {
+        fd_holder fd(*opened);
+        struct stat st {};
+        if (::fstat(fd.get(), &st) != 0 || !written_by_us(st)) return reject();
+        const auto text = read_bounded(fd.get(), k_max_tree_list);
+        if (!text) return reject();
+        list = parse_tree_list(*text);
+    }
+    if (!list || !valid_tree_list(*list, sha256)) return reject();
+
+    // Hard links would hand files others may write to the prefix in a shared cache.
+    const bool hardlink = mode == link_mode::hardlink && !shared_;
+    for (const auto& r : list->files) {
+        const installed_file& f = r.file;
+        const fs::path to = stage / f.path;
+        std::error_code ec;
+        create_directories_masked(to.parent_path(), ec);  // in our stage; no listed path is below a symlink
+        if (ec)
+            return make_error(error_code::filesystem, "cannot create directory: " + ec.message())
+                .with_path(to.parent_path().string());
+        if (f.kind == entry_kind::symlink) {
+            // Made from the (validated) list, not copied from the tree.
+            if (::symlink(f.link_target.c_str(), to.c_str()) != 0) return stage_error("cannot create symlink", to);
+            continue;
+        }
+        auto source = open_cache_file(dir / f.path, cache_file_access::read);
+        if (!source.ok()) return reject();
+        fd_holder in(*source);
+        struct stat st {};
+        if (::fstat(in.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != f.size) return reject();
+        // Not shared, the cache is ours (checked by open): nobody but us and
+        // root could have written this file. What remains are our own (or
+        // root's) edits, and those change the ctime even when the size and
+        // mtime are put back; a replaced file has another inode. Shared, the
+        // copy placed in the stage is re-hashed below instead.
+        if (!shared_ &&
+            (st.st_ino != r.ino || mtime_ns(st) != r.mtime || (!list->hardlinked && ctime_ns(st) != r.ctime)))
+            return reject();
+        if (hardlink) {
+            if (::link((dir / f.path).c_str(), to.c_str()) != 0)
+                return stage_error("cannot place file from the cache", to);
+            continue;
+        }
+        fd_holder out(::open(to.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        if (out.get() < 0) return stage_error("cannot place file from the cache", to);
+        if (!clone_or_copy(in.get(), out.get(), st.st_size, mode != link_mode::copy, mode != link_mode::reflink))
+            return stage_error("cannot place file from the cache", to);
+        if (shared_) {
+            // The copy is ours now: hashing it (not the cache's file) leaves
+            // no window for a swap between the check and the use.
+            const auto digest = file_digest(out.get(), f.piece_size, to);
+            if (!digest.ok() || *digest != f.sha256) return reject();
+        }
+        if (::fchmod(out.get(), f.mode & 0777) != 0 || !out.close())
+            return stage_error("cannot place file from the cache", to);
+    }
+    if (hardlink && !list->hardlinked) {
+        // From now on the tree shares inodes with a prefix: see link_mode.
+        list->hardlinked = true;
+        if (!atomic_write(list_path, tree_list_json(*list), durability::none).ok()) remove_tree(sha256);
+    }
+    std::vector<installed_file> files;
+    files.reserve(list->files.size());
+    for (auto& r : list->files) files.push_back(std::move(r.file));
+    return outcome(std::move(files));
+}
+
+}  // namespace redist

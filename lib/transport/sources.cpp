@@ -1,0 +1,683 @@
+// The one source driver. See sources.hpp.
+#include "transport/sources.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdlib>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <string_view>
+#include <thread>
+
+#include "redist/cache.hpp"
+#include "redist/urls.hpp"
+#include "support/debug_pause.hpp"
+#include "support/stopwatch.hpp"
+
+namespace redist {
+
+namespace {
+
+// Per-thread generator, seeded per process and thread, so that many clients
+// retrying the same server do not retry in lockstep.
+double default_jitter() {
+    static thread_local std::minstd_rand rng(
+        static_cast<unsigned>(::getpid()) ^
+        static_cast<unsigned>(std::hash<std::thread::id>{}(std::this_thread::get_id())));
+    return std::uniform_real_distribution<double>(0.0, 1.0)(rng);
+}
+
+bool moves_on(error_code code) {
+    return code == error_code::network || code == error_code::not_found || code == error_code::integrity;
+}
+
+std::chrono::milliseconds to_ms(double seconds) {
+    return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000.0)));
+}
+
+}  // namespace
+
+retry_policy::retry_policy(const source_policy& sources, jitter_source jitter)
+    : attempts_(std::max(1, sources.attempts_per_source)),
+      initial_(std::max(0.0, sources.initial_backoff_seconds)),
+      max_backoff_(std::max(0.0, sources.max_backoff_seconds)),
+      max_retry_after_(sources.max_retry_after_seconds),
+      jitter_(jitter ? std::move(jitter) : jitter_source(default_jitter)) {}
+
+retry_decision retry_policy::next(int attempt, const attempt_failure& failure) const {
+    using action = retry_decision::action;
+    if (!moves_on(failure.code)) return {action::fail, {}};
+    const bool retryable = failure.code == error_code::network && failure.transient && attempt < attempts_;
+    if (!retryable) return {action::next_source, {}};
+    if (failure.retry_after_seconds) {
+        // Honoured as given, but a server asking for a long pause is a
+        // server to leave: another source may answer now.
+        if (*failure.retry_after_seconds > max_retry_after_) return {action::next_source, {}};
+        return {action::retry, to_ms(static_cast<double>(std::max(0L, *failure.retry_after_seconds)))};
+    }
+    double seconds = initial_ * std::ldexp(1.0, std::min(std::max(attempt, 1) - 1, 30));
+    seconds = std::min(seconds, max_backoff_);
+    const double j = std::clamp(jitter_(), 0.0, 1.0);
+    seconds *= 0.5 + 0.5 * j;
+    return {action::retry, to_ms(seconds)};
+}
+
+void remember_failure(std::optional<error>& kept, error e) {
+    const auto rank = [](error_code c) {
+        return c == error_code::integrity ? 3 : c == error_code::network ? 2 : c == error_code::not_found ? 1 : 4;
+    };
+    if (!kept || rank(e.code) >= rank(kept->code)) kept = std::move(e);
+}
+
+namespace {
+
+void notify_retry(const source_run& run, const std::string& url, const error& e, int next_attempt,
+                  const retry_decision& d, bool retry_after) {
+    if (!run.observer) return;
+    retry_event ev;
+    ev.component = run.component;
+    ev.url = sanitize_url(url);
+    ev.reason = e;
+    ev.next_attempt = next_attempt;
+    ev.attempts = run.policy.attempts_per_source();
+    ev.delay_seconds = std::chrono::duration<double>(d.delay).count();
+    ev.retry_after = retry_after;
+    run.observer->on_retry(ev);
+}
+
+void notify_source_change(const source_run& run, const std::vector<std::string>& urls, std::size_t from,
+                          const std::optional<error>& why) {
+    if (!run.observer || from + 1 >= urls.size()) return;
+    source_change_event ev;
+    ev.component = run.component;
+    ev.from_url = sanitize_url(urls[from]);
+    ev.to_url = sanitize_url(urls[from + 1]);
+    if (why) ev.reason = *why;
+    run.observer->on_source_change(ev);
+}
+
+enum class source_result : std::uint8_t { ok, next, fail };
+
+// The attempts on one source. Leaves the failure to report in `last`.
+source_result attempts_on(const std::string& url, std::size_t index, const source_run& run,
+                          const attempt_function& attempt, std::optional<error>& last, int& requests) {
+    for (int n = 1;; ++n) {
+        source_attempt a{url, index, n, {}};
+        ++requests;
+        auto done = attempt(a);
+        if (done.ok()) return source_result::ok;
+        error e = std::move(done).error_value();
+        const attempt_failure f{e.code, a.failure.transient, a.failure.retry_after_seconds};
+        const retry_decision d = run.policy.next(n, f);
+        if (d.what == retry_decision::action::fail) {
+            last = std::move(e);
+            return source_result::fail;
+        }
+        if (d.what == retry_decision::action::next_source) {
+            remember_failure(last, std::move(e));
+            return source_result::next;
+        }
+        notify_retry(run, url, e, n + 1, d, f.retry_after_seconds.has_value());
+        remember_failure(last, std::move(e));
+        if (run.sleep) run.sleep(d.delay);
+        else std::this_thread::sleep_for(d.delay);
+    }
+}
+
+}  // namespace
+
+result<sources_outcome> try_sources(const std::vector<std::string>& urls, const source_run& run,
+                                    const attempt_function& attempt, int* requests) {
+    std::optional<error> last;
+    int made = 0;
+    const auto count = [&] {
+        if (requests) *requests += made;
+    };
+    for (std::size_t i = 0; i < urls.size(); ++i) {
+        if (run.offline && !is_file_url(urls[i])) {
+            remember_failure(
+                last,
+                make_error(error_code::not_found, "offline, and not in the cache").with_url(sanitize_url(urls[i])));
+            continue;
+        }
+        std::optional<error> here;
+        const source_result r = attempts_on(urls[i], i, run, attempt, here, made);
+        if (r == source_result::ok) {
+            count();
+            return sources_outcome{i, made};
+        }
+        if (r == source_result::fail) {
+            count();
+            return std::move(*here);
+        }
+        notify_source_change(run, urls, i, here);
+        remember_failure(last, std::move(*here));
+        if (run.on_next_source) run.on_next_source();
+    }
+    count();
+    if (!last) return make_error(error_code::not_found, "no source to try");
+    return std::move(*last);
+}
+
+// ---- file_sink -------------------------------------------------------------------------
+
+namespace {
+
+std::filesystem::path part_name(const std::filesystem::path& final_path, long pid) {
+    return std::filesystem::path(final_path.string() + ".part." + std::to_string(pid));
+}
+
+// The pid of "<final name>.part.<pid>", or -1.
+long part_pid(const std::string& name, const std::string& prefix) {
+    if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() - prefix.size() > 9) return -1;
+    const std::string digits = name.substr(prefix.size());
+    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return -1;
+    return std::stol(digits);
+}
+
+bool process_is_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
+
+}  // namespace
+
+file_sink::file_sink(std::filesystem::path final_path)
+    : final_(std::move(final_path)), part_(part_name(final_, static_cast<long>(::getpid()))) {}
+
+file_sink::~file_sink() = default;
+
+result<void> file_sink::restart() {
+    fd_.reset();
+    // O_NOFOLLOW: the mirror directory is ours, but never write through a link.
+    fd_ = unique_fd(::open(part_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644));
+    if (!fd_) return errno_error("cannot create", part_, errno);
+    return {};
+}
+
+result<void> file_sink::write(const std::byte* data, std::size_t size) {
+    if (!fd_) return make_error(error_code::internal, "file_sink written before restart").with_path(part_.string());
+    return write_all(fd_.get(), data, size, part_);
+}
+
+std::optional<std::filesystem::path> file_sink::held_bytes(std::uint64_t max_size) {
+    // A dead process's .part of the same file becomes ours (rename is atomic:
+    // of two processes adopting it, one wins); the others of dead processes
+    // are removed. A live process's .part is left alone.
+    std::error_code ec;
+    const std::string prefix = final_.filename().string() + ".part.";
+    std::optional<std::filesystem::path> adopted;
+    for (const auto& entry : std::filesystem::directory_iterator(final_.parent_path(), ec)) {
+        const long pid = part_pid(entry.path().filename().string(), prefix);
+        if (pid < 0 || entry.path() == part_ || !process_is_gone(pid)) continue;
+        struct stat st {};
+        const bool usable = !adopted && ::lstat(entry.path().c_str(), &st) == 0 && S_ISREG(st.st_mode) &&
+                            st.st_size > 0 && static_cast<std::uint64_t>(st.st_size) <= max_size;
+        if (usable && ::rename(entry.path().c_str(), part_.c_str()) == 0) {
+            adopted = part_;
+            continue;
+        }
+        std::error_code rm;
+        std::filesystem::remove(entry.path(), rm);
+    }
+    if (!adopted) return std::nullopt;
+    fd_ = unique_fd(::open(part_.c_str(), O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC));
+    if (!fd_) return std::nullopt;
+    return adopted;
+}
+
+result<void> file_sink::commit() {
+    // Without fsync a power loss after the rename could leave a short file
+    // under the final name, which is exactly what must not happen.
+    if (::fsync(fd_.get()) != 0) return errno_error("cannot sync", part_, errno);
+    REDIST_TRY_VOID(fd_.close(part_));
+    if (::rename(part_.c_str(), final_.c_str()) != 0) return errno_error("cannot rename into place", final_, errno);
+    return {};
+}
+
+void file_sink::discard() noexcept {
+    fd_.reset();
+    ::unlink(part_.c_str());
+}
+
+// ---- artifact_stream ---------------------------------------------------------------------
+
+namespace {
+// The tee is written in pieces of this size (see tee_pending_).
+constexpr std::size_t kTeeBatch = 1u << 20;
+constexpr auto kIdleTeeWrite = std::chrono::milliseconds(250);
+}  // namespace
+
+// The transfer thread's serial work per byte used to be SHA-256, the cache
+// copy's write() and the hand-off to the unpacker: on 16 cores that capped a
+// loopback download near 500 MiB/s, and the decoder waited for input. With
+// cores to spare, the transfer thread now only copies each piece here, and
+// this worker hashes it and writes the tee, in order, while the unpacker
+// already decodes. Bounded: the transfer waits while kQueueBytes are queued.
+class artifact_stream::hash_worker {
+public:
+    static constexpr std::size_t kQueueBytes = 2u << 20;
+    static constexpr std::size_t kPiece = 1u << 20;
+    // Worth a thread: an archive this large, on a machine with this many cores.
+    static constexpr std::uint64_t kMinSize = 8u << 20;
+    static constexpr unsigned kMinCores = 4;
+
+    explicit hash_worker(std::function<void(const std::byte*, std::size_t)> work) : work_(std::move(work)) {
+        thread_ = std::thread([this] { run(); });
+    }
+    hash_worker(const hash_worker&) = delete;
+    hash_worker& operator=(const hash_worker&) = delete;
+    ~hash_worker() {
+        {
+            std::lock_guard lock(mutex_);
+            stop_ = true;
+        }
+        work_ready_.notify_all();
+        thread_.join();
+    }
+
+    void push(const std::byte* data, std::size_t size) {
+        std::unique_lock lock(mutex_);
+        while (size > 0) {
+            room_.wait(lock, [&] { return queued_ < kQueueBytes; });
+            if (queue_.empty() || queue_.back().size() >= kPiece) {
+                queue_.emplace_back();
+                if (!spares_.empty()) {
+                    queue_.back().swap(spares_.back());
+                    spares_.pop_back();
+                }
+                queue_.back().clear();
+                queue_.back().reserve(kPiece);
+            }
+            auto& back = queue_.back();
+            const std::size_t n = std::min(size, kPiece - back.size());
+            back.insert(back.end(), data, data + n);
+            queued_ += n;
+            data += n;
+            size -= n;
+            work_ready_.notify_one();
+        }
+    }
+
+    // Returns once every byte pushed so far has been through hash_and_tee.
+    void settle() {
+        std::unique_lock lock(mutex_);
+        idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
+    }
+
+private:
+    void run() {
+        std::unique_lock lock(mutex_);
+        for (;;) {
+            work_ready_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+            if (queue_.empty()) return;  // stopping
+            std::vector<std::byte> piece = std::move(queue_.front());
+            queue_.pop_front();
+            busy_ = true;
+            lock.unlock();
+            work_(piece.data(), piece.size());
+            lock.lock();
+            busy_ = false;
+            queued_ -= piece.size();
+            if (spares_.size() < 2) spares_.push_back(std::move(piece));
+            room_.notify_all();
+            if (queue_.empty()) idle_.notify_all();
+        }
+    }
+
+    std::function<void(const std::byte*, std::size_t)> work_;
+    std::mutex mutex_;
+    std::condition_variable work_ready_;
+    std::condition_variable room_;
+    std::condition_variable idle_;
+    std::deque<std::vector<std::byte>> queue_;
+    std::vector<std::vector<std::byte>> spares_;
+    std::size_t queued_ = 0;
+    bool busy_ = false;
+    bool stop_ = false;
+    std::thread thread_;
+};
+
+artifact_stream::artifact_stream(expected_artifact expected, byte_sink& sink)
+    : expected_(std::move(expected)), sink_(sink) {
+    // REDIST_HASH_THREAD=1/0 forces the choice (tests exercise both on any machine).
+    const char* forced = std::getenv("REDIST_HASH_THREAD");
+    const bool wanted = forced && *forced ? std::string_view(forced) != "0"
+                                          : expected_.size >= hash_worker::kMinSize &&
+                                                std::thread::hardware_concurrency() >= hash_worker::kMinCores;
+    if (wanted) {
+        try {
+            hash_worker_ = std::make_unique<hash_worker>(
+                [this](const std::byte* data, std::size_t size) { hash_and_tee(data, size); });
+        } catch (const std::system_error&) {  // NOLINT(bugprone-empty-catch): no thread, hash inline
+        }
+    }
+}
+
+// A .part kept for a later resume gets every byte received.
+artifact_stream::~artifact_stream() { settle(); }
+
+void artifact_stream::settle() {
+    if (hash_worker_) hash_worker_->settle();
+    flush_tee();
+}
+
+void artifact_stream::hash_and_tee(const std::byte* data, std::size_t size) {
+    const auto started = std::chrono::steady_clock::now();
+    hasher_.update(data, size);
+    if (tee_) {
+        if (tee_pending_.empty() && size >= kTeeBatch) {
+            write_tee(data, size);  // a large piece already (file://, the hash worker's): no copy
+        } else {
+            if (tee_pending_.empty()) tee_pending_.reserve(kTeeBatch);
+            tee_pending_.insert(tee_pending_.end(), data, data + size);
+            if (tee_pending_.size() >= kTeeBatch) flush_tee();
+        }
+    }
+    hash_and_tee_ns_ += ns_since(started);
+}
+
+void artifact_stream::flush_tee() noexcept {
+    if (!tee_pending_.empty()) write_tee(tee_pending_.data(), tee_pending_.size());
+    tee_pending_.clear();
+}
+
+void artifact_stream::write_tee(const std::byte* data, std::size_t size) noexcept {
+    // Disk full (often because of what we are unpacking): the cache copy is
+    // given up, not the download -- the hash must still decide about these bytes.
+    if (tee_ && !write_all(tee_.get(), data, size, tee_path_).ok()) drop_tee();
+}
+
+result<void> artifact_stream::restart() {
+    // Not settle(): the tee starts over in a new file, so the bytes it has not
+    // written yet are dropped rather than written into the file it replaces.
+    if (hash_worker_) hash_worker_->settle();
+    tee_pending_.clear();
+    REDIST_TRY_VOID(sink_.restart());
+    hasher_ = sha256_hasher();
+    received_ = 0;
+    verified_ = false;
+    resumed_ = false;
+    changed_ = false;
+    paused_mid_download_ = false;
+    tee_.reset();
+    tee_dropped_ = false;
+    if (!tee_path_.empty()) {
+        // Never through a planted symlink: a new file of our own.
+        REDIST_TRY(const int fd, open_cache_file(tee_path_, cache_file_access::create_fresh));
+        tee_ = unique_fd(fd);
+    }
+    return {};
+}
+
+result<bool> artifact_stream::resume_or_restart() {
+    settle();  // the .part is checked and replayed below
+    // Only a regular file of ours, with one link, is resumed.
+    if (!tee_path_.empty() && resumable_cache_file(tee_path_, expected_.size)) {
+        tee_.reset();
+        REDIST_TRY_VOID(sink_.restart());
+        hasher_ = sha256_hasher();
+        received_ = 0;
+        verified_ = false;
+        tee_dropped_ = false;
+        REDIST_TRY_VOID(replay(tee_path_, /*into_sink=*/true));
+        REDIST_TRY(const int fd, open_cache_file(tee_path_, cache_file_access::append));
+        tee_ = unique_fd(fd);
+        resumed_ = received_ > 0;
+        return true;
+    }
+    if (tee_path_.empty()) {
+        if (auto held = sink_.held_bytes(expected_.size)) {
+            hasher_ = sha256_hasher();
+            received_ = 0;
+            verified_ = false;
+            auto replayed = replay(*held, /*into_sink=*/false);
+            if (replayed.ok()) {
+                resumed_ = received_ > 0;
+                return true;
+            }
+        }
+    }
+    REDIST_TRY_VOID(restart());
+    return false;
+}
+
+result<void> artifact_stream::replay(const std::filesystem::path& path, bool into_sink) {
+    // O_NOFOLLOW, regular files only. Anything else is not what we wrote
+    // there: treated like corrupt bytes (dropped, fetched again).
+    auto opened = open_cache_file(path, cache_file_access::read);
+    if (!opened.ok())
+        return make_error(error_code::integrity, "unusable cache entry: " + opened.error_value().message)
+            .with_path(path.string());
+    const unique_fd fd(*opened);
+    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
+    std::vector<std::byte> buffer(1u << 20);
+    settle();
+    unique_fd saved_tee = std::move(tee_);  // replayed bytes are already in the tee
+    result<void> outcome;
+    for (;;) {
+        const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) {
+            outcome = errno_error("cannot read", path, errno);
+            break;
+        }
+        if (n == 0) break;
+        const auto size = static_cast<std::size_t>(n);
+        if (into_sink) {
+            outcome = feed(buffer.data(), size);
+        } else if (received_ + size > expected_.size) {
+            outcome = make_error(error_code::integrity, "size mismatch: more bytes than the manifest's size")
+                          .with_path(path.string());
+        } else {
+            received_ += size;
+            hasher_.update(buffer.data(), size);
+        }
+        if (!outcome.ok()) break;
+    }
+    settle();
+    tee_ = std::move(saved_tee);
+    return outcome;
+}
+
+void artifact_stream::drop_tee() noexcept {
+    tee_pending_.clear();
+    tee_.reset();
+    ::unlink(tee_path_.c_str());
+    tee_dropped_ = true;
+}
+
+result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
+    if (received_ + size > expected_.size) {
+        return make_error(error_code::integrity, "size mismatch: more bytes than the manifest's size")
+            .with_expected_actual(std::to_string(expected_.size), "at least " + std::to_string(received_ + size));
+    }
+    received_ += size;
+    if (hash_worker_) hash_worker_->push(data, size);
+    else hash_and_tee(data, size);
+    const auto handing = std::chrono::steady_clock::now();
+    auto written = sink_.write(data, size);
+    sink_ns_ += ns_since(handing);
+    REDIST_TRY_VOID(std::move(written));
+    if (!paused_mid_download_ && received_ >= expected_.size / 2) {
+        paused_mid_download_ = true;
+        // The tests kill the process here: what it received so far is in
+        // the .part, as after a stall (on_idle).
+        settle();
+        debug_pause("mid-download");
+    }
+    return {};
+}
+
+result<void> artifact_stream::accept_response(const response_info& info, std::uint64_t resume_from,
+                                              const std::string& url) {
+    const std::string this_validator = !info.etag.empty() ? info.etag : info.last_modified;
+    if (resume_from > 0 && !info.partial) {
+        // The server ignored the Range: start over cleanly with this body.
+        REDIST_TRY_VOID(restart());
+    } else if (resume_from > 0 && !validator_.empty() && !this_validator.empty() && validator_ != this_validator) {
+        changed_ = true;  // the file changed under us: the bytes so far are worthless
+        return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url));
+    }
+    validator_ = this_validator;
+    const std::uint64_t expected_body = expected_.size - (info.partial ? resume_from : 0);
+    if (info.content_length >= 0 && static_cast<std::uint64_t>(info.content_length) != expected_body) {
+        return make_error(error_code::integrity, "size mismatch: Content-Length disagrees with the manifest's size")
+            .with_url(sanitize_url(url))
+            .with_expected_actual(std::to_string(expected_body), std::to_string(info.content_length));
+    }
+    if (progress_) progress_(received_);
+    return {};
+}
+
+result<void> artifact_stream::verify(const std::string& source) {
+    settle();
+    tee_.reset();
+    const std::uint64_t size = received_;
+    auto checked = check_integrity(expected_.size, expected_.sha256, size, hasher_.finish_hex(), source);
+    if (!checked.ok()) {
+        // Wrong bytes: worthless for any later source. When some came from
+        // an earlier process, they may be the wrong ones (see fetch_from).
+        resumed_bytes_failed_ = resumed_;
+        REDIST_TRY_VOID(restart());
+        return checked;
+    }
+    verified_ = true;
+    return {};
+}
+
+namespace {
+bool cancelled(const std::atomic<bool>* flag) { return flag && flag->load(); }
+error cancelled_error() { return make_error(error_code::cancelled, "cancelled because another artifact failed"); }
+}  // namespace
+
+download_callbacks artifact_stream::body_callbacks(const std::string& url, std::uint64_t resume_from,
+                                                   std::chrono::steady_clock::time_point& last_report) {
+    download_callbacks callbacks;
+    callbacks.on_response = [this, &url, resume_from](const response_info& info) {
+        return accept_response(info, resume_from, url);
+    };
+    // A stalled or crawling transfer: the tee gets what came so far (at most
+    // every kIdleTeeWrite), so a kill or a resume loses none of it.
+    callbacks.on_idle = [this]() -> result<void> {
+        const auto now = std::chrono::steady_clock::now();
+        if (now - last_idle_tee_write_ < kIdleTeeWrite) return {};
+        last_idle_tee_write_ = now;
+        settle();
+        return {};
+    };
+    callbacks.on_data = [this, &last_report](const std::byte* data, std::size_t size) -> result<void> {
+        if (cancelled(cancel_)) return cancelled_error();
+        REDIST_TRY_VOID(feed(data, size));
+        const auto now = std::chrono::steady_clock::now();
+        if (progress_ && now - last_report > std::chrono::milliseconds(200)) {
+            last_report = now;
+            progress_(received_);
+        }
+        return {};
+    };
+    return callbacks;
+}
+
+result<void> artifact_stream::check_complete(const std::string& where) {
+    if (received_ < expected_.size) {
+        // The body ended early without a transport error (no Content-Length).
+        auto e = make_error(error_code::integrity, "size mismatch: the body ended early")
+                     .with_url(where)
+                     .with_expected_actual(std::to_string(expected_.size) + " bytes",
+                                           std::to_string(received_) + " bytes");
+        REDIST_TRY_VOID(restart());
+        return e;
+    }
+    return verify(where);
+}
+
+bool artifact_stream::retry_without_resumed_bytes(const result<void>& outcome) noexcept {
+    const bool retry = !outcome.ok() && outcome.error_value().code == error_code::integrity && resumed_bytes_failed_ &&
+                       received_ == 0;
+    resumed_bytes_failed_ = false;
+    return retry;
+}
+
+result<void> artifact_stream::fetch_from(const std::string& url, const transfer_options& options,
+                                         transfer_failure_info& failure) {
+    auto outcome = fetch_from_once(url, options, failure);
+    if (retry_without_resumed_bytes(outcome)) outcome = fetch_from_once(url, options, failure);
+    return outcome;
+}
+
+result<void> artifact_stream::fetch_from_once(const std::string& url, const transfer_options& options,
+                                              transfer_failure_info& failure) {
+    if (cancelled(cancel_)) return cancelled_error();
+    const std::string where = sanitize_url(url);
+    const std::uint64_t resume_from = received_;
+    if (resume_from == expected_.size && resume_from > 0) return verify(where);  // a complete .part: just verify it
+    changed_ = false;
+    auto last_report = std::chrono::steady_clock::now();
+    download_callbacks callbacks = body_callbacks(url, resume_from, last_report);
+    // The one place an artifact body is downloaded over one connection.
+    auto downloaded = download(url, options, callbacks, resume_from, &failure);
+    if (!downloaded.ok()) {
+        error e = std::move(downloaded).error_value();
+        if (changed_) failure.transient = true;  // retried from byte 0
+        if (changed_ || e.code == error_code::integrity) REDIST_TRY_VOID(restart());
+        if (e.code == error_code::integrity && e.url.empty()) e.url = where;
+        return e;
+    }
+    return check_complete(where);
+}
+
+result<void> artifact_stream::fetch_split(const std::string& url, const transfer_options& options,
+                                          const segment_options& segments, const spool_location& spool,
+                                          const segment_retry_hook& retry, transfer_failure_info& failure) {
+    auto outcome = fetch_split_once(url, options, segments, spool, retry, failure);
+    if (retry_without_resumed_bytes(outcome)) outcome = fetch_split_once(url, options, segments, spool, retry, failure);
+    return outcome;
+}
+
+result<void> artifact_stream::fetch_split_once(const std::string& url, const transfer_options& options,
+                                               const segment_options& segments, const spool_location& spool,
+                                               const segment_retry_hook& retry, transfer_failure_info& failure) {
+    if (cancelled(cancel_)) return cancelled_error();
+    const std::string where = sanitize_url(url);
+    // Every byte comes again from 0 (see the header): start over unless
+    // nothing was fed since the last restart (the first attempt).
+    if (received_ > 0) REDIST_TRY_VOID(restart());
+    auto last_report = std::chrono::steady_clock::now();
+    download_callbacks callbacks = body_callbacks(url, 0, last_report);
+    auto drop_spool = [&] {
+        if (spool.part_file.empty()) return;
+        ::unlink(spool.part_file.c_str());
+        remove_segment_record(spool.part_file);
+    };
+    auto downloaded = segmented_download(url, expected_.size, options, segments, spool, callbacks, retry, &failure);
+    if (!downloaded.ok()) {
+        error e = std::move(downloaded).error_value();
+        if (e.code == error_code::integrity) {
+            drop_spool();
+            if (e.url.empty()) e.url = where;
+        }
+        return e;
+    }
+    resumed_ = downloaded->reused_bytes > 0;  // the spool's bytes from an earlier run went through the hash
+    auto checked = check_complete(where);
+    if (!checked.ok()) drop_spool();
+    return checked;
+}
+
+result<void> artifact_stream::fetch_file(const std::filesystem::path& path, const std::string& source) {
+    REDIST_TRY_VOID(restart());
+    auto replayed = replay(path, /*into_sink=*/true);
+    if (!replayed.ok()) {
+        error e = std::move(replayed).error_value();
+        REDIST_TRY_VOID(restart());
+        return e;
+    }
+    return verify(source);
+}
+
+}  // namespace redist

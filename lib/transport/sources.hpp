@@ -1,0 +1,315 @@
+// Internal: the one source driver (issue 13, item 1). Documents, artifacts
+// and `redist mirror` all fetch through try_sources(): one retry policy, one
+// offline rule, one error ranking, one place that reports retries.
+//
+//   retry_policy      pure: what to do after a failed attempt (retry after a
+//                     delay, move on to the next source, or give up)
+//   try_sources       walks the URLs in order, calling an attempt function,
+//                     sleeping through an injected sleeper, reporting retry
+//                     and source-change events to the observer
+//
+// Nothing here touches the network: the attempt function does.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/observer.hpp"
+#include "redist/transfer.hpp"
+#include "redist/verify.hpp"
+#include "support/posix_file.hpp"
+#include "transport/segmented_download.hpp"
+
+namespace redist {
+
+// What one failed attempt says, as far as retrying is concerned.
+struct attempt_failure {
+    error_code code = error_code::network;
+    bool transient = false;                   // worth retrying on the same source
+    std::optional<long> retry_after_seconds;  // the server's Retry-After, if any
+};
+
+struct retry_decision {
+    enum class action : std::uint8_t { retry, next_source, fail };
+    action what = action::fail;
+    std::chrono::milliseconds delay{0};  // action::retry: how long to wait first
+    bool operator==(const retry_decision&) const = default;
+};
+
+// Built from source_policy; pure apart from the jitter source, which is
+// injected (a function returning a uniform number in [0, 1)).
+//   - network failures marked transient are retried on the same source, at
+//     most attempts_per_source attempts in all;
+//   - the delay before retry k (k = the attempt that failed, 1-based) is
+//     initial * 2^(k-1), capped at max_backoff, times a jitter in [0.5, 1);
+//   - a Retry-After replaces that delay (no jitter: the server asked for it)
+//     when it is at most max_retry_after_seconds; a longer one moves on to
+//     the next source instead of blocking for it;
+//   - not_found, integrity and non-transient network failures move on to the
+//     next source (another mirror may have the right bytes);
+//   - anything else (filesystem, cancelled, bad_archive, ...) fails at once:
+//     another source would not change it.
+class retry_policy {
+public:
+    using jitter_source = std::function<double()>;
+    explicit retry_policy(const source_policy& sources, jitter_source jitter = {});
+
+    retry_decision next(int attempt, const attempt_failure& failure) const;
+    int attempts_per_source() const { return attempts_; }
+
+private:
+    int attempts_;
+    double initial_, max_backoff_;
+    long max_retry_after_;
+    jitter_source jitter_;
+};
+
+// The error to report when every source failed: an integrity failure
+// (somebody served wrong bytes) or not-found says more than a later
+// transient one. Keeps the better of `kept` and `e`.
+void remember_failure(std::optional<error>& kept, error e);
+
+// What try_sources hands the attempt function, and what it reports back.
+struct source_attempt {
+    const std::string& url;
+    std::size_t source = 0;         // index into the URL list
+    int attempt = 1;                // on this source, 1-based
+    transfer_failure_info failure;  // filled by the attempt (download() does)
+};
+using attempt_function = std::function<result<void>(source_attempt&)>;
+
+struct source_run {
+    explicit source_run(retry_policy p) : policy(std::move(p)) {}
+    retry_policy policy;
+    std::function<void(std::chrono::milliseconds)> sleep;  // empty: std::this_thread::sleep_for
+    fetch_observer* observer = nullptr;
+    std::string component;  // for the events
+    bool offline = false;   // only file:// URLs are tried
+    // Called when a source is given up (a retry on the same source keeps
+    // state such as bytes received so far); may be empty.
+    std::function<void()> on_next_source;
+};
+
+struct sources_outcome {
+    std::size_t source = 0;  // the URL that succeeded
+    int requests = 0;        // attempts made in all
+};
+
+// Tries `urls` in order. Offline, a non-file URL counts as not_found
+// ("offline, and not in the cache") without an attempt. Each failure goes
+// through run.policy: retry (a retry event, then sleep), next source (a
+// source-change event when there is one), or fail (returned at once).
+// `requests` (if given) counts the attempts made, success or not.
+// Outcomes: ok | the best failure by remember_failure's ranking | the
+// failing error unchanged for action::fail.
+result<sources_outcome> try_sources(const std::vector<std::string>& urls, const source_run& run,
+                                    const attempt_function& attempt, int* requests = nullptr);
+
+// ---- the artifact stream -------------------------------------------------------------
+//
+// One artifact's bytes, from any source, in one pass as they arrive:
+// counted against the manifest's size (never more), hashed, appended to an
+// optional tee file (the cache's .part), and handed to a byte_sink (the
+// unpacker writing a stage for fetch; a plain file for mirror).
+//
+// The rules it keeps (pinned by tests/sources_test.cpp):
+//   - resume: a later attempt sends "Range: bytes=<received>-" and keeps
+//     the bytes so far; a 200 to that (the server ignored the Range) starts
+//     over with the new body; a 206 whose ETag (else Last-Modified) differs
+//     from the one the bytes so far came from means the file changed: the
+//     bytes are dropped and the attempt fails as transient (retried from 0);
+//   - a Content-Length that disagrees with what is left is an integrity
+//     failure before the body is read; a body that ends early without a
+//     transport error (no Content-Length) is "truncated";
+//   - an integrity failure drops the bytes (the next source starts over); a
+//     network failure keeps them (the next attempt or source resumes, and
+//     the tee file stays for the next process).
+
+// Where the bytes go besides the hash. Not thread-safe; one per stream.
+class byte_sink {
+public:
+    byte_sink() = default;
+    byte_sink(const byte_sink&) = delete;
+    byte_sink& operator=(const byte_sink&) = delete;
+    virtual ~byte_sink() = default;
+    // Drops whatever was written: the next byte written is byte 0.
+    virtual result<void> restart() = 0;
+    // Outcomes: ok | an error that stops the transfer (disk full). A sink
+    // whose complaint must wait for the hash (the unpacker: a corrupt
+    // download is an integrity failure, not a decoder error) records it and
+    // returns ok.
+    virtual result<void> write(const std::byte* data, std::size_t size) = 0;
+    // Bytes the sink already holds from an earlier process, as a file to be
+    // hashed (not written again); nullopt: none, start from byte 0.
+    virtual std::optional<std::filesystem::path> held_bytes(std::uint64_t max_size) {
+        (void)max_size;
+        return std::nullopt;
+    }
+};
+
+// A plain file: "<final>.part.<pid>" beside `final_path`, renamed into
+// place by commit() after the stream verified it. held_bytes() adopts the
+// .part file a dead process left for the same final path (renamed to ours,
+// atomically, so two live processes never share one).
+class file_sink final : public byte_sink {
+public:
+    explicit file_sink(std::filesystem::path final_path);
+    ~file_sink() override;  // closes; the .part stays unless discard() or commit() ran
+    result<void> restart() override;
+    result<void> write(const std::byte* data, std::size_t size) override;
+    std::optional<std::filesystem::path> held_bytes(std::uint64_t max_size) override;
+    // fsync, close, rename over the final path. Outcomes: ok | filesystem.
+    result<void> commit();
+    void discard() noexcept;  // closes and removes the .part file
+    const std::filesystem::path& part_path() const { return part_; }
+
+private:
+    std::filesystem::path final_, part_;
+    unique_fd fd_;
+};
+
+struct expected_artifact {
+    std::uint64_t size = 0;
+    std::string sha256;
+};
+
+class artifact_stream {
+public:
+    artifact_stream(expected_artifact expected, byte_sink& sink);
+    ~artifact_stream();
+    artifact_stream(const artifact_stream&) = delete;
+    artifact_stream& operator=(const artifact_stream&) = delete;
+
+    // Tee every byte into this file (the cache's .part) from the next restart().
+    void set_tee(std::filesystem::path part_file) { tee_path_ = std::move(part_file); }
+    // Called with the bytes received so far: after each response's headers,
+    // then at most every 200 ms while the body streams.
+    void set_progress(std::function<void(std::uint64_t)> progress) { progress_ = std::move(progress); }
+    // Checked before each attempt and between chunks: set, the transfer stops (cancelled).
+    void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
+
+    // From byte 0: restarts the sink and the hash, truncates the tee.
+    result<void> restart();
+    // Continues from the bytes an earlier process left: the tee file
+    // (replayed through the hash and the sink), else the sink's own held
+    // bytes (hashed only). Starts from 0 when there are none. Returns
+    // whether bytes were resumed.
+    result<bool> resume_or_restart();
+
+    // One attempt from `url`, resuming at received(): the only place an
+    // artifact body is downloaded (a segmented downloader plugs in here).
+    // Fills `failure` as download() does. After the last byte the size and
+    // SHA-256 are checked. When they do not match and the stream had resumed
+    // bytes an earlier process left (the .part, a dead process's file), those
+    // bytes are what is suspect, not the source: they are dropped and the
+    // artifact is downloaded again from byte 0, from the same URL, once in
+    // this call. Only a mismatch of bytes that all came from `url` in this
+    // process is an integrity failure. Outcomes: ok (verified) | network |
+    // not_found | integrity | cancelled | filesystem | the sink's error.
+    result<void> fetch_from(const std::string& url, const transfer_options& options, transfer_failure_info& failure);
+    // One attempt from `url` over several ranged connections (see
+    // segmented_download.hpp): the downloader owns the spool (the cache's
+    // .part, with its resume record), so no tee may be set. It delivers every
+    // byte from 0, including those an earlier run left in the spool, so the
+    // hash and the sink start over (the caller restarts them once before the
+    // first attempt). Wrong bytes (integrity) remove the spool's .part and
+    // record; when the spool held bytes of an earlier run, the artifact is
+    // downloaded again from byte 0 once, as in fetch_from. Outcomes as fetch_from.
+    result<void> fetch_split(const std::string& url, const transfer_options& options, const segment_options& segments,
+                             const spool_location& spool, const segment_retry_hook& retry,
+                             transfer_failure_info& failure);
+    // Streams a local file (a cached blob) through hash and sink, from 0, and
+    // verifies it. An unreadable or odd file (symlink, FIFO) is an integrity
+    // failure: treated like wrong bytes. Outcomes as fetch_from.
+    result<void> fetch_file(const std::filesystem::path& path, const std::string& source);
+    // A new source: forget the validator (ETag) the bytes so far came from.
+    void next_source() { validator_.clear(); }
+
+    std::uint64_t received() const { return received_; }
+    bool verified() const { return verified_; }
+    // For --profile: time feed() spent hashing and writing the tee, and
+    // handing bytes to the sink (which waits while the unpacker is behind).
+    std::uint64_t hash_and_tee_ns() {
+        settle();
+        return hash_and_tee_ns_;
+    }
+    std::uint64_t sink_ns() const { return sink_ns_; }
+    // The tee file holds every byte received (false after a failed write dropped it).
+    bool tee_complete() {
+        settle();
+        return !tee_path_.empty() && !tee_dropped_;
+    }
+
+    // Feeds bytes (used by fetch_from; public for tests). Outcomes: ok |
+    // integrity (more bytes than the manifest's size) | the sink's error.
+    result<void> feed(const std::byte* data, std::size_t size);
+    // Checks the response headers of an attempt that asked for bytes
+    // resume_from.. (used by fetch_from; public for tests).
+    result<void> accept_response(const response_info& info, std::uint64_t resume_from, const std::string& url);
+    // After the last byte: size and SHA-256. Outcomes: ok | integrity.
+    result<void> verify(const std::string& source);
+
+private:
+    result<void> fetch_from_once(const std::string& url, const transfer_options& options,
+                                 transfer_failure_info& failure);
+    result<void> fetch_split_once(const std::string& url, const transfer_options& options,
+                                  const segment_options& segments, const spool_location& spool,
+                                  const segment_retry_hook& retry, transfer_failure_info& failure);
+    // After a failed attempt: true (once) when it failed because bytes an
+    // earlier process left turned out wrong; the stream is at byte 0 again.
+    bool retry_without_resumed_bytes(const result<void>& outcome) noexcept;
+    result<void> replay(const std::filesystem::path& path, bool into_sink);
+    // The callbacks of one attempt that asked for bytes resume_from..
+    download_callbacks body_callbacks(const std::string& url, std::uint64_t resume_from,
+                                      std::chrono::steady_clock::time_point& last_report);
+    // After a transfer that returned ok: the body must have been complete.
+    result<void> check_complete(const std::string& where);
+    void drop_tee() noexcept;
+
+    expected_artifact expected_;
+    byte_sink& sink_;
+    sha256_hasher hasher_;
+    std::uint64_t received_ = 0;
+    std::uint64_t hash_and_tee_ns_ = 0;
+    std::uint64_t sink_ns_ = 0;
+    bool verified_ = false;
+    // The bytes so far include bytes an earlier process left (resume_or_restart,
+    // or a segmented spool's reused ranges); cleared by restart().
+    bool resumed_ = false;
+    // verify() found a mismatch while resumed_ was set (then restarted).
+    bool resumed_bytes_failed_ = false;
+    std::filesystem::path tee_path_;
+    unique_fd tee_;
+    bool tee_dropped_ = false;
+    // Tee bytes not yet written: libcurl hands the body over in 16 KiB
+    // pieces, and a write() per piece was 20,000 system calls for 323 MiB.
+    std::vector<std::byte> tee_pending_;
+    std::chrono::steady_clock::time_point last_idle_tee_write_{};
+    void write_tee(const std::byte* data, std::size_t size) noexcept;
+    void flush_tee() noexcept;  // writes tee_pending_
+    std::string validator_;     // ETag or Last-Modified of the response the bytes so far came from
+    bool changed_ = false;      // the last response said the file changed under us
+    bool paused_mid_download_ = false;
+    std::function<void(std::uint64_t)> progress_;
+    const std::atomic<bool>* cancel_ = nullptr;
+
+    // Hashing and the tee on a thread of their own (see sources.cpp). Every
+    // member function but feed() settles it before it touches hasher_, tee_,
+    // tee_pending_, tee_dropped_ or hash_and_tee_ns_. Declared last: stopped first.
+    class hash_worker;
+    void hash_and_tee(const std::byte* data, std::size_t size);
+    // Returns once every byte fed so far is hashed and in the tee (the
+    // worker idle, tee_pending_ written).
+    void settle();
+    std::unique_ptr<hash_worker> hash_worker_;
+};
+
+}  // namespace redist
