@@ -12,7 +12,7 @@ set -euo pipefail
 
 minimal=(
   build-essential cmake ninja-build pkg-config
-  libsimdjson-dev libcurl4-openssl-dev libarchive-dev liblzma-dev libssl-dev
+  libsimdjson-dev libcurl4-openssl-dev libarchive-dev liblzma-dev libzstd-dev libssl-dev
   libcli11-dev
   libelf-dev                        # redist check: ELF reader (elfutils)
   libtomlplusplus-dev               # redist.toml project files

@@ -20,6 +20,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -1174,4 +1175,92 @@ TEST_CASE("libarchive's umask flips happen only under umask_mutex", "[unpack][po
     CHECK(failures == 0);
     CHECK(reads > 0);
     CHECK(zeros == 0);
+}
+
+// ---- tar.zst: libzstd on the decoder thread, the tar stream hashed ----------------
+
+namespace {
+
+// Compresses `tar` as zstd frames of `frame_bytes` input each (as a mirror's
+// recompressed copy is written), optionally with a window of 2^window_log.
+std::string zstd_frames(const std::string& tar, std::size_t frame_bytes, int window_log = 0) {
+    std::unique_ptr<ZSTD_CCtx, std::size_t (*)(ZSTD_CCtx*)> cctx(ZSTD_createCCtx(), ZSTD_freeCCtx);
+    REQUIRE(cctx);
+    REQUIRE_FALSE(ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_compressionLevel, 1)));
+    if (window_log != 0) REQUIRE_FALSE(ZSTD_isError(ZSTD_CCtx_setParameter(cctx.get(), ZSTD_c_windowLog, window_log)));
+    std::string out;
+    std::vector<char> buffer(ZSTD_CStreamOutSize());
+    for (std::size_t at = 0; at < tar.size() || at == 0; at += frame_bytes) {
+        ZSTD_inBuffer in{tar.data() + at, std::min(frame_bytes, tar.size() - at), 0};
+        // Streamed (ZSTD_e_continue first), the frame header does not know
+        // the content size, so it declares the whole window as set.
+        while (in.pos < in.size) {
+            ZSTD_outBuffer o{buffer.data(), buffer.size(), 0};
+            REQUIRE_FALSE(ZSTD_isError(ZSTD_compressStream2(cctx.get(), &o, &in, ZSTD_e_continue)));
+            out.append(buffer.data(), o.pos);
+        }
+        std::size_t left = 0;
+        do {
+            ZSTD_outBuffer o{buffer.data(), buffer.size(), 0};
+            left = ZSTD_compressStream2(cctx.get(), &o, &in, ZSTD_e_end);
+            REQUIRE_FALSE(ZSTD_isError(left));
+            out.append(buffer.data(), o.pos);
+        } while (left != 0);
+        if (tar.empty()) break;
+    }
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("tar.zst of many frames unpacks and reports its tar stream's SHA-256", "[unpack]") {
+    const std::string tar = build(reference_tree(), container::tar);
+    const std::string zst = zstd_frames(tar, 1024);
+    REQUIRE(zst.size() > 0);
+    const fs::path stage = fresh_stage("zst-frames");
+    auto started = redist::stream_unpacker::start(stage, opts(redist::archive_format::tar_zst));
+    REQUIRE_OK(started);
+    auto& u = *started.value();
+    for (std::size_t at = 0; at < zst.size(); at += 100)
+        REQUIRE_OK(
+            u.write(reinterpret_cast<const std::byte*>(zst.data() + at), std::min<std::size_t>(100, zst.size() - at)));
+    auto r = u.finish();
+    REQUIRE_OK(r);
+    CHECK(same(*r, expected_reference()));
+    CHECK(u.tar_sha256() == redist::sha256_hex(tar));
+    fs::permissions(stage / "locked", fs::perms::owner_all);
+}
+
+TEST_CASE("a truncated, corrupt or oversized tar.zst is refused", "[unpack]") {
+    const std::string tar = build(reference_tree(), container::tar);
+    const std::string zst = zstd_frames(tar, 4096);
+    SECTION("truncated mid-frame") {
+        const fs::path stage = fresh_stage("zst-cut");
+        auto r = unpack(zst.substr(0, zst.size() - 3), stage, opts(redist::archive_format::tar_zst));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == redist::error_code::bad_archive);
+    }
+    SECTION("not zstd at all") {
+        const fs::path stage = fresh_stage("zst-garbage");
+        auto r = unpack(tar, stage, opts(redist::archive_format::tar_zst));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == redist::error_code::bad_archive);
+        CHECK(r.error_value().message.find("zstd") != std::string::npos);
+    }
+    SECTION("a window beyond 128 MiB") {
+        const fs::path stage = fresh_stage("zst-window");
+        auto r = unpack(zstd_frames(tar, tar.size(), 30), stage, opts(redist::archive_format::tar_zst));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == redist::error_code::bad_archive);
+    }
+    SECTION("a bomb stops at max_output_bytes") {
+        const fs::path stage = fresh_stage("zst-bomb");
+        std::vector<spec> big{{"top/", kind::dir, "", 0755},
+                              {"top/zeros", kind::file, std::string(8u << 20, '\0'), 0644}};
+        auto o = opts(redist::archive_format::tar_zst);
+        o.max_output_bytes = 1u << 20;
+        auto r = unpack(zstd_frames(build(big, container::tar), 1u << 20), stage, o);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == redist::error_code::unsafe_archive);
+    }
 }

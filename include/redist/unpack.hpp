@@ -32,9 +32,9 @@
 // names were checked). Owners are never restored; setuid/setgid/sticky bits are dropped.
 //
 // Formats: tar.xz is decoded by liblzma's multi-threaded decoder on a thread
-// of its own; tar.gz and tar.zst by libarchive's filters in the extractor
-// thread; zip is spooled to "<stage>.zip.part" beside the stage (removed
-// afterwards) and extracted at finish(), because zip needs random access.
+// of its own, tar.zst by libzstd on a thread of its own (hashing the tar
+// stream on the way); tar.gz by libarchive's filters in the extractor thread; zip is spooled to "<stage>.zip.part"
+// beside the stage (removed afterwards) and extracted at finish(), because zip needs random access.
 #pragma once
 
 #include <cstddef>
@@ -105,6 +105,11 @@ public:
     // (corrupt, truncated or unsupported archive data) | unsafe_archive (error.path names
     // the entry) | filesystem.
     virtual result<std::vector<unpacked_entry>> finish() = 0;
+
+    // After a successful finish() of a tar.zst: the SHA-256 (hex) of the
+    // decoded tar stream; empty for other formats. A mirror's recompressed
+    // copy is accepted only when this is the tar digest the mirror recorded.
+    virtual std::string tar_sha256() const = 0;
 
     // Stops the workers without waiting for more input. Safe to call twice,
     // and from another thread while write() is blocked (write() then returns

@@ -28,6 +28,7 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <array>
@@ -64,7 +65,10 @@ namespace fs = std::filesystem;
 // Queue bounds are in bytes, so peak memory does not depend on the archive
 // size or on how the caller slices its writes.
 // The two queues' capacities come from the run's budget (budget.hpp).
-constexpr std::size_t kLzmaOutBuffer = 1u << 20;   // one decoded chunk
+constexpr std::size_t kLzmaOutBuffer = 1u << 20;  // one decoded chunk
+// zstd frames may ask for a window of at most 2^27 bytes (128 MiB, libzstd's
+// own default limit; `zstd --long` archives need more and are refused).
+constexpr int kZstdWindowLogMax = 27;
 constexpr std::size_t kMinInputChunk = 64u << 10;  // small writes are coalesced
 constexpr std::size_t kMaxInputChunk = 1u << 20;   // large writes are split
 constexpr std::size_t kZipReadBlock = 1u << 20;
@@ -1336,8 +1340,11 @@ public:
                     decoder_ = std::thread([this] { guarded([this] { decode_xz_stream(); }); });
                     extractor_ = std::thread([this] { guarded([this] { extract_stream(tar_); }); });
                     break;
-                case archive_format::tar_gz:
                 case archive_format::tar_zst:
+                    decoder_ = std::thread([this] { guarded([this] { decode_zstd_stream(); }); });
+                    extractor_ = std::thread([this] { guarded([this] { extract_stream(tar_); }); });
+                    break;
+                case archive_format::tar_gz:
                     extractor_ = std::thread([this] { guarded([this] { extract_stream(input_); }); });
                     break;
                 case archive_format::zip: {
@@ -1388,6 +1395,8 @@ public:
         if (failed_.load(std::memory_order_acquire)) return current_error();
         return std::move(entries_);
     }
+
+    std::string tar_sha256() const override { return tar_sha256_; }
 
     void cancel() noexcept override {
         if (!finished_ || decoder_.joinable() || extractor_.joinable())
@@ -1533,6 +1542,67 @@ private:
         tar_.close();
     }
 
+    // ---- zstd decoder thread
+    // A .tar.zst (a mirror's recompressed copy, or an archive published so)
+    // decodes here with libzstd's streaming decoder, frame after frame, and
+    // the tar goes to the extractor through tar_ as for xz. The tar stream's
+    // SHA-256 is taken on the way (tar_sha256()): a recompressed copy must
+    // decode to the tar its mirror recorded. The window is bounded, so a
+    // hostile frame header cannot ask for gigabytes of decoder memory.
+    void decode_zstd_stream() {
+        const auto started = std::chrono::steady_clock::now();
+        std::unique_ptr<ZSTD_DCtx, std::size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+        if (!dctx || ZSTD_isError(ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kZstdWindowLogMax))) {
+            fail(make_error(error_code::internal, "cannot create a zstd decoder"));
+            return;
+        }
+        sha256_hasher tar_hash;
+        std::uint64_t decoded = 0;
+        std::uint64_t wait_ns = 0;
+        std::size_t pending = 1;  // ZSTD_decompressStream's hint: 0 once a frame ended exactly
+        bool any_input = false;
+        chunk in;
+        for (;;) {
+            input_.recycle(std::move(in));
+            const auto waited = std::chrono::steady_clock::now();
+            const auto got = input_.pop(in);
+            wait_ns += ns_since(waited);
+            if (got == chunk_queue::pop_result::end) break;
+            if (got != chunk_queue::pop_result::ok) return;  // cancelled: the error is recorded
+            any_input = any_input || in.size > 0;
+            ZSTD_inBuffer src{in.data(), in.size, 0};
+            bool output_full = false;
+            while (src.pos < src.size || output_full) {
+                chunk out = tar_.spare_or_make(kLzmaOutBuffer);
+                ZSTD_outBuffer dst{out.bytes.get(), out.capacity, 0};
+                pending = ZSTD_decompressStream(dctx.get(), &dst, &src);
+                if (ZSTD_isError(pending)) {
+                    fail(make_error(error_code::bad_archive, std::string("zstd: ") + ZSTD_getErrorName(pending))
+                             .with_source(options_.source));
+                    return;
+                }
+                output_full = dst.pos == dst.size;
+                if (dst.pos == 0) continue;
+                decoded += dst.pos;
+                if (options_.max_output_bytes != 0 && decoded > options_.max_output_bytes) {
+                    fail(expansion_error(options_.max_output_bytes));
+                    return;
+                }
+                tar_hash.update(out.bytes.get(), dst.pos);
+                out.size = dst.pos;
+                if (!tar_.push(std::move(out))) return;
+            }
+        }
+        if (!any_input || pending != 0) {
+            fail(make_error(error_code::bad_archive, "truncated zstd stream").with_source(options_.source));
+            return;
+        }
+        tar_sha256_ = tar_hash.finish_hex();
+        budget_->add_time(profile_stage::decoder, ns_since(started) - wait_ns, wait_ns, decoded);
+        budget_->mark("decoded");
+        tar_.close();
+    }
+
     // ---- extractor thread (tar streams)
     struct read_source {
         chunk_queue* queue;
@@ -1580,10 +1650,9 @@ private:
             return;
         }
         archive_read_support_format_tar(in.get());
-        if (options_.format != archive_format::tar_xz) {
-            // Explicit filters, not archive_read_support_filter_all(): "all"
-            // also registers lrzip/lzop/grzip, which run external programs
-            // chosen by the data's magic bytes.
+        if (options_.format == archive_format::tar_gz) {
+            // xz and zstd streams were decoded before (tar_). Explicit filters, not archive_read_support_filter_all():
+            // "all" also registers lrzip/lzop/grzip, which run external programs chosen by the data's magic bytes.
             archive_read_support_filter_gzip(in.get());
             archive_read_support_filter_zstd(in.get());
             archive_read_support_filter_xz(in.get());
@@ -1664,6 +1733,7 @@ private:
     std::unique_ptr<run_budget::ticket> ticket_;  // this artifact's share of the budget (xz only; decoder thread)
     chunk_queue input_;
     chunk_queue tar_;
+    std::string tar_sha256_;  // of the decoded tar stream (tar.zst), set when decoding ended
     std::shared_ptr<write_state> writes_;
     std::thread decoder_;
     std::thread extractor_;

@@ -92,7 +92,7 @@ def test_consumer(args):
     with open(os.path.join(pkgdir, "redistStaticTargets.cmake")) as f:
         static_targets = f.read()
     for dep in ("simdjson::simdjson", "CURL::libcurl", "LibArchive::LibArchive",
-                "LibLZMA::LibLZMA", "OpenSSL::Crypto"):
+                "LibLZMA::LibLZMA", "zstd::libzstd_shared", "OpenSSL::Crypto"):
         cs.check(f"$<LINK_ONLY:{dep}>" in static_targets,
                  f"redist::redist_static does not carry $<LINK_ONLY:{dep}>")
 
