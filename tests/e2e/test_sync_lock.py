@@ -108,6 +108,32 @@ class AuthoritativeLock(SyncCase):
         res = self.sync("--locked", "--upgrade")
         self.assertEqual(res.returncode, 2, support.describe(res))
 
+    def test_a_lock_that_cannot_be_read_is_never_replaced(self):
+        self.write_project(products=("nccl",))
+        with open(self.lock, "w") as f:
+            f.write('{"lock_version": 2, "platforms": ["linux-x86_64"], "products": [}\n')
+        for args in ((), ("--upgrade",), ("--frozen",)):
+            res = self.sync(*args)
+            self.assertEqual(res.returncode, 4, support.describe(res))
+            self.assertIn(self.lock, res.stderr)
+            with open(self.lock) as f:
+                self.assertIn("[}", f.read())
+        # Never read through a symlink at its name: --frozen refuses it, a plain sync replaces it.
+        victim = os.path.join(self.dir, "victim")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        os.unlink(self.lock)
+        os.symlink(victim, self.lock)
+        res = self.sync("--frozen")
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn("not a regular file", res.stderr)
+        res = self.sync(check=0)
+        self.assertIn("not a regular file", res.stderr)
+        self.assertFalse(os.path.islink(self.lock))
+        self.assertEqual(support.load_json(self.lock)["lock_version"], 2)
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious\n")
+
     def replace_cudnn_in_place(self):
         """cudnn 9.27.0's linux-x86_64 cuda12 archive gets other bytes, under its old name, and the manifest
         says so. Returns (old sha256, new sha256)."""
