@@ -382,10 +382,11 @@ endfunction()
 
 # redist_fetch(FILE <redist.toml> [PLATFORM <p>] [LOCKED] [FROZEN] [GLOBAL])
 #
-# Runs `redist sync --file <redist.toml> --json` (with --locked / --frozen)
-# at configure time: every product of the project file lands in its prefix in
-# one transaction, and redist.lock is written beside the file (see `redist
-# sync --help`). Then, per product, the libraries its receipts list directly
+# Runs `redist sync --file <redist.toml> --json` (with --locked: fail when
+# redist.lock is out of date with the file; --frozen: install the lock
+# unchecked) at configure time: every product of the project file lands in
+# its prefix in one transaction, and redist.lock (authoritative: the locked
+# releases are kept) is written beside the file (see `redist sync --help`). Then, per product, the libraries its receipts list directly
 # in <prefix>/lib become targets as above, in the upper-case product's
 # namespace (CUDNN::cudnn, NCCL::nccl, CUDA::cudart, ...): only that product's
 # libraries, though all share one prefix. Variables, per product <NS>:
@@ -439,11 +440,12 @@ function(_redist_fetch_project file)
     if(arg_PLATFORM)
       list(APPEND cmd --platform "${arg_PLATFORM}")
     endif()
-    if(arg_LOCKED)
-      list(APPEND cmd --locked)
-    endif()
+    # One of the two (redist refuses both): FROZEN installs the lock unchecked,
+    # LOCKED first checks it against the project file.
     if(arg_FROZEN)
       list(APPEND cmd --frozen)
+    elseif(arg_LOCKED)
+      list(APPEND cmd --locked)
     endif()
     message(STATUS "redist_fetch(FILE ${file}): running ${REDIST_EXECUTABLE} sync")
     file(REMOVE "${stamp}")

@@ -155,6 +155,37 @@ TEST_CASE("project lock: stale when an input of redist.toml changed, not otherwi
     CHECK(lock_staleness(lock, changed)->find("project.cuda is 13") != std::string::npos);
 }
 
+TEST_CASE("resolve_project: the lock is authoritative, only what changed is resolved") {
+    const project_lock lock = sample_lock();
+    project_file project = sample_project();
+    project_resolve_options o;
+    o.base_url = "http://127.0.0.1:9/";
+    o.sources.offline = true;  // any index or manifest request fails
+    o.previous = &lock;
+    auto kept = resolve_project(project, o);
+    REQUIRE(kept.ok());
+    CHECK(project_lock_to_json(kept->lock) == project_lock_to_json(lock));
+    CHECK(kept->notes.empty());
+
+    project.products.pop_back();  // cudnn leaves the project: dropped, no request
+    kept = resolve_project(project, o);
+    REQUIRE(kept.ok());
+    REQUIRE(kept->lock.products.size() == 1);
+    CHECK(kept->lock.products[0].name == "cuda");
+
+    project = sample_project();
+    for (const auto& change : {0, 1, 2}) {
+        auto changed = project;
+        auto opts = o;
+        if (change == 0) opts.upgrade = {"cudnn"};
+        if (change == 1) changed.products[1].components.push_back("cudnn_jit");
+        if (change == 2) opts.upgrade_all = true;
+        auto asked = resolve_project(changed, opts);
+        REQUIRE_FALSE(asked.ok());  // it had to ask: offline, nothing cached
+        CHECK(asked.error_value().message.starts_with(change == 2 ? "products.cuda: " : "products.cudnn: "));
+    }
+}
+
 TEST_CASE("project lock: the plans for one platform") {
     auto plans = plans_for_platform(sample_lock(), "linux-sbsa");
     REQUIRE(plans.ok());

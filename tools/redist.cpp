@@ -21,18 +21,48 @@ namespace {
 struct lock_args {
     std::string product;
     std::string version;
-    source_options source;
+    project_lock_options project;        // without PRODUCT VERSION; its source serves both forms
     std::vector<std::string> platforms;  // repeatable; default: the host's
     std::vector<int> cuda;               // repeatable; default: every variant offered
     std::vector<std::string> components;
-    std::string output = "redist.lock";
+    std::string output;  // default redist.lock
 };
 
+// A usage error, or 0: the two forms of `redist lock` take different options.
+int check_lock_form(const lock_args& args) {
+    const auto usage = [](const std::string& why) {
+        return report_error(redist::make_error(redist::error_code::usage, why));
+    };
+    if (args.product.empty() != args.version.empty())
+        return usage("give PRODUCT and VERSION, or neither to lock the project (redist.toml)");
+    const bool single = !args.product.empty();
+    const auto& p = args.project;
+    if (single && (!p.file.empty() || !p.lock_file.empty() || p.upgrade || p.strict))
+        return usage(
+            "--file, --lock-file, --upgrade and --strict lock a project: run `redist lock` without "
+            "PRODUCT VERSION");
+    if (!single && (!args.platforms.empty() || !args.cuda.empty() || !args.components.empty() || !args.output.empty()))
+        return usage(
+            "--platform, --cuda, --component and --output lock one release: give PRODUCT VERSION (a "
+            "project's platforms, CUDA variant and components are in redist.toml)");
+    return 0;
+}
+
 // Resolves the request once and writes every chosen artifact, per platform
-// and CUDA variant, with its URL, SHA-256 and size.
+// and CUDA variant, with its URL, SHA-256 and size. Without PRODUCT VERSION,
+// locks the project instead (run_project_lock).
 int cmd_lock(const lock_args& args) {
-    auto release = redist::resolve_release(make_release_request(args.source, args.product, args.version),
-                                           args.source.transfer());
+    if (const int code = check_lock_form(args)) return code;
+    if (args.product.empty()) return run_project_lock(args.project);
+    const std::string output = args.output.empty() ? "redist.lock" : args.output;
+    // A project's lock is redist sync's; a single-release lock never replaces it.
+    if (output != "-" && holds_project_lock(output))
+        return report_error(redist::make_error(redist::error_code::bad_manifest,
+                                               "a project lock (redist sync's) is there; write the single-release "
+                                               "lock elsewhere with -o FILE, or lock the project with `redist lock`")
+                                .with_path(output));
+    const auto& source = args.project.source;
+    auto release = redist::resolve_release(make_release_request(source, args.product, args.version), source.transfer());
     if (!release.ok()) return report_error(release.error_value());
     std::vector<std::string> platforms = args.platforms;
     if (platforms.empty()) {
@@ -43,18 +73,20 @@ int cmd_lock(const lock_args& args) {
     auto lock = redist::make_lockfile(*release, platforms, args.cuda, args.components);
     if (!lock.ok()) return report_error(lock.error_value());
     const std::string text = redist::lockfile_to_json(*lock);
-    if (const int code = write_output(args.output, text); code != 0 || args.output == "-") return code;
+    if (const int code = write_output(output, text); code != 0 || output == "-") return code;
     std::printf("locked %s %s: %zu artifacts -> %s\n", printable(lock->product).c_str(),
-                printable(lock->release_label).c_str(), lock->artifacts.size(), printable(args.output).c_str());
+                printable(lock->release_label).c_str(), lock->artifacts.size(), printable(output).c_str());
     return 0;
 }
 
 void add_lock_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<lock_args>();
-    auto* cmd = app.add_subcommand("lock", "Resolve a request and pin it in a lock file");
-    cmd->add_option("PRODUCT", args->product, "cudnn, cuda, ...")->required();
-    cmd->add_option("VERSION", args->version, "9.27.0, 9.27, 9 or latest")->required();
-    add_source_options(*cmd, args->source);
+    auto* cmd = app.add_subcommand("lock",
+                                   "Pin a project (redist.toml) or one release in a lock file; install nothing");
+    cmd->add_option("PRODUCT", args->product, "cudnn, cuda, ... (none: lock the project)");
+    cmd->add_option("VERSION", args->version, "9.27.0, 9.27, 9 or latest");
+    add_source_options(*cmd, args->project.source);
+    add_project_lock_options(*cmd, args->project);
     cmd->add_option("--platform", args->platforms, "Platforms to lock (repeatable; default: this machine's)")
         ->type_name("P");
     cmd->add_option("--cuda", args->cuda, "CUDA majors to lock (repeatable; default: every variant offered)")
@@ -63,10 +95,16 @@ void add_lock_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--component", args->components, "Components (comma-separated; default: all)")
         ->delimiter(',')
         ->type_name("a,b");
-    cmd->add_option("-o,--output", args->output, "Where to write it ('-' for stdout; default redist.lock)")
+    cmd->add_option("-o,--output", args->output,
+                    "Where to write it ('-' for stdout; default redist.lock, never over a project's lock)")
         ->type_name("FILE");
     cmd->footer(
-        "\nInstall it with: redist fetch --locked redist.lock --prefix DIR [--platform P] [--cuda N]\n"
+        "\nWithout PRODUCT VERSION: locks the project (redist.toml, found here or in a parent\n"
+        "directory) into redist.lock beside it, as `redist sync` would, without installing: what the\n"
+        "lock pins stays, what changed in redist.toml is resolved; --upgrade [--product P] moves to\n"
+        "newer releases (and accepts artifacts replaced upstream).\n\n"
+        "With PRODUCT VERSION: a single-release lock; install it with:\n"
+        "  redist fetch --locked redist.lock --prefix DIR [--platform P] [--cuda N]\n"
         "That never re-resolves; if the upstream manifest changed it warns, and any locked artifact\n"
         "that changed upstream is a hard error (exit 5).\n\n" +
         std::string(exit_code_help));

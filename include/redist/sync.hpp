@@ -30,6 +30,20 @@ struct project_resolve_options {
     // Called once per product with the manifest as fetched (drift watching,
     // in the tools). A returned error stops the resolution with that error.
     std::function<result<void>(const resolved_release&)> on_manifest;
+    // The project's lock so far (nullptr: none): the lock is authoritative,
+    // as uv's and pixi's are. A product whose version spec and components
+    // are the lock's, under the lock's platforms and CUDA major, keeps its
+    // locked entry as is, with no request; one whose components, or the
+    // project's platforms or CUDA major, changed is resolved again at its
+    // locked release; a new product, or one whose version spec changed, is
+    // resolved from its spec. Products no longer in the project are dropped.
+    const project_lock* previous = nullptr;
+    // Resolved from their spec even when locked (`--upgrade`): every product
+    // when `upgrade_all`, else those named in `upgrade`. Only for these may
+    // a locked artifact that upstream replaced in place (same release, other
+    // SHA-256 or size) take the new bytes.
+    bool upgrade_all = false;
+    std::vector<std::string> upgrade;
 };
 
 struct project_resolution {
@@ -43,6 +57,10 @@ struct project_resolution {
 // its other name in the alias table (cuda_cccl for a CUDA 13 release, where
 // it is cccl) is locked under the manifest's name, with a note; the lock
 // keeps the name as written in redist.toml for the staleness check.
+// With options.previous, see there: a manifest that now names other bytes
+// (SHA-256 or size) for an artifact the lock pins in the same release is an
+// integrity error naming the product, component, both hashes and how to
+// accept it, unless that product is being upgraded (then a note).
 // Outcomes: ok | not_found (a product, version, component, platform or
 // variant missing: the error names the product) | network | bad_manifest | integrity.
 result<project_resolution> resolve_project(const project_file& project, const project_resolve_options& options);

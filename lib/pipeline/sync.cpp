@@ -81,34 +81,106 @@ result<void> lock_platform(const project_file& project, const project_product& p
 
 }  // namespace
 
+namespace {
+
+// Resolves `spec` for `p` and locks its artifacts on every listed platform.
+result<locked_product> resolve_product(const project_file& project, const project_product& p, const std::string& spec,
+                                       const project_resolve_options& options, std::vector<std::string>& notes) {
+    release_request req;
+    req.product = p.name;
+    req.version_spec = spec;
+    req.base_url = options.base_url;
+    req.sources = options.sources;
+    auto release = resolve_release(req, options.transfer);
+    if (!release.ok()) {
+        error e = std::move(release).error_value();
+        e.message = "products." + p.name + ": " + e.message;
+        return e;
+    }
+    if (options.on_manifest) REDIST_TRY_VOID(options.on_manifest(*release));
+    REDIST_TRY(const auto components, manifest_components(p, *release, notes));
+    locked_product locked;
+    locked.name = p.name;
+    locked.version_spec = p.version;
+    locked.components = p.components;
+    locked.release_label = release->label;
+    locked.manifest_url = locked_manifest_url(*release);
+    locked.manifest_sha256 = release->manifest_sha256;
+    std::vector<std::string> platforms = project.platforms;
+    std::sort(platforms.begin(), platforms.end());
+    for (const auto& platform : platforms)
+        REDIST_TRY_VOID(lock_platform(project, p, *release, components, platform, locked, notes));
+    return locked;
+}
+
+// The same release resolved again: an artifact the lock pins (same platform,
+// variant and component) must still have its locked bytes. Upstream replacing
+// it in place is an integrity failure, unless the product is being upgraded.
+result<void> check_replaced(const locked_product& before, const locked_product& now, bool upgrading,
+                            std::vector<std::string>& notes) {
+    if (before.release_label != now.release_label) return {};
+    for (const auto& a : now.artifacts) {
+        for (const auto& old : before.artifacts) {
+            const artifact& x = old.entry;
+            if (x.platform != a.entry.platform || x.variant != a.entry.variant || x.component != a.entry.component)
+                continue;
+            if (x.sha256 == a.entry.sha256 && x.size == a.entry.size) break;
+            const std::string what = now.name + " " + x.component + " " + x.platform +
+                                     (x.variant ? " " + *x.variant : "") + " (" + now.name + " " + now.release_label +
+                                     ")";
+            if (upgrading) {
+                notes.push_back("products." + now.name + ": " + what +
+                                " was replaced upstream since it was locked; locking the new sha256 " + a.entry.sha256);
+                break;
+            }
+            return make_error(error_code::integrity,
+                              "products." + now.name + ": " + what +
+                                  " was replaced upstream since it was locked; if that is intended, accept it with "
+                                  "`redist sync --upgrade --product " +
+                                  now.name + "`")
+                .with_url(now.manifest_url)
+                .with_expected_actual(x.sha256 + " (" + std::to_string(x.size) + " bytes)",
+                                      a.entry.sha256 + " (" + std::to_string(a.entry.size) + " bytes)");
+        }
+    }
+    return {};
+}
+
+const locked_product* find_locked(const project_lock* lock, const std::string& name) {
+    if (!lock) return nullptr;
+    for (const auto& l : lock->products)
+        if (l.name == name) return &l;
+    return nullptr;
+}
+
+}  // namespace
+
 result<project_resolution> resolve_project(const project_file& project, const project_resolve_options& options) {
     project_resolution out;
     out.lock.platforms = project.platforms;
     std::sort(out.lock.platforms.begin(), out.lock.platforms.end());
     out.lock.cuda = project.cuda;
+    // The lock's selections hold for the project's platforms and CUDA major only.
+    bool same_targets = false;
+    if (options.previous) {
+        std::vector<std::string> locked = options.previous->platforms;
+        std::sort(locked.begin(), locked.end());
+        same_targets = locked == out.lock.platforms && options.previous->cuda == project.cuda;
+    }
     for (const auto& p : project.products) {
-        release_request req;
-        req.product = p.name;
-        req.version_spec = p.version;
-        req.base_url = options.base_url;
-        req.sources = options.sources;
-        auto release = resolve_release(req, options.transfer);
-        if (!release.ok()) {
-            error e = std::move(release).error_value();
-            e.message = "products." + p.name + ": " + e.message;
-            return e;
+        const locked_product* before = find_locked(options.previous, p.name);
+        const bool upgrading = options.upgrade_all || std::find(options.upgrade.begin(), options.upgrade.end(),
+                                                                p.name) != options.upgrade.end();
+        const bool same_spec = before && before->version_spec == p.version;
+        if (same_spec && !upgrading && same_targets && before->components == p.components) {
+            out.lock.products.push_back(*before);  // authoritative: no request
+            continue;
         }
-        if (options.on_manifest) REDIST_TRY_VOID(options.on_manifest(*release));
-        REDIST_TRY(const auto components, manifest_components(p, *release, out.notes));
-        locked_product locked;
-        locked.name = p.name;
-        locked.version_spec = p.version;
-        locked.components = p.components;
-        locked.release_label = release->label;
-        locked.manifest_url = locked_manifest_url(*release);
-        locked.manifest_sha256 = release->manifest_sha256;
-        for (const auto& platform : out.lock.platforms)
-            REDIST_TRY_VOID(lock_platform(project, p, *release, components, platform, locked, out.notes));
+        // Components or targets changed: the locked release still stands.
+        const bool keep_release = same_spec && !upgrading && !before->release_label.empty();
+        REDIST_TRY(auto locked,
+                   resolve_product(project, p, keep_release ? before->release_label : p.version, options, out.notes));
+        if (before) REDIST_TRY_VOID(check_replaced(*before, locked, upgrading, out.notes));
         out.lock.products.push_back(std::move(locked));
     }
     return out;

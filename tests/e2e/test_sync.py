@@ -1,7 +1,7 @@
 """`redist sync`: a redist.toml with three products and two platforms against
 a generated mirror served over HTTP (the fault server, for its request log):
 the union is installed in one transaction, a second sync is a no-op,
---locked makes no index or manifest requests, --frozen refuses a stale lock,
+--locked makes no index or manifest requests and refuses a stale lock,
 --exclude skips entries (receipts record them, verify passes), a renamed
 component (cuda_cccl -> cccl) keeps working, the free-space preflight
 fails before any download on a small tmpfs, and the prefix holds exactly what
@@ -81,7 +81,9 @@ def file_sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
-class Sync(unittest.TestCase):
+class SyncCase(unittest.TestCase):
+    """A project of three products over the fault server, and its helpers (no tests)."""
+
     def setUp(self):
         self.dir = support.make_scratch_dir(self.id())
         self.mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), products=["cuda", "cudnn"])
@@ -146,6 +148,9 @@ class Sync(unittest.TestCase):
                 ("cudnn", "cudnn"): support.find_artifact(cudnn, "cudnn", platform, "cuda12"),
                 ("nccl", "nccl"): support.find_artifact(nccl, "nccl", platform)}
 
+
+
+class Sync(SyncCase):
     def test_union_noop_locked_and_frozen(self):
         self.server.reset()
         res = self.sync(check=0)
@@ -211,20 +216,23 @@ class Sync(unittest.TestCase):
         with open(self.lock, "rb") as f:
             self.assertEqual(f.read(), lock_bytes)
 
-        # The project changes: --frozen refuses the stale lock (exit 4), --locked warns and installs the lock.
+        # The project changes: --locked refuses the stale lock (exit 4), --frozen installs the lock as is.
         self.write_project(cudnn_components='["cudnn", "cudnn_jit"]')
-        res = self.sync("--frozen")
+        res = self.sync("--locked")
         self.assertEqual(res.returncode, 4, support.describe(res))
-        self.assertIn("stale", res.stderr)
+        self.assertIn("out of date", res.stderr)
         self.assertIn("products.cudnn.components", res.stderr)
-        res = self.sync("--locked", check=0)
-        self.assertIn("stale", res.stderr)
+        self.assertIn("redist lock", res.stderr)
+        res = self.sync("--frozen", check=0)
+        self.assertNotIn("out of date", res.stderr)
         self.assertIn("4 unchanged", res.stdout)
-        # A plain sync re-resolves, rewrites the lock, and adds cudnn_jit.
+        with open(self.lock, "rb") as f:
+            self.assertEqual(f.read(), lock_bytes)
+        # A plain sync resolves what changed, rewrites the lock, and adds cudnn_jit.
         res = self.sync(check=0)
         self.assertIn("1 component installed, 4 unchanged", res.stdout)
         self.assertIn(("cudnn", "cudnn_jit"), self.receipts())
-        self.sync("--frozen", check=0)
+        self.sync("--locked", check=0)
 
     def test_all_or_nothing(self):
         # One bad archive (nccl's bytes do not match the manifest): nothing of any product lands.

@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "common/cli.hpp"
 #include "redist/diff.hpp"
@@ -16,6 +17,27 @@ void add_diff_command(CLI::App& app, command_runner& selected);
 void add_outdated_command(CLI::App& app, command_runner& selected);
 void add_init_command(CLI::App& app, command_runner& selected);
 void add_sync_command(CLI::App& app, command_runner& selected);  // tools/commands/sync.cpp
+
+// How `redist sync` and `redist lock` (without PRODUCT VERSION) find a
+// project and keep its lock (tools/commands/sync.cpp).
+struct project_lock_options {
+    std::string file;                   // --file; empty: redist.toml here or in a parent directory
+    std::string lock_file;              // --lock-file; empty: redist.lock beside the project file
+    bool upgrade = false;               // --upgrade: resolve again instead of keeping the locked releases
+    std::vector<std::string> products;  // --product P (with --upgrade): only these
+    bool strict = false;                // --strict: manifest drift is an error (exit 5)
+    bool quiet = false;
+    source_options source;
+};
+// Registers --file, --lock-file, --upgrade, --product and --strict (the
+// source options are registered by the caller).
+void add_project_lock_options(CLI::App& cmd, project_lock_options& options);
+// `redist lock` in a project: resolves what changed (or what --upgrade
+// names), writes the lock when it changed, installs nothing. Returns the exit code.
+int run_project_lock(const project_lock_options& options);
+// Whether `path` holds a project lock (version 2): `redist lock PRODUCT
+// VERSION` never overwrites one.
+bool holds_project_lock(const std::string& path);
 
 // Short structured lines for a manifest diff ("  + component x 1.2", ...),
 // each starting with `indent` and escaped whole (printable). Shared by

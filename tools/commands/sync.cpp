@@ -1,9 +1,13 @@
 // `redist sync` — installs a project (redist.toml) into its prefix in one
 // transaction, and keeps redist.lock (version 2) next to it. See sync.hpp.
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <memory>
+#include <optional>
 
 #include "commands/project_commands.hpp"
 #include "common/observer.hpp"
@@ -12,6 +16,7 @@
 #include "redist/json_writer.hpp"
 #include "redist/platform.hpp"
 #include "redist/project.hpp"
+#include "redist/suggest.hpp"
 #include "redist/sync.hpp"
 #include "redist/urls.hpp"
 
@@ -22,18 +27,17 @@ namespace {
 namespace fs = std::filesystem;
 
 struct sync_args {
-    std::string file = "redist.toml";
-    std::string lock_file;  // default: redist.lock beside the project file
-    std::string platform;   // default: the host's
-    std::string prefix;     // --prefix: instead of the project's
+    project_lock_options lock;  // --file, --lock-file, --upgrade, --product, --strict (its source: `source`)
+    source_options source;
+    bool quiet = false;
+    std::string platform;  // default: the host's
+    std::string prefix;    // --prefix: instead of the project's
     bool allow_outside_prefix = false;
     std::vector<std::string> exclude;
-    source_options source;
     bool locked = false;
     bool frozen = false;
     bool force = false;
     bool keep_unlisted = false;
-    bool quiet = false;
     bool json = false;
     unsigned jobs = 0;
 };
@@ -57,50 +61,217 @@ redist::result<std::string> read_small_file(const std::string& path, std::size_t
     return text;
 }
 
-// --locked / --frozen: the lock as written; never a request.
-redist::result<redist::project_lock> read_lock(const sync_args& args, const std::string& lock_path,
-                                               const redist::project_file& project,
-                                               const std::vector<fs::path>& local_roots) {
-    REDIST_TRY(const std::string text, read_small_file(lock_path, redist::kMaxLockFileBytes, "lock file"));
-    REDIST_TRY(auto lock, redist::project_lock_from_json(text, lock_path));
-    REDIST_TRY_VOID(redist::check_lock_sources(lock, lock_path, local_roots));
-    if (auto stale = redist::lock_staleness(lock, project)) {
-        if (args.frozen)
-            return redist::make_error(redist::error_code::bad_manifest,
-                                      "the lock file is stale (" + *stale + "); run `redist sync` to update it")
-                .with_source(lock_path);
-        if (!args.quiet)
-            std::fprintf(stderr, "%s: warning: %s: the lock file is stale (%s); installing what it pins\n",
-                         tool_name.c_str(), printable(lock_path).c_str(), printable(*stale).c_str());
-    }
-    return lock;
+bool exists_at(const fs::path& p) {
+    std::error_code ec;
+    return fs::exists(fs::symlink_status(p, ec));
 }
 
-// Without --locked: resolve every product again, and rewrite the lock when it changed.
-redist::result<redist::project_lock> resolve_and_lock(const sync_args& args, const std::string& lock_path,
-                                                      const redist::project_file& project) {
-    redist::project_resolve_options o;
-    o.base_url = !args.source.base_url.empty() || project.base_url.empty() ? args.source.effective_base_url()
-                                                                           : project.base_url;
-    o.sources = args.source.policy();
-    if (args.source.mirrors.empty() && !project.mirrors.empty()) o.sources.mirrors = project.mirrors;
-    o.transfer = args.source.transfer();
-    o.on_manifest = [&](const redist::resolved_release& r) {
-        return watch_manifest_drift(args.source, false, args.quiet, r);
+// --file, else redist.toml in the current directory or the nearest parent,
+// up to the repository root (a directory holding .git) or /. A file found
+// above the current directory that belongs to another user is refused:
+// running as root in a shared /tmp, a stranger's redist.toml is no project.
+redist::result<std::string> find_project_file(const std::string& given) {
+    if (!given.empty()) return given;
+    std::error_code ec;
+    const fs::path cwd = fs::current_path(ec);
+    if (ec) return redist::make_error(redist::error_code::filesystem, "cannot read the current directory");
+    for (fs::path dir = cwd;; dir = dir.parent_path()) {
+        const fs::path candidate = dir / "redist.toml";
+        struct stat st {};
+        if (::lstat(candidate.c_str(), &st) == 0) {
+            if (dir != cwd && st.st_uid != ::geteuid() && st.st_uid != 0)
+                return redist::make_error(redist::error_code::bad_manifest,
+                                          "this project file in a parent directory belongs to another user (uid " +
+                                              std::to_string(st.st_uid) + "); pass --file to use it")
+                    .with_path(candidate.string());
+            return candidate.string();
+        }
+        if (exists_at(dir / ".git") || dir == dir.root_path()) break;
+    }
+    return redist::make_error(redist::error_code::not_found,
+                              "no redist.toml here or in a parent directory (up to the repository root); "
+                              "run `redist init` or pass --file")
+        .with_path(cwd.string());
+}
+
+// A project file, parsed, with where its lock lives and where a lock's
+// file:// URLs may point.
+struct loaded_project {
+    std::string file;  // as found
+    redist::project_file project;
+    std::string lock_path;
+    // The directories the user named, and the project's own local mirrors
+    // (inside its directory). A lock's URLs point there or at http(s)
+    // (check_lock_sources), never at /etc/shadow.
+    std::vector<fs::path> roots;
+};
+
+redist::result<loaded_project> load_project(const project_lock_options& o) {
+    loaded_project out;
+    REDIST_TRY(out.file, find_project_file(o.file));
+    REDIST_TRY(const std::string text, read_small_file(out.file, redist::kMaxProjectFileBytes, "project file"));
+    const fs::path file = fs::absolute(out.file);
+    REDIST_TRY(out.project, redist::parse_project(text, file));
+    out.lock_path = o.lock_file.empty() ? (file.parent_path() / "redist.lock").string() : o.lock_file;
+    REDIST_TRY(auto project_roots, redist::project_local_roots(out.project));
+    out.roots = o.source.local_roots();
+    out.roots.insert(out.roots.end(), project_roots.begin(), project_roots.end());
+    for (const auto& name : o.products) {
+        std::vector<std::string> names;
+        for (const auto& p : out.project.products) names.push_back(p.name);
+        if (std::find(names.begin(), names.end(), name) == names.end())
+            return redist::make_error(redist::error_code::usage, "--product " + name +
+                                                                     ": not a product of the project" +
+                                                                     redist::did_you_mean(name, names))
+                .with_source(out.file);
+    }
+    return out;
+}
+
+// Whether `path` is a regular file, not followed through a symlink.
+bool regular_file_at(const std::string& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// The lock as written, checked (never a request); nullopt when there is none.
+// A lock is a regular file: what a checkout holds at its name otherwise (a
+// symlink to /etc/shadow) is never read; installing the lock (`as_is`) then
+// fails, resolving replaces it.
+redist::result<std::optional<redist::project_lock>> read_lock(const loaded_project& p, bool as_is, bool quiet) {
+    if (!exists_at(p.lock_path)) return std::optional<redist::project_lock>();
+    if (!regular_file_at(p.lock_path)) {
+        if (as_is)
+            return redist::make_error(redist::error_code::bad_manifest, "the lock file is not a regular file")
+                .with_path(p.lock_path);
+        if (!quiet)
+            std::fprintf(stderr, "%s: warning: %s is not a regular file; it is no lock, and is replaced\n",
+                         tool_name.c_str(), printable(p.lock_path).c_str());
+        return std::optional<redist::project_lock>();
+    }
+    REDIST_TRY(const std::string text, read_small_file(p.lock_path, redist::kMaxLockFileBytes, "lock file"));
+    REDIST_TRY(auto lock, redist::project_lock_from_json(text, p.lock_path));
+    REDIST_TRY_VOID(redist::check_lock_sources(lock, p.lock_path, p.roots));
+    return std::optional<redist::project_lock>(std::move(lock));
+}
+
+// Keeps what the lock pins, resolves what changed in the project file (or
+// what --upgrade names), and rewrites the lock only when that changed it.
+redist::result<redist::project_lock> resolve_and_lock(const project_lock_options& o, const loaded_project& p) {
+    REDIST_TRY(const auto previous, read_lock(p, false, o.quiet));
+    const redist::project_file& project = p.project;
+    redist::project_resolve_options r;
+    r.base_url = !o.source.base_url.empty() || project.base_url.empty() ? o.source.effective_base_url()
+                                                                        : project.base_url;
+    r.sources = o.source.policy();
+    if (o.source.mirrors.empty() && !project.mirrors.empty()) r.sources.mirrors = project.mirrors;
+    r.transfer = o.source.transfer();
+    r.on_manifest = [&](const redist::resolved_release& release) {
+        return watch_manifest_drift(o.source, o.strict, o.quiet, release);
     };
-    REDIST_TRY(auto resolved, redist::resolve_project(project, o));
-    if (!args.quiet)
+    r.previous = previous ? &*previous : nullptr;
+    r.upgrade_all = o.upgrade && o.products.empty();
+    r.upgrade = o.products;
+    REDIST_TRY(auto resolved, redist::resolve_project(project, r));
+    if (!o.quiet)
         for (const auto& note : resolved.notes)
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
     const std::string text = redist::project_lock_to_json(resolved.lock);
-    auto old = read_small_file(lock_path, redist::kMaxLockFileBytes, "lock file");
-    if (!old.ok() || *old != text) {
+    const bool same = previous && regular_file_at(p.lock_path) && [&] {
+        auto old = read_small_file(p.lock_path, redist::kMaxLockFileBytes, "lock file");
+        return old.ok() && *old == text;
+    }();
+    if (!same) {
         // Atomically: a reader (or a crash) sees the old lock or the new one, and
         // nothing a checkout holds at the name (or at a temp name) is written through.
-        REDIST_TRY_VOID(redist::atomic_write(lock_path, text, redist::durability::full));
-        if (!args.quiet) std::printf("wrote %s\n", printable(lock_path).c_str());
+        REDIST_TRY_VOID(redist::atomic_write(p.lock_path, text, redist::durability::full));
+        if (!o.quiet) std::printf("wrote %s\n", printable(p.lock_path).c_str());
     }
     return std::move(resolved.lock);
+}
+
+// What `redist sync` installs: the lock as it stands (--frozen), the lock
+// once checked against the project file (--locked), else the lock brought
+// up to date (resolve_and_lock). The first two never write it.
+redist::result<redist::project_lock> lock_for_sync(const sync_args& args, const loaded_project& p) {
+    if (!args.locked && !args.frozen) return resolve_and_lock(args.lock, p);
+    const char* flag = args.frozen ? "--frozen" : "--locked";
+    if (args.lock.upgrade)
+        return redist::make_error(redist::error_code::usage,
+                                  std::string("--upgrade changes the lock; it cannot be used with ") + flag);
+    REDIST_TRY(auto lock, read_lock(p, true, args.quiet));
+    if (!lock)
+        return redist::make_error(redist::error_code::bad_manifest,
+                                  std::string("no lock file to install with ") + flag +
+                                      "; run `redist lock` (or a plain `redist sync`) to make it")
+            .with_path(p.lock_path);
+    if (args.frozen) return std::move(*lock);  // as it is, unchecked: uv's and pixi's --frozen
+    if (auto stale = redist::lock_staleness(*lock, p.project))
+        return redist::make_error(redist::error_code::bad_manifest,
+                                  "the lock file is out of date with " + p.file + " (" + *stale +
+                                      "); run `redist lock` (or a plain `redist sync`) to update it")
+            .with_source(p.lock_path);
+    return std::move(*lock);
+}
+
+}  // namespace
+
+void add_project_lock_options(CLI::App& cmd, project_lock_options& o) {
+    cmd.add_option("--file", o.file,
+                   "The project file (default: redist.toml in this directory or the nearest parent, up to the "
+                   "repository root)")
+        ->type_name("FILE");
+    cmd.add_option("--lock-file", o.lock_file, "The lock file (default: redist.lock beside the project file)")
+        ->type_name("FILE");
+    auto* upgrade = cmd.add_flag("--upgrade", o.upgrade,
+                                 "Resolve every product's version spec again (newer releases, artifacts replaced "
+                                 "upstream) instead of keeping the locked releases");
+    cmd.add_option("--product", o.products, "With --upgrade: only this product (repeatable)")
+        ->needs(upgrade)
+        ->type_name("P");
+    add_strict_flag(cmd, o.strict);
+}
+
+int run_project_lock(const project_lock_options& options) {
+    auto p = load_project(options);
+    if (!p.ok()) return report_error(p.error_value());
+    auto lock = resolve_and_lock(options, *p);
+    if (!lock.ok()) return report_error(lock.error_value());
+    if (!options.quiet) {
+        for (const auto& product : lock->products)
+            std::printf("locked %s %s\n", printable(product.name).c_str(), printable(product.release_label).c_str());
+    }
+    return 0;
+}
+
+bool holds_project_lock(const std::string& path) {
+    if (!regular_file_at(path)) return false;
+    auto text = read_small_file(path, redist::kMaxLockFileBytes, "lock file");
+    return text.ok() && redist::project_lock_from_json(*text, path).ok();
+}
+
+namespace {
+
+// An archive that does not match the lock (its size or SHA-256) may have
+// been replaced in place upstream: the error names the locked artifact and
+// how to accept new bytes. The lock itself is never rewritten to match.
+redist::error explain_lock_mismatch(redist::error e, const redist::project_lock& lock, const std::string& platform) {
+    if (e.code != redist::error_code::integrity) return e;
+    for (const auto& p : lock.products) {
+        for (const auto& a : p.artifacts) {
+            const auto& x = a.entry;
+            const bool same_url = !e.url.empty() && e.url.ends_with("/" + x.relative_path);
+            if (x.platform != platform || !(same_url || e.expected.starts_with(x.sha256))) continue;
+            e.message += "; the lock pins " + p.name + " " + x.component + " " + x.platform +
+                         (x.variant ? " " + *x.variant : "") + " at sha256 " + x.sha256 + " (" +
+                         std::to_string(x.size) +
+                         " bytes): if upstream replaced it, accept the new bytes with "
+                         "`redist sync --upgrade --product " +
+                         p.name + "`";
+            return e;
+        }
+    }
+    return e;
 }
 
 // --json: what landed, per product, with the libraries directly in lib/ (for
@@ -159,14 +330,12 @@ int print_json(const redist::multi_install_request& req, const std::string& plat
 
 int run_sync(sync_args args) {
     if (args.json) args.quiet = true;
-    if (args.frozen) args.locked = true;
-    auto text = read_small_file(args.file, redist::kMaxProjectFileBytes, "project file");
-    if (!text.ok()) return report_error(text.error_value());
-    const fs::path file = fs::absolute(args.file);
-    auto project = redist::parse_project(*text, file);
-    if (!project.ok()) return report_error(project.error_value());
-    const std::string lock_path = args.lock_file.empty() ? (file.parent_path() / "redist.lock").string()
-                                                         : args.lock_file;
+    args.lock.source = args.source;
+    args.lock.quiet = args.quiet;
+    auto loaded = load_project(args.lock);
+    if (!loaded.ok()) return report_error(loaded.error_value());
+    redist::project_file* project = &loaded->project;
+    const std::string& lock_path = loaded->lock_path;
 
     std::string platform = args.platform;
     if (platform.empty()) {
@@ -177,15 +346,7 @@ int run_sync(sync_args args) {
     if (std::find(project->platforms.begin(), project->platforms.end(), platform) == project->platforms.end())
         return report_error(
             redist::make_error(redist::error_code::usage, "platform " + platform + " is not in project.platforms")
-                .with_source(args.file));
-
-    // Where redist may read local files: the directories the user named, and
-    // the project's own local mirrors (inside its directory). A lock's URLs
-    // point there or at http(s) (check_lock_sources), never at /etc/shadow.
-    auto project_roots = redist::project_local_roots(*project);
-    if (!project_roots.ok()) return report_error(project_roots.error_value());
-    std::vector<fs::path> roots = args.source.local_roots();
-    roots.insert(roots.end(), project_roots->begin(), project_roots->end());
+                .with_source(loaded->file));
 
     // The project's prefix stays inside its directory unless the command line says otherwise.
     if (!args.prefix.empty()) {
@@ -195,7 +356,7 @@ int run_sync(sync_args args) {
             return report_error(inside.error_value());
     }
 
-    auto lock = args.locked ? read_lock(args, lock_path, *project, roots) : resolve_and_lock(args, lock_path, *project);
+    auto lock = lock_for_sync(args, *loaded);
     if (!lock.ok()) return report_error(lock.error_value());
     auto plans = redist::plans_for_platform(*lock, platform);
     if (!plans.ok()) return report_error(std::move(plans).error_value().with_source(lock_path));
@@ -217,7 +378,7 @@ int run_sync(sync_args args) {
     console_observer observer(args.quiet);  // lock waits, retries and source changes
     req.options.observer = &observer;
     auto done = redist::install_all(req);
-    if (!done.ok()) return report_error(done.error_value());
+    if (!done.ok()) return report_error(explain_lock_mismatch(std::move(done).error_value(), *lock, platform));
     const auto& reports = done->products;
 
     if (args.json) {
@@ -258,9 +419,7 @@ int run_sync(sync_args args) {
 void add_sync_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<sync_args>();
     auto* cmd = app.add_subcommand("sync", "Install every product of a project file (redist.toml) in one transaction");
-    cmd->add_option("--file", args->file, "The project file (default ./redist.toml)")->type_name("FILE");
-    cmd->add_option("--lock-file", args->lock_file, "The lock file (default: redist.lock beside the project file)")
-        ->type_name("FILE");
+    add_project_lock_options(*cmd, args->lock);
     cmd->add_option("--platform", args->platform, "Install this listed platform (default: this machine's)")
         ->type_name("P");
     cmd->add_option("--prefix", args->prefix,
@@ -273,12 +432,13 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--exclude", args->exclude,
                     "Skip archive paths matching this glob (repeatable; adds to the project's exclude)")
         ->type_name("GLOB");
-    cmd->add_flag("--locked", args->locked,
-                  "Install what redist.lock pins; never re-resolve (no index or manifest requests). "
-                  "A stale lock is a warning");
+    auto* locked = cmd->add_flag("--locked", args->locked,
+                                 "Install what redist.lock pins, after checking that it is up to date with the "
+                                 "project file (exit 4 if not); never write it, never re-resolve (as uv and pixi)");
     cmd->add_flag("--frozen", args->frozen,
-                  "As --locked, but a lock that no longer matches the project file is an "
-                  "error (exit 4)");
+                  "Install what redist.lock pins as it is, without checking it against the project file; "
+                  "never write it, never re-resolve (as uv and pixi)")
+        ->excludes(locked);
     cmd->add_flag("--force", args->force, "Reinstall even if the receipts say it is installed");
     cmd->add_flag("--keep-unlisted", args->keep_unlisted,
                   "Keep components in the prefix that the project does not name (by default they are removed, "
@@ -289,11 +449,17 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--jobs,-j", args->jobs, "Artifacts downloaded at once (default: cores)")->type_name("N");
     add_source_options(*cmd, args->source);
     cmd->footer(
-        "\nWithout --locked, every product is resolved again and redist.lock is rewritten when the\n"
-        "resolution changed (it pins every listed platform: URLs, SHA-256s, sizes, manifest SHA-256s).\n"
+        "\nredist.lock is authoritative (as uv's and pixi's locks): a product whose version spec and\n"
+        "components are the ones locked installs its locked release, with no index or manifest\n"
+        "request; only products added or changed in the project file are resolved, and the lock\n"
+        "(every listed platform: URLs, SHA-256s, sizes, manifest SHA-256s) is rewritten only when it\n"
+        "changed. --upgrade [--product P] moves to newer releases. An artifact that upstream replaced\n"
+        "in place against the lock is an integrity error (exit 5): accept it with\n"
+        "`redist sync --upgrade --product P`. --locked: a lock out of date with the project file is\n"
+        "an error (exit 4); --frozen installs the lock unchecked; neither writes it.\n"
         "Then the chosen platform's artifacts of every product are staged and committed into the\n"
         "prefix together, or not at all. Not enough free space for the downloads: exit 10, before\n"
-        "any download. A stale lock under --frozen: exit 4.\n\n"
+        "any download.\n\n"
         "The project file is input: its prefix must lie inside its directory (also through symlinks)\n"
         "unless --prefix or --allow-outside-prefix says otherwise, and every URL in it or in the lock\n"
         "is http(s):// or lies under a local mirror or base named on the command line (or the\n"

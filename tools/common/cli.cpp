@@ -151,6 +151,11 @@ void add_selection_options(CLI::App& app, selection_options& options, bool platf
         ->type_name("a,b");
 }
 
+void add_strict_flag(CLI::App& app, bool& strict) {
+    app.add_flag("--strict", strict,
+                 "Fail (exit 5) when a manifest differs from the one this URL served before (drift)");
+}
+
 void add_fetch_flags(CLI::App& app, fetch_options& options) {
     app.add_option("--prefix", options.prefix, "Install into this directory (created if needed)")
         ->required()
@@ -161,8 +166,7 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                    "Install exactly what this lock file (from `redist lock`) pins; never re-resolve")
         ->type_name("FILE");
     app.add_flag("--force", options.force, "Reinstall even if the receipts say it is installed");
-    app.add_flag("--strict", options.strict,
-                 "Fail (exit 5) when a manifest differs from the one this URL served before (drift)");
+    add_strict_flag(app, options.strict);
     app.add_option("--link-mode", options.link_mode,
                    "How a cached extracted tree is placed on re-installs: auto (reflink where possible, else copy; the "
                    "default), reflink, copy, or hardlink (instant, but prefixes share inodes with the cache)")

@@ -74,6 +74,9 @@ struct fetch_options {
     bool profile = false;          // --profile or REDIST_PROFILE=1: per-stage times on stderr
 };
 void add_fetch_flags(CLI::App& app, fetch_options& options);
+// --strict, as `redist fetch` and `redist sync` take it: a manifest that
+// differs from the one its URL served before (drift) is an error (exit 5).
+void add_strict_flag(CLI::App& app, bool& strict);
 
 // Fills a release_request from the options (base URL, manifest, pin, mirrors, cache).
 redist::release_request make_release_request(const source_options& source, const std::string& product,
