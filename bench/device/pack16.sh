@@ -7,8 +7,8 @@ B=${1:?build dir}; B=$(realpath "$B"); BB=${2:+$(realpath "$2")}; cd "$(dirname 
 bash ../shared/device/pack.sh "$B" .carry
 cp "$B/bin/redist-check-probe" .carry/bin/ && strip .carry/bin/redist-check-probe
 cp bench/device/run16.sh bench/device/check16.sh bench/device/scale16.sh bench/device/paired16.sh \
-  bench/device/paired16.py bench/device/ab16.sh bench/device/tail16.sh bench/device/trace16.sh \
-  bench/device/exp16.sh bench/device/loud16.sh bench/device/parts16.sh bench/device/shell16.sh \
+  bench/device/paired16.py bench/device/ab16.sh bench/device/tail16.sh \
+  bench/device/loud16.sh bench/device/parts16.sh bench/device/shell16.sh \
   bench/device/comp16.sh bench/device/verify16.sh .carry/
 rm -rf .carry/bin-b
 if [ -n "$BB" ]; then
