@@ -56,6 +56,7 @@ void add_lock_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("VERSION", args->version, "9.27.0, 9.27, 9 or latest")->required();
     add_source_options(*cmd, args->source);
     cmd->add_option("--platform", args->platforms, "Platforms to lock (repeatable; default: this machine's)")
+        ->check(platform_check())
         ->type_name("P");
     cmd->add_option("--cuda", args->cuda, "CUDA majors to lock (repeatable; default: every variant offered)")
         ->transform(cuda_major_transform())
