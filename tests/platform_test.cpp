@@ -249,3 +249,15 @@ TEST_CASE("host_probe::system reads the real machine", "[platform][system]") {
     (void)redist::detect_cuda(probe);
     fs::remove_all(scratch);
 }
+
+TEST_CASE("platform_problem: only the platforms the manifests use", "[platform]") {
+    for (const auto& p : redist::known_platforms()) CHECK_FALSE(redist::platform_problem(p).has_value());
+    const auto typo = redist::platform_problem("linux-x86-64");
+    REQUIRE(typo.has_value());
+    CHECK(*typo == "unknown platform 'linux-x86-64' (did you mean 'linux-x86_64'?)");
+    CHECK(redist::platform_problem("aarch64")->find("did you mean 'linux-sbsa'?") != std::string::npos);
+    const auto far = redist::platform_problem("plan9\x1b");
+    REQUIRE(far.has_value());
+    CHECK(far->find("known: linux-x86_64, linux-sbsa") != std::string::npos);
+    CHECK(far->find('\x1b') == std::string::npos);
+}

@@ -115,14 +115,20 @@ TEST_CASE("errors name the line, the column and the key") {
             "exclude = [\"../etc/*\"]\n[products.cuda]\nversion = \"12\"\n");
         CHECK(e.json_path == "project.exclude[0]");
     }
+    SECTION("an unknown platform names the likely one") {
+        const auto e = parse_error(
+            "[project]\nprefix = \"p\"\nplatforms = [\"linux-x86-64\"]\n[products.a]\nversion = \"1\"\n");
+        CHECK(e.json_path == "project.platforms[0]");
+        CHECK(e.message.find("did you mean 'linux-x86_64'?") != std::string::npos);
+    }
     SECTION("missing pieces") {
         CHECK(parse_error("[products.cuda]\nversion = \"12\"\n").json_path == "project");
-        CHECK(parse_error("[project]\nplatforms = [\"x\"]\n[products.a]\nversion = \"1\"\n").json_path ==
+        CHECK(parse_error("[project]\nplatforms = [\"linux-x86_64\"]\n[products.a]\nversion = \"1\"\n").json_path ==
               "project.prefix");
         CHECK(parse_error("[project]\nprefix = \"p\"\n[products.a]\nversion = \"1\"\n").json_path ==
               "project.platforms");
-        CHECK(parse_error("[project]\nprefix = \"p\"\nplatforms = [\"x\"]\n").json_path == "products");
-        CHECK(parse_error("[project]\nprefix = \"p\"\nplatforms = [\"x\"]\n[extra]\n").json_path == "extra");
+        CHECK(parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n").json_path == "products");
+        CHECK(parse_error("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n[extra]\n").json_path == "extra");
     }
     SECTION("a table header without a key (toml++ 3.3 asserts on it; found by project_fuzz)") {
         for (const char* text :
@@ -137,9 +143,12 @@ TEST_CASE("errors name the line, the column and the key") {
         const auto e = parse_error("[project]\nprefix = \"p\"\n\xC3\xA9 = 1\n");
         CHECK(e.source == "/work/app/redist.toml:3");
         CHECK(e.message.find("non-ASCII") != std::string::npos);
-        CHECK(parse_error("# K\xC3\xBChler\n[project]\n").source == "/work/app/redist.toml:1");
         // The fuzzer's input: a stray quote before the byte, in an invalid value.
-        CHECK(parse_error("atform =55554p\x10\\\"\xd1\x87pt5\n").source == "/work/app/redist.toml:1");
+        CHECK(parse_error("atform =55554p\x10\\\"\xd1\x87pt5\n").source.rfind("/work/app/redist.toml:1", 0) == 0);
+        // Invalid UTF-8, even in a comment or a string.
+        CHECK(parse_error("# K\xC3hler\n[project]\n").message.find("invalid UTF-8") != std::string::npos);
+        CHECK(parse_error("[project]\nprefix = \"caf\xC3\"\n").source == "/work/app/redist.toml:2");
+        CHECK(parse_error("[project]\nprefix = \"a\\\xC3\xA9\"\n").source == "/work/app/redist.toml:2");
         // Any character, written as an escape.
         auto ok = parse_project(
             "[project]\nprefix = \"caf\\u00e9\"\nplatforms = [\"linux-x86_64\"]\n"
@@ -147,6 +156,19 @@ TEST_CASE("errors name the line, the column and the key") {
             "/x/redist.toml");
         REQUIRE(ok.ok());
         CHECK(ok->prefix == "/x/caf\xC3\xA9");
+    }
+    SECTION("UTF-8 in comments and \"basic strings\" is kept as written") {
+        auto ok = parse_project(
+            "# K\xC3\xBChler's build \xE2\x80\x94 \xF0\x9F\x9A\x80\n[project]\nprefix = \"caf\xC3\xA9 \\\" "
+            "\xF0\x9F\x9A\x80\"  # \xC3\xA9\n"
+            "platforms = [\"linux-x86_64\"]\nexclude = ['lib\\m\"\xC3\xA9', \'\'\'x\\\xC3\xA9\'\'\']\n"
+            "[products.cuda]\nversion = '12' # \xC3\xA9 '\n"
+            "components = [\"\"\"cuda_nvcc\"\"\"]\n",
+            "/x/redist.toml");
+        REQUIRE(ok.ok());
+        CHECK(ok->prefix == "/x/caf\xC3\xA9 \" \xF0\x9F\x9A\x80");
+        CHECK(ok->products.at(0).components == std::vector<std::string>{"cuda_nvcc"});
+        CHECK(ok->exclude == std::vector<std::string>{"lib\\m\"\xC3\xA9", "x\\\xC3\xA9"});
     }
     SECTION("broken TOML carries toml++'s reason and position") {
         const auto e = parse_error("[project]\nprefix = \"p\n");

@@ -3,6 +3,7 @@
 // the parser; a few cases then run over real published manifests.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -273,4 +274,54 @@ TEST_CASE("select_artifacts over real manifests", "[select][real]") {
     }
     CHECK(all.artifacts.size() == expected);
     CHECK(expected > 20);
+}
+
+TEST_CASE("what fetch installs without --component", "[select][real]") {
+    const std::string data = REDIST_TEST_DATA;
+    const auto toolkit_text = read_text(data + "/manifests/cuda/redistrib_12.9.1.json");
+    REQUIRE(toolkit_text.has_value());
+    const auto toolkit = redist::parse_manifest(*toolkit_text, "cuda/redistrib_12.9.1.json");
+    REQUIRE(toolkit.ok());
+    CHECK_FALSE(redist::is_library_family(*toolkit));
+    CHECK(redist::is_library_family(cudnn_like()));  // at most 4 components
+    manifest nvpl;
+    for (const char* key : {"nvpl_blas", "nvpl_common", "nvpl_fft", "nvpl_lapack", "nvpl_rand", "nvpl_sparse"})
+        nvpl.components.push_back(make_component(key, {{"linux-sbsa", {}, true}}));
+    CHECK(redist::is_library_family(nvpl));
+
+    // The toolkit: a choice is needed, and the refusal names the ways out.
+    const auto e = select_fails(*toolkit, {"linux-x86_64", 12, {}, redist::unnamed_components::fetch_default});
+    CHECK(e.code == redist::error_code::usage);
+    CHECK(contains(e.message, "components (up to "));
+    CHECK(contains(e.message, "GiB for linux-x86_64; largest: "));
+    CHECK(contains(e.message, "--component a,b"));
+    CHECK(contains(e.message, "--all"));
+    // --all: everything but the driver's components.
+    const auto all = select_ok(*toolkit, {"linux-x86_64", 12, {}, redist::unnamed_components::all});
+    const auto every = select_ok(*toolkit, {"linux-x86_64", 12, {}});
+    CHECK(all.artifacts.size() < every.artifacts.size());
+    for (const auto& a : all.artifacts) CHECK_FALSE(redist::is_driver_component(a.component));
+    CHECK(std::any_of(every.artifacts.begin(), every.artifacts.end(),
+                      [](const artifact& a) { return a.component == "nvidia_driver"; }));
+    // A named driver component is installed.
+    CHECK(select_ok(*toolkit, {"linux-x86_64", 12, {"nvidia_driver"}, redist::unnamed_components::fetch_default})
+              .artifacts.size() == 1);
+    // A library family: every component, as before.
+    CHECK(describe(select_ok(cudnn_like(), {"linux-x86_64", 12, {}, redist::unnamed_components::fetch_default})) ==
+          "cudnn:linux-x86_64:cuda12 cudnn_jit:linux-x86_64:cuda12 ");
+}
+
+TEST_CASE("release_spec_for_cuda: the cuda product's releases are CUDA versions", "[select]") {
+    CHECK(redist::release_spec_for_cuda("cuda", "latest", 12).value() == "12");
+    CHECK(redist::release_spec_for_cuda("cuda", "", 12).value() == "12");
+    CHECK(redist::release_spec_for_cuda("cuda", "12.9", 12).value() == "12.9");
+    CHECK(redist::release_spec_for_cuda("cuda", "latest", std::nullopt).value() == "latest");
+    CHECK(redist::release_spec_for_cuda("cudnn", "latest", 12).value() == "latest");
+    CHECK(redist::release_spec_for_cuda("cudnn", "9.27", 12).value() == "9.27");
+    const auto e = redist::release_spec_for_cuda("cuda", "13.0.0", 12);
+    REQUIRE_FALSE(e.ok());
+    CHECK(e.error_value().code == redist::error_code::usage);
+    CHECK(contains(e.error_value().message, "'13.0.0'"));
+    CHECK(contains(e.error_value().message, "--cuda 12"));
+    CHECK_FALSE(redist::release_spec_for_cuda("cuda", "120", 12).ok());  // whole fields
 }

@@ -88,6 +88,7 @@ void add_lock_command(CLI::App& app, command_runner& selected) {
     add_source_options(*cmd, args->project.source);
     add_project_lock_options(*cmd, args->project);
     cmd->add_option("--platform", args->platforms, "Platforms to lock (repeatable; default: this machine's)")
+        ->check(platform_check())
         ->type_name("P");
     cmd->add_option("--cuda", args->cuda, "CUDA majors to lock (repeatable; default: every variant offered)")
         ->transform(cuda_major_transform())

@@ -7,6 +7,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include "redist/error.hpp"
 
@@ -31,6 +33,18 @@ struct host_probe {
 // "tegra"), which maps to linux-aarch64; ppc64le -> linux-ppc64le.
 // Outcomes: ok | not_found (unknown machine; message says to pass --platform).
 result<std::string> detect_host_platform(const host_probe& probe);
+
+// The platform keys NVIDIA's manifests use: linux-x86_64, linux-sbsa,
+// linux-aarch64 (Jetson), linux-ppc64le, linux-all, windows-x86_64,
+// windows-arm64, source.
+const std::vector<std::string>& known_platforms();
+
+// Why `platform` (from --platform or a project file) is none of them, with
+// the likely intent ("unknown platform 'linux-x86-64' (did you mean
+// 'linux-x86_64'?)"), or nullopt when it is one. A platform that is not
+// known would select nothing from any manifest: refused before anything is
+// read, not after a download.
+std::optional<std::string> platform_problem(std::string_view platform);
 
 struct cuda_detection {
     int major = 0;        // e.g. 13

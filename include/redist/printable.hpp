@@ -40,6 +40,10 @@ std::string printable(std::string_view text, std::size_t max_len = 200, backslas
 // json_escape() and the path checks of safe_path.hpp use it.
 std::size_t utf8_sequence_length(std::string_view text) noexcept;
 
+// `text` as one POSIX sh word: in single quotes, each ' written as '\''.
+// For commands a person or a shell runs (a hint to run, an env script).
+std::string shell_quote(std::string_view text);
+
 // True when all of `text` is valid UTF-8 (so it can be a JSON string as is).
 bool valid_utf8(std::string_view text) noexcept;
 

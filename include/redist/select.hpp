@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redist/error.hpp"
@@ -10,11 +11,41 @@
 
 namespace redist {
 
+// What an empty component list means.
+enum class unnamed_components {
+    every,  // every component (lock, sync: a project names what it wants)
+    // redist fetch without --component: every component of a library family
+    // (see is_library_family); for any other release a usage error that
+    // lists the largest components and the two ways out (--component, --all)
+    fetch_default,
+    all,  // --all: every component except the driver's (is_driver_component)
+};
+
 struct selection_request {
     std::string platform;                 // required, e.g. "linux-x86_64"
     std::optional<int> cuda_major;        // e.g. 12; nullopt = let select() choose
-    std::vector<std::string> components;  // empty = every component available
+    std::vector<std::string> components;  // empty = see `unnamed`
+    unnamed_components unnamed = unnamed_components::every;
 };
+
+// A release whose components are one library family: at most 4 components,
+// or every key sharing the word before its first '_' (cudnn, cudnn_jit,
+// cudnn_samples; nvpl_blas ... nvpl_tensor). The CUDA toolkit (49
+// components, the driver among them) is not one: installing all of it is
+// gigabytes nobody asked for, so `redist fetch` wants a choice.
+bool is_library_family(const manifest& m);
+
+// Components that install or belong to the GPU driver (nvidia_driver,
+// nvidia_fs, fabricmanager, imex, driver_assistant, libnvidia_nscq): never
+// installed unless named with --component.
+bool is_driver_component(std::string_view key);
+
+// For a label spec of the `cuda` product, whose releases are CUDA versions:
+// with --cuda N, "latest" (or empty) becomes "N" (the newest N.x), a spec
+// whose major is N stays, another is a usage error naming both. Other
+// products, or no --cuda: the spec unchanged.
+result<std::string> release_spec_for_cuda(std::string_view product, const std::string& spec,
+                                          std::optional<int> cuda_major);
 
 struct selection {
     std::vector<artifact> artifacts;  // in manifest order
@@ -47,7 +78,8 @@ std::vector<int> available_cuda_majors(const manifest& m, const std::string& pla
 //   not_found  a requested component does not exist, or has nothing for the
 //              platform/variant, or nothing at all matches. The message (one
 //              line) lists what is available (components, platforms, variants).
-//   usage      request.platform is empty
+//   usage      request.platform is empty, or fetch_default for a release
+//              that is no library family
 result<selection> select_artifacts(const manifest& m, const selection_request& request);
 
 // The one error for a component name the manifest lacks (fetch, show, mirror

@@ -25,6 +25,11 @@ std::string manifest_url(std::string_view base, std::string_view product, std::s
 // nullopt when `url` does not have that form.
 std::optional<std::string> base_of_manifest_url(std::string_view url, std::string_view product, std::string_view label);
 
+// The base of an artifact URL under <base>/<product>/redist/ (what a receipt
+// records), or nullopt when `url` has no "/<product>/redist/" segment. The
+// last such segment decides, so a base that itself contains one stays whole.
+std::optional<std::string> base_of_artifact_url(std::string_view url, std::string_view product);
+
 // The directory part of a URL, with a trailing slash ("…/redist/").
 std::string url_directory(std::string_view url);
 

@@ -849,7 +849,8 @@ void checker::check_runtime_dependencies() {
             if (hit.empty())
                 add("runtime", check_severity::warning, r.component, f.rel,
                     soname + " (" + std::string(d.why) + "): not found; install it with: " +
-                        replace_all(std::string(d.remedy), "{cuda}", std::to_string(*major)));
+                        replace_all(replace_all(std::string(d.remedy), "{cuda}", std::to_string(*major)), "{prefix}",
+                                    shell_quote(o_.prefix.string())));
             else
                 add("runtime", check_severity::info, r.component, f.rel,
                     soname + ": " + hit + " (through " + via + ")");

@@ -47,7 +47,9 @@ inline constexpr version_header version_headers[] = {
 };
 
 // Libraries a product's code loads with dlopen, so DT_NEEDED never shows them.
-// "{cuda}" is replaced by the CUDA major of the installed variant.
+// "{cuda}" is replaced by the CUDA major of the installed variant, "{prefix}"
+// by the checked prefix (quoted for sh): the remedy's command runs as printed
+// (`--cuda N` with the cuda product picks the newest N.x release).
 struct runtime_dependency {
     std::string_view library;  // the library of the product that loads it (file-name stem)
     std::string_view soname;
@@ -56,9 +58,9 @@ struct runtime_dependency {
 };
 inline constexpr runtime_dependency runtime_dependencies[] = {
     {"libcudnn.so", "libcublasLt.so.{cuda}", "loaded by cuDNN for some engines (matmul fusions)",
-     "redist fetch cuda --component libcublas --cuda {cuda}, or the libcublas of the CUDA toolkit"},
+     "redist fetch cuda --component libcublas --cuda {cuda} --prefix {prefix}, or the libcublas of the CUDA toolkit"},
     {"libcudnn.so", "libnvrtc.so.{cuda}", "loaded by cuDNN's runtime-compiled engines",
-     "redist fetch cuda --component cuda_nvrtc, or the nvrtc of the CUDA toolkit"},
+     "redist fetch cuda --component cuda_nvrtc --cuda {cuda} --prefix {prefix}, or the nvrtc of the CUDA toolkit"},
 };
 
 // Minimum Linux driver per CUDA major (CUDA release notes, table 3 "CUDA

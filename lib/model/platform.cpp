@@ -3,6 +3,7 @@
 #include <sys/utsname.h>
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -11,6 +12,9 @@
 #include <string_view>
 
 #include <simdjson.h>
+
+#include "redist/printable.hpp"
+#include "redist/suggest.hpp"
 
 namespace redist {
 
@@ -55,19 +59,6 @@ std::optional<std::string> system_run(const std::string& command) {
     // or fails must not count as having produced output.
     const int status = pclose(pipe.release());
     if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-    return out;
-}
-
-std::string shell_quote(const std::string& text) {
-    std::string out = "'";
-    for (const char c : text) {
-        if (c == '\'') {
-            out += "'\\''";
-        } else {
-            out += c;
-        }
-    }
-    out += "'";
     return out;
 }
 
@@ -211,6 +202,21 @@ std::optional<cuda_detection> detect_cuda(const host_probe& probe) {
         }
     }
     return std::nullopt;
+}
+
+const std::vector<std::string>& known_platforms() {
+    static const std::vector<std::string> platforms{"linux-x86_64", "linux-sbsa",     "linux-aarch64", "linux-ppc64le",
+                                                    "linux-all",    "windows-x86_64", "windows-arm64", "source"};
+    return platforms;
+}
+
+std::optional<std::string> platform_problem(std::string_view platform) {
+    const auto& known = known_platforms();
+    if (std::find(known.begin(), known.end(), platform) != known.end()) return std::nullopt;
+    const std::string hint = did_you_mean(platform, known);
+    std::string list;
+    for (const auto& p : known) list += (list.empty() ? "" : ", ") + p;
+    return "unknown platform '" + printable(platform) + "'" + (hint.empty() ? " (known: " + list + ")" : hint);
 }
 
 }  // namespace redist

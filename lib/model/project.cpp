@@ -14,19 +14,28 @@
 //  - is_non_ascii_horizontal_whitespace() reaches __builtin_unreachable()
 //    for many non-ASCII characters (U+00E9 among them) wherever the parser
 //    checks for whitespace, which on invalid input can be almost anywhere.
-//    The file must therefore be ASCII; strings can still hold any character
-//    as a \uXXXX escape (decoded without that check).
+//    toml++ is therefore given ASCII only (to_ascii()): UTF-8 in a comment
+//    becomes '?', in a string a \uXXXX escape (decoded without that check,
+//    so the value is the same; a 'literal string' is given as the "basic
+//    string" of the same value); anywhere else (a bare key) it is refused,
+//    as is invalid UTF-8. to_ascii() follows TOML's strings and comments;
+//    where it and toml++ might disagree (invalid input), toml++ still sees
+//    ASCII only.
 #define TOML_EXCEPTIONS 0
 #define TOML_ASSERT(expr) static_assert(true)
 #include "redist/project.hpp"
 
 #include <toml++/toml.h>
 
+#include "redist/platform.hpp"
+#include "redist/printable.hpp"
 #include "redist/urls.hpp"
 #include "support/safe_path.hpp"
 
 #include <algorithm>
 #include <cctype>
+#include <cstdint>
+#include <cstdio>
 #include <set>
 
 namespace redist {
@@ -128,9 +137,8 @@ result<void> parse_project_table(const validator& v, const toml::table& t, proje
             REDIST_TRY(out.platforms, v.strings(node, full));
             if (out.platforms.empty()) return v.fail(node.source(), full, "list at least one platform");
             for (std::size_t i = 0; i < out.platforms.size(); ++i)
-                if (!is_name(out.platforms[i]))
-                    return v.fail(node.as_array()->get(i)->source(), full + "[" + std::to_string(i) + "]",
-                                  "not a platform name like \"linux-x86_64\"");
+                if (auto problem = platform_problem(out.platforms[i]))
+                    return v.fail(node.as_array()->get(i)->source(), full + "[" + std::to_string(i) + "]", *problem);
         } else if (k == "cuda") {
             REDIST_TRY(out.cuda, parse_cuda(v, node));
         } else if (k == "base-url") {
@@ -185,6 +193,118 @@ result<project_product> parse_product(const validator& v, const std::string& nam
     return p;
 }
 
+// The code point of the valid UTF-8 sequence of `len` bytes at `s`.
+char32_t code_point(std::string_view s, std::size_t len) {
+    if (len == 1) return static_cast<unsigned char>(s[0]);
+    const unsigned lead_bits = len == 2 ? 0x1F : len == 3 ? 0x0F : 0x07;
+    char32_t cp = static_cast<unsigned char>(s[0]) & lead_bits;
+    for (std::size_t i = 1; i < len; ++i) cp = (cp << 6) | (static_cast<unsigned char>(s[i]) & 0x3F);
+    return cp;
+}
+
+enum class lex_state : std::uint8_t { normal, comment, basic, ml_basic, literal, ml_literal };
+
+struct transition {
+    lex_state next;
+    std::size_t taken;  // bytes of the delimiter, copied as they are; 0: none here
+};
+
+// Whether the text at `rest` (in `state`) starts or ends a string or a comment.
+transition next_state(lex_state state, std::string_view rest) {
+    const char c = rest.front();
+    switch (state) {
+        case lex_state::normal:
+            if (c == '#') return {lex_state::comment, 1};
+            if (rest.starts_with(R"(""")")) return {lex_state::ml_basic, 3};
+            if (rest.starts_with("'''")) return {lex_state::ml_literal, 3};
+            if (c == '"') return {lex_state::basic, 1};
+            if (c == '\'') return {lex_state::literal, 1};
+            break;
+        case lex_state::comment:
+            if (c == '\n') return {lex_state::normal, 1};
+            break;
+        case lex_state::basic:
+        case lex_state::literal:
+            if (c == '\n' || c == (state == lex_state::basic ? '"' : '\'')) return {lex_state::normal, 1};
+            break;
+        case lex_state::ml_basic:
+            if (rest.starts_with(R"(""")")) return {lex_state::normal, 3};
+            break;
+        case lex_state::ml_literal:
+            if (rest.starts_with("'''")) return {lex_state::normal, 3};
+            break;
+    }
+    return {state, 0};
+}
+
+bool in_literal(lex_state state) { return state == lex_state::literal || state == lex_state::ml_literal; }
+
+// One ASCII byte or delimiter (`bytes`, left in state `state` for `next`) as
+// toml++ is given it: a 'literal string' becomes the "basic string" of the
+// same value (its quotes become double quotes; '\' and '"' in it escaped),
+// so that UTF-8 in it can be written as an escape as in any basic string.
+void put_ascii(std::string& out, lex_state state, lex_state next, std::string_view bytes) {
+    const bool opens = state == lex_state::normal && in_literal(next);
+    const bool closes = in_literal(state) && next == lex_state::normal && bytes.front() == '\'';
+    if (opens || closes) {
+        out.append(bytes.size(), '"');
+    } else if (in_literal(state) && (bytes.front() == '\\' || bytes.front() == '"')) {
+        out += '\\';
+        out += bytes.front();
+    } else {
+        out.append(bytes);
+    }
+}
+
+// The text as toml++ may see it (see the top of this file), or the 1-based
+// line of the first character that cannot be given to it and why.
+struct ascii_text {
+    std::string text;
+    std::size_t bad_line = 0;
+    const char* what = nullptr;
+};
+
+ascii_text to_ascii(std::string_view in) {
+    ascii_text out;
+    out.text.reserve(in.size());
+    lex_state state = lex_state::normal;
+    std::size_t line = 1;
+    for (std::size_t i = 0; i < in.size();) {
+        const std::string_view rest = in.substr(i);
+        if (static_cast<unsigned char>(rest.front()) < 0x80) {
+            line += rest.front() == '\n';
+            transition t = next_state(state, rest);
+            if (rest.front() == '\\' && (state == lex_state::basic || state == lex_state::ml_basic)) {
+                // An escape is copied whole (\" does not end the string). It
+                // must escape ASCII: a backslash before a \uXXXX made here
+                // would turn an invalid escape into a valid "\\".
+                if (rest.size() > 1 && static_cast<unsigned char>(rest[1]) >= 0x80)
+                    return {{}, line, "a backslash before a non-ASCII character is not an escape"};
+                t = {state, rest.size() > 1 && rest[1] != '\n' ? 2u : 1u};
+            }
+            const std::size_t n = std::max<std::size_t>(t.taken, 1);
+            put_ascii(out.text, state, t.next, rest.substr(0, n));
+            state = t.next;
+            i += n;
+            continue;
+        }
+        const std::size_t len = utf8_sequence_length(rest);
+        if (len == 0) return {{}, line, "invalid UTF-8"};
+        if (state == lex_state::comment) {
+            out.text += '?';
+        } else if (state != lex_state::normal) {
+            char escape[16];
+            const auto cp = static_cast<unsigned long>(code_point(rest, len));
+            std::snprintf(escape, sizeof escape, cp > 0xFFFF ? "\\U%08lX" : "\\u%04lX", cp);
+            out.text += escape;
+        } else {
+            return {{}, line, "non-ASCII character outside a string or a comment"};
+        }
+        i += len;
+    }
+    return out;
+}
+
 // Returns the 1-based line of the first input toml++ 3.3 must not see (see
 // the top of this file) and what is wrong, or line 0. Deliberately not a
 // TOML lexer: on invalid input toml++ and any approximation of it disagree
@@ -196,8 +316,6 @@ std::pair<std::size_t, const char*> precheck(std::string_view text) {
         if (end == std::string_view::npos) end = text.size();
         const std::string_view l = text.substr(pos, end - pos);
         pos = end + 1;
-        for (unsigned char c : l)
-            if (c >= 0x80) return {line, "non-ASCII character (in a string, write it as a \\uXXXX escape)"};
         std::size_t i = l.find_first_not_of(" \t");
         if (i == std::string_view::npos || l[i] != '[') continue;
         ++i;
@@ -219,9 +337,13 @@ result<project_file> parse_project(std::string_view text, const fs::path& path) 
     if (text.size() > kMaxProjectFileBytes)
         return make_error(error_code::bad_manifest, "larger than " + std::to_string(kMaxProjectFileBytes) + " bytes")
             .with_source(v.source);
-    if (const auto [bad_line, what] = precheck(text); bad_line)
+    const ascii_text ascii = to_ascii(text);
+    if (ascii.bad_line)
+        return make_error(error_code::bad_manifest, ascii.what)
+            .with_source(v.source + ":" + std::to_string(ascii.bad_line));
+    if (const auto [bad_line, what] = precheck(ascii.text); bad_line)
         return make_error(error_code::bad_manifest, what).with_source(v.source + ":" + std::to_string(bad_line));
-    toml::parse_result parsed = toml::parse(text, v.source);
+    toml::parse_result parsed = toml::parse(ascii.text, v.source);
     if (!parsed) {
         const auto& err = parsed.error();
         return v.fail(err.source(), "", std::string(err.description()));

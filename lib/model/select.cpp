@@ -1,6 +1,8 @@
 #include "redist/select.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cstdio>
 #include <set>
 
 #include "redist/printable.hpp"
@@ -24,11 +26,56 @@ void add_unique(std::vector<std::string>& list, const std::string& value) {
     if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(value);
 }
 
-// The components a request covers, in manifest order. Empty request = all.
-result<std::vector<const component*>> requested_components(const manifest& m, const std::vector<std::string>& wanted) {
+// "4.9 GiB", "812 MiB", "24 KiB".
+std::string size_text(std::uint64_t bytes) {
+    const char* unit = "KiB";
+    double value = static_cast<double>(bytes) / 1024;
+    for (const char* next : {"MiB", "GiB"}) {
+        if (value < 1024) break;
+        value /= 1024;
+        unit = next;
+    }
+    char buf[32];
+    std::snprintf(buf, sizeof buf, value < 10 && unit[0] != 'K' ? "%.1f %s" : "%.0f %s", value, unit);
+    return buf;
+}
+
+// fetch_default on a release that is no library family: the refusal, with
+// the largest components on the platform (one artifact each: the largest)
+// and the two ways out.
+error component_choice_needed(const manifest& m, const std::string& platform) {
+    std::vector<std::pair<std::uint64_t, std::string>> sizes;
+    std::uint64_t total = 0;
+    for (const auto& c : m.components) {
+        std::uint64_t largest = 0;
+        for (const auto& a : c.artifacts)
+            if (a.platform == platform) largest = std::max(largest, a.size);
+        if (largest == 0) continue;
+        sizes.emplace_back(largest, c.key);
+        total += largest;
+    }
+    std::sort(sizes.begin(), sizes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::string largest;
+    for (std::size_t i = 0; i < sizes.size() && i < 5; ++i)
+        largest += (i ? ", " : "") + printable(sizes[i].second) + " " + size_text(sizes[i].first);
+    return make_error(error_code::usage,
+                      "this release has " + std::to_string(m.components.size()) + " components (up to " +
+                          size_text(total) + " for " + printable(platform) + "; largest: " + largest +
+                          "): name the ones you need with --component a,b, or pass --all for every component "
+                          "but the driver's");
+}
+
+// The components a request covers, in manifest order. Empty request: see
+// unnamed_components.
+result<std::vector<const component*>> requested_components(const manifest& m, const selection_request& request) {
+    const std::vector<std::string>& wanted = request.components;
     std::vector<const component*> out;
     if (wanted.empty()) {
-        for (const auto& c : m.components) out.push_back(&c);
+        const bool family = request.unnamed == unnamed_components::every || is_library_family(m);
+        if (request.unnamed == unnamed_components::fetch_default && !family)
+            return component_choice_needed(m, request.platform);
+        for (const auto& c : m.components)
+            if (family || !is_driver_component(c.key)) out.push_back(&c);
         return out;
     }
     for (const auto& name : wanted) {
@@ -73,6 +120,30 @@ std::string offered_variants(const component& c, const std::string& platform) {
 
 }  // namespace
 
+bool is_library_family(const manifest& m) {
+    if (m.components.size() <= 4) return true;
+    const auto family = [](const std::string& key) { return key.substr(0, key.find('_')); };
+    return std::all_of(m.components.begin(), m.components.end(),
+                       [&](const component& c) { return family(c.key) == family(m.components.front().key); });
+}
+
+bool is_driver_component(std::string_view key) {
+    static constexpr std::array<std::string_view, 6> driver{"nvidia_driver", "nvidia_fs",        "fabricmanager",
+                                                            "imex",          "driver_assistant", "libnvidia_nscq"};
+    return std::find(driver.begin(), driver.end(), key) != driver.end();
+}
+
+result<std::string> release_spec_for_cuda(std::string_view product, const std::string& spec,
+                                          std::optional<int> cuda_major) {
+    if (product != "cuda" || !cuda_major) return spec;
+    const std::string major = std::to_string(*cuda_major);
+    if (spec.empty() || spec == "latest") return major;
+    if (spec.substr(0, spec.find('.')) == major) return spec;
+    return make_error(error_code::usage, "version '" + printable(spec) + "' is not a CUDA " + major +
+                                             " release, but --cuda " + major +
+                                             " asks for one (the cuda product's releases are CUDA versions)");
+}
+
 error unknown_component(const manifest& m, const std::string& name) {
     std::vector<std::string> keys;
     for (const auto& c : m.components) keys.push_back(c.key);
@@ -99,7 +170,7 @@ std::vector<int> available_cuda_majors(const manifest& m, const std::string& pla
 
 result<selection> select_artifacts(const manifest& m, const selection_request& request) {
     if (request.platform.empty()) return make_error(error_code::usage, "no platform given");
-    REDIST_TRY(const auto candidates, requested_components(m, request.components));
+    REDIST_TRY(const auto candidates, requested_components(m, request));
     const bool explicit_components = !request.components.empty();
 
     // Components that have something for the platform. Named components must

@@ -35,6 +35,14 @@ std::optional<std::string> base_of_manifest_url(std::string_view url, std::strin
     return std::string(url.substr(0, url.size() - tail.size()));
 }
 
+std::optional<std::string> base_of_artifact_url(std::string_view url, std::string_view product) {
+    if (product.empty()) return std::nullopt;
+    const std::string segment = "/" + std::string(product) + "/redist/";
+    const auto at = url.rfind(segment);
+    if (at == std::string_view::npos || at == 0 || at + segment.size() >= url.size()) return std::nullopt;
+    return std::string(url.substr(0, at));
+}
+
 std::string url_directory(std::string_view url) {
     const auto slash = url.rfind('/');
     if (slash == std::string_view::npos) return {};

@@ -108,4 +108,10 @@ std::string printable(std::string_view text, std::size_t max_len, backslashes ba
     return out;
 }
 
+std::string shell_quote(std::string_view text) {
+    std::string out = "'";
+    for (const char c : text) out += c == '\'' ? std::string_view("'\\''") : std::string_view(&c, 1);
+    return out + "'";
+}
+
 }  // namespace redist

@@ -15,7 +15,7 @@ _redist_subcommands="versions show fetch verify remove lock cache env mirror che
 
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
-_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --locked --force --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --profile --json --quiet -q --check --no-check"
+_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --all --locked --force --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --profile --json --quiet -q --check --no-check"
 
 # Options of each subcommand (and of cudnn-fetch).
 _redist_opts_for() {
@@ -33,7 +33,7 @@ _redist_opts_for() {
         mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --json --quiet -q --help -h" ;;
         sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --help -h" ;;
         diff) echo "$_redist_source_opts --json --help -h" ;;
-        outdated) echo "--prefix $_redist_source_opts --json --help -h" ;;
+        outdated) echo "--prefix --file $_redist_source_opts --json --help -h" ;;
         init) echo "--file --platform --force --check --help -h" ;;
         sync) echo "--file --lock-file --platform --exclude --locked --frozen --force --keep-unlisted --prefix --allow-outside-prefix --quiet -q --json --jobs -j $_redist_source_opts --help -h" ;;
         *) echo "--help -h --version" ;;

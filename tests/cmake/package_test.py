@@ -108,6 +108,17 @@ def test_consumer(args):
         uses_so = any(n.startswith("libredist.so") for n in cs.needed_libs(path))
         cs.check(uses_so == shared, f"{exe}: links libredist.so = {uses_so}, expected {shared}")
 
+    # examples/fetch_cudnn.cpp (resolve, select, install) links against both
+    # libraries, the static one through its own link interface only, and runs.
+    for exe, shared in (("fetch_cudnn", True), ("fetch_cudnn_static", False)):
+        path = os.path.join(build, exe)
+        cs.check(os.path.exists(path), f"{exe} was not built")
+        res = cs.run([path], check=False)
+        cs.check(res.returncode == 2 and "usage: fetch_cudnn" in res.stderr,
+                 f"{exe}: exit {res.returncode}, stderr {res.stderr!r}")
+        uses_so = any(n.startswith("libredist.so") for n in cs.needed_libs(path))
+        cs.check(uses_so == shared, f"{exe}: links libredist.so = {uses_so}, expected {shared}")
+
     # Errors come back through the library: a broken manifest fails with the
     # bad-manifest exit code (4).
     bad = os.path.join(work, "bad.json")

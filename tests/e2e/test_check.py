@@ -8,6 +8,8 @@ import glob
 import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import tarfile
@@ -198,6 +200,25 @@ class CheckFindings(unittest.TestCase):
         self.assertIn("error: 2 post-install checks failed (--check)", res.stderr)
         res = self.install(manifest, prefix, "--force", "--no-check", check=0)
         self.assertNotIn("post-install", res.stderr)
+
+    def test_runtime_dependency_hint_runs_as_printed(self):
+        # A cuDNN for CUDA 12 without cuBLAS: the hint is a whole command, with
+        # the prefix and the CUDA major, that installs what is missing.
+        lib = fake_cudnn(os.path.join(self.libs, "libcudnn.so"), 91900)
+        manifest = make_release(self.mirror, "cudnn", "9.19.0", "cudnn", "9.19.0",
+                                versioned_lib(lib, "9.19.0", "libcudnn.so.9"), variant="cuda12")
+        prefix = os.path.join(self.dir, "pre fix")  # a space: the hint quotes it
+        support.run_tool("redist", "fetch", "--manifest", manifest, "--prefix", prefix, "--platform",
+                         "linux-x86_64", "--cuda", "12", "--no-cache", "--no-check", check=0)
+        res = self.check(prefix)
+        hints = re.findall(r"libcublasLt\.so\.12 \(.*?\): not found; install it with: (redist fetch .*?), or ",
+                           res.stdout)
+        self.assertEqual(len(hints), 1, res.stdout)
+        self.assertIn("--prefix '" + prefix + "'", hints[0])
+        argv = shlex.split(hints[0])
+        res = support.run_tool(*argv, env={"REDIST_BASE_URL": support.nginx_base_url()}, check=0)
+        receipt = support.load_json(os.path.join(prefix, ".redist", "receipts", "cuda", "libcublas.json"))
+        self.assertEqual(receipt["release_label"], "12.9.1")
 
     def test_dependency_renamed_in_the_binary(self):
         # A NEEDED entry edited in the file (as a hostile archive could): resolved by

@@ -332,7 +332,7 @@ class InstalledTreeEqualsArchive(unittest.TestCase):
         self.assertEqual(sorted(os.listdir(os.path.join(prefix, ".redist", "receipts", "cuda"))),
                          ["cuda_cudart.json", "cuda_nvcc.json"])
         # Then every component into the same prefix (two already there).
-        res = fetch("cuda", "12.9.1", "--prefix", prefix, "--base-url", self.file,
+        res = fetch("cuda", "12.9.1", "--all", "--prefix", prefix, "--base-url", self.file,
                     "--platform", "linux-x86_64", check=0)
         self.assertTree(prefix, merge_trees(*trees.values()))
         self.assertEqual(len(os.listdir(os.path.join(prefix, ".redist", "receipts", "cuda"))), 8)

@@ -30,7 +30,7 @@ class FetchOrder(unittest.TestCase):
     def fetch(self, *limit):
         prefix = os.path.join(self.dir, "prefix-" + "-".join(limit).strip("-"))
         support.run_tool("redist", "fetch", "cuda", LABEL, "--base-url", self.server.url(), "--prefix", prefix,
-                         "--no-cache", "--platform", PLATFORM, *limit, "--no-check", "--quiet",
+                         "--no-cache", "--platform", PLATFORM, "--all", *limit, "--no-check", "--quiet",
                          env=CLEAN_ENV, check=True)
         log = [e for e in self.server.log() if e["path"] in self.sizes]
         self.assertEqual(sorted(e["path"] for e in log), sorted(self.sizes), "each archive once")

@@ -40,6 +40,38 @@ class Init(unittest.TestCase):
         self.assertEqual(res.returncode, 4, support.describe(res))
         self.assertIn(f"{path}:7:1: products.cuda.component: unknown key", res.stderr)
 
+    def test_check_refuses_an_unknown_platform_with_the_likely_one(self):
+        path = os.path.join(self.dir, "redist.toml")
+        with open(path, "w") as f:
+            f.write('[project]\nprefix = "p"\nplatforms = ["linux-x86-64"]\n\n[products.cuda]\nversion = "12.9"\n')
+        res = support.run_tool("redist", "init", "--check", "--file", path)
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn(f"{path}:3:", res.stderr)
+        self.assertIn("project.platforms[0]: unknown platform 'linux-x86-64' (did you mean 'linux-x86_64'?)",
+                      res.stderr)
+        # --platform, wherever it is taken, is a usage error before anything is read.
+        for args in (("init", "--platform", "linux-x86-64"),
+                     ("fetch", "cudnn", "--platform", "linux-x86-64", "--prefix", os.path.join(self.dir, "p")),
+                     ("mirror", "cudnn", "9", "--dest", os.path.join(self.dir, "m"), "--platform", "linux-x86-64")):
+            res = support.run_tool("redist", *args, cwd=self.dir)
+            self.assertEqual(res.returncode, 2, support.describe(res))
+            self.assertIn("unknown platform 'linux-x86-64' (did you mean 'linux-x86_64'?)", res.stderr)
+            self.assertEqual(len(res.stderr.splitlines()), 1, res.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.dir, "p")))
+
+    def test_utf8_in_comments_and_strings(self):
+        path = os.path.join(self.dir, "redist.toml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("# Build of K\u00fchler \u2014 \U0001F680\n[project]\nprefix = \"caf\u00e9\"  # \u00e9\n"
+                    "platforms = ['linux-x86_64']\n[products.cuda]\nversion = \"12.9\"  # \u00e9\n")
+        res = support.run_tool("redist", "init", "--check", "--file", path, check=0)
+        self.assertIn(f"prefix {os.path.join(self.dir, 'caf')}\u00e9,", res.stdout)
+        with open(path, "ab") as f:
+            f.write(b"# K\xfchler\n")  # Latin-1: not UTF-8
+        res = support.run_tool("redist", "init", "--check", "--file", path)
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn(f"{path}:7: invalid UTF-8", res.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -1,5 +1,7 @@
-"""`redist outdated --prefix DIR`: installed releases vs the newest in the
-same major and overall; exit 1 when anything is newer."""
+"""`redist outdated --prefix DIR`: installed releases vs the wanted one (the
+project's spec, else the installed major) and the newest overall; exit 1
+only when a wanted update exists. Releases are listed from the sources the
+receipts name, never from a default base the prefix did not come from."""
 
 import json
 import os
@@ -32,17 +34,64 @@ class Outdated(unittest.TestCase):
         self.assertEqual(res.returncode, 1, support.describe(res))
         self.assertEqual(json.loads(res.stdout), [{
             "product": "cudnn", "installed": "9.8.0", "components": ["cudnn"],
-            "latest_in_major": "9.27.0", "latest": "9.27.0", "outdated": True}])
+            "spec": "9", "wanted": "9.27.0", "latest": "9.27.0", "outdated": True}])
         res = self.outdated(prefix, base=support.nginx_base_url())  # the HTML index, over HTTP
         self.assertEqual(res.returncode, 1, support.describe(res))
+        self.assertRegex(res.stdout, r"PRODUCT\s+INSTALLED\s+WANTED\s+LATEST\s+COMPONENTS")
         self.assertRegex(res.stdout, r"cudnn\s+9\.8\.0\s+9\.27\.0\s+9\.27\.0\s+cudnn")
 
     def test_current_in_major_but_a_newer_major_exists(self):
         prefix = self.install("cuda12", "cuda", "12.9.1", "cuda_cudart")
         res = self.outdated(prefix, "--json")
-        self.assertEqual(res.returncode, 1, support.describe(res))
+        self.assertEqual(res.returncode, 0, support.describe(res))  # 13.0.0 is not wanted
         row = json.loads(res.stdout)[0]
-        self.assertEqual((row["installed"], row["latest_in_major"], row["latest"]), ("12.9.1", "12.9.1", "13.0.0"))
+        self.assertEqual((row["installed"], row["wanted"], row["latest"], row["outdated"]),
+                         ("12.9.1", "12.9.1", "13.0.0", False))
+
+    def test_project_pinned_to_a_minor_is_current(self):
+        # A project asking for cuda 12.9 (and cudnn 9.8) is up to date with
+        # 12.9.1 even though 13.0.0 exists; a wanted update (cudnn 9 ->
+        # 9.27.0) is what makes it outdated.
+        scratch = support.make_scratch_dir(self.id())
+        prefix = os.path.join(scratch, "nvidia")
+        for product, label, component, extra in (("cuda", "12.9.1", "cuda_cudart", ()),
+                                                 ("cudnn", "9.8.0", "cudnn", ("--cuda", "12"))):
+            support.run_tool("redist", "fetch", product, label, "--base-url", self.base, "--prefix", prefix,
+                             "--platform", "linux-x86_64", "--component", component, "--no-cache", "--quiet",
+                             *extra, check=0)
+        project = os.path.join(scratch, "redist.toml")
+
+        def write(cudnn_spec):
+            with open(project, "w") as f:
+                f.write('[project]\nprefix = "nvidia"\nplatforms = ["linux-x86_64"]\n'
+                        f'[products.cuda]\nversion = "12.9"\n[products.cudnn]\nversion = "{cudnn_spec}"\n')
+
+        write("9.8")
+        # In the project's directory, without --prefix: the project's prefix and specs.
+        res = support.run_tool("redist", "outdated", "--base-url", self.base, "--no-cache", "--json", cwd=scratch)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        rows = {r["product"]: r for r in json.loads(res.stdout)}
+        self.assertEqual((rows["cuda"]["spec"], rows["cuda"]["wanted"], rows["cuda"]["latest"]),
+                         ("12.9", "12.9.1", "13.0.0"))
+        self.assertEqual(rows["cudnn"]["wanted"], "9.8.0")
+        write("9")
+        res = support.run_tool("redist", "outdated", "--file", project, "--base-url", self.base, "--no-cache")
+        self.assertEqual(res.returncode, 1, support.describe(res))
+        self.assertRegex(res.stdout, r"cudnn\s+9\.8\.0\s+9\.27\.0\s+9\.27\.0\s+cudnn\n")
+        self.assertRegex(res.stdout, r"cuda\s+12\.9\.1\s+12\.9\.1\s+13\.0\.0\s+cuda_cudart\s+\(up to date\)")
+
+    def test_sources_come_from_the_receipts(self):
+        # Installed from the loopback mirror; the default base is unreachable
+        # ($REDIST_BASE_URL on a closed port), and nothing names the mirror
+        # now: the receipts do.
+        prefix = os.path.join(support.make_scratch_dir(self.id()), "prefix")
+        support.run_tool("redist", "fetch", "cudnn", "9.8.0", "--base-url", support.nginx_base_url(),
+                         "--prefix", prefix, "--platform", "linux-x86_64", "--cuda", "12", "--component", "cudnn",
+                         "--no-cache", "--quiet", check=0)
+        res = support.run_tool("redist", "outdated", "--prefix", prefix, "--no-cache", "--retries", "1", "--json",
+                               env={"REDIST_BASE_URL": "http://127.0.0.1:9/unreachable"})
+        self.assertEqual(res.returncode, 1, support.describe(res))
+        self.assertEqual(json.loads(res.stdout)[0]["wanted"], "9.27.0")
 
     def test_up_to_date(self):
         prefix = self.install("new", "cudnn", "9.27.0", "cudnn", "--cuda", "12")

@@ -208,5 +208,42 @@ class SbomOfModifiedPrefix(unittest.TestCase):
         self.assertEqual(res.stdout, "")
 
 
+class SbomSources(unittest.TestCase):
+    """A prefix installed from a mirror: the licenses come from the cache,
+    else from the source its receipts name, never from a default base it did
+    not come from (here $REDIST_BASE_URL on a closed loopback port)."""
+
+    UNREACHABLE = {"REDIST_BASE_URL": "http://127.0.0.1:9/unreachable"}
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = support.make_scratch_dir("test_sbom.SbomSources")
+        cls.cache = os.path.join(cls.dir, "cache")
+        cls.prefix = os.path.join(cls.dir, "prefix")
+        support.run_tool("redist", "fetch", "cudnn", "9.27.0", "--base-url", support.nginx_base_url(),
+                         "--prefix", cls.prefix, "--platform", "linux-x86_64", "--cuda", "12",
+                         "--component", "cudnn", "--cache-dir", cls.cache, "--quiet", "--no-check", check=0)
+
+    def licenses(self, res):
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assertNotIn("warning", res.stderr)
+        return {p["licenseDeclared"] for p in json.loads(res.stdout)["packages"]}
+
+    def test_cache_first_no_request(self):
+        mark = support.access_log_mark()
+        res = support.run_tool("redist", "sbom", "--prefix", self.prefix, "--format", "spdx-json",
+                               "--cache-dir", self.cache, "--retries", "1", env=self.UNREACHABLE)
+        self.assertEqual(self.licenses(res), {"LicenseRef-cudnn"})
+        self.assertEqual(support.access_log_since(mark), [])
+
+    def test_without_cache_the_receipts_source(self):
+        mark = support.access_log_mark()
+        res = support.run_tool("redist", "sbom", "--prefix", self.prefix, "--format", "spdx-json", "--no-cache",
+                               "--retries", "1", env=self.UNREACHABLE)
+        self.assertEqual(self.licenses(res), {"LicenseRef-cudnn"})
+        self.assertEqual([e["uri"] for e in support.access_log_since(mark)],
+                         ["/cudnn/redist/redistrib_9.27.0.json"])
+
+
 if __name__ == "__main__":
     unittest.main()

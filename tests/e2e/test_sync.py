@@ -278,6 +278,15 @@ class Sync(SyncCase):
         self.assertNotIn("include/nccl.h", self.receipts()[("nccl", "nccl")].get("excluded", []))
         support.run_tool("redist", "verify", "--prefix", self.prefix, check=0)
 
+    def test_exclude_glob_matching_nothing_warns(self):
+        self.write_project(exclude=["lib/*_static*.a", "lib/*statik*"])
+        res = self.sync("--exclude", "no/such/dir", check=0)
+        warnings = [line for line in res.stderr.splitlines() if "warning: exclude glob" in line]
+        self.assertEqual(warnings, [
+            "redist: warning: exclude glob 'lib/*statik*' matched no file in the installed archives",
+            "redist: warning: exclude glob 'no/such/dir' matched no file in the installed archives"], res.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "lib", "libnccl_static.a")))
+
     def test_renamed_component_keeps_working(self):
         # CUDA 13 calls cuda_cccl `cccl`: a project that names the old key still installs it.
         path = support.manifest_path("cuda", "13.0.0", self.mirror)

@@ -18,6 +18,7 @@
 #include "common/cli.hpp"
 #include "redist/install.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/printable.hpp"
 
 namespace redist_tools {
 
@@ -60,11 +61,7 @@ std::string var_stem(const std::string& product) {
 // ---- quoting, one function per target language --------------------------------
 
 // POSIX sh: single quotes protect everything but the single quote itself.
-std::string sh_quote(const std::string& s) {
-    std::string out = "'";
-    for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return out + "'";
-}
+std::string sh_quote(const std::string& s) { return redist::shell_quote(s); }
 
 // fish: inside single quotes only \ and ' are special.
 std::string fish_quote(const std::string& s) {

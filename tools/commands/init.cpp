@@ -78,6 +78,7 @@ void add_init_command(CLI::App& app, command_runner& selected) {
     auto* cmd = app.add_subcommand("init", "Write a commented starter project file (redist.toml)");
     cmd->add_option("--file", args->file, "Where to write it (default redist.toml)")->type_name("FILE");
     cmd->add_option("--platform", args->platforms, "Platforms to list (repeatable; default: this machine's)")
+        ->check(platform_check())
         ->type_name("P");
     cmd->add_flag("--force", args->force, "Replace an existing file");
     cmd->add_flag("--check", args->check, "Validate an existing project file instead (errors name the line and key)");

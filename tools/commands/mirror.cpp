@@ -170,6 +170,7 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--platform", args->platforms,
                     "Platform to mirror; repeatable or comma-separated (default: this machine's)")
         ->delimiter(',')
+        ->check(platform_check())
         ->type_name("P");
     cmd->add_option("--cuda", args->cuda,
                     "CUDA major of the variants to mirror; repeatable or comma-separated (default: every variant "

@@ -1,7 +1,13 @@
 // `redist outdated --prefix DIR` — compares the releases installed in a prefix
-// (its receipts) with the newest releases upstream, in the same major version
-// and overall. Exits 1 when anything newer exists, as `npm outdated` does.
+// (its receipts) with what is wanted and what is newest upstream. WANTED is
+// the newest release the project's version spec allows (redist.toml), else
+// the newest in the installed major. Exits 1 only when a wanted update
+// exists, as `npm outdated` does: a project pinned to 12.9 is not outdated
+// because 13.0 exists.
+#include <unistd.h>
+
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <set>
@@ -10,6 +16,8 @@
 #include "common/printable.hpp"
 #include "redist/install.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/project.hpp"
+#include "redist/urls.hpp"
 #include "redist/version.hpp"
 
 namespace redist_tools {
@@ -18,6 +26,7 @@ namespace {
 
 struct outdated_args {
     std::string prefix;
+    std::string file;  // --file: the project file; default ./redist.toml when present
     source_options source;
     bool json = false;
 };
@@ -26,18 +35,64 @@ struct outdated_row {
     std::string product;
     std::string installed;
     std::set<std::string> components;
-    std::string latest_in_major;  // empty: the index has nothing in that major
+    std::string spec;    // what the project asks for; empty: the installed major
+    std::string wanted;  // empty: nothing upstream matches the spec (or the major)
     std::string latest;
-    bool newer() const {
-        return (!latest_in_major.empty() && redist::compare_versions(latest_in_major, installed) > 0) ||
-               redist::compare_versions(latest, installed) > 0;
-    }
+    bool newer() const { return !wanted.empty() && redist::compare_versions(wanted, installed) > 0; }
 };
 
 // "9.27.0" -> "9"; the whole label when it has no dot.
 std::string major_of(const std::string& label) { return label.substr(0, label.find('.')); }
 
-int run_outdated(const outdated_args& args) {
+// The project file to read: --file, else ./redist.toml when there is one.
+// Outcomes: ok (nullopt: no project) | not_found | bad_manifest | ...
+redist::result<std::optional<redist::project_file>> read_project(const outdated_args& args) {
+    std::string file = args.file;
+    if (file.empty()) {
+        if (::access("redist.toml", F_OK) != 0) return std::optional<redist::project_file>();
+        file = "redist.toml";
+    }
+    REDIST_TRY(const std::string text,
+               redist::fetch_text(redist::to_url(file), args.source.transfer(), redist::kMaxProjectFileBytes));
+    REDIST_TRY(auto project, redist::parse_project(text, std::filesystem::absolute(file)));
+    return std::optional<redist::project_file>(std::move(project));
+}
+
+void print_rows(const std::map<std::pair<std::string, std::string>, outdated_row>& rows, bool json) {
+    if (json) {
+        redist::json_writer w(2);
+        w.begin_array();
+        for (const auto& [key, row] : rows) {
+            w.begin_object().field("product", row.product).field("installed", row.installed);
+            w.key("components").begin_array();
+            for (const auto& c : row.components) w.value(c);
+            w.end_array();
+            w.field("spec", row.spec.empty() ? major_of(row.installed) : row.spec);
+            w.field("wanted", row.wanted).field("latest", row.latest).field("outdated", row.newer());
+            w.end_object();
+        }
+        w.end_array();
+        std::printf("%s\n", w.str().c_str());
+        return;
+    }
+    std::printf("%-14s %-12s %-12s %-12s %s\n", "PRODUCT", "INSTALLED", "WANTED", "LATEST", "COMPONENTS");
+    for (const auto& [key, row] : rows) {
+        std::string comps;
+        for (const auto& c : row.components) comps += (comps.empty() ? "" : ",") + c;
+        // Labels and component names come from receipts and the index: escaped.
+        std::printf("%-14s %-12s %-12s %-12s %s%s\n", printable(row.product).c_str(), printable(row.installed).c_str(),
+                    row.wanted.empty() ? "-" : printable(row.wanted).c_str(), printable(row.latest).c_str(),
+                    printable(comps).c_str(), row.newer() ? "" : "  (up to date)");
+    }
+}
+
+int run_outdated(outdated_args args) {
+    auto project = read_project(args);
+    if (!project.ok()) return report_error(project.error_value());
+    if (args.prefix.empty() && *project) args.prefix = (*project)->prefix.string();
+    if (args.prefix.empty())
+        return report_error(
+            redist::make_error(redist::error_code::usage, "--prefix is required outside a project (no ./redist.toml)"));
     auto receipts = redist::read_receipts(args.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
     if (receipts->empty())
@@ -50,51 +105,26 @@ int run_outdated(const outdated_args& args) {
         row.product = r.product;
         row.installed = r.release_label;
         row.components.insert(r.component);
+        if (*project)
+            for (const auto& p : (*project)->products)
+                if (p.name == r.product) row.spec = p.version;
     }
     std::map<std::string, std::vector<std::string>> labels;  // product -> newest first
     for (auto& [key, row] : rows) {
         if (!labels.count(row.product)) {
-            auto listed = redist::list_versions(args.source.effective_base_url(), row.product, args.source.transfer(),
-                                                args.source.policy());
+            const auto where = sources_for_installed(args.source, *receipts, row.product);
+            auto listed = redist::list_versions(where.base_url, row.product, args.source.transfer(), where.policy);
             if (!listed.ok()) return report_error(listed.error_value());
             labels[row.product] = std::move(*listed);
         }
         const auto& list = labels[row.product];
         row.latest = list.empty() ? row.installed : list.front();
-        for (const auto& l : list)
-            if (major_of(l) == major_of(row.installed)) {
-                row.latest_in_major = l;
-                break;
-            }
+        const auto wanted = redist::resolve_version_spec(row.spec.empty() ? major_of(row.installed) : row.spec, list);
+        if (wanted.ok()) row.wanted = *wanted;
     }
     bool any_newer = false;
     for (const auto& [key, row] : rows) any_newer = any_newer || row.newer();
-
-    if (args.json) {
-        redist::json_writer w(2);
-        w.begin_array();
-        for (const auto& [key, row] : rows) {
-            w.begin_object().field("product", row.product).field("installed", row.installed);
-            w.key("components").begin_array();
-            for (const auto& c : row.components) w.value(c);
-            w.end_array();
-            w.field("latest_in_major", row.latest_in_major).field("latest", row.latest).field("outdated", row.newer());
-            w.end_object();
-        }
-        w.end_array();
-        std::printf("%s\n", w.str().c_str());
-    } else {
-        std::printf("%-14s %-12s %-16s %-12s %s\n", "PRODUCT", "INSTALLED", "LATEST-IN-MAJOR", "LATEST", "COMPONENTS");
-        for (const auto& [key, row] : rows) {
-            std::string comps;
-            for (const auto& c : row.components) comps += (comps.empty() ? "" : ",") + c;
-            // Labels and component names come from receipts and the index: escaped.
-            std::printf("%-14s %-12s %-16s %-12s %s%s\n", printable(row.product).c_str(),
-                        printable(row.installed).c_str(),
-                        row.latest_in_major.empty() ? "-" : printable(row.latest_in_major).c_str(),
-                        printable(row.latest).c_str(), printable(comps).c_str(), row.newer() ? "" : "  (up to date)");
-        }
-    }
+    print_rows(rows, args.json);
     return any_newer ? 1 : 0;
 }
 
@@ -102,13 +132,20 @@ int run_outdated(const outdated_args& args) {
 
 void add_outdated_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<outdated_args>();
-    auto* cmd = app.add_subcommand("outdated", "Compare what a prefix holds with the newest releases");
-    cmd->add_option("--prefix", args->prefix, "A prefix redist installed into")->required()->type_name("DIR");
+    auto* cmd = app.add_subcommand("outdated", "Compare what a prefix holds with the wanted and newest releases");
+    cmd->add_option("--prefix", args->prefix, "A prefix redist installed into (default: the project's)")
+        ->type_name("DIR");
+    cmd->add_option("--file", args->file,
+                    "The project file whose version specs say what is wanted (default ./redist.toml when present)")
+        ->type_name("FILE");
     add_source_options(*cmd, args->source);
     cmd->add_flag("--json", args->json, "Print a JSON array, one object per installed release");
-    cmd->footer(std::string("\nFor each installed release: the newest release with the same major version, and the\n"
-                            "newest overall. Exits 0 when everything is current, 1 when anything newer exists\n"
-                            "(as `npm outdated` does); other errors use the codes below.\n\n") +
+    cmd->footer(std::string("\nFor each installed release: WANTED, the newest release its spec allows (the\n"
+                            "project's version, e.g. 12.9 allows 12.9.x; without a project, the installed\n"
+                            "major), and LATEST, the newest overall. Exits 0 when every release is the wanted\n"
+                            "one, 1 when a wanted update exists (as `npm outdated` does; a newer LATEST alone\n"
+                            "is not one); other errors use the codes below. Releases are listed from the\n"
+                            "sources the receipts name (see `redist sbom --help`).\n\n") +
                 exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_outdated(*args); }; });
 }

@@ -30,7 +30,7 @@ redist::license_table look_up_licenses(const std::vector<redist::receipt>& recei
     std::set<std::pair<std::string, std::string>> releases;
     for (const auto& r : receipts) releases.insert({r.product, r.release_label});
     for (const auto& [product, label] : releases) {
-        auto release = redist::resolve_release(make_release_request(source, product, label), source.transfer());
+        auto release = resolve_installed_release(source, receipts, product, label);
         if (!release.ok()) {
             std::fprintf(stderr,
                          "%s: warning: cannot read the manifest of %s %s for its licenses (%s); "
@@ -92,8 +92,9 @@ void add_sbom_command(CLI::App& app, command_runner& selected) {
                             "download URL, archive SHA-256, license named in its manifest) and every regular\n"
                             "file it installed, with SHA-256 and SHA-1. Files are hashed again: a file that no\n"
                             "longer matches its receipt is an error (exit 5; `redist verify` lists them).\n"
-                            "Licenses are read from the releases' manifests (--base-url, --mirror, --offline\n"
-                            "and the cache apply).\n\n"
+                            "Licenses are read from the releases' manifests: from the cache first, else from\n"
+                            "--mirror, the sources the receipts name, then --base-url (NVIDIA's only when the\n"
+                            "receipts name no source); --offline applies.\n\n"
                             "Examples:\n"
                             "  redist sbom --prefix /opt/cudnn --format spdx-json -o cudnn.spdx.json\n"
                             "  redist sbom --prefix /opt/cuda --format cyclonedx-json --offline\n\n") +

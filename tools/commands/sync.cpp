@@ -328,6 +328,25 @@ int print_json(const redist::multi_install_request& req, const std::string& plat
     return 0;
 }
 
+// A glob that skipped no file of any component installed with these globs
+// is most likely a typo ("lib/*static.a" for "lib/*_static.a"): one warning
+// line each, not an error (an archive may simply not have those files).
+void warn_unmatched_excludes(const std::filesystem::path& prefix, const std::vector<std::string>& exclude) {
+    if (exclude.empty()) return;
+    auto receipts = redist::read_receipts(prefix);
+    if (!receipts.ok()) return;
+    for (const auto& glob : exclude) {
+        const bool matched = std::any_of(receipts->begin(), receipts->end(), [&](const redist::receipt& r) {
+            return r.exclude == exclude && std::any_of(r.excluded.begin(), r.excluded.end(), [&](const auto& path) {
+                       return redist::path_excluded(path, {glob});
+                   });
+        });
+        if (!matched)
+            std::fprintf(stderr, "%s: warning: exclude glob '%s' matched no file in the installed archives\n",
+                         tool_name.c_str(), printable(glob).c_str());
+    }
+}
+
 int run_sync(sync_args args) {
     if (args.json) args.quiet = true;
     args.lock.source = args.source;
@@ -379,6 +398,7 @@ int run_sync(sync_args args) {
     req.options.observer = &observer;
     auto done = redist::install_all(req);
     if (!done.ok()) return report_error(explain_lock_mismatch(std::move(done).error_value(), *lock, platform));
+    if (!args.quiet || args.json) warn_unmatched_excludes(req.prefix, req.exclude);
     const auto& reports = done->products;
 
     if (args.json) {
@@ -421,6 +441,7 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
     auto* cmd = app.add_subcommand("sync", "Install every product of a project file (redist.toml) in one transaction");
     add_project_lock_options(*cmd, args->lock);
     cmd->add_option("--platform", args->platform, "Install this listed platform (default: this machine's)")
+        ->check(platform_check())
         ->type_name("P");
     cmd->add_option("--prefix", args->prefix,
                     "Install into this directory instead of the project's prefix (which must lie inside the "

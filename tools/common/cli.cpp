@@ -102,6 +102,45 @@ std::string source_options::effective_base_url() const {
     return std::string(redist::default_base_url);
 }
 
+installed_sources sources_for_installed(const source_options& source, const std::vector<redist::receipt>& receipts,
+                                        const std::string& product) {
+    installed_sources out;
+    out.policy = source.policy();
+    out.base_url = source.effective_base_url();
+    if (!source.base_url.empty()) return out;  // --base-url: the user's choice, alone
+    std::vector<std::string> remembered;
+    for (const auto& r : receipts) {
+        if (r.product != product) continue;
+        const auto base = redist::base_of_artifact_url(r.url, product);
+        if (base && std::find(remembered.begin(), remembered.end(), *base) == remembered.end())
+            remembered.push_back(*base);
+    }
+    const char* env = std::getenv("REDIST_BASE_URL");
+    if (!remembered.empty() && !(env && *env)) {
+        out.base_url = remembered.back();
+        remembered.pop_back();
+    }
+    for (auto& base : remembered)
+        if (base != out.base_url) out.policy.mirrors.push_back(std::move(base));
+    return out;
+}
+
+redist::result<redist::resolved_release> resolve_installed_release(const source_options& source,
+                                                                   const std::vector<redist::receipt>& receipts,
+                                                                   const std::string& product,
+                                                                   const std::string& label) {
+    const installed_sources where = sources_for_installed(source, receipts, product);
+    redist::release_request req = make_release_request(source, product, label);
+    req.base_url = where.base_url;
+    req.sources = where.policy;
+    if (!req.sources.offline) {
+        auto offline = req;
+        offline.sources.offline = true;
+        if (auto cached = redist::resolve_release(offline, source.transfer()); cached.ok()) return cached;
+    }
+    return redist::resolve_release(req, source.transfer());
+}
+
 void add_source_options(CLI::App& app, source_options& options) {
     app.add_option("--base-url", options.base_url,
                    "Where products live: <base>/<product>/redist/. http(s)://, file:// or a local directory. "
@@ -141,12 +180,15 @@ void add_selection_options(CLI::App& app, selection_options& options, bool platf
     app.add_option("--platform", options.platform,
                    std::string("Platform: linux-x86_64, linux-sbsa, linux-aarch64 (Jetson), windows-x86_64, ...") +
                        (platform_default_is_host ? " (default: this machine's)" : " (default: all)"))
+        ->check(platform_check())
         ->type_name("P");
     app.add_option("--cuda", options.cuda,
                    "CUDA major version of the variant to use, e.g. 12 or 13 (12.4 means 12: variants are per major)")
         ->transform(cuda_major_transform())
         ->type_name("N");
-    app.add_option("--component", options.components, "Components to use, comma-separated (default: all)")
+    app.add_option("--component", options.components,
+                   "Components to use, comma-separated (default: all; `redist fetch` asks for a choice where the "
+                   "release is not one library family, see --all)")
         ->delimiter(',')
         ->type_name("a,b");
 }
@@ -162,6 +204,11 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->type_name("DIR");
     add_source_options(app, options.source);
     add_selection_options(app, options.selection, true);
+    app.add_flag("--all", options.all,
+                 "Without --component: every component except the driver's (nvidia_driver, nvidia_fs, "
+                 "fabricmanager, ...). Needed for a release that is not one library family (the CUDA toolkit); "
+                 "one that is (cudnn) installs every component by default")
+        ->excludes("--component");
     app.add_option("--locked", options.locked,
                    "Install exactly what this lock file (from `redist lock`) pins; never re-resolve")
         ->type_name("FILE");
@@ -341,6 +388,11 @@ CLI::Validator cuda_major_transform() {
             return {};
         },
         "", "cuda major");
+}
+
+CLI::Validator platform_check() {
+    return CLI::Validator([](std::string& value) { return redist::platform_problem(value).value_or(std::string()); },
+                          "", "platform");
 }
 
 std::string human_size(std::uint64_t bytes) {

@@ -13,6 +13,7 @@
 
 #include "redist/error.hpp"
 #include "redist/fetch.hpp"
+#include "redist/install.hpp"
 
 namespace redist_tools {
 
@@ -59,6 +60,7 @@ struct fetch_options {
     std::string version = "latest";
     std::string prefix;
     std::string locked;              // --locked FILE
+    bool all = false;                // --all: every component but the driver's (see redist::unnamed_components)
     std::string link_mode = "auto";  // --link-mode
     bool force = false;
     bool strict = false;  // --strict: upstream drift is an error (exit 5)
@@ -82,6 +84,28 @@ void add_strict_flag(CLI::App& app, bool& strict);
 redist::release_request make_release_request(const source_options& source, const std::string& product,
                                              const std::string& version);
 
+// Where to read again what a prefix holds (sbom's licenses, outdated's
+// index). With --base-url: that base (after --mirror), as for any command.
+// Otherwise the bases the receipts of `product` came from (each receipt's
+// URL is <base>/<product>/redist/...), after --mirror and before
+// $REDIST_BASE_URL when set; NVIDIA's default base only when the receipts
+// name none, so that a prefix installed from a mirror is never sent
+// upstream by surprise. A remembered base only ever forms
+// <base>/<product>/redist/ URLs with validated names (index, manifest).
+struct installed_sources {
+    std::string base_url;          // the last resort
+    redist::source_policy policy;  // mirrors = what is tried before it
+};
+installed_sources sources_for_installed(const source_options& source, const std::vector<redist::receipt>& receipts,
+                                        const std::string& product);
+
+// The manifest of an installed release, cache first: every source above is
+// tried offline (the cache and file:// URLs) before any is asked online.
+redist::result<redist::resolved_release> resolve_installed_release(const source_options& source,
+                                                                   const std::vector<redist::receipt>& receipts,
+                                                                   const std::string& product,
+                                                                   const std::string& label);
+
 // The platform to use: --platform, else the host's.
 redist::result<std::string> effective_platform(const selection_options& selection);
 
@@ -101,6 +125,10 @@ std::string human_size(std::uint64_t bytes);
 // For --cuda: a CUDA version as people write it (12, 12.4, 12.4.1) becomes
 // its major (12). Variants are per major, so `--cuda 12.4` means cuda12.
 CLI::Validator cuda_major_transform();
+
+// For every --platform: one of redist::known_platforms(), else a usage error
+// with the likely intent (redist::platform_problem).
+CLI::Validator platform_check();
 
 // Subcommands that live in their own files (tools/commands/<name>.cpp)
 // register themselves with add_<name>_command(app, selected): when the

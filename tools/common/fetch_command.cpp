@@ -21,6 +21,7 @@
 #include "redist/select.hpp"
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
+#include "redist/version.hpp"
 
 namespace redist_tools {
 namespace {
@@ -161,12 +162,25 @@ struct install_plan {
     std::map<std::string, std::string> versions;
 };
 
+// VERSION beside --manifest or --locked must name the release they hold
+// (it is not used to resolve anything). Outcomes: ok | usage.
+redist::result<void> check_version_agrees(const fetch_options& options, const std::string& label,
+                                          const std::string& holder) {
+    if (options.version == "latest" || redist::resolve_version_spec(options.version, {label}).ok()) return {};
+    return redist::make_error(redist::error_code::usage, "VERSION " + options.version + " disagrees with " + holder +
+                                                             ", which holds release " + label);
+}
+
 // Resolves PRODUCT VERSION (or --manifest) and selects artifacts.
 redist::result<install_plan> plan_from_manifest(const fetch_options& options, bool chatty) {
-    auto release_req = make_release_request(options.source, options.product, options.version);
+    REDIST_TRY(const std::string spec,
+               redist::release_spec_for_cuda(options.product, options.version, options.selection.cuda));
+    auto release_req = make_release_request(options.source, options.product, spec);
     console_observer observer(options.quiet);  // retries of the index and manifest
     release_req.observer = &observer;
     REDIST_TRY(const auto release, redist::resolve_release(release_req, options.source.transfer()));
+    if (!options.source.manifest.empty())
+        REDIST_TRY_VOID(check_version_agrees(options, release.label, "--manifest " + options.source.manifest));
     // Drift watching (issue 12): a manifest that differs from the one this URL served before
     // (not for a local file given with --manifest: that is the user's own document).
     if (options.source.manifest.empty() || !redist::is_file_url(redist::to_url(options.source.manifest)))
@@ -180,6 +194,7 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
     sel_req.platform = platform;
     sel_req.cuda_major = choice.cuda_major;
     sel_req.components = options.selection.components;
+    sel_req.unnamed = options.all ? redist::unnamed_components::all : redist::unnamed_components::fetch_default;
     auto selection = redist::select_artifacts(m, sel_req);
     if (!selection.ok()) return std::move(selection).error_value().with_source(release.manifest_url);
 
@@ -239,6 +254,7 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
                redist::fetch_text(redist::to_url(options.locked), options.source.transfer(), 16u << 20));
     REDIST_TRY(const auto lock, redist::lockfile_from_json(text, options.locked));
     REDIST_TRY_VOID(redist::check_lock_sources(lock, options.locked, options.source.local_roots()));
+    REDIST_TRY_VOID(check_version_agrees(options, lock.release_label, "--locked " + options.locked));
     REDIST_TRY(const std::string platform, effective_platform(options.selection));
     std::vector<std::string> notes;
     REDIST_TRY(auto locked,
