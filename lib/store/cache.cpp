@@ -1100,8 +1100,17 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         }
         fd_holder out(::open(to.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
         if (out.get() < 0) return stage_error("cannot place file from the cache", to);
-        if (!clone_or_copy(in.get(), out.get(), st.st_size, mode != link_mode::copy, mode != link_mode::reflink))
+        if (!clone_or_copy(in.get(), out.get(), st.st_size, mode != link_mode::copy, mode != link_mode::reflink)) {
+            const int why = errno;
+            if (mode == link_mode::reflink && (why == EOPNOTSUPP || why == EXDEV || why == EINVAL || why == ENOTTY))
+                return make_error(error_code::filesystem,
+                                  "--link-mode reflink: the cache at " + root_.string() +
+                                      " and the prefix (its stage " + stage.string() + ") cannot share blocks (" +
+                                      std::strerror(why) +
+                                      "; reflink needs btrfs or xfs, with both on one filesystem); use --link-mode "
+                                      "auto or copy");
             return stage_error("cannot place file from the cache", to);
+        }
         if (shared_) {
             // The copy is ours now: hashing it (not the cache's file) leaves
             // no window for a swap between the check and the use.
