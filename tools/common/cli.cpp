@@ -82,6 +82,17 @@ redist::source_policy source_options::policy() const {
             p.cache_dir = std::move(dir);
         } else {
             // Never a fixed shared path (/tmp/...): without a home, no cache.
+            // The library goes on without a cache it cannot create or use
+            // (an unwritable HOME): said once, not silently.
+            static bool checked = false;
+            if (!std::exchange(checked, true)) {
+                auto usable = redist::blob_cache::open_if_possible(dir, shared_cache);
+                if (usable.ok() && !*usable)
+                    std::fprintf(stderr,
+                                 "%s: warning: no download cache: cannot create or use %s; pass --cache-dir DIR "
+                                 "or set REDIST_CACHE_DIR or XDG_CACHE_HOME to a writable directory\n",
+                                 tool_name.c_str(), printable(dir.string()).c_str());
+            }
             static bool warned = false;
             if (!std::exchange(warned, true))
                 std::fprintf(stderr,
