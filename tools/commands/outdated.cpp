@@ -20,6 +20,7 @@ struct outdated_args {
     std::string prefix;
     source_options source;
     bool json = false;
+    bool quiet = false;
 };
 
 struct outdated_row {
@@ -83,7 +84,7 @@ int run_outdated(const outdated_args& args) {
         }
         w.end_array();
         std::printf("%s\n", w.str().c_str());
-    } else {
+    } else if (!args.quiet) {
         std::printf("%-14s %-12s %-16s %-12s %s\n", "PRODUCT", "INSTALLED", "LATEST-IN-MAJOR", "LATEST", "COMPONENTS");
         for (const auto& [key, row] : rows) {
             std::string comps;
@@ -105,7 +106,7 @@ void add_outdated_command(CLI::App& app, command_runner& selected) {
     auto* cmd = app.add_subcommand("outdated", "Compare what a prefix holds with the newest releases");
     cmd->add_option("--prefix", args->prefix, "A prefix redist installed into")->required()->type_name("DIR");
     add_source_options(*cmd, args->source);
-    cmd->add_flag("--json", args->json, "Print a JSON array, one object per installed release");
+    add_report_flags(*cmd, args->json, args->quiet, "Print a JSON array, one object per installed release");
     cmd->footer(std::string("\nFor each installed release: the newest release with the same major version, and the\n"
                             "newest overall. Exits 0 when everything is current, 1 when anything newer exists\n"
                             "(as `npm outdated` does); other errors use the codes below.\n\n") +
