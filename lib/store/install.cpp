@@ -1571,6 +1571,7 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
                                                          : "component " + printable(ref.component, 64) +
                                                                " of product " + printable(ref.product, 64);
             std::vector<std::string> names;
+            names.reserve(receipts.size());
             for (const auto& e : receipts) names.push_back(e.r.component);
             return make_error(error_code::not_found, what + " is not installed" + did_you_mean(ref.component, names) +
                                                          " (installed: " + (installed.empty() ? "none" : installed) +
