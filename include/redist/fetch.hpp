@@ -3,6 +3,7 @@
 // unpack into a stage, verify, and commit into the prefix.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -76,6 +77,13 @@ struct install_request {
     transfer_options transfer;
     source_policy sources;
     fetch_observer* observer = nullptr;  // not owned; null: nobody listens
+    // Not owned; null: the run is never stopped from outside. Setting it
+    // (from any thread, or a signal handler: Ctrl-C in the tools) stops the
+    // run before its commit: transfers stop between chunks, no new artifact
+    // starts, every stage is discarded (the prefix is unchanged, a .part in
+    // the cache stays for a resume) and install returns cancelled. The
+    // library sets it too when an artifact fails, to stop the others.
+    std::atomic<bool>* cancel = nullptr;
 };
 
 struct component_report {

@@ -60,6 +60,13 @@ struct cache_bypass_event {
     std::string component;
     error reason;  // why the cache was given up
 };
+// A download goes on from the bytes an earlier run left (the cache's .part)
+// instead of from byte 0.
+struct resume_event {
+    std::string component;
+    std::uint64_t bytes_done = 0;   // kept from the earlier run (hashed again)
+    std::uint64_t bytes_total = 0;  // the manifest's size
+};
 struct mirror_event;  // see mirror.hpp
 
 class fetch_observer {
@@ -74,6 +81,7 @@ public:
     virtual void on_retry(const retry_event&) {}
     virtual void on_source_change(const source_change_event&) {}
     virtual void on_cache_bypass(const cache_bypass_event&) {}
+    virtual void on_resume(const resume_event&) {}
     virtual void on_mirror(const mirror_event&) {}  // mirror_releases' steps
 };
 

@@ -272,7 +272,10 @@ public:
             if (request_.observer) request_.observer->on_cache_bypass({a_.component, why});
         };
         if (cache_ && !split) stream.set_tee(cache_->partial_path(a_.sha256));
-        REDIST_TRY_VOID(stream.resume_or_restart());  // split: the downloader resumes from its spool instead
+        // split: the downloader resumes from its spool instead
+        REDIST_TRY(const bool resumed, stream.resume_or_restart());
+        if (resumed && stream.received() > 0 && request_.observer)
+            request_.observer->on_resume({a_.component, stream.received(), a_.size});
         const segment_options segments = split_options();
         spool_location spool;
         if (cache_) spool.part_file = cache_->partial_path(a_.sha256);
@@ -313,9 +316,10 @@ public:
     }
 
     // After a failed download the .part file stays only when a later run can
-    // resume it: a network failure part-way.
+    // resume it: a network failure part-way, or a run stopped (Ctrl-C).
     void drop_part_unless_resumable(const artifact_stream& stream, const error& e) const {
-        const bool resumable = stream.received() < a_.size && e.code == error_code::network;
+        const bool resumable = stream.received() < a_.size &&
+                               (e.code == error_code::network || e.code == error_code::cancelled);
         if (!cache_ || resumable) return;
         std::error_code ec;
         fs::remove(cache_->partial_path(a_.sha256), ec);
@@ -517,7 +521,8 @@ result<staged_install> stage_install(const install_request& request, const prefi
     });
 
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
-    std::atomic<bool> abort_all{false};
+    std::atomic<bool> local_abort{false};
+    std::atomic<bool>& abort_all = request.cancel ? *request.cancel : local_abort;
     // The run's thread budget (--threads), not every core of the machine.
     const unsigned thread_budget = request.budget ? request.budget->threads() : run_budget::machine_limits().threads;
     std::vector<std::uint64_t> sizes;
@@ -536,6 +541,8 @@ result<staged_install> stage_install(const install_request& request, const prefi
         if (!f && !results[i].staged && !first_failure)
             first_failure = make_error(error_code::cancelled, "not installed");
     }
+    // Stopped from outside (install_request::cancel) after every stage was made: still nothing is committed.
+    if (!first_failure && abort_all.load()) first_failure = make_error(error_code::cancelled, "interrupted");
     for (const std::size_t i : todo) {
         if (first_failure) break;
         auto applied = apply_exclude(*results[i].staged, exclude);

@@ -313,6 +313,19 @@ bool clone_or_copy(int in, int out, off_t size, bool allow_reflink, bool allow_c
     return allow_copy && copy_keeping_holes(in, out, size);
 }
 
+// Why a file of a cached tree could not be placed in the stage. --link-mode
+// reflink where blocks cannot be shared (ext4, or two filesystems) says so
+// and what works, rather than "Operation not supported".
+error placing_error(link_mode mode, int why, const fs::path& cache_root, const fs::path& stage, const fs::path& to) {
+    if (mode == link_mode::reflink && (why == EOPNOTSUPP || why == EXDEV || why == EINVAL || why == ENOTTY))
+        return make_error(error_code::filesystem, "--link-mode reflink: the cache at " + cache_root.string() +
+                                                      " and the prefix (its stage " + stage.string() +
+                                                      ") cannot share blocks (" + std::strerror(why) +
+                                                      "; reflink needs btrfs or xfs, with both on one filesystem); "
+                                                      "use --link-mode auto or copy");
+    return fs_error("cannot place file from the cache", to, why);
+}
+
 // Creates the missing directories of `rel`'s parent below `root` (both
 // ours), one component at a time, never through a symlink.
 bool make_parents(const fs::path& root, const std::string& rel) {
@@ -1101,7 +1114,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         fd_holder out(::open(to.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
         if (out.get() < 0) return stage_error("cannot place file from the cache", to);
         if (!clone_or_copy(in.get(), out.get(), st.st_size, mode != link_mode::copy, mode != link_mode::reflink))
-            return stage_error("cannot place file from the cache", to);
+            return placing_error(mode, errno, root_, stage, to);
         if (shared_) {
             // The copy is ours now: hashing it (not the cache's file) leaves
             // no window for a swap between the check and the use.

@@ -20,6 +20,7 @@
 #include <unordered_set>
 
 #include "redist/json_writer.hpp"
+#include "redist/suggest.hpp"
 #include "redist/verify.hpp"
 #include "store/commit_plan.hpp"
 #include "support/budget.hpp"
@@ -1569,8 +1570,12 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
             const std::string what = ref.product.empty() ? "component " + printable(ref.component, 64)
                                                          : "component " + printable(ref.component, 64) +
                                                                " of product " + printable(ref.product, 64);
-            return make_error(error_code::not_found,
-                              what + " is not installed (installed: " + (installed.empty() ? "none" : installed) + ")")
+            std::vector<std::string> names;
+            names.reserve(receipts.size());
+            for (const auto& e : receipts) names.push_back(e.r.component);
+            return make_error(error_code::not_found, what + " is not installed" + did_you_mean(ref.component, names) +
+                                                         " (installed: " + (installed.empty() ? "none" : installed) +
+                                                         ")")
                 .with_path(prefix.string());
         }
         if (ref.product.empty() && found->second.size() > 1) {

@@ -552,7 +552,9 @@ result<void> artifact_stream::verify(const std::string& source) {
 
 namespace {
 bool cancelled(const std::atomic<bool>* flag) { return flag && flag->load(); }
-error cancelled_error() { return make_error(error_code::cancelled, "cancelled because another artifact failed"); }
+error cancelled_error() {
+    return make_error(error_code::cancelled, "cancelled: another artifact failed, or the run was interrupted");
+}
 }  // namespace
 
 download_callbacks artifact_stream::body_callbacks(const std::string& url, std::uint64_t resume_from,
@@ -563,7 +565,12 @@ download_callbacks artifact_stream::body_callbacks(const std::string& url, std::
     };
     // A stalled or crawling transfer: the tee gets what came so far (at most
     // every kIdleTeeWrite), so a kill or a resume loses none of it.
+    // A stop asked for (set_cancel) ends a stalled transfer too, its bytes in the tee.
     callbacks.on_idle = [this]() -> result<void> {
+        if (cancelled(cancel_)) {
+            settle();
+            return cancelled_error();
+        }
         const auto now = std::chrono::steady_clock::now();
         if (now - last_idle_tee_write_ < kIdleTeeWrite) return {};
         last_idle_tee_write_ = now;

@@ -320,10 +320,25 @@ class CacheCommand(unittest.TestCase):
         self.assertEqual(self.listed(), [])
         self.assertFalse(os.path.exists(self.blob))
 
-        # Prune without --older-than empties the cache: blobs and extracted
-        # trees alike, so the next install downloads again.
+        # A bare prune names no criterion: refused (exit 2, naming the
+        # criteria and `cache clean`), and nothing is removed.
         base = support.nginx_base_url()
-        res = self.cache_cmd("prune")
+        support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "q"), base, self.cache, "--quiet"),
+                         env=CLEAN_ENV, check=0)
+        before = self.listed()
+        self.assertTrue(before)
+        res = self.cache_cmd("prune", check=2)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        for needle in ("--older-than", "--max-size", "cache clean"):
+            self.assertIn(needle, res.stderr)
+        self.assertEqual(self.listed(), before)
+        # clean --dry-run says how much, and removes nothing.
+        res = self.cache_cmd("clean", "--dry-run")
+        self.assertRegex(res.stdout, r"^would free \S+ \S+ \(1 entry\) in ")
+        self.assertEqual(self.listed(), before)
+        # clean empties the cache: blobs and extracted trees alike, so the
+        # next install downloads again.
+        res = self.cache_cmd("clean")
         self.assertIn(self.cache, res.stdout)
         self.assertEqual(self.listed(), [])
         self.assertEqual(os.listdir(os.path.join(self.cache, "blobs", "sha256")), [])

@@ -269,7 +269,10 @@ class InstalledTreeEqualsArchive(unittest.TestCase):
                             "--cuda", cuda, tool="cudnn-fetch", check=0)
                 archive, rec = artifact_file("cudnn", label, "cudnn", platform, f"cuda{cuda}")
                 self.assertTree(prefix, expected_tree(archive, "cudnn"))
-                self.assertIn(rec["relative_path"].rsplit("/", 1)[1], res.stdout + res.stderr)
+                # The summary names the release and the component's version (URLs are in --json only).
+                self.assertRegex(res.stdout, rf"(?m)^installed cudnn {re.escape(label)} into .*: 1 component, ")
+                version = support.load_manifest("cudnn", label)["cudnn"]["version"]
+                self.assertRegex(res.stdout, rf"(?m)^  cudnn +{re.escape(version)} ")
                 self.assertEqual(staging_leftovers(prefix), [])
                 # Sanity of the expectation itself: the shapes we care about are there.
                 exp = expected_tree(archive, "cudnn")

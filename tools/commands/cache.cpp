@@ -1,4 +1,4 @@
-// `redist cache list|prune|dir` — the download cache: verified archives by
+// `redist cache list|prune|clean|dir` — the download cache: verified archives by
 // SHA-256, interrupted downloads and per-blob locks.
 #include <chrono>
 #include <cstdio>
@@ -20,6 +20,7 @@ struct cache_args {
     std::string older_than;
     bool json = false;
     bool shared = false;
+    bool dry_run = false;                   // clean --dry-run
     std::optional<std::uint64_t> max_size;  // prune --max-size
 };
 
@@ -70,16 +71,12 @@ int list_cache(const redist::blob_cache& cache, const std::filesystem::path& roo
 }
 
 int prune_cache(const redist::blob_cache& cache, const std::filesystem::path& root, const std::string& older_than) {
-    std::chrono::seconds age{0};
-    if (!older_than.empty()) {
-        auto parsed = parse_duration(older_than);
-        if (!parsed)
-            return report_error(redist::make_error(redist::error_code::usage,
-                                                   "--older-than takes a duration like 30d, 12h, 45m or 90s, not '" +
-                                                       older_than + "'"));
-        age = *parsed;
-    }
-    auto freed = cache.prune(age);
+    auto age = parse_duration(older_than);
+    if (!age)
+        return report_error(redist::make_error(redist::error_code::usage,
+                                               "--older-than takes a duration like 30d, 12h, 45m or 90s, not '" +
+                                                   printable(older_than) + "'"));
+    auto freed = cache.prune(*age);
     if (!freed.ok()) return report_error(freed.error_value());
     std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
     return 0;
@@ -93,7 +90,31 @@ int prune_cache_to_size(const redist::blob_cache& cache, const std::filesystem::
     return 0;
 }
 
+// clean: everything (what prune removes with no age limit); --dry-run only says what.
+int clean_cache(const redist::blob_cache& cache, const std::filesystem::path& root, bool dry_run) {
+    if (dry_run) {
+        auto entries = cache.list();
+        if (!entries.ok()) return report_error(entries.error_value());
+        std::uint64_t total = 0;
+        for (const auto& e : *entries) total += e.size;
+        std::printf("would free %s (%zu %s) in %s\n", human_size(total).c_str(), entries->size(),
+                    entries->size() == 1 ? "entry" : "entries", printable(root.string()).c_str());
+        return 0;
+    }
+    auto freed = cache.prune(std::chrono::seconds(0));
+    if (!freed.ok()) return report_error(freed.error_value());
+    std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
+    return 0;
+}
+
 int run_cache(const cache_args& args) {
+    // A bare prune used to empty the cache: prune now needs a criterion, clean empties it.
+    if (args.action == "prune" && args.older_than.empty() && !args.max_size)
+        return report_error(redist::make_error(redist::error_code::usage,
+                                               "cache prune needs a criterion: --older-than DURATION (30d, 12h) or "
+                                               "--max-size SIZE (20G); `redist cache clean` removes everything"));
+    if (args.dry_run && args.action != "clean")
+        return report_error(redist::make_error(redist::error_code::usage, "--dry-run goes with cache clean"));
     const auto root = redist::default_cache_dir(args.cache_dir);
     if (args.action == "dir" && !root.empty()) {  // no home: open() below says why
         std::printf("%s\n", root.c_str());
@@ -102,6 +123,7 @@ int run_cache(const cache_args& args) {
     auto cache = redist::blob_cache::open(root, args.shared);
     if (!cache.ok()) return report_error(cache.error_value());
     if (args.action == "list") return list_cache(*cache, root, args.json);
+    if (args.action == "clean") return clean_cache(*cache, root, args.dry_run);
     if (args.max_size) {
         if (!args.older_than.empty())
             return report_error(
@@ -115,10 +137,11 @@ int run_cache(const cache_args& args) {
 
 void add_cache_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<cache_args>();
-    auto* cmd = app.add_subcommand("cache", "Manage the download cache: list, prune, dir");
-    cmd->add_option("ACTION", args->action, "list | prune | dir")
+    auto* cmd = app.add_subcommand("cache", "Manage the download cache: list, prune, clean, dir");
+    cmd->add_option("ACTION", args->action,
+                    "list | prune (needs --older-than or --max-size) | clean (removes everything) | dir")
         ->required()
-        ->check(CLI::IsMember({"list", "prune", "dir"}));
+        ->check(CLI::IsMember({"list", "prune", "clean", "dir"}));
     cmd->add_option("--cache-dir", args->cache_dir,
                     "The cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist, else ~/.cache/redist)")
         ->type_name("DIR");
@@ -129,14 +152,16 @@ void add_cache_command(CLI::App& app, command_runner& selected) {
                     "prune: evict least recently used entries until the cache is at most this big (20G, 500MiB)")
         ->transform(CLI::AsSizeValue(false).description(""))
         ->type_name("SIZE");
+    cmd->add_flag("--dry-run", args->dry_run, "clean: say what would be freed, remove nothing");
     cmd->add_flag("--shared-cache", args->shared, "The cache may belong to other users (see fetch --shared-cache)");
     cmd->footer(
         "\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
         "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
-        "processes and to delete at any time. prune also removes what killed runs left (half-stored\n"
-        "trees, history temp files) once no live process can own it; it never follows a symlink.\n\n"
+        "processes and to delete at any time. prune removes only what its criterion names; clean\n"
+        "removes everything (--dry-run: only says how much). Both also remove what killed runs left\n"
+        "(half-stored trees, history temp files) once no live process can own it; never through a symlink.\n\n"
         "Examples:\n  redist cache list\n  redist cache prune --older-than 30d\n  redist cache prune --max-size 20G\n  "
-        "du -sh \"$(redist cache dir)\"\n\n" +
+        "redist cache clean --dry-run\n  du -sh \"$(redist cache dir)\"\n\n" +
         exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_cache(*args); }; });
 }

@@ -204,8 +204,7 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                     "Retry-After honoured)")
         ->check(CLI::Range(1, 100))
         ->type_name("N");
-    cmd->add_flag("--json", args->json, "Print one JSON report at the end instead of progress");
-    cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
+    add_report_flags(*cmd, args->json, args->quiet, "Print one JSON report at the end instead of progress");
     cmd->footer(
         std::string("\nWrites DIR/<product>/redist/redistrib_<version>.json (the manifest as published), each "
                     "selected\nartifact under its relative_path, and index.html, so that DIR works as --base-url "

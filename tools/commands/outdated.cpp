@@ -29,6 +29,7 @@ struct outdated_args {
     std::string file;  // --file: the project file; default ./redist.toml when present
     source_options source;
     bool json = false;
+    bool quiet = false;
 };
 
 struct outdated_row {
@@ -124,7 +125,7 @@ int run_outdated(outdated_args args) {
     }
     bool any_newer = false;
     for (const auto& [key, row] : rows) any_newer = any_newer || row.newer();
-    print_rows(rows, args.json);
+    if (args.json || !args.quiet) print_rows(rows, args.json);
     return any_newer ? 1 : 0;
 }
 
@@ -139,7 +140,7 @@ void add_outdated_command(CLI::App& app, command_runner& selected) {
                     "The project file whose version specs say what is wanted (default ./redist.toml when present)")
         ->type_name("FILE");
     add_source_options(*cmd, args->source);
-    cmd->add_flag("--json", args->json, "Print a JSON array, one object per installed release");
+    add_report_flags(*cmd, args->json, args->quiet, "Print a JSON array, one object per installed release");
     cmd->footer(std::string("\nFor each installed release: WANTED, the newest release its spec allows (the\n"
                             "project's version, e.g. 12.9 allows 12.9.x; without a project, the installed\n"
                             "major), and LATEST, the newest overall. Exits 0 when every release is the wanted\n"

@@ -6,6 +6,8 @@
 #include "commands/commands.hpp"
 #include "common/printable.hpp"
 #include "redist/install.hpp"
+#include "redist/json_writer.hpp"
+#include "redist/suggest.hpp"
 
 namespace redist_tools {
 
@@ -16,6 +18,7 @@ struct remove_args {
     std::string product;
     std::vector<std::string> components;
     bool quiet = false;
+    bool json = false;
 };
 
 int run_remove(const remove_args& args) {
@@ -28,16 +31,36 @@ int run_remove(const remove_args& args) {
     if (args.components.empty()) {
         auto receipts = redist::read_receipts(lock->prefix());
         if (!receipts.ok()) return report_error(receipts.error_value());
-        for (const auto& r : *receipts)
+        std::vector<std::string> products;
+        for (const auto& r : *receipts) {
+            products.push_back(r.product);
             if (args.product.empty() || r.product == args.product) targets.push_back({r.product, r.component});
+        }
+        // A product that names nothing installed is a mistake, not a removal of nothing.
+        if (!args.product.empty() && targets.empty())
+            return report_error(redist::make_error(redist::error_code::not_found,
+                                                   "product '" + printable(args.product) + "' is not installed" +
+                                                       redist::did_you_mean(args.product, products))
+                                    .with_path(args.prefix));
     } else {
         for (const auto& component : args.components) targets.push_back({args.product, component});
     }
     auto removed = redist::remove_components(*lock, targets);
     if (!removed.ok()) return report_error(removed.error_value());
-    if (!args.quiet)
+    if (args.json) {
+        redist::json_writer w(2);
+        w.begin_object().field("prefix", args.prefix).key("removed").begin_array();
+        for (const auto& t : targets) {
+            w.begin_object();
+            if (!t.product.empty()) w.field("product", t.product);  // empty: the one product that has it
+            w.field("component", t.component).end_object();
+        }
+        w.end_array().end_object();
+        std::printf("%s\n", w.str().c_str());
+    } else if (!args.quiet) {
         for (const auto& t : targets)
             std::printf("removed %s from %s\n", printable(t.component).c_str(), printable(args.prefix).c_str());
+    }
     return 0;
 }
 
@@ -50,7 +73,7 @@ void add_remove_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--component", args->components, "Components to remove (default: all)")
         ->delimiter(',')
         ->type_name("a,b");
-    cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
+    add_report_flags(*cmd, args->json, args->quiet, "Print one JSON object: prefix, removed [{product, component}]");
     cmd->add_option("--product", args->product, "Only this product's components")->type_name("NAME");
     cmd->footer(
         "\nOnly files the receipts list are removed (with their receipts and directories left empty);\n"

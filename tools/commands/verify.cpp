@@ -15,6 +15,7 @@ namespace {
 struct verify_args {
     std::string prefix;
     bool json = false;
+    bool quiet = false;
     unsigned threads = 0;
 };
 
@@ -72,7 +73,7 @@ int run_verify(const verify_args& args) {
                                 .with_path(args.prefix));
     }
     if (args.json) print_json(args.prefix, *report);
-    else print_text(args.prefix, *report);
+    else if (!args.quiet) print_text(args.prefix, *report);
     // A receipt that cannot be read: its component was not checked, the
     // others were. One line each, and the exit code of corrupt input.
     int unreadable = 0;
@@ -87,9 +88,9 @@ void add_verify_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<verify_args>();
     auto* cmd = app.add_subcommand("verify", "Check installed files against the receipts");
     cmd->add_option("--prefix", args->prefix, "The prefix to check")->required()->type_name("DIR");
-    cmd->add_flag("--json", args->json,
-                  "Print a JSON report: prefix, ok, components, files, problems [{component, path, problem}], "
-                  "unreadable [{component, receipt, problem}]");
+    add_report_flags(*cmd, args->json, args->quiet,
+                     "Print a JSON report: prefix, ok, components, files, problems [{component, path, problem}], "
+                     "unreadable [{component, receipt, problem}]");
     cmd->add_option("--threads", args->threads, "Files and 8 MiB pieces hashed at once (default: cores)")
         ->type_name("N");
     cmd->footer(

@@ -4,6 +4,9 @@
 #include <curl/curl.h>
 #include <unistd.h>
 
+#include <csignal>
+#include <cstring>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -79,6 +82,17 @@ redist::source_policy source_options::policy() const {
     if (!no_cache) {
         auto dir = redist::default_cache_dir(cache_dir);
         if (!dir.empty()) {
+            // The library goes on without a cache it cannot create or use
+            // (an unwritable HOME): said once, not silently.
+            static bool checked = false;
+            if (!std::exchange(checked, true)) {
+                auto usable = redist::blob_cache::open_if_possible(dir, shared_cache);
+                if (usable.ok() && !*usable)
+                    std::fprintf(stderr,
+                                 "%s: warning: no download cache: cannot create or use %s; pass --cache-dir DIR "
+                                 "or set REDIST_CACHE_DIR or XDG_CACHE_HOME to a writable directory\n",
+                                 tool_name.c_str(), printable(dir.string()).c_str());
+            }
             p.cache_dir = std::move(dir);
         } else {
             // Never a fixed shared path (/tmp/...): without a home, no cache.
@@ -244,8 +258,7 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                  "Print per-stage busy and wait times to stderr at the end: transfer (busy: hashing the "
                  "archive and writing its cache copy; wait: the unpacker is behind), decoder (busy: decoding xz "
                  "blocks, on any thread), extractor, writers");
-    app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
-    app.add_flag("--quiet,-q", options.quiet, "Print only errors");
+    add_report_flags(app, options.json, options.quiet, "Print one JSON report at the end instead of progress");
     app.add_flag("--check", options.check,
                  "Run the full `redist check` after installing and fail (exit 11) when a check fails: it runs code "
                  "from the installed libraries (every one loaded, RTLD_NOW, in child processes whose process groups "
@@ -254,6 +267,11 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                  "file names and headers, shadowing copies) and asks the system's driver its version; nothing "
                  "installed is run");
     app.add_flag("--no-check", options.no_check, "Skip the post-install checks (see `redist check`)");
+}
+
+void add_report_flags(CLI::App& app, bool& json, bool& quiet, const std::string& json_help) {
+    app.add_flag("--json", json, json_help);
+    app.add_flag("--quiet,-q", quiet, "Print only errors (the exit code says the rest)");
 }
 
 redist::release_request make_release_request(const source_options& source, const std::string& product,
@@ -394,6 +412,50 @@ CLI::Validator platform_check() {
     return CLI::Validator([](std::string& value) { return redist::platform_problem(value).value_or(std::string()); },
                           "", "platform");
 }
+
+namespace {
+
+std::atomic<bool> cancel_requested{false};
+std::atomic<int> signals_seen{0};
+char again_message[160];
+std::size_t again_length = 0;
+struct sigaction previous_int {};
+struct sigaction previous_term {};
+
+void on_interrupt(int) {
+    if (signals_seen.fetch_add(1) > 0) {
+        // Only async-signal-safe calls here: write(2) and _exit(2).
+        [[maybe_unused]] const auto n = ::write(STDERR_FILENO, again_message, again_length);
+        ::_exit(130);
+    }
+    cancel_requested.store(true);
+}
+
+}  // namespace
+
+interrupt_scope::interrupt_scope() {
+    static_assert(std::atomic<bool>::is_always_lock_free && std::atomic<int>::is_always_lock_free);
+    const std::string text = "\n" + tool_name + ": interrupted again: stopping at once (the next run cleans up)\n";
+    again_length = std::min(text.size(), sizeof again_message);
+    std::memcpy(again_message, text.data(), again_length);
+    cancel_requested.store(false);
+    signals_seen.store(0);
+    struct sigaction sa {};
+    sa.sa_handler = on_interrupt;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;  // the library's reads and writes go on; the flag stops the run
+    ::sigaction(SIGINT, &sa, &previous_int);
+    ::sigaction(SIGTERM, &sa, &previous_term);
+}
+
+interrupt_scope::~interrupt_scope() {
+    ::sigaction(SIGINT, &previous_int, nullptr);
+    ::sigaction(SIGTERM, &previous_term, nullptr);
+}
+
+std::atomic<bool>* interrupt_scope::cancel_flag() { return &cancel_requested; }
+
+bool interrupt_scope::interrupted() const { return signals_seen.load() > 0; }
 
 std::string human_size(std::uint64_t bytes) {
     const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};

@@ -5,6 +5,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <optional>
@@ -109,6 +110,10 @@ redist::result<redist::resolved_release> resolve_installed_release(const source_
 // The platform to use: --platform, else the host's.
 redist::result<std::string> effective_platform(const selection_options& selection);
 
+// --json (with what it prints) and -q/--quiet ("print only errors"): the
+// same two flags, in the same words, on every command that prints a report.
+void add_report_flags(CLI::App& app, bool& json, bool& quiet, const std::string& json_help);
+
 // Runs a fetch and renders it (progress, summary or --json). Returns the exit code.
 int run_fetch(const fetch_options& options);
 
@@ -118,6 +123,21 @@ int report_error(const redist::error& e);
 // Wraps a tool's main: parses, runs, maps CLI11 and library errors to exit
 // codes. `body` returns an exit code.
 int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& body);
+
+// Ctrl-C (SIGINT) and SIGTERM while a scope lives: the first sets
+// cancel_flag() (install_request::cancel: the library stops before its
+// commit and discards its stages; the tool then says so and exits 130); a
+// second one ends the process at once (exit 130; the next run on the prefix
+// cleans up what was left). The previous handlers come back at the end.
+class interrupt_scope {
+public:
+    interrupt_scope();
+    ~interrupt_scope();
+    interrupt_scope(const interrupt_scope&) = delete;
+    interrupt_scope& operator=(const interrupt_scope&) = delete;
+    std::atomic<bool>* cancel_flag();
+    bool interrupted() const;  // a signal came (the flag alone may mean a failure)
+};
 
 // "1.4 GiB", "812 KiB", "17 B".
 std::string human_size(std::uint64_t bytes);

@@ -26,96 +26,6 @@
 namespace redist_tools {
 namespace {
 
-// Renders progress events: a live bar per artifact on a TTY, plain lines
-// (stage changes and a periodic percentage) otherwise. Thread-safe.
-class progress_display {
-public:
-    progress_display(bool enabled, bool tty) : enabled_(enabled), tty_(tty) {}
-
-    void operator()(const redist::progress_event& e) {
-        if (!enabled_) return;
-        std::lock_guard lock(mutex_);
-        auto& s = states_[e.component];
-        const auto now = std::chrono::steady_clock::now();
-        if (s.order == 0) {
-            s.order = ++count_;
-            s.started = now;
-        }
-        const bool stage_changed = s.stage != e.stage;
-        s.stage = e.stage;
-        s.done = e.bytes_done;
-        s.total = e.bytes_total;
-        if (tty_) return redraw(now);
-        // Plain mode: a line per stage change, and one every 10% / 5 s while downloading.
-        const int percent = s.total
-                                ? static_cast<int>(100.0 * static_cast<double>(s.done) / static_cast<double>(s.total))
-                                : 0;
-        const bool periodic = e.stage == redist::fetch_stage::downloading &&
-                              (percent >= s.last_percent + 10 || now - s.last_line > std::chrono::seconds(5));
-        if (!stage_changed && !periodic) return;
-        s.last_percent = percent;
-        s.last_line = now;
-        std::printf("%s: %s", printable(e.component).c_str(), redist::to_string(e.stage));
-        if (e.stage == redist::fetch_stage::downloading && s.total)
-            std::printf(" %3d%% of %s at %s/s", percent, human_size(s.total).c_str(), human_size(rate(s, now)).c_str());
-        std::printf("\n");
-        std::fflush(stdout);
-    }
-
-    void finish() {
-        if (enabled_ && tty_) {
-            std::lock_guard lock(mutex_);
-            redraw(std::chrono::steady_clock::now(), true);
-        }
-    }
-
-private:
-    struct state {
-        int order = 0;
-        redist::fetch_stage stage = redist::fetch_stage::waiting;
-        std::uint64_t done = 0, total = 0;
-        int last_percent = -10;
-        std::chrono::steady_clock::time_point started, last_line;
-    };
-
-    static std::uint64_t rate(const state& s, std::chrono::steady_clock::time_point now) {
-        const double seconds = std::chrono::duration<double>(now - s.started).count();
-        return seconds > 0.05 ? static_cast<std::uint64_t>(static_cast<double>(s.done) / seconds) : 0;
-    }
-
-    void redraw(std::chrono::steady_clock::time_point now, bool force = false) {
-        if (!force && now - last_draw_ < std::chrono::milliseconds(100)) return;
-        last_draw_ = now;
-        if (drawn_lines_) std::printf("\033[%dA", drawn_lines_);
-        std::vector<std::pair<int, std::string>> ordered;
-        for (const auto& [name, s] : states_) ordered.emplace_back(s.order, name);
-        std::sort(ordered.begin(), ordered.end());
-        for (const auto& [order, name] : ordered) {
-            const state& s = states_[name];
-            const double fraction = s.total ? static_cast<double>(s.done) / static_cast<double>(s.total) : 0;
-            const int width = 30;
-            const int filled = static_cast<int>(fraction * width);
-            std::string bar(static_cast<std::size_t>(filled), '#');
-            bar.resize(width, '-');
-            const std::uint64_t r = rate(s, now);
-            const long eta = r && s.total > s.done ? static_cast<long>((s.total - s.done) / r) : 0;
-            std::printf("\033[2K%-22s [%s] %5.1f%% %10s %9s/s ETA %3lds %s\n", printable(name).c_str(), bar.c_str(),
-                        100 * fraction, human_size(s.done).c_str(), human_size(r).c_str(), eta,
-                        redist::to_string(s.stage));
-        }
-        drawn_lines_ = static_cast<int>(ordered.size());
-        std::fflush(stdout);
-    }
-
-    bool enabled_;
-    bool tty_;
-    std::mutex mutex_;
-    std::map<std::string, state> states_;
-    int count_ = 0;
-    int drawn_lines_ = 0;
-    std::chrono::steady_clock::time_point last_draw_{};
-};
-
 void print_json_report(const redist::install_report& report, const std::optional<redist::check_report>& check) {
     redist::json_writer w(2);
     w.begin_object();
@@ -407,6 +317,15 @@ int render_post_install_check(const fetch_options& options, const redist::check_
     return 0;
 }
 
+// After Ctrl-C or SIGTERM stopped install(): nothing was committed.
+int report_interrupt(const redist::install_request& req, std::uint64_t received) {
+    std::string kept = "run the same command to start again";
+    if (req.sources.cache_dir)
+        kept = human_size(received) + " downloaded stay in the cache, run the same command to resume";
+    std::fprintf(stderr, "%s: interrupted: the prefix is unchanged; %s\n", tool_name.c_str(), kept.c_str());
+    return redist::exit_code_for(redist::error_code::cancelled);
+}
+
 }  // namespace
 
 int run_fetch(const fetch_options& options) {
@@ -448,8 +367,14 @@ int run_fetch(const fetch_options& options) {
     console_observer observer(options.quiet);
     observer.progress = [&display](const redist::progress_event& e) { display(e); };
     req.observer = &observer;
+    const auto started = std::chrono::steady_clock::now();
+    std::optional<interrupt_scope> interrupts(std::in_place);
+    req.cancel = interrupts->cancel_flag();
     auto report = redist::install(req);
     display.finish();
+    if (!report.ok() && interrupts->interrupted()) return report_interrupt(req, display.bytes_received());
+    interrupts.reset();  // the post-install check's children get the default handling
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (options.profile || profile_requested()) print_profile(redist::profile_of(*req.budget));
     if (!report.ok()) return report_error(report.error_value());
     record_artifacts(options.source, options.quiet, *report);  // drift watching (issue 12)
@@ -459,16 +384,7 @@ int run_fetch(const fetch_options& options) {
     if (options.json) {
         print_json_report(*report, checked);
     } else if (!options.quiet) {
-        for (const auto& c : report->components) {
-            if (c.unchanged)
-                std::printf("%s %s is already installed in %s (receipt matches; use --force to reinstall)\n",
-                            printable(c.component).c_str(), printable(c.version).c_str(),
-                            printable(report->prefix.string()).c_str());
-            else
-                std::printf("installed %s %s: %zu files, %s in %.1f s from %s\n", printable(c.component).c_str(),
-                            printable(c.version).c_str(), c.files, human_size(c.size).c_str(), c.seconds,
-                            c.from_cache ? "the cache" : printable(c.url).c_str());
-        }
+        print_install_summary(*report, seconds);
     }
     return checked ? render_post_install_check(options, *checked) : 0;
 }

@@ -1,7 +1,12 @@
 // Renders the library's events. See observer.hpp.
 #include "common/observer.hpp"
 
+#include <sys/ioctl.h>
+#include <unistd.h>
+
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 
 #include "common/cli.hpp"
 #include "common/printable.hpp"
@@ -51,8 +56,209 @@ void console_observer::on_cache_bypass(const redist::cache_bypass_event& e) {
          e.reason.describe() + "); it is not cached");
 }
 
+void console_observer::on_resume(const redist::resume_event& e) {
+    line("resuming " + e.component + " at " + human_size(e.bytes_done) + " of " + human_size(e.bytes_total));
+}
+
 void console_observer::on_mirror(const redist::mirror_event& e) {
     if (mirror) mirror(e);
+}
+
+// ---- progress ------------------------------------------------------------------------
+
+int terminal_width(int fd) {
+    winsize ws{};
+    if (::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
+    if (const char* env = std::getenv("COLUMNS"); env && *env) {
+        char* end = nullptr;
+        const long n = std::strtol(env, &end, 10);
+        if (*end == '\0' && n > 0 && n < 10000) return static_cast<int>(n);
+    }
+    return 80;
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// At most width - 1 columns: a line that reaches the last column makes some
+// terminals wrap, and the redraw would move up one line too few.
+std::string fit(std::string text, int width) {
+    const std::size_t most = static_cast<std::size_t>(std::max(1, width - 1));
+    if (text.size() > most) text.resize(most);
+    return text;
+}
+
+std::uint64_t per_second(std::uint64_t bytes, clock_type::time_point since, clock_type::time_point now) {
+    const double seconds = std::chrono::duration<double>(now - since).count();
+    return seconds > 0.05 ? static_cast<std::uint64_t>(static_cast<double>(bytes) / seconds) : 0;
+}
+
+std::string describe_eta(std::uint64_t left, std::uint64_t rate) {
+    if (rate == 0) return "?";
+    const auto s = static_cast<unsigned long long>(left / rate);
+    char buf[32];
+    if (s >= 3600) std::snprintf(buf, sizeof buf, "%lluh%02llum", s / 3600, s % 3600 / 60);
+    else if (s >= 60) std::snprintf(buf, sizeof buf, "%llum%02llus", s / 60, s % 60);
+    else std::snprintf(buf, sizeof buf, "%llus", s);
+    return buf;
+}
+
+int percent_of(std::uint64_t done, std::uint64_t total) {
+    if (total == 0) return 0;
+    return static_cast<int>(std::min<std::uint64_t>(100, done * 100 / total));
+}
+
+// "<label> [####----] <right>": the bar takes what the label and the right
+// part leave (at most 40 columns), or is left out below 5.
+std::string bar_line(const std::string& label, std::size_t label_width, int percent, const std::string& right,
+                     int width) {
+    std::string out = label.substr(0, label_width);
+    out.resize(label_width, ' ');
+    const int room = width - 1 - static_cast<int>(label_width) - 3 - static_cast<int>(right.size());
+    const int bar = std::min(40, room);
+    if (bar >= 5) {
+        const int filled = bar * percent / 100;
+        out += " [" + std::string(static_cast<std::size_t>(filled), '#') +
+               std::string(static_cast<std::size_t>(bar - filled), '-') + "]";
+    }
+    return fit(out + right, width);
+}
+
+}  // namespace
+
+std::vector<std::string> render_progress(const std::map<std::string, progress_state>& states,
+                                         clock_type::time_point started, clock_type::time_point now, int width,
+                                         std::size_t max_bars) {
+    std::size_t committing = 0, components = 0, finished = 0;
+    std::uint64_t done = 0, total = 0, fresh = 0;
+    std::vector<std::pair<int, const std::string*>> active;
+    for (const auto& [name, s] : states) {
+        if (s.stage == redist::fetch_stage::unchanged) continue;
+        ++components;
+        done += s.done;
+        total += s.total;
+        fresh += s.done - std::min(s.done, s.resumed);
+        if (s.stage == redist::fetch_stage::committing) ++committing;
+        if (s.stage == redist::fetch_stage::done || (s.total > 0 && s.done >= s.total)) ++finished;
+        else if (s.stage == redist::fetch_stage::downloading) active.emplace_back(s.order, &name);
+    }
+    if (committing > 0)
+        return {
+            fit("committing " + std::to_string(committing) + (committing == 1 ? " component" : " components"), width)};
+    if (components == 0) return {};
+    std::sort(active.begin(), active.end());
+    const std::size_t shown = std::min(active.size(), max_bars);
+    std::size_t label_width = 5;  // "total"
+    for (std::size_t i = 0; i < shown; ++i) label_width = std::max(label_width, printable(*active[i].second).size());
+    label_width = std::min<std::size_t>(label_width, std::max(5, std::min(24, width / 3)));
+
+    std::vector<std::string> lines;
+    for (std::size_t i = 0; i < shown; ++i) {
+        const progress_state& s = states.at(*active[i].second);
+        const int pct = percent_of(s.done, s.total);
+        const std::string right = " " + std::to_string(pct) + "% " + human_size(s.done) + " of " + human_size(s.total);
+        lines.push_back(bar_line(printable(*active[i].second), label_width, pct, right, width));
+    }
+    const std::uint64_t rate = per_second(fresh, started, now);
+    const int pct = percent_of(done, total);
+    std::string right = " " + std::to_string(pct) + "% " + human_size(done) + " of " + human_size(total) + " ETA " +
+                        describe_eta(total - std::min(total, done), rate) + ", " + std::to_string(finished) + " of " +
+                        std::to_string(components) + " done";
+    if (active.size() > shown) right += ", " + std::to_string(active.size() - shown) + " more";
+    right += ", " + human_size(rate) + "/s";
+    lines.push_back(bar_line("total", label_width, pct, right, width));
+    return lines;
+}
+
+progress_display::progress_display(bool enabled, bool tty, std::size_t max_bars)
+    : enabled_(enabled), tty_(tty), max_bars_(max_bars), started_(clock_type::now()) {}
+
+void progress_display::operator()(const redist::progress_event& e) {
+    std::lock_guard lock(mutex_);  // the states are kept even when nothing is shown (bytes_received)
+    auto& s = states_[e.component];
+    const auto now = clock_type::now();
+    if (s.order == 0) {
+        s.order = ++count_;
+        s.started = now;
+        if (e.stage == redist::fetch_stage::downloading) s.resumed = e.bytes_done;  // bytes an earlier run left
+    }
+    const bool stage_changed = s.stage != e.stage;
+    s.stage = e.stage;
+    s.done = e.bytes_done;
+    s.total = e.bytes_total;
+    if (!enabled_) return;
+    if (tty_) return redraw(now, stage_changed);
+    if (!stage_changed) return;
+    if (e.stage == redist::fetch_stage::done)
+        std::printf("%s: done, %s\n", printable(e.component).c_str(), human_size(s.total).c_str());
+    else if (e.stage == redist::fetch_stage::failed) std::printf("%s: failed\n", printable(e.component).c_str());
+    else return;
+    std::fflush(stdout);
+}
+
+void progress_display::redraw(clock_type::time_point now, bool force) {
+    if (!force && now - last_draw_ < std::chrono::milliseconds(100)) return;
+    last_draw_ = now;
+    const auto lines = render_progress(states_, started_, now, terminal_width(STDOUT_FILENO), max_bars_);
+    std::string out;
+    if (drawn_lines_) out += "\r\033[" + std::to_string(drawn_lines_) + "A";
+    for (const auto& l : lines) out += "\033[2K" + l + "\n";
+    out += "\033[J";  // what the last draw had below
+    std::fputs(out.c_str(), stdout);
+    std::fflush(stdout);
+    drawn_lines_ = static_cast<int>(lines.size());
+}
+
+void progress_display::finish() {
+    if (!enabled_ || !tty_) return;
+    std::lock_guard lock(mutex_);
+    if (drawn_lines_) std::printf("\r\033[%dA\033[J", drawn_lines_);
+    drawn_lines_ = 0;
+    std::fflush(stdout);
+}
+
+std::uint64_t progress_display::bytes_received() {
+    std::lock_guard lock(mutex_);
+    std::uint64_t sum = 0;
+    for (const auto& [name, s] : states_)
+        if (s.stage != redist::fetch_stage::unchanged) sum += s.done;
+    return sum;
+}
+
+// ---- the summary -----------------------------------------------------------------------
+
+void print_install_summary(const redist::install_report& report, double seconds) {
+    std::vector<const redist::component_report*> installed;
+    std::string unchanged;
+    std::size_t name_width = 0, version_width = 0, from_cache = 0;
+    std::uint64_t size = 0;
+    for (const auto& c : report.components) {
+        if (c.unchanged) {
+            unchanged += (unchanged.empty() ? "" : ", ") + printable(c.component);
+            continue;
+        }
+        installed.push_back(&c);
+        name_width = std::max(name_width, printable(c.component).size());
+        version_width = std::max(version_width, printable(c.version).size());
+        size += c.size;
+        if (c.from_cache) ++from_cache;
+    }
+    const std::string prefix = printable(report.prefix.string());
+    if (!installed.empty()) {
+        std::printf("installed %s %s into %s: %zu component%s, %s in %.1f s", printable(report.product).c_str(),
+                    printable(report.release_label).c_str(), prefix.c_str(), installed.size(),
+                    installed.size() == 1 ? "" : "s", human_size(size).c_str(), seconds);
+        if (from_cache) std::printf(" (%zu from the cache)", from_cache);
+        std::printf("\n");
+        for (const auto* c : installed)
+            std::printf("  %-*s  %-*s  %9s  %zu files%s\n", static_cast<int>(name_width),
+                        printable(c->component).c_str(), static_cast<int>(version_width), printable(c->version).c_str(),
+                        human_size(c->size).c_str(), c->files, c->from_cache ? "  (cache)" : "");
+    }
+    if (!unchanged.empty())
+        std::printf("already installed in %s (receipts match; use --force to reinstall): %s\n", prefix.c_str(),
+                    unchanged.c_str());
 }
 
 }  // namespace redist_tools

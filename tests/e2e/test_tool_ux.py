@@ -1,0 +1,266 @@
+"""What the tools say, through the real tools: progress sized to the terminal
+(a few bars and a total, nothing wider than the terminal), a compact summary,
+a line on Ctrl-C (exit 130, prefix unchanged) and on resume, `remove` of a
+name that is not installed, `--link-mode reflink` where blocks cannot be
+shared, and a cache that cannot be used."""
+
+import fcntl
+import json
+import os
+import pty
+import re
+import signal
+import struct
+import subprocess
+import tempfile
+import termios
+import time
+import unittest
+
+import support
+
+LABEL = "9.27.0"
+PLATFORM = "linux-x86_64"
+CUDA = "12"
+CLEAN_ENV = {"REDIST_MIRRORS": None, "REDIST_CACHE_DIR": None, "REDIST_BASE_URL": None}
+ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+EXIT_NOT_FOUND = 3
+EXIT_FILESYSTEM = 10
+EXIT_INTERRUPTED = 130
+
+
+def frames(out):
+    """The redrawn lines of a live display: [[visible line, ...] per redraw]."""
+    found = []
+    for chunk in re.split(r"\r\x1b\[\d+A", out):
+        # (the pty turns "\n" into "\r\n"; a "\r" inside a line returns to its start)
+        lines = [ESCAPE.sub("", line.rstrip("\r")).split("\r")[-1] for line in chunk.split("\n") if "\x1b[2K" in line]
+        if lines:
+            found.append(lines)
+    return found
+
+
+def run_on_pty(args, columns, env):
+    """Runs a tool with a pseudo-terminal of `columns` columns as stdout;
+    returns (exit code, what it wrote there, stderr)."""
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(args, stdout=slave, stderr=err, stdin=subprocess.DEVNULL,
+                                env=support.tool_env({**env, "COLUMNS": columns}))
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the other side closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        proc.wait(timeout=120)
+        os.close(master)
+        err.seek(0)
+        return proc.returncode, b"".join(chunks).decode(errors="replace"), err.read().decode(errors="replace")
+
+
+class CudaFromFaultServer(unittest.TestCase):
+    """Every CUDA component for linux-x86_64, each held back for a moment
+    after its first bytes by tests/fixtures/fault_server.py, so that many
+    downloads are in flight at once."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = support.make_scratch_dir(cls.__module__ + "." + cls.__name__)
+        root = os.path.join(cls.dir, "root")
+        support.copy_mirror(os.path.join(root, "base"), products=["cuda"])
+        cls.server = support.FaultServer(root, os.path.join(cls.dir, "server"))
+        cls.base = cls.server.url("/base")
+        manifest = support.load_manifest("cuda", "12.9.1")
+        faults = {}
+        for _comp, platform, _variant, rec in support.iter_artifacts(manifest):
+            if platform == PLATFORM and int(rec["size"]) > 2048:
+                faults["/base/cuda/redist/" + rec["relative_path"]] = {"stall_after": 2048, "stall_seconds": 1.5}
+        cls.held = len(faults)
+        cls.server.set_faults(faults)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def fetch_on_pty(self, columns):
+        prefix = os.path.join(support.make_scratch_dir(self.id()), "prefix")
+        return run_on_pty([support.tool_path("redist"), "fetch", "cuda", "12.9.1", "--base-url", self.base,
+                           "--prefix", prefix, "--platform", PLATFORM, "--no-cache", "--no-check", "-j", "16"],
+                          columns, CLEAN_ENV)
+
+    def test_bars_fit_the_terminal_and_are_capped(self):
+        self.assertGreater(self.held, 6, "the release must have more components than bars")
+        for columns in (80, 40):
+            code, out, err = self.fetch_on_pty(columns)
+            self.assertEqual(code, 0, err)
+            drawn = frames(out)
+            self.assertTrue(drawn, out)
+            for frame in drawn:
+                for line in frame:
+                    self.assertLess(len(line), columns, f"{line!r} is wider than {columns} columns")
+                bars = [line for line in frame if not line.startswith(("total", "committing"))]
+                self.assertLessEqual(len(bars), 6, frame)
+            # More downloads than bars: six bars, and the total says how many more.
+            self.assertTrue(any(len(f) == 7 and f[-1].startswith("total") for f in drawn), drawn)
+            if columns == 80:
+                self.assertTrue(any(re.search(r"^total +\[[#-]+\] +\d+% .* of .* ETA .*\d+ more", f[-1])
+                                    for f in drawn), drawn)
+            # The commit is a line of its own, not bars at 0%.
+            self.assertTrue(any(f == [f"committing {self.held} components"] or
+                                re.fullmatch(r"committing \d+ components?", f[0]) for f in drawn), drawn)
+            # The live lines are cleared at the end; the summary is a short table without URLs.
+            summary = out[out.rindex("\x1b[J"):].replace("\r\n", "\n")  # the pty writes "\r\n"
+            self.assertRegex(summary, r"installed cuda 12\.9\.1 into \S+: \d+ components, ")
+            self.assertRegex(summary, r"(?m)^  cuda_nvcc +\S+ +\S+ \S+ +\d+ files$")
+            self.assertNotIn("http://", summary)
+
+
+class Interrupt(unittest.TestCase):
+    """Ctrl-C during a download: one line, exit 130, the prefix as it was,
+    the bytes kept in the cache; the next run resumes and says so."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.dir = support.make_scratch_dir(cls.__module__ + "." + cls.__name__)
+        root = os.path.join(cls.dir, "root")
+        support.copy_mirror(os.path.join(root, "base"), products=["cudnn"])
+        cls.server = support.FaultServer(root, os.path.join(cls.dir, "server"))
+        cls.base = cls.server.url("/base")
+        rec = support.find_artifact(support.load_manifest("cudnn", LABEL), "cudnn", PLATFORM, "cuda" + CUDA)
+        cls.art = "/base/cudnn/redist/" + rec["relative_path"]
+        cls.size = int(rec["size"])
+        cls.sha256 = rec["sha256"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.server.stop()
+
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.prefix = os.path.join(self.scratch, "prefix")
+        self.cache = os.path.join(self.scratch, "cache")
+        self.server.set_faults({})
+        self.server.reset()
+
+    def args(self, label=LABEL):
+        return [label, "--cuda", CUDA, "--platform", PLATFORM, "--prefix", self.prefix, "--base-url", self.base,
+                "--cache-dir", self.cache, "--connections", "1", "--no-check"]
+
+    def test_interrupt_leaves_the_prefix_and_the_next_run_resumes(self):
+        support.run_tool("cudnn-fetch", *self.args("9.8.0"), "--quiet", env=CLEAN_ENV, check=0)
+        before = support.tree_snapshot(self.prefix, ignore=r"^\.redist/lock$")
+        n = self.size // 3
+        self.server.set_faults({self.art: {"stall_after": n, "stall_seconds": 60}})
+        self.server.reset()
+        part = os.path.join(self.cache, "blobs", "sha256", self.sha256 + ".part")
+        tool = support.BackgroundTool("cudnn-fetch", *self.args(), env=CLEAN_ENV)
+        try:
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline and tool.proc.poll() is None:
+                if os.path.exists(part) and os.path.getsize(part) >= n:
+                    break
+                time.sleep(0.02)
+            self.assertTrue(os.path.exists(part) and os.path.getsize(part) >= n, tool.stderr)
+            tool.proc.send_signal(signal.SIGINT)
+            res = tool.wait(timeout=30)  # well before the 60 s stall ends
+        finally:
+            tool.kill()
+        self.assertEqual(res.returncode, EXIT_INTERRUPTED, support.describe(res))
+        lines = [line for line in res.stderr.splitlines() if "interrupted" in line]
+        self.assertEqual(len(lines), 1, support.describe(res))
+        self.assertRegex(lines[0], r"^cudnn-fetch: interrupted: the prefix is unchanged; \S+ \S+ downloaded stay "
+                                   r"in the cache, run the same command to resume$")
+        self.assertEqual(support.tree_snapshot(self.prefix, ignore=r"^\.redist/lock$"), before)
+        self.assertGreaterEqual(os.path.getsize(part), n)
+
+        # The next run goes on from the .part, and says so.
+        self.server.set_faults({})
+        self.server.reset()
+        res = support.run_tool("cudnn-fetch", *self.args(), env=CLEAN_ENV, check=0)
+        self.assertRegex(res.stderr, r"(?m)^cudnn-fetch: resuming cudnn at \S+ \S+ of \S+ \S+$")
+        log = self.server.log(self.art)
+        self.assertEqual(len(log), 1, log)
+        self.assertRegex(log[0]["range"] or "", r"^bytes=[1-9]\d*-")
+        self.assertRegex(res.stdout, r"(?m)^installed cudnn 9\.27\.0 into ")
+
+
+class Names(unittest.TestCase):
+    """remove of a product or component that is not installed; reflink where
+    it cannot work; a cache that cannot be created."""
+
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.prefix = os.path.join(self.scratch, "prefix")
+        self.base = support.nginx_base_url()
+
+    def fetch(self, prefix, *extra, env=None):
+        return support.run_tool("redist", "fetch", "cudnn", LABEL, "--cuda", CUDA, "--platform", PLATFORM,
+                                "--component", "cudnn,cudnn_jit", "--prefix", prefix, "--base-url", self.base,
+                                "--no-check", *extra, env={**CLEAN_ENV, **(env or {})})
+
+    def assert_one_line(self, res, code, *needles):
+        self.assertEqual(res.returncode, code, support.describe(res))
+        lines = res.stderr.strip().splitlines()
+        self.assertEqual(len(lines), 1, support.describe(res))
+        for needle in needles:
+            self.assertIn(needle, lines[0], support.describe(res))
+
+    def test_remove_of_a_name_not_installed_is_an_error(self):
+        self.assertEqual(self.fetch(self.prefix, "--no-cache", "-q").returncode, 0)
+        before = support.tree_snapshot(self.prefix, ignore=r"^\.redist/lock$")
+        res = support.run_tool("redist", "remove", "--prefix", self.prefix, "--product", "cudnnn")
+        self.assert_one_line(res, EXIT_NOT_FOUND, "product 'cudnnn' is not installed", "did you mean 'cudnn'?")
+        res = support.run_tool("redist", "remove", "--prefix", self.prefix, "--component", "cudnn_jitt")
+        self.assert_one_line(res, EXIT_NOT_FOUND, "cudnn_jitt is not installed", "did you mean 'cudnn_jit'?")
+        self.assertEqual(support.tree_snapshot(self.prefix, ignore=r"^\.redist/lock$"), before)
+
+    def test_quiet_and_json_on_report_commands(self):
+        self.assertEqual(self.fetch(self.prefix, "--no-cache", "-q").returncode, 0)
+        for args in (["verify", "--prefix", self.prefix], ["outdated", "--prefix", self.prefix, "--base-url", self.base]):
+            res = support.run_tool("redist", *args, "-q")
+            self.assertIn(res.returncode, (0, 1), support.describe(res))
+            self.assertEqual(res.stdout, "", support.describe(res))
+        res = support.run_tool("redist", "remove", "--prefix", self.prefix, "--component", "cudnn_jit", "--json",
+                               check=0)
+        self.assertEqual(json.loads(res.stdout), {"prefix": self.prefix,
+                                                  "removed": [{"component": "cudnn_jit"}]})
+        res = support.run_tool("redist", "remove", "--prefix", self.prefix, "-q", check=0)
+        self.assertEqual(res.stdout, "")
+
+    def reflink_works_here(self):
+        a, b = os.path.join(self.scratch, "a"), os.path.join(self.scratch, "b")
+        with open(a, "w") as f:
+            f.write("x")
+        return subprocess.run(["cp", "--reflink=always", a, b], capture_output=True).returncode == 0
+
+    def test_reflink_where_blocks_cannot_be_shared(self):
+        if self.reflink_works_here():
+            self.skipTest("this filesystem can reflink")
+        cache = os.path.join(self.scratch, "cache")
+        for name in ("first", "second"):  # the download; then from the blob, which keeps the extracted tree
+            self.assertEqual(self.fetch(os.path.join(self.scratch, name), "--cache-dir", cache, "-q").returncode, 0)
+        res = self.fetch(self.prefix, "--cache-dir", cache, "--link-mode", "reflink")
+        self.assert_one_line(res, EXIT_FILESYSTEM, "--link-mode reflink: the cache at " + cache,
+                             "cannot share blocks", "use --link-mode auto or copy")
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "include")))
+
+    def test_unusable_cache_is_said(self):
+        blocker = os.path.join(self.scratch, "not-a-directory")
+        with open(blocker, "w") as f:
+            f.write("")
+        res = self.fetch(self.prefix, env={"HOME": os.path.join(blocker, "home"), "XDG_CACHE_HOME": None})
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        warnings = [line for line in res.stderr.splitlines() if "no download cache" in line]
+        self.assertEqual(len(warnings), 1, support.describe(res))
+        self.assertIn(os.path.join(blocker, "home", ".cache", "redist"), warnings[0])
+        self.assertIn("--cache-dir", warnings[0])
+
+
+if __name__ == "__main__":
+    unittest.main()
