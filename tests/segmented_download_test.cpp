@@ -122,12 +122,13 @@ struct sink {
 };
 
 redist::segment_retry_hook retry_transient(int max_attempts, int* calls = nullptr) {
-    return [max_attempts,
-            calls](int attempt, const redist::transfer_failure_info& info) -> std::optional<std::chrono::milliseconds> {
-        if (calls != nullptr) ++*calls;
-        if (!info.transient || attempt > max_attempts) return std::nullopt;
-        return std::chrono::milliseconds(10);
-    };
+    return
+        [max_attempts, calls](int attempt, const redist::error&,
+                              const redist::transfer_failure_info& info) -> std::optional<std::chrono::milliseconds> {
+            if (calls != nullptr) ++*calls;
+            if (!info.transient || attempt > max_attempts) return std::nullopt;
+            return std::chrono::milliseconds(10);
+        };
 }
 
 // <scratch>/<name>/blob.part: a resumable spool, as the cache gives one.

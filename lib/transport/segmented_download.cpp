@@ -491,7 +491,7 @@ void segmented_run::settle(chunk& c, result<void> outcome, const transfer_failur
     const bool retryable = e.code == error_code::network || e.code == error_code::not_found;
     c.failures = progressed ? 1 : c.failures + 1;
     std::optional<std::chrono::milliseconds> delay;
-    if (retryable && retry_) delay = retry_(c.failures, why);
+    if (retryable && retry_) delay = retry_(c.failures, e, why);
     if (!delay) {
         fatal_ = std::move(e);
         fatal_info_ = why;
@@ -664,7 +664,8 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
         const error_code code = outcome.error_value().code;
         failures = progressed ? 1 : failures + 1;
         std::optional<std::chrono::milliseconds> delay;
-        if ((code == error_code::network || code == error_code::not_found) && retry) delay = retry(failures, info);
+        if ((code == error_code::network || code == error_code::not_found) && retry)
+            delay = retry(failures, outcome.error_value(), info);
         if (!delay) {
             if (failure != nullptr) *failure = info;
             return outcome;
