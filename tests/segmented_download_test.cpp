@@ -553,6 +553,26 @@ TEST_CASE("the spool is never opened through a symlink", "[segmented]") {
     CHECK(s.hex() == sha256_of(f.blob));
 }
 
+TEST_CASE("one stream: a retry that finds the file changed fails instead of mixing two versions", "[segmented]") {
+    auto& f = shared_fixture();
+    // The first request is cut short and carries another ETag than the retry's.
+    f.server->set_faults(R"({"/blob.bin": {"drop_after": 300000, "etag": "\"v1\"", "times": 1}})");
+    auto options = small_segments();
+    options.connections = 1;
+    redist::spool_location spool;
+    spool.temp_dir = redist_test::scratch("one-stream-changed");
+    sink s;
+    redist::transfer_failure_info failure;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), options, spool, s.callbacks,
+                                        retry_transient(3), &failure);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::integrity);
+    CHECK(r.error_value().message == "the file changed during the download");
+    const auto log = f.server->log();
+    REQUIRE(log.size() == 2);
+    CHECK(s.bytes == 300000);  // nothing of the second version was delivered
+}
+
 TEST_CASE("file:// and small files use one stream", "[segmented]") {
     auto& f = shared_fixture();
     const fs::path dir = redist_test::scratch("one-stream");
