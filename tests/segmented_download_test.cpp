@@ -122,12 +122,13 @@ struct sink {
 };
 
 redist::segment_retry_hook retry_transient(int max_attempts, int* calls = nullptr) {
-    return [max_attempts,
-            calls](int attempt, const redist::transfer_failure_info& info) -> std::optional<std::chrono::milliseconds> {
-        if (calls != nullptr) ++*calls;
-        if (!info.transient || attempt > max_attempts) return std::nullopt;
-        return std::chrono::milliseconds(10);
-    };
+    return
+        [max_attempts, calls](int attempt, const redist::error&,
+                              const redist::transfer_failure_info& info) -> std::optional<std::chrono::milliseconds> {
+            if (calls != nullptr) ++*calls;
+            if (!info.transient || attempt > max_attempts) return std::nullopt;
+            return std::chrono::milliseconds(10);
+        };
 }
 
 // <scratch>/<name>/blob.part: a resumable spool, as the cache gives one.
@@ -550,6 +551,26 @@ TEST_CASE("the spool is never opened through a symlink", "[segmented]") {
     CHECK(redist_test::slurp(victim) == "precious");
     CHECK_FALSE(fs::is_symlink(spool.part_file));
     CHECK(s.hex() == sha256_of(f.blob));
+}
+
+TEST_CASE("one stream: a retry that finds the file changed fails instead of mixing two versions", "[segmented]") {
+    auto& f = shared_fixture();
+    // The first request is cut short and carries another ETag than the retry's.
+    f.server->set_faults(R"({"/blob.bin": {"drop_after": 300000, "etag": "\"v1\"", "times": 1}})");
+    auto options = small_segments();
+    options.connections = 1;
+    redist::spool_location spool;
+    spool.temp_dir = redist_test::scratch("one-stream-changed");
+    sink s;
+    redist::transfer_failure_info failure;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), options, spool, s.callbacks,
+                                        retry_transient(3), &failure);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::integrity);
+    CHECK(r.error_value().message == "the file changed during the download");
+    const auto log = f.server->log();
+    REQUIRE(log.size() == 2);
+    CHECK(s.bytes == 300000);  // nothing of the second version was delivered
 }
 
 TEST_CASE("file:// and small files use one stream", "[segmented]") {

@@ -45,6 +45,8 @@ struct recording_observer : fetch_observer {
     std::vector<source_change_event> changes;
     void on_retry(const retry_event& e) override { retries.push_back(e); }
     void on_source_change(const source_change_event& e) override { changes.push_back(e); }
+    std::vector<source_skip_event> skips;
+    void on_source_skip(const source_skip_event& e) override { skips.push_back(e); }
 };
 
 }  // namespace
@@ -200,6 +202,124 @@ TEST_CASE("try_sources: a local failure stops at once, without trying other sour
     REQUIRE_FALSE(done.ok());
     CHECK(done.error_value().code == error_code::filesystem);
     CHECK(s.urls_tried.size() == 1);
+}
+
+// ---- source_health ---------------------------------------------------------------------------
+
+namespace {
+
+// Every call fails as a source that does not answer (connection refused).
+attempt_function unreachable_attempt(std::vector<std::string>& tried) {
+    return [&tried](source_attempt& a) -> result<void> {
+        tried.push_back(a.url);
+        if (a.url.starts_with("http://base")) return {};
+        a.failure.transient = true;
+        a.failure.unreachable = true;
+        return make_error(error_code::network, "Couldn't connect to server").with_url(a.url);
+    };
+}
+
+}  // namespace
+
+TEST_CASE("source_health: a source is named by its origin; file:// has none", "[source_health]") {
+    CHECK(source_health::origin_of("http://Mirror.Example:8080/a/b?x#y") == "http://mirror.example:8080");
+    CHECK(source_health::origin_of("HTTPS://user:pw@h/x") == "https://h");
+    CHECK(source_health::origin_of("file:///srv/mirror/x").empty());
+    CHECK(source_health::origin_of("ftp://h/x").empty());
+    CHECK(source_health::origin_of("http:///x").empty());
+}
+
+TEST_CASE("try_sources: a source unreachable twice is skipped for every later artifact, reported once",
+          "[try_sources][source_health]") {
+    std::vector<milliseconds> slept;
+    recording_observer events;
+    auto run = run_with(slept, &events, 4);
+    run.health = make_source_health();
+    std::vector<std::string> tried;
+    for (const char* name : {"a", "b", "c"}) {
+        const std::string file = std::string("/") + name + ".tar.xz";
+        auto done = try_sources({"http://dead:81" + file, "http://base" + file}, run, unreachable_attempt(tried));
+        REQUIRE(done.ok());
+        CHECK(done->source == 1);
+    }
+    // Two attempts on the dead mirror (one retry), then never again.
+    CHECK(tried == std::vector<std::string>{"http://dead:81/a.tar.xz", "http://dead:81/a.tar.xz",
+                                            "http://base/a.tar.xz", "http://base/b.tar.xz", "http://base/c.tar.xz"});
+    CHECK(events.retries.size() == 1);
+    REQUIRE(events.skips.size() == 1);
+    CHECK(events.skips[0].source == "http://dead:81");
+    CHECK(events.skips[0].failures == 2);
+    CHECK(events.skips[0].reason.message == "Couldn't connect to server");
+}
+
+TEST_CASE("try_sources: a skipped last source fails at once, saying why", "[try_sources][source_health]") {
+    std::vector<milliseconds> slept;
+    auto run = run_with(slept, nullptr, 4);
+    run.health = make_source_health();
+    std::vector<std::string> tried;
+    auto first = try_sources({"http://dead:81/x"}, run, unreachable_attempt(tried));
+    REQUIRE_FALSE(first.ok());
+    CHECK(tried.size() == 2);
+    auto second = try_sources({"http://dead:81/y"}, run, unreachable_attempt(tried));
+    REQUIRE_FALSE(second.ok());
+    CHECK(tried.size() == 2);
+    CHECK(second.error_value().code == error_code::network);
+    CHECK(second.error_value().url == "http://dead:81/y");
+    CHECK(second.error_value().message.starts_with("skipped for the rest of this run after 2 failures in a row"));
+}
+
+TEST_CASE("source_health: an answer in between starts the count over; an HTTP error is an answer", "[source_health]") {
+    std::vector<milliseconds> slept;
+    auto run = run_with(slept, nullptr, 4);
+    run.health = make_source_health();
+    const error refused = make_error(error_code::network, "refused");
+    transfer_failure_info down;
+    down.transient = true;
+    down.unreachable = true;
+    transfer_failure_info busy;
+    busy.transient = true;
+    busy.http_status = 503;
+    CHECK(decide_retry(run, "http://h/x", 1, refused, down).what == action::retry);
+    CHECK(decide_retry(run, "http://h/x", 2, make_error(error_code::network, "HTTP 503"), busy).what == action::retry);
+    CHECK(decide_retry(run, "http://h/x", 3, refused, down).what == action::retry);
+    CHECK_FALSE(run.health->skipped("http://h/y"));
+    CHECK(decide_retry(run, "http://h/x", 4, refused, down).what == action::next_source);
+    CHECK(run.health->skipped("http://h/y"));
+}
+
+TEST_CASE("segment_retries: a retry inside a segmented download is decided and reported like any other",
+          "[try_sources]") {
+    std::vector<milliseconds> slept;
+    recording_observer events;
+    const auto run = run_with(slept, &events, 3);
+    const segment_retry_hook hook = segment_retries(run, "http://a/x.tar.xz");
+    transfer_failure_info f;
+    f.transient = true;
+    const error e = make_error(error_code::network, "connection reset");
+    CHECK(hook(1, e, f) == milliseconds(500));
+    CHECK(hook(2, e, f) == milliseconds(1000));
+    CHECK(hook(3, e, f) == std::nullopt);  // attempts_per_source reached
+    REQUIRE(events.retries.size() == 2);
+    CHECK(events.retries[0].component == "libfoo");
+    CHECK(events.retries[0].url == "http://a/x.tar.xz");
+    CHECK(events.retries[0].next_attempt == 2);
+    CHECK(events.retries[1].reason.message == "connection reset");
+}
+
+TEST_CASE("try_sources: an attempt that retried inside is not retried again", "[try_sources]") {
+    std::vector<milliseconds> slept;
+    recording_observer events;
+    std::vector<std::string> tried;
+    auto done = try_sources({"http://a/x", "http://b/x"}, run_with(slept, &events, 4), [&](source_attempt& a) {
+        tried.push_back(a.url);
+        a.retried_inside = true;
+        a.failure.transient = true;
+        return result<void>(make_error(error_code::network, "gave up").with_url(a.url));
+    });
+    REQUIRE_FALSE(done.ok());
+    CHECK(tried == std::vector<std::string>{"http://a/x", "http://b/x"});
+    CHECK(events.retries.empty());
+    CHECK(slept.empty());
 }
 
 // ---- artifact_stream -------------------------------------------------------------------------

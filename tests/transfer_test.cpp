@@ -444,6 +444,7 @@ TEST_CASE("a stalled transfer fails as transient within the stall timeout", "[tr
     CHECK(r.error_value().code == error_code::network);
     CHECK(r.error_value().message == "stalled: no data for 1 s");
     CHECK(failure.transient);
+    CHECK_FALSE(failure.unreachable);  // it answered, then went quiet
     CHECK(c.body.size() == 1000);
     CHECK(elapsed >= std::chrono::milliseconds(900));
     CHECK(elapsed < std::chrono::milliseconds(3500));
@@ -457,9 +458,34 @@ TEST_CASE("a refused connection is transient", "[transfer]") {
     REQUIRE_FALSE(r.ok());
     CHECK(r.error_value().code == error_code::network);
     CHECK(failure.transient);
+    CHECK(failure.unreachable);
     CHECK(r.error_value().url == url);
     CHECK(one_line(r.error_value().message));
     CHECK(c.responses == 0);
+}
+
+TEST_CASE("a server that accepts and never answers is unreachable; an HTTP error is not", "[transfer]") {
+    fixture& f = shared_fixture();
+    f.server->set_faults(R"({"/blob.bin": {"delay_seconds": 15}})");
+    redist::transfer_options o = fast_options();
+    o.stall_timeout_seconds = 1;
+    collector c;
+    redist::transfer_failure_info failure;
+    auto r = redist::download(f.server->url("/blob.bin"), o, c.callbacks, 0, &failure);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().message == "stalled: no data for 1 s");
+    CHECK(failure.transient);
+    CHECK(failure.unreachable);
+    CHECK(c.responses == 0);
+
+    f.server->set_faults(R"({"/blob.bin": {"status": 503}})");
+    collector busy;
+    r = redist::download(f.server->url("/blob.bin"), fast_options(), busy.callbacks, 0, &failure);
+    REQUIRE_FALSE(r.ok());
+    CHECK(failure.transient);
+    CHECK_FALSE(failure.unreachable);
+    CHECK(failure.http_status == 503);
+    f.server->set_faults("{}");
 }
 
 TEST_CASE("a callback's error propagates unchanged and stops the transfer", "[transfer]") {

@@ -53,6 +53,14 @@ struct source_change_event {
     std::string to_url;     // sanitized
     error reason;           // why from_url was given up
 };
+// A source could not be reached repeatedly (connection refused, timed
+// out): it is skipped for the rest of the run, for every document and
+// artifact. Reported once per source.
+struct source_skip_event {
+    std::string source;  // "scheme://host:port"
+    int failures = 0;    // in a row, without a response
+    error reason;        // the last failure
+};
 // The cache cannot hold a split download (too little room, or a write to its
 // .part failed with ENOSPC/EDQUOT): it goes on spooled in the prefix's
 // staging directory instead, and the archive is not cached.
@@ -80,6 +88,7 @@ public:
     virtual void on_blob_wait(const blob_wait_event&) {}
     virtual void on_retry(const retry_event&) {}
     virtual void on_source_change(const source_change_event&) {}
+    virtual void on_source_skip(const source_skip_event&) {}
     virtual void on_cache_bypass(const cache_bypass_event&) {}
     virtual void on_resume(const resume_event&) {}
     virtual void on_mirror(const mirror_event&) {}  // mirror_releases' steps

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -20,6 +21,10 @@ struct transfer_options {
     std::string ca_file;  // --ca-file; else SSL_CERT_FILE / CURL_CA_BUNDLE; else system
     long connect_timeout_seconds = 30;
     long stall_timeout_seconds = 60;  // no body byte for this long: transient failure; 0: off
+    // Documents (index, manifest) are small: a server that does not connect,
+    // or sends no byte of one, within these is down (at most the above).
+    long document_connect_timeout_seconds = 5;
+    long document_stall_timeout_seconds = 5;
     std::string user_agent = "redist";
 };
 
@@ -37,6 +42,10 @@ struct response_info {
 struct transfer_failure_info {
     bool transient = false;
     bool too_large = false;  // fetch_text: the body exceeded max_bytes
+    // No response at all (connection refused or reset, name not resolved,
+    // connect timeout, nothing received before the stall timeout): the
+    // source is down rather than the file (see source_health).
+    bool unreachable = false;
     long http_status = 0;
     std::optional<long> retry_after_seconds;
 };
@@ -106,6 +115,13 @@ result<void> download_range(const std::string& url, const transfer_options& opti
 result<std::string> fetch_text(const std::string& url, const transfer_options& options,
                                std::size_t max_bytes = 64u << 20, transfer_failure_info* failure = nullptr);
 
+// Sources that could not be reached repeatedly during a run (connection
+// refused, timed out), shared by every document and artifact of the run:
+// such a source is skipped for the rest of it. Thread-safe. See
+// lib/transport/sources.hpp.
+class source_health;
+std::shared_ptr<source_health> make_source_health();
+
 // Where documents and artifacts come from, and how hard to try.
 struct source_policy {
     std::vector<std::string> mirrors;                // bases tried in order before the base URL
@@ -116,6 +132,9 @@ struct source_policy {
     double max_backoff_seconds = 20;
     long max_retry_after_seconds = 60;  // a longer Retry-After moves on to the next source
     bool shared_cache = false;  // --shared-cache: the cache may belong to others; re-verify all of it (cache.hpp)
+    // Shared by the copies of this policy (one per run); null: every
+    // try_sources call keeps its own.
+    std::shared_ptr<source_health> health = make_source_health();
 };
 
 }  // namespace redist

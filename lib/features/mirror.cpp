@@ -118,10 +118,9 @@ result<void> download_verified(const download_target& t, const mirror_request& r
         emit(request, {t.label, t.relative_path, mirror_step::downloading, t.status, done, t.size});
     });
     REDIST_TRY_VOID(stream.resume_or_restart());
-    source_run run{retry_policy(request.sources)};
+    source_run run(request.sources);
     run.observer = request.observer;
     run.component = t.relative_path;
-    run.offline = request.sources.offline;
     run.on_next_source = [&] { stream.next_source(); };
     auto fetched = try_sources(
         t.urls, run, [&](source_attempt& at) { return stream.fetch_from(at.url, request.transfer, at.failure); });

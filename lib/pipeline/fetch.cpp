@@ -281,23 +281,19 @@ public:
         if (cache_) spool.part_file = cache_->partial_path(a_.sha256);
         spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory, ours
         spool.on_fallback = bypass;
-        source_run run{retry_policy(request_.sources)};
+        source_run run(request_.sources);
         run.observer = request_.observer;
         run.component = a_.component;
-        run.offline = request_.sources.offline;
         run.on_next_source = [&] { stream.next_source(); };
-        const segment_retry_hook segment_retry =
-            [&run](int attempt, const transfer_failure_info& f) -> std::optional<std::chrono::milliseconds> {
-            const auto decision = run.policy.next(attempt, {error_code::network, f.transient, f.retry_after_seconds});
-            if (decision.what != retry_decision::action::retry) return std::nullopt;
-            return decision.delay;
-        };
         auto fetched = try_sources(
             urls_, run,
             [&](source_attempt& at) {
                 progress(fetch_stage::downloading, stream.received());
-                return split ? stream.fetch_split(at.url, request_.transfer, segments, spool, segment_retry, at.failure)
-                             : stream.fetch_from(at.url, request_.transfer, at.failure);
+                if (!split) return stream.fetch_from(at.url, request_.transfer, at.failure);
+                // The downloader retries each request itself, through the run's policy and observer.
+                at.retried_inside = true;
+                return stream.fetch_split(at.url, request_.transfer, segments, spool, segment_retries(run, at.url),
+                                          at.failure);
             },
             &out_.report.requests);
         if (!fetched.ok()) {

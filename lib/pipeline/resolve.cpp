@@ -58,10 +58,17 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
         return make_error(error_code::not_found, "offline, and not in the cache").with_url(url);
     }
     std::string text;
-    source_run run{retry_policy(sources)};
+    source_run run(sources);
     run.observer = observer;
+    // A document is small: a server that does not send it at once is down (fail fast, see transfer.hpp).
+    transfer_options short_timeouts = options;
+    if (options.connect_timeout_seconds <= 0 ||
+        options.connect_timeout_seconds > options.document_connect_timeout_seconds)
+        short_timeouts.connect_timeout_seconds = options.document_connect_timeout_seconds;
+    if (options.stall_timeout_seconds <= 0 || options.stall_timeout_seconds > options.document_stall_timeout_seconds)
+        short_timeouts.stall_timeout_seconds = options.document_stall_timeout_seconds;
     auto fetched = try_sources({url}, run, [&](source_attempt& at) -> result<void> {
-        auto got = fetch_text(at.url, options, max_bytes, &at.failure);
+        auto got = fetch_text(at.url, short_timeouts, max_bytes, &at.failure);
         if (got.ok()) {
             text = std::move(got).value();
             return {};
@@ -176,8 +183,9 @@ result<resolved_release> resolve_release(const release_request& request, const t
                     continue;
                 }
             }
-            source_policy index_sources{{}, request.sources.cache_dir, request.sources.offline};
-            index_sources.shared_cache = request.sources.shared_cache;
+            // This base's index only, with the run's retries, timeouts and source health.
+            source_policy index_sources = request.sources;
+            index_sources.mirrors.clear();
             auto labels = list_versions(base, request.product, options, index_sources, request.observer);
             if (!labels.ok()) {
                 last_error = std::move(labels).error_value();

@@ -491,7 +491,7 @@ void segmented_run::settle(chunk& c, result<void> outcome, const transfer_failur
     const bool retryable = e.code == error_code::network || e.code == error_code::not_found;
     c.failures = progressed ? 1 : c.failures + 1;
     std::optional<std::chrono::milliseconds> delay;
-    if (retryable && retry_) delay = retry_(c.failures, why);
+    if (retryable && retry_) delay = retry_(c.failures, e, why);
     if (!delay) {
         fatal_ = std::move(e);
         fatal_info_ = why;
@@ -582,6 +582,7 @@ struct single_stream {
     std::uint64_t delivered = 0;  // handed to on_data
     std::uint64_t spooled = 0;    // contiguous bytes in the spool (>= delivered)
     bool spool_full = false;      // a write failed for lack of room
+    std::string validator{};      // ETag (else Last-Modified) of the response the bytes so far came from
 
     result<void> attempt(segmented_stats& stats, transfer_failure_info& info, bool& progressed);
     result<void> deliver_spooled();
@@ -602,6 +603,12 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
     std::uint64_t skip = 0;
     download_callbacks cb;
     cb.on_response = [&](const response_info& r) -> result<void> {
+        // Bytes of one version of the file only: a retry that finds another
+        // one fails (the caller starts over), as the ranged path does.
+        const std::string v = !r.etag.empty() ? r.etag : r.last_modified;
+        if (spooled > 0 && !validator.empty() && !v.empty() && v != validator)
+            return make_error(error_code::integrity, "the file changed during the download").with_url(sanitize_url(url));
+        if (!v.empty()) validator = v;
         if (!r.partial && spooled > 0) {
             // The server sent the whole file: what the caller already has is skipped.
             skip = delivered;
@@ -664,7 +671,8 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
         const error_code code = outcome.error_value().code;
         failures = progressed ? 1 : failures + 1;
         std::optional<std::chrono::milliseconds> delay;
-        if ((code == error_code::network || code == error_code::not_found) && retry) delay = retry(failures, info);
+        if ((code == error_code::network || code == error_code::not_found) && retry)
+            delay = retry(failures, outcome.error_value(), info);
         if (!delay) {
             if (failure != nullptr) *failure = info;
             return outcome;

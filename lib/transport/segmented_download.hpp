@@ -112,12 +112,14 @@ struct spool_location {
 };
 
 // Asked after each failed request of a chunk (attempt = 1, 2, ... failures of
-// that chunk in a row without progress): how long to wait before trying
-// again, or nullopt to give up (the whole download fails with that error).
+// that chunk in a row without progress; `e` the request's error): how long to
+// wait before trying again, or nullopt to give up (the whole download fails
+// with that error). The one used by the tools is segment_retries()
+// (sources.hpp): the run's retry policy, reporting each retry as it is made.
 // Called with the download's lock held, from any of its threads, one call at
 // a time: it need not be thread-safe but must be quick.
 using segment_retry_hook =
-    std::function<std::optional<std::chrono::milliseconds>(int attempt, const transfer_failure_info&)>;
+    std::function<std::optional<std::chrono::milliseconds>(int attempt, const error& e, const transfer_failure_info&)>;
 
 struct segmented_stats {
     bool segmented = false;            // false: one stream was used

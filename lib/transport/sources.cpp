@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
@@ -76,6 +77,55 @@ void remember_failure(std::optional<error>& kept, error e) {
     if (!kept || rank(e.code) >= rank(kept->code)) kept = std::move(e);
 }
 
+// ---- source_health -----------------------------------------------------------------------
+
+std::shared_ptr<source_health> make_source_health() { return std::make_shared<source_health>(); }
+
+std::string source_health::origin_of(std::string_view url) {
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return {};
+    std::string origin;
+    for (const char c : url.substr(0, scheme_end))
+        origin += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (origin != "http" && origin != "https") return {};
+    std::string_view authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    if (const auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+    if (authority.empty()) return {};
+    origin += "://";
+    for (const char c : authority) origin += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return origin;
+}
+
+std::optional<error> source_health::skipped(const std::string& url) const {
+    const std::string origin = origin_of(url);
+    if (origin.empty()) return std::nullopt;
+    std::lock_guard lock(mutex_);
+    const auto it = sources_.find(origin);
+    if (it == sources_.end() || !it->second.skipped) return std::nullopt;
+    return it->second.skipped;
+}
+
+bool source_health::failed(const std::string& url, const error& why) {
+    const std::string origin = origin_of(url);
+    if (origin.empty()) return false;
+    std::lock_guard lock(mutex_);
+    entry& e = sources_[origin];
+    if (e.skipped) return false;
+    if (++e.failures < limit_) return false;
+    e.skipped = make_error(error_code::network, "skipped for the rest of this run after " + std::to_string(e.failures) +
+                                                    " failures in a row: " + why.message);
+    return true;
+}
+
+void source_health::answered(const std::string& url) {
+    const std::string origin = origin_of(url);
+    if (origin.empty()) return;
+    std::lock_guard lock(mutex_);
+    const auto it = sources_.find(origin);
+    if (it != sources_.end() && !it->second.skipped) it->second.failures = 0;
+}
+
 namespace {
 
 void notify_retry(const source_run& run, const std::string& url, const error& e, int next_attempt,
@@ -103,6 +153,15 @@ void notify_source_change(const source_run& run, const std::vector<std::string>&
     run.observer->on_source_change(ev);
 }
 
+void notify_skip(const source_run& run, const std::string& url, const error& e) {
+    if (!run.observer) return;
+    source_skip_event ev;
+    ev.source = source_health::origin_of(url);
+    ev.failures = run.health ? run.health->limit() : 0;
+    ev.reason = e;
+    run.observer->on_source_skip(ev);
+}
+
 enum class source_result : std::uint8_t { ok, next, fail };
 
 // The attempts on one source. Leaves the failure to report in `last`.
@@ -112,26 +171,56 @@ source_result attempts_on(const std::string& url, std::size_t index, const sourc
         source_attempt a{url, index, n, {}};
         ++requests;
         auto done = attempt(a);
-        if (done.ok()) return source_result::ok;
+        if (done.ok()) {
+            if (run.health) run.health->answered(url);
+            return source_result::ok;
+        }
         error e = std::move(done).error_value();
-        const attempt_failure f{e.code, a.failure.transient, a.failure.retry_after_seconds};
-        const retry_decision d = run.policy.next(n, f);
+        retry_decision d;
+        if (a.retried_inside) {
+            // Decided on (and reported) inside the attempt: no retry here.
+            d = run.policy.next(n, {e.code, false, std::nullopt});
+        } else {
+            d = decide_retry(run, url, n, e, a.failure);
+        }
         if (d.what == retry_decision::action::fail) {
             last = std::move(e);
             return source_result::fail;
         }
-        if (d.what == retry_decision::action::next_source) {
-            remember_failure(last, std::move(e));
-            return source_result::next;
-        }
-        notify_retry(run, url, e, n + 1, d, f.retry_after_seconds.has_value());
         remember_failure(last, std::move(e));
+        if (d.what == retry_decision::action::next_source) return source_result::next;
         if (run.sleep) run.sleep(d.delay);
         else std::this_thread::sleep_for(d.delay);
     }
 }
 
 }  // namespace
+
+retry_decision decide_retry(const source_run& run, const std::string& url, int attempt, const error& e,
+                            const transfer_failure_info& failure) {
+    retry_decision d = run.policy.next(attempt, {e.code, failure.transient, failure.retry_after_seconds});
+    if (run.health) {
+        if (failure.unreachable && e.code == error_code::network) {
+            if (run.health->failed(url, e)) notify_skip(run, url, e);
+        } else if (failure.http_status != 0) {
+            run.health->answered(url);  // it answered, if not with the file
+        }
+        if (d.what == retry_decision::action::retry && run.health->skipped(url))
+            d = {retry_decision::action::next_source, {}};
+    }
+    if (d.what == retry_decision::action::retry)
+        notify_retry(run, url, e, attempt + 1, d, failure.retry_after_seconds.has_value());
+    return d;
+}
+
+segment_retry_hook segment_retries(const source_run& run, const std::string& url) {
+    return [&run, url](int attempt, const error& e,
+                       const transfer_failure_info& failure) -> std::optional<std::chrono::milliseconds> {
+        const retry_decision d = decide_retry(run, url, attempt, e, failure);
+        if (d.what != retry_decision::action::retry) return std::nullopt;
+        return d.delay;
+    };
+}
 
 result<sources_outcome> try_sources(const std::vector<std::string>& urls, const source_run& run,
                                     const attempt_function& attempt, int* requests) {
@@ -145,6 +234,10 @@ result<sources_outcome> try_sources(const std::vector<std::string>& urls, const 
             remember_failure(
                 last,
                 make_error(error_code::not_found, "offline, and not in the cache").with_url(sanitize_url(urls[i])));
+            continue;
+        }
+        if (auto skipped = run.health ? run.health->skipped(urls[i]) : std::nullopt) {
+            remember_failure(last, std::move(*skipped).with_url(sanitize_url(urls[i])));
             continue;
         }
         std::optional<error> here;

@@ -7,18 +7,33 @@
 //   try_sources       walks the URLs in order, calling an attempt function,
 //                     sleeping through an injected sleeper, reporting retry
 //                     and source-change events to the observer
+//   source_health     the run's sources that could not be reached twice:
+//                     skipped for the rest of the run, reported once
+//   segment_retries   the same decision for the retries a segmented
+//                     download makes inside one attempt
+//
+// The seam where a source URL becomes bytes is the attempt function: it
+// gets the URL (source_attempt) and returns ok or the error, filling
+// source_attempt::failure (transfer_failure_info) the way download() does.
+// A new kind of source (another scheme, a registry) plugs in there: it
+// needs no retry loop of its own, only to say whether a failure is
+// transient or unreachable.
 //
 // Nothing here touches the network: the attempt function does.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redist/error.hpp"
@@ -83,20 +98,72 @@ struct source_attempt {
     std::size_t source = 0;         // index into the URL list
     int attempt = 1;                // on this source, 1-based
     transfer_failure_info failure;  // filled by the attempt (download() does)
+    // Set by an attempt that retried on its own through segment_retries():
+    // its failure was decided on there, and moves on to the next source.
+    bool retried_inside = false;
 };
 using attempt_function = std::function<result<void>(source_attempt&)>;
 
+// The run's record of sources that could not be reached (see transfer.hpp).
+// A source is an origin ("scheme://host:port"); file:// URLs are never
+// skipped. A source whose requests got no response at all (refused,
+// unresolvable, timed out: transfer_failure_info::unreachable) `limit`
+// times without a success in between is skipped from then on: by every
+// later attempt, artifact and document of the run, without a request.
+class source_health {
+public:
+    explicit source_health(int limit = 2) : limit_(std::max(1, limit)) {}
+    // "http://host:port" of an http(s) URL (lower-case scheme and host,
+    // no user info, path or query); empty for anything else.
+    static std::string origin_of(std::string_view url);
+    // Why `url`'s source is skipped; nullopt: it is not.
+    std::optional<error> skipped(const std::string& url) const;
+    // An unreachable failure of `url`. True for the one failure that made
+    // its source skipped (the caller reports that once).
+    bool failed(const std::string& url, const error& why);
+    // A response came: the count starts over.
+    void answered(const std::string& url);
+    int limit() const { return limit_; }
+
+private:
+    struct entry {
+        int failures = 0;
+        std::optional<error> skipped;
+    };
+    int limit_;
+    mutable std::mutex mutex_;
+    std::map<std::string, entry> sources_;
+};
+
 struct source_run {
     explicit source_run(retry_policy p) : policy(std::move(p)) {}
+    // The policy's retries, health and offline rule.
+    explicit source_run(const source_policy& sources)
+        : policy(sources), health(sources.health), offline(sources.offline) {}
     retry_policy policy;
     std::function<void(std::chrono::milliseconds)> sleep;  // empty: std::this_thread::sleep_for
     fetch_observer* observer = nullptr;
-    std::string component;  // for the events
-    bool offline = false;   // only file:// URLs are tried
+    std::string component;                  // for the events
+    std::shared_ptr<source_health> health;  // may be null: no source is skipped
+    bool offline = false;                   // only file:// URLs are tried
     // Called when a source is given up (a retry on the same source keeps
     // state such as bytes received so far); may be empty.
     std::function<void()> on_next_source;
 };
+
+// What to do after attempt `attempt` on `url` failed with `e`: the policy's
+// decision, after the source's health has taken the failure in (a source
+// that became skipped is reported once, and not retried). A retry is
+// reported to the observer here, as it is decided. The one decision for
+// try_sources and segment_retries.
+retry_decision decide_retry(const source_run& run, const std::string& url, int attempt, const error& e,
+                            const transfer_failure_info& failure);
+
+// The retry hook of a segmented download (segmented_download.hpp) from
+// `url`: decide_retry for every failed request, so that a retry inside one
+// connection is reported like any other. The attempt that ran the download
+// sets source_attempt::retried_inside. `run` must outlive the hook.
+segment_retry_hook segment_retries(const source_run& run, const std::string& url);
 
 struct sources_outcome {
     std::size_t source = 0;  // the URL that succeeded
@@ -104,7 +171,8 @@ struct sources_outcome {
 };
 
 // Tries `urls` in order. Offline, a non-file URL counts as not_found
-// ("offline, and not in the cache") without an attempt. Each failure goes
+// ("offline, and not in the cache") without an attempt; so does a source
+// the run's health skips (network, naming why). Each failure goes
 // through run.policy: retry (a retry event, then sleep), next source (a
 // source-change event when there is one), or fail (returned at once).
 // `requests` (if given) counts the attempts made, success or not.

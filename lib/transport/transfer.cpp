@@ -385,6 +385,7 @@ void set_failure(transfer_failure_info* failure, bool transient, long status, st
     if (failure == nullptr) return;
     failure->transient = transient;
     failure->too_large = false;
+    failure->unreachable = false;
     failure->http_status = status;
     failure->retry_after_seconds = retry_after;
 }
@@ -643,6 +644,7 @@ result<void> perform_download(const std::string& url, const transfer_options& op
 
     if (rc == CURLE_ABORTED_BY_CALLBACK && st.stalled) {
         set_failure(failure, true, status, std::nullopt);
+        if (failure != nullptr) failure->unreachable = !st.started;  // accepted, never answered
         return make_error(error_code::network,
                           "stalled: no data for " + std::to_string(options.stall_timeout_seconds) + " s")
             .with_url(safe_url);
@@ -653,6 +655,8 @@ result<void> perform_download(const std::string& url, const transfer_options& op
 
     const bool transient = is_transient(rc);
     set_failure(failure, transient, status, std::nullopt);
+    // No response at all: refused, unresolvable, timed out, reset before the status line.
+    if (failure != nullptr) failure->unreachable = transient && status == 0 && !st.started;
     // Where a redirect took us is often the useful part of the story.
     char* effective = nullptr;
     std::string redirected;

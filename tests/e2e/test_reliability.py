@@ -281,6 +281,67 @@ class Permanent(FaultServerCase):
         self.assertEqual(len(self.server.log("/m2/cudnn/redist/" + self.rel)), 1)
 
 
+class FastFailure(FaultServerCase):
+    """A source that does not answer costs seconds, not minutes: short
+    timeouts for the index and manifest, --retries for them too, and a source
+    that could not be reached twice is skipped for the rest of the run."""
+
+    def retry_lines(self, res):
+        return [line for line in res.stderr.splitlines() if "retrying in" in line]
+
+    def skip_lines(self, res):
+        return [line for line in res.stderr.splitlines() if "for the rest of this run" in line]
+
+    def test_a_server_that_accepts_and_never_answers_fails_quickly(self):
+        manifest = f"/base/cudnn/redist/redistrib_{LABEL}.json"
+        self.fault(manifest, delay_seconds=120)
+        # The old behaviour: 4 attempts of a 60 s stall timeout each (243 s).
+        res = self.fetch(timeout=60)
+        self.assertEqual(res.returncode, 6, support.describe(res))
+        self.assertEqual(len(self.retry_lines(res)), 1, support.describe(res))
+        skips = self.skip_lines(res)
+        self.assertEqual(len(skips), 1, support.describe(res))
+        self.assertIn("skipping " + self.server.base + " for the rest of this run", skips[0])
+        self.assertIn("stalled: no data for 5 s", res.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, "include")))
+
+    def test_retries_apply_to_the_index(self):
+        index = "/base/cudnn/redist/"
+        self.fault(index, status=503)
+        res = self.fetch("--retries", "1", label="latest")
+        self.assertEqual(res.returncode, 6, support.describe(res))
+        self.assertIn("503", res.stderr)
+        self.assertEqual([e["status"] for e in self.server.log(index)], [503])
+        self.assertEqual(self.retry_lines(res), [], support.describe(res))
+
+    def test_a_dead_mirror_is_skipped_for_the_rest_of_the_run(self):
+        # A port nobody listens on: every connection is refused.
+        import socket
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            dead = f"http://127.0.0.1:{sock.getsockname()[1]}"
+        label = "12.9.1"
+        manifest = support.load_manifest("cuda", label)
+        artifacts = [rec for _c, platform, _v, rec in support.iter_artifacts(manifest) if platform == PLATFORM]
+        self.assertGreaterEqual(len(artifacts), 4)
+        res = support.run_tool("redist", "fetch", "cuda", label, "--base-url", support.nginx_base_url(),
+                               "--mirror", dead, "--prefix", self.prefix, "--no-cache", "--platform", PLATFORM,
+                               "--no-check", "--json", env=CLEAN_ENV, timeout=60)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        # The manifest's first attempt on the mirror is retried once; the
+        # second failure skips the mirror, for the manifest and every archive.
+        self.assertEqual(len(self.retry_lines(res)), 1, support.describe(res))
+        skips = self.skip_lines(res)
+        self.assertEqual(len(skips), 1, support.describe(res))
+        self.assertIn(f"skipping {dead} for the rest of this run: it failed 2 times in a row", skips[0])
+        self.assertNotIn("trying the next source", res.stderr)
+        components = json.loads(res.stdout)["components"]
+        self.assertEqual(len(components), len(artifacts), components)
+        for c in components:
+            self.assertTrue(c["url"].startswith(support.nginx_base_url()), c)
+            self.assertEqual(c["requests"], 1, c)  # the base only: no request to the skipped mirror
+
+
 class BadManifests(FaultServerCase):
     """A manifest that is not what was asked for: exit 4, one line naming the URL,
     and no artifact downloaded."""

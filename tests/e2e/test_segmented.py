@@ -171,6 +171,21 @@ class SegmentedFetch(unittest.TestCase):
         log = self.server.log(self.path)
         self.assertEqual([(e["status"], e["range"]) for e in log], [(200, None)], log)
 
+    def test_a_retry_inside_the_split_download_is_printed(self):
+        # The first ranged request gets a 503: the connection retries it, and
+        # says so as it happens, like any other retry.
+        self.server.set_faults({self.path: {"status": 503, "times": 1}})
+        args = [a for a in self.args() if a != "--quiet"]
+        res = support.run_tool("redist", *args, check=True)
+        self.assert_installed()
+        statuses = [e["status"] for e in self.server.log(self.path)]
+        self.assertEqual(statuses[0], 503, statuses)
+        retries = [line for line in res.stderr.splitlines() if "retrying in" in line]
+        self.assertEqual(len(retries), 1, support.describe(res))
+        self.assertIn("big: retrying in", retries[0])
+        self.assertIn("HTTP 503", retries[0])
+        self.assertIn("(attempt 2 of 4)", retries[0])
+
     def test_a_server_that_ignores_ranges_gets_one_stream(self):
         self.server.set_faults({self.path: {"ignore_range": True}})
         support.run_tool("redist", *self.args(), check=True)

@@ -67,7 +67,7 @@ int main(int argc, char** argv) {
             ::kill(::getpid(), SIGKILL);  // no exit hooks run, sanitizers' neither
         return {};
     };
-    const auto retry = [&](int attempt,
+    const auto retry = [&](int attempt, const redist::error&,
                            const redist::transfer_failure_info& info) -> std::optional<std::chrono::milliseconds> {
         if (!info.transient || attempt > retries) return std::nullopt;
         return std::chrono::milliseconds(50 * attempt);

@@ -107,6 +107,9 @@ redist::source_policy source_options::policy() const {
     p.shared_cache = shared_cache;
     p.offline = offline;
     p.attempts_per_source = std::max(1, retries);
+    // One process, one run: every request of it shares what it learnt about dead sources.
+    static const auto health = redist::make_source_health();
+    p.health = health;
     return p;
 }
 
@@ -183,10 +186,13 @@ void add_source_options(CLI::App& app, source_options& options) {
                  "used, and only what this user wrote there is trusted");
     app.add_flag("--offline", options.offline, "Use only the cache and file:// sources; say what is missing");
     app.add_option("--retries", options.retries,
-                   "Attempts per source for transient failures (default 4), with exponential backoff")
+                   "Attempts per source for transient failures (default 4), with exponential backoff; for the "
+                   "index and manifest too. A source that cannot be reached twice in a row (refused, timed out) "
+                   "is skipped for the rest of the run")
         ->type_name("N");
     app.add_option("--stall-timeout", options.stall_timeout,
-                   "Seconds without data before a transfer counts as failed and is retried (default 60)")
+                   "Seconds without data before a transfer counts as failed and is retried (default 60; the index "
+                   "and manifest allow at most 5, and 5 s to connect)")
         ->type_name("S");
 }
 

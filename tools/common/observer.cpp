@@ -51,6 +51,11 @@ void console_observer::on_source_change(const redist::source_change_event& e) {
     line((e.component.empty() ? e.from_url : e.component) + ": " + describe_source_change(e));
 }
 
+void console_observer::on_source_skip(const redist::source_skip_event& e) {
+    line("skipping " + e.source + " for the rest of this run: it failed " + std::to_string(e.failures) +
+         " times in a row without answering (" + e.reason.describe() + ")");
+}
+
 void console_observer::on_cache_bypass(const redist::cache_bypass_event& e) {
     line(e.component + ": warning: downloading without the cache, which cannot hold the archive (" +
          e.reason.describe() + "); it is not cached");

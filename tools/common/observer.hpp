@@ -30,6 +30,7 @@ public:
     void on_blob_wait(const redist::blob_wait_event& e) override;
     void on_retry(const redist::retry_event& e) override;
     void on_source_change(const redist::source_change_event& e) override;
+    void on_source_skip(const redist::source_skip_event& e) override;
     void on_cache_bypass(const redist::cache_bypass_event& e) override;
     void on_resume(const redist::resume_event& e) override;
     void on_mirror(const redist::mirror_event& e) override;
