@@ -6,7 +6,6 @@
 #include <memory>
 
 #include "commands/project_commands.hpp"
-#include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/atomic_write.hpp"
 #include "redist/json_writer.hpp"
@@ -31,11 +30,8 @@ struct sync_args {
     source_options source;
     bool locked = false;
     bool frozen = false;
-    bool force = false;
     bool keep_unlisted = false;
-    bool quiet = false;
-    bool json = false;
-    unsigned jobs = 0;
+    install_flags install;  // as fetch's (add_install_flags)
 };
 
 redist::result<std::string> read_small_file(const std::string& path, std::size_t max_bytes, const char* what) {
@@ -69,7 +65,7 @@ redist::result<redist::project_lock> read_lock(const sync_args& args, const std:
             return redist::make_error(redist::error_code::bad_manifest,
                                       "the lock file is stale (" + *stale + "); run `redist sync` to update it")
                 .with_source(lock_path);
-        if (!args.quiet)
+        if (!args.install.quiet)
             std::fprintf(stderr, "%s: warning: %s: the lock file is stale (%s); installing what it pins\n",
                          tool_name.c_str(), printable(lock_path).c_str(), printable(*stale).c_str());
     }
@@ -86,33 +82,32 @@ redist::result<redist::project_lock> resolve_and_lock(const sync_args& args, con
     if (args.source.mirrors.empty() && !project.mirrors.empty()) o.sources.mirrors = project.mirrors;
     o.transfer = args.source.transfer();
     o.on_manifest = [&](const redist::resolved_release& r) {
-        return watch_manifest_drift(args.source, false, args.quiet, r);
+        return watch_manifest_drift(args.source, args.install.strict, args.install.quiet, r);
     };
     REDIST_TRY(auto resolved, redist::resolve_project(project, o));
-    if (!args.quiet)
+    if (!args.install.quiet)
         for (const auto& note : resolved.notes)
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
     const std::string text = redist::project_lock_to_json(resolved.lock);
     auto old = read_small_file(lock_path, redist::kMaxLockFileBytes, "lock file");
-    if (!old.ok() || *old != text) {
+    if ((!old.ok() || *old != text) && !args.install.dry_run) {  // --dry-run writes no lock either
         // Atomically: a reader (or a crash) sees the old lock or the new one, and
         // nothing a checkout holds at the name (or at a temp name) is written through.
         REDIST_TRY_VOID(redist::atomic_write(lock_path, text, redist::durability::full));
-        if (!args.quiet) std::printf("wrote %s\n", printable(lock_path).c_str());
+        if (!args.install.quiet) std::printf("wrote %s\n", printable(lock_path).c_str());
     }
     return std::move(resolved.lock);
 }
 
 // --json: what landed, per product, with the libraries directly in lib/ (for
 // redist_fetch(FILE ...) in RedistFetch.cmake, which defines a target for each).
-int print_json(const redist::multi_install_request& req, const std::string& platform,
-               const redist::multi_install_report& report) {
-    const auto& reports = report.products;
-    auto receipts = redist::read_receipts(req.prefix);
+int print_json(const std::string& platform, const redist::install_report& report) {
+    const auto& reports = report.releases;
+    auto receipts = redist::read_receipts(report.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
     redist::json_writer w(2);
     w.begin_object();
-    w.field("prefix", req.prefix.string());
+    w.field("prefix", report.prefix.string());
     w.field("platform", platform);
     w.key("products").begin_array();
     for (const auto& r : reports) {
@@ -158,7 +153,7 @@ int print_json(const redist::multi_install_request& req, const std::string& plat
 }
 
 int run_sync(sync_args args) {
-    if (args.json) args.quiet = true;
+    if (args.install.json) args.install.quiet = true;
     if (args.frozen) args.locked = true;
     auto text = read_small_file(args.file, redist::kMaxProjectFileBytes, "project file");
     if (!text.ok()) return report_error(text.error_value());
@@ -200,56 +195,21 @@ int run_sync(sync_args args) {
     auto plans = redist::plans_for_platform(*lock, platform);
     if (!plans.ok()) return report_error(std::move(plans).error_value().with_source(lock_path));
 
-    redist::multi_install_request req;
+    redist::install_request req;
     req.prefix = project->prefix;
-    for (auto& p : *plans)
-        req.products.push_back(
-            {p.product, p.label, p.artifact_base_url, std::move(p.artifacts), std::move(p.component_versions)});
+    req.releases = std::move(plans).value();
     req.exclude = project->exclude;
     for (const auto& g : args.exclude)
         if (std::find(req.exclude.begin(), req.exclude.end(), g) == req.exclude.end()) req.exclude.push_back(g);
-    req.options.force = args.force;
     req.keep_unlisted = args.keep_unlisted;
-    req.options.jobs = args.jobs;
-    req.options.transfer = args.source.transfer();
-    req.options.sources = args.source.policy();
-    if (args.source.mirrors.empty() && !project->mirrors.empty()) req.options.sources.mirrors = project->mirrors;
-    console_observer observer(args.quiet);  // lock waits, retries and source changes
-    req.options.observer = &observer;
-    auto done = redist::install_all(req);
-    if (!done.ok()) return report_error(done.error_value());
-    const auto& reports = done->products;
-
-    if (args.json) {
-        for (const auto& r : reports) record_artifacts(args.source, true, r);
-        return print_json(req, platform, *done);
-    }
-    std::size_t installed = 0, unchanged = 0;
-    for (const auto& r : reports) {
-        record_artifacts(args.source, args.quiet, r);  // drift watching (issue 12)
-        for (const auto& c : r.components) {
-            if (c.unchanged) {
-                ++unchanged;
-                continue;
-            }
-            ++installed;
-            if (!args.quiet)
-                std::printf("installed %s %s %s: %zu files, %s\n", printable(r.product).c_str(),
-                            printable(c.component).c_str(), printable(c.version).c_str(), c.files,
-                            human_size(c.size).c_str());
-        }
-    }
-    if (!args.quiet) {
-        for (const auto& r : done->removed)
-            std::printf("removed %s %s %s: %zu files (no longer in the project)\n", printable(r.product).c_str(),
-                        printable(r.component).c_str(), printable(r.version).c_str(), r.files);
-        const auto count = [](std::size_t n, const char* noun) {
-            return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-        };
-        std::printf("%s: %s for %s: %s installed, %zu unchanged, %zu removed\n", printable(req.prefix.string()).c_str(),
-                    count(reports.size(), "product").c_str(), printable(platform).c_str(),
-                    count(installed, "component").c_str(), unchanged, done->removed.size());
-    }
+    req.transfer = args.source.transfer();
+    req.sources = args.source.policy();
+    if (args.source.mirrors.empty() && !project->mirrors.empty()) req.sources.mirrors = project->mirrors;
+    std::optional<redist::install_report> report;
+    if (const int code = run_install(args.install, req, report); code != 0 || !report) return code;
+    record_artifacts(args.source, args.install.quiet, *report);  // drift watching (issue 12)
+    if (args.install.json) return print_json(platform, *report);
+    if (!args.install.quiet) print_install_summary(*report, platform);
     return 0;
 }
 
@@ -279,14 +239,10 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
     cmd->add_flag("--frozen", args->frozen,
                   "As --locked, but a lock that no longer matches the project file is an "
                   "error (exit 4)");
-    cmd->add_flag("--force", args->force, "Reinstall even if the receipts say it is installed");
     cmd->add_flag("--keep-unlisted", args->keep_unlisted,
                   "Keep components in the prefix that the project does not name (by default they are removed, "
                   "also those a plain `redist fetch` installed there)");
-    cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
-    cmd->add_flag("--json", args->json,
-                  "Print one JSON object: the prefix, per product its components and libraries, and what was removed");
-    cmd->add_option("--jobs,-j", args->jobs, "Artifacts downloaded at once (default: cores)")->type_name("N");
+    add_install_flags(*cmd, args->install);
     add_source_options(*cmd, args->source);
     cmd->footer(
         "\nWithout --locked, every product is resolved again and redist.lock is rewritten when the\n"

@@ -160,7 +160,24 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
     app.add_option("--locked", options.locked,
                    "Install exactly what this lock file (from `redist lock`) pins; never re-resolve")
         ->type_name("FILE");
-    app.add_flag("--force", options.force, "Reinstall even if the receipts say it is installed");
+    add_install_flags(app, options.install);
+    app.add_flag("--check", options.check,
+                 "Run the full `redist check` after installing and fail (exit 11) when a check fails: it runs code "
+                 "from the installed libraries (every one loaded, RTLD_NOW, in child processes whose process groups "
+                 "are killed whole at the timeout; the driver is always the system's). Without it a quick check "
+                 "runs and only warns: it reads files only (DT_NEEDED and symbol-version resolution, versions from "
+                 "file names and headers, shadowing copies) and asks the system's driver its version; nothing "
+                 "installed is run");
+    app.add_flag("--no-check", options.no_check, "Skip the post-install checks (see `redist check`)");
+}
+
+void add_install_flags(CLI::App& app, install_flags& options) {
+    app.add_flag("--force", options.force,
+                 "Reinstall even if the receipts say it is installed, replacing files in the prefix that no "
+                 "receipt owns");
+    app.add_flag("--dry-run", options.dry_run,
+                 "Print the plan (per artifact: unchanged, cached-tree, cached-archive, download or remove, with "
+                 "sizes and totals) and exit; nothing is written into the prefix and no archive is downloaded");
     app.add_flag("--strict", options.strict,
                  "Fail (exit 5) when a manifest differs from the one this URL served before (drift)");
     app.add_option("--link-mode", options.link_mode,
@@ -195,14 +212,6 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                  "blocks, on any thread), extractor, writers");
     app.add_flag("--json", options.json, "Print one JSON report at the end instead of progress");
     app.add_flag("--quiet,-q", options.quiet, "Print only errors");
-    app.add_flag("--check", options.check,
-                 "Run the full `redist check` after installing and fail (exit 11) when a check fails: it runs code "
-                 "from the installed libraries (every one loaded, RTLD_NOW, in child processes whose process groups "
-                 "are killed whole at the timeout; the driver is always the system's). Without it a quick check "
-                 "runs and only warns: it reads files only (DT_NEEDED and symbol-version resolution, versions from "
-                 "file names and headers, shadowing copies) and asks the system's driver its version; nothing "
-                 "installed is run");
-    app.add_flag("--no-check", options.no_check, "Skip the post-install checks (see `redist check`)");
 }
 
 redist::release_request make_release_request(const source_options& source, const std::string& product,
