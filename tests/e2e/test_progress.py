@@ -46,7 +46,7 @@ class Progress(unittest.TestCase):
         self.assertNotIn("\x1b", res.stdout + res.stderr)
         self.assertRegex(res.stdout, r"(?m)^cuda_nvcc: downloading +\d+% of .* at .*/s$")
         self.assertRegex(res.stdout, r"(?m)^cuda_nvcc: done$")
-        self.assertTrue(re.search(r"(?m)^installed cuda_nvcc ", res.stdout))
+        self.assertTrue(re.search(r"(?m)^installed cuda cuda_nvcc ", res.stdout))
 
 
 if __name__ == "__main__":
