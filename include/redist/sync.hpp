@@ -4,12 +4,8 @@
 // one platform is install()'s job (fetch.hpp), as for `redist fetch`.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <map>
-#include <optional>
 #include <string>
 #include <vector>
 

@@ -388,11 +388,11 @@ public:
         out_.report.url = sanitize_url(urls_[fetched->source]);
         // The archive is verified: keep it even if unpacking fails (disk full,
         // unsafe entry...), so that a retry needs no download.
-        if (request_.budget) request_.budget->mark("downloaded");
+        request_.budget->mark("downloaded");
         if (cache_ && ((split && spooled_in_cache_) || stream.tee_complete()))
             REDIST_TRY_VOID(cache_->publish(a_.sha256));
         auto entries = sink.finish();
-        if (request_.budget) request_.budget->mark("unpacked");
+        request_.budget->mark("unpacked");
         return entries;
     }
 
@@ -436,10 +436,8 @@ public:
         if (!entries) {
             REDIST_TRY(entries, download_archive(stream, sink));
         }
-        if (request_.budget) {
-            request_.budget->add_time(profile_stage::transfer, stream.hash_and_tee_ns(), stream.sink_ns(),
-                                      stream.received());
-        }
+        request_.budget->add_time(profile_stage::transfer, stream.hash_and_tee_ns(), stream.sink_ns(),
+                                  stream.received());
         return stage_entries(sink, *entries, !cache_ || out_.report.from_cache || stream.tee_complete());
     }
 
