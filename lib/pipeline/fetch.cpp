@@ -564,6 +564,7 @@ result<std::vector<staged_component>> run_jobs(const install_request& request, c
     std::stable_sort(todo.begin(), todo.end(),
                      [&](std::size_t x, std::size_t y) { return plan.items[x].size > plan.items[y].size; });
     std::vector<std::uint64_t> sizes;
+    sizes.reserve(todo.size());
     for (const std::size_t k : todo) sizes.push_back(plan.items[k].size);
     // The run's thread budget (--threads), not every core of the machine.
     const unsigned workers = request.jobs ? request.jobs : default_jobs(sizes, request.budget->threads());
@@ -586,6 +587,7 @@ result<std::vector<staged_component>> run_jobs(const install_request& request, c
     }
     std::sort(todo.begin(), todo.end());  // the commit sees the request's order
     std::vector<staged_component> staged;
+    staged.reserve(todo.size());
     for (const std::size_t k : todo) staged.push_back(std::move(*results[k].staged));
     return staged;
 }
