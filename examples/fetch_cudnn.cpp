@@ -57,17 +57,15 @@ int main(int argc, char** argv) {
     } observer;
     redist::install_request req;
     req.prefix = argv[3];
-    req.product = release->product;
-    req.release_label = release->label;
-    req.artifact_base_url = release->artifact_base_url;
-    req.artifacts = selection->artifacts;
-    for (const auto& c : release->parsed.components) req.component_versions[c.key] = c.version;
+    redist::release_plan plan{release->product, release->label, release->artifact_base_url, selection->artifacts, {}};
+    for (const auto& c : release->parsed.components) plan.component_versions[c.key] = c.version;
+    req.releases.push_back(std::move(plan));
     req.sources.cache_dir = std::nullopt;  // no cache: always download
     req.observer = &observer;
     auto report = redist::install(req);
     if (!report.ok()) return fail(report.error_value());
 
-    for (const auto& c : report->components)
+    for (const auto& c : report->releases.front().components)
         std::printf("%s %s: %zu files %s\n", c.component.c_str(), c.version.c_str(), c.files,
                     c.unchanged ? "(already installed)" : "installed");
     curl_global_cleanup();

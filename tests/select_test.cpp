@@ -9,6 +9,7 @@
 #include <string>
 
 #include "redist/manifest.hpp"
+#include "redist/resolve.hpp"
 #include "redist/select.hpp"
 
 namespace {
@@ -324,4 +325,29 @@ TEST_CASE("release_spec_for_cuda: the cuda product's releases are CUDA versions"
     CHECK(contains(e.error_value().message, "'13.0.0'"));
     CHECK(contains(e.error_value().message, "--cuda 12"));
     CHECK_FALSE(redist::release_spec_for_cuda("cuda", "120", 12).ok());  // whole fields
+}
+
+// The one CUDA variant rule fetch and sync share (resolve.hpp): its default is
+// select_artifacts()'s, so a component that lags on variants does not fail.
+TEST_CASE("choose_cuda_variant: the newest variant every variant-only component offers", "[select]") {
+    manifest m;
+    m.components.push_back(make_component("cudnn", {{"linux-x86_64", {"cuda12", "cuda13"}}}));
+    m.components.push_back(make_component("cudnn_jit", {{"linux-x86_64", {"cuda12"}}}));  // lags behind
+    m.components.push_back(make_component("cuda_cudart", {{"linux-x86_64", {}, true}}));  // plain only
+    const auto defaulted = redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, std::nullopt);
+    REQUIRE(defaulted.cuda_major);
+    CHECK(*defaulted.cuda_major == 12);
+    CHECK(redist::select_artifacts(m, {"linux-x86_64", defaulted.cuda_major, {}}).ok());
+    // A detected CUDA 13 that the laggard lacks: the same default, saying why.
+    const redist::cuda_detection cuda13{13, "13.0.1", "CUDA_HOME=/usr/local/cuda"};
+    const auto detected = redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, cuda13);
+    CHECK(detected.cuda_major == std::optional<int>(12));
+    CHECK(detected.reason.find("detected CUDA 13.0.1") != std::string::npos);
+    // Without the laggard, CUDA 13 is both the detected and the newest.
+    const auto only_cudnn = redist::choose_cuda_variant(m, "linux-x86_64", {"cudnn"}, std::nullopt, cuda13);
+    CHECK(only_cudnn.cuda_major == std::optional<int>(13));
+    CHECK(redist::choose_cuda_variant(m, "linux-x86_64", {"cudnn"}, std::nullopt, std::nullopt).cuda_major ==
+          std::optional<int>(13));
+    // An explicit major always wins.
+    CHECK(redist::choose_cuda_variant(m, "linux-x86_64", {}, 13, std::nullopt).cuda_major == std::optional<int>(13));
 }

@@ -295,16 +295,16 @@ TEST_CASE("free-space preflight: the prefix must hold what unpacking needs, not 
     CHECK(unpacked_size_estimate(1) == 2);
     CHECK(unpacked_size_estimate(UINT64_MAX - 1) == UINT64_MAX);  // hostile sizes saturate
     const auto dir = redist_test::scratch("space_preflight");
-    product_install p;
-    p.product = "nccl";
     artifact a = make_artifact("nccl", "linux-x86_64").entry;
     a.size = 1000;
-    p.artifacts = {a};
-    install_request options;                        // no cache: the download streams, only the unpacked bytes land
+    install_request req;  // no cache: the download streams, only the unpacked bytes land
+    req.releases.push_back({"nccl", "2.0", "file:///x", {a}, {}});
+    const auto plan = plan_install(req, {}, nullptr);
+    CHECK(plan.unpack_bytes == 1500);
     ::setenv("REDIST_TEST_FREE_BYTES", "1200", 1);  // holds the archive, not its unpacked contents
-    auto refused = space_preflight(dir, {p}, options, {}, {});
+    auto refused = check_free_space(dir, plan.unpack_bytes, {}, plan.download_bytes);
     ::setenv("REDIST_TEST_FREE_BYTES", "1500", 1);
-    auto fits = space_preflight(dir, {p}, options, {}, {});
+    auto fits = check_free_space(dir, plan.unpack_bytes, {}, plan.download_bytes);
     ::unsetenv("REDIST_TEST_FREE_BYTES");
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error_value().code == error_code::filesystem);

@@ -140,6 +140,9 @@ public:
     // A regular file (not a symlink, FIFO, ...) under the blob's final name.
     // Its bytes are re-verified whenever it is used.
     bool has_blob(const std::string& sha256) const;
+    // An extracted tree of the blob is there (its list a regular file): a
+    // forecast for install()'s plan; materialize_tree() decides whether it is trusted.
+    bool has_tree(const std::string& sha256) const;
 
     // Blocks until this process is the only one working on the blob.
     // on_wait is called once before blocking. Outcomes: ok | filesystem |

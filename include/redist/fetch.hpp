@@ -16,6 +16,7 @@
 #include "redist/budget.hpp"
 #include "redist/cache.hpp"
 #include "redist/error.hpp"
+#include "redist/install.hpp"
 #include "redist/manifest.hpp"
 #include "redist/observer.hpp"
 #include "redist/platform.hpp"
@@ -42,13 +43,28 @@ unsigned default_jobs(const std::vector<std::uint64_t>& archive_sizes, unsigned 
 
 struct install_request {
     std::filesystem::path prefix;
-    std::string product;
-    std::string release_label;
-    std::string artifact_base_url;
-    std::vector<artifact> artifacts;                        // from select_artifacts
-    std::map<std::string, std::string> component_versions;  // component key -> version, for receipts
-    bool force = false;                                     // reinstall even when receipts match
-    link_mode tree_link_mode = link_mode::auto_select;      // how cached trees are placed (see cache.hpp)
+    std::vector<release_plan> releases;  // what to install: one per release (fetch: one; sync: one per product)
+    // Archive paths (prefix-relative, as installed) to skip: fnmatch(3) globs
+    // with FNM_PATHNAME ('*' does not cross '/'). A glob that matches a
+    // directory skips everything below it. Skipped paths are recorded in the
+    // receipts (receipt::excluded), so verify does not miss them; a component
+    // whose receipt was made with other globs is reinstalled.
+    std::vector<std::string> exclude;
+    // False: the prefix holds exactly what the request names (as `uv sync`):
+    // a component installed there that no release of the request names (an
+    // artifact's (product, component)) is removed, in the same journal as the
+    // installs. `redist sync` sets it false unless --keep-unlisted.
+    bool keep_unlisted = true;
+    // Free-space preflight (check_free_space below), from the plan's totals:
+    // before any download, the prefix's filesystem must hold the unpacked
+    // contents (unpacked_size_estimate), plus the archives still to be
+    // fetched when the cache shares it or cannot hold them (the download then
+    // bypasses the cache and spools beside the stage). Fails with filesystem
+    // (exit 10) naming both numbers.
+    bool check_free_space = true;
+    bool reinstall = false;          // --force: reinstall even when receipts match
+    bool overwrite_unowned = false;  // --force: replace files in the prefix no receipt owns (commit_stages)
+    link_mode tree_link_mode = link_mode::auto_select;  // how cached trees are placed (see cache.hpp)
     unsigned jobs = 0;  // concurrent artifacts; 0 = default_jobs() of the artifacts to fetch
     // Ranged connections per archive (http/https): 0 = the default, 6
     // connections for archives of 64 MiB or more (measured:
@@ -56,8 +72,8 @@ struct install_request {
     // 1 = one stream. A server that ignores ranges gets one stream anyway.
     int connections = 0;
     // Threads and memory the artifacts in flight share (make_run_budget; its
-    // profile_of() afterwards has the per-stage times). Null: each artifact
-    // sizes its decoder and writers for the whole machine.
+    // profile_of() afterwards has the per-stage times). The only source of
+    // thread counts: null makes install() create one for the machine.
     std::shared_ptr<run_budget> budget;
     // Unverified bytes are bounded. The hash is known only after the last
     // byte, but unpacking runs while the bytes arrive, so a hostile archive
@@ -86,6 +102,51 @@ struct install_request {
     std::atomic<bool>* cancel = nullptr;
 };
 
+// ---- the plan: what install() will do, decided before anything is done ------------------
+
+// Where an artifact comes from. The plan is a forecast made from the
+// receipts and the cache; each job decides again under the blob lock, and a
+// cached tree that cannot be trusted falls back to the blob, a blob that
+// fails re-verification to the download.
+enum class plan_action : std::uint8_t {
+    unchanged,         // its receipt matches (and was made with the same exclude globs)
+    from_cached_tree,  // the cache holds the archive's extracted tree: placed, not decoded
+    from_cached_blob,  // the cache holds the verified archive: re-verified while it is unpacked
+    download,          // mirrors, then the base
+    remove,            // installed, but no release of the request names it (keep_unlisted false)
+};
+const char* to_string(plan_action action) noexcept;
+
+struct planned_artifact {
+    plan_action action = plan_action::download;
+    std::string product;
+    std::string component;
+    std::string version;        // the component's version (remove: the receipt's)
+    std::uint64_t size = 0;     // the archive's bytes (remove: 0)
+    std::size_t release = 0;    // index in install_request::releases (remove: none)
+    std::size_t artifact = 0;   // index in that release's artifacts
+    std::size_t files = 0;      // remove: the files its receipt lists
+    std::string release_label;  // remove: the receipt's release
+};
+
+struct install_plan {
+    std::vector<planned_artifact> items;  // releases' artifacts in request order, then removals by (product, component)
+    std::uint64_t download_bytes = 0;     // archives to download (saturating)
+    std::uint64_t unpack_bytes = 0;       // what unpacking needs at least in the prefix (unpacked_size_estimate)
+};
+
+// The plan of `request`, given the prefix's receipts and the cache (null:
+// none). No side effects: nothing is written, locked or downloaded.
+install_plan plan_install(const install_request& request, const std::vector<receipt>& receipts,
+                          const blob_cache* cache);
+
+// The same for a caller that holds nothing (--dry-run): reads the prefix's
+// receipts (none when it does not exist) and opens the cache read-only.
+// Outcomes: ok | filesystem (a cache that cannot be trusted).
+result<install_plan> plan_install(const install_request& request);
+
+// ---- installing ---------------------------------------------------------------------------
+
 struct component_report {
     std::string component;
     std::string version;
@@ -101,23 +162,63 @@ struct component_report {
     bool unchanged = false;  // receipts already matched: nothing was done
 };
 
-struct install_report {
-    std::filesystem::path prefix;
+struct release_report {
     std::string product;
     std::string release_label;
     std::vector<component_report> components;  // in artifact order
 };
 
-// Installs the artifacts into the prefix (see install.hpp for the layout and
-// the commit protocol). All artifacts are committed in one transaction, or
-// none is. Each artifact's sources (cache, mirrors, base) are tried in order:
-// wrong bytes (integrity, including an archive that failed to unpack before its
-// hash was known) and not-found move on to the next source.
+// A component install() removed because the request no longer names it.
+struct removed_component {
+    std::string product;
+    std::string component;
+    std::string version;        // the receipt's component version
+    std::string release_label;  // the receipt's release
+    std::size_t files = 0;      // the files its receipt lists (shared ones stay)
+};
+
+struct install_report {
+    std::filesystem::path prefix;
+    std::vector<release_report> releases;    // in request order
+    std::vector<removed_component> removed;  // sorted by (product, component)
+};
+
+// Installs every release's artifacts into the prefix (see install.hpp for
+// the layout and the commit protocol): one lock, one plan (plan_install),
+// one free-space preflight, one budget, one job loop over every release's
+// artifacts largest first, and one commit (one journal) that also removes
+// the unlisted components (unless keep_unlisted). All or nothing: a failure
+// before the commit leaves the prefix as it was. Each artifact's sources
+// (cache, mirrors, base) are tried in order: wrong bytes (integrity,
+// including an archive that failed to unpack before its hash was known) and
+// not-found move on to the next source.
 // Outcomes: ok | not_found | network | integrity | bad_archive |
-// unsafe_archive | conflict | filesystem | bad_manifest (a corrupt receipt or
-// journal in the prefix, or invalid names) | internal (the archive reader
-// could not be set up) | cancelled (an artifact that neither staged nor
-// failed; rare).
+// unsafe_archive | conflict | filesystem (also the free-space preflight) |
+// bad_manifest (a corrupt receipt or journal in the prefix, or invalid names)
+// | internal (the archive reader could not be set up) | cancelled (an
+// artifact that neither staged nor failed; rare).
 result<install_report> install(const install_request& request);
+
+// The receipt already has this artifact of `product`, made with these exclude globs.
+bool receipt_current(const receipt& r, const std::string& product, const artifact& a,
+                     const std::vector<std::string>& exclude);
+
+// True when `path` (prefix-relative) or one of its parent directories matches one of `globs`.
+bool path_excluded(std::string_view path, const std::vector<std::string>& globs);
+
+// What an archive of `archive_size` bytes takes at least once unpacked:
+// 3/2 of its size. xz shrinks real CUDA payloads by 1.5x at the least
+// (cuDNN 9.19: 471 MiB unpacked from 312 MiB) and by up to about 6x (headers),
+// so this is a floor: a preflight that refused installs which fit would be
+// worse than one that lets a few fail later. Saturates instead of wrapping.
+std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept;
+
+// The free-space check of install(), on its own. `needed_prefix` and
+// `needed_cache` are bytes; `cache_dir` may be empty (no cache). Where both
+// lie on one filesystem, their sum must fit. REDIST_TEST_FREE_BYTES (tests
+// only) replaces the free space statvfs reports.
+// Outcomes: ok | filesystem (names the directory, what is needed and what is free).
+result<void> check_free_space(const std::filesystem::path& prefix, std::uint64_t needed_prefix,
+                              const std::filesystem::path& cache_dir, std::uint64_t needed_cache);
 
 }  // namespace redist

@@ -91,23 +91,13 @@ result<void> check_lock_sources(const lockfile& lock, std::string_view source,
 result<lockfile> make_lockfile(const resolved_release& release, const std::vector<std::string>& platforms,
                                const std::vector<int>& cuda_majors, const std::vector<std::string>& components);
 
-// What a lock installs: one product's artifacts, where they come from.
-struct locked_plan {
-    std::string product;
-    std::string label;
-    std::string artifact_base_url;  // the locked manifest's directory
-    std::vector<artifact> artifacts;
-    std::map<std::string, std::string> component_versions;
-};
-
-// The lock's artifacts for `platform` and `cuda_major` (see locked_for),
-// restricted to `components` when not empty. A component may be named by its
-// other name in the alias table (cuda_cccl for cccl); `notes` then gets a
-// line saying so. No request is made.
-// Outcomes: ok | not_found (platform, variant or a component not locked).
-result<locked_plan> plan_from_lock(const lockfile& lock, const std::string& platform, std::optional<int> cuda_major,
-                                   const std::vector<std::string>& components,
-                                   std::vector<std::string>* notes = nullptr);
+// What a lock installs (release_plan, manifest.hpp): the lock's artifacts for `platform` and `cuda_major` (see
+// locked_for), restricted to `components` when not empty. A component may be named by its other name in the alias table
+// (cuda_cccl for cccl); `notes` then gets a line saying so. No request is made. Outcomes: ok | not_found (platform,
+// variant or a component not locked).
+result<release_plan> plan_from_lock(const lockfile& lock, const std::string& platform, std::optional<int> cuda_major,
+                                    const std::vector<std::string>& components,
+                                    std::vector<std::string>* notes = nullptr);
 
 // ---- version 2: the project lock ------------------------------------------------
 
@@ -147,6 +137,6 @@ result<void> check_lock_sources(const project_lock& lock, std::string_view sourc
 
 // One product's artifacts for one platform, ready to install.
 // Outcomes: ok | not_found (the lock does not list `platform`).
-result<std::vector<locked_plan>> plans_for_platform(const project_lock& lock, const std::string& platform);
+result<std::vector<release_plan>> plans_for_platform(const project_lock& lock, const std::string& platform);
 
 }  // namespace redist

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -110,6 +111,17 @@ struct resolved_release {
     std::string manifest_text;      // the manifest bytes as fetched
     std::string artifact_base_url;  // the manifest's directory
     manifest parsed;
+};
+
+// What to install from one release: its artifacts (from select_artifacts or
+// a lock) and where they come from. fetch and sync hand install() one each
+// per release (fetch.hpp); a lock makes them too (lockfile.hpp).
+struct release_plan {
+    std::string product;
+    std::string label;
+    std::string artifact_base_url;  // the manifest's directory
+    std::vector<artifact> artifacts;
+    std::map<std::string, std::string> component_versions;  // component key -> version, for receipts
 };
 
 // True if `text` is 64 hex digits (either case): how a manifest, a lock or a

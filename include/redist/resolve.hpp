@@ -66,8 +66,11 @@ struct variant_choice {
     std::string reason;             // "--cuda 12", "detected CUDA 13.0 (CUDA_HOME=...)", "newest in the manifest"
 };
 
-// An explicit request wins; next the detected toolkit, if the manifest offers
-// that major; otherwise the newest variant offered.
+// The one CUDA variant rule (fetch, sync's lock): an explicit request (--cuda,
+// project.cuda) wins; next the detected toolkit, if every selected component
+// that has only variants offers that major; otherwise the newest such major,
+// as select_artifacts() defaults (else the newest offered, which
+// select_artifacts() then refuses naming the laggard).
 variant_choice choose_cuda_variant(const manifest& m, const std::string& platform,
                                    const std::vector<std::string>& components, std::optional<int> explicit_major,
                                    const std::optional<cuda_detection>& detected);

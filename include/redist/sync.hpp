@@ -1,21 +1,16 @@
 // redist/sync.hpp — a whole project (redist.toml) into one prefix, in one
 // transaction: resolve every product for every listed platform into a
-// project lock (lockfile.hpp, version 2), then stage every artifact of every
-// product for one platform and commit them with a single journal.
+// project lock (lockfile.hpp, version 2). Installing what the lock pins for
+// one platform is install()'s job (fetch.hpp), as for `redist fetch`.
 #pragma once
 
-#include <cstddef>
-#include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <map>
-#include <optional>
 #include <string>
 #include <vector>
 
 #include "redist/error.hpp"
 #include "redist/fetch.hpp"
-#include "redist/install.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/project.hpp"
 
@@ -81,112 +76,5 @@ result<void> check_project_prefix(const project_file& project);
 // Outcomes: ok | bad_manifest (source = the project file, json_path =
 // "project.base-url" or "project.mirrors[i]").
 result<std::vector<std::filesystem::path>> project_local_roots(const project_file& project);
-
-// ---- installing several products in one transaction ---------------------------------
-
-// One product's share of a multi-product install.
-struct product_install {
-    std::string product;
-    std::string label;
-    std::string artifact_base_url;
-    std::vector<artifact> artifacts;
-    std::map<std::string, std::string> component_versions;
-};
-
-struct multi_install_request {
-    std::filesystem::path prefix;
-    std::vector<product_install> products;
-    // Archive paths (prefix-relative, as installed) to skip: fnmatch(3) globs
-    // with FNM_PATHNAME ('*' does not cross '/'). A glob that matches a
-    // directory skips everything below it. Skipped paths are recorded in the
-    // receipts (receipt::excluded), so verify does not miss them; a component
-    // whose receipt was made with other globs is reinstalled.
-    std::vector<std::string> exclude;
-    // Everything else (force, link mode, jobs, expansion cap, transfer,
-    // sources, callbacks) as for install(); its prefix, product, label,
-    // artifact base, artifacts and component versions are ignored.
-    install_request options;
-    // Free-space preflight (space_preflight below): before any download, the
-    // prefix's filesystem must hold the unpacked contents
-    // (unpacked_size_estimate), plus the archives still to be fetched when
-    // the cache shares it or cannot hold them (the download then bypasses
-    // the cache and spools beside the stage). Fails with filesystem (exit 10)
-    // naming both numbers.
-    bool check_free_space = true;
-    // The prefix holds exactly what the request names (as `uv sync`): a
-    // component installed there that no product of the request names on this
-    // platform (an artifact's (product, component)) is removed, in the same
-    // journal as the installs. That includes components a plain `redist fetch`
-    // put into the prefix. True keeps them (`redist sync --keep-unlisted`).
-    bool keep_unlisted = false;
-};
-
-// A component install_all removed because the request no longer names it.
-struct removed_component {
-    std::string product;
-    std::string component;
-    std::string version;        // the receipt's component version
-    std::string release_label;  // the receipt's release
-    std::size_t files = 0;      // the files its receipt lists (shared ones stay)
-};
-
-struct multi_install_report {
-    std::vector<install_report> products;    // in request order
-    std::vector<removed_component> removed;  // sorted by (product, component)
-};
-
-// Stages every product's artifacts (receipts already matching are left
-// alone), then commits them all, and removes the unlisted components (unless
-// keep_unlisted), with one commit_stages_removing() call: one journal, all or
-// nothing. A failure before the commit (a download, a hash, a conflict)
-// leaves the prefix as it was, unlisted components included.
-// Outcomes: as install(), plus filesystem for the free-space preflight.
-result<multi_install_report> install_all(const multi_install_request& request);
-
-// ---- the pieces, for callers that hold the lock themselves --------------------------
-
-// Downloads and stages request.artifacts under `lock` without committing
-// (lib/pipeline/fetch.cpp). `receipts` are the prefix's current receipts: an artifact
-// whose receipt matches (and, with `exclude`, was made with the same globs)
-// is reported unchanged and not staged, unless request.force. On failure,
-// every stage under the lock is discarded. `exclude` as in multi_install_request.
-struct staged_install {
-    install_report report;
-    std::vector<staged_component> staged;
-};
-result<staged_install> stage_install(const install_request& request, const prefix_lock& lock,
-                                     const std::vector<receipt>& receipts, const std::vector<std::string>& exclude);
-
-// The receipt already has this artifact of `product`, made with these exclude globs.
-bool receipt_current(const receipt& r, const std::string& product, const artifact& a,
-                     const std::vector<std::string>& exclude);
-
-// True when `path` (prefix-relative) or one of its parent directories matches one of `globs`.
-bool path_excluded(std::string_view path, const std::vector<std::string>& globs);
-
-// What an archive of `archive_size` bytes takes at least once unpacked:
-// 3/2 of its size. xz shrinks real CUDA payloads by 1.5x at the least
-// (cuDNN 9.19: 471 MiB unpacked from 312 MiB) and by up to about 6x (headers),
-// so this is a floor: a preflight that refused installs which fit would be
-// worse than one that lets a few fail later. Saturates instead of wrapping.
-std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept;
-
-// The one free-space preflight (install() and install_all): the artifacts of
-// `products` without a current receipt (unless options.force) must fit, once
-// unpacked (unpacked_size_estimate), on the prefix's filesystem; those not yet
-// in options.sources' cache count there too unless the cache, on a
-// filesystem of its own, has room for them (check_free_space).
-// Outcomes: ok | filesystem.
-result<void> space_preflight(const std::filesystem::path& prefix, const std::vector<product_install>& products,
-                             const install_request& options, const std::vector<receipt>& receipts,
-                             const std::vector<std::string>& exclude);
-
-// The free-space check of install_all, on its own. `needed_prefix` and
-// `needed_cache` are bytes; `cache_dir` may be empty (no cache). Where both
-// lie on one filesystem, their sum must fit. REDIST_TEST_FREE_BYTES (tests
-// only) replaces the free space statvfs reports.
-// Outcomes: ok | filesystem (names the directory, what is needed and what is free).
-result<void> check_free_space(const std::filesystem::path& prefix, std::uint64_t needed_prefix,
-                              const std::filesystem::path& cache_dir, std::uint64_t needed_cache);
 
 }  // namespace redist

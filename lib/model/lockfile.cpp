@@ -268,8 +268,8 @@ std::optional<std::string> locked_key(const std::vector<locked_artifact>& artifa
 
 }  // namespace
 
-result<locked_plan> plan_from_lock(const lockfile& lock, const std::string& platform, std::optional<int> cuda_major,
-                                   const std::vector<std::string>& components, std::vector<std::string>* notes) {
+result<release_plan> plan_from_lock(const lockfile& lock, const std::string& platform, std::optional<int> cuda_major,
+                                    const std::vector<std::string>& components, std::vector<std::string>* notes) {
     REDIST_TRY(auto artifacts, locked_for(lock, platform, cuda_major));
     if (!components.empty()) {
         std::set<std::string> keys;
@@ -285,7 +285,7 @@ result<locked_plan> plan_from_lock(const lockfile& lock, const std::string& plat
         }
         std::erase_if(artifacts, [&](const locked_artifact& a) { return !keys.count(a.entry.component); });
     }
-    locked_plan plan;
+    release_plan plan;
     plan.product = lock.product;
     plan.label = lock.release_label;
     plan.artifact_base_url = url_directory(lock.manifest_url);
@@ -461,16 +461,16 @@ std::optional<std::string> lock_staleness(const project_lock& lock, const projec
     return std::nullopt;
 }
 
-result<std::vector<locked_plan>> plans_for_platform(const project_lock& lock, const std::string& platform) {
+result<std::vector<release_plan>> plans_for_platform(const project_lock& lock, const std::string& platform) {
     if (std::find(lock.platforms.begin(), lock.platforms.end(), platform) == lock.platforms.end()) {
         std::string have;
         for (const auto& p : lock.platforms) have += (have.empty() ? "" : ", ") + p;
         return make_error(error_code::not_found,
                           "the lock file has nothing for platform " + platform + " (it locks: " + have + ")");
     }
-    std::vector<locked_plan> plans;
+    std::vector<release_plan> plans;
     for (const auto& p : lock.products) {
-        locked_plan plan;
+        release_plan plan;
         plan.product = p.name;
         plan.label = p.release_label;
         plan.artifact_base_url = url_directory(p.manifest_url);

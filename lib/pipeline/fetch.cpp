@@ -2,7 +2,9 @@
 #include "redist/fetch.hpp"
 
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,11 +17,11 @@
 #include <chrono>
 #include <filesystem>
 #include <random>
+#include <set>
 
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
 #include "redist/suggest.hpp"
-#include "redist/sync.hpp"
 #include "redist/unpack.hpp"
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
@@ -44,6 +46,86 @@ const char* to_string(fetch_stage stage) noexcept {
         case fetch_stage::failed: return "failed";
     }
     return "waiting";
+}
+
+// ---- excluding ---------------------------------------------------------------------
+
+bool path_excluded(std::string_view path, const std::vector<std::string>& globs) {
+    if (globs.empty()) return false;
+    const std::string p(path);
+    for (std::size_t end = p.find('/');; end = p.find('/', end + 1)) {
+        const std::string head = p.substr(0, end);  // each parent directory, then the path itself
+        for (const auto& g : globs)
+            if (::fnmatch(g.c_str(), head.c_str(), FNM_PATHNAME) == 0) return true;
+        if (end == std::string::npos) return false;
+    }
+}
+
+bool receipt_current(const receipt& r, const std::string& product, const artifact& a,
+                     const std::vector<std::string>& exclude) {
+    return r.component == a.component && r.archive_sha256 == a.sha256 && r.archive_size == a.size &&
+           r.platform == a.platform && r.variant == a.variant && r.product == product && r.exclude == exclude;
+}
+
+// ---- free space ----------------------------------------------------------------------
+
+namespace {
+
+struct fs_space {
+    dev_t device = 0;
+    std::uint64_t free = 0;
+    fs::path where;  // the directory measured
+};
+
+// The nearest existing directory at or above `dir` (the prefix may not exist yet).
+result<fs_space> space_of(const fs::path& dir) {
+    fs::path p = dir.lexically_normal();
+    struct stat st {};
+    while (::stat(p.c_str(), &st) != 0) {
+        if (!p.has_relative_path()) break;
+        p = p.parent_path();
+    }
+    struct statvfs vfs {};
+    if (::statvfs(p.c_str(), &vfs) != 0)
+        return make_error(error_code::filesystem, "cannot measure the free space").with_path(p.string());
+    fs_space out;
+    out.device = st.st_dev;
+    out.free = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
+    out.where = p;
+    // Tests only: a pretend amount of free space (documented in sync.hpp).
+    if (const char* fake = std::getenv("REDIST_TEST_FREE_BYTES"); fake && *fake)
+        out.free = std::strtoull(fake, nullptr, 10);
+    return out;
+}
+
+std::string mib(std::uint64_t bytes) {
+    return std::to_string((bytes + (1u << 20) - 1) >> 20) + " MiB (" + std::to_string(bytes) + " bytes)";
+}
+
+}  // namespace
+
+result<void> check_free_space(const fs::path& prefix, std::uint64_t needed_prefix, const fs::path& cache_dir,
+                              std::uint64_t needed_cache) {
+    REDIST_TRY(const fs_space at_prefix, space_of(prefix));
+    std::uint64_t on_prefix_fs = needed_prefix;
+    if (!cache_dir.empty() && needed_cache) {
+        REDIST_TRY(const fs_space at_cache, space_of(cache_dir));
+        // A cache on its own file system that cannot hold the downloads is
+        // bypassed (the download spools beside the stage, with a warning),
+        // so those bytes then count against the prefix's file system.
+        if (at_cache.device == at_prefix.device || needed_cache > at_cache.free) on_prefix_fs += needed_cache;
+    }
+    if (on_prefix_fs > at_prefix.free)
+        return make_error(error_code::filesystem, "not enough free space: " + mib(on_prefix_fs) + " needed (archives " +
+                                                      "and their unpacked contents, at least), " + mib(at_prefix.free) +
+                                                      " free")
+            .with_path(at_prefix.where.string());
+    return {};
+}
+
+std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept {
+    const std::uint64_t half = archive_size / 2 + archive_size % 2;
+    return archive_size > UINT64_MAX - half ? UINT64_MAX : archive_size + half;
 }
 
 // ---- installing ------------------------------------------------------------------------------
@@ -133,11 +215,11 @@ std::uint64_t output_cap(const install_request& request, std::uint64_t compresse
     return std::max(scaled, request.min_expansion_bytes);
 }
 
-void fill_receipt(const install_request& request, const artifact& a, const std::string& url, receipt& r) {
-    r.product = request.product;
-    r.release_label = request.release_label;
+void fill_receipt(const release_plan& release, const artifact& a, const std::string& url, receipt& r) {
+    r.product = release.product;
+    r.release_label = release.label;
     r.component = a.component;
-    if (auto v = request.component_versions.find(a.component); v != request.component_versions.end())
+    if (auto v = release.component_versions.find(a.component); v != release.component_versions.end())
         r.component_version = v->second;
     r.platform = a.platform;
     r.variant = a.variant;
@@ -147,11 +229,11 @@ void fill_receipt(const install_request& request, const artifact& a, const std::
 }
 
 // The URLs of an artifact, in the order they are tried: mirrors, then the base.
-std::vector<std::string> artifact_urls(const install_request& request, const artifact& a) {
+std::vector<std::string> artifact_urls(const install_request& request, const release_plan& release, const artifact& a) {
     std::vector<std::string> urls;
     for (const auto& m : request.sources.mirrors)
-        urls.push_back(join_url(join_url(join_url(to_url(m), request.product), "redist"), a.relative_path));
-    urls.push_back(join_url(request.artifact_base_url, a.relative_path));
+        urls.push_back(join_url(join_url(join_url(to_url(m), release.product), "redist"), a.relative_path));
+    urls.push_back(join_url(release.artifact_base_url, a.relative_path));
     return urls;
 }
 
@@ -168,15 +250,17 @@ struct job_plan {
 // order the plan says, each returning what it made or falling through.
 class artifact_job {
 public:
-    artifact_job(const install_request& request, const prefix_lock& lock, const std::optional<blob_cache>& cache,
-                 const artifact& a, std::atomic<bool>& abort_all, job_result& out)
+    artifact_job(const install_request& request, const release_plan& release, const prefix_lock& lock,
+                 const std::optional<blob_cache>& cache, const artifact& a, std::atomic<bool>& abort_all,
+                 job_result& out)
         : request_(request),
+          release_(release),
           lock_(lock),
           cache_(cache),
           a_(a),
           abort_all_(abort_all),
           out_(out),
-          urls_(artifact_urls(request, a)) {}
+          urls_(artifact_urls(request, release, a)) {}
 
     void progress(fetch_stage stage, std::uint64_t done) const {
         if (request_.observer) request_.observer->on_progress({a_.component, stage, done, a_.size});
@@ -217,7 +301,7 @@ public:
         }
         staged_component staged;
         staged.stage_dir = stage;
-        fill_receipt(request_, a_, sanitize_url(urls_.back()), staged.new_receipt);
+        fill_receipt(release_, a_, sanitize_url(urls_.back()), staged.new_receipt);
         staged.new_receipt.files = std::move(**files);
         staged.new_receipt.installed_at.clear();
         out_.report.from_cache = true;
@@ -303,11 +387,11 @@ public:
         out_.report.url = sanitize_url(urls_[fetched->source]);
         // The archive is verified: keep it even if unpacking fails (disk full,
         // unsafe entry...), so that a retry needs no download.
-        if (request_.budget) request_.budget->mark("downloaded");
+        request_.budget->mark("downloaded");
         if (cache_ && ((split && spooled_in_cache_) || stream.tee_complete()))
             REDIST_TRY_VOID(cache_->publish(a_.sha256));
         auto entries = sink.finish();
-        if (request_.budget) request_.budget->mark("unpacked");
+        request_.budget->mark("unpacked");
         return entries;
     }
 
@@ -327,7 +411,7 @@ public:
                                            bool cacheable) {
         staged_component staged;
         staged.stage_dir = sink.stage();
-        fill_receipt(request_, a_, out_.report.url, staged.new_receipt);
+        fill_receipt(release_, a_, out_.report.url, staged.new_receipt);
         REDIST_TRY_VOID(prepare_stage(staged, entries));
         // The extracted tree is kept the second time a blob is installed (from
         // the cache), not when it is downloaded: it is a full copy (never hard
@@ -352,10 +436,8 @@ public:
         if (!entries) {
             REDIST_TRY(entries, download_archive(stream, sink));
         }
-        if (request_.budget) {
-            request_.budget->add_time(profile_stage::transfer, stream.hash_and_tee_ns(), stream.sink_ns(),
-                                      stream.received());
-        }
+        request_.budget->add_time(profile_stage::transfer, stream.hash_and_tee_ns(), stream.sink_ns(),
+                                  stream.received());
         return stage_entries(sink, *entries, !cache_ || out_.report.from_cache || stream.tee_complete());
     }
 
@@ -371,6 +453,7 @@ public:
 
 private:
     const install_request& request_;
+    const release_plan& release_;
     const prefix_lock& lock_;
     const std::optional<blob_cache>& cache_;
     const artifact& a_;
@@ -383,54 +466,16 @@ private:
 // Downloads one artifact (cache, then mirrors, then the base URL, with
 // retries and resume) into a stage. The archive bytes are read exactly once
 // per attempt.
-void run_job(const install_request& request, const prefix_lock& lock, const std::optional<blob_cache>& cache,
-             const artifact& a, std::atomic<bool>& abort_all, job_result& out) {
+void run_job(const install_request& request, const release_plan& release, const prefix_lock& lock,
+             const std::optional<blob_cache>& cache, const artifact& a, std::atomic<bool>& abort_all, job_result& out) {
     const auto started = std::chrono::steady_clock::now();
-    artifact_job job(request, lock, cache, a, abort_all, out);
+    artifact_job job(request, release, lock, cache, a, abort_all, out);
     auto staged = job.run();
     if (!staged.ok()) return job.fail(std::move(staged).error_value());
     out.report.files = staged->new_receipt.files.size();
     out.report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     out.staged = std::move(staged).value();
 }
-
-// Progress for every component this run (re)installs: committing, then done.
-void notify_components(const install_request& request, const install_report& report, fetch_stage stage) {
-    if (!request.observer) return;
-    for (const auto& c : report.components)
-        if (!c.unchanged)
-            request.observer->on_progress({c.component, stage, stage == fetch_stage::done ? c.size : 0, c.size});
-}
-}  // namespace
-
-result<install_report> install(const install_request& request) {
-    REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, [&] {
-                   if (request.observer) request.observer->on_lock_wait({request.prefix});
-               }));
-    // A receipt that cannot be read blocks only its own component: fetching
-    // that one again replaces it (commit_stages), the others go on.
-    REDIST_TRY(const receipt_scan scan, scan_receipts(lock.prefix()));
-    // The same free-space preflight as install_all (lib/pipeline/sync.cpp): one estimate of what unpacking needs.
-    const product_install product{request.product, request.release_label, request.artifact_base_url, request.artifacts,
-                                  request.component_versions};
-    REDIST_TRY_VOID(space_preflight(request.prefix, {product}, request, scan.receipts, {}));
-    REDIST_TRY(staged_install staged, stage_install(request, lock, scan.receipts, {}));
-    if (!staged.staged.empty()) {
-        notify_components(request, staged.report, fetch_stage::committing);
-        debug_pause("before-commit");
-        REDIST_TRY_VOID(commit_stages(lock, std::move(staged.staged), request.force));
-        if (request.budget) request.budget->mark("committed");
-        notify_components(request, staged.report, fetch_stage::done);
-    }
-    return std::move(staged.report);
-}
-
-// ---- staging without committing (install_all, lib/pipeline/sync.cpp) -------------------------
-// The first half of install() (and of install_all): the jobs, under a lock
-// the caller holds, with the stages handed back instead of committed; then
-// the exclude globs are applied to the stages.
-
-namespace {
 
 // Removes the excluded files from a stage and records them in its receipt.
 result<void> apply_exclude(staged_component& staged, const std::vector<std::string>& exclude) {
@@ -460,14 +505,116 @@ result<void> apply_exclude(staged_component& staged, const std::vector<std::stri
     return {};
 }
 
+void add_saturating(std::uint64_t& sum, std::uint64_t n) { sum = n > UINT64_MAX - sum ? UINT64_MAX : sum + n; }
+
+const receipt* current_receipt(const install_request& request, const release_plan& release, const artifact& a,
+                               const std::vector<receipt>& receipts) {
+    const auto it = std::find_if(receipts.begin(), receipts.end(), [&](const receipt& r) {
+        return receipt_current(r, release.product, a, request.exclude);
+    });
+    return it == receipts.end() ? nullptr : &*it;
+}
+
+// What the report says of an artifact before its job ran (or instead of it, when unchanged).
+component_report initial_report(const release_plan& release, const artifact& a, const receipt* current) {
+    component_report cr;
+    cr.component = a.component;
+    if (auto v = release.component_versions.find(a.component); v != release.component_versions.end())
+        cr.version = v->second;
+    cr.platform = a.platform;
+    cr.variant = a.variant;
+    cr.url = current ? current->url : sanitize_url(join_url(release.artifact_base_url, a.relative_path));
+    cr.sha256 = a.sha256;
+    cr.size = a.size;
+    cr.unchanged = current != nullptr;
+    if (current) cr.files = current->files.size();
+    return cr;
+}
+
+// Progress for every component this run (re)installs: committing, then done.
+void notify_components(const install_request& request, const install_report& report, fetch_stage stage) {
+    if (!request.observer) return;
+    for (const auto& r : report.releases)
+        for (const auto& c : r.components)
+            if (!c.unchanged)
+                request.observer->on_progress({c.component, stage, stage == fetch_stage::done ? c.size : 0, c.size});
+}
+
+// The first failure of the jobs, a real one before a cancellation.
+std::optional<error> first_failure(const std::vector<job_result>& results, const std::vector<std::size_t>& todo) {
+    std::optional<error> first;
+    for (const std::size_t k : todo) {
+        const auto& f = results[k].failure;
+        if (f && (!first || first->code == error_code::cancelled)) first = *f;
+        if (!f && !results[k].staged && !first) first = make_error(error_code::cancelled, "not installed");
+    }
+    return first;
+}
+
+// Runs the jobs of `todo` (indices into plan.items), largest archive first,
+// under the request's budget, and returns their stages with the exclude
+// globs applied. On failure every stage under the lock is discarded.
+result<std::vector<staged_component>> run_jobs(const install_request& request, const prefix_lock& lock,
+                                               const std::optional<blob_cache>& cache, const install_plan& plan,
+                                               std::vector<std::size_t> todo, std::vector<job_result>& results) {
+    // Largest archive first: with fewer job slots than artifacts (2 cores, 9
+    // components) the longest download and decode starts at once instead of
+    // after the small ones (longest-processing-time-first scheduling; the
+    // decoder pool's bulk lane favours the largest archive the same way).
+    std::stable_sort(todo.begin(), todo.end(),
+                     [&](std::size_t x, std::size_t y) { return plan.items[x].size > plan.items[y].size; });
+    std::vector<std::uint64_t> sizes;
+    sizes.reserve(todo.size());
+    for (const std::size_t k : todo) sizes.push_back(plan.items[k].size);
+    // The run's thread budget (--threads), not every core of the machine.
+    const unsigned workers = request.jobs ? request.jobs : default_jobs(sizes, request.budget->threads());
+    // Ctrl-C in the tool (install_request::cancel) stops every job as a failed one would.
+    std::atomic<bool> local_abort{false};
+    std::atomic<bool>& abort_all = request.cancel ? *request.cancel : local_abort;
+    for_each_index(todo.size(), workers, &abort_all, [&](std::size_t n) {
+        const planned_artifact& item = plan.items[todo[n]];
+        const release_plan& release = request.releases[item.release];
+        run_job(request, release, lock, cache, release.artifacts[item.artifact], abort_all, results[todo[n]]);
+    });
+    std::optional<error> failure = first_failure(results, todo);
+    // Stopped from outside after every stage was made: still nothing is committed.
+    if (!failure && abort_all.load()) failure = make_error(error_code::cancelled, "interrupted");
+    for (const std::size_t k : todo) {
+        if (failure) break;
+        auto applied = apply_exclude(*results[k].staged, request.exclude);
+        if (!applied.ok()) failure = std::move(applied).error_value();
+        else results[k].report.files = results[k].staged->new_receipt.files.size();
+    }
+    if (failure) {
+        discard_stages(lock);
+        return *failure;
+    }
+    std::sort(todo.begin(), todo.end());  // the commit sees the request's order
+    std::vector<staged_component> staged;
+    staged.reserve(todo.size());
+    for (const std::size_t k : todo) staged.push_back(std::move(*results[k].staged));
+    return staged;
+}
+
 }  // namespace
+
+const char* to_string(plan_action action) noexcept {
+    switch (action) {
+        case plan_action::unchanged: return "unchanged";
+        case plan_action::from_cached_tree: return "cached-tree";
+        case plan_action::from_cached_blob: return "cached-archive";
+        case plan_action::download: return "download";
+        case plan_action::remove: return "remove";
+    }
+    return "download";
+}
 
 unsigned default_jobs(const std::vector<std::uint64_t>& archive_sizes, unsigned cores) {
     const unsigned most = std::max(1u, cores);
     std::uint64_t total = 0;
     std::uint64_t largest = 0;
     for (const std::uint64_t size : archive_sizes) {
-        total = size > UINT64_MAX - total ? UINT64_MAX : total + size;  // hostile sizes saturate
+        add_saturating(total, size);  // hostile sizes saturate
         largest = std::max(largest, size);
     }
     if (largest == 0) return most;
@@ -475,82 +622,114 @@ unsigned default_jobs(const std::vector<std::uint64_t>& archive_sizes, unsigned 
     return static_cast<unsigned>(std::clamp<std::uint64_t>(slots, 1, most));
 }
 
-result<staged_install> stage_install(const install_request& request, const prefix_lock& lock,
-                                     const std::vector<receipt>& receipts, const std::vector<std::string>& exclude) {
-    staged_install out;
-    out.report.prefix = lock.prefix();
-    out.report.product = request.product;
-    out.report.release_label = request.release_label;
+install_plan plan_install(const install_request& request, const std::vector<receipt>& receipts,
+                          const blob_cache* cache) {
+    install_plan plan;
+    std::set<std::pair<std::string, std::string>> named;  // (product, component) the request names
+    for (std::size_t r = 0; r < request.releases.size(); ++r) {
+        const release_plan& release = request.releases[r];
+        for (std::size_t i = 0; i < release.artifacts.size(); ++i) {
+            const artifact& a = release.artifacts[i];
+            named.emplace(release.product, a.component);
+            planned_artifact item;
+            item.product = release.product;
+            item.component = a.component;
+            if (auto v = release.component_versions.find(a.component); v != release.component_versions.end())
+                item.version = v->second;
+            item.size = a.size;
+            item.release = r;
+            item.artifact = i;
+            if (!request.reinstall && current_receipt(request, release, a, receipts))
+                item.action = plan_action::unchanged;
+            else if (cache && cache->has_tree(a.sha256)) item.action = plan_action::from_cached_tree;
+            else if (cache && cache->has_blob(a.sha256)) item.action = plan_action::from_cached_blob;
+            if (item.action != plan_action::unchanged)
+                add_saturating(plan.unpack_bytes, unpacked_size_estimate(a.size));
+            if (item.action == plan_action::download) add_saturating(plan.download_bytes, a.size);
+            plan.items.push_back(std::move(item));
+        }
+    }
+    if (request.keep_unlisted) return plan;
+    for (const auto& r : receipts) {  // sorted by (product, component): so are the removals
+        if (named.count({r.product, r.component})) continue;
+        planned_artifact item;
+        item.action = plan_action::remove;
+        item.product = r.product;
+        item.component = r.component;
+        item.version = r.component_version;
+        item.release_label = r.release_label;
+        item.files = r.files.size();
+        plan.items.push_back(std::move(item));
+    }
+    return plan;
+}
 
-    std::vector<job_result> results(request.artifacts.size());
+result<install_plan> plan_install(const install_request& request) {
+    REDIST_TRY(const receipt_scan scan, scan_receipts(fs::absolute(request.prefix).lexically_normal()));
+    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
+    return plan_install(request, scan.receipts, cache ? &*cache : nullptr);
+}
+
+result<install_report> install(const install_request& request_in) {
+    install_request request = request_in;
+    if (!request.budget) {
+        REDIST_TRY(request.budget, make_run_budget());
+    }
+    REDIST_TRY(prefix_lock lock, prefix_lock::acquire(request.prefix, [&] {
+                   if (request.observer) request.observer->on_lock_wait({request.prefix});
+               }));
+    // A receipt that cannot be read blocks only its own component: fetching
+    // that one again replaces it (commit_stages), the others go on.
+    REDIST_TRY(const receipt_scan scan, scan_receipts(lock.prefix()));
+    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
+    const install_plan plan = plan_install(request, scan.receipts, cache ? &*cache : nullptr);
+    // An exact install cannot tell whether a component it cannot read is named: as for remove, refused.
+    for (const auto& u : scan.unreadable)
+        if (!request.keep_unlisted && !std::any_of(plan.items.begin(), plan.items.end(), [&](const auto& item) {
+                return item.component == u.component && (u.product.empty() || item.product == u.product);
+            }))
+            return u.why;
+    // Without a cache the download streams: only the unpacked bytes land on disk.
+    if (request.check_free_space)
+        REDIST_TRY_VOID(check_free_space(request.prefix, plan.unpack_bytes, cache ? cache->root() : fs::path(),
+                                         plan.download_bytes));
+
+    install_report out;
+    out.prefix = lock.prefix();
+    std::vector<job_result> results(plan.items.size());
     std::vector<std::size_t> todo;
-    for (std::size_t i = 0; i < request.artifacts.size(); ++i) {
-        const artifact& a = request.artifacts[i];
-        component_report& cr = results[i].report;
-        cr.component = a.component;
-        if (auto v = request.component_versions.find(a.component); v != request.component_versions.end())
-            cr.version = v->second;
-        cr.platform = a.platform;
-        cr.variant = a.variant;
-        cr.url = sanitize_url(join_url(request.artifact_base_url, a.relative_path));
-        cr.sha256 = a.sha256;
-        cr.size = a.size;
-        const auto existing = std::find_if(receipts.begin(), receipts.end(), [&](const receipt& r) {
-            return receipt_current(r, request.product, a, exclude);
-        });
-        if (!request.force && existing != receipts.end()) {
-            cr.unchanged = true;
-            cr.files = existing->files.size();
-            cr.url = existing->url;
-            if (request.observer) request.observer->on_progress({a.component, fetch_stage::unchanged, a.size, a.size});
+    std::vector<component_ref> remove;
+    for (std::size_t k = 0; k < plan.items.size(); ++k) {
+        const planned_artifact& item = plan.items[k];
+        if (item.action == plan_action::remove) {
+            out.removed.push_back({item.product, item.component, item.version, item.release_label, item.files});
+            remove.push_back({item.product, item.component});
             continue;
         }
-        todo.push_back(i);
+        const release_plan& release = request.releases[item.release];
+        const artifact& a = release.artifacts[item.artifact];
+        const receipt* current = item.action == plan_action::unchanged
+                                     ? current_receipt(request, release, a, scan.receipts)
+                                     : nullptr;
+        results[k].report = initial_report(release, a, current);
+        if (!current) {
+            todo.push_back(k);
+        } else if (request.observer) {
+            request.observer->on_progress({a.component, fetch_stage::unchanged, a.size, a.size});
+        }
     }
-
-    // Largest archive first: with fewer job slots than artifacts (2 cores, 9
-    // components) the longest download and decode starts at once instead of
-    // after the small ones (longest-processing-time-first scheduling; the
-    // decoder pool's bulk lane favours the largest archive the same way).
-    std::stable_sort(todo.begin(), todo.end(), [&](std::size_t x, std::size_t y) {
-        return request.artifacts[x].size > request.artifacts[y].size;
-    });
-
-    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
-    std::atomic<bool> local_abort{false};
-    std::atomic<bool>& abort_all = request.cancel ? *request.cancel : local_abort;
-    // The run's thread budget (--threads), not every core of the machine.
-    const unsigned thread_budget = request.budget ? request.budget->threads() : run_budget::machine_limits().threads;
-    std::vector<std::uint64_t> sizes;
-    sizes.reserve(todo.size());
-    for (const std::size_t i : todo) sizes.push_back(request.artifacts[i].size);
-    const unsigned workers = request.jobs ? request.jobs : default_jobs(sizes, thread_budget);
-    for_each_index(todo.size(), workers, &abort_all, [&](std::size_t k) {
-        const std::size_t i = todo[k];
-        run_job(request, lock, cache, request.artifacts[i], abort_all, results[i]);
-    });
-
-    std::optional<error> first_failure;
-    for (const std::size_t i : todo) {
-        auto& f = results[i].failure;
-        if (f && (!first_failure || first_failure->code == error_code::cancelled)) first_failure = *f;
-        if (!f && !results[i].staged && !first_failure)
-            first_failure = make_error(error_code::cancelled, "not installed");
-    }
-    // Stopped from outside (install_request::cancel) after every stage was made: still nothing is committed.
-    if (!first_failure && abort_all.load()) first_failure = make_error(error_code::cancelled, "interrupted");
-    for (const std::size_t i : todo) {
-        if (first_failure) break;
-        auto applied = apply_exclude(*results[i].staged, exclude);
-        if (!applied.ok()) first_failure = std::move(applied).error_value();
-        else results[i].report.files = results[i].staged->new_receipt.files.size();
-    }
-    if (first_failure) {
-        discard_stages(lock);
-        return *first_failure;
-    }
-    for (const std::size_t i : todo) out.staged.push_back(std::move(*results[i].staged));
-    for (auto& r : results) out.report.components.push_back(std::move(r.report));
+    REDIST_TRY(std::vector<staged_component> staged, run_jobs(request, lock, cache, plan, todo, results));
+    for (std::size_t r = 0; r < request.releases.size(); ++r)
+        out.releases.push_back({request.releases[r].product, request.releases[r].label, {}});
+    for (std::size_t k = 0; k < plan.items.size(); ++k)
+        if (plan.items[k].action != plan_action::remove)
+            out.releases[plan.items[k].release].components.push_back(std::move(results[k].report));
+    if (staged.empty() && remove.empty()) return out;
+    notify_components(request, out, fetch_stage::committing);
+    debug_pause("before-commit");
+    REDIST_TRY_VOID(commit_stages_removing(lock, std::move(staged), remove, request.overwrite_unowned));
+    request.budget->mark("committed");
+    notify_components(request, out, fetch_stage::done);
     return out;
 }
 

@@ -257,16 +257,23 @@ variant_choice choose_cuda_variant(const manifest& m, const std::string& platfor
     const std::vector<int> offered = available_cuda_majors(m, platform, components);
     if (explicit_major) return {explicit_major, "--cuda " + std::to_string(*explicit_major)};
     if (offered.empty()) return {std::nullopt, "the selected artifacts have no CUDA variants"};
+    // The newest variant every variant-only component offers, as
+    // select_artifacts() defaults (else the newest, which then fails there
+    // naming the laggard): one lagging component does not break the default.
+    const auto selects = [&](std::optional<int> major) { return select_artifacts(m, {platform, major, components}); };
+    const auto common = selects(std::nullopt);
+    const int newest = common.ok() && common->cuda_major ? *common->cuda_major : offered.back();
     std::string offered_text;
     for (int major : offered) offered_text += (offered_text.empty() ? "" : ", ") + std::to_string(major);
     if (detected) {
-        if (std::find(offered.begin(), offered.end(), detected->major) != offered.end())
-            return {detected->major, "detected CUDA " + detected->version + " (" + detected->reason + ")"};
-        return {offered.back(), "detected CUDA " + detected->version + " (" + detected->reason +
-                                    ") but the manifest offers only " + offered_text + "; using the newest"};
+        const std::string found = "detected CUDA " + detected->version + " (" + detected->reason + ")";
+        const bool has = std::find(offered.begin(), offered.end(), detected->major) != offered.end();
+        if (has && selects(detected->major).ok()) return {detected->major, found};
+        return {newest, found + " but the selected components do not all offer it (offered: " + offered_text +
+                            "); using CUDA " + std::to_string(newest)};
     }
-    return {offered.back(),
-            "no CUDA toolkit found; using the newest variant in the manifest (offered: " + offered_text + ")"};
+    return {newest, "no CUDA toolkit found; using the newest variant every selected component offers (offered: " +
+                        offered_text + ")"};
 }
 
 }  // namespace redist

@@ -551,6 +551,12 @@ bool blob_cache::has_blob(const std::string& sha256) const {
     return is_sha256_hex(sha256) && ::lstat(blob_path(sha256).c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
+bool blob_cache::has_tree(const std::string& sha256) const {
+    struct stat st {};
+    return is_sha256_hex(sha256) && ::lstat((trees_ / sha256 / ".redist-tree.json").c_str(), &st) == 0 &&
+           S_ISREG(st.st_mode);
+}
+
 result<blob_lock> blob_cache::lock_blob(const std::string& sha256, const std::function<void()>& on_wait) const {
     // The digest becomes a file name here first: nothing else may.
     if (!is_sha256_hex(sha256))

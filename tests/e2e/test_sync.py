@@ -81,6 +81,104 @@ def file_sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+class OneTransaction:
+    """`sync` and `fetch` are two front ends of one install(): the same
+    receipts, the same --profile stages, the same thread budget, and the same
+    --dry-run plan. Mixed into Sync (its fixture and helpers)."""
+
+    def fetch(self, prefix, product, version, *args, cache=None):
+        return support.run_tool("redist", "fetch", product, version, "--prefix", prefix, "--platform", "linux-x86_64",
+                                "--base-url", self.server.url(), "--cache-dir", cache or self.cache, "--no-check",
+                                *args, check=True)
+
+    def comparable_receipts(self, prefix):
+        out = self.receipts(prefix)
+        for r in out.values():
+            r.pop("installed_at", None)
+        return out
+
+    def profile_stages(self, stderr):
+        lines = [line for line in stderr.splitlines() if line.startswith("profile: ")]
+        self.assertTrue(lines, stderr)
+        return lines[0], {line.split()[1] for line in lines[1:]}
+
+    def test_sync_and_fetch_write_identical_receipts(self):
+        self.write_project(products=("cudnn", "nccl"))
+        self.sync(check=True)
+        fetched = os.path.join(self.dir, "fetched")
+        self.fetch(fetched, "cudnn", "9", "--component", "cudnn", "--cuda", "12",
+                   cache=os.path.join(self.dir, "cache-fetch"))
+        self.fetch(fetched, "nccl", NCCL_LABEL, cache=os.path.join(self.dir, "cache-fetch"))
+        synced = self.comparable_receipts(self.prefix)
+        self.assertEqual(set(synced), {("cudnn", "cudnn"), ("nccl", "nccl")})
+        self.assertEqual(synced, self.comparable_receipts(fetched))
+
+    def test_profile_stages_and_thread_budget_are_fetchs(self):
+        self.write_project(products=("cudnn",))
+        res = self.sync("--no-cache", "--threads", "2", "--profile", check=True)
+        sync_head, sync_stages = self.profile_stages(res.stderr)
+        self.assertTrue(sync_head.startswith("profile: 2 threads,"), sync_head)
+        res = self.fetch(os.path.join(self.dir, "fetched"), "cudnn", "9", "--component", "cudnn", "--cuda", "12",
+                         "--no-cache", "--threads", "2", "--profile")
+        fetch_head, fetch_stages = self.profile_stages(res.stderr)
+        self.assertTrue(fetch_head.startswith("profile: 2 threads,"), fetch_head)
+        self.assertEqual(sync_stages, fetch_stages)
+        self.assertIn("committed", sync_stages)
+
+    def threads_at_mid_download(self, *args):
+        tool = support.BackgroundTool("redist", *args, env={"REDIST_DEBUG_PAUSE": "mid-download"})
+        try:
+            self.assertTrue(tool.wait_for_stderr("redist-debug: paused at mid-download"), tool.stderr)
+            return len(os.listdir(f"/proc/{tool.proc.pid}/task"))
+        finally:
+            tool.kill()
+
+    def test_sync_runs_under_the_thread_budget(self):
+        make_nccl(self.mirror, big=24 << 20)  # large enough to pause half-way
+        self.write_project(products=("nccl",))
+        synced = self.threads_at_mid_download(*self.sync_args("--no-cache", "--threads", "1", "-q"))
+        fetched = self.threads_at_mid_download(
+            "fetch", "nccl", NCCL_LABEL, "--prefix", os.path.join(self.dir, "fetched"), "--platform", "linux-x86_64",
+            "--base-url", self.server.url(), "--no-cache", "--no-check", "--threads", "1", "-q")
+        # The main thread, one job (--threads 1), and the budget's one decoder/writer thread: never one per core.
+        self.assertLessEqual(synced, fetched)
+        self.assertLessEqual(synced, 1 + 1 + 2, f"{synced} threads under --threads 1")
+
+    def test_dry_run_prints_each_plan_kind_and_changes_nothing(self):
+        self.write_project(products=("cuda",))  # cuda_nvcc and cuda_cudart
+        self.server.reset()
+        res = self.sync("--dry-run", check=True)
+        self.assertFalse(os.path.exists(self.prefix), "--dry-run created the prefix")
+        self.assertFalse(os.path.exists(self.lock), "--dry-run wrote the lock file")
+        self.assertEqual([e for e in self.server.log() if e["path"].endswith(".tar.xz")], [])
+        self.assertRegex(res.stdout, r"(?m)^download +cuda +cuda_nvcc ")
+        self.assertIn("plan: 2 to download", res.stdout)
+        self.sync(check=True)  # the archives are now in the cache
+        shutil.rmtree(self.prefix)
+        res = self.sync("--dry-run", check=True)
+        self.assertRegex(res.stdout, r"(?m)^cached-archive +cuda +cuda_nvcc ")
+        self.sync(check=True)  # installed from the cache: now its tree is kept too
+        shutil.rmtree(self.prefix)
+        self.assertRegex(self.sync("--dry-run", check=True).stdout, r"(?m)^cached-tree +cuda +cuda_nvcc ")
+        self.sync(check=True)
+        self.write_project(products=("cuda",), cuda_components='["cuda_nvcc"]')
+        before = support.tree_snapshot(self.prefix)
+        res = self.sync("--dry-run", check=True)
+        self.assertRegex(res.stdout, r"(?m)^unchanged +cuda +cuda_nvcc ")
+        self.assertRegex(res.stdout, r"(?m)^remove +cuda +cuda_cudart ")
+        self.assertIn("1 unchanged, 1 to remove", res.stdout)
+        self.assertEqual(support.tree_snapshot(self.prefix), before)
+        # fetch prints the same plan
+        fetched = os.path.join(self.dir, "fetched")
+        res = self.fetch(fetched, "cuda", "12.9.1", "--component", "cuda_nvcc", "--dry-run",
+                         cache=os.path.join(self.dir, "empty-cache"))
+        self.assertRegex(res.stdout, r"(?m)^download +cuda +cuda_nvcc ")
+        self.assertFalse(os.path.exists(fetched), "fetch --dry-run created the prefix")
+        self.fetch(fetched, "cuda", "12.9.1", "--component", "cuda_nvcc")
+        res = self.fetch(fetched, "cuda", "12.9.1", "--component", "cuda_nvcc", "--dry-run")
+        self.assertRegex(res.stdout, r"(?m)^unchanged +cuda +cuda_nvcc ")
+
+
 class SyncCase(unittest.TestCase):
     """A project of three products over the fault server, and its helpers (no tests)."""
 
@@ -150,7 +248,7 @@ class SyncCase(unittest.TestCase):
 
 
 
-class Sync(SyncCase):
+class Sync(OneTransaction, SyncCase):
     def test_union_noop_locked_and_frozen(self):
         self.server.reset()
         res = self.sync(check=0)
@@ -585,3 +683,4 @@ file(WRITE "{result}" "${{out}}")
 
 if __name__ == "__main__":
     unittest.main()
+

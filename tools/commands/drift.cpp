@@ -89,16 +89,17 @@ redist::result<void> watch_manifest_drift(const source_options& source, bool str
 void record_artifacts(const source_options& source, bool quiet, const redist::install_report& report) {
     auto store = open_store(source);
     if (!store) return;
-    for (const auto& c : report.components) {
-        if (c.url.empty() || c.unchanged) continue;
-        auto check = store->check(c.url, c.sha256);
-        if (check.ok() && check->changed && !quiet)
-            // The manifest vouched for the new bytes (the install verified them), so this is
-            // a note: the file at this URL was replaced since it was last fetched.
-            say("warning: upstream drift: " + redist::sanitize_url(c.url) + " now serves sha256 " + c.sha256 +
-                " (was " + check->previous->sha256 + ", last seen " + check->previous->last_seen + ")");
-        if (auto rec = store->record(c.url, c.sha256, c.size); !rec.ok()) warn(quiet, rec.error_value());
-    }
+    for (const auto& r : report.releases)
+        for (const auto& c : r.components) {
+            if (c.url.empty() || c.unchanged) continue;
+            auto check = store->check(c.url, c.sha256);
+            if (check.ok() && check->changed && !quiet)
+                // The manifest vouched for the new bytes (the install verified them), so this is
+                // a note: the file at this URL was replaced since it was last fetched.
+                say("warning: upstream drift: " + redist::sanitize_url(c.url) + " now serves sha256 " + c.sha256 +
+                    " (was " + check->previous->sha256 + ", last seen " + check->previous->last_seen + ")");
+            if (auto rec = store->record(c.url, c.sha256, c.size); !rec.ok()) warn(quiet, rec.error_value());
+        }
 }
 
 }  // namespace redist_tools

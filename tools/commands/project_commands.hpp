@@ -27,11 +27,12 @@ struct project_lock_options {
     std::vector<std::string> products;  // --product P (with --upgrade): only these
     bool strict = false;                // --strict: manifest drift is an error (exit 5)
     bool quiet = false;
+    bool dry_run = false;  // sync --dry-run: resolve, but write no lock
     source_options source;
 };
 // Registers --file, --lock-file, --upgrade, --product and --strict (the
 // source options are registered by the caller).
-void add_project_lock_options(CLI::App& cmd, project_lock_options& options);
+void add_project_lock_options(CLI::App& cmd, project_lock_options& options, bool with_strict = true);
 // `redist lock` in a project: resolves what changed (or what --upgrade
 // names), writes the lock when it changed, installs nothing. Returns the exit code.
 int run_project_lock(const project_lock_options& options);

@@ -10,7 +10,6 @@
 #include <optional>
 
 #include "commands/project_commands.hpp"
-#include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/atomic_write.hpp"
 #include "redist/json_writer.hpp"
@@ -36,10 +35,8 @@ struct sync_args {
     std::vector<std::string> exclude;
     bool locked = false;
     bool frozen = false;
-    bool force = false;
     bool keep_unlisted = false;
-    bool json = false;
-    unsigned jobs = 0;
+    install_flags install;  // as fetch's (add_install_flags)
 };
 
 redist::result<std::string> read_small_file(const std::string& path, std::size_t max_bytes, const char* what) {
@@ -181,7 +178,7 @@ redist::result<redist::project_lock> resolve_and_lock(const project_lock_options
         auto old = read_small_file(p.lock_path, redist::kMaxLockFileBytes, "lock file");
         return old.ok() && *old == text;
     }();
-    if (!same) {
+    if (!same && !o.dry_run) {  // --dry-run writes no lock either
         // Atomically: a reader (or a crash) sees the old lock or the new one, and
         // nothing a checkout holds at the name (or at a temp name) is written through.
         REDIST_TRY_VOID(redist::atomic_write(p.lock_path, text, redist::durability::full));
@@ -216,7 +213,7 @@ redist::result<redist::project_lock> lock_for_sync(const sync_args& args, const 
 
 }  // namespace
 
-void add_project_lock_options(CLI::App& cmd, project_lock_options& o) {
+void add_project_lock_options(CLI::App& cmd, project_lock_options& o, bool with_strict) {
     cmd.add_option("--file", o.file,
                    "The project file (default: redist.toml in this directory or the nearest parent, up to the "
                    "repository root)")
@@ -229,7 +226,7 @@ void add_project_lock_options(CLI::App& cmd, project_lock_options& o) {
     cmd.add_option("--product", o.products, "With --upgrade: only this product (repeatable)")
         ->needs(upgrade)
         ->type_name("P");
-    add_strict_flag(cmd, o.strict);
+    if (with_strict) add_strict_flag(cmd, o.strict);
 }
 
 int run_project_lock(const project_lock_options& options) {
@@ -276,14 +273,13 @@ redist::error explain_lock_mismatch(redist::error e, const redist::project_lock&
 
 // --json: what landed, per product, with the libraries directly in lib/ (for
 // redist_fetch(FILE ...) in RedistFetch.cmake, which defines a target for each).
-int print_json(const redist::multi_install_request& req, const std::string& platform,
-               const redist::multi_install_report& report) {
-    const auto& reports = report.products;
-    auto receipts = redist::read_receipts(req.prefix);
+int print_json(const std::string& platform, const redist::install_report& report) {
+    const auto& reports = report.releases;
+    auto receipts = redist::read_receipts(report.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
     redist::json_writer w(2);
     w.begin_object();
-    w.field("prefix", req.prefix.string());
+    w.field("prefix", report.prefix.string());
     w.field("platform", platform);
     w.key("products").begin_array();
     for (const auto& r : reports) {
@@ -348,9 +344,11 @@ void warn_unmatched_excludes(const std::filesystem::path& prefix, const std::vec
 }
 
 int run_sync(sync_args args) {
-    if (args.json) args.quiet = true;
+    if (args.install.json) args.install.quiet = true;
     args.lock.source = args.source;
-    args.lock.quiet = args.quiet;
+    args.lock.quiet = args.install.quiet;
+    args.lock.strict = args.install.strict;
+    args.lock.dry_run = args.install.dry_run;
     auto loaded = load_project(args.lock);
     if (!loaded.ok()) return report_error(loaded.error_value());
     redist::project_file* project = &loaded->project;
@@ -380,57 +378,22 @@ int run_sync(sync_args args) {
     auto plans = redist::plans_for_platform(*lock, platform);
     if (!plans.ok()) return report_error(std::move(plans).error_value().with_source(lock_path));
 
-    redist::multi_install_request req;
+    redist::install_request req;
     req.prefix = project->prefix;
-    for (auto& p : *plans)
-        req.products.push_back(
-            {p.product, p.label, p.artifact_base_url, std::move(p.artifacts), std::move(p.component_versions)});
+    req.releases = std::move(plans).value();
     req.exclude = project->exclude;
     for (const auto& g : args.exclude)
         if (std::find(req.exclude.begin(), req.exclude.end(), g) == req.exclude.end()) req.exclude.push_back(g);
-    req.options.force = args.force;
     req.keep_unlisted = args.keep_unlisted;
-    req.options.jobs = args.jobs;
-    req.options.transfer = args.source.transfer();
-    req.options.sources = args.source.policy();
-    if (args.source.mirrors.empty() && !project->mirrors.empty()) req.options.sources.mirrors = project->mirrors;
-    console_observer observer(args.quiet);  // lock waits, retries and source changes
-    req.options.observer = &observer;
-    auto done = redist::install_all(req);
-    if (!done.ok()) return report_error(explain_lock_mismatch(std::move(done).error_value(), *lock, platform));
-    if (!args.quiet || args.json) warn_unmatched_excludes(req.prefix, req.exclude);
-    const auto& reports = done->products;
-
-    if (args.json) {
-        for (const auto& r : reports) record_artifacts(args.source, true, r);
-        return print_json(req, platform, *done);
-    }
-    std::size_t installed = 0, unchanged = 0;
-    for (const auto& r : reports) {
-        record_artifacts(args.source, args.quiet, r);  // drift watching (issue 12)
-        for (const auto& c : r.components) {
-            if (c.unchanged) {
-                ++unchanged;
-                continue;
-            }
-            ++installed;
-            if (!args.quiet)
-                std::printf("installed %s %s %s: %zu files, %s\n", printable(r.product).c_str(),
-                            printable(c.component).c_str(), printable(c.version).c_str(), c.files,
-                            human_size(c.size).c_str());
-        }
-    }
-    if (!args.quiet) {
-        for (const auto& r : done->removed)
-            std::printf("removed %s %s %s: %zu files (no longer in the project)\n", printable(r.product).c_str(),
-                        printable(r.component).c_str(), printable(r.version).c_str(), r.files);
-        const auto count = [](std::size_t n, const char* noun) {
-            return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
-        };
-        std::printf("%s: %s for %s: %s installed, %zu unchanged, %zu removed\n", printable(req.prefix.string()).c_str(),
-                    count(reports.size(), "product").c_str(), printable(platform).c_str(),
-                    count(installed, "component").c_str(), unchanged, done->removed.size());
-    }
+    req.transfer = args.source.transfer();
+    req.sources = args.source.policy();
+    if (args.source.mirrors.empty() && !project->mirrors.empty()) req.sources.mirrors = project->mirrors;
+    std::optional<redist::install_report> report;
+    const auto explain = [&](redist::error e) { return explain_lock_mismatch(std::move(e), *lock, platform); };
+    if (const int code = run_install(args.install, req, report, platform, explain); code != 0 || !report) return code;
+    if (!args.install.quiet || args.install.json) warn_unmatched_excludes(req.prefix, req.exclude);
+    record_artifacts(args.source, args.install.quiet, *report);  // drift watching (issue 12)
+    if (args.install.json) return print_json(platform, *report);
     return 0;
 }
 
@@ -439,7 +402,7 @@ int run_sync(sync_args args) {
 void add_sync_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<sync_args>();
     auto* cmd = app.add_subcommand("sync", "Install every product of a project file (redist.toml) in one transaction");
-    add_project_lock_options(*cmd, args->lock);
+    add_project_lock_options(*cmd, args->lock, /*with_strict=*/false);  // --strict: add_install_flags
     cmd->add_option("--platform", args->platform, "Install this listed platform (default: this machine's)")
         ->check(platform_check())
         ->type_name("P");
@@ -460,14 +423,10 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
                   "Install what redist.lock pins as it is, without checking it against the project file; "
                   "never write it, never re-resolve (as uv and pixi)")
         ->excludes(locked);
-    cmd->add_flag("--force", args->force, "Reinstall even if the receipts say it is installed");
     cmd->add_flag("--keep-unlisted", args->keep_unlisted,
                   "Keep components in the prefix that the project does not name (by default they are removed, "
                   "also those a plain `redist fetch` installed there)");
-    cmd->add_flag("--quiet,-q", args->quiet, "Print only errors");
-    cmd->add_flag("--json", args->json,
-                  "Print one JSON object: the prefix, per product its components and libraries, and what was removed");
-    cmd->add_option("--jobs,-j", args->jobs, "Artifacts downloaded at once (default: cores)")->type_name("N");
+    add_install_flags(*cmd, args->install);
     add_source_options(*cmd, args->source);
     cmd->footer(
         "\nredist.lock is authoritative (as uv's and pixi's locks): a product whose version spec and\n"

@@ -232,7 +232,24 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
     app.add_option("--locked", options.locked,
                    "Install exactly what this lock file (from `redist lock`) pins; never re-resolve")
         ->type_name("FILE");
-    app.add_flag("--force", options.force, "Reinstall even if the receipts say it is installed");
+    add_install_flags(app, options.install);
+    app.add_flag("--check", options.check,
+                 "Run the full `redist check` after installing and fail (exit 11) when a check fails: it runs code "
+                 "from the installed libraries (every one loaded, RTLD_NOW, in child processes whose process groups "
+                 "are killed whole at the timeout; the driver is always the system's). Without it a quick check "
+                 "runs and only warns: it reads files only (DT_NEEDED and symbol-version resolution, versions from "
+                 "file names and headers, shadowing copies) and asks the system's driver its version; nothing "
+                 "installed is run");
+    app.add_flag("--no-check", options.no_check, "Skip the post-install checks (see `redist check`)");
+}
+
+void add_install_flags(CLI::App& app, install_flags& options) {
+    app.add_flag("--force", options.force,
+                 "Reinstall even if the receipts say it is installed, replacing files in the prefix that no "
+                 "receipt owns");
+    app.add_flag("--dry-run", options.dry_run,
+                 "Print the plan (per artifact: unchanged, cached-tree, cached-archive, download or remove, with "
+                 "sizes and totals) and exit; nothing is written into the prefix and no archive is downloaded");
     add_strict_flag(app, options.strict);
     app.add_option("--link-mode", options.link_mode,
                    "How a cached extracted tree is placed on re-installs: auto (reflink where possible, else copy; the "
@@ -265,14 +282,6 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                  "archive and writing its cache copy; wait: the unpacker is behind), decoder (busy: decoding xz "
                  "blocks, on any thread), extractor, writers");
     add_report_flags(app, options.json, options.quiet, "Print one JSON report at the end instead of progress");
-    app.add_flag("--check", options.check,
-                 "Run the full `redist check` after installing and fail (exit 11) when a check fails: it runs code "
-                 "from the installed libraries (every one loaded, RTLD_NOW, in child processes whose process groups "
-                 "are killed whole at the timeout; the driver is always the system's). Without it a quick check "
-                 "runs and only warns: it reads files only (DT_NEEDED and symbol-version resolution, versions from "
-                 "file names and headers, shadowing copies) and asks the system's driver its version; nothing "
-                 "installed is run");
-    app.add_flag("--no-check", options.no_check, "Skip the post-install checks (see `redist check`)");
 }
 
 void add_report_flags(CLI::App& app, bool& json, bool& quiet, const std::string& json_help) {

@@ -53,33 +53,52 @@ struct selection_options {
 };
 void add_selection_options(CLI::App& app, selection_options& options, bool platform_default_is_host);
 
-// Everything `redist fetch` and `cudnn-fetch` take.
-struct fetch_options {
-    source_options source;
-    selection_options selection;
-    std::string product;
-    std::string version = "latest";
-    std::string prefix;
-    std::string locked;              // --locked FILE
-    bool all = false;                // --all: every component but the driver's (see redist::unnamed_components)
+// The install flags `fetch` and `sync` share, registered once (add_install_flags).
+struct install_flags {
     std::string link_mode = "auto";  // --link-mode
-    bool force = false;
-    bool strict = false;  // --strict: upstream drift is an error (exit 5)
+    bool force = false;              // --force: reinstall, and replace files no receipt owns
+    bool strict = false;             // --strict: upstream drift is an error (exit 5)
     bool json = false;
     bool quiet = false;
+    bool dry_run = false;  // --dry-run: print the plan, change nothing
     unsigned jobs = 0;
     unsigned max_expansion = 20;   // --max-expansion (see redist::install_request)
-    bool check = false;            // --check: a failed post-install check is an error (exit 11)
-    bool no_check = false;         // --no-check: skip the post-install checks
     int connections = 0;           // --connections N (see install_request::connections); 0 = the default
     std::uint64_t max_memory = 0;  // --max-memory SIZE (see redist/budget.hpp); 0 = the default
     unsigned threads = 0;          // --threads N; 0 = the cores
     bool profile = false;          // --profile or REDIST_PROFILE=1: per-stage times on stderr
 };
+void add_install_flags(CLI::App& app, install_flags& flags);
+
+// Everything `redist fetch` and `cudnn-fetch` take.
+struct fetch_options {
+    source_options source;
+    selection_options selection;
+    install_flags install;
+    std::string product;
+    std::string version = "latest";
+    std::string prefix;
+    std::string locked;     // --locked FILE
+    bool all = false;       // --all: every component but the driver's (see redist::unnamed_components)
+    bool check = false;     // --check: a failed post-install check is an error (exit 11)
+    bool no_check = false;  // --no-check: skip the post-install checks
+};
 void add_fetch_flags(CLI::App& app, fetch_options& options);
 // --strict, as `redist fetch` and `redist sync` take it: a manifest that
 // differs from the one its URL served before (drift) is an error (exit 5).
 void add_strict_flag(CLI::App& app, bool& strict);
+
+// The one install front end of fetch and sync: fills `req`'s options from
+// the flags and the sources (req.prefix, releases, exclude and keep_unlisted
+// are the caller's; so are req.sources when set), then with --dry-run prints
+// the plan and returns 0 leaving `report` empty; otherwise installs with the
+// progress display, stops cleanly on Ctrl-C (exit 130, nothing committed),
+// prints --profile and, without --json or --quiet, the summary
+// (print_install_summary), and sets `report`. `explain`, when set, rewrites
+// an install error before it is printed. Returns the exit code.
+int run_install(const install_flags& flags, redist::install_request& req,
+                std::optional<redist::install_report>& report, const std::string& platform,
+                const std::function<redist::error(redist::error)>& explain = {});
 
 // Fills a release_request from the options (base URL, manifest, pin, mirrors, cache).
 redist::release_request make_release_request(const source_options& source, const std::string& product,

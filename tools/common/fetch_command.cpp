@@ -26,14 +26,16 @@
 namespace redist_tools {
 namespace {
 
+// fetch --json: its one release.
 void print_json_report(const redist::install_report& report, const std::optional<redist::check_report>& check) {
+    const redist::release_report& release = report.releases.front();
     redist::json_writer w(2);
     w.begin_object();
     w.field("prefix", report.prefix.string());
-    w.field("product", report.product);
-    w.field("release_label", report.release_label);
+    w.field("product", release.product);
+    w.field("release_label", release.release_label);
     w.key("components").begin_array();
-    for (const auto& c : report.components) {
+    for (const auto& c : release.components) {
         w.begin_object();
         w.field("component", c.component);
         w.field("version", c.version);
@@ -63,15 +65,6 @@ void print_json_report(const redist::install_report& report, const std::optional
 
 namespace {
 
-// What to install: the artifacts, and the release they come from.
-struct install_plan {
-    std::string product;
-    std::string label;
-    std::string artifact_base_url;
-    std::vector<redist::artifact> artifacts;
-    std::map<std::string, std::string> versions;
-};
-
 // VERSION beside --manifest or --locked must name the release they hold
 // (it is not used to resolve anything). Outcomes: ok | usage.
 redist::result<void> check_version_agrees(const fetch_options& options, const std::string& label,
@@ -82,11 +75,11 @@ redist::result<void> check_version_agrees(const fetch_options& options, const st
 }
 
 // Resolves PRODUCT VERSION (or --manifest) and selects artifacts.
-redist::result<install_plan> plan_from_manifest(const fetch_options& options, bool chatty) {
+redist::result<redist::release_plan> plan_from_manifest(const fetch_options& options, bool chatty) {
     REDIST_TRY(const std::string spec,
                redist::release_spec_for_cuda(options.product, options.version, options.selection.cuda));
     auto release_req = make_release_request(options.source, options.product, spec);
-    console_observer observer(options.quiet);  // retries of the index and manifest
+    console_observer observer(options.install.quiet);  // retries of the index and manifest
     release_req.observer = &observer;
     REDIST_TRY(const auto release, redist::resolve_release(release_req, options.source.transfer()));
     if (!options.source.manifest.empty())
@@ -94,7 +87,7 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
     // Drift watching (issue 12): a manifest that differs from the one this URL served before
     // (not for a local file given with --manifest: that is the user's own document).
     if (options.source.manifest.empty() || !redist::is_file_url(redist::to_url(options.source.manifest)))
-        REDIST_TRY_VOID(watch_manifest_drift(options.source, options.strict, options.quiet, release));
+        REDIST_TRY_VOID(watch_manifest_drift(options.source, options.install.strict, options.install.quiet, release));
     const redist::manifest& m = release.parsed;
     REDIST_TRY(const std::string platform, effective_platform(options.selection));
     const auto choice = redist::choose_cuda_variant(
@@ -124,12 +117,9 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
         }
         std::fflush(stdout);
     }
-    install_plan plan;
-    plan.product = release.product;
-    plan.label = release.label;
-    plan.artifact_base_url = release.artifact_base_url;
-    plan.artifacts = std::move(selection->artifacts);
-    for (const auto& c : m.components) plan.versions[c.key] = c.version;
+    redist::release_plan plan{
+        release.product, release.label, release.artifact_base_url, std::move(selection->artifacts), {}};
+    for (const auto& c : m.components) plan.component_versions[c.key] = c.version;
     return plan;
 }
 
@@ -149,7 +139,7 @@ redist::result<redist::resolved_release> reread_locked_manifest(const fetch_opti
         req.manifest_location = lock.manifest_url;
         req.product.clear();
     }
-    console_observer observer(options.quiet);  // retries and source changes
+    console_observer observer(options.install.quiet);  // retries and source changes
     req.observer = &observer;
     return redist::resolve_release(req, options.source.transfer());
 }
@@ -159,7 +149,7 @@ redist::result<redist::resolved_release> reread_locked_manifest(const fetch_opti
 // that changed upstream is a hard error. Every URL in the lock is checked as
 // a source first (check_lock_sources): a file:// URL only under a local
 // mirror or base the user named.
-redist::result<install_plan> plan_from_lock(const fetch_options& options, bool chatty) {
+redist::result<redist::release_plan> plan_from_lock(const fetch_options& options, bool chatty) {
     REDIST_TRY(const std::string text,
                redist::fetch_text(redist::to_url(options.locked), options.source.transfer(), 16u << 20));
     REDIST_TRY(const auto lock, redist::lockfile_from_json(text, options.locked));
@@ -169,18 +159,18 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
     std::vector<std::string> notes;
     REDIST_TRY(auto locked,
                redist::plan_from_lock(lock, platform, options.selection.cuda, options.selection.components, &notes));
-    if (!options.quiet)
+    if (!options.install.quiet)
         for (const auto& note : notes)
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
     const auto upstream = reread_locked_manifest(options, lock);
     // Drift watching (issue 12): with a lock file, upstream drift is an error.
-    if (upstream.ok()) REDIST_TRY_VOID(watch_manifest_drift(options.source, true, options.quiet, *upstream));
+    if (upstream.ok()) REDIST_TRY_VOID(watch_manifest_drift(options.source, true, options.install.quiet, *upstream));
     if (!upstream.ok()) {
-        if (!options.quiet)
+        if (!options.install.quiet)
             std::fprintf(stderr, "%s: warning: cannot re-read the locked manifest (%s); installing the locked hashes\n",
                          tool_name.c_str(), printable(upstream.error_value().describe()).c_str());
     } else if (upstream->manifest_sha256 != lock.manifest_sha256) {
-        if (!options.quiet)
+        if (!options.install.quiet)
             std::fprintf(stderr,
                          "%s: warning: the upstream manifest changed since it was locked (%s); "
                          "installing the locked hashes\n",
@@ -200,13 +190,7 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
                     printable(platform).c_str());
         std::fflush(stdout);
     }
-    install_plan plan;
-    plan.product = std::move(locked.product);
-    plan.label = std::move(locked.label);
-    plan.artifact_base_url = std::move(locked.artifact_base_url);
-    plan.artifacts = std::move(locked.artifacts);
-    plan.versions = std::move(locked.component_versions);
-    return plan;
+    return locked;
 }
 
 }  // namespace
@@ -240,13 +224,14 @@ void print_profile(const redist::run_profile& p) {
     }
 }
 
-void preflight(const install_plan& plan, redist::driver_query& driver_query) {
+void preflight(const redist::release_plan& plan, redist::driver_query& driver_query) {
     std::optional<int> major;
     std::string version = plan.label;
     for (const auto& a : plan.artifacts) {
         if (!a.variant) continue;
         major = a.cuda_major();
-        if (auto it = plan.versions.find(a.component); it != plan.versions.end()) version = it->second;
+        if (auto it = plan.component_versions.find(a.component); it != plan.component_versions.end())
+            version = it->second;
         break;
     }
     if (!major) return;
@@ -270,13 +255,14 @@ std::optional<redist::check_report> post_install_check(const fetch_options& opti
     // the system's driver; nothing installed is loaded or run. --check asks
     // for everything `redist check` does, loading the libraries in children.
     o.depth = options.check ? redist::check_depth::full : redist::check_depth::quick;
-    for (const auto& c : report.components)
-        if (!c.unchanged || options.check) o.components.push_back(c.component);
+    for (const auto& r : report.releases)
+        for (const auto& c : r.components)
+            if (!c.unchanged || options.check) o.components.push_back(c.component);
     if (o.components.empty()) return std::nullopt;
     if (driver_query) o.driver_asked = &driver_query->wait();
     auto result = redist::run_checks(o);
     if (!result.ok()) {
-        if (!options.quiet)
+        if (!options.install.quiet)
             std::fprintf(stderr, "%s: warning: the post-install check could not run: %s\n", tool_name.c_str(),
                          printable(result.error_value().describe()).c_str());
         return std::nullopt;
@@ -288,7 +274,7 @@ std::optional<redist::check_report> post_install_check(const fetch_options& opti
 int render_post_install_check(const fetch_options& options, const redist::check_report& checked) {
     const auto failures = checked.count(redist::check_severity::failure);
     if (failures == 0) {
-        if (options.quiet || options.json || checked.elf_files == 0) return 0;
+        if (options.install.quiet || options.install.json || checked.elf_files == 0) return 0;
         if (checked.depth == redist::check_depth::full)
             std::printf("checked: %zu libraries resolve and load (%.2f s; details: redist check --prefix %s)\n",
                         checked.loaded, checked.seconds, redist::escape_for_display(options.prefix).c_str());
@@ -298,14 +284,14 @@ int render_post_install_check(const fetch_options& options, const redist::check_
         return 0;
     }
     if (options.check) {
-        if (!options.json)
+        if (!options.install.json)
             for (const auto& f : checked.findings)
                 if (f.severity == redist::check_severity::failure)
                     std::fprintf(stderr, "%s\n", format_finding(f).c_str());
         std::fprintf(stderr, "%s: error: %zu post-install checks failed (--check)\n", tool_name.c_str(), failures);
         return redist::exit_code_for(redist::error_code::check_failed);
     }
-    if (!options.quiet) {
+    if (!options.install.quiet) {
         std::string first;
         for (const auto& f : checked.findings)
             if (f.severity == redist::check_severity::failure && first.empty()) first = f.check + ": " + f.message;
@@ -329,7 +315,7 @@ int report_interrupt(const redist::install_request& req, std::uint64_t received)
 }  // namespace
 
 int run_fetch(const fetch_options& options) {
-    const bool chatty = !options.quiet && !options.json;
+    const bool chatty = !options.install.quiet && !options.install.json;
     // The driver is asked once, from the start (a child process, 20-25 ms
     // with a real GPU): the preflight reads the answer before the download,
     // and the post-install check reuses it rather than asking after the
@@ -338,55 +324,113 @@ int run_fetch(const fetch_options& options) {
     // loads the system's libcuda and NVML, never the prefix's (which it is
     // told, so that no path into it is taken: find_system_driver).
     std::optional<redist::driver_query> driver_query;
-    if (!options.quiet || !options.no_check)
-        driver_query.emplace(default_check_options(options.prefix),
-                             options.quiet && !options.check ? redist::check_depth::quick : redist::check_depth::full);
+    if (!options.install.quiet || !options.no_check)
+        driver_query.emplace(default_check_options(options.prefix), options.install.quiet && !options.check
+                                                                        ? redist::check_depth::quick
+                                                                        : redist::check_depth::full);
     auto planned = options.locked.empty() ? plan_from_manifest(options, chatty) : plan_from_lock(options, chatty);
     if (!planned.ok()) return report_error(planned.error_value());
-    const install_plan& plan = *planned;
-    if (!options.quiet) preflight(plan, *driver_query);  // independent of --no-check, which is about the prefix
+    if (!options.install.quiet)
+        preflight(*planned, *driver_query);  // independent of --no-check, which is about the prefix
 
-    progress_display display(chatty, ::isatty(STDOUT_FILENO) != 0);
     redist::install_request req;
     req.prefix = options.prefix;
-    req.product = plan.product;
-    req.release_label = plan.label;
-    req.artifact_base_url = plan.artifact_base_url;
-    req.artifacts = plan.artifacts;
-    req.component_versions = plan.versions;
-    req.force = options.force;
-    req.tree_link_mode = redist::parse_link_mode(options.link_mode).value();  // validated by CLI11
-    req.jobs = options.jobs;
-    req.connections = options.connections;
-    auto budget = redist::make_run_budget({options.threads, options.max_memory});
-    if (!budget.ok()) return report_error(budget.error_value());
-    req.budget = *budget;
-    req.max_expansion = options.max_expansion;
+    req.releases.push_back(std::move(planned).value());
     req.transfer = options.source.transfer();
     req.sources = options.source.policy();
-    console_observer observer(options.quiet);
+    std::optional<redist::install_report> report;
+    const auto platform = effective_platform(options.selection);
+    if (const int code = run_install(options.install, req, report, platform.ok() ? *platform : std::string());
+        code != 0 || !report)
+        return code;
+    record_artifacts(options.source, options.install.quiet, *report);  // drift watching (issue 12)
+
+    std::optional<redist::check_report> checked;
+    if (!options.no_check) checked = post_install_check(options, *report, driver_query ? &*driver_query : nullptr);
+    if (options.install.json) print_json_report(*report, checked);
+    return checked ? render_post_install_check(options, *checked) : 0;
+}
+
+namespace {
+
+// --dry-run: a line per artifact (action, product, component, size), then the totals.
+void print_plan(const install_flags& flags, const redist::install_plan& plan) {
+    if (flags.json) {
+        redist::json_writer w(2);
+        w.begin_object();
+        w.key("plan").begin_array();
+        for (const auto& item : plan.items) {
+            w.begin_object();
+            w.field("action", redist::to_string(item.action));
+            w.field("product", item.product);
+            w.field("component", item.component);
+            w.field("version", item.version);
+            w.field("size", item.size);
+            w.end_object();
+        }
+        w.end_array();
+        w.field("download_bytes", plan.download_bytes);
+        w.field("unpack_bytes", plan.unpack_bytes);
+        w.end_object();
+        std::printf("%s\n", w.str().c_str());
+        return;
+    }
+    std::map<redist::plan_action, std::size_t> counts;
+    for (const auto& item : plan.items) {
+        ++counts[item.action];
+        std::printf("%-14s %-12s %-28s %10s\n", redist::to_string(item.action), printable(item.product).c_str(),
+                    printable(item.component).c_str(),
+                    item.action == redist::plan_action::remove ? "-" : human_size(item.size).c_str());
+    }
+    std::printf(
+        "plan: %zu to download (%s), %zu from the cache, %zu unchanged, %zu to remove; unpacking needs at "
+        "least %s (dry run: nothing was changed)\n",
+        counts[redist::plan_action::download], human_size(plan.download_bytes).c_str(),
+        counts[redist::plan_action::from_cached_tree] + counts[redist::plan_action::from_cached_blob],
+        counts[redist::plan_action::unchanged], counts[redist::plan_action::remove],
+        human_size(plan.unpack_bytes).c_str());
+}
+
+}  // namespace
+
+int run_install(const install_flags& flags, redist::install_request& req,
+                std::optional<redist::install_report>& report, const std::string& platform,
+                const std::function<redist::error(redist::error)>& explain) {
+    req.reinstall = flags.force;
+    req.overwrite_unowned = flags.force;
+    req.tree_link_mode = redist::parse_link_mode(flags.link_mode).value();  // validated by CLI11
+    req.jobs = flags.jobs;
+    req.connections = flags.connections;
+    req.max_expansion = flags.max_expansion;
+    if (flags.dry_run) {
+        auto plan = redist::plan_install(req);
+        if (!plan.ok()) return report_error(plan.error_value());
+        print_plan(flags, *plan);
+        return 0;
+    }
+    auto budget = redist::make_run_budget({flags.threads, flags.max_memory});
+    if (!budget.ok()) return report_error(budget.error_value());
+    req.budget = *budget;
+    progress_display display(!flags.quiet && !flags.json, ::isatty(STDOUT_FILENO) != 0);
+    console_observer observer(flags.quiet);  // lock waits, retries and source changes
     observer.progress = [&display](const redist::progress_event& e) { display(e); };
     req.observer = &observer;
     const auto started = std::chrono::steady_clock::now();
     std::optional<interrupt_scope> interrupts(std::in_place);
     req.cancel = interrupts->cancel_flag();
-    auto report = redist::install(req);
+    auto done = redist::install(req);
+    req.observer = nullptr;
+    req.cancel = nullptr;
     display.finish();
-    if (!report.ok() && interrupts->interrupted()) return report_interrupt(req, display.bytes_received());
+    if (!done.ok() && interrupts->interrupted()) return report_interrupt(req, display.bytes_received());
     interrupts.reset();  // the post-install check's children get the default handling
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    if (options.profile || profile_requested()) print_profile(redist::profile_of(*req.budget));
-    if (!report.ok()) return report_error(report.error_value());
-    record_artifacts(options.source, options.quiet, *report);  // drift watching (issue 12)
-
-    std::optional<redist::check_report> checked;
-    if (!options.no_check) checked = post_install_check(options, *report, driver_query ? &*driver_query : nullptr);
-    if (options.json) {
-        print_json_report(*report, checked);
-    } else if (!options.quiet) {
-        print_install_summary(*report, seconds);
-    }
-    return checked ? render_post_install_check(options, *checked) : 0;
+    if (flags.profile || profile_requested()) print_profile(redist::profile_of(*req.budget));
+    if (!done.ok()) return report_error(explain ? explain(std::move(done).error_value()) : done.error_value());
+    report = std::move(done).value();
+    if (!flags.json && !flags.quiet) print_install_summary(*report, seconds, platform);
+    return 0;
 }
+
 
 }  // namespace redist_tools

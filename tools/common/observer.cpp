@@ -233,14 +233,17 @@ std::uint64_t progress_display::bytes_received() {
 
 // ---- the summary -----------------------------------------------------------------------
 
-void print_install_summary(const redist::install_report& report, double seconds) {
+namespace {
+
+// One release's part: a line, then a short table of what was installed.
+void print_release_summary(const redist::release_report& release, const std::string& prefix, double seconds,
+                           std::string& unchanged) {
     std::vector<const redist::component_report*> installed;
-    std::string unchanged;
     std::size_t name_width = 0, version_width = 0, from_cache = 0;
     std::uint64_t size = 0;
-    for (const auto& c : report.components) {
+    for (const auto& c : release.components) {
         if (c.unchanged) {
-            unchanged += (unchanged.empty() ? "" : ", ") + printable(c.component);
+            unchanged += (unchanged.empty() ? "" : ", ") + printable(release.product) + " " + printable(c.component);
             continue;
         }
         installed.push_back(&c);
@@ -249,21 +252,40 @@ void print_install_summary(const redist::install_report& report, double seconds)
         size += c.size;
         if (c.from_cache) ++from_cache;
     }
+    if (installed.empty()) return;
+    std::printf("installed %s %s into %s: %zu component%s, %s in %.1f s", printable(release.product).c_str(),
+                printable(release.release_label).c_str(), prefix.c_str(), installed.size(),
+                installed.size() == 1 ? "" : "s", human_size(size).c_str(), seconds);
+    if (from_cache) std::printf(" (%zu from the cache)", from_cache);
+    std::printf("\n");
+    for (const auto* c : installed)
+        std::printf("  %-*s  %-*s  %9s  %zu files%s\n", static_cast<int>(name_width), printable(c->component).c_str(),
+                    static_cast<int>(version_width), printable(c->version).c_str(), human_size(c->size).c_str(),
+                    c->files, c->from_cache ? "  (cache)" : "");
+}
+
+}  // namespace
+
+void print_install_summary(const redist::install_report& report, double seconds, const std::string& platform) {
     const std::string prefix = printable(report.prefix.string());
-    if (!installed.empty()) {
-        std::printf("installed %s %s into %s: %zu component%s, %s in %.1f s", printable(report.product).c_str(),
-                    printable(report.release_label).c_str(), prefix.c_str(), installed.size(),
-                    installed.size() == 1 ? "" : "s", human_size(size).c_str(), seconds);
-        if (from_cache) std::printf(" (%zu from the cache)", from_cache);
-        std::printf("\n");
-        for (const auto* c : installed)
-            std::printf("  %-*s  %-*s  %9s  %zu files%s\n", static_cast<int>(name_width),
-                        printable(c->component).c_str(), static_cast<int>(version_width), printable(c->version).c_str(),
-                        human_size(c->size).c_str(), c->files, c->from_cache ? "  (cache)" : "");
+    std::string unchanged;
+    std::size_t installed = 0, kept = 0;
+    for (const auto& r : report.releases) {
+        print_release_summary(r, prefix, seconds, unchanged);
+        for (const auto& c : r.components) ++(c.unchanged ? kept : installed);
     }
     if (!unchanged.empty())
         std::printf("already installed in %s (receipts match; use --force to reinstall): %s\n", prefix.c_str(),
                     unchanged.c_str());
+    for (const auto& r : report.removed)
+        std::printf("removed %s %s %s: %zu files (no longer in the project)\n", printable(r.product).c_str(),
+                    printable(r.component).c_str(), printable(r.version).c_str(), r.files);
+    const auto count = [](std::size_t n, const char* noun) {
+        return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+    };
+    std::printf("%s: %s for %s: %s installed, %zu unchanged, %zu removed\n", prefix.c_str(),
+                count(report.releases.size(), "product").c_str(), printable(platform).c_str(),
+                count(installed, "component").c_str(), kept, report.removed.size());
 }
 
 }  // namespace redist_tools

@@ -93,10 +93,11 @@ private:
     std::chrono::steady_clock::time_point last_draw_{};
 };
 
-// The summary of an install on stdout: one line for the release, a short
-// table of what was installed (component, version, size, whether it came from
-// the cache), one line naming what was already installed. No URLs (--json
-// has them).
-void print_install_summary(const redist::install_report& report, double seconds);
+// The summary of an install on stdout: per release a line and a short table
+// of what was installed (component, version, size, whether it came from the
+// cache); one line naming what was already installed; a line per removed
+// component; then "<prefix>: N products for <platform>: N components
+// installed, N unchanged, N removed". No URLs (--json has them).
+void print_install_summary(const redist::install_report& report, double seconds, const std::string& platform);
 
 }  // namespace redist_tools
