@@ -569,9 +569,7 @@ private:
     }
 
     error os_error(const char* what, int err) const {
-        return make_error(error_code::filesystem, std::string(what) + ": " + std::strerror(err))
-            .with_path(printable(meta_.path))
-            .with_source(state_->source);
+        return errno_error(what, printable(meta_.path), err).with_source(state_->source);
     }
 
     // The strand: one worker at a time runs it, blocks in order.
@@ -883,9 +881,7 @@ private:
     }
 
     error os_error(const std::string& what, const std::string& path, int err) const {
-        return make_error(error_code::filesystem, what + ": " + std::strerror(err))
-            .with_path(printable(path))
-            .with_source(options_.source);
+        return errno_error(what, printable(path), err).with_source(options_.source);
     }
 
     // Counts `bytes` more of decoded output against the cap.
@@ -1343,10 +1339,7 @@ public:
                 case archive_format::zip: {
                     spool_path_ = stage_ + ".zip.part";
                     spool_ = unique_fd(::open(spool_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-                    if (spool_.get() < 0)
-                        return make_error(error_code::filesystem,
-                                          std::string("cannot create spool file: ") + std::strerror(errno))
-                            .with_path(spool_path_);
+                    if (spool_.get() < 0) return errno_error("cannot create spool file", spool_path_, errno);
                     break;
                 }
                 case archive_format::unknown:
@@ -1623,20 +1616,9 @@ private:
 
     // ---- zip: spool, then extract with the seekable reader
     result<void> spool(const std::byte* data, std::size_t size) {
-        while (size > 0) {
-            const ssize_t n = ::write(spool_.get(), data, size);
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                error e = make_error(error_code::filesystem,
-                                     std::string("cannot write spool file: ") + std::strerror(errno))
-                              .with_path(spool_path_);
-                fail(e);
-                return e;
-            }
-            data += n;
-            size -= static_cast<std::size_t>(n);
-        }
-        return {};
+        auto written = write_all(spool_.get(), data, size, spool_path_);
+        if (!written.ok()) fail(written.error_value());
+        return written;
     }
 
     result<void> extract_zip() {
