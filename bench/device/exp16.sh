@@ -1,6 +1,6 @@
 #!/bin/bash
 # Needs the same patched build as trace16.sh; REDIST_EXP_AFTER_HASH=1 (in that patch) posts a split file's writes
-# after its hash, per MiB. Session 11: no difference (bench/device/exp16-session11-2026-12-01.log); not kept.
+# after its hash, per MiB. Result: no difference (bench/device/exp16-2026-12-01.log); not kept.
 # exp16.sh ROUNDS: paired rounds of floor / redist / redist with REDIST_EXP_AFTER_HASH=1 (same binary)
 set -u; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; exec > >(tee "$OUT/exp16.log") 2>&1
 C=$PWD/.carry; W=/tmp/ge; RL=$W/carry-libs; B=$C/bin

@@ -1,8 +1,8 @@
 #!/bin/bash
 # trace16.sh (GPU machine, repo root, .carry/ carried): per-block and per-file timelines of one archive's install.
-# Needs a cudnn-fetch built with bench/device/trace-session11.patch applied (REDIST_TRACE=1 prints 'T <time> <event>'
-# lines: xz blocks posted/began/decoded/handed, files created/hashed/finished, fetch's steps). Session 11's results:
-# bench/device/trace16-session11-2026-12-01.log; bench/RESULTS.md explains them.
+# Needs a cudnn-fetch built with bench/device/trace.patch applied (REDIST_TRACE=1 prints 'T <time> <event>'
+# lines: xz blocks posted/began/decoded/handed, files created/hashed/finished, fetch's steps). The results:
+# bench/device/trace16-2026-12-01.log; bench/RESULTS.md explains them.
 set -u; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; exec > >(tee "$OUT/trace16.log") 2>&1
 C=$PWD/.carry; W=/tmp/ge; RL=$W/carry-libs; B=$C/bin
 sed -e '/^echo "== nvcc build/,/^(cd \$W\/cm/d' -e '/race\.py/d' -e '/multi\.py/d' "$C/e2e.sh" > "$C/e2e-cudnn.sh"

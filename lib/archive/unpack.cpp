@@ -448,7 +448,7 @@ struct write_state {
     // Full-size block buffers are recycled, so that a steady stream does
     // not allocate (and page-fault in) a fresh 1 MiB per block, freed on
     // another thread. (On 2 cores this did not measurably change system
-    // time; see the issue 11 notes.)
+    // time.)
     std::unique_ptr<std::byte[]> take_buffer(std::size_t capacity) {
         if (capacity == kBlockBytes) {
             std::lock_guard lock(spare_mutex);
@@ -1139,7 +1139,7 @@ private:
     // own) becomes a slice that holds the block: no copy on this one thread.
     // (16 cores, one archive: the decoder used to hand its last block on
     // 0.13 s after decoding it, behind the extractor's copies; now at once.
-    // The wall time did not change measurably: bench/RESULTS.md, session 10.)
+    // The wall time did not change measurably: bench/RESULTS.md.)
     // Such a block
     // carries its lease of the decoders' memory until the last slice is
     // written, so that memory, not the pool's admission, bounds it. Anything

@@ -74,7 +74,7 @@ public:
         options.format = artifact_.format;
         options.source = source_;
         options.max_output_bytes = max_output_;
-        options.budget = budget_;  // issue 11: one budget per run
+        options.budget = budget_;  // one thread/memory budget per run
         options.size_hint = artifact_.size;
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
         failure_.reset();

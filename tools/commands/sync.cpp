@@ -226,7 +226,7 @@ int run_sync(sync_args args) {
     }
     std::size_t installed = 0, unchanged = 0;
     for (const auto& r : reports) {
-        record_artifacts(args.source, args.quiet, r);  // drift watching (issue 12)
+        record_artifacts(args.source, args.quiet, r);  // drift watching
         for (const auto& c : r.components) {
             if (c.unchanged) {
                 ++unchanged;

@@ -167,7 +167,7 @@ redist::result<install_plan> plan_from_manifest(const fetch_options& options, bo
     console_observer observer(options.quiet);  // retries of the index and manifest
     release_req.observer = &observer;
     REDIST_TRY(const auto release, redist::resolve_release(release_req, options.source.transfer()));
-    // Drift watching (issue 12): a manifest that differs from the one this URL served before
+    // Drift watching: a manifest that differs from the one this URL served before
     // (not for a local file given with --manifest: that is the user's own document).
     if (options.source.manifest.empty() || !redist::is_file_url(redist::to_url(options.source.manifest)))
         REDIST_TRY_VOID(watch_manifest_drift(options.source, options.strict, options.quiet, release));
@@ -247,7 +247,7 @@ redist::result<install_plan> plan_from_lock(const fetch_options& options, bool c
         for (const auto& note : notes)
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
     const auto upstream = reread_locked_manifest(options, lock);
-    // Drift watching (issue 12): with a lock file, upstream drift is an error.
+    // Drift watching: with a lock file, upstream drift is an error.
     if (upstream.ok()) REDIST_TRY_VOID(watch_manifest_drift(options.source, true, options.quiet, *upstream));
     if (!upstream.ok()) {
         if (!options.quiet)
@@ -436,7 +436,7 @@ int run_fetch(const fetch_options& options) {
     display.finish();
     if (options.profile || profile_requested()) print_profile(redist::profile_of(*req.budget));
     if (!report.ok()) return report_error(report.error_value());
-    record_artifacts(options.source, options.quiet, *report);  // drift watching (issue 12)
+    record_artifacts(options.source, options.quiet, *report);  // drift watching
 
     std::optional<redist::check_report> checked;
     if (!options.no_check) checked = post_install_check(options, *report, driver_query ? &*driver_query : nullptr);
