@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Capped-link scenario (issue 11, item 3): a CDN that caps every connection.
+"""Capped-link scenario: a CDN that caps every connection.
 
     python3 bench/capped_link.py --build build [--runs 1] [--connections 1,4,6,8]
 

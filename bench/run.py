@@ -923,7 +923,7 @@ class Bench:
 
     # -- 6: the post-install check on the cuDNN tree -----------------------
     def check_time(self, prefix):
-        """What `fetch` adds after an install: the quick check (issue 10: under
+        """What `fetch` adds after an install: the quick check (the goal: under
         200 ms on the cuDNN tree), timed on the installed prefix as `redist
         check --quick` (its own `seconds`, without starting the tool), and
         the full `redist check` beside it for information. The files were

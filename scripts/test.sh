@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 
-# ---- static checks (issue 13, item 9) -------------------------------------------
+# ---- static checks ---------------------------------------------------------------
 # Both are on (default 1); set one to 0 in the environment to skip it locally.
 #   format: scripts/check-format.sh --all, every tracked C++ file against
 #           .clang-format (Debian 12's clang-format 14; `scripts/check-format.sh

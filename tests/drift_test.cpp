@@ -2,6 +2,8 @@
 // reader of history files (hostile input; fuzzed in tests/fuzz/drift_fuzz.cpp).
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -177,6 +179,20 @@ TEST_CASE("concurrent recorders never corrupt the file") {
     auto h = store->load(kUrl);
     REQUIRE(h.ok());
     CHECK((*h)->seen.size() == 40);  // the flock serializes read-modify-write: nothing lost
+}
+
+TEST_CASE("record refuses a lock file that is not a regular file, without blocking") {
+    const fs::path cache = scratch("lock-fifo");
+    auto store = open_store(cache);
+    REQUIRE(store);
+    const fs::path json = cache / "history" / "urls" / (sha256_hex(kUrl) + ".json");
+    const fs::path lock = cache / "history" / "urls" / (sha256_hex(kUrl) + ".lock");
+    REQUIRE(::mkfifo(lock.c_str(), 0600) == 0);
+    auto recorded = store->record(kUrl, kA, 1);
+    REQUIRE_FALSE(recorded.ok());
+    CHECK(recorded.error_value().message.find("not a regular file") != std::string::npos);
+    CHECK(recorded.error_value().path == lock.string());
+    CHECK_FALSE(fs::exists(json));
 }
 
 TEST_CASE("parse_url_history: round trip and every malformed field named") {

@@ -13,7 +13,7 @@ using redist::default_jobs;
 
 TEST_CASE("default_jobs: enough slots for the others to finish beside the largest archive", "[fetch]") {
     constexpr std::uint64_t MiB = 1u << 20;
-    // issue 11's 14 components on 16 cores: 1322 MiB, the largest 373 MiB -> 4.
+    // 14 components on 16 cores: 1322 MiB, the largest 373 MiB -> 4.
     const std::vector<std::uint64_t> cuda14 = {148 * MiB, 1,         5 * MiB, 1,        28 * MiB,  168 * MiB, 61 * MiB,
                                                155 * MiB, 131 * MiB, MiB,     41 * MiB, 373 * MiB, 178 * MiB, 32 * MiB};
     CHECK(default_jobs(cuda14, 16) == 4);

@@ -1,4 +1,4 @@
-// redist.toml: the issue's example, defaults, and errors that name the line,
+// redist.toml: a full example, defaults, and errors that name the line,
 // the column and the key.
 #include <catch2/catch.hpp>
 
@@ -10,7 +10,7 @@ using namespace redist;
 
 namespace {
 
-const char* const kExample = R"(# the example of issue 12
+const char* const kExample = R"(# a project with every section
 [project]
 prefix = "nvidia"                       # relative to the file's directory
 platforms = ["linux-x86_64", "linux-sbsa"]
@@ -36,7 +36,7 @@ error parse_error(const std::string& text) {
 
 }  // namespace
 
-TEST_CASE("the issue's example parses") {
+TEST_CASE("a full example parses") {
     auto p = parse_project(kExample, "/work/app/redist.toml");
     REQUIRE(p.ok());
     CHECK(p->prefix == "/work/app/nvidia");  // relative to the file's directory

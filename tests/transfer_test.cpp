@@ -606,7 +606,7 @@ TEST_CASE("fetch_text caps the body size", "[transfer]") {
     CHECK(*unannounced == f.big);
 }
 
-// ---- issue 9: file:// sources are regular files, read as named ----------------
+// ---- file:// sources are regular files, read as named -------------------------
 
 namespace {
 

@@ -601,7 +601,7 @@ TEST_CASE("a failed disk write is a filesystem error naming the file", "[unpack]
     CHECK(r.error_value().path == (fs::canonical(stage) / "big").string());
 }
 
-// ---- issue 9: reserved names, hardlinks with data, escaping, the output cap ----
+// ---- reserved names, hardlinks with data, escaping, the output cap ----
 
 namespace {
 
@@ -806,12 +806,12 @@ TEST_CASE("the output cap counts the holes of sparse files", "[unpack]") {
     CHECK(fs::file_size(stage / "sparse") == (64ull << 20));
 }
 
-// ---- issue 11: the writer pool and the run budget ----
+// ---- the writer pool and the run budget ----
 
 namespace {
 
 // A reference extraction: the same tar through libarchive's own disk writer,
-// as the unpacker wrote every file before issue 11 (minus our checks, which
+// as the unpacker once wrote every file itself (minus our checks, which
 // these archives pass).
 void reference_extract(const std::string& tar, const fs::path& dir) {
     archive* in = archive_read_new();
@@ -1035,8 +1035,8 @@ TEST_CASE("an extractor waiting for its next block holds none of the decoders' m
     const std::size_t cut = xz.size() * 5 / 16;  // about 2.5 of the 8 blocks
     REQUIRE(u.write(reinterpret_cast<const std::byte*>(xz.data()), cut).ok());
     auto& gate = shared->decode_memory();
-    // Settled: the same 1 MiB for half a second (before, the decoder holds
-    // more on its way there).
+    // Settled: the same 1 MiB for half a second (until then the decoder
+    // still holds more).
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
     auto settled_since = std::chrono::steady_clock::now();
     std::uint64_t held = 0;

@@ -1,6 +1,6 @@
 #!/bin/bash
 # check16.sh (GPU machine, repo root, .carry/ carried by pack16.sh): where the time of a full
-# `redist check` goes on the real cuDNN tree (issue 10: "the CPU checks take under 200 ms").
+# `redist check` goes on the real cuDNN tree (the goal: the CPU checks take under 200 ms).
 # It installs the image's pip cuDNN as one archive (packed with xz -1: only the tree matters here),
 # then times, five times each: the quick and the full check (wall, and the report's own seconds), and
 # the probe child's pieces on their own: the driver query with and without cuInit, and dlopen(RTLD_NOW)

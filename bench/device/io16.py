@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""io16.py DIR...: how fast this machine writes and hashes what an unpack writes (issue 11's write tail).
+"""io16.py DIR...: how fast this machine writes and hashes what an unpack writes (the write tail).
 For each DIR: 256 MiB of new files in 1 MiB pwrite()s from 1 thread into one file, from 4 and 8 threads into
 one file (disjoint offsets: does the filesystem serialize writers of one inode?) and from 4 and 8 threads into
 as many files; then SHA-256 (OpenSSL through hashlib) and a plain memory copy, for scale. Every write starts

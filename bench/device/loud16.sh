@@ -7,7 +7,7 @@ sed -e '/^echo "== nvcc build/,/^(cd \$W\/cm/d' -e '/race\.py/d' -e '/multi\.py/
 bash "$C/e2e-cudnn.sh" > "$OUT/e2e.log" 2>&1
 A=$(find $W/www/cudnn -name '*.tar.xz'); V=$(find $W/www/cudnn/redist -name 'redistrib_*.json' | sed -n 's/.*redistrib_\(.*\)\.json$/\1/p')
 t() { local s e; s=$(date +%s%N); "$@"; e=$(date +%s%N); echo $(( (e - s) / 1000 )); }
-# The previous run's tree and cache are removed and synced before the timing starts (session 11 timed them too).
+# The previous run's tree and cache are removed and synced before the timing starts (an earlier version timed them too).
 clean() { rm -rf $W/pp $W/pc; sync; }
 fetch() { LD_LIBRARY_PATH=$RL "$1/cudnn-fetch" "$V" --base-url http://127.0.0.1:18080 --prefix $W/pp --cache-dir $W/pc --cuda 13 --platform linux-x86_64 > /dev/null 2>&1; }
 for i in $(seq 1 "${1:-12}"); do

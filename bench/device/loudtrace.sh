@@ -1,5 +1,5 @@
 #!/bin/bash
-# loudtrace.sh (session 11): needs bin-b built with bench/device/trace-session11.patch; see loudtrace-session11-2026-12-01.log.
+# loudtrace.sh: needs bin-b built with bench/device/trace.patch; see loudtrace-2026-12-01.log.
 set -u; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 C=$PWD/.carry; W=/tmp/ge; RL=$W/carry-libs
 sed -e '/^echo "== nvcc build/,/^(cd \$W\/cm/d' -e '/race\.py/d' -e '/multi\.py/d' "$C/e2e.sh" > "$C/e2e-cudnn.sh"

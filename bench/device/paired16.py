@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""paired16.py ROUNDS BIN [BIN_B]: issue 11's two 16-core scenarios in paired rounds, after
+"""paired16.py ROUNDS BIN [BIN_B]: the two 16-core scenarios in paired rounds, after
 ../shared/device/e2e.sh has prepared /tmp/ge (the cuDNN mirror on :18080, the 14-component mirror on :18081).
 
 race.py and multi.py take medians of 3, and one machine's runs spread by 1-2 s on a ~4 s install: too few to

@@ -2,7 +2,7 @@
 # parts16.sh [ROUNDS] (GPU machine, repo root, .carry/ carried with bin-b): one archive only, paired rounds of the
 # floor, build A (.carry/bin), build B (.carry/bin-b) and A with --no-check (what the post-install check costs),
 # then 4 runs of A with --profile (its timeline: when the straggler block's parts went on, when the install ended).
-# Session 12: A hands the block the stream waits for on in parts as it decodes, B only whole blocks.
+# A hands the block the stream waits for on in parts as it decodes, B only whole blocks.
 # Prepare here:  bash bench/device/pack16.sh build build-b      Output: $OUT/parts16.log.
 set -u; OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"; exec > >(tee "$OUT/parts16.log") 2>&1
 C=$PWD/.carry; W=/tmp/ge

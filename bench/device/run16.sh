@@ -1,5 +1,5 @@
 #!/bin/bash
-# run16.sh (GPU machine, repo root, .carry/ carried): issue 11's 16-core scenarios and issue 10's
+# run16.sh (GPU machine, repo root, .carry/ carried): the 16-core scenarios and the
 # post-install check timing, with the binaries built on the 2-core machine.
 #   1. ../shared/device/e2e.sh as is: real cuDNN 9.19 packed the NVIDIA way, installed by cudnn-fetch,
 #      a convolution built against it (nvcc and CMake redist_fetch) run on the GPU, then race.py (one

@@ -1,5 +1,5 @@
 #!/bin/bash
-# scale16.sh (GPU machine, repo root, .carry/ carried): issue 11's 16-core scenarios after the xz blocks
+# scale16.sh (GPU machine, repo root, .carry/ carried): the 16-core scenarios after the xz blocks
 # moved onto the run's shared pool (lib/archive/xz_decode.cpp).
 #   1. ../shared/device/e2e.sh as is: real cuDNN 9.19 packed the NVIDIA way, installed by cudnn-fetch, the
 #      GPU convolution (nvcc and CMake redist_fetch), race.py (one archive, cold) and multi.py (14 components);

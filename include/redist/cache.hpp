@@ -43,6 +43,7 @@
 
 #include "redist/error.hpp"
 #include "redist/install.hpp"
+#include "redist/unique_fd.hpp"
 
 namespace redist {
 
@@ -57,15 +58,9 @@ std::filesystem::path default_cache_dir(const std::string& explicit_dir = {});
 
 // Holds an exclusive flock on locks/<hex>.lock for its lifetime.
 class blob_lock {
-public:
-    blob_lock() = default;
-    blob_lock(blob_lock&&) noexcept;
-    blob_lock& operator=(blob_lock&&) noexcept;
-    ~blob_lock();
-
 private:
     friend class blob_cache;
-    int fd_ = -1;
+    unique_fd fd_;
 };
 
 struct cache_entry {

@@ -34,7 +34,7 @@ namespace redist {
 // thread budget, --threads).
 // Why: the largest archive is the run's long pole (its download and decode
 // take longest), and more artifacts at once only take bandwidth and CPU from
-// it. Measured on 16 cores (bench/RESULTS.md, session 9), 14 components
+// it. Measured on 16 cores (bench/RESULTS.md), 14 components
 // (1.3 GiB, the largest 373 MiB): 4 at once (this rule's answer) 0.96x the
 // decode floor, 6: 1.00x, 8: 1.08x, all 14: 1.13x. Archives of one xz block
 // decode on one thread each; with these slots the others still finish

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/unique_fd.hpp"
 #include "redist/unpack.hpp"
 
 namespace redist {
@@ -92,15 +93,12 @@ public:
     // on_wait is called once if another process holds the lock, before blocking.
     // Outcomes: ok | filesystem.
     static result<prefix_lock> acquire(const std::filesystem::path& prefix, const std::function<void()>& on_wait = {});
-    prefix_lock(prefix_lock&&) noexcept;
-    prefix_lock& operator=(prefix_lock&&) noexcept;
-    ~prefix_lock();
     const std::filesystem::path& prefix() const { return prefix_; }
 
 private:
     prefix_lock() = default;
     std::filesystem::path prefix_;
-    int fd_ = -1;
+    unique_fd fd_;  // closing it releases the flock
 };
 
 // The receipts currently in the prefix, sorted by (product, component).

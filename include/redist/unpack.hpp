@@ -4,7 +4,8 @@
 // with the download that feeds it:
 //
 //   caller (network + hash) --write()--> [bounded queue] --> decoder thread
-//     (liblzma multi-threaded xz decoder; pass-through for other formats)
+//     (parses the xz container and posts its blocks to the run's worker
+//     pool, lib/archive/xz_decode.hpp; pass-through for other formats)
 //     --> [bounded queue] --> extractor thread (libarchive read, checks,
 //     creates each file) --> writer pool (writes and hashes file data)
 //
@@ -31,10 +32,12 @@
 // of defence (NOABSOLUTEPATHS cannot be: entries are rewritten to absolute paths under the stage, after the original
 // names were checked). Owners are never restored; setuid/setgid/sticky bits are dropped.
 //
-// Formats: tar.xz is decoded by liblzma's multi-threaded decoder on a thread
-// of its own, tar.zst by libzstd on a thread of its own (hashing the tar
-// stream on the way); tar.gz by libarchive's filters in the extractor thread; zip is spooled to "<stage>.zip.part"
-// beside the stage (removed afterwards) and extracted at finish(), because zip needs random access.
+// Formats: tar.xz is decoded block by block on the run's worker pool (a block
+// without recorded sizes streams on the decoder thread); tar.zst by libzstd on
+// a thread of its own (hashing the tar stream on the way); tar.gz by
+// libarchive's filters in the extractor thread; zip is spooled to
+// "<stage>.zip.part" beside the stage (removed afterwards) and extracted at
+// finish(), because zip needs random access.
 #pragma once
 
 #include <cstddef>

@@ -60,8 +60,8 @@ std::string sha256_hex(std::string_view bytes);
 // concatenated raw SHA-256 digests of its consecutive `piece_size`-byte
 // pieces (the last one shorter), in order: a hash list. Its pieces can be
 // hashed at once on many cores, so that a 200 MiB library does not leave the
-// rest of its bytes to one core after the archive's slowest xz block (issue
-// 11, bench/RESULTS.md). It binds the content as SHA-256 does: a collision of
+// rest of its bytes to one core after the archive's slowest xz block
+// (bench/RESULTS.md). It binds the content as SHA-256 does: a collision of
 // two lists of the same length is a collision of SHA-256 in the list or in a
 // piece. By hand, with coreutils alone:
 //   split -b 8M --filter=sha256sum FILE | cut -c1-64 | tr -d '\n' | tr a-f A-F | basenc -d --base16 | sha256sum

@@ -452,7 +452,7 @@ struct write_state {
     // Full-size block buffers are recycled, so that a steady stream does
     // not allocate (and page-fault in) a fresh 1 MiB per block, freed on
     // another thread. (On 2 cores this did not measurably change system
-    // time; see the issue 11 notes.)
+    // time.)
     std::unique_ptr<std::byte[]> take_buffer(std::size_t capacity) {
         if (capacity == kBlockBytes) {
             std::lock_guard lock(spare_mutex);
@@ -573,9 +573,7 @@ private:
     }
 
     error os_error(const char* what, int err) const {
-        return make_error(error_code::filesystem, std::string(what) + ": " + std::strerror(err))
-            .with_path(printable(meta_.path))
-            .with_source(state_->source);
+        return errno_error(what, printable(meta_.path), err).with_source(state_->source);
     }
 
     // The strand: one worker at a time runs it, blocks in order.
@@ -887,9 +885,7 @@ private:
     }
 
     error os_error(const std::string& what, const std::string& path, int err) const {
-        return make_error(error_code::filesystem, what + ": " + std::strerror(err))
-            .with_path(printable(path))
-            .with_source(options_.source);
+        return errno_error(what, printable(path), err).with_source(options_.source);
     }
 
     // Counts `bytes` more of decoded output against the cap.
@@ -1147,7 +1143,7 @@ private:
     // own) becomes a slice that holds the block: no copy on this one thread.
     // (16 cores, one archive: the decoder used to hand its last block on
     // 0.13 s after decoding it, behind the extractor's copies; now at once.
-    // The wall time did not change measurably: bench/RESULTS.md, session 10.)
+    // The wall time did not change measurably: bench/RESULTS.md.)
     // Such a block
     // carries its lease of the decoders' memory until the last slice is
     // written, so that memory, not the pool's admission, bounds it. Anything
@@ -1350,10 +1346,7 @@ public:
                 case archive_format::zip: {
                     spool_path_ = stage_ + ".zip.part";
                     spool_ = unique_fd(::open(spool_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-                    if (spool_.get() < 0)
-                        return make_error(error_code::filesystem,
-                                          std::string("cannot create spool file: ") + std::strerror(errno))
-                            .with_path(spool_path_);
+                    if (spool_.get() < 0) return errno_error("cannot create spool file", spool_path_, errno);
                     break;
                 }
                 case archive_format::unknown:
@@ -1692,20 +1685,9 @@ private:
 
     // ---- zip: spool, then extract with the seekable reader
     result<void> spool(const std::byte* data, std::size_t size) {
-        while (size > 0) {
-            const ssize_t n = ::write(spool_.get(), data, size);
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                error e = make_error(error_code::filesystem,
-                                     std::string("cannot write spool file: ") + std::strerror(errno))
-                              .with_path(spool_path_);
-                fail(e);
-                return e;
-            }
-            data += n;
-            size -= static_cast<std::size_t>(n);
-        }
-        return {};
+        auto written = write_all(spool_.get(), data, size, spool_path_);
+        if (!written.ok()) fail(written.error_value());
+        return written;
     }
 
     result<void> extract_zip() {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "support/hex.hpp"
+#include "support/posix_file.hpp"
 
 namespace redist {
 
@@ -27,25 +28,6 @@ constexpr std::size_t kReadBuffer = 1u << 20;
 // allocation failure or a broken provider setup; neither is recoverable here.
 void init_sha256(EVP_MD_CTX* ctx) {
     if (EVP_DigestInit_ex(ctx, EVP_sha256(), nullptr) != 1) throw std::bad_alloc();
-}
-
-// Owns a file descriptor; closes it on every exit path.
-class fd_guard {
-public:
-    explicit fd_guard(int fd) noexcept : fd_(fd) {}
-    ~fd_guard() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    fd_guard(const fd_guard&) = delete;
-    fd_guard& operator=(const fd_guard&) = delete;
-    int get() const noexcept { return fd_; }
-
-private:
-    int fd_;
-};
-
-error io_error(const std::filesystem::path& path, const char* what, int err) {
-    return make_error(error_code::filesystem, std::string(what) + ": " + std::strerror(err)).with_path(path.string());
 }
 
 // Feeds up to `limit` bytes of the open file, from byte `offset`, into
@@ -65,7 +47,7 @@ result<std::uint64_t> stream_fd(int fd, const std::filesystem::path& path, std::
                                     static_cast<off_t>(offset + total));
         if (got < 0) {
             if (errno == EINTR) continue;
-            return io_error(path, "cannot read file", errno);
+            return errno_error("cannot read file", path, errno);
         }
         if (got == 0) break;  // end of file
         hasher.update(buffer.data(), static_cast<std::size_t>(got));
@@ -77,9 +59,8 @@ result<std::uint64_t> stream_fd(int fd, const std::filesystem::path& path, std::
 template <class Hasher>
 result<std::uint64_t> stream_file(const std::filesystem::path& path, std::uint64_t limit, Hasher& hasher,
                                   std::uint64_t offset = 0) {
-    const int raw = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (raw < 0) return io_error(path, "cannot open file", errno);
-    fd_guard fd(raw);
+    const unique_fd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+    if (!fd) return errno_error("cannot open file", path, errno);
     return stream_fd(fd.get(), path, limit, hasher, offset);
 }
 

@@ -380,17 +380,19 @@ public:
         argv.push_back(nullptr);
         for (auto& s : env_s) envp.push_back(s.data());
         envp.push_back(nullptr);
-        const int devnull = ::open("/dev/null", O_RDWR | O_CLOEXEC);
+        const unique_fd devnull(::open("/dev/null", O_RDWR | O_CLOEXEC));
+        unique_fd write_end(fds[1]);
+        unique_fd read_end(fds[0]);
         pid_ = ::fork();
         // The child leads a process group of its own (set on both sides, so
         // that neither order of the two calls leaves a window): whatever a
         // library's constructor forks stays in it, and is killed with it.
         if (pid_ > 0) ::setpgid(pid_, pid_);
         if (pid_ == 0) {
-            ::dup2(fds[1], 1);
-            if (devnull >= 0) {
-                ::dup2(devnull, 0);
-                ::dup2(devnull, 2);
+            ::dup2(write_end.get(), 1);
+            if (devnull) {
+                ::dup2(devnull.get(), 0);
+                ::dup2(devnull.get(), 2);
             }
             ::setpgid(0, 0);
             if (!o.helper.empty()) {
@@ -409,14 +411,12 @@ public:
             });
             ::_exit(rc);
         }
-        if (devnull >= 0) ::close(devnull);
-        ::close(fds[1]);
         if (pid_ < 0) {
             spawn_error_ = std::string("fork: ") + std::strerror(errno);
-            ::close(fds[0]);
             return;
         }
-        fd_ = fds[0];
+        write_end.reset();  // the child's copy alone: its exit ends the reader's stream
+        fd_ = std::move(read_end);
         started_ = std::chrono::steady_clock::now();
     }
 
@@ -427,7 +427,6 @@ public:
             kill_group();
             while (::waitpid(pid_, nullptr, 0) < 0 && errno == EINTR) {}
         }
-        if (fd_ >= 0) ::close(fd_);
     }
 
     // Reads the child's lines until it exits. `cancel_fd`: once readable,
@@ -445,7 +444,7 @@ public:
                 out.timed_out = true;
                 break;
             }
-            pollfd p[2] = {{fd_, POLLIN, 0}, {cancel_fd, POLLIN, 0}};
+            pollfd p[2] = {{fd_.get(), POLLIN, 0}, {cancel_fd, POLLIN, 0}};
             const int r = ::poll(p, cancel_fd >= 0 ? 2 : 1, static_cast<int>(std::min<long long>(left.count(), 1000)));
             if (r < 0 && errno == EINTR) continue;
             // The child exited but the pipe stays open: something it forked
@@ -457,7 +456,7 @@ public:
                 break;
             }
             char buf[4096];
-            const ssize_t n = ::read(fd_, buf, sizeof buf);
+            const ssize_t n = ::read(fd_.get(), buf, sizeof buf);
             if (n < 0 && errno == EINTR) continue;
             if (n <= 0) break;
             if (buffer.size() < (1u << 20)) buffer.append(buf, static_cast<std::size_t>(n));
@@ -508,7 +507,7 @@ private:
 
     std::chrono::milliseconds timeout_;
     pid_t pid_ = -1;
-    int fd_ = -1;
+    unique_fd fd_;  // the read end of the child's stdout
     bool reaped_ = false;
     std::string spawn_error_;
     std::chrono::steady_clock::time_point started_;
@@ -1255,12 +1254,7 @@ struct driver_query::state {
     check_depth depth;
     driver_info answer;
     std::thread thread;
-    int cancel[2] = {-1, -1};  // a pipe: a byte in it stops the child
-
-    ~state() {
-        for (int fd : cancel)
-            if (fd >= 0) ::close(fd);
-    }
+    unique_fd cancel_read, cancel_write;  // a pipe: a byte in it stops the child
 };
 
 driver_query::driver_query(check_options options, check_depth depth) : state_(std::make_unique<state>()) {
@@ -1269,13 +1263,16 @@ driver_query::driver_query(check_options options, check_depth depth) : state_(st
     state_->options.driver_asked = nullptr;
     // Without a helper the child is a fork that runs the probe without exec,
     // which is only safe while this process has one thread: ask right here.
-    if (state_->options.helper.empty() || ::pipe2(state_->cancel, O_CLOEXEC) != 0) {
+    int cancel[2];
+    if (state_->options.helper.empty() || ::pipe2(cancel, O_CLOEXEC) != 0) {
         state_->answer = ask_driver(state_->options, depth, -1);
         return;
     }
+    state_->cancel_read.reset(cancel[0]);
+    state_->cancel_write.reset(cancel[1]);
     state_->thread = std::thread([s = state_.get()] {
         try {
-            s->answer = ask_driver(s->options, s->depth, s->cancel[0]);
+            s->answer = ask_driver(s->options, s->depth, s->cancel_read.get());
         } catch (const std::exception& e) {  // bad_alloc, a thread the child's reader could not start
             s->answer = driver_info{};
             s->answer.depth = s->depth;
@@ -1287,7 +1284,7 @@ driver_query::driver_query(check_options options, check_depth depth) : state_(st
 driver_query::~driver_query() {
     if (!state_->thread.joinable()) return;
     const char stop = 1;
-    while (::write(state_->cancel[1], &stop, 1) < 0 && errno == EINTR) {}
+    while (::write(state_->cancel_write.get(), &stop, 1) < 0 && errno == EINTR) {}
     state_->thread.join();
 }
 

@@ -2,7 +2,6 @@
 #include "redist/drift.hpp"
 
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +14,7 @@
 #include "redist/json_writer.hpp"
 #include "redist/manifest.hpp"
 #include "redist/verify.hpp"
+#include "support/file_lock.hpp"
 #include "support/posix_file.hpp"
 #include "support/timestamp.hpp"
 
@@ -153,10 +153,7 @@ result<void> drift_store::record(std::string_view url, std::string_view sha256, 
     const std::string when = now.empty() ? utc_now_iso8601() : std::string(now);
     const fs::path path = url_file(url);
     const fs::path lock_path = path.string().substr(0, path.string().size() - 5) + ".lock";
-    unique_fd lock(::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0644));
-    if (lock.get() < 0) return errno_error("cannot open", lock_path, errno);
-    while (::flock(lock.get(), LOCK_EX) != 0)
-        if (errno != EINTR) return errno_error("flock", lock_path, errno);
+    REDIST_TRY(const unique_fd lock, lock_file(lock_path, lock_mode::exclusive, lock_wait::block));
 
     url_history h;
     h.url = std::string(url);

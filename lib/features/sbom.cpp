@@ -419,7 +419,7 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
         const int err = errno;
         if (err == ENOENT)
             return make_error(error_code::integrity, "installed file is missing (run `redist verify`)").with_path(shown);
-        return make_error(error_code::filesystem, std::string("cannot open: ") + std::strerror(err)).with_path(shown);
+        return errno_error("cannot open", shown, err);
     }
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode))
@@ -434,8 +434,7 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
     for (;;) {
         const ssize_t n = ::read(fd.get(), buf.data(), buf.size());
         if (n < 0 && errno == EINTR) continue;
-        if (n < 0)
-            return make_error(error_code::filesystem, std::string("read: ") + std::strerror(errno)).with_path(shown);
+        if (n < 0) return errno_error("cannot read", shown, errno);
         if (n == 0) break;
         h.update(buf.data(), static_cast<std::size_t>(n));
         if (recorded) recorded->update(buf.data(), static_cast<std::size_t>(n));
@@ -464,9 +463,7 @@ result<sbom_document> collect_sbom(const sbom_request& request) {
     if (receipts.empty())
         return make_error(error_code::not_found, "no redist receipts in this prefix").with_path(request.prefix.string());
     unique_fd root(::open(request.prefix.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (root.get() < 0)
-        return make_error(error_code::filesystem, std::string("cannot open: ") + std::strerror(errno))
-            .with_path(request.prefix.string());
+    if (root.get() < 0) return errno_error("cannot open", request.prefix, errno);
 
     sbom_document doc;
     doc.name = std::filesystem::absolute(request.prefix).lexically_normal().filename().string();

@@ -156,7 +156,7 @@ public:
         options.format = artifact_.format;
         options.source = source_;
         options.max_output_bytes = max_output_;
-        options.budget = budget_;  // issue 11: one budget per run
+        options.budget = budget_;  // one thread/memory budget per run
         options.size_hint = artifact_.size;
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
         failure_.reset();
@@ -491,9 +491,7 @@ result<void> apply_exclude(staged_component& staged, const std::vector<std::stri
         // Files in the stage are ours (unpacked or placed there by this run).
         REDIST_TRY(const fs::path target, confined_join(staged.stage_dir, f.path));
         if (::unlink(target.c_str()) != 0 && errno != ENOENT)
-            return make_error(error_code::filesystem,
-                              std::string("cannot remove an excluded file: ") + std::strerror(errno))
-                .with_path(target.string());
+            return errno_error("cannot remove an excluded file", target, errno);
         // Directories left empty go too (rmdir fails on the others).
         for (fs::path dir = target.parent_path(); dir != staged.stage_dir && is_strictly_under(staged.stage_dir, dir);
              dir = dir.parent_path())

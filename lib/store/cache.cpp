@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <linux/fs.h>
 #include <pwd.h>
-#include <sys/file.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +26,7 @@
 #include "redist/verify.hpp"
 #include "store/commit_plan.hpp"
 #include "store/tree_list.hpp"
+#include "support/file_lock.hpp"
 #include "support/posix_file.hpp"
 #include "support/safe_path.hpp"
 
@@ -35,38 +35,6 @@ namespace fs = std::filesystem;
 namespace redist {
 
 namespace {
-
-// A descriptor closed on scope exit. Kept local and small on purpose: the
-// library's shared unique_fd is on its way (lib/support/posix_file.hpp).
-class fd_holder {
-public:
-    fd_holder() = default;
-    explicit fd_holder(int fd) : fd_(fd) {}
-    fd_holder(const fd_holder&) = delete;
-    fd_holder& operator=(const fd_holder&) = delete;
-    fd_holder(fd_holder&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-    fd_holder& operator=(fd_holder&& other) noexcept {
-        if (this != &other) {
-            if (fd_ >= 0) ::close(fd_);
-            fd_ = std::exchange(other.fd_, -1);
-        }
-        return *this;
-    }
-    ~fd_holder() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    int get() const { return fd_; }
-    int release() { return std::exchange(fd_, -1); }
-    // close(2)'s result matters for files we wrote (NFS, quota).
-    bool close() { return ::close(std::exchange(fd_, -1)) == 0; }
-
-private:
-    int fd_ = -1;
-};
-
-error fs_error(const std::string& what, const fs::path& path, int err) {
-    return make_error(error_code::filesystem, what + ": " + std::strerror(err)).with_path(path.string());
-}
 
 std::string octal(unsigned mode) {
     char buf[8];
@@ -117,18 +85,6 @@ bool write_all(int fd, std::string_view bytes) {
     return true;
 }
 
-// Opens (creating) a lock file without following a planted symlink, and
-// insists on a regular file: O_NONBLOCK so that a FIFO cannot block the open.
-result<int> open_lock_file(const fs::path& path) {
-    fd_holder fd(::open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644));
-    if (fd.get() < 0) return fs_error("cannot open lock file", path, errno);
-    struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return fs_error("cannot stat lock file", path, errno);
-    if (!S_ISREG(st.st_mode))
-        return make_error(error_code::filesystem, "lock file is not a regular file").with_path(path.string());
-    return fd.release();
-}
-
 // ---- the trust check --------------------------------------------------------------------
 
 // A refused cache: one line that says what is wrong and how to fix it.
@@ -166,24 +122,25 @@ struct open_failure {
 // Opens (creating) directory `name` below `parent` (its descriptor) without
 // following a symlink, and checks it. A directory we create is ours; with
 // a group-writable umask it is tightened (we may chmod what we created).
-std::variant<fd_holder, open_failure> open_cache_dir(int parent, const char* name, const fs::path& full, bool shared) {
+std::variant<unique_fd, open_failure> open_cache_dir(int parent, const char* name, const fs::path& full, bool shared) {
     const int flags = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
     bool created = false;
-    fd_holder fd(::openat(parent, name, flags));
+    unique_fd fd(::openat(parent, name, flags));
     if (fd.get() < 0 && errno == ENOENT) {
         // Shared: what the umask allows (the process's, read once: see posix_file.hpp).
         const auto mode = static_cast<mode_t>(shared ? 0777 & ~process_umask() : 0755);
         if (::mkdirat(parent, name, mode) == 0) created = true;
-        else if (errno != EEXIST) return open_failure{fs_error("cannot create cache directory", full, errno), false};
-        fd = fd_holder(::openat(parent, name, flags));
+        else if (errno != EEXIST) return open_failure{errno_error("cannot create cache directory", full, errno), false};
+        fd = unique_fd(::openat(parent, name, flags));
     }
     if (fd.get() < 0) {
         if (errno == ELOOP || errno == ENOTDIR)
             return open_failure{untrusted(full, "it is a symlink or not a directory", "remove it"), true};
-        return open_failure{fs_error("cannot open cache directory", full, errno), false};
+        return open_failure{errno_error("cannot open cache directory", full, errno), false};
     }
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return open_failure{fs_error("cannot stat cache directory", full, errno), false};
+    if (::fstat(fd.get(), &st) != 0)
+        return open_failure{errno_error("cannot stat cache directory", full, errno), false};
     if (created && !shared && (st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
         if (::fchmod(fd.get(), st.st_mode & 07755) == 0) st.st_mode &= 07755;
     }
@@ -366,20 +323,21 @@ result<int> open_cache_file(const fs::path& path, cache_file_access how) {
     if (how == cache_file_access::create_fresh) {
         // Whatever sits at the name goes first (a planted symlink is removed,
         // not followed); O_EXCL then guarantees a file of our own.
-        if (::unlink(path.c_str()) != 0 && errno != ENOENT) return fs_error("cannot replace cache file", path, errno);
+        if (::unlink(path.c_str()) != 0 && errno != ENOENT)
+            return errno_error("cannot replace cache file", path, errno);
         const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | flags, 0644);
-        if (fd < 0) return fs_error("cannot create cache file", path, errno);
+        if (fd < 0) return errno_error("cannot create cache file", path, errno);
         return fd;
     }
     flags |= O_NONBLOCK | (how == cache_file_access::read ? O_RDONLY : O_WRONLY | O_APPEND);
-    fd_holder fd(::open(path.c_str(), flags));
+    unique_fd fd(::open(path.c_str(), flags));
     if (fd.get() < 0) {
         if (errno == ELOOP)
             return make_error(error_code::filesystem, "cache file is a symlink").with_path(path.string());
-        return fs_error("cannot open cache file", path, errno);
+        return errno_error("cannot open cache file", path, errno);
     }
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0) return fs_error("cannot stat cache file", path, errno);
+    if (::fstat(fd.get(), &st) != 0) return errno_error("cannot stat cache file", path, errno);
     if (!S_ISREG(st.st_mode))
         return make_error(error_code::filesystem, "cache file is not a regular file").with_path(path.string());
     if (how == cache_file_access::append && (st.st_uid != ::geteuid() || st.st_nlink != 1))
@@ -396,33 +354,20 @@ bool resumable_cache_file(const fs::path& path, std::uint64_t max_size) {
            st.st_size > 0 && static_cast<std::uint64_t>(st.st_size) <= max_size;
 }
 
-blob_lock::blob_lock(blob_lock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
-blob_lock& blob_lock::operator=(blob_lock&& other) noexcept {
-    if (this != &other) {
-        if (fd_ >= 0) ::close(fd_);
-        fd_ = other.fd_;
-        other.fd_ = -1;
-    }
-    return *this;
-}
-blob_lock::~blob_lock() {
-    if (fd_ >= 0) ::close(fd_);
-}
-
 namespace {
 
 // The checked directories of a cache, open.
 struct checked_dirs {
-    fd_holder blobs, trees, documents, locks, history_urls, history_documents;
+    unique_fd blobs, trees, documents, locks, history_urls, history_documents;
 };
 
 // Opens (creating) root/name, or root/name/below when `below` is set,
 // checking each directory on the way (open_cache_dir); returns the last one.
-std::variant<fd_holder, open_failure> open_cache_subdir(int root_fd, const fs::path& root, const char* name,
+std::variant<unique_fd, open_failure> open_cache_subdir(int root_fd, const fs::path& root, const char* name,
                                                         const char* below, bool shared) {
     auto dir = open_cache_dir(root_fd, name, root / name, shared);
     if (below == nullptr || std::holds_alternative<open_failure>(dir)) return dir;
-    return open_cache_dir(std::get<fd_holder>(dir).get(), below, root / name / below, shared);
+    return open_cache_dir(std::get<unique_fd>(dir).get(), below, root / name / below, shared);
 }
 
 // Creates what is missing and checks every directory of the cache (see
@@ -431,7 +376,8 @@ std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root
     std::error_code ec;
     if (root.has_parent_path() && root.parent_path() != root) {
         create_directories_masked(root.parent_path(), ec);
-        if (ec) return open_failure{fs_error("cannot create cache directory", root.parent_path(), ec.value()), false};
+        if (ec)
+            return open_failure{errno_error("cannot create cache directory", root.parent_path(), ec.value()), false};
     }
     auto top = open_cache_dir(AT_FDCWD, root.c_str(), root, shared);
     if (auto* f = std::get_if<open_failure>(&top)) {
@@ -439,28 +385,28 @@ std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root
         // they made (~/.cache/redist -> /data/cache): the directory it names
         // is checked like the others.
         if (!f->refused) return std::move(*f);
-        fd_holder fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        unique_fd fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         struct stat st {};
         if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) return std::move(*f);
         auto trusted = check_trusted_dir(st, root, shared);
         if (!trusted.ok()) return open_failure{std::move(trusted).error_value(), true};
         top = std::move(fd);
     }
-    const int root_fd = std::get<fd_holder>(top).get();
+    const int root_fd = std::get<unique_fd>(top).get();
     checked_dirs out;
     // The drift history (drift.hpp) is part of the cache: its directories are
     // checked here, with the others, before anything is written into them.
     const struct {
         const char* name;
         const char* below;
-        fd_holder* slot;
+        unique_fd* slot;
     } subs[] = {{"blobs", "sha256", &out.blobs},        {"trees", nullptr, &out.trees},
                 {"documents", nullptr, &out.documents}, {"locks", nullptr, &out.locks},
                 {"history", "urls", &out.history_urls}, {"history", "documents", &out.history_documents}};
     for (const auto& sub : subs) {
         auto dir = open_cache_subdir(root_fd, root, sub.name, sub.below, shared);
         if (auto* f = std::get_if<open_failure>(&dir)) return std::move(*f);
-        *sub.slot = std::move(std::get<fd_holder>(dir));
+        *sub.slot = std::move(std::get<unique_fd>(dir));
     }
     return out;
 }
@@ -481,7 +427,7 @@ std::optional<open_failure> resolve_root(const fs::path& root, fs::path& absolut
                             false};
     std::error_code ec;
     absolute = fs::absolute(root, ec).lexically_normal();
-    if (ec) return open_failure{fs_error("cannot resolve cache directory", root, ec.value()), false};
+    if (ec) return open_failure{errno_error("cannot resolve cache directory", root, ec.value()), false};
     if (absolute.filename().empty()) absolute = absolute.parent_path();  // "dir/" -> "dir"
     return std::nullopt;
 }
@@ -562,22 +508,15 @@ result<blob_lock> blob_cache::lock_blob(const std::string& sha256, const std::fu
     if (!is_sha256_hex(sha256))
         return make_error(error_code::bad_manifest, "sha256 is not 64 hex digits: '" + sha256.substr(0, 80) + "'");
     const fs::path path = locks_ / (sha256 + ".lock");
-    REDIST_TRY(int fd, open_lock_file(path));
     blob_lock lock;
-    lock.fd_ = fd;  // closed by the lock from here on
-    if (::flock(fd, LOCK_EX | LOCK_NB) == 0) return lock;
-    if (errno != EWOULDBLOCK) return fs_error("cannot lock", path, errno);
-    if (on_wait) on_wait();
-    while (::flock(fd, LOCK_EX) != 0) {
-        if (errno != EINTR) return fs_error("cannot lock", path, errno);
-    }
+    REDIST_TRY(lock.fd_, lock_file(path, lock_mode::exclusive, lock_wait::block, on_wait));
     return lock;
 }
 
 result<void> blob_cache::publish(const std::string& sha256) const {
     const fs::path from = partial_path(sha256);
     const fs::path to = blob_path(sha256);
-    if (::rename(from.c_str(), to.c_str()) != 0) return fs_error("cannot publish cache blob", to, errno);
+    if (::rename(from.c_str(), to.c_str()) != 0) return errno_error("cannot publish cache blob", to, errno);
     return {};
 }
 
@@ -658,11 +597,12 @@ unique_fd open_subdir_at(int dir_fd, const char* name) {
 // exist): then no writer it serializes is at work. The lock is held by `held`
 // until the caller is done.
 bool lock_is_free_at(int dir_fd, const std::string& name, unique_fd& held) {
-    held.reset(::openat(dir_fd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
-    if (!held) return errno == ENOENT;
     struct stat st {};
-    if (::fstat(held.get(), &st) != 0 || !S_ISREG(st.st_mode)) return false;
-    return ::flock(held.get(), LOCK_EX | LOCK_NB) == 0;
+    if (::fstatat(dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return errno == ENOENT;
+    auto lock = lock_file_at(dir_fd, name.c_str(), lock_mode::exclusive, lock_wait::try_once, {}, name);
+    if (!lock.ok()) return false;
+    held = std::move(*lock);
+    return held.valid();
 }
 
 // atomic_write's (and store_document's) temp files in `dir_fd` older than
@@ -709,10 +649,8 @@ std::uint64_t blob_cache::remove_leftovers() const noexcept {
                     continue;
                 }
                 if (!kind.starts_with(".partial.")) continue;
-                auto lock = open_lock_file(locks_ / (hex + ".lock"));
-                if (!lock.ok()) continue;
-                const fd_holder held(*lock);
-                if (::flock(held.get(), LOCK_EX | LOCK_NB) == 0) freed += remove_tree_at(trees.get(), name, owner);
+                const auto held = lock_file(locks_ / (hex + ".lock"), lock_mode::exclusive, lock_wait::try_once);
+                if (held.ok() && *held) freed += remove_tree_at(trees.get(), name, owner);
             }
         }
         if (const unique_fd documents = open_cache_subdir(documents_, shared_))
@@ -737,10 +675,8 @@ result<std::uint64_t> blob_cache::prune(std::chrono::seconds older_than) const {
     for (const auto& e : entries) {
         if (older_than.count() > 0 && now - e.last_used < older_than) continue;
         // Skip blobs that another process is working on right now.
-        auto lock = open_lock_file(locks_ / (e.sha256 + ".lock"));
-        if (!lock.ok()) continue;
-        fd_holder fd(*lock);
-        if (::flock(fd.get(), LOCK_EX | LOCK_NB) == 0) {
+        const auto held = lock_file(locks_ / (e.sha256 + ".lock"), lock_mode::exclusive, lock_wait::try_once);
+        if (held.ok() && *held) {
             std::error_code ec;
             if (fs::remove(e.partial ? partial_path(e.sha256) : blob_path(e.sha256), ec)) freed += e.size;
             if (!e.partial) freed += remove_tree(e.sha256);
@@ -802,10 +738,8 @@ result<std::uint64_t> blob_cache::prune_to_size(std::uint64_t max_bytes) const {
     std::sort(order.begin(), order.end(), [](const candidate& a, const candidate& b) { return a.used < b.used; });
     for (const auto& c : order) {
         if (total <= max_bytes) break;
-        auto lock = open_lock_file(locks_ / (c.entry->sha256 + ".lock"));
-        if (!lock.ok()) continue;
-        fd_holder fd(*lock);
-        if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // in use by another process
+        const auto held = lock_file(locks_ / (c.entry->sha256 + ".lock"), lock_mode::exclusive, lock_wait::try_once);
+        if (!held.ok() || !*held) continue;  // in use by another process
         std::uint64_t gone = 0;
         std::error_code removed;
         if (fs::remove(c.entry->partial ? partial_path(c.entry->sha256) : blob_path(c.entry->sha256), removed))
@@ -827,7 +761,7 @@ std::optional<std::string> blob_cache::load_document(const std::string& url, std
     // hashes are trusted, so one planted by another user must not be used).
     auto opened = open_cache_file(documents_ / sha256_hex(url), cache_file_access::read);
     if (!opened.ok()) return std::nullopt;
-    fd_holder fd(*opened);
+    unique_fd fd(*opened);
     struct stat st {};
     if (::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
     if (shared_ && !written_by_us(st)) return std::nullopt;
@@ -990,7 +924,7 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
         // From here on the new directory is reached through its descriptor
         // when others can rename things in trees/ (shared); inside it, only
         // we can write.
-        fd_holder tmp_fd(::open(tmp_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        unique_fd tmp_fd(::open(tmp_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (tmp_fd.get() < 0 || ::fstat(tmp_fd.get(), &st) != 0 || st.st_uid != ::geteuid()) return;
         const fs::path tmp = shared_ ? anchored(tmp_fd.get(), tmp_path) : tmp_path;
         auto abandon = [&] {
@@ -1012,12 +946,12 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
             }
             // A copy (or reflink), never a hard link: the stage becomes the
             // prefix, and the prefix must not share inodes with the cache.
-            fd_holder in(::open((stage / f.path).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+            unique_fd in(::open((stage / f.path).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
             struct stat in_st {};
             if (in.get() < 0 || ::fstat(in.get(), &in_st) != 0 || !S_ISREG(in_st.st_mode) ||
                 static_cast<std::uint64_t>(in_st.st_size) != f.size)
                 return abandon();
-            fd_holder out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+            unique_fd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
             if (out.get() < 0 || !clone_or_copy(in.get(), out.get(), in_st.st_size, true, true)) return abandon();
             // Whatever the archive said, nobody else may write the cache's copy.
             struct stat out_st {};
@@ -1025,15 +959,16 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
             r.ino = static_cast<std::uint64_t>(out_st.st_ino);
             r.mtime = mtime_ns(out_st);
             r.ctime = ctime_ns(out_st);
-            if (!out.close()) return abandon();
+            if (!out.close(to).ok()) return abandon();
         }
         // The list is written before the directory is renamed into place, so a
         // tree under its final name always has a list.
-        fd_holder out(
+        unique_fd out(
             ::open((tmp / ".redist-tree.json").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
         if (out.get() < 0) return abandon();
         const bool written = write_all(out.get(), tree_list_json(list));
-        if (!out.close() || !written || ::rename(tmp_path.c_str(), final_dir.c_str()) != 0) return abandon();
+        if (!out.close(tmp_path).ok() || !written || ::rename(tmp_path.c_str(), final_dir.c_str()) != 0)
+            return abandon();
     } catch (...) {
         // Best effort (std::bad_alloc): no tree is recorded.
     }
@@ -1045,7 +980,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
     using outcome = std::optional<std::vector<installed_file>>;
     if (!is_sha256_hex(sha256)) return outcome();
     const fs::path dir_path = trees_ / sha256;
-    fd_holder dir_fd(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    unique_fd dir_fd(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     if (dir_fd.get() < 0 && errno == ENOENT) return outcome();
     struct stat dir_st {};
     const bool dir_opened = dir_fd.get() >= 0 && ::fstat(dir_fd.get(), &dir_st) == 0;
@@ -1062,7 +997,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         return outcome();
     };
     auto stage_error = [&](const char* what, const fs::path& path) -> result<outcome> {
-        return fs_error(what, path, errno);
+        return errno_error(what, path, errno);
     };
 
     // The list decides what gets installed, so it must be one we wrote: in
@@ -1075,7 +1010,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
     if (!opened.ok()) return reject();
     std::optional<tree_list> list;
     {
-        fd_holder fd(*opened);
+        unique_fd fd(*opened);
         struct stat st {};
         if (::fstat(fd.get(), &st) != 0 || !written_by_us(st)) return reject();
         const auto text = read_bounded(fd.get(), k_max_tree_list);
@@ -1101,7 +1036,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         }
         auto source = open_cache_file(dir / f.path, cache_file_access::read);
         if (!source.ok()) return reject();
-        fd_holder in(*source);
+        unique_fd in(*source);
         struct stat st {};
         if (::fstat(in.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != f.size) return reject();
         // Not shared, the cache is ours (checked by open): nobody but us and
@@ -1117,7 +1052,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
                 return stage_error("cannot place file from the cache", to);
             continue;
         }
-        fd_holder out(::open(to.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+        unique_fd out(::open(to.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
         if (out.get() < 0) return stage_error("cannot place file from the cache", to);
         if (!clone_or_copy(in.get(), out.get(), st.st_size, mode != link_mode::copy, mode != link_mode::reflink))
             return placing_error(mode, errno, root_, stage, to);
@@ -1127,7 +1062,7 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
             const auto digest = file_digest(out.get(), f.piece_size, to);
             if (!digest.ok() || *digest != f.sha256) return reject();
         }
-        if (::fchmod(out.get(), f.mode & 0777) != 0 || !out.close())
+        if (::fchmod(out.get(), f.mode & 0777) != 0 || !out.close(to).ok())
             return stage_error("cannot place file from the cache", to);
     }
     if (hardlink && !list->hardlinked) {

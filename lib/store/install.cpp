@@ -1168,30 +1168,12 @@ result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::f
             return make_error(error_code::bad_manifest, "corrupt prefix state: not a directory (is it a symlink?)")
                 .with_path(dir.string());
     }
-    REDIST_TRY(const int fd, lock_file_exclusive(state_dir(prefix) / "lock", on_wait));
+    REDIST_TRY(unique_fd fd, lock_file(state_dir(prefix) / "lock", lock_mode::exclusive, lock_wait::block, on_wait));
     prefix_lock lock;
     lock.prefix_ = prefix;
-    lock.fd_ = fd;
+    lock.fd_ = std::move(fd);
     REDIST_TRY_VOID(recover_prefix(prefix));
     return lock;
-}
-
-prefix_lock::prefix_lock(prefix_lock&& other) noexcept : prefix_(std::move(other.prefix_)), fd_(other.fd_) {
-    other.fd_ = -1;
-}
-
-prefix_lock& prefix_lock::operator=(prefix_lock&& other) noexcept {
-    if (this != &other) {
-        if (fd_ >= 0) ::close(fd_);
-        prefix_ = std::move(other.prefix_);
-        fd_ = other.fd_;
-        other.fd_ = -1;
-    }
-    return *this;
-}
-
-prefix_lock::~prefix_lock() {
-    if (fd_ >= 0) ::close(fd_);  // closing releases the flock
 }
 
 // ---- stages ---------------------------------------------------------------------------
@@ -1486,8 +1468,7 @@ result<unique_fd> lock_prefix_shared(const fs::path& prefix, const std::function
         return make_error(error_code::bad_manifest, "corrupt prefix state: not a directory (is it a symlink?)")
             .with_path(dir.string());
     if (!dir_fd) return errno_error("cannot open", dir, errno);
-    REDIST_TRY(const int fd, lock_file_at(dir_fd.get(), "lock", lock_mode::shared, on_wait, dir / "lock"));
-    return unique_fd(fd);
+    return lock_file_at(dir_fd.get(), "lock", lock_mode::shared, lock_wait::block, on_wait, dir / "lock");
 }
 
 // verify_prefix's work, under the prefix lock (shared or exclusive).

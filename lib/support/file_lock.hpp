@@ -1,20 +1,14 @@
-// flock(2) on a lock file: the prefix lock, exclusive for writers and shared
-// for `verify` (internal to the library).
+// flock(2) on a lock file: the prefix lock (exclusive for writers, shared for
+// `verify`), the cache's per-blob locks and the drift history's per-URL locks
+// (internal to the library). The one place that opens a lock file.
 #pragma once
 
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
-#include <cerrno>
 #include <cstdint>
-#include <cstring>
 #include <filesystem>
 #include <functional>
-#include <string>
 
 #include "redist/error.hpp"
+#include "redist/unique_fd.hpp"
 
 namespace redist {
 
@@ -23,41 +17,30 @@ enum class lock_mode : std::uint8_t {
     shared,     // a reader: no writer holds it, other readers may
 };
 
-// Opens `name` under the directory `dir_fd` (AT_FDCWD: a path) and takes a
-// flock in `mode`, calling on_wait once before blocking when another process
-// holds it in a conflicting mode. The lock file is opened without following a
-// symlink at its name and must be a regular file (O_NONBLOCK, so that a FIFO
-// planted there cannot block the open). An exclusive lock creates the file;
-// a shared one creates it when it can and otherwise opens it read-only (a
-// reader without write access to the directory). Returns the descriptor; the
-// lock lasts until it is closed (also when the process dies, even by
-// SIGKILL). `shown_as` names the file in errors. Outcomes: ok | filesystem.
-inline result<int> lock_file_at(int dir_fd, const char* name, lock_mode mode, const std::function<void()>& on_wait,
-                                const std::filesystem::path& shown_as) {
-    const int access = mode == lock_mode::exclusive ? O_RDWR : O_RDONLY;
-    const int flags = access | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
-    int fd = ::openat(dir_fd, name, flags | O_CREAT, 0644);
-    if (fd < 0 && mode == lock_mode::shared && (errno == EACCES || errno == EROFS)) fd = ::openat(dir_fd, name, flags);
-    auto failure = [&](const std::string& why) {
-        if (fd >= 0) ::close(fd);
-        return make_error(error_code::filesystem, "cannot lock: " + why).with_path(shown_as.string());
-    };
-    if (fd < 0) return failure(std::strerror(errno));
-    struct stat st {};
-    if (::fstat(fd, &st) != 0) return failure(std::strerror(errno));
-    if (!S_ISREG(st.st_mode)) return failure("the lock file is not a regular file");
-    const int op = mode == lock_mode::exclusive ? LOCK_EX : LOCK_SH;
-    if (::flock(fd, op | LOCK_NB) == 0) return fd;
-    if (errno != EWOULDBLOCK) return failure(std::strerror(errno));
-    if (on_wait) on_wait();
-    while (::flock(fd, op) != 0)
-        if (errno != EINTR) return failure(std::strerror(errno));
-    return fd;
-}
+enum class lock_wait : std::uint8_t {
+    block,     // wait until the lock is free (on_wait is called once first)
+    try_once,  // do not wait: an empty descriptor when another process holds it
+};
 
-// An exclusive lock on `path` (see lock_file_at). Outcomes: ok | filesystem.
-inline result<int> lock_file_exclusive(const std::filesystem::path& path, const std::function<void()>& on_wait) {
-    return lock_file_at(AT_FDCWD, path.c_str(), lock_mode::exclusive, on_wait, path);
-}
+// Opens `name` under the directory `dir_fd` (AT_FDCWD: a path) and takes a
+// flock in `mode`. The lock file is opened without following a symlink at its
+// name and must be a regular file (O_NONBLOCK, so that a FIFO planted there
+// cannot block the open). It is opened read-only (flock needs no write
+// access, so a lock file that another user of a shared cache created can be
+// locked too), created when missing and opened as it is when creating is
+// refused (EACCES, EROFS: a reader without write access to the directory).
+// With lock_wait::block and another process holding the lock in a
+// conflicting mode, calls on_wait once, then waits (EINTR is retried). The
+// lock lasts until the descriptor is closed (also when the process dies,
+// even by SIGKILL). `shown_as` names the file in errors.
+// Outcomes: ok (with lock_wait::try_once, an empty descriptor when the lock
+// is held elsewhere) | filesystem ("cannot open lock file: <strerror>",
+// "lock file is not a regular file", "cannot lock: <strerror>").
+result<unique_fd> lock_file_at(int dir_fd, const char* name, lock_mode mode, lock_wait wait,
+                               const std::function<void()>& on_wait, const std::filesystem::path& shown_as);
+
+// lock_file_at for a path. Outcomes: as lock_file_at.
+result<unique_fd> lock_file(const std::filesystem::path& path, lock_mode mode, lock_wait wait,
+                            const std::function<void()>& on_wait = {});
 
 }  // namespace redist

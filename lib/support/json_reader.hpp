@@ -1,6 +1,6 @@
 // Internal: one small reader over simdjson On-Demand for the library's own
 // JSON files (receipts, the commit journal, lock files), distilled from the
-// manifest walker (issue 13, item 4).
+// manifest walker.
 //
 // A reader is a table of fields per object. For each object the reader:
 //  * iterates the fields once, in document order (On-Demand's read-once rule:

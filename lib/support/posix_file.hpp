@@ -1,7 +1,7 @@
-// Internal: the library's one file-descriptor type, errno-to-error helper,
-// write loop and bounded reader; the atomic writer (include/redist/atomic_write.hpp,
-// public because the tools write lock files and SBOMs through it too) is
-// implemented here.
+// Internal: the library's one errno-to-error helper, write loop and bounded
+// reader. unique_fd (include/redist/unique_fd.hpp) and the atomic writer
+// (include/redist/atomic_write.hpp, public because the tools write lock files
+// and SBOMs through it too) are implemented here.
 //
 // Hazards these exist for:
 //  * Files that redist creates in places others can write (the prefix's
@@ -24,42 +24,11 @@
 
 #include "redist/atomic_write.hpp"
 #include "redist/error.hpp"
+#include "redist/unique_fd.hpp"
 
 struct stat;
 
 namespace redist {
-
-// Owns a file descriptor; closes it on destruction. Move-only.
-class unique_fd {
-public:
-    unique_fd() noexcept = default;
-    explicit unique_fd(int fd) noexcept : fd_(fd) {}
-    unique_fd(unique_fd&& other) noexcept : fd_(other.release()) {}
-    unique_fd& operator=(unique_fd&& other) noexcept {
-        if (this != &other) reset(other.release());
-        return *this;
-    }
-    unique_fd(const unique_fd&) = delete;
-    unique_fd& operator=(const unique_fd&) = delete;
-    ~unique_fd() { reset(); }
-
-    int get() const noexcept { return fd_; }
-    bool valid() const noexcept { return fd_ >= 0; }
-    explicit operator bool() const noexcept { return valid(); }
-    int release() noexcept {
-        const int fd = fd_;
-        fd_ = -1;
-        return fd;
-    }
-    // Closes the current descriptor (errors ignored: use close() to see them).
-    void reset(int fd = -1) noexcept;
-    // Closes and reports the error close(2) returned (data may be lost on NFS).
-    // Outcomes: ok | filesystem.
-    result<void> close(const std::filesystem::path& path_for_errors);
-
-private:
-    int fd_ = -1;
-};
 
 // "<what>: <strerror(err)>" with the path, as one error of category `code`.
 error errno_error(std::string_view what, const std::filesystem::path& path, int err,

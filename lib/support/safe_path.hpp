@@ -1,5 +1,5 @@
 // Internal: the one place where names from input are judged and where paths
-// built from input are joined under a root (issue 9, item 1).
+// built from input are joined under a root.
 //
 // Every byte of a manifest, lock file, receipt or journal may be hostile. A
 // component key such as "../../../../x" or "/tmp/victim" must never become a

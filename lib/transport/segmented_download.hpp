@@ -1,5 +1,5 @@
-// Internal: one large artifact over several HTTP connections at once
-// (issue 11, item 3), reassembled in order for the hash and the decoder.
+// Internal: one large artifact over several HTTP connections at once,
+// reassembled in order for the hash and the decoder.
 //
 // Why: CDNs often cap each connection (nginx `limit_rate`); one stream of a
 // 313 MiB archive then takes 30 s while xz decodes it in 7. Byte ranges over

@@ -1,4 +1,4 @@
-// Internal: the one source driver (issue 13, item 1). Documents, artifacts
+// Internal: the one source driver. Documents, artifacts
 // and `redist mirror` all fetch through try_sources(): one retry policy, one
 // offline rule, one error ranking, one place that reports retries.
 //

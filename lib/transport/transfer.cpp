@@ -16,6 +16,7 @@
 //   FIFO or device cannot block us.
 #include "redist/transfer.hpp"
 #include "redist/urls.hpp"
+#include "support/posix_file.hpp"
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -466,22 +467,6 @@ result<void> configure(CURL* h, const std::string& url, const transfer_options& 
 
 // ---- file:// ----------------------------------------------------------------
 
-// A file descriptor closed on scope exit. Deliberately small and local: the
-// library-wide unique_fd will replace it.
-class local_fd {
-public:
-    explicit local_fd(int fd) : fd_(fd) {}
-    ~local_fd() {
-        if (fd_ >= 0) ::close(fd_);
-    }
-    local_fd(const local_fd&) = delete;
-    local_fd& operator=(const local_fd&) = delete;
-    int get() const noexcept { return fd_; }
-
-private:
-    int fd_;
-};
-
 const char* file_kind(mode_t mode) {
     if (S_ISLNK(mode)) return "a symlink";
     if (S_ISDIR(mode)) return "a directory";
@@ -519,13 +504,13 @@ result<void> read_file_url(const std::string& url, const std::string& safe_url, 
     const auto os_error = [&](const char* what, int en) {
         const error_code code = (en == ENOENT || en == ENOTDIR || en == EACCES) ? error_code::not_found
                                                                                 : error_code::network;
-        return make_error(code, std::string(what) + ": " + std::strerror(en)).with_url(safe_url);
+        return errno_error(what, {}, en, code).with_url(safe_url);
     };
 
     struct stat st {};
     if (::lstat(path.c_str(), &st) != 0) return os_error("cannot read file", errno);
     if (!S_ISREG(st.st_mode)) return refuse(file_kind(st.st_mode));
-    local_fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
+    const unique_fd fd(::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY));
     if (fd.get() < 0) {
         if (errno == ELOOP) return refuse("a symlink");
         return os_error("cannot read file", errno);

@@ -1,4 +1,4 @@
-"""Which artifact `redist fetch` starts first (issue 11): with fewer job
+"""Which artifact `redist fetch` starts first: with fewer job
 slots than artifacts, the largest archive goes first (its download and
 decode are the longest; started last, they would be the run's tail). Checked
 on tests/fixtures/fault_server.py's own request log, whose began/ended

@@ -1,7 +1,7 @@
-"""A cache that somebody else may control, and terminal escapes (issue 9,
-items 5 and 7). The tests run as root, like redist in CI: a cache owned by
-`nobody` (uid 65534) or writable by group/others is refused unless
---shared-cache is given; a shared cache is re-verified; planted .part and
+"""A cache that somebody else may control, and terminal escapes. The tests
+run as root, like redist in CI: a cache owned by `nobody` (uid 65534) or
+writable by group/others is refused unless --shared-cache is given; a shared
+cache is re-verified; planted .part and
 lock symlinks are never followed; the first prefix shares no inode with the
 cache; HOME unset never means a fixed /tmp path; holes survive the tree
 cache; and no control character reaches stdout/stderr raw. Every case checks

@@ -1,4 +1,4 @@
-"""Hostile input aimed at the prefix (issue 9, prefix side): component keys
+"""Hostile input aimed at the prefix: component keys
 that are paths, lock files and receipts that point outside, planted journals,
 file/directory clashes between components, percent-encoded relative paths,
 one component key in two products, and directory modes that must be kept.

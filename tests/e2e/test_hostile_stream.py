@@ -1,4 +1,4 @@
-"""Hostile sources, seen from the download/stream/unpack side (issue 9): a
+"""Hostile sources, seen from the download/stream/unpack side: a
 FIFO behind a file:// mirror, "%2f" traversal through a file:// mirror, an
 https -> http redirect, an xz bomb of the right size but the wrong hash (and
 one with the right hash), an archive entry under .redist/, a pax hardlink

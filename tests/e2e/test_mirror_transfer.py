@@ -1,4 +1,4 @@
-"""`redist mirror` on the shared transfer code (issue 13 item 1, issue 11 item 4),
+"""`redist mirror` on the shared transfer code (sources.hpp, the run budget),
 against tests/fixtures/fault_server.py: a dropped connection is resumed with a
 Range request, a killed run is resumed by the next run, Retry-After is
 honoured, and --jobs N keeps N artifacts in flight. Every test checks the

@@ -1,4 +1,4 @@
-"""Segmented downloads (lib/segmented_download, issue 11 item 3): the module
+"""Segmented downloads (lib/transport/segmented_download): the module
 against the real nginx of the e2e fixture, through tests/tools/segmented_get,
 and `redist fetch --connections` against the fault server (SegmentedFetch). The biggest archive of the demo mirror is cut into
 small segments, so that a few hundred KiB exercise many ranges. Each test

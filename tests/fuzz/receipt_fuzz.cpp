@@ -4,11 +4,11 @@
 //
 // Contract checked on every input: a failure is one clean bad_manifest line
 // naming the source; a success round-trips through receipt_to_json, and a
-// file recorded by a piece list has a valid piece size and digest.
-// (Issue 9 will make the reader refuse paths outside the prefix; assert
-// "every files[].path is relative and free of '..'" here once it does.)
+// file recorded by a piece list has a valid piece size and digest, and every
+// files[].path is relative and free of '..' (the reader refuses the rest).
 #include <cstddef>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <string_view>
 
@@ -24,8 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         return 0;
     }
     // A file recorded by a piece list says how: a valid piece size and a digest.
-    for (const auto& f : parsed.value().files)
+    for (const auto& f : parsed.value().files) {
         if (f.piece_size != 0) fuzz::require(redist::valid_piece_size(f.piece_size) && redist::is_sha256_hex(f.sha256));
+        const std::filesystem::path path(f.path);
+        fuzz::require(!f.path.empty() && path.is_relative());
+        for (const auto& part : path) fuzz::require(part != "..");
+    }
     const std::string written = redist::receipt_to_json(parsed.value());
     const auto reread = redist::receipt_from_json(written, "rewritten.json");
     fuzz::require(reread.ok());

@@ -1,4 +1,4 @@
-// Subcommands of the projects/drift/SBOM work (issue 12), each in its own
+// The project, drift and SBOM subcommands, each in its own
 // file under tools/commands/, and the pieces they share with `redist fetch`.
 #pragma once
 

@@ -392,7 +392,7 @@ int run_sync(sync_args args) {
     const auto explain = [&](redist::error e) { return explain_lock_mismatch(std::move(e), *lock, platform); };
     if (const int code = run_install(args.install, req, report, platform, explain); code != 0 || !report) return code;
     if (!args.install.quiet || args.install.json) warn_unmatched_excludes(req.prefix, req.exclude);
-    record_artifacts(args.source, args.install.quiet, *report);  // drift watching (issue 12)
+    record_artifacts(args.source, args.install.quiet, *report);  // drift watching
     if (args.install.json) return print_json(platform, *report);
     return 0;
 }

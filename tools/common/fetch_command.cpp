@@ -84,7 +84,7 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
     REDIST_TRY(const auto release, redist::resolve_release(release_req, options.source.transfer()));
     if (!options.source.manifest.empty())
         REDIST_TRY_VOID(check_version_agrees(options, release.label, "--manifest " + options.source.manifest));
-    // Drift watching (issue 12): a manifest that differs from the one this URL served before
+    // Drift watching: a manifest that differs from the one this URL served before
     // (not for a local file given with --manifest: that is the user's own document).
     if (options.source.manifest.empty() || !redist::is_file_url(redist::to_url(options.source.manifest)))
         REDIST_TRY_VOID(watch_manifest_drift(options.source, options.install.strict, options.install.quiet, release));
@@ -163,7 +163,7 @@ redist::result<redist::release_plan> plan_from_lock(const fetch_options& options
         for (const auto& note : notes)
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
     const auto upstream = reread_locked_manifest(options, lock);
-    // Drift watching (issue 12): with a lock file, upstream drift is an error.
+    // Drift watching: with a lock file, upstream drift is an error.
     if (upstream.ok()) REDIST_TRY_VOID(watch_manifest_drift(options.source, true, options.install.quiet, *upstream));
     if (!upstream.ok()) {
         if (!options.install.quiet)
@@ -343,7 +343,7 @@ int run_fetch(const fetch_options& options) {
     if (const int code = run_install(options.install, req, report, platform.ok() ? *platform : std::string());
         code != 0 || !report)
         return code;
-    record_artifacts(options.source, options.install.quiet, *report);  // drift watching (issue 12)
+    record_artifacts(options.source, options.install.quiet, *report);  // drift watching
 
     std::optional<redist::check_report> checked;
     if (!options.no_check) checked = post_install_check(options, *report, driver_query ? &*driver_query : nullptr);
