@@ -1,5 +1,5 @@
-// Internal: the commit journal and the pure commit planner (issue 13 item 5,
-// issue 9 item 2). install.cpp runs what is planned here.
+// Internal: the commit journal and the pure commit planner. journal.cpp
+// writes and applies what is planned here.
 //
 // The journal names every path relative to the prefix. When it is read back
 // (roll forward after a crash) it is validated like any other input: a path
