@@ -80,11 +80,33 @@ result<std::set<std::string>> replaced_keys(const std::vector<planned_stage>& st
     return replaced;
 }
 
-existing_owners owners_before(const std::vector<located_receipt>& existing, const std::set<std::string>& replaced) {
+// The keys of the removed components: each installed, none staged.
+result<std::set<std::string>> removed_keys(const std::vector<located_receipt>& existing,
+                                           const std::set<std::string>& replaced,
+                                           const std::vector<component_key>& removed) {
+    std::unordered_set<std::string> installed;
+    for (const auto& e : existing) installed.insert(key_of(e.r));
+    std::set<std::string> going;
+    for (const auto& [product, component] : removed) {
+        const std::string key = key_of(product, component);
+        if (replaced.count(key))
+            return make_error(error_code::conflict,
+                              "component " + printable(key, 128) + " is both installed and removed");
+        if (!installed.count(key))
+            return make_error(error_code::not_found, "component " + printable(component, 64) + " of product " +
+                                                         printable(product, 64) + " is not installed");
+        going.insert(key);
+    }
+    return going;
+}
+
+// A removed component's files stay owned (redist's own: a staged file may
+// replace one without overwrite_unowned) but are not kept.
+existing_owners owners_before(const std::vector<located_receipt>& existing, const std::set<std::string>& leaving) {
     existing_owners out;
     for (const auto& e : existing) {
         for (const auto& f : e.r.files) out.owned.insert(f.path);
-        if (replaced.count(key_of(e.r))) continue;
+        if (leaving.count(key_of(e.r))) continue;
         for (const auto& f : e.r.files) out.kept.emplace(f.path, owner{&e.r, &f});
     }
     return out;
@@ -195,21 +217,28 @@ void plan_mkdirs(const prefix_view& prefix, const std::vector<planned_stage>& st
     }
 }
 
-// Stale files: a replaced receipt's files that nothing ships or owns anymore,
-// then their directories that may become empty.
-void plan_stale_deletes(const std::vector<located_receipt>& existing, const std::set<std::string>& replaced,
-                        const staged_claims& claims, const std::unordered_map<std::string, owner>& kept_owners,
-                        journal& j) {
+// Files of the replaced and removed receipts that nothing staged or kept
+// owns anymore (each once), the removed receipts, then the directories that
+// may become empty, deepest first, a removed product's receipt directory too.
+void plan_deletes(const std::vector<located_receipt>& existing, const std::set<std::string>& leaving,
+                  const std::set<std::string>& removed, const staged_claims& claims,
+                  const std::unordered_map<std::string, owner>& kept_owners, journal& j) {
     std::set<std::string> prune;
+    std::unordered_set<std::string> deleted;
     for (const auto& e : existing) {
-        if (!replaced.count(key_of(e.r))) continue;
+        if (!leaving.count(key_of(e.r))) continue;
         for (const auto& f : e.r.files) {
-            if (claims.owners.count(f.path) || kept_owners.count(f.path)) continue;
+            if (claims.owners.count(f.path) || kept_owners.count(f.path) || !deleted.insert(f.path).second) continue;
             j.deletes.push_back(f.path);
             for (const auto& parent : parents_of(f.path)) prune.insert(parent);
         }
     }
-    for (const auto& d : by_depth(prune, /*deepest_first=*/true)) j.prune.push_back(d);
+    for (const auto& e : existing) {
+        if (!removed.count(key_of(e.r))) continue;
+        j.deletes.push_back(e.rel_path);
+        if (segment_count(e.rel_path) == 4) prune.insert(parents_of(e.rel_path).front());
+    }
+    j.prune = by_depth(prune, /*deepest_first=*/true);
 }
 
 // Receipts last: each moves from beside its stage; an old receipt of the
@@ -274,148 +303,24 @@ result<void> check_one_filesystem(const prefix_view& prefix, const journal& j) {
 }  // namespace
 
 // Every check runs before the journal is complete; the steps append to it in
-// the order they run: file moves, mkdirs, stale deletes and prunes, receipts.
+// the order they run: file moves, mkdirs, deletes and prunes, receipts.
 result<journal> plan_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
-                            const std::vector<planned_stage>& staged, bool overwrite_unowned) {
+                            const std::vector<planned_stage>& staged, const std::vector<component_key>& removed,
+                            bool overwrite_unowned) {
     REDIST_TRY(const std::set<std::string> replaced, replaced_keys(staged));
-    const existing_owners before = owners_before(existing, replaced);
+    REDIST_TRY(const std::set<std::string> going, removed_keys(existing, replaced, removed));
+    std::set<std::string> leaving = going;
+    leaving.insert(replaced.begin(), replaced.end());
+    const existing_owners before = owners_before(existing, leaving);
     journal j;
     REDIST_TRY(const staged_claims claims, claim_staged_files(staged, before.kept, j));
     REDIST_TRY_VOID(check_dirs_are_dirs(prefix, claims, before.kept));
     REDIST_TRY_VOID(check_files_in_prefix(prefix, claims, before.owned, overwrite_unowned));
     plan_mkdirs(prefix, staged, claims.dirs, j);
-    plan_stale_deletes(existing, replaced, claims, before.kept, j);
+    plan_deletes(existing, leaving, going, claims, before.kept, j);
     REDIST_TRY_VOID(plan_receipts(prefix, existing, staged, j));
     REDIST_TRY_VOID(check_one_filesystem(prefix, j));
     REDIST_TRY_VOID(check_journal(j));  // the same rules a reader applies
-    return j;
-}
-
-journal plan_remove(const std::vector<located_receipt>& existing,
-                    const std::vector<std::pair<std::string, std::string>>& which) {
-    std::unordered_set<std::string> targets;
-    for (const auto& [product, component] : which) targets.insert(key_of(product, component));
-    // One pass to find what stays owned, one over the targets: linear in the
-    // receipts, however many components go.
-    std::unordered_set<std::string> kept;
-    for (const auto& e : existing)
-        if (!targets.count(key_of(e.r)))
-            for (const auto& f : e.r.files) kept.insert(f.path);
-    journal j;
-    std::set<std::string> prune;
-    std::unordered_set<std::string> deleted;
-    for (const auto& e : existing) {
-        if (!targets.count(key_of(e.r))) continue;
-        for (const auto& f : e.r.files) {
-            if (kept.count(f.path) || !deleted.insert(f.path).second) continue;
-            j.deletes.push_back(f.path);
-            for (const auto& parent : parents_of(f.path)) prune.insert(parent);
-        }
-    }
-    for (const auto& d : by_depth(prune, /*deepest_first=*/true)) j.prune.push_back(d);
-    std::set<std::string> product_dirs;
-    for (const auto& e : existing) {
-        if (!targets.count(key_of(e.r))) continue;
-        j.deletes.push_back(e.rel_path);
-        if (segment_count(e.rel_path) == 4) product_dirs.insert(parents_of(e.rel_path).front());
-    }
-    for (const auto& d : product_dirs) j.prune.push_back(d);
-    return j;
-}
-
-// ---- installing and removing in one journal ---------------------------------------
-
-namespace {
-
-// The prefix as a commit sees it once the removed components are gone: their
-// files are redist's own, so a staged file may take the place of one without
-// --force. Types are reported as they are: a directory a staged file needs
-// where a removed component has a file is still a refusal (mkdir would fail).
-class removing_view final : public prefix_view {
-public:
-    removing_view(const prefix_view& disk, const std::unordered_set<std::string>& going) : disk_(disk), going_(going) {}
-    node type_of(const std::string& relative) const override { return disk_.type_of(relative); }
-    bool holds(const std::string& relative, const installed_file& file) const override {
-        return going_.count(relative) > 0 || disk_.holds(relative, file);
-    }
-    std::optional<unsigned> stage_dir_mode(const std::string& stage, const std::string& relative) const override {
-        return disk_.stage_dir_mode(stage, relative);
-    }
-    std::optional<std::uint64_t> device_of(const std::string& relative) const override {
-        return disk_.device_of(relative);
-    }
-
-private:
-    const prefix_view& disk_;
-    const std::unordered_set<std::string>& going_;
-};
-
-// The receipts split for the two planners: `staying` (for plan_commit: every
-// receipt but the removed ones) and `for_removal` (for plan_remove: the removed
-// ones plus those that stay unchanged; a replaced receipt's old files are
-// plan_commit's business), with every file path the removed ones list.
-struct removal_split {
-    std::vector<located_receipt> staying;
-    std::vector<located_receipt> for_removal;
-    std::unordered_set<std::string> going_files;
-};
-
-result<removal_split> split_for_removal(const std::vector<located_receipt>& existing,
-                                        const std::vector<planned_stage>& staged,
-                                        const std::vector<std::pair<std::string, std::string>>& removed) {
-    std::unordered_set<std::string> targets;
-    for (const auto& [product, component] : removed) targets.insert(key_of(product, component));
-    std::unordered_set<std::string> replaced;
-    for (const auto& s : staged) replaced.insert(key_of(*s.r));
-    for (const auto& key : targets)
-        if (replaced.count(key))
-            return make_error(error_code::conflict,
-                              "component " + printable(key, 128) + " is both installed and removed");
-    removal_split out;
-    std::unordered_set<std::string> found;
-    for (const auto& e : existing) {
-        const std::string key = key_of(e.r);
-        if (targets.count(key)) {
-            found.insert(key);
-            for (const auto& f : e.r.files) out.going_files.insert(f.path);
-            out.for_removal.push_back(e);
-            continue;
-        }
-        out.staying.push_back(e);
-        if (!replaced.count(key)) out.for_removal.push_back(e);
-    }
-    for (const auto& [product, component] : removed)
-        if (!found.count(key_of(product, component)))
-            return make_error(error_code::not_found, "component " + printable(component, 64) + " of product " +
-                                                         printable(product, 64) + " is not installed");
-    return out;
-}
-
-}  // namespace
-
-result<journal> plan_commit_removing(const prefix_view& prefix, const std::vector<located_receipt>& existing,
-                                     const std::vector<planned_stage>& staged,
-                                     const std::vector<std::pair<std::string, std::string>>& removed,
-                                     bool overwrite_unowned) {
-    if (removed.empty()) return plan_commit(prefix, existing, staged, overwrite_unowned);
-    REDIST_TRY(const removal_split split, split_for_removal(existing, staged, removed));
-    REDIST_TRY(journal j,
-               plan_commit(removing_view(prefix, split.going_files), split.staying, staged, overwrite_unowned));
-    const journal gone = plan_remove(split.for_removal, removed);
-    // A path a staged component ships is moved in before the deletes run:
-    // deleting it would delete the new file.
-    std::unordered_set<std::string> skip;
-    for (const auto& s : staged)
-        for (const auto& f : s.r->files) skip.insert(f.path);
-    skip.insert(j.deletes.begin(), j.deletes.end());
-    for (const auto& d : gone.deletes)
-        if (skip.insert(d).second) j.deletes.push_back(d);
-    // One deepest-first order over both sets, so that a parent that only
-    // becomes empty through the other plan's deletes is pruned too.
-    std::set<std::string> prune(j.prune.begin(), j.prune.end());
-    prune.insert(gone.prune.begin(), gone.prune.end());
-    j.prune = by_depth(prune, /*deepest_first=*/true);
-    REDIST_TRY_VOID(check_journal(j));
     return j;
 }
 

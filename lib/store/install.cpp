@@ -261,11 +261,11 @@ result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_
         if (s.new_receipt.installed_at.empty()) s.new_receipt.installed_at = utc_now_iso8601();
         planned.push_back({std::string(staging_rel) + "/" + stage.filename().string(), &s.new_receipt});
     }
-    std::vector<std::pair<std::string, std::string>> removed;
+    std::vector<component_key> removed;
     removed.reserve(remove.size());
     for (const auto& ref : remove) removed.emplace_back(ref.product, ref.component);
     const disk_view disk(prefix);
-    auto plan = plan_commit_removing(disk, existing, planned, removed, overwrite_unowned);
+    auto plan = plan_commit(disk, existing, planned, removed, overwrite_unowned);
     if (plan.ok()) {
         for (const auto& rel : *repaired) plan->deletes.push_back(rel);
         auto checked = check_journal(*plan);
@@ -435,7 +435,7 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
                 return std::move(u.why);
     std::map<std::string, std::set<std::string>> products_of;  // component -> products that have it
     for (const auto& e : receipts) products_of[e.r.component].insert(e.r.product);
-    std::vector<std::pair<std::string, std::string>> targets;
+    std::vector<component_key> targets;
     for (const auto& ref : which) {
         const auto found = products_of.find(ref.component);
         const bool known = found != products_of.end() && (ref.product.empty() || found->second.count(ref.product));
@@ -458,7 +458,8 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
         }
         targets.emplace_back(ref.product.empty() ? *found->second.begin() : ref.product, ref.component);
     }
-    return run_transaction(prefix, plan_remove(receipts, targets));
+    REDIST_TRY(const journal j, plan_commit(disk_view(prefix), receipts, {}, targets, false));
+    return run_transaction(prefix, j);
 }
 
 result<void> remove_component(const prefix_lock& lock, const std::string& component) {

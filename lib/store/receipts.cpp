@@ -46,8 +46,8 @@ std::string receipt_to_json(const receipt& r) {
     w.begin_object();
     // Schema 2: some file is recorded by a piece list ("sha256_pieces"), which
     // a reader of schema 1 would take for a file without a digest.
-    // (Symlinks write no digest: only regular files count; receipt_fuzz found a
-    // symlink with a piece size that made the schema differ on the next write.)
+    // Only regular files count: a symlink writes no digest, so a piece size
+    // on one would make the schema differ on the next write.
     const bool pieces = std::any_of(r.files.begin(), r.files.end(),
                                     [](const auto& f) { return f.kind == entry_kind::regular && f.piece_size != 0; });
     w.field("schema", pieces ? 2 : 1);
