@@ -503,6 +503,12 @@ TEST_CASE("plan_commit: an upgrade deletes stale files and the legacy receipt") 
     CHECK(std::find(plan->deletes.begin(), plan->deletes.end(), "lib/old.so") != plan->deletes.end());
     CHECK(std::find(plan->deletes.begin(), plan->deletes.end(), ".redist/receipts/a.json") != plan->deletes.end());
     CHECK(std::find(plan->prune.begin(), plan->prune.end(), "lib") != plan->prune.end());
+
+    // A legacy and a new receipt of the same key that both list a stale file: one delete.
+    const std::vector<located_receipt> both{legacy, at_home(legacy.r)};
+    auto once = plan_commit(prefix, both, {{".redist/staging/a.1", &r}}, {}, false);
+    REQUIRE(once.ok());
+    CHECK(std::count(once->deletes.begin(), once->deletes.end(), "lib/old.so") == 1);
 }
 
 TEST_CASE("plan_commit, removal only: linear, keeps shared files, removes receipts and empty product directories") {
