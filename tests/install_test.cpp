@@ -349,7 +349,7 @@ located_receipt at_home(receipt r) {
 TEST_CASE("plan_commit: moves, parents first, receipts last") {
     fake_prefix prefix;
     const receipt r = make_receipt("demo", "a", {{"lib/x/a.so", "a"}, {"include/a.h", "h"}});
-    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false);
     REQUIRE(plan.ok());
     REQUIRE(plan->mkdirs.size() == 3);
     CHECK(plan->mkdirs[0].path != "lib/x");  // shallowest first
@@ -360,7 +360,7 @@ TEST_CASE("plan_commit: moves, parents first, receipts last") {
     CHECK(check_journal(*plan).ok());
     // The first receipt of a product creates its receipt directory.
     const receipt other = make_receipt("newproduct", "b", {{"lib/x/b.so", "b"}});
-    auto first = plan_commit(prefix, {}, {{".redist/staging/b.1", &other}}, false);
+    auto first = plan_commit(prefix, {}, {{".redist/staging/b.1", &other}}, {}, false);
     REQUIRE(first.ok());
     CHECK(first->mkdirs.back().path == ".redist/receipts/newproduct");
 }
@@ -371,17 +371,17 @@ TEST_CASE("plan_commit: a move onto another file system is refused before any jo
     prefix.nodes["lib/mnt"] = prefix_view::node::directory;
     prefix.devices["lib/mnt"] = 2;  // a mount point inside the prefix
     const receipt r = make_receipt("demo", "a", {{"lib/a.so", "a"}, {"lib/mnt/sub/b.so", "b"}});
-    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false);
     REQUIRE_FALSE(plan.ok());
     CHECK(plan.error_value().code == error_code::filesystem);
     CHECK(plan.error_value().path == "lib/mnt");  // the nearest existing directory of lib/mnt/sub/b.so
     CHECK(plan.error_value().message.find("file system") != std::string::npos);
     // On one file system the same plan goes through.
     prefix.devices.clear();
-    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false).ok());
+    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false).ok());
     // A receipt directory on another file system is refused the same way.
     prefix.devices[".redist/receipts/demo"] = 3;
-    auto receipts = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    auto receipts = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false);
     REQUIRE_FALSE(receipts.ok());
     CHECK(receipts.error_value().path == ".redist/receipts/demo");
 }
@@ -390,7 +390,7 @@ TEST_CASE("plan_commit: an existing directory is never re-created or chmod'ed") 
     fake_prefix prefix;
     prefix.nodes["lib"] = prefix_view::node::directory;
     const receipt r = make_receipt("demo", "a", {{"lib/a.so", "a"}});
-    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false);
     REQUIRE(plan.ok());
     CHECK(plan->mkdirs.empty());
 }
@@ -399,7 +399,7 @@ TEST_CASE("plan_commit: a new directory takes the stage's mode, never special bi
     fake_prefix prefix;
     prefix.stage_modes[".redist/staging/a.1/lib"] = 03775;
     const receipt r = make_receipt("demo", "a", {{"lib/a.so", "a"}});
-    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false);
     REQUIRE(plan.ok());
     REQUIRE(plan->mkdirs.size() == 1);
     CHECK(plan->mkdirs[0].mode == 0775);
@@ -409,12 +409,12 @@ TEST_CASE("plan_commit: a file in one component and a directory in another is a 
     fake_prefix prefix;
     const receipt file = make_receipt("demo", "a", {{"lib/foo", "file"}});
     const receipt dir = make_receipt("demo", "b", {{"lib/foo/bar", "inside"}});
-    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &file}, {".redist/staging/b.1", &dir}}, false);
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &file}, {".redist/staging/b.1", &dir}}, {}, false);
     REQUIRE_FALSE(plan.ok());
     CHECK(plan.error_value().code == error_code::conflict);
     CHECK(plan.error_value().path == "lib/foo");
     // The other order too.
-    auto reversed = plan_commit(prefix, {}, {{".redist/staging/b.1", &dir}, {".redist/staging/a.1", &file}}, false);
+    auto reversed = plan_commit(prefix, {}, {{".redist/staging/b.1", &dir}, {".redist/staging/a.1", &file}}, {}, false);
     REQUIRE_FALSE(reversed.ok());
     CHECK(reversed.error_value().code == error_code::conflict);
 }
@@ -426,14 +426,14 @@ TEST_CASE("plan_commit: a file clashing with an installed component's file or di
     prefix.nodes["lib/foo/bar"] = prefix_view::node::regular;
     const std::vector<located_receipt> existing{at_home(make_receipt("demo", "b", {{"lib/foo/bar", "x"}}))};
     const receipt file = make_receipt("demo", "a", {{"lib/foo", "file"}});
-    auto plan = plan_commit(prefix, existing, {{".redist/staging/a.1", &file}}, true);
+    auto plan = plan_commit(prefix, existing, {{".redist/staging/a.1", &file}}, {}, true);
     REQUIRE_FALSE(plan.ok());
     CHECK(plan.error_value().code == error_code::conflict);
 
     const std::vector<located_receipt> has_file{at_home(make_receipt("demo", "c", {{"lib/baz", "x"}}))};
     prefix.nodes["lib/baz"] = prefix_view::node::regular;
     const receipt below = make_receipt("demo", "a", {{"lib/baz/inner", "y"}});
-    auto plan2 = plan_commit(prefix, has_file, {{".redist/staging/a.1", &below}}, true);
+    auto plan2 = plan_commit(prefix, has_file, {{".redist/staging/a.1", &below}}, {}, true);
     REQUIRE_FALSE(plan2.ok());
     CHECK(plan2.error_value().code == error_code::conflict);
 }
@@ -443,21 +443,21 @@ TEST_CASE("plan_commit: user files and user directories") {
     prefix.nodes["include"] = prefix_view::node::directory;
     prefix.nodes["include/mine.h"] = prefix_view::node::regular;
     const receipt r = make_receipt("demo", "a", {{"include/mine.h", "theirs"}});
-    auto refused = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    auto refused = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false);
     REQUIRE_FALSE(refused.ok());
     CHECK(refused.error_value().code == error_code::conflict);
-    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, true).ok());  // --force
+    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, true).ok());  // --force
     prefix.same.insert("include/mine.h");
-    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false).ok());  // identical: adopted
+    CHECK(plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false).ok());  // identical: adopted
     // A directory where a file goes is refused even with --force (rename would fail mid-commit).
     prefix.nodes["include/mine.h"] = prefix_view::node::directory;
-    auto dir = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, true);
+    auto dir = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, true);
     REQUIRE_FALSE(dir.ok());
     CHECK(dir.error_value().code == error_code::conflict);
     // A symlink where a directory is needed.
     fake_prefix linked;
     linked.nodes["include"] = prefix_view::node::symlink;
-    auto link = plan_commit(linked, {}, {{".redist/staging/a.1", &r}}, true);
+    auto link = plan_commit(linked, {}, {{".redist/staging/a.1", &r}}, {}, true);
     REQUIRE_FALSE(link.ok());
     CHECK(link.error_value().code == error_code::conflict);
 }
@@ -466,15 +466,15 @@ TEST_CASE("plan_commit: hostile names and paths are refused before any journal")
     fake_prefix prefix;
     for (const char* key : {"sub/comp", "../../../../x", "/tmp/victim", "", ".."}) {
         const receipt r = make_receipt("demo", key, {{"lib/a", "a"}});
-        auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+        auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false);
         REQUIRE_FALSE(plan.ok());
         CHECK(plan.error_value().code == error_code::bad_manifest);
     }
     const receipt product = make_receipt("a/b", "a", {{"lib/a", "a"}});
-    CHECK_FALSE(plan_commit(prefix, {}, {{".redist/staging/a.1", &product}}, false).ok());
+    CHECK_FALSE(plan_commit(prefix, {}, {{".redist/staging/a.1", &product}}, {}, false).ok());
     for (const char* path : {".redist/receipts/demo/x.json", ".redist/transaction.json", "../x", "/etc/passwd"}) {
         const receipt r = make_receipt("demo", "a", {{path, "a"}});
-        auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+        auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false);
         REQUIRE_FALSE(plan.ok());
         CHECK(plan.error_value().code == error_code::unsafe_archive);
     }
@@ -486,7 +486,7 @@ TEST_CASE("plan_commit: same component key in two products is two components") {
     prefix.nodes["lib/one.so"] = prefix_view::node::regular;
     const std::vector<located_receipt> existing{at_home(make_receipt("p1", "libx", {{"lib/one.so", "1"}}))};
     const receipt other = make_receipt("p2", "libx", {{"lib/two.so", "2"}});
-    auto plan = plan_commit(prefix, existing, {{".redist/staging/libx.1", &other}}, false);
+    auto plan = plan_commit(prefix, existing, {{".redist/staging/libx.1", &other}}, {}, false);
     REQUIRE(plan.ok());
     CHECK(plan->deletes.empty());  // p1's libx is not replaced
     CHECK(plan->moves.back().to == ".redist/receipts/p2/libx.json");
@@ -498,24 +498,33 @@ TEST_CASE("plan_commit: an upgrade deletes stale files and the legacy receipt") 
     legacy.r = make_receipt("demo", "a", {{"lib/old.so", "o"}, {"lib/a.so", "a"}});
     legacy.rel_path = legacy_receipt_rel_path("a");
     const receipt r = make_receipt("demo", "a", {{"lib/a.so", "a2"}});
-    auto plan = plan_commit(prefix, {legacy}, {{".redist/staging/a.1", &r}}, false);
+    auto plan = plan_commit(prefix, {legacy}, {{".redist/staging/a.1", &r}}, {}, false);
     REQUIRE(plan.ok());
     CHECK(std::find(plan->deletes.begin(), plan->deletes.end(), "lib/old.so") != plan->deletes.end());
     CHECK(std::find(plan->deletes.begin(), plan->deletes.end(), ".redist/receipts/a.json") != plan->deletes.end());
     CHECK(std::find(plan->prune.begin(), plan->prune.end(), "lib") != plan->prune.end());
+
+    // A legacy and a new receipt of the same key that both list a stale file: one delete.
+    const std::vector<located_receipt> both{legacy, at_home(legacy.r)};
+    auto once = plan_commit(prefix, both, {{".redist/staging/a.1", &r}}, {}, false);
+    REQUIRE(once.ok());
+    CHECK(std::count(once->deletes.begin(), once->deletes.end(), "lib/old.so") == 1);
 }
 
-TEST_CASE("plan_remove: linear, keeps shared files, removes receipts and empty product directories") {
+TEST_CASE("plan_commit, removal only: linear, keeps shared files, removes receipts and empty product directories") {
     std::vector<located_receipt> existing;
     existing.push_back(at_home(make_receipt("p1", "a", {{"include/shared.h", "s"}, {"lib/a.so", "a"}})));
     existing.push_back(at_home(make_receipt("p2", "a", {{"include/shared.h", "s"}, {"lib/a2.so", "a"}})));
-    const journal j = plan_remove(existing, {{"p1", "a"}});
+    fake_prefix prefix;
+    auto plan = plan_commit(prefix, existing, {}, {{"p1", "a"}}, false);
+    REQUIRE(plan.ok());
+    const journal& j = *plan;
     CHECK(j.deletes == std::vector<std::string>{"lib/a.so", ".redist/receipts/p1/a.json"});
     CHECK(std::find(j.prune.begin(), j.prune.end(), ".redist/receipts/p1") != j.prune.end());
     CHECK(check_journal(j).ok());
 }
 
-// ---- plan_commit_removing: installs and removals in one journal (redist sync) ---------
+// ---- plan_commit: installs and removals in one journal (redist sync) ------------------
 
 namespace {
 
@@ -529,7 +538,7 @@ bool moves_to(const journal& j, const std::string& to) {
 
 }  // namespace
 
-TEST_CASE("plan_commit_removing: installs and removes in one journal, shared files stay") {
+TEST_CASE("plan_commit, install and removal: installs and removes in one journal, shared files stay") {
     fake_prefix prefix;
     std::vector<located_receipt> existing;
     existing.push_back(at_home(
@@ -537,8 +546,7 @@ TEST_CASE("plan_commit_removing: installs and removes in one journal, shared fil
     existing.push_back(at_home(make_receipt("p1", "b", {{"include/shared.h", "s"}, {"lib/b.so", "b"}})));
     existing.push_back(at_home(make_receipt("p2", "z", {{"lib/z.so", "z"}})));
     const receipt c = make_receipt("p1", "c", {{"lib/c.so", "c"}});
-    auto plan = plan_commit_removing(prefix, existing, {{".redist/staging/c.1", &c}}, {{"p1", "a"}, {"p2", "z"}},
-                                     false);
+    auto plan = plan_commit(prefix, existing, {{".redist/staging/c.1", &c}}, {{"p1", "a"}, {"p2", "z"}}, false);
     REQUIRE(plan.ok());
     CHECK(moves_to(*plan, "lib/c.so"));
     CHECK(moves_to(*plan, ".redist/receipts/p1/c.json"));
@@ -560,25 +568,25 @@ TEST_CASE("plan_commit_removing: installs and removes in one journal, shared fil
     CHECK(check_journal(*plan).ok());
 
     // Nothing removed: exactly plan_commit.
-    auto plain = plan_commit(prefix, existing, {{".redist/staging/c.1", &c}}, false);
-    auto same = plan_commit_removing(prefix, existing, {{".redist/staging/c.1", &c}}, {}, false);
+    auto plain = plan_commit(prefix, existing, {{".redist/staging/c.1", &c}}, {}, false);
+    auto same = plan_commit(prefix, existing, {{".redist/staging/c.1", &c}}, {}, false);
     REQUIRE(plain.ok());
     REQUIRE(same.ok());
     CHECK(*plain == *same);
     CHECK_FALSE(has(same->deletes, "lib/a/a.so"));
 }
 
-TEST_CASE("plan_commit_removing: a staged file may take a removed component's path, and is not deleted") {
+TEST_CASE("plan_commit, install and removal: a staged file may take a removed component's path, and is not deleted") {
     fake_prefix prefix;
     prefix.nodes["lib"] = prefix_view::node::directory;
     prefix.nodes["lib/x.so"] = prefix_view::node::regular;
     const std::vector<located_receipt> existing{at_home(make_receipt("p1", "a", {{"lib/x.so", "old"}}))};
     const receipt b = make_receipt("p1", "b", {{"lib/x.so", "new"}});
     // Without the removal, a's file is in the way.
-    auto clash = plan_commit(prefix, existing, {{".redist/staging/b.1", &b}}, false);
+    auto clash = plan_commit(prefix, existing, {{".redist/staging/b.1", &b}}, {}, false);
     REQUIRE_FALSE(clash.ok());
     CHECK(clash.error_value().code == error_code::conflict);
-    auto plan = plan_commit_removing(prefix, existing, {{".redist/staging/b.1", &b}}, {{"p1", "a"}}, false);
+    auto plan = plan_commit(prefix, existing, {{".redist/staging/b.1", &b}}, {{"p1", "a"}}, false);
     REQUIRE(plan.ok());
     CHECK(moves_to(*plan, "lib/x.so"));
     CHECK_FALSE(has(plan->deletes, "lib/x.so"));
@@ -586,38 +594,38 @@ TEST_CASE("plan_commit_removing: a staged file may take a removed component's pa
     // A file the user put there (no receipt) is still protected.
     prefix.nodes["lib/y.so"] = prefix_view::node::regular;
     const receipt y = make_receipt("p1", "y", {{"lib/y.so", "mine?"}});
-    auto user = plan_commit_removing(prefix, existing, {{".redist/staging/y.1", &y}}, {{"p1", "a"}}, false);
+    auto user = plan_commit(prefix, existing, {{".redist/staging/y.1", &y}}, {{"p1", "a"}}, false);
     REQUIRE_FALSE(user.ok());
     CHECK(user.error_value().code == error_code::conflict);
 }
 
-TEST_CASE("plan_commit_removing: a replaced component's old file that only a removed one shared goes too") {
+TEST_CASE("plan_commit, install and removal: a replaced component's old file that only a removed one shared goes too") {
     fake_prefix prefix;
     std::vector<located_receipt> existing;
     existing.push_back(at_home(make_receipt("p1", "a", {{"lib/s.so", "s"}})));
     existing.push_back(at_home(make_receipt("p1", "b", {{"lib/s.so", "s"}, {"lib/b.so", "b1"}})));
     const receipt b2 = make_receipt("p1", "b", {{"lib/b.so", "b2"}});
-    auto plan = plan_commit_removing(prefix, existing, {{".redist/staging/b.1", &b2}}, {{"p1", "a"}}, false);
+    auto plan = plan_commit(prefix, existing, {{".redist/staging/b.1", &b2}}, {{"p1", "a"}}, false);
     REQUIRE(plan.ok());
     CHECK(has(plan->deletes, "lib/s.so"));
     CHECK(std::count(plan->deletes.begin(), plan->deletes.end(), "lib/s.so") == 1);
     CHECK_FALSE(has(plan->deletes, "lib/b.so"));
 }
 
-TEST_CASE("plan_commit_removing: refuses unknown and contradictory removals") {
+TEST_CASE("plan_commit, install and removal: refuses unknown and contradictory removals") {
     fake_prefix prefix;
     const std::vector<located_receipt> existing{at_home(make_receipt("p1", "a", {{"lib/a.so", "a"}}))};
     const receipt a = make_receipt("p1", "a", {{"lib/a.so", "a2"}});
-    auto unknown = plan_commit_removing(prefix, existing, {}, {{"p1", "nope"}}, false);
+    auto unknown = plan_commit(prefix, existing, {}, {{"p1", "nope"}}, false);
     REQUIRE_FALSE(unknown.ok());
     CHECK(unknown.error_value().code == error_code::not_found);
-    auto other_product = plan_commit_removing(prefix, existing, {}, {{"p2", "a"}}, false);
+    auto other_product = plan_commit(prefix, existing, {}, {{"p2", "a"}}, false);
     REQUIRE_FALSE(other_product.ok());
     CHECK(other_product.error_value().code == error_code::not_found);
-    auto both = plan_commit_removing(prefix, existing, {{".redist/staging/a.1", &a}}, {{"p1", "a"}}, false);
+    auto both = plan_commit(prefix, existing, {{".redist/staging/a.1", &a}}, {{"p1", "a"}}, false);
     REQUIRE_FALSE(both.ok());
     CHECK(both.error_value().code == error_code::conflict);
-    auto only_removal = plan_commit_removing(prefix, existing, {}, {{"p1", "a"}}, false);
+    auto only_removal = plan_commit(prefix, existing, {}, {{"p1", "a"}}, false);
     REQUIRE(only_removal.ok());
     CHECK(only_removal->moves.empty());
     CHECK(only_removal->deletes == std::vector<std::string>{"lib/a.so", ".redist/receipts/p1/a.json"});
@@ -853,7 +861,7 @@ TEST_CASE("a path that is not UTF-8 is never staged, and JSON output is always U
     CHECK(relative_path_problem("lib/caf\xc3\xa9.so") == nullptr);  // UTF-8 is fine
     fake_prefix prefix;
     const receipt r = make_receipt("demo", "a", {{"lib/caf\xe9.so", "a"}});
-    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, false);
+    auto plan = plan_commit(prefix, {}, {{".redist/staging/a.1", &r}}, {}, false);
     REQUIRE_FALSE(plan.ok());
     CHECK(plan.error_value().code == error_code::unsafe_archive);
 

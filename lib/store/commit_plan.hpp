@@ -1,5 +1,5 @@
-// Internal: the commit journal and the pure commit planner. install.cpp runs
-// what is planned here.
+// Internal: the commit journal and the pure commit planner. journal.cpp
+// writes and applies what is planned here.
 //
 // The journal names every path relative to the prefix. When it is read back
 // (roll forward after a crash) it is validated like any other input: a path
@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "redist/install.hpp"
@@ -86,40 +87,30 @@ struct planned_stage {
     const receipt* r = nullptr;
 };
 
-// Plans a commit: everything that can refuse it is decided here, before any
-// journal exists. Outcomes:
+// A component as (product, component), both validated names.
+using component_key = std::pair<std::string, std::string>;
+
+// Plans a commit that installs the `staged` components and removes the
+// `removed` ones (each in `existing`, none staged), all or nothing; either
+// list may be empty. Everything that can refuse it is decided here, before
+// any journal exists. A removed component's files are redist's own: a staged
+// file may replace one without overwrite_unowned, and is then never deleted.
+// A file that a removed or replaced component shares with one that stays (or
+// is staged) stays. Outcomes:
 //   ok            the journal to run;
 //   bad_manifest  a staged product or component that is not a valid name;
 //   unsafe_archive a staged path that is not plain and relative, or lies in .redist/;
-//   conflict      two components with different content at one path; a
-//                 file in one and a directory in another (or in the prefix);
-//                 an unowned file that differs, unless overwrite_unowned.
+//   not_found     a removed component that is not in `existing`;
+//   conflict      a component both staged and removed; two components with
+//                 different content at one path; a file in one and a
+//                 directory in another (or in the prefix); an unowned file
+//                 that differs, unless overwrite_unowned.
 //   filesystem    a move whose target directory (the nearest one that
 //                 exists) is on another file system than .redist/staging (a
 //                 mount point inside the prefix): rename(2) would fail with
 //                 EXDEV after the journal is written.
 result<journal> plan_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
-                            const std::vector<planned_stage>& staged, bool overwrite_unowned);
-
-// Plans removing the components `which` (validated (product, component)
-// keys, each present in `existing`): their files that no other receipt owns,
-// directories that become empty, their receipts. One pass over all receipts.
-journal plan_remove(const std::vector<located_receipt>& existing,
-                    const std::vector<std::pair<std::string, std::string>>& which);
-
-// plan_commit() and plan_remove() in one journal (`redist sync`, which
-// installs what a project names and removes what it no longer names): the
-// components `removed` (validated (product, component) keys, each present in
-// `existing`, none of them staged) go, and the staged ones come, all or
-// nothing. A removed component's files are redist's own: a staged file may
-// replace one without overwrite_unowned, and is then never deleted. A file
-// that a removed component shares with a component that stays (or is staged)
-// stays. With nothing removed, this is plan_commit(). Outcomes: those of
-// plan_commit, plus not_found (a removed key that is not in `existing`) and
-// conflict (a key both staged and removed).
-result<journal> plan_commit_removing(const prefix_view& prefix, const std::vector<located_receipt>& existing,
-                                     const std::vector<planned_stage>& staged,
-                                     const std::vector<std::pair<std::string, std::string>>& removed,
-                                     bool overwrite_unowned);
+                            const std::vector<planned_stage>& staged, const std::vector<component_key>& removed,
+                            bool overwrite_unowned);
 
 }  // namespace redist

@@ -40,7 +40,7 @@ const char* relative_path_problem(std::string_view relative) noexcept;
 // prefix; it is normalized here too) and `relative` passes
 // relative_path_problem(). The result is proven to lie strictly under root.
 // This is a lexical guarantee: callers that act on the result never follow
-// symlinks they did not create (see install.cpp).
+// symlinks they did not create (see parent_guard in lib/store/journal.cpp).
 // Outcomes: ok | bad_manifest ("unsafe path '<relative>': <why>", path = root).
 result<std::filesystem::path> confined_join(const std::filesystem::path& root, std::string_view relative);
 
