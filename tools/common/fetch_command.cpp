@@ -134,6 +134,7 @@ void print_json_report(const redist::install_report& report, const std::optional
         w.field("files", static_cast<std::uint64_t>(c.files));
         w.field("seconds", c.seconds);
         w.field("from_cache", c.from_cache);
+        w.field("from_tree", c.from_tree);
         w.field("requests", c.requests);
         w.field("status", c.unchanged ? "unchanged" : "installed");
         w.end_object();
@@ -451,7 +452,9 @@ int run_fetch(const fetch_options& options) {
             else
                 std::printf("installed %s %s: %zu files, %s in %.1f s from %s\n", printable(c.component).c_str(),
                             printable(c.version).c_str(), c.files, human_size(c.size).c_str(), c.seconds,
-                            c.from_cache ? "the cache" : printable(c.url).c_str());
+                            c.from_tree    ? "the cache's extracted tree"
+                            : c.from_cache ? "the cache"
+                                           : printable(c.url).c_str());
         }
     }
     return checked ? render_post_install_check(options, *checked) : 0;
