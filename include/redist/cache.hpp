@@ -70,7 +70,8 @@ private:
 
 struct cache_entry {
     std::string sha256;
-    std::uint64_t size = 0;
+    std::uint64_t size = 0;        // of the archive (or of the partial download)
+    std::uint64_t disk_bytes = 0;  // on disk, the archive and its extracted tree, as `du -s` counts them
     std::filesystem::file_time_type last_used;
     bool partial = false;
 };

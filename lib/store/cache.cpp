@@ -562,6 +562,40 @@ result<void> blob_cache::publish(const std::string& sha256) const {
     return {};
 }
 
+namespace {
+
+// What `path` (a file, or a directory and all below it, not following
+// symlinks) takes on disk, as `du -s` counts it: allocated blocks, not
+// apparent sizes (a sparse file counts its data), and each inode once (the
+// hard links of `seen`). 0 if it does not exist.
+std::uint64_t disk_bytes(const fs::path& path, std::set<std::pair<dev_t, ino_t>>& seen) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return 0;
+    std::uint64_t bytes = 0;
+    const auto count = [&](const struct stat& s) {
+        if (s.st_nlink <= 1 || seen.emplace(s.st_dev, s.st_ino).second)
+            bytes += static_cast<std::uint64_t>(s.st_blocks) * 512;
+    };
+    count(st);
+    if (!S_ISDIR(st.st_mode)) return bytes;
+    std::error_code ec;
+    for (const auto& entry : fs::recursive_directory_iterator(path, ec)) {
+        struct stat below {};
+        if (::lstat(entry.path().c_str(), &below) == 0) count(below);
+    }
+    return bytes;
+}
+
+// What the tree of a blob takes on disk (disk_bytes); 0 if `dir` is not a directory.
+std::uint64_t tree_bytes(const fs::path& dir) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    std::set<std::pair<dev_t, ino_t>> seen;
+    return disk_bytes(dir, seen);
+}
+
+}  // namespace
+
 result<std::vector<cache_entry>> blob_cache::list() const {
     std::vector<cache_entry> out;
     std::error_code ec;
@@ -577,6 +611,8 @@ result<std::vector<cache_entry>> blob_cache::list() const {
         if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
         e.sha256 = name;
         e.size = static_cast<std::uint64_t>(st.st_size);
+        std::set<std::pair<dev_t, ino_t>> seen;
+        e.disk_bytes = disk_bytes(entry.path(), seen) + (e.partial ? 0 : disk_bytes(trees_ / name, seen));
         std::error_code ignored;
         e.last_used = entry.last_write_time(ignored);
         out.push_back(std::move(e));
@@ -586,19 +622,6 @@ result<std::vector<cache_entry>> blob_cache::list() const {
 }
 
 namespace {
-
-// Bytes of regular files under `dir` (not following symlinks); 0 if it is not a directory.
-std::uint64_t tree_bytes(const fs::path& dir) {
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-    std::uint64_t bytes = 0;
-    std::error_code ec;
-    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
-        std::error_code ignored;
-        if (entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) bytes += entry.file_size(ignored);
-    }
-    return bytes;
-}
 
 // A directory of the cache, without following a symlink at its name: `path`
 // is the plain path of a cache we own, or /proc/self/fd/<n> of a directory

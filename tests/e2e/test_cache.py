@@ -35,6 +35,17 @@ def support_edit_keeping_size_and_mtime(path):
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
+def human(n):
+    """The tools' human_size (tools/common/cli.cpp)."""
+    value, unit = float(n), 0
+    while value >= 1024 and unit < 4:
+        value, unit = value / 1024, unit + 1
+    if unit == 0:
+        return f"{n} B"
+    return f"{value:.1f} {['B', 'KiB', 'MiB', 'GiB', 'TiB'][unit]}" if value < 10 else \
+        f"{value:.0f} {['B', 'KiB', 'MiB', 'GiB', 'TiB'][unit]}"
+
+
 def artifact_record():
     return support.find_artifact(support.load_manifest("cudnn", LABEL), "cudnn", PLATFORM, "cuda" + CUDA)
 
@@ -395,6 +406,27 @@ class CacheCommand(unittest.TestCase):
         self.assertFalse(json.loads(res.stdout)["components"][0]["from_cache"])
         self.assertEqual(len([e for e in support.access_log_since(mark)
                               if e["uri"].endswith(os.path.basename(self.blob_rel))]), 1)
+
+    def test_list_sizes_are_what_du_counts(self):
+        support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "p"), support.nginx_base_url(),
+                                                    self.cache, "--quiet"), env=CLEAN_ENV, check=0)
+        other = "ab" * 32
+        with open(os.path.join(self.cache, "blobs", "sha256", other + ".part"), "wb") as f:
+            f.write(b"x" * 1000)
+        blobs = os.path.join(self.cache, "blobs", "sha256")
+
+        def du(*paths):  # bytes on disk, each inode once across the paths (du -c)
+            res = subprocess.run(["du", "-s", "-B1", "-c", *paths], check=True, capture_output=True, text=True)
+            return int(res.stdout.splitlines()[-1].split()[0])
+
+        entries = {e["sha256"]: e for e in self.listed()}
+        tree = os.path.join(self.cache, "trees", self.sha256)
+        self.assertTrue(os.path.isdir(tree))
+        self.assertEqual(entries[self.sha256]["disk_bytes"], du(os.path.join(blobs, self.sha256), tree))
+        self.assertEqual(entries[other]["disk_bytes"], du(os.path.join(blobs, other + ".part")))
+        self.assertEqual(entries[self.sha256]["size"], self.size)
+        total = sum(e["disk_bytes"] for e in entries.values())
+        self.assertIn(f"2 entries, {human(total)} in", self.cache_cmd("list").stdout)
 
     def test_using_a_blob_counts_as_use_for_prune(self):
         base = support.nginx_base_url()
