@@ -213,15 +213,14 @@ TEST_CASE("the default cache is never a fixed shared path", "[cache]") {
     CHECK(none.error_value().describe().find("--cache-dir") != std::string::npos);
 }
 
-TEST_CASE("a cached tree is a copy: no shared inodes with the stage or the next prefix", "[cache][tree]") {
+TEST_CASE("a tree is stored by hard links to the stage, and later prefixes get copies", "[cache][tree]") {
     fixture fx("tree-copy");
     const blob_cache c = fx.cache();
     c.store_tree(k_sha, fx.stage, fx.files);
     REQUIRE(fs::exists(fx.tree() / ".redist-tree.json"));
     const struct stat staged = stat_of(fx.stage / "lib/libx.so.1");
     const struct stat cached = stat_of(fx.tree() / "lib/libx.so.1");
-    CHECK(staged.st_ino != cached.st_ino);
-    CHECK(staged.st_nlink == 1);
+    CHECK(staged.st_ino == cached.st_ino);  // no byte copied on the cold install
     CHECK((cached.st_mode & 022) == 0);
 
     for (link_mode mode : {link_mode::copy, link_mode::auto_select}) {
@@ -237,6 +236,65 @@ TEST_CASE("a cached tree is a copy: no shared inodes with the stage or the next 
     auto linked = fx.place(c, link_mode::hardlink);
     REQUIRE(linked);
     CHECK(stat_of(fx.root / "out/lib/libx.so.1").st_ino == cached.st_ino);
+}
+
+TEST_CASE("a stage file others may write, or a shared cache, is copied into the tree", "[cache][tree]") {
+    for (bool shared : {false, true}) {
+        fixture fx(shared ? "tree-copied-shared" : "tree-copied-mode");
+        if (!shared) {
+            fs::permissions(fx.stage / "lib/libx.so.1", fs::perms::others_write, fs::perm_options::add);
+            fx.files[1].mode = 0757;
+        }
+        fx.cache(shared).store_tree(k_sha, fx.stage, fx.files);
+        const struct stat cached = stat_of(fx.tree() / "lib/libx.so.1");
+        CHECK(stat_of(fx.stage / "lib/libx.so.1").st_ino != cached.st_ino);
+        CHECK((cached.st_mode & 022) == 0);
+    }
+}
+
+TEST_CASE("an edit in the prefix the tree was stored from is caught by the tree's digests", "[cache][tree]") {
+    fixture fx("tree-first-prefix-edit");
+    const blob_cache c = fx.cache();
+    c.store_tree(k_sha, fx.stage, fx.files);
+    // The stage became the first prefix; its file is edited in place, size
+    // and mtime put back: the shared inode's ctime moved.
+    edit_keeping_size_and_mtime(fx.stage / "include/a.h", "#define A 2\n");
+    CHECK_FALSE(fx.place(c));
+    CHECK_FALSE(fs::exists(fx.tree()));  // dropped: the next install rebuilds it from the archive
+}
+
+TEST_CASE("a tree restored with new inodes and ctimes is verified once, then trusted", "[cache][tree]") {
+    for (link_mode mode : {link_mode::copy, link_mode::hardlink}) {
+        fixture fx(mode == link_mode::copy ? "tree-restored" : "tree-restored-hardlink");
+        fx.cache().store_tree(k_sha, fx.stage, fx.files);
+        // What a CI cache restore (tar, cp -a) leaves: the same bytes, lists
+        // and mtimes, in new files.
+        fs::rename(fx.root / "cache", fx.root / "saved");
+        REQUIRE(std::system(
+                    ("cp -a '" + (fx.root / "saved").string() + "' '" + (fx.root / "cache").string() + "'").c_str()) ==
+                0);
+        const blob_cache c = fx.cache();
+        const std::string before = slurp(fx.tree() / ".redist-tree.json");
+        auto placed = fx.place(c, mode);
+        REQUIRE(placed);
+        CHECK(slurp(fx.root / "out/lib/libx.so.1") == std::string(5000, 'x'));
+        // The new identity is recorded: the next install takes the cheap check.
+        const std::string after = slurp(fx.tree() / ".redist-tree.json");
+        CHECK(after != before);
+        CHECK(after.find("\"ino\":" + std::to_string(stat_of(fx.tree() / "include/a.h").st_ino)) != std::string::npos);
+        REQUIRE(fx.place(c, mode, "again"));
+    }
+}
+
+TEST_CASE("a restored tree with a file edited before the save is not used", "[cache][tree]") {
+    fixture fx("tree-restored-edited");
+    fx.cache().store_tree(k_sha, fx.stage, fx.files);
+    fs::rename(fx.root / "cache", fx.root / "saved");
+    edit_keeping_size_and_mtime(fx.root / "saved/trees" / k_sha / "include/a.h", "#define A 2\n");
+    REQUIRE(std::system(
+                ("cp -a '" + (fx.root / "saved").string() + "' '" + (fx.root / "cache").string() + "'").c_str()) == 0);
+    CHECK_FALSE(fx.place(fx.cache()));
+    CHECK_FALSE(fs::exists(fx.tree()));
 }
 
 TEST_CASE("a tree file edited with its size and mtime kept is not used", "[cache][tree]") {

@@ -24,7 +24,7 @@
 // (not symlinks) owned by the effective user and writable by nobody else.
 // Then only we (or root) can create, rename or edit anything in it, and a
 // cached tree is checked cheaply (its list is ours; each file's inode, size,
-// mtime and ctime are as recorded). A cache shared with other users is used
+// mtime and ctime are as recorded, else re-hashed). A cache shared with other users is used
 // only with `shared = true` (--shared-cache): the directories may then be
 // anybody's, every file of a cached tree is re-hashed against its list (which
 // must still be ours) when it is used, documents not written by us are
@@ -65,7 +65,8 @@ private:
 
 struct cache_entry {
     std::string sha256;
-    std::uint64_t size = 0;
+    std::uint64_t size = 0;        // of the archive (or of the partial download)
+    std::uint64_t disk_bytes = 0;  // on disk, the archive and its extracted tree, as `du -s` counts them
     std::filesystem::file_time_type last_used;
     bool partial = false;
 };
@@ -81,13 +82,15 @@ struct cache_entry {
 //   copy      a real copy (copy_file_range, in the kernel, holes kept): independent, costs the I/O
 //   auto      reflink where the filesystem can, else copy (the default: every
 //             prefix is independent of the others)
-// The tree itself is recorded, on a cold install, by reflink where the
-// filesystem can, else by a copy of the stage (holes kept): never by hard
-// links, so the first prefix does not share inodes with the cache either.
-// The copy runs in the kernel from the page cache: measured at 2-3% of a
-// cold install (the same copy as a warm --link-mode copy re-install). A
-// background or lazy copy would save that, but leave a window where the
-// tree is missing (the next install decodes again) or a prefix is shared.
+// The tree itself is recorded on the first install whose archive is in the
+// cache (the cold one included, so that a cache saved after one cold CI job
+// serves the next job from its tree): by reflink where the filesystem can,
+// else by hard links to the stage (no byte copied: the cold install stays at
+// the decoder's pace), else by a copy (holes kept: another filesystem, where
+// it costs a few percent of a cold install; a shared cache; a file the
+// archive lets others write). Hard-linked, the first prefix shares those
+// files with the tree: an edit there changes their ctime, which nobody can
+// set back, and a tree file that is not as recorded is re-hashed before use.
 enum class link_mode : std::uint8_t { auto_select, reflink, hardlink, copy };
 result<link_mode> parse_link_mode(std::string_view text);
 
@@ -174,19 +177,23 @@ public:
     // Outcomes: ok | filesystem.
     result<std::uint64_t> prune_to_size(std::uint64_t max_bytes) const;
 
-    // Records a committed-ready stage as the tree of blob `sha256`, by
-    // reflink or copy (holes kept), never by hard links. Best effort: any
-    // failure leaves no tree behind.
+    // Records a committed-ready stage as the tree of blob `sha256`: each file
+    // by reflink, else a hard link to the stage, else a copy (holes kept; see
+    // link_mode). Best effort: any failure leaves no tree behind.
     void store_tree(const std::string& sha256, const std::filesystem::path& stage,
                     const std::vector<installed_file>& files) const noexcept;
 
     // Fills `stage` from the tree of blob `sha256`. Returns nullopt when the
     // tree is missing or cannot be trusted, so the caller falls back to the
     // archive: its list is not ours (owner, mode, links), does not parse,
-    // names a path or symlink target that leaves the tree, or a file no
-    // longer matches it (inode, size, mtime, ctime; shared: its SHA-256). A
-    // tree that fails is dropped, except in a shared cache (we never delete
-    // what others may own; the archive is used instead).
+    // names a path or symlink target that leaves the tree, or a file does
+    // not match it. A file whose inode, mtime and ctime are as recorded is
+    // taken on its size; any other (edited, or restored from a CI cache or a
+    // backup with new inodes) is re-hashed against the list, and, when it
+    // matches, its new identity is recorded for the next install. Shared,
+    // every file is re-hashed. A tree that fails is dropped, except in a
+    // shared cache (we never delete what others may own; the archive is
+    // used instead).
     result<std::optional<std::vector<installed_file>>> materialize_tree(const std::string& sha256,
                                                                         const std::filesystem::path& stage,
                                                                         link_mode mode) const;

@@ -159,6 +159,7 @@ struct component_report {
     int requests = 0;  // HTTP/file requests made for this artifact
     double seconds = 0;
     bool from_cache = false;
+    bool from_tree = false;  // from the cache's extracted tree: nothing was decoded
     bool unchanged = false;  // receipts already matched: nothing was done
 };
 

@@ -305,6 +305,7 @@ public:
         staged.new_receipt.files = std::move(**files);
         staged.new_receipt.installed_at.clear();
         out_.report.from_cache = true;
+        out_.report.from_tree = true;
         out_.report.url = sanitize_url(urls_.back());
         return std::optional<staged_component>(std::move(staged));
     }
@@ -388,8 +389,10 @@ public:
         // The archive is verified: keep it even if unpacking fails (disk full,
         // unsafe entry...), so that a retry needs no download.
         request_.budget->mark("downloaded");
-        if (cache_ && ((split && spooled_in_cache_) || stream.tee_complete()))
+        if (cache_ && ((split && spooled_in_cache_) || stream.tee_complete())) {
             REDIST_TRY_VOID(cache_->publish(a_.sha256));
+            published_ = true;
+        }
         auto entries = sink.finish();
         request_.budget->mark("unpacked");
         return entries;
@@ -413,12 +416,10 @@ public:
         staged.stage_dir = sink.stage();
         fill_receipt(release_, a_, out_.report.url, staged.new_receipt);
         REDIST_TRY_VOID(prepare_stage(staged, entries));
-        // The extracted tree is kept the second time a blob is installed (from
-        // the cache), not when it is downloaded: it is a full copy (never hard
-        // links to the prefix), which on the cold install would sit on the
-        // critical path, and a blob installed once never needs it.
-        if (cache_ && cacheable && out_.report.from_cache)
-            cache_->store_tree(a_.sha256, staged.stage_dir, staged.new_receipt.files);
+        // The extracted tree is kept the first time its blob is in the cache,
+        // so that a cache saved after one cold install (CI) needs no decoding.
+        // store_tree hard-links the stage where it can: free on the cold install.
+        if (cache_ && cacheable) cache_->store_tree(a_.sha256, staged.stage_dir, staged.new_receipt.files);
         sink.keep_stage();
         return staged;
     }
@@ -438,7 +439,7 @@ public:
         }
         request_.budget->add_time(profile_stage::transfer, stream.hash_and_tee_ns(), stream.sink_ns(),
                                   stream.received());
-        return stage_entries(sink, *entries, !cache_ || out_.report.from_cache || stream.tee_complete());
+        return stage_entries(sink, *entries, out_.report.from_cache || published_);
     }
 
     result<staged_component> run() {
@@ -461,6 +462,7 @@ private:
     job_result& out_;
     std::vector<std::string> urls_;
     std::atomic<bool> spooled_in_cache_{true};  // false once the cache was bypassed (on_cache_bypass)
+    bool published_ = false;                    // the download is in the cache as a verified blob
 };
 
 // Downloads one artifact (cache, then mirrors, then the base URL, with

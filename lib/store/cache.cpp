@@ -520,6 +520,40 @@ result<void> blob_cache::publish(const std::string& sha256) const {
     return {};
 }
 
+namespace {
+
+// What `path` (a file, or a directory and all below it, not following
+// symlinks) takes on disk, as `du -s` counts it: allocated blocks, not
+// apparent sizes (a sparse file counts its data), and each inode once (the
+// hard links of `seen`). 0 if it does not exist.
+std::uint64_t disk_bytes(const fs::path& path, std::set<std::pair<dev_t, ino_t>>& seen) {
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) return 0;
+    std::uint64_t bytes = 0;
+    const auto count = [&](const struct stat& s) {
+        if (s.st_nlink <= 1 || seen.emplace(s.st_dev, s.st_ino).second)
+            bytes += static_cast<std::uint64_t>(s.st_blocks) * 512;
+    };
+    count(st);
+    if (!S_ISDIR(st.st_mode)) return bytes;
+    std::error_code ec;
+    for (const auto& entry : fs::recursive_directory_iterator(path, ec)) {
+        struct stat below {};
+        if (::lstat(entry.path().c_str(), &below) == 0) count(below);
+    }
+    return bytes;
+}
+
+// What the tree of a blob takes on disk (disk_bytes); 0 if `dir` is not a directory.
+std::uint64_t tree_bytes(const fs::path& dir) {
+    struct stat st {};
+    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
+    std::set<std::pair<dev_t, ino_t>> seen;
+    return disk_bytes(dir, seen);
+}
+
+}  // namespace
+
 result<std::vector<cache_entry>> blob_cache::list() const {
     std::vector<cache_entry> out;
     std::error_code ec;
@@ -535,6 +569,8 @@ result<std::vector<cache_entry>> blob_cache::list() const {
         if (::lstat(entry.path().c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
         e.sha256 = name;
         e.size = static_cast<std::uint64_t>(st.st_size);
+        std::set<std::pair<dev_t, ino_t>> seen;
+        e.disk_bytes = disk_bytes(entry.path(), seen) + (e.partial ? 0 : disk_bytes(trees_ / name, seen));
         std::error_code ignored;
         e.last_used = entry.last_write_time(ignored);
         out.push_back(std::move(e));
@@ -544,19 +580,6 @@ result<std::vector<cache_entry>> blob_cache::list() const {
 }
 
 namespace {
-
-// Bytes of regular files under `dir` (not following symlinks); 0 if it is not a directory.
-std::uint64_t tree_bytes(const fs::path& dir) {
-    struct stat st {};
-    if (::lstat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) return 0;
-    std::uint64_t bytes = 0;
-    std::error_code ec;
-    for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
-        std::error_code ignored;
-        if (entry.is_regular_file(ignored) && !entry.is_symlink(ignored)) bytes += entry.file_size(ignored);
-    }
-    return bytes;
-}
 
 // A directory of the cache, without following a symlink at its name: `path`
 // is the plain path of a cache we own, or /proc/self/fd/<n> of a directory
@@ -912,6 +935,53 @@ bool valid_tree_list(const tree_list& list, const std::string& sha256) {
     return true;
 }
 
+namespace {
+
+// A new file `to` in a tree being stored, with the `size` bytes of `in`: a
+// reflink where allowed and possible, else a copy where allowed (holes kept).
+// Nothing is left at `to` when it fails. Returns the new file's stat.
+std::optional<struct stat> copy_tree_file(int in, off_t size, const fs::path& to, unsigned mode, bool allow_reflink,
+                                          bool allow_copy) {
+    unique_fd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+    if (out.get() < 0) return std::nullopt;
+    struct stat st {};
+    // Whatever the archive said, nobody else may write the cache's copy.
+    if (clone_or_copy(in, out.get(), size, allow_reflink, allow_copy) &&
+        ::fchmod(out.get(), (mode & 0755) | 0400) == 0 && ::fstat(out.get(), &st) == 0 && out.close(to).ok())
+        return st;
+    ::unlink(to.c_str());
+    return std::nullopt;
+}
+
+// Puts the stage's file `from` (open as `in`, described by `in_st`) into a
+// tree being stored, at `to`, the cheapest way: a reflink (independent, and
+// free on btrfs/XFS), else a hard link to the stage (free: no byte is
+// copied on the cold install). The stage becomes the prefix at the commit,
+// so that first prefix then shares the file with the tree: an edit there
+// changes its ctime (which nobody can set back), and materialize_tree
+// re-hashes a file whose ctime moved before using it. Else a copy: on
+// another filesystem (the copy costs a few percent of a cold install), in
+// a shared cache (our prefix's files are not put where other users can
+// rename things), or for a file others may write (the archive's mode).
+// Returns the stored file's stat, nullopt on failure.
+std::optional<struct stat> store_tree_file(int in, const struct stat& in_st, const fs::path& from, const fs::path& to,
+                                           unsigned mode, bool shared) {
+    const bool linkable = !shared && in_st.st_uid == ::geteuid() && (in_st.st_mode & (S_IWGRP | S_IWOTH)) == 0;
+    if (auto st = copy_tree_file(in, in_st.st_size, to, mode, true, !linkable)) return st;
+    if (!linkable) return std::nullopt;
+    if (::link(from.c_str(), to.c_str()) == 0) {
+        // The name still leads to the file checked through `in` (the stage is ours).
+        struct stat st {};
+        if (::lstat(to.c_str(), &st) != 0 || st.st_ino != in_st.st_ino || st.st_dev != in_st.st_dev)
+            return std::nullopt;
+        return st;
+    }
+    if (errno != EXDEV && errno != EPERM && errno != EMLINK) return std::nullopt;
+    return copy_tree_file(in, in_st.st_size, to, mode, false, true);
+}
+
+}  // namespace
+
 void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
                             const std::vector<installed_file>& files) const noexcept {
     try {
@@ -944,22 +1014,16 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
                 if (::symlink(f.link_target.c_str(), to.c_str()) != 0) return abandon();
                 continue;
             }
-            // A copy (or reflink), never a hard link: the stage becomes the
-            // prefix, and the prefix must not share inodes with the cache.
             unique_fd in(::open((stage / f.path).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
             struct stat in_st {};
             if (in.get() < 0 || ::fstat(in.get(), &in_st) != 0 || !S_ISREG(in_st.st_mode) ||
                 static_cast<std::uint64_t>(in_st.st_size) != f.size)
                 return abandon();
-            unique_fd out(::open(to.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-            if (out.get() < 0 || !clone_or_copy(in.get(), out.get(), in_st.st_size, true, true)) return abandon();
-            // Whatever the archive said, nobody else may write the cache's copy.
-            struct stat out_st {};
-            if (::fchmod(out.get(), (f.mode & 0755) | 0400) != 0 || ::fstat(out.get(), &out_st) != 0) return abandon();
-            r.ino = static_cast<std::uint64_t>(out_st.st_ino);
-            r.mtime = mtime_ns(out_st);
-            r.ctime = ctime_ns(out_st);
-            if (!out.close(to).ok()) return abandon();
+            const auto stored = store_tree_file(in.get(), in_st, stage / f.path, to, f.mode, shared_);
+            if (!stored) return abandon();
+            r.ino = static_cast<std::uint64_t>(stored->st_ino);
+            r.mtime = mtime_ns(*stored);
+            r.ctime = ctime_ns(*stored);
         }
         // The list is written before the directory is renamed into place, so a
         // tree under its final name always has a list.
@@ -973,6 +1037,16 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
         // Best effort (std::bad_alloc): no tree is recorded.
     }
 }
+
+namespace {
+
+// Whether the content of `fd` hashes to what the tree list says of `f`.
+bool digest_matches(int fd, const installed_file& f, const fs::path& shown_as) {
+    const auto digest = file_digest(fd, f.piece_size, shown_as);
+    return digest.ok() && *digest == f.sha256;
+}
+
+}  // namespace
 
 result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(const std::string& sha256,
                                                                                 const fs::path& stage,
@@ -1021,7 +1095,8 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
 
     // Hard links would hand files others may write to the prefix in a shared cache.
     const bool hardlink = mode == link_mode::hardlink && !shared_;
-    for (const auto& r : list->files) {
+    bool restamped = false;  // a file was verified by its digest: its identity is recorded anew
+    for (auto& r : list->files) {
         const installed_file& f = r.file;
         const fs::path to = stage / f.path;
         std::error_code ec;
@@ -1042,12 +1117,22 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         // Not shared, the cache is ours (checked by open): nobody but us and
         // root could have written this file. What remains are our own (or
         // root's) edits, and those change the ctime even when the size and
-        // mtime are put back; a replaced file has another inode. Shared, the
-        // copy placed in the stage is re-hashed below instead.
-        if (!shared_ &&
-            (st.st_ino != r.ino || mtime_ns(st) != r.mtime || (!list->hardlinked && ctime_ns(st) != r.ctime)))
-            return reject();
+        // mtime are put back; a replaced file has another inode. A file that
+        // is not as recorded (edited, or a tree restored from a CI cache or a
+        // backup: new inodes and ctimes) is re-hashed against the list before
+        // it is used, and its identity recorded anew when it matches. Shared,
+        // every copy placed in the stage is re-hashed.
+        const bool as_recorded = !shared_ && st.st_ino == r.ino && mtime_ns(st) == r.mtime &&
+                                 (list->hardlinked || ctime_ns(st) == r.ctime);
+        if (!as_recorded && !shared_) {
+            r.ino = static_cast<std::uint64_t>(st.st_ino);
+            r.mtime = mtime_ns(st);
+            r.ctime = ctime_ns(st);
+            restamped = true;
+        }
         if (hardlink) {
+            // Not shared: only we (or root) can write the cache's file, so it is hashed in place.
+            if (!as_recorded && !digest_matches(in.get(), f, dir / f.path)) return reject();
             if (::link((dir / f.path).c_str(), to.c_str()) != 0)
                 return stage_error("cannot place file from the cache", to);
             continue;
@@ -1056,12 +1141,9 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         if (out.get() < 0) return stage_error("cannot place file from the cache", to);
         if (!clone_or_copy(in.get(), out.get(), st.st_size, mode != link_mode::copy, mode != link_mode::reflink))
             return placing_error(mode, errno, root_, stage, to);
-        if (shared_) {
-            // The copy is ours now: hashing it (not the cache's file) leaves
-            // no window for a swap between the check and the use.
-            const auto digest = file_digest(out.get(), f.piece_size, to);
-            if (!digest.ok() || *digest != f.sha256) return reject();
-        }
+        // The copy is ours now: hashing it (not the cache's file) leaves no
+        // window for a swap between the check and the use.
+        if (!as_recorded && !digest_matches(out.get(), f, to)) return reject();
         if (::fchmod(out.get(), f.mode & 0777) != 0 || !out.close(to).ok())
             return stage_error("cannot place file from the cache", to);
     }
@@ -1069,6 +1151,10 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         // From now on the tree shares inodes with a prefix: see link_mode.
         list->hardlinked = true;
         if (!atomic_write(list_path, tree_list_json(*list), durability::none).ok()) remove_tree(sha256);
+    } else if (restamped) {
+        // Verified: the next install takes the cheap check. Best effort (a
+        // list that cannot be rewritten means the next install hashes again).
+        (void)atomic_write(list_path, tree_list_json(*list), durability::none);
     }
     std::vector<installed_file> files;
     files.reserve(list->files.size());

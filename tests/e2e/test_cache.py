@@ -6,6 +6,7 @@ own logs (nginx's access log, the fault server's request log)."""
 import fcntl
 import json
 import os
+import subprocess
 import time
 import unittest
 
@@ -21,6 +22,28 @@ DAY = 86400
 
 def snapshot(prefix):
     return support.tree_snapshot(prefix, ignore=IGNORE) if os.path.isdir(prefix) else {}
+
+
+def support_edit_keeping_size_and_mtime(path):
+    """Rewrites a byte of `path` in place and puts its mtime back: only the
+    ctime (or the content's digest) can tell."""
+    st = os.stat(path)
+    with open(path, "r+b") as f:
+        first = f.read(1)
+        f.seek(0)
+        f.write(bytes([first[0] ^ 0x20]))
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def human(n):
+    """The tools' human_size (tools/common/cli.cpp)."""
+    value, unit = float(n), 0
+    while value >= 1024 and unit < 4:
+        value, unit = value / 1024, unit + 1
+    if unit == 0:
+        return f"{n} B"
+    return f"{value:.1f} {['B', 'KiB', 'MiB', 'GiB', 'TiB'][unit]}" if value < 10 else \
+        f"{value:.0f} {['B', 'KiB', 'MiB', 'GiB', 'TiB'][unit]}"
 
 
 def artifact_record():
@@ -120,23 +143,33 @@ class Reuse(CacheCase):
         self.assertEqual(support.sha256_file(self.blob), self.sha256)
         self.assert_no_unverified_blob()
 
-    def test_tree_is_kept_from_the_second_install(self):
-        # The cold install (download) keeps no tree: copying it would sit on
-        # its critical path. The second, from the blob, keeps it; the third
-        # needs neither the blob nor the network.
+    def test_tree_is_kept_from_the_first_install(self):
+        # The cold install (download) keeps the tree, by hard links to its
+        # stage (no byte copied); the second install needs neither the blob
+        # nor the network.
         trees = os.path.join(self.cache, "trees", self.sha256)
         self.assertFalse(self.report(self.fetch("a", "--json"))["from_cache"])
-        self.assertFalse(os.path.exists(trees), "no tree from the download")
-        self.assertTrue(self.report(self.fetch("b", "--json"))["from_cache"])
-        self.assertTrue(os.path.isdir(trees), "the second install keeps the tree")
+        self.assertTrue(os.path.isdir(trees), "the download keeps the tree")
         os.unlink(self.blob)
         mark = support.access_log_mark()
-        third = self.report(self.fetch("c", "--json"))
-        self.assertTrue(third["from_cache"], third)
+        second = self.report(self.fetch("b", "--json"))
+        self.assertTrue(second["from_tree"], second)
         self.assertEqual(self.artifact_requests(mark), [])
         self.assertFalse(os.path.exists(self.blob), "served from the tree, not downloaded again")
-        for name in "abc":
+        for name in "ab":
             self.assert_tree(name)
+
+    def test_an_edit_in_the_first_prefix_never_reaches_the_next(self):
+        # The first prefix shares its files with the tree. An edit there that
+        # keeps size and mtime moves the ctime: the tree is re-hashed, found
+        # wrong, and the next prefix is made from the blob.
+        self.fetch("a", check=0)
+        victim = os.path.join(self.scratch, "a", "include", "cudnn.h")
+        support_edit_keeping_size_and_mtime(victim)
+        report = self.report(self.fetch("b", "--json"))
+        self.assertFalse(report["from_tree"], report)
+        self.assertTrue(report["from_cache"], report)
+        self.assert_tree("b")
 
     def test_tampered_cached_tree_is_not_installed(self):
         self.fetch("a", check=0)
@@ -227,6 +260,43 @@ class Reuse(CacheCase):
         self.assertEqual(requests[0]["range"], f"bytes={have}-")
         self.assertEqual(int(requests[0]["body_bytes_sent"]), self.size - have)
         self.assertEqual(support.sha256_file(self.blob), self.sha256)
+
+
+class CiRestore(CacheCase):
+    """A CI job saves the cache after one cold install; the next job restores
+    it (new inodes and ctimes, mtimes kept: what actions/cache's tar or cp -a
+    give) and installs from its extracted tree, decoding and downloading
+    nothing."""
+
+    def restore(self):
+        restored = os.path.join(self.scratch, "restored")
+        subprocess.run(["cp", "-a", self.cache, restored], check=True)
+        return restored
+
+    def test_first_install_from_a_restored_cache_uses_the_tree(self):
+        self.assertFalse(self.report(self.fetch("a", "--json"))["from_cache"])
+        restored = self.restore()
+        mark = support.access_log_mark()
+        res = self.fetch("b", "--offline", "--json", cache=restored)
+        report = self.report(res)
+        self.assertTrue(report["from_tree"], report)
+        self.assertEqual(report["requests"], 0, report)
+        self.assertEqual(support.access_log_since(mark), [])
+        self.assert_tree("b")
+        # Verified once by its digests, the tree's new identity is recorded:
+        # the next install takes it as well (and says so).
+        res = self.fetch("c", "--offline", cache=restored)
+        self.assert_tree("c", res)
+        self.assertIn("from the cache's extracted tree", res.stdout)
+
+    def test_a_restored_tree_with_an_edited_file_is_not_used(self):
+        self.fetch("a", check=0)
+        restored = self.restore()
+        support_edit_keeping_size_and_mtime(os.path.join(restored, "trees", self.sha256, "include", "cudnn.h"))
+        report = self.report(self.fetch("b", "--offline", "--json", cache=restored))
+        self.assertFalse(report["from_tree"], report)
+        self.assertTrue(report["from_cache"], report)  # the blob, re-verified
+        self.assert_tree("b")
 
 
 class Offline(CacheCase):
@@ -351,6 +421,27 @@ class CacheCommand(unittest.TestCase):
         self.assertFalse(json.loads(res.stdout)["components"][0]["from_cache"])
         self.assertEqual(len([e for e in support.access_log_since(mark)
                               if e["uri"].endswith(os.path.basename(self.blob_rel))]), 1)
+
+    def test_list_sizes_are_what_du_counts(self):
+        support.run_tool("cudnn-fetch", *fetch_args(os.path.join(self.scratch, "p"), support.nginx_base_url(),
+                                                    self.cache, "--quiet"), env=CLEAN_ENV, check=0)
+        other = "ab" * 32
+        with open(os.path.join(self.cache, "blobs", "sha256", other + ".part"), "wb") as f:
+            f.write(b"x" * 1000)
+        blobs = os.path.join(self.cache, "blobs", "sha256")
+
+        def du(*paths):  # bytes on disk, each inode once across the paths (du -c)
+            res = subprocess.run(["du", "-s", "-B1", "-c", *paths], check=True, capture_output=True, text=True)
+            return int(res.stdout.splitlines()[-1].split()[0])
+
+        entries = {e["sha256"]: e for e in self.listed()}
+        tree = os.path.join(self.cache, "trees", self.sha256)
+        self.assertTrue(os.path.isdir(tree))
+        self.assertEqual(entries[self.sha256]["disk_bytes"], du(os.path.join(blobs, self.sha256), tree))
+        self.assertEqual(entries[other]["disk_bytes"], du(os.path.join(blobs, other + ".part")))
+        self.assertEqual(entries[self.sha256]["size"], self.size)
+        total = sum(e["disk_bytes"] for e in entries.values())
+        self.assertIn(f"2 entries, {human(total)} in", self.cache_cmd("list").stdout)
 
     def test_using_a_blob_counts_as_use_for_prune(self):
         base = support.nginx_base_url()

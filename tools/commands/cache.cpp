@@ -52,13 +52,14 @@ int list_cache(const redist::blob_cache& cache, const std::filesystem::path& roo
     redist::json_writer w(2);
     w.begin_array();
     for (const auto& e : *entries) {
-        total += e.size;
+        total += e.disk_bytes;
         if (json) {
-            w.begin_object().field("sha256", e.sha256).field("size", e.size).field("partial", e.partial);
+            w.begin_object().field("sha256", e.sha256).field("size", e.size).field("disk_bytes", e.disk_bytes);
+            w.field("partial", e.partial);
             w.field("path", (e.partial ? cache.partial_path(e.sha256) : cache.blob_path(e.sha256)).string());
             w.end_object();
         } else {
-            std::printf("%s %10s%s\n", e.sha256.c_str(), human_size(e.size).c_str(),
+            std::printf("%s %10s%s\n", e.sha256.c_str(), human_size(e.disk_bytes).c_str(),
                         e.partial ? "  (partial download)" : "");
         }
     }
@@ -156,7 +157,9 @@ void add_cache_command(CLI::App& app, command_runner& selected) {
     cmd->add_flag("--shared-cache", args->shared, "The cache may belong to other users (see fetch --shared-cache)");
     cmd->footer(
         "\nThe cache holds verified archives by SHA-256 (blobs/sha256/<hex>), interrupted downloads\n"
-        "(<hex>.part, resumed by the next run) and per-blob locks. It is safe to share between\n"
+        "(<hex>.part, resumed by the next run), their extracted trees (trees/<hex>) and per-blob\n"
+        "locks. list shows each archive with its tree as du -s counts them (blocks on disk, hard\n"
+        "links once; --json: disk_bytes, and size, the archive's). It is safe to share between\n"
         "processes and to delete at any time. prune removes only what its criterion names; clean\n"
         "removes everything (--dry-run: only says how much). Both also remove what killed runs left\n"
         "(half-stored trees, history temp files) once no live process can own it; never through a symlink.\n\n"

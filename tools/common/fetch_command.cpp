@@ -47,6 +47,7 @@ void print_json_report(const redist::install_report& report, const std::optional
         w.field("files", static_cast<std::uint64_t>(c.files));
         w.field("seconds", c.seconds);
         w.field("from_cache", c.from_cache);
+        w.field("from_tree", c.from_tree);
         w.field("requests", c.requests);
         w.field("status", c.unchanged ? "unchanged" : "installed");
         w.end_object();
