@@ -150,8 +150,8 @@ void fill_receipt(const install_request& request, const artifact& a, const std::
 std::vector<std::string> artifact_urls(const install_request& request, const artifact& a) {
     std::vector<std::string> urls;
     for (const auto& m : request.sources.mirrors)
-        urls.push_back(join_url(join_url(join_url(to_url(m), request.product), "redist"), a.relative_path));
-    urls.push_back(join_url(request.artifact_base_url, a.relative_path));
+        urls.push_back(mirror_artifact_url(m, request.product, a.relative_path, a.sha256));
+    urls.push_back(artifact_url(request.artifact_base_url, a.relative_path, a.sha256));
     return urls;
 }
 
@@ -492,7 +492,7 @@ result<staged_install> stage_install(const install_request& request, const prefi
             cr.version = v->second;
         cr.platform = a.platform;
         cr.variant = a.variant;
-        cr.url = sanitize_url(join_url(request.artifact_base_url, a.relative_path));
+        cr.url = sanitize_url(artifact_url(request.artifact_base_url, a.relative_path, a.sha256));
         cr.sha256 = a.sha256;
         cr.size = a.size;
         const auto existing = std::find_if(receipts.begin(), receipts.end(), [&](const receipt& r) {
