@@ -533,6 +533,7 @@ result<void> registry_target::publish(const resolved_release& release, const std
     REDIST_TRY_VOID(ensure_blob(sha256_hex(oci_empty_config), oci_empty_config));
     const oci_release_layer json_layer{release.manifest_sha256, "redistrib_" + release.label + ".json", text.size()};
     std::vector<oci_release_layer> archives;
+    archives.reserve(picks.size());
     for (const auto& p : picks) archives.push_back({p.art.sha256, p.art.relative_path, p.art.size});
     REDIST_TRY(const auto tagged, pusher_.tag_digest(release.label));
     for (const bool standard_types : {false, true}) {

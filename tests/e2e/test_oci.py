@@ -7,6 +7,7 @@ registry's host or reach the output."""
 
 import base64
 import hashlib
+import http.client
 import http.server
 import json
 import os
@@ -155,6 +156,72 @@ class TokenAuth(OciBase):
                                  {"auth": base64.b64encode(b"ci:s3cret-pass").decode()}}}, f)
         self.push(env={"DOCKER_CONFIG": docker})
         self.install(os.path.join(self.scratch, "prefix"), env={"DOCKER_CONFIG": docker})
+
+
+def strict_proxy(registry_port):
+    """A proxy in front of the registry that refuses, as some registries do,
+    an image manifest with media types outside the image-spec (400
+    MANIFEST_INVALID). Everything else passes through, Host included, so the
+    registry's upload locations name the proxy."""
+
+    class Proxy(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+        refused = []
+
+        def log_message(self, *args):
+            pass
+
+        def relay(self):
+            body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            if self.command == "PUT" and "/manifests/" in self.path and b"vnd.nvidia" in body:
+                type(self).refused.append(self.path)
+                err = b'{"errors":[{"code":"MANIFEST_INVALID","message":"media type not allowed"}]}'
+                self.send_response(400)
+                self.send_header("Content-Length", str(len(err)))
+                self.end_headers()
+                self.wfile.write(err)
+                return
+            conn = http.client.HTTPConnection("127.0.0.1", registry_port, timeout=60)
+            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "connection")}
+            conn.request(self.command, self.path, body=body if body else None, headers=headers)
+            res = conn.getresponse()
+            data = res.read()
+            self.send_response(res.status)
+            for k, v in res.getheaders():
+                if k.lower() not in ("content-length", "connection", "transfer-encoding"):
+                    self.send_header(k, v)
+            self.send_header("Content-Length", str(len(data)) if self.command != "HEAD" else
+                             res.getheader("Content-Length", "0"))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(data)
+            conn.close()
+
+        do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = relay
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Proxy)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, Proxy.refused
+
+
+@needs_registry
+class StrictRegistry(OciBase):
+    def test_custom_media_types_refused_falls_back_to_standard_ones(self):
+        proxy, refused = strict_proxy(self.registry.port)
+        self.addCleanup(proxy.server_close)
+        self.addCleanup(proxy.shutdown)
+        url = f"oci+http://127.0.0.1:{proxy.server_address[1]}/nvidia"
+        support.run_tool("redist", "mirror", "cudnn", LABEL, "--to", url, "--base-url", support.file_base_url(),
+                         *PLATFORM, "--quiet", env=self.env, check=0)
+        self.assertEqual(refused, [f"/v2/nvidia/cudnn/manifests/{LABEL}"])
+        manifest = json.loads(support.http_get(
+            f"http://127.0.0.1:{self.registry.port}/v2/nvidia/cudnn/manifests/{LABEL}",
+            headers={"Accept": "application/vnd.oci.image.manifest.v1+json"})[2])
+        self.assertEqual({l["mediaType"] for l in manifest["layers"]}, {"application/vnd.oci.image.layer.v1.tar"})
+        prefix = os.path.join(self.scratch, "prefix")
+        support.run_tool("cudnn-fetch", LABEL, "--mirror", url, "--base-url", UNREACHABLE, "--prefix", prefix,
+                         *PLATFORM, "--no-cache", "--retries", "1", env=self.env, check=0)
+        self.assertEqual(support.tree_snapshot(prefix, ignore=r"^\.redist"), self.reference_tree())
 
 
 class _Recorder(http.server.BaseHTTPRequestHandler):
