@@ -24,6 +24,7 @@ tests=(
   python3-jsonschema                # SBOM schema validation in the tests
   clang libclang-rt-14-dev          # libFuzzer targets
   nginx-light zstd openssl          # e2e fixtures: loopback server, archives, TLS
+  docker-registry                   # e2e: a real OCI registry (CNCF distribution 2.8)
 )
 
 case "${1:-}" in
@@ -44,5 +45,10 @@ if ((${#missing[@]})); then
 fi
 # Debian's nginx package may start a system nginx on port 80; the tests run
 # their own on loopback and never need it.
-if [ -z "${1:-}" ] && command -v service >/dev/null 2>&1; then service nginx stop >/dev/null 2>&1 || true; fi
+# The same for docker-registry's system service (port 5000): the tests start
+# their own on a free loopback port.
+if [ -z "${1:-}" ] && command -v service >/dev/null 2>&1; then
+  service nginx stop >/dev/null 2>&1 || true
+  service docker-registry stop >/dev/null 2>&1 || true
+fi
 echo "install-deps: all dependencies present${1:+ ($1)}"

@@ -68,7 +68,8 @@ struct mirror_event {
 // several artifacts interleave and come from worker threads.
 
 struct mirror_request {
-    std::filesystem::path dest;           // the mirror root (created if needed)
+    std::filesystem::path dest;           // the mirror root (created if needed), or a registry:
+                                          // oci://HOST[:PORT]/NAMESPACE, oci+http://... (see urls.hpp)
     std::string product;                  // "cudnn": [A-Za-z0-9._-], not "." or ".."
     std::vector<std::string> versions;    // specs, each "9.27.0", "9.27", "9" or "latest"
     std::vector<std::string> platforms;   // at least one, e.g. "linux-x86_64", "linux-sbsa"

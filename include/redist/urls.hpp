@@ -30,6 +30,24 @@ std::optional<std::string> base_of_manifest_url(std::string_view url, std::strin
 // last such segment decides, so a base that itself contains one stays whole.
 std::optional<std::string> base_of_artifact_url(std::string_view url, std::string_view product);
 
+// OCI registries as bases (transport/oci.hpp talks to them):
+//   oci://HOST[:PORT]/NAMESPACE       over https
+//   oci+http://HOST[:PORT]/NAMESPACE  over plain http (loopback, tests)
+// The usual layout maps onto them: "<base>/<product>/redist/" is the tag list
+// of the repository <namespace>/<product>, "<dir>/redistrib_<label>.json" is
+// the redistrib JSON layer of its tag <label>, and an artifact is the blob
+// "<base>/<product>/blobs/sha256:<hex>" named by its manifest SHA-256.
+bool is_oci_url(std::string_view url) noexcept;
+
+// Where an artifact listed in the manifest whose directory URL is `directory`
+// ("<base>/<product>/redist/") is fetched from: join_url(directory,
+// relative_path), or for an OCI base the blob named by `sha256`.
+std::string artifact_url(std::string_view directory, std::string_view relative_path, std::string_view sha256);
+
+// The same for a mirror (a base URL or a local path) that has `product`.
+std::string mirror_artifact_url(std::string_view mirror, std::string_view product, std::string_view relative_path,
+                                std::string_view sha256);
+
 // The directory part of a URL, with a trailing slash ("…/redist/").
 std::string url_directory(std::string_view url);
 
@@ -54,8 +72,8 @@ std::optional<std::string> file_url_to_path(std::string_view url, std::string& p
 std::vector<std::filesystem::path> local_roots(const std::vector<std::string>& urls);
 
 // Why a URL read from a lock or project file (input, like a manifest) may
-// not be used as a source, or nullopt when it may: it must be http:// or
-// https://, or a file:// URL whose path lies at or under one of
+// not be used as a source, or nullopt when it may: it must be http://,
+// https://, oci:// or oci+http://, or a file:// URL whose path lies at or under one of
 // `local_roots`, lexically and again after resolving the symlinks of the
 // parts that exist (a "mirror -> /etc" link in a checkout does not widen a
 // root). A lock must not make redist read /etc/shadow as root.

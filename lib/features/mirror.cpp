@@ -30,6 +30,8 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
+#include <mutex>
 #include <set>
 #include <utility>
 
@@ -40,6 +42,7 @@
 #include "redist/verify.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
+#include "transport/oci.hpp"
 #include "transport/sources.hpp"
 
 namespace redist {
@@ -311,33 +314,58 @@ std::vector<std::string> artifact_sources(const mirror_request& request, const s
     std::vector<std::string> urls;
     if (cache && cache->has_blob(a.sha256)) urls.push_back(to_url(cache->blob_path(a.sha256).string()));
     for (const auto& m : request.sources.mirrors)
-        urls.push_back(join_url(join_url(join_url(to_url(m), request.product), "redist"), a.relative_path));
-    urls.push_back(join_url(release.artifact_base_url, a.relative_path));
+        urls.push_back(mirror_artifact_url(m, request.product, a.relative_path, a.sha256));
+    urls.push_back(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
     return urls;
 }
 
+// Where a mirror keeps releases: a directory with the upstream layout, or
+// a registry. One mirror loop (mirror_one, mirror_files, mirror_file) runs
+// over either.
+class mirror_target {
+public:
+    mirror_target() = default;
+    mirror_target(const mirror_target&) = delete;
+    mirror_target& operator=(const mirror_target&) = delete;
+    virtual ~mirror_target() = default;
+    // Refuses picks that would replace what the target keeps for another
+    // release. Outcomes: ok | bad_manifest.
+    virtual result<void> admit(const resolved_release& release, const std::vector<picked>& picks) = 0;
+    // Where the artifact is reported to be (a path in a directory; empty for a registry).
+    virtual fs::path path_of(const artifact& a) const = 0;
+    // nullopt: absent; true: present with the right size and SHA-256; false: present, wrong.
+    virtual result<std::optional<bool>> present(const artifact& a) = 0;
+    // Downloads the artifact, verified, and puts it in place. Outcomes as download_verified.
+    virtual result<void> store(download_target& t, const mirror_request& request, const std::atomic<bool>* cancel) = 0;
+    // After every artifact is in place: the release's manifest (and the
+    // listing), so that the release is advertised only when complete.
+    // Outcomes: ok | filesystem | network | bad_manifest.
+    virtual result<void> publish(const resolved_release& release, const std::vector<picked>& picks,
+                                 mirrored_release& out) = 0;
+};
+
 // Checks one artifact in the mirror and fetches it when missing or wrong.
 result<mirrored_file> mirror_file(const mirror_request& request, const std::optional<blob_cache>& cache,
-                                  const resolved_release& release, const fs::path& redist_dir, const artifact& a,
+                                  const resolved_release& release, mirror_target& target, const artifact& a,
                                   const std::atomic<bool>& cancel) {
     mirrored_file f;
     f.component = a.component;
     f.platform = a.platform;
     f.variant = a.variant;
     f.relative_path = a.relative_path;
-    f.path = redist_dir / fs::path(a.relative_path);
-    f.url = sanitize_url(join_url(release.artifact_base_url, a.relative_path));
+    f.path = target.path_of(a);
+    f.url = sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
     f.sha256 = a.sha256;
     f.size = a.size;
 
     emit(request, {release.label, a.relative_path, mirror_step::checking, mirror_status::downloaded, 0, a.size});
-    const auto present = existing_matches(f.path, a.size, a.sha256);
+    REDIST_TRY(const auto present, target.present(a));
     if (present && *present) {
         f.status = mirror_status::up_to_date;
     } else {
         f.status = present ? mirror_status::replaced : mirror_status::downloaded;
         download_target t{artifact_sources(request, cache, release, a),
-                          f.path,
+                          {},
                           release.label,
                           a.relative_path,
                           f.status,
@@ -349,7 +377,7 @@ result<mirrored_file> mirror_file(const mirror_request& request, const std::opti
                 .with_url(f.url);
         if (cache && cache->has_blob(a.sha256)) f.url = sanitize_url(t.urls.front());  // seeded from the cache
         emit(request, {release.label, a.relative_path, mirror_step::downloading, f.status, 0, a.size});
-        REDIST_TRY_VOID(download_verified(t, request, &cancel));
+        REDIST_TRY_VOID(target.store(t, request, &cancel));
     }
     emit(request, {release.label, a.relative_path, mirror_step::finished, f.status, a.size, a.size});
     return f;
@@ -358,7 +386,7 @@ result<mirrored_file> mirror_file(const mirror_request& request, const std::opti
 // Mirrors the picked artifacts, `jobs` at a time. The first failure stops
 // the others (cancelled) and is returned; files come back in manifest order.
 result<std::vector<mirrored_file>> mirror_files(const mirror_request& request, const resolved_release& release,
-                                                const fs::path& redist_dir, const std::vector<picked>& picks) {
+                                                mirror_target& target, const std::vector<picked>& picks) {
     REDIST_TRY(const auto cache,
                request.sources.cache_dir
                    ? blob_cache::open_if_possible(*request.sources.cache_dir, request.sources.shared_cache)
@@ -366,7 +394,7 @@ result<std::vector<mirrored_file>> mirror_files(const mirror_request& request, c
     std::vector<std::optional<result<mirrored_file>>> results(picks.size());
     std::atomic<bool> cancel{false};
     for_each_index(picks.size(), request.jobs, &cancel, [&](std::size_t i) {
-        results[i] = mirror_file(request, cache, release, redist_dir, picks[i].art, cancel);
+        results[i] = mirror_file(request, cache, release, target, picks[i].art, cancel);
         if (!results[i]->ok()) cancel = true;
     });
 
@@ -381,8 +409,8 @@ result<std::vector<mirrored_file>> mirror_files(const mirror_request& request, c
     return files;
 }
 
-result<mirrored_release> mirror_one(const mirror_request& request, const std::string& spec, const fs::path& redist_dir,
-                                    claim_map& claims, std::uint64_t& bytes_downloaded) {
+result<mirrored_release> mirror_one(const mirror_request& request, const std::string& spec, mirror_target& target,
+                                    std::uint64_t& bytes_downloaded) {
     emit(request, {spec, {}, mirror_step::resolving, mirror_status::downloaded, 0, 0});
     release_request rr;
     rr.product = request.product;
@@ -396,36 +424,131 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
         return make_error(error_code::bad_manifest, "release label is not a plain file name: '" + release.label + "'")
             .with_source(sanitize_url(release.manifest_url));
 
-    const std::string& manifest_text = release.manifest_text;  // the bytes exactly as published
-    const std::string& manifest_digest = release.manifest_sha256;
-
     REDIST_TRY(const std::vector<picked> picks, select_for_mirror(release, request));
-    REDIST_TRY_VOID(check_claims(release, picks, claims));
+    REDIST_TRY_VOID(target.admit(release, picks));
 
     mirrored_release out;
     out.label = release.label;
     out.manifest_url = sanitize_url(release.manifest_url);
-    out.manifest_sha256 = manifest_digest;
-    REDIST_TRY(out.files, mirror_files(request, release, redist_dir, picks));
+    out.manifest_sha256 = release.manifest_sha256;
+    REDIST_TRY(out.files, mirror_files(request, release, target, picks));
     for (const auto& f : out.files)
         if (f.status != mirror_status::up_to_date) bytes_downloaded += f.size;
 
-    // Last: the manifest (so the release is advertised only when complete),
-    // then the listing.
-    const std::string manifest_name = "redistrib_" + release.label + ".json";
-    out.manifest_path = redist_dir / manifest_name;
-    const auto present = existing_matches(out.manifest_path, manifest_text.size(), manifest_digest);
-    if (present && *present) {
-        out.manifest_status = mirror_status::up_to_date;
-    } else {
-        out.manifest_status = present ? mirror_status::replaced : mirror_status::downloaded;
-        REDIST_TRY_VOID(write_file_atomically(out.manifest_path, manifest_text));
-    }
-    add_claims(claims, manifest_name, release.parsed);
-    emit(request, {release.label, manifest_name, mirror_step::finished, out.manifest_status, manifest_text.size(),
-                   manifest_text.size()});
-    REDIST_TRY_VOID(write_mirror_index(redist_dir));
+    // Last: the manifest, so the release is advertised only when complete.
+    REDIST_TRY_VOID(target.publish(release, picks, out));
+    const std::size_t size = release.manifest_text.size();
+    emit(request, {release.label, "redistrib_" + release.label + ".json", mirror_step::finished, out.manifest_status,
+                   size, size});
     return out;
+}
+
+// A directory with the upstream layout (see mirror.hpp).
+class directory_target final : public mirror_target {
+public:
+    directory_target(fs::path redist_dir, claim_map claims)
+        : redist_dir_(std::move(redist_dir)), claims_(std::move(claims)) {}
+    result<void> admit(const resolved_release& release, const std::vector<picked>& picks) override {
+        return check_claims(release, picks, claims_);
+    }
+    fs::path path_of(const artifact& a) const override { return redist_dir_ / fs::path(a.relative_path); }
+    result<std::optional<bool>> present(const artifact& a) override {
+        return existing_matches(path_of(a), a.size, a.sha256);
+    }
+    result<void> store(download_target& t, const mirror_request& request, const std::atomic<bool>* cancel) override {
+        t.final_path = redist_dir_ / fs::path(t.relative_path);
+        return download_verified(t, request, cancel);
+    }
+    result<void> publish(const resolved_release& release, const std::vector<picked>& /*picks*/,
+                         mirrored_release& out) override {
+        const std::string& text = release.manifest_text;  // the bytes exactly as published
+        const std::string manifest_name = "redistrib_" + release.label + ".json";
+        out.manifest_path = redist_dir_ / manifest_name;
+        const auto present = existing_matches(out.manifest_path, text.size(), release.manifest_sha256);
+        if (present && *present) {
+            out.manifest_status = mirror_status::up_to_date;
+        } else {
+            out.manifest_status = present ? mirror_status::replaced : mirror_status::downloaded;
+            REDIST_TRY_VOID(write_file_atomically(out.manifest_path, text));
+        }
+        add_claims(claims_, manifest_name, release.parsed);
+        return write_mirror_index(redist_dir_);
+    }
+
+private:
+    fs::path redist_dir_;
+    claim_map claims_;
+};
+
+// A registry (oci://, oci+http://): repository <namespace>/<product>, one tag
+// per release, blobs by digest (transport/oci.hpp). An archive is downloaded
+// verified into a private scratch directory, then uploaded; a blob the
+// registry already has is not sent again.
+class registry_target final : public mirror_target {
+public:
+    registry_target(oci_pusher pusher, fs::path scratch) : pusher_(std::move(pusher)), scratch_(std::move(scratch)) {}
+    ~registry_target() override {
+        std::error_code ec;
+        fs::remove_all(scratch_, ec);
+    }
+    registry_target(const registry_target&) = delete;
+    registry_target& operator=(const registry_target&) = delete;
+    result<void> admit(const resolved_release& /*release*/, const std::vector<picked>& /*picks*/) override {
+        return {};  // blobs are named by their digest: one release cannot replace another's
+    }
+    fs::path path_of(const artifact& /*a*/) const override { return {}; }
+    result<std::optional<bool>> present(const artifact& a) override {
+        std::lock_guard lock(mutex_);
+        REDIST_TRY(const bool has, pusher_.has_blob(a.sha256, a.size));
+        return has ? std::optional<bool>(true) : std::nullopt;
+    }
+    result<void> store(download_target& t, const mirror_request& request, const std::atomic<bool>* cancel) override {
+        t.final_path = scratch_ / t.sha256;
+        REDIST_TRY_VOID(download_verified(t, request, cancel));
+        std::error_code ec;
+        std::lock_guard lock(mutex_);
+        auto pushed = pusher_.push_blob(t.sha256, t.final_path);
+        fs::remove(t.final_path, ec);
+        return pushed;
+    }
+    result<void> publish(const resolved_release& release, const std::vector<picked>& picks,
+                         mirrored_release& out) override;
+
+private:
+    result<void> ensure_blob(const std::string& sha256, std::string_view bytes) {
+        REDIST_TRY(const bool has, pusher_.has_blob(sha256, bytes.size()));
+        return has ? result<void>() : pusher_.push_blob(sha256, bytes);
+    }
+    oci_pusher pusher_;
+    fs::path scratch_;
+    std::mutex mutex_;  // one request at a time on the pusher
+};
+
+result<void> registry_target::publish(const resolved_release& release, const std::vector<picked>& picks,
+                                      mirrored_release& out) {
+    const std::lock_guard lock(mutex_);
+    const std::string& text = release.manifest_text;  // stored verbatim: the trust comes from these bytes
+    REDIST_TRY_VOID(ensure_blob(release.manifest_sha256, text));
+    REDIST_TRY_VOID(ensure_blob(sha256_hex(oci_empty_config), oci_empty_config));
+    const oci_release_layer json_layer{release.manifest_sha256, "redistrib_" + release.label + ".json", text.size()};
+    std::vector<oci_release_layer> archives;
+    archives.reserve(picks.size());
+    for (const auto& p : picks) archives.push_back({p.art.sha256, p.art.relative_path, p.art.size});
+    REDIST_TRY(const auto tagged, pusher_.tag_digest(release.label));
+    for (const bool standard_types : {false, true}) {
+        const std::string manifest = oci_release_manifest(json_layer, archives, release.label, standard_types);
+        if (tagged && *tagged == "sha256:" + sha256_hex(manifest)) {
+            out.manifest_status = mirror_status::up_to_date;
+            return {};
+        }
+        auto put = pusher_.put_manifest(release.label, manifest, oci_manifest_media_type);
+        // A registry that refuses our media types gets the image-spec's own.
+        if (!put.ok() && put.error_value().code == error_code::bad_manifest && !standard_types) continue;
+        REDIST_TRY_VOID(std::move(put));
+        out.manifest_status = tagged ? mirror_status::replaced : mirror_status::downloaded;
+        return {};
+    }
+    return make_error(error_code::internal, "unreachable");
 }
 
 std::string html_escape(std::string_view text) {
@@ -471,6 +594,29 @@ result<void> write_mirror_index(const fs::path& redist_dir) {
     return write_file_atomically(redist_dir / "index.html", html);
 }
 
+namespace {
+
+// The target the request names, and where the report says it is.
+result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request, mirror_report& report) {
+    if (is_oci_url(request.dest.string())) {
+        REDIST_TRY(oci_pusher pusher, oci_pusher::open(request.dest.string(), request.product, request.transfer));
+        report.redist_dir = sanitize_url(join_url(request.dest.string(), request.product));
+        std::string scratch = (fs::temp_directory_path() / "redist-mirror-XXXXXX").string();
+        if (::mkdtemp(scratch.data()) == nullptr)
+            return errno_error("cannot create a scratch directory", scratch, errno);
+        return std::unique_ptr<mirror_target>(std::make_unique<registry_target>(std::move(pusher), scratch));
+    }
+    std::error_code ec;
+    report.redist_dir = fs::absolute(request.dest, ec).lexically_normal() / request.product / "redist";
+    report.index_path = report.redist_dir / "index.html";
+    create_directories_masked(report.redist_dir, ec);
+    if (ec) return errno_error("cannot create directory", report.redist_dir, ec.value());
+    REDIST_TRY(claim_map claims, read_claims(report.redist_dir));
+    return std::unique_ptr<mirror_target>(std::make_unique<directory_target>(report.redist_dir, std::move(claims)));
+}
+
+}  // namespace
+
 result<mirror_report> mirror_releases(const mirror_request& request) {
     if (!is_plain_name(request.product))
         return make_error(error_code::usage,
@@ -479,17 +625,11 @@ result<mirror_report> mirror_releases(const mirror_request& request) {
     if (request.platforms.empty()) return make_error(error_code::usage, "no platforms to mirror");
     if (request.dest.empty()) return make_error(error_code::usage, "no destination directory");
 
-    std::error_code ec;
     mirror_report report;
     report.product = request.product;
-    report.redist_dir = fs::absolute(request.dest, ec).lexically_normal() / request.product / "redist";
-    report.index_path = report.redist_dir / "index.html";
-    create_directories_masked(report.redist_dir, ec);
-    if (ec) return errno_error("cannot create directory", report.redist_dir, ec.value());
-
-    REDIST_TRY(claim_map claims, read_claims(report.redist_dir));
+    REDIST_TRY(const std::unique_ptr<mirror_target> target, open_target(request, report));
     for (const auto& spec : request.versions) {
-        REDIST_TRY(mirrored_release r, mirror_one(request, spec, report.redist_dir, claims, report.bytes_downloaded));
+        REDIST_TRY(mirrored_release r, mirror_one(request, spec, *target, report.bytes_downloaded));
         report.releases.push_back(std::move(r));
     }
     return report;

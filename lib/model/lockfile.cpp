@@ -242,7 +242,7 @@ result<lockfile> make_lockfile(const resolved_release& release, const std::vecto
                 locked_artifact locked;
                 locked.entry = a;
                 if (const auto* c = release.parsed.find_component(a.component)) locked.version = c->version;
-                locked.url = sanitize_url(join_url(release.artifact_base_url, a.relative_path));
+                locked.url = sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
                 lock.artifacts.push_back(std::move(locked));
             }
         }

@@ -124,9 +124,29 @@ std::vector<std::filesystem::path> local_roots(const std::vector<std::string>& u
     return out;
 }
 
+bool is_oci_url(std::string_view url) noexcept {
+    return iequals_prefix(url, "oci://") || iequals_prefix(url, "oci+http://");
+}
+
+std::string artifact_url(std::string_view directory, std::string_view relative_path, std::string_view sha256) {
+    constexpr std::string_view redist_dir = "/redist/";
+    if (is_oci_url(directory) && directory.ends_with(redist_dir)) {
+        std::string out(directory.substr(0, directory.size() - redist_dir.size()));
+        out += "/blobs/sha256:";
+        out += sha256;
+        return out;
+    }
+    return join_url(directory, relative_path);
+}
+
+std::string mirror_artifact_url(std::string_view mirror, std::string_view product, std::string_view relative_path,
+                                std::string_view sha256) {
+    return artifact_url(join_url(join_url(to_url(mirror), product), "redist/"), relative_path, sha256);
+}
+
 std::optional<std::string> source_url_problem(std::string_view url, const std::vector<std::filesystem::path>& roots) {
-    if (iequals_prefix(url, "https://") || iequals_prefix(url, "http://")) return std::nullopt;
-    if (!is_file_url(url)) return "not an http://, https:// or file:// URL";
+    if (iequals_prefix(url, "https://") || iequals_prefix(url, "http://") || is_oci_url(url)) return std::nullopt;
+    if (!is_file_url(url)) return "not an http://, https://, oci://, oci+http:// or file:// URL";
     std::string decoded;
     if (auto bad = file_url_to_path(url, decoded)) return bad;
     namespace fs = std::filesystem;

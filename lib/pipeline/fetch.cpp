@@ -232,8 +232,8 @@ void fill_receipt(const release_plan& release, const artifact& a, const std::str
 std::vector<std::string> artifact_urls(const install_request& request, const release_plan& release, const artifact& a) {
     std::vector<std::string> urls;
     for (const auto& m : request.sources.mirrors)
-        urls.push_back(join_url(join_url(join_url(to_url(m), release.product), "redist"), a.relative_path));
-    urls.push_back(join_url(release.artifact_base_url, a.relative_path));
+        urls.push_back(mirror_artifact_url(m, release.product, a.relative_path, a.sha256));
+    urls.push_back(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
     return urls;
 }
 
@@ -523,7 +523,7 @@ component_report initial_report(const release_plan& release, const artifact& a, 
         cr.version = v->second;
     cr.platform = a.platform;
     cr.variant = a.variant;
-    cr.url = current ? current->url : sanitize_url(join_url(release.artifact_base_url, a.relative_path));
+    cr.url = current ? current->url : sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
     cr.sha256 = a.sha256;
     cr.size = a.size;
     cr.unchanged = current != nullptr;

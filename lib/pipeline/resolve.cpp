@@ -17,6 +17,7 @@
 #include "redist/verify.hpp"
 #include "redist/version.hpp"
 #include "support/safe_path.hpp"
+#include "transport/oci.hpp"
 #include "transport/sources.hpp"
 
 namespace fs = std::filesystem;
@@ -125,7 +126,17 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
     for (const auto& base : bases_in_order(sources, base_url)) {
         const std::string url = index_url(base, product);
         std::vector<std::string> labels;
-        if (is_file_url(url)) {
+        if (is_oci_url(url)) {
+            // A registry: the repository's tags are the labels.
+            auto tags = sources.offline ? result<std::vector<std::string>>(
+                                              make_error(error_code::not_found, "offline, and not in the cache"))
+                                        : oci_list_tags(base, product, options);
+            if (!tags.ok()) {
+                last_error = std::move(tags).error_value();
+                continue;
+            }
+            labels = std::move(tags).value();
+        } else if (is_file_url(url)) {
             // A file:// base has no HTML index: list the directory itself.
             const fs::path dir = file_url_path(url);
             std::error_code ec;

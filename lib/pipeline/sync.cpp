@@ -57,7 +57,7 @@ result<void> lock_platform(const project_file& project, const project_product& p
         locked_artifact locked;
         locked.entry = a;
         if (const auto* c = release.parsed.find_component(a.component)) locked.version = c->version;
-        locked.url = sanitize_url(join_url(release.artifact_base_url, a.relative_path));
+        locked.url = sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
         out.artifacts.push_back(std::move(locked));
     }
     return {};

@@ -17,6 +17,8 @@
 #include "redist/transfer.hpp"
 #include "redist/urls.hpp"
 #include "support/posix_file.hpp"
+#include "transport/http_request.hpp"
+#include "transport/oci.hpp"
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -27,6 +29,7 @@
 #include <cctype>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
@@ -184,6 +187,8 @@ struct transfer_state {
     std::string last_modified;
     std::string content_range;
     std::optional<long> retry_after;
+    http_response* response = nullptr;  // send_request(): the headers it reports
+    std::size_t max_body = 0;           // send_request(): the most body bytes taken
 
     bool started = false;     // on_response has been called
     bool http_error = false;  // aborted because the status was not 2xx
@@ -219,6 +224,7 @@ size_t header_callback(char* buffer, size_t size, size_t nitems, void* userdata)
             st->last_modified.clear();
             st->content_range.clear();
             st->retry_after.reset();
+            if (st->response != nullptr) *st->response = http_response{};
             const auto sp1 = line.find(' ');
             if (sp1 != std::string_view::npos) {
                 const auto sp2 = line.find(' ', sp1 + 1);
@@ -235,6 +241,14 @@ size_t header_callback(char* buffer, size_t size, size_t nitems, void* userdata)
         else if (is("last-modified")) st->last_modified = std::string(value);
         else if (is("content-range")) st->content_range = std::string(value);
         else if (is("retry-after")) st->retry_after = parse_retry_after(value);
+        if (st->response != nullptr) {
+            http_response& r = *st->response;
+            if (is("location")) r.location = std::string(value);
+            else if (is("www-authenticate")) r.www_authenticate = std::string(value);
+            else if (is("link")) r.link = std::string(value);
+            else if (is("docker-content-digest")) r.docker_content_digest = std::string(value);
+            else if (is("content-type")) r.content_type = std::string(value);
+        }
     } catch (...) {
         st->callback_error = callback_exception("header parsing");
         return 0;  // any other count aborts the transfer
@@ -416,7 +430,8 @@ error http_status_error(const transfer_state& st, transfer_failure_info* failure
     } while (0)
 
 result<void> configure(CURL* h, const std::string& url, const transfer_options& options, transfer_state& st,
-                       curl_slist_ptr& headers, char* errbuf, const std::string& range, const std::string& ca) {
+                       curl_slist_ptr& headers, char* errbuf, const std::string& range, const std::string& ca,
+                       const std::vector<std::string>& extra_headers) {
     REDIST_SETOPT(h, CURLOPT_URL, url.c_str());
     REDIST_SETOPT(h, CURLOPT_ERRORBUFFER, errbuf);
     // Signals are not thread-safe; tools may run several transfers at once.
@@ -445,6 +460,12 @@ result<void> configure(CURL* h, const std::string& url, const transfer_options& 
     // stays unset so curl never decodes either.)
     if (!headers.append("Accept-Encoding: identity"))
         return make_error(error_code::internal, "out of memory building request headers");
+    // Custom headers (a registry's Authorization): CURLOPT_UNRESTRICTED_AUTH
+    // stays off, so libcurl sends Authorization only to the host, port and
+    // scheme of `url`, never to where a redirect leads (blob storage).
+    for (const auto& line : extra_headers)
+        if (!headers.append(line.c_str()))
+            return make_error(error_code::internal, "out of memory building request headers");
     REDIST_SETOPT(h, CURLOPT_HTTPHEADER, headers.get());
 
     // CURLOPT_RANGE rather than CURLOPT_RESUME_FROM_LARGE: with the latter,
@@ -574,11 +595,14 @@ std::string ca_bundle(const transfer_options& options) {
 
 namespace {
 
-result<void> perform_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
-                              std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
-                              transfer_failure_info* failure) {
+result<void> perform_download(const std::string& url, const std::vector<std::string>& extra_headers,
+                              const transfer_options& options, download_callbacks& callbacks, std::uint64_t resume_from,
+                              std::optional<std::uint64_t> range_last, transfer_failure_info* failure) {
     set_failure(failure, false, 0, std::nullopt);
     const std::string safe_url = sanitize_url(url);
+    // A registry (oci://, oci+http://): oci.cpp maps the URL to the blob's
+    // and comes back through download_with_headers() with its credentials.
+    if (is_oci_url(url)) return oci_download(url, options, callbacks, resume_from, range_last, failure);
     if (is_file_url(url)) {
         if (range_last)
             return make_error(error_code::internal, "download_range() does not read file:// URLs").with_url(safe_url);
@@ -603,7 +627,8 @@ result<void> perform_download(const std::string& url, const transfer_options& op
                               : resume_from > 0 ? std::to_string(resume_from) + "-"
                                                 : std::string();
     {
-        auto configured = configure(handle.get(), url, options, st, headers, errbuf, range, ca_bundle(options));
+        auto configured = configure(handle.get(), url, options, st, headers, errbuf, range, ca_bundle(options),
+                                    extra_headers);
         if (!configured.ok()) return std::move(configured).error_value().with_url(safe_url);
     }
 
@@ -667,14 +692,24 @@ result<void> perform_download(const std::string& url, const transfer_options& op
 
 result<void> download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                       std::uint64_t resume_from, transfer_failure_info* failure) {
-    return perform_download(url, options, callbacks, resume_from, std::nullopt, failure);
+    return perform_download(url, {}, options, callbacks, resume_from, std::nullopt, failure);
+}
+
+result<void> download_with_headers(const std::string& url, const std::vector<std::string>& headers,
+                                   const transfer_options& options, download_callbacks& callbacks,
+                                   std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
+                                   transfer_failure_info* failure) {
+    if (is_oci_url(url) || is_file_url(url))
+        return make_error(error_code::internal, "download_with_headers() takes http(s) URLs only")
+            .with_url(sanitize_url(url));
+    return perform_download(url, headers, options, callbacks, resume_from, range_last, failure);
 }
 
 result<void> download_range(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                             std::uint64_t first, std::uint64_t last, transfer_failure_info* failure) {
     if (last < first)
         return make_error(error_code::internal, "download_range: empty range").with_url(sanitize_url(url));
-    return perform_download(url, options, callbacks, first, last, failure);
+    return perform_download(url, {}, options, callbacks, first, last, failure);
 }
 
 result<std::string> fetch_text(const std::string& url, const transfer_options& options, std::size_t max_bytes,
@@ -704,6 +739,140 @@ result<std::string> fetch_text(const std::string& url, const transfer_options& o
     if (failure != nullptr) failure->too_large = refused_as_too_large;
     if (!r.ok()) return std::move(r).error_value();
     return body;
+}
+
+// ---- send_request: status, headers and a small body for the caller -----------------------
+
+namespace {
+
+struct request_body {
+    std::FILE* file = nullptr;
+};
+
+size_t response_body_callback(char* data, size_t size, size_t nmemb, void* userdata) {
+    auto* st = static_cast<transfer_state*>(userdata);
+    const std::size_t total = size * nmemb;
+    std::string& body = st->response->body;
+    if (total > st->max_body - body.size()) {
+        st->callback_error = make_error(error_code::network,
+                                        "response larger than " + std::to_string(st->max_body) + " bytes")
+                                 .with_url(st->safe_url);
+        return CURL_WRITEFUNC_ERROR;
+    }
+    body.append(data, total);
+    return total;
+}
+
+size_t request_read_callback(char* buffer, size_t size, size_t nitems, void* userdata) {
+    auto* body = static_cast<request_body*>(userdata);
+    const std::size_t n = std::fread(buffer, 1, size * nitems, body->file);
+    if (n == 0 && std::ferror(body->file)) return CURL_READFUNC_ABORT;
+    return n;
+}
+
+#define REDIST_SETOPT(handle, option, value)                                                                    \
+    do {                                                                                                        \
+        const CURLcode setopt_rc_ = curl_easy_setopt((handle), (option), (value));                              \
+        if (setopt_rc_ != CURLE_OK)                                                                             \
+            return make_error(error_code::internal,                                                             \
+                              std::string("curl_easy_setopt(" #option "): ") + curl_easy_strerror(setopt_rc_)); \
+    } while (0)
+
+// The method and body of a request, after configure().
+result<void> configure_method(CURL* h, const http_request& request, request_body& body, std::uint64_t file_size) {
+    const bool may_follow = (request.method == "GET" || request.method == "HEAD") && request.follow_redirects;
+    REDIST_SETOPT(h, CURLOPT_FOLLOWLOCATION, may_follow ? 1L : 0L);
+    if (request.method == "HEAD") {
+        REDIST_SETOPT(h, CURLOPT_NOBODY, 1L);
+    } else if (body.file != nullptr) {
+        REDIST_SETOPT(h, CURLOPT_UPLOAD, 1L);  // PUT
+        REDIST_SETOPT(h, CURLOPT_READFUNCTION, &request_read_callback);
+        REDIST_SETOPT(h, CURLOPT_READDATA, &body);
+        REDIST_SETOPT(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(file_size));
+    } else if (request.method == "POST" || request.method == "PUT") {
+        REDIST_SETOPT(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
+        REDIST_SETOPT(h, CURLOPT_POSTFIELDS, request.body.c_str());
+        if (request.method == "PUT") REDIST_SETOPT(h, CURLOPT_CUSTOMREQUEST, "PUT");
+    } else if (request.method != "GET") {
+        return make_error(error_code::internal, "send_request: unsupported method " + request.method);
+    }
+    return {};
+}
+
+#undef REDIST_SETOPT
+
+}  // namespace
+
+result<http_response> send_request(const http_request& request, const transfer_options& options,
+                                   transfer_failure_info* failure) {
+    set_failure(failure, false, 0, std::nullopt);
+    const std::string safe_url = sanitize_url(request.url);
+    if (!iequals_prefix(request.url, "http://") && !is_https_url(request.url))
+        return make_error(error_code::internal, "send_request() takes http(s) URLs only").with_url(safe_url);
+    curl_easy handle;
+    if (!handle) return make_error(error_code::internal, "curl_easy_init failed").with_url(safe_url);
+
+    request_body body;
+    std::uint64_t file_size = 0;
+    struct file_closer {
+        void operator()(std::FILE* f) const { std::fclose(f); }
+    };
+    std::unique_ptr<std::FILE, file_closer> file;
+    if (!request.body_file.empty()) {
+        const int fd = ::open(request.body_file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        struct stat info {};
+        if (fd < 0 || ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+            const int en = fd < 0 ? errno : EINVAL;
+            if (fd >= 0) ::close(fd);
+            return make_error(error_code::filesystem, std::string("cannot read: ") + std::strerror(en))
+                .with_path(request.body_file.string());
+        }
+        file.reset(::fdopen(fd, "rb"));
+        if (!file) {
+            ::close(fd);
+            return make_error(error_code::internal, "fdopen failed").with_path(request.body_file.string());
+        }
+        body.file = file.get();
+        file_size = static_cast<std::uint64_t>(info.st_size);
+    }
+
+    http_response response;
+    download_callbacks no_callbacks;
+    transfer_state st;
+    st.curl = handle.get();
+    st.callbacks = &no_callbacks;
+    st.safe_url = safe_url;
+    st.stall_seconds = options.stall_timeout_seconds;
+    st.response = &response;
+    st.max_body = request.max_response_bytes;
+
+    char errbuf[CURL_ERROR_SIZE] = {};
+    curl_slist_ptr headers;
+    {
+        auto configured = configure(handle.get(), request.url, options, st, headers, errbuf, {}, ca_bundle(options),
+                                    request.headers);
+        if (configured.ok()) configured = configure_method(handle.get(), request, body, file_size);
+        if (configured.ok() &&
+            curl_easy_setopt(handle.get(), CURLOPT_WRITEFUNCTION, &response_body_callback) != CURLE_OK)
+            configured = make_error(error_code::internal, "curl_easy_setopt(CURLOPT_WRITEFUNCTION) failed");
+        if (!configured.ok()) return std::move(configured).error_value().with_url(safe_url);
+    }
+    const CURLcode rc = curl_easy_perform(handle.get());
+    if (st.callback_error) return std::move(*st.callback_error);
+    curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &response.status);
+    if (rc != CURLE_OK) {
+        const bool transient = is_transient(rc) || (rc == CURLE_ABORTED_BY_CALLBACK && st.stalled);
+        set_failure(failure, transient, response.status, std::nullopt);
+        std::string message = std::string(curl_easy_strerror(rc));
+        if (errbuf[0] != '\0' && message != errbuf) message += std::string(": ") + errbuf;
+        return make_error(error_code::network, std::move(message)).with_url(safe_url);
+    }
+    curl_off_t length = -1;
+    if (curl_easy_getinfo(handle.get(), CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK)
+        response.content_length = length;
+    const bool transient = response.status == 408 || response.status == 429 || response.status >= 500;
+    set_failure(failure, transient, response.status, transient ? st.retry_after : std::nullopt);
+    return response;
 }
 
 }  // namespace redist

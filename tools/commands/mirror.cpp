@@ -79,6 +79,9 @@ void print_json(const redist::mirror_report& report) {
 }
 
 int run_mirror(const mirror_args& args) {
+    if (args.dest.empty()) {
+        return report_error(redist::make_error(redist::error_code::usage, "--dest DIR or --to DIR|URL is required"));
+    }
     redist::mirror_request req;
     req.dest = args.dest;
     req.product = args.product;
@@ -164,9 +167,17 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("VERSIONS", args->versions, "Comma-separated: 9.27.0,9.8.0 (each 9.27.0, 9.27, 9 or latest)")
         ->required()
         ->delimiter(',');
-    cmd->add_option("--dest", args->dest, "The mirror root: files go to DIR/<product>/redist/ (created if needed)")
-        ->required()
-        ->type_name("DIR");
+    auto* dest = cmd->add_option("--dest", args->dest,
+                                 "The mirror root: files go to DIR/<product>/redist/ (created if needed)")
+                     ->type_name("DIR");
+    auto* to = cmd->add_option("--to", args->dest,
+                               "Where to mirror: a directory (as --dest), or a registry, oci://HOST[:PORT]/NAMESPACE "
+                               "(https) or oci+http://... (plain http): repository NAMESPACE/<product>, one tag per "
+                               "release, each archive a blob named by its SHA-256. Credentials: "
+                               "REDIST_OCI_AUTH=REGISTRY=USER:PASSWORD, else docker's config.json (docs/fleet.md)")
+                   ->type_name("DIR|URL");
+    dest->excludes(to);
+    to->excludes(dest);
     cmd->add_option("--platform", args->platforms,
                     "Platform to mirror; repeatable or comma-separated (default: this machine's)")
         ->delimiter(',')
@@ -214,7 +225,9 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                     "other content, is refused (exit 4).\n\n"
                     "Examples:\n"
                     "  redist mirror cudnn 9.27.0,9.8.0 --dest /srv/mirror --platform linux-x86_64,linux-sbsa\n"
-                    "  redist mirror cuda 12.9.1 --dest /srv/mirror --component cuda_nvcc,cuda_cudart --cuda 12\n\n") +
+                    "  redist mirror cuda 12.9.1 --dest /srv/mirror --component cuda_nvcc,cuda_cudart --cuda 12\n"
+                    "  redist mirror cudnn 9.19.0 --to oci://registry.example:5000/nvidia   (then: --mirror the same "
+                    "URL)\n\n") +
         exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_mirror(*args); }; });
 }

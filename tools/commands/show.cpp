@@ -81,7 +81,8 @@ void print_json(const redist::resolved_release& release, const std::vector<artif
         w.field("platform", a->platform);
         w.field("variant", a->variant);
         w.field("relative_path", a->relative_path);
-        w.field("url", redist::sanitize_url(redist::join_url(release.artifact_base_url, a->relative_path)));
+        w.field("url",
+                redist::sanitize_url(redist::artifact_url(release.artifact_base_url, a->relative_path, a->sha256)));
         w.field("sha256", a->sha256);
         w.field("md5", a->md5);
         w.field("size", a->size);

@@ -1,0 +1,57 @@
+// Internal: the parts of transfer.cpp that the OCI registry client
+// (oci.cpp) needs beyond download(): extra request headers, and requests
+// whose status, headers and small body the caller reads itself (HEAD, POST,
+// PUT, small GETs). One HTTP stack: both run on transfer.cpp's libcurl setup
+// (scheme rules, TLS, redirects, timeouts).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/transfer.hpp"
+
+namespace redist {
+
+// download() / download_range() of an http(s) URL with extra request headers
+// ("Name: value"). An "Authorization" header goes to the host of `url`
+// only: libcurl (7.83.1 and later, CURLOPT_UNRESTRICTED_AUTH left off) drops
+// custom Authorization and Cookie headers when a redirect leads to another
+// host, port or scheme. range_last set: a bounded range as download_range().
+result<void> download_with_headers(const std::string& url, const std::vector<std::string>& headers,
+                                   const transfer_options& options, download_callbacks& callbacks,
+                                   std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
+                                   transfer_failure_info* failure);
+
+struct http_request {
+    std::string method = "GET";        // GET, HEAD, POST, PUT
+    std::string url;                   // http or https
+    std::vector<std::string> headers;  // "Name: value"
+    std::string body;                  // sent for POST and PUT unless body_file is set
+    std::filesystem::path body_file;   // PUT: streamed from this regular file
+    std::size_t max_response_bytes = 4u << 20;
+    bool follow_redirects = true;  // GET and HEAD only; POST and PUT never follow
+};
+
+struct http_response {
+    long status = 0;
+    std::string body;  // at most max_response_bytes (a longer body is a network error)
+    std::string location;
+    std::string www_authenticate;
+    std::string link;
+    std::string docker_content_digest;
+    std::string content_type;
+    std::int64_t content_length = -1;
+};
+
+// One request; any HTTP status is a response for the caller to judge.
+// Outcomes: ok | network (transport failure, a body over the limit;
+// failure->transient as download() sets it) | filesystem (body_file
+// unreadable) | internal.
+result<http_response> send_request(const http_request& request, const transfer_options& options,
+                                   transfer_failure_info* failure = nullptr);
+
+}  // namespace redist

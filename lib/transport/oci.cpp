@@ -1,0 +1,676 @@
+// oci.cpp — the OCI registry client: URL forms, credentials and the token
+// flow, pulling blobs and the redistrib JSON of a tag, pushing a release.
+//
+// Hazards that shape this file:
+// - Every byte a registry sends is input: the manifest, the tags list, the
+//   WWW-Authenticate header, the token response (each has a fuzz target).
+// - A credential or token must never reach an error message, a log line or
+//   another host: errors name URLs only (sanitized), the Authorization header
+//   is a custom header that libcurl drops on a redirect to another host, and
+//   a token realm gets the user's password only over https or on the
+//   registry's own host.
+// - One HTTP stack: everything goes through transfer.cpp (send_request,
+//   download_with_headers), so TLS, redirects and timeouts follow its rules.
+#include "transport/oci.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "redist/json_writer.hpp"
+#include "redist/manifest.hpp"
+#include "redist/urls.hpp"
+#include "redist/verify.hpp"
+#include "support/json_reader.hpp"
+#include "support/posix_file.hpp"
+#include "transport/http_request.hpp"
+
+namespace redist {
+
+namespace {
+
+constexpr std::string_view kAccept =
+    "Accept: application/vnd.oci.image.manifest.v1+json, application/vnd.docker.distribution.manifest.v2+json";
+constexpr std::string_view kTitle = "org.opencontainers.image.title";
+constexpr std::string_view kJsonLayerType = "application/vnd.nvidia.redistrib.manifest.v1+json";
+constexpr std::string_view kArchiveLayerType = "application/vnd.nvidia.redistrib.archive.v1";
+constexpr std::string_view kConfigType = "application/vnd.oci.image.config.v1+json";
+constexpr std::size_t kMaxManifestBytes = 4u << 20;
+constexpr std::size_t kMaxDocumentBytes = 64u << 20;
+constexpr int kMaxTagPages = 100;
+
+bool is_lower_alnum(char c) { return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9'); }
+bool is_alnum(char c) { return is_lower_alnum(c) || (c >= 'A' && c <= 'Z'); }
+
+// One path component of a repository name: [a-z0-9]+((\.|_|__|-+)[a-z0-9]+)*
+bool valid_repository_component(std::string_view c) {
+    std::size_t i = 0;
+    for (;;) {
+        if (i >= c.size() || !is_lower_alnum(c[i])) return false;
+        while (i < c.size() && is_lower_alnum(c[i])) ++i;
+        if (i == c.size()) return true;
+        if (c[i] == '.') {
+            ++i;
+        } else if (c[i] == '_') {
+            i += c.substr(i, 2) == "__" ? 2 : 1;
+        } else if (c[i] == '-') {
+            while (i < c.size() && c[i] == '-') ++i;
+        } else {
+            return false;
+        }
+    }
+}
+
+bool valid_repository(std::string_view repo) {
+    if (repo.empty() || repo.size() > 255) return false;
+    for (std::size_t start = 0; start <= repo.size();) {
+        const auto end = std::min(repo.find('/', start), repo.size());
+        if (!valid_repository_component(repo.substr(start, end - start))) return false;
+        start = end + 1;
+    }
+    return true;
+}
+
+bool valid_tag(std::string_view tag) {
+    if (tag.empty() || tag.size() > 128 || !(is_alnum(tag.front()) || tag.front() == '_')) return false;
+    return std::all_of(tag.begin(), tag.end(), [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == '-'; });
+}
+
+bool valid_registry(std::string_view host) {
+    if (host.empty() || host.size() > 255) return false;
+    return std::all_of(host.begin(), host.end(),
+                       [](char c) { return is_alnum(c) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']'; });
+}
+
+bool valid_digest(std::string_view digest) {
+    return digest.size() == 71 && digest.starts_with("sha256:") && is_sha256_hex(digest.substr(7)) &&
+           std::none_of(digest.begin() + 7, digest.end(), [](char c) { return c >= 'A' && c <= 'F'; });
+}
+
+std::string base64(std::string_view in) {
+    static constexpr char table[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string out;
+    for (std::size_t i = 0; i < in.size(); i += 3) {
+        std::uint32_t n = static_cast<unsigned char>(in[i]) << 16;
+        if (i + 1 < in.size()) n |= static_cast<unsigned char>(in[i + 1]) << 8;
+        if (i + 2 < in.size()) n |= static_cast<unsigned char>(in[i + 2]);
+        out += table[(n >> 18) & 63];
+        out += table[(n >> 12) & 63];
+        out += i + 1 < in.size() ? table[(n >> 6) & 63] : '=';
+        out += i + 2 < in.size() ? table[n & 63] : '=';
+    }
+    return out;
+}
+
+std::string query_escape(std::string_view in) {
+    static constexpr char hex[] = "0123456789ABCDEF";
+    std::string out;
+    for (char c : in) {
+        if (is_alnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+            out += c;
+        } else {
+            out += '%';
+            out += hex[(static_cast<unsigned char>(c) >> 4) & 15];
+            out += hex[static_cast<unsigned char>(c) & 15];
+        }
+    }
+    return out;
+}
+
+std::string host_of(std::string_view url) {
+    const auto start = url.find("://");
+    if (start == std::string_view::npos) return {};
+    url.remove_prefix(start + 3);
+    url = url.substr(0, url.find_first_of("/?#"));
+    if (const auto at = url.rfind('@'); at != std::string_view::npos) url.remove_prefix(at + 1);
+    if (!url.empty() && url.front() == '[') return std::string(url.substr(0, url.find(']') + 1));
+    return std::string(url.substr(0, url.find(':')));
+}
+
+}  // namespace
+
+std::string oci_url::api(std::string_view tail) const {
+    return std::string(https ? "https://" : "http://") + registry + "/v2/" + repository + "/" + std::string(tail);
+}
+
+result<oci_url> parse_oci_url(std::string_view url) {
+    const auto bad = [&](const std::string& why) {
+        return make_error(error_code::usage, "not a registry URL (" + why + ")").with_url(sanitize_url(url));
+    };
+    oci_url out;
+    std::string_view rest = url;
+    if (rest.size() >= 11 && std::equal(rest.begin(), rest.begin() + 11, "oci+http://",
+                                        [](char a, char b) { return std::tolower(a) == b; })) {
+        out.https = false;
+        rest.remove_prefix(11);
+    } else if (rest.size() >= 6 && std::equal(rest.begin(), rest.begin() + 6, "oci://",
+                                              [](char a, char b) { return std::tolower(a) == b; })) {
+        rest.remove_prefix(6);
+    } else {
+        return bad("expected oci:// or oci+http://");
+    }
+    if (rest.find_first_of("@?#%") != std::string_view::npos) return bad("no user, query, fragment or escapes");
+    const auto slash = rest.find('/');
+    out.registry = std::string(rest.substr(0, slash));
+    if (!valid_registry(out.registry)) return bad("a host[:port] is required");
+    std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
+    constexpr std::string_view redist = "/redist/";
+    constexpr std::string_view blobs = "/blobs/";
+    if (const auto at = path.rfind(redist); at != std::string_view::npos) {
+        std::string_view name = path.substr(at + redist.size());
+        out.repository = std::string(path.substr(0, at));
+        if (name.empty()) {
+            out.what = oci_url::kind::tags;
+        } else if (name.starts_with("redistrib_") && name.ends_with(".json") && name.size() > 15) {
+            out.what = oci_url::kind::document;
+            out.reference = std::string(name.substr(10, name.size() - 15));
+            if (!valid_tag(out.reference)) return bad("'" + out.reference + "' cannot be a tag");
+        } else {
+            return bad("a registry holds only redistrib_<label>.json documents and blobs by digest");
+        }
+    } else if (const auto b = path.rfind(blobs); b != std::string_view::npos) {
+        out.what = oci_url::kind::blob;
+        out.repository = std::string(path.substr(0, b));
+        out.reference = std::string(path.substr(b + blobs.size()));
+        if (!valid_digest(out.reference)) return bad("a blob is named sha256:<64 lower-case hex digits>");
+    } else {
+        while (path.ends_with('/')) path.remove_suffix(1);
+        out.repository = std::string(path);
+    }
+    if (!valid_repository(out.repository))
+        return bad("a namespace of lower-case [a-z0-9] names separated by '/', '.', '_' or '-' is required");
+    return out;
+}
+
+// ---- readers -------------------------------------------------------------------------------
+
+std::optional<auth_challenge> parse_www_authenticate(std::string_view header) {
+    auth_challenge out;
+    const auto space = header.find(' ');
+    if (space == std::string_view::npos || space == 0) return std::nullopt;
+    for (char c : header.substr(0, space)) out.scheme += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (out.scheme != "bearer" && out.scheme != "basic") return std::nullopt;
+    std::string_view rest = header.substr(space + 1);
+    while (!rest.empty()) {
+        while (!rest.empty() && (rest.front() == ' ' || rest.front() == ',')) rest.remove_prefix(1);
+        const auto eq = rest.find('=');
+        if (eq == std::string_view::npos) break;
+        const std::string_view key = rest.substr(0, eq);
+        rest.remove_prefix(eq + 1);
+        std::string value;
+        if (!rest.empty() && rest.front() == '"') {
+            rest.remove_prefix(1);
+            std::size_t i = 0;
+            for (; i < rest.size() && rest[i] != '"'; ++i) {
+                if (rest[i] == '\\' && i + 1 < rest.size()) ++i;
+                value += rest[i];
+            }
+            if (i >= rest.size()) return std::nullopt;  // unterminated
+            rest.remove_prefix(i + 1);
+        } else {
+            const auto end = std::min(rest.find(','), rest.size());
+            value = std::string(rest.substr(0, end));
+            rest.remove_prefix(end);
+        }
+        if (key == "realm") out.realm = std::move(value);
+        else if (key == "service") out.service = std::move(value);
+        else if (key == "scope") out.scope = std::move(value);
+    }
+    if (out.scheme == "bearer" && out.realm.empty()) return std::nullopt;
+    return out;
+}
+
+result<std::string> parse_token_response(std::string_view body, std::string_view source) {
+    std::string token, access_token;
+    REDIST_TRY_VOID(json::read_document(body, source, "token response",
+                                        {{"token", [&](json::value& v) { return v.get(token); }},
+                                         {"access_token", [&](json::value& v) { return v.get(access_token); }}}));
+    std::string& out = token.empty() ? access_token : token;
+    const bool clean = !out.empty() && out.size() <= 16384 &&
+                       std::all_of(out.begin(), out.end(), [](char c) { return c > ' ' && c < 127; });
+    if (!clean)
+        return make_error(error_code::bad_manifest, "token response without a usable token")
+            .with_source(std::string(source));
+    return std::move(out);
+}
+
+result<std::vector<std::string>> parse_tags_list(std::string_view body, std::string_view source) {
+    std::vector<std::string> tags;
+    std::string name;
+    const auto tag_reader = [&](json::value& item) -> result<void> {
+        std::string tag;
+        REDIST_TRY_VOID(item.get(tag));
+        if (!valid_tag(tag)) return item.bad("not a tag");
+        tags.push_back(std::move(tag));
+        return {};
+    };
+    auto read = json::read_document(body, source, "tags list",
+                                    {{"name", [&](json::value& v) { return v.get(name); }},
+                                     {"tags", [&](json::value& v) { return v.for_each(tag_reader); }}});
+    if (!read.ok()) return std::move(read).error_value();
+    return tags;
+}
+
+result<std::vector<oci_layer>> parse_image_manifest(std::string_view body, std::string_view source) {
+    std::vector<oci_layer> layers;
+    std::uint64_t schema = 0;
+    const auto layer_reader = [&](json::value& item) -> result<void> {
+        oci_layer l;
+        REDIST_TRY_VOID(
+            item.read_object({{"mediaType", [&](json::value& v) { return v.get(l.media_type); }},
+                              {"digest", [&](json::value& v) { return v.get(l.digest); }, true},
+                              {"size", [&](json::value& v) { return v.get(l.size); }, true},
+                              {"annotations", [&](json::value& v) {
+                                   return v.read_object({{kTitle, [&](json::value& t) { return t.get(l.title); }}});
+                               }}}));
+        if (!valid_digest(l.digest)) return item.bad("digest is not sha256:<64 lower-case hex digits>");
+        layers.push_back(std::move(l));
+        return {};
+    };
+    REDIST_TRY_VOID(json::read_document(body, source, "image manifest",
+                                        {{"schemaVersion", [&](json::value& v) { return v.get(schema); }, true},
+                                         {"layers", [&](json::value& v) { return v.for_each(layer_reader); }, true}}));
+    if (schema != 2)
+        return make_error(error_code::bad_manifest, "not an image manifest (schemaVersion is not 2)")
+            .with_source(std::string(source))
+            .with_json_path("schemaVersion");
+    return layers;
+}
+
+result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry,
+                                                      std::string_view source) {
+    std::optional<std::string> found;
+    const std::string with_scheme = "https://" + std::string(registry);
+    const std::string with_path = with_scheme + "/v1/";
+    const auto entry = [&](json::value& v) -> result<void> {
+        std::string auth, user, password;
+        REDIST_TRY_VOID(v.read_object({{"auth", [&](json::value& a) { return a.get(auth); }},
+                                       {"username", [&](json::value& a) { return a.get(user); }},
+                                       {"password", [&](json::value& a) { return a.get(password); }}}));
+        if (!found && !auth.empty()) found = auth;
+        if (!found && !user.empty()) found = base64(user + ":" + password);
+        return {};
+    };
+    REDIST_TRY_VOID(
+        json::read_document(json, source, "docker config",
+                            {{"auths", [&](json::value& v) {
+                                  return v.read_object({{registry, entry}, {with_scheme, entry}, {with_path, entry}});
+                              }}}));
+    if (found && !std::all_of(found->begin(), found->end(),
+                              [](char c) { return is_alnum(c) || c == '+' || c == '/' || c == '='; }))
+        return make_error(error_code::bad_manifest, "an auths entry that is not base64")
+            .with_source(std::string(source))
+            .with_json_path("auths");
+    return found;
+}
+
+std::optional<std::string> next_page_path(std::string_view link) {
+    const auto open = link.find('<');
+    const auto close = link.find('>');
+    if (open == std::string_view::npos || close == std::string_view::npos || close < open) return std::nullopt;
+    if (link.substr(close).find("rel=\"next\"") == std::string_view::npos) return std::nullopt;
+    const std::string_view path = link.substr(open + 1, close - open - 1);
+    // Same registry only: a path, never an absolute URL to somewhere else.
+    if (!path.starts_with("/v2/") || path.starts_with("//")) return std::nullopt;
+    if (!std::all_of(path.begin(), path.end(), [](char c) { return c > ' ' && c < 127 && c != '#'; }))
+        return std::nullopt;
+    return std::string(path);
+}
+
+// ---- credentials and tokens -------------------------------------------------------------------
+
+namespace {
+
+// The user's credentials for `registry` (base64 "user:password"), or nullopt.
+result<std::optional<std::string>> credentials_for(const std::string& registry) {
+    // REDIST_OCI_AUTH="REGISTRY=USER:PASSWORD": scoped to one registry, so
+    // that a registry named by a project or lock file never receives it.
+    if (const char* env = std::getenv("REDIST_OCI_AUTH"); env != nullptr && *env != '\0') {
+        const std::string_view value(env);
+        const auto eq = value.find('=');
+        if (eq != std::string_view::npos && value.substr(0, eq) == registry)
+            return std::optional<std::string>(base64(value.substr(eq + 1)));
+    }
+    std::filesystem::path config;
+    if (const char* dir = std::getenv("DOCKER_CONFIG"); dir != nullptr && *dir != '\0')
+        config = std::filesystem::path(dir) / "config.json";
+    else if (const char* home = std::getenv("HOME"); home != nullptr && *home != '\0')
+        config = std::filesystem::path(home) / ".docker" / "config.json";
+    std::error_code ec;
+    if (config.empty() || !std::filesystem::exists(config, ec)) return std::optional<std::string>();
+    REDIST_TRY(const std::string text, read_file(config, 1u << 20, follow_links::yes));
+    return docker_config_auth(text, registry, config.string());
+}
+
+// Authorization headers per "<registry> <repository> <actions>", for the
+// whole run: one token request per repository, not one per blob.
+struct token_cache {
+    std::mutex mutex;
+    std::map<std::string, std::string> headers;
+};
+token_cache& tokens() {
+    static token_cache cache;
+    return cache;
+}
+
+error auth_error(const oci_url& where, const std::string& why) {
+    return make_error(error_code::network, "registry authentication failed: " + why)
+        .with_url(sanitize_url(where.api("")));
+}
+
+// The Bearer flow: GET <realm>?service=…&scope=repository:<repo>:<actions>,
+// with the user's credentials (Basic) when the realm may have them.
+result<std::string> bearer_token(const oci_url& where, const auth_challenge& challenge, const std::string& actions,
+                                 const transfer_options& options) {
+    const bool realm_https = challenge.realm.starts_with("https://");
+    if (!realm_https && !challenge.realm.starts_with("http://"))
+        return auth_error(where, "the token realm is not an http(s) URL");
+    if (where.https && !realm_https) return auth_error(where, "an https registry named a plain-http token realm");
+    http_request request;
+    request.url = challenge.realm + (challenge.realm.find('?') == std::string::npos ? "?" : "&");
+    if (!challenge.service.empty()) request.url += "service=" + query_escape(challenge.service) + "&";
+    request.url += "scope=" + query_escape("repository:" + where.repository + ":" + actions);
+    REDIST_TRY(const auto creds, credentials_for(where.registry));
+    const bool realm_may_have_creds = realm_https || host_of(challenge.realm) == host_of(where.api(""));
+    if (creds && realm_may_have_creds) request.headers.push_back("Authorization: Basic " + *creds);
+    request.max_response_bytes = 1u << 20;
+    transfer_failure_info failure;
+    REDIST_TRY(const http_response response, send_request(request, options, &failure));
+    if (response.status != 200)
+        return auth_error(where, "the token server answered HTTP " + std::to_string(response.status));
+    REDIST_TRY(const std::string token, parse_token_response(response.body, sanitize_url(challenge.realm)));
+    return "Authorization: Bearer " + token;
+}
+
+// The Authorization header for `actions` ("pull" or "pull,push") on the
+// repository, or "" when the registry lets anyone in. Probes /v2/ once.
+result<std::string> authorization(const oci_url& where, const std::string& actions, const transfer_options& options,
+                                  transfer_failure_info* failure) {
+    const std::string key = where.registry + " " + where.repository + " " + actions;
+    {
+        const std::lock_guard lock(tokens().mutex);
+        if (auto it = tokens().headers.find(key); it != tokens().headers.end()) return it->second;
+    }
+    http_request probe;
+    probe.url = std::string(where.https ? "https://" : "http://") + where.registry + "/v2/";
+    transfer_failure_info probe_failure;
+    auto answered = send_request(probe, options, &probe_failure);
+    if (failure != nullptr) *failure = probe_failure;
+    REDIST_TRY(const http_response response, std::move(answered));
+    std::string header;
+    if (response.status == 401) {
+        const auto challenge = parse_www_authenticate(response.www_authenticate);
+        if (!challenge) return auth_error(where, "HTTP 401 without a usable WWW-Authenticate challenge");
+        if (challenge->scheme == "bearer") {
+            REDIST_TRY(header, bearer_token(where, *challenge, actions, options));
+        } else {
+            REDIST_TRY(const auto creds, credentials_for(where.registry));
+            if (!creds) return auth_error(where, "the registry wants credentials (REDIST_OCI_AUTH or docker login)");
+            header = "Authorization: Basic " + *creds;
+        }
+    } else if (response.status != 200) {
+        return make_error(error_code::network, "not a registry: /v2/ answered HTTP " + std::to_string(response.status))
+            .with_url(sanitize_url(probe.url));
+    }
+    const std::lock_guard lock(tokens().mutex);
+    tokens().headers[key] = header;
+    return header;
+}
+
+void forget_authorization(const oci_url& where, const std::string& actions) {
+    const std::lock_guard lock(tokens().mutex);
+    tokens().headers.erase(where.registry + " " + where.repository + " " + actions);
+}
+
+std::vector<std::string> with(const std::string& header, std::string_view more = {}) {
+    std::vector<std::string> out;
+    if (!header.empty()) out.push_back(header);
+    if (!more.empty()) out.emplace_back(more);
+    return out;
+}
+
+// A GET of a small registry document (manifest, tags list) with the pull
+// authorization, once more with a fresh token after a 401.
+result<http_response> get_small(const oci_url& where, const std::string& url, std::string_view accept,
+                                std::size_t max_bytes, const transfer_options& options,
+                                transfer_failure_info* failure) {
+    for (int attempt = 0;; ++attempt) {
+        REDIST_TRY(const std::string auth, authorization(where, "pull", options, failure));
+        http_request request;
+        request.url = url;
+        request.headers = with(auth, accept);
+        request.max_response_bytes = max_bytes;
+        REDIST_TRY(http_response response, send_request(request, options, failure));
+        if (response.status == 401 && attempt == 0) {
+            forget_authorization(where, "pull");
+            continue;
+        }
+        return response;
+    }
+}
+
+error status_error(const http_response& response, const std::string& url, transfer_failure_info* failure) {
+    const long s = response.status;
+    if (failure != nullptr) {
+        failure->http_status = s;
+        failure->transient = s == 408 || s == 429 || s >= 500;
+    }
+    return make_error(s == 404 ? error_code::not_found : error_code::network, "HTTP " + std::to_string(s))
+        .with_url(sanitize_url(url));
+}
+
+// The redistrib JSON of a tag: manifest -> the layer titled
+// redistrib_<label>.json -> its blob, checked against the layer digest.
+result<std::string> fetch_document(const oci_url& where, const transfer_options& options,
+                                   transfer_failure_info* failure) {
+    const std::string manifest_url = where.api("manifests/" + where.reference);
+    REDIST_TRY(const http_response manifest,
+               get_small(where, manifest_url, kAccept, kMaxManifestBytes, options, failure));
+    if (manifest.status != 200) return status_error(manifest, manifest_url, failure);
+    REDIST_TRY(const auto layers, parse_image_manifest(manifest.body, sanitize_url(manifest_url)));
+    const std::string title = "redistrib_" + where.reference + ".json";
+    const auto layer = std::find_if(layers.begin(), layers.end(), [&](const oci_layer& l) { return l.title == title; });
+    if (layer == layers.end())
+        return make_error(error_code::not_found, "the tag's manifest has no layer titled " + title)
+            .with_url(sanitize_url(manifest_url));
+    if (layer->size > kMaxDocumentBytes)
+        return make_error(error_code::bad_manifest, "manifest larger than 64 MiB").with_url(sanitize_url(manifest_url));
+    const std::string blob_url = where.api("blobs/" + layer->digest);
+    REDIST_TRY(const http_response blob, get_small(where, blob_url, {}, kMaxDocumentBytes, options, failure));
+    if (blob.status != 200) return status_error(blob, blob_url, failure);
+    const std::string actual = "sha256:" + sha256_hex(blob.body);
+    if (actual != layer->digest || blob.body.size() != layer->size)
+        return make_error(error_code::integrity, "the registry's redistrib JSON does not match its layer digest")
+            .with_url(sanitize_url(blob_url))
+            .with_expected_actual(layer->digest, actual);
+    return blob.body;
+}
+
+result<void> deliver(const std::string& body, download_callbacks& callbacks, std::uint64_t resume_from) {
+    if (resume_from > body.size()) return make_error(error_code::network, "cannot resume past the document's end");
+    response_info info;
+    info.status = 200;
+    info.content_length = static_cast<std::int64_t>(body.size() - resume_from);
+    info.partial = resume_from > 0;
+    if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(info));
+    if (callbacks.on_data && body.size() > resume_from)
+        REDIST_TRY_VOID(callbacks.on_data(reinterpret_cast<const std::byte*>(body.data()) + resume_from,
+                                          body.size() - resume_from));
+    return {};
+}
+
+}  // namespace
+
+result<void> oci_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+                          std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
+                          transfer_failure_info* failure) {
+    auto parsed = parse_oci_url(url);
+    if (!parsed.ok()) return make_error(error_code::network, parsed.error_value().message).with_url(sanitize_url(url));
+    const oci_url& where = *parsed;
+    if (where.what == oci_url::kind::document) {
+        if (range_last) return make_error(error_code::internal, "a document is not fetched in ranges");
+        REDIST_TRY(const std::string body, fetch_document(where, options, failure));
+        return deliver(body, callbacks, resume_from);
+    }
+    if (where.what != oci_url::kind::blob)
+        return make_error(error_code::network, "a registry URL names no blob or document here")
+            .with_url(sanitize_url(url));
+    const std::string blob_url = where.api("blobs/" + where.reference);
+    for (int attempt = 0;; ++attempt) {
+        REDIST_TRY(const std::string auth, authorization(where, "pull", options, failure));
+        auto got = download_with_headers(blob_url, with(auth), options, callbacks, resume_from, range_last, failure);
+        // An expired token: once more with a fresh one.
+        if (!got.ok() && failure != nullptr && failure->http_status == 401 && attempt == 0) {
+            forget_authorization(where, "pull");
+            continue;
+        }
+        return got;
+    }
+}
+
+result<std::vector<std::string>> oci_list_tags(const std::string& base, const std::string& product,
+                                               const transfer_options& options) {
+    REDIST_TRY(oci_url where, parse_oci_url(join_url(join_url(base, product), "redist/")));
+    const std::string origin = std::string(where.https ? "https://" : "http://") + where.registry;
+    std::string url = where.api("tags/list?n=1000");
+    std::vector<std::string> tags;
+    for (int page = 0; page < kMaxTagPages; ++page) {
+        transfer_failure_info failure;
+        REDIST_TRY(const http_response response, get_small(where, url, {}, 4u << 20, options, &failure));
+        if (response.status == 404)
+            return make_error(error_code::not_found, "no such repository in the registry").with_url(sanitize_url(url));
+        if (response.status != 200) return status_error(response, url, nullptr);
+        REDIST_TRY(auto more, parse_tags_list(response.body, sanitize_url(url)));
+        tags.insert(tags.end(), more.begin(), more.end());
+        const auto next = next_page_path(response.link);
+        if (!next) return tags;
+        url = origin + *next;
+    }
+    return make_error(error_code::bad_manifest, "the tags list has more than 100 pages").with_url(sanitize_url(url));
+}
+
+// ---- pushing -------------------------------------------------------------------------------
+
+result<oci_pusher> oci_pusher::open(const std::string& base, const std::string& product,
+                                    const transfer_options& options) {
+    REDIST_TRY(oci_url where, parse_oci_url(join_url(join_url(base, product), "redist/")));
+    where.what = oci_url::kind::base;
+    oci_pusher pusher(std::move(where), options);
+    REDIST_TRY_VOID(pusher.headers());
+    return pusher;
+}
+
+result<std::vector<std::string>> oci_pusher::headers() {
+    REDIST_TRY(const std::string auth, authorization(url_, "pull,push", options_, nullptr));
+    return with(auth);
+}
+
+result<bool> oci_pusher::has_blob(const std::string& sha256, std::uint64_t size) {
+    http_request request;
+    request.method = "HEAD";
+    request.url = url_.api("blobs/sha256:" + sha256);
+    REDIST_TRY(request.headers, headers());
+    REDIST_TRY(const http_response response, send_request(request, options_));
+    if (response.status == 404) return false;
+    if (response.status != 200) return status_error(response, request.url, nullptr);
+    return response.content_length < 0 || static_cast<std::uint64_t>(response.content_length) == size;
+}
+
+result<void> oci_pusher::upload(const std::string& sha256, const std::filesystem::path& file, std::string_view bytes) {
+    http_request start;
+    start.method = "POST";
+    start.url = url_.api("blobs/uploads/");
+    REDIST_TRY(start.headers, headers());
+    REDIST_TRY(const http_response started, send_request(start, options_));
+    if (started.status != 202 || started.location.empty())
+        return make_error(error_code::network, "the registry refused an upload: HTTP " + std::to_string(started.status))
+            .with_url(sanitize_url(start.url));
+    // Location may be a path on the registry or an absolute URL.
+    std::string location = started.location;
+    if (location.starts_with("/"))
+        location = std::string(url_.https ? "https://" : "http://") + url_.registry + location;
+    else if (!location.starts_with(url_.https ? "https://" : "http"))
+        return make_error(error_code::network, "the registry gave an unusable upload location")
+            .with_url(sanitize_url(start.url));
+    http_request put;
+    put.method = "PUT";
+    put.url = location + (location.find('?') == std::string::npos ? "?" : "&") + "digest=sha256:" + sha256;
+    // The upload location may lie on another host (storage): credentials only for the registry's own.
+    if (host_of(location) == host_of(start.url)) put.headers = start.headers;
+    put.headers.emplace_back("Content-Type: application/octet-stream");
+    put.body_file = file;
+    put.body = std::string(bytes);
+    REDIST_TRY(const http_response done, send_request(put, options_));
+    if (done.status != 201)
+        return make_error(error_code::network, "the registry refused a blob: HTTP " + std::to_string(done.status))
+            .with_url(sanitize_url(url_.api("blobs/sha256:" + sha256)));
+    return {};
+}
+
+result<void> oci_pusher::push_blob(const std::string& sha256, const std::filesystem::path& file) {
+    return upload(sha256, file, {});
+}
+
+result<void> oci_pusher::push_blob(const std::string& sha256, std::string_view bytes) {
+    return upload(sha256, {}, bytes);
+}
+
+result<std::optional<std::string>> oci_pusher::tag_digest(const std::string& tag) {
+    http_request request;
+    request.method = "HEAD";
+    request.url = url_.api("manifests/" + tag);
+    REDIST_TRY(request.headers, headers());
+    request.headers.emplace_back(kAccept);
+    REDIST_TRY(const http_response response, send_request(request, options_));
+    if (response.status == 404) return std::optional<std::string>();
+    if (response.status != 200) return status_error(response, request.url, nullptr);
+    return std::optional<std::string>(response.docker_content_digest);
+}
+
+result<void> oci_pusher::put_manifest(const std::string& tag, const std::string& json, std::string_view media_type) {
+    http_request request;
+    request.method = "PUT";
+    request.url = url_.api("manifests/" + tag);
+    REDIST_TRY(request.headers, headers());
+    request.headers.push_back("Content-Type: " + std::string(media_type));
+    request.body = json;
+    REDIST_TRY(const http_response response, send_request(request, options_));
+    if (response.status == 201) return {};
+    std::string message = "the registry refused the manifest: HTTP " + std::to_string(response.status);
+    return make_error(response.status == 400 ? error_code::bad_manifest : error_code::network, std::move(message))
+        .with_url(sanitize_url(request.url));
+}
+
+std::string oci_release_manifest(const oci_release_layer& json_layer, const std::vector<oci_release_layer>& archives,
+                                 const std::string& label, bool standard_types) {
+    json_writer w;
+    const auto descriptor = [&](std::string_view type, const oci_release_layer& l) {
+        w.begin_object();
+        w.field("mediaType", type);
+        w.field("digest", "sha256:" + l.sha256);
+        w.field("size", l.size);
+        w.key("annotations").begin_object().field(kTitle, l.title).end_object();
+        w.end_object();
+    };
+    w.begin_object();
+    w.field("schemaVersion", 2);
+    w.field("mediaType", oci_manifest_media_type);
+    w.key("config").begin_object();
+    w.field("mediaType", kConfigType);
+    w.field("digest", "sha256:" + sha256_hex(oci_empty_config));
+    w.field("size", static_cast<std::uint64_t>(oci_empty_config.size()));
+    w.end_object();
+    w.key("layers").begin_array();
+    descriptor(standard_types ? "application/vnd.oci.image.layer.v1.tar" : kJsonLayerType, json_layer);
+    for (const auto& a : archives)
+        descriptor(standard_types ? "application/vnd.oci.image.layer.v1.tar" : kArchiveLayerType, a);
+    w.end_array();
+    w.key("annotations").begin_object().field("org.opencontainers.image.version", label).end_object();
+    w.end_object();
+    return w.str();
+}
+
+}  // namespace redist

@@ -1,0 +1,138 @@
+// Internal: OCI distribution registries as sources and mirror targets.
+//
+// The layout (urls.hpp names the URL forms):
+//   repository   <namespace>/<product>
+//   tag          the release label; its image manifest lists
+//   layers       the redistrib JSON (title annotation "redistrib_<label>.json"),
+//                then one layer per archive whose digest is the manifest's
+//                SHA-256 (title annotation: its relative_path)
+//   config       the empty JSON object "{}" (application/vnd.oci.image.config.v1+json)
+// Nothing a registry says is trusted: an archive is checked against the
+// redistrib JSON's size and SHA-256 like any other download, and the JSON
+// layer against its digest. A tag is a name, not a promise: resolve checks
+// that the JSON's release_label is the tag's.
+//
+// Credentials (never printed; errors carry URLs without them):
+//   REDIST_OCI_AUTH="REGISTRY=user:password" (REGISTRY as in the URL:
+//   host[:port]; no other registry gets it), else the registry's "auths" entry in
+//   $DOCKER_CONFIG/config.json or ~/.docker/config.json. They go to the
+//   registry (Basic) or to its token realm (Bearer flow), and a realm gets
+//   them only over https or on the registry's own host. Authorization
+//   headers are never forwarded by a redirect to another host (libcurl).
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/transfer.hpp"
+
+namespace redist {
+
+struct oci_url {
+    enum class kind : std::uint8_t { base, tags, document, blob };
+    bool https = true;
+    std::string registry;    // host[:port]
+    std::string repository;  // base: the namespace; else <namespace>/<product>
+    kind what = kind::base;
+    std::string reference;  // document: the label (a tag); blob: "sha256:<hex>"
+    // "<scheme>://<registry>/v2/<repository>/<tail>"
+    std::string api(std::string_view tail) const;
+};
+
+// Parses oci:// and oci+http:// URLs of the forms in urls.hpp. The host is
+// [A-Za-z0-9.-] with an optional :port (or a [v6] literal); repository path
+// components follow the distribution spec ([a-z0-9] separated by '.', '_',
+// '__' or '-'); a tag is [A-Za-z0-9_][A-Za-z0-9._-]{0,127}; no userinfo,
+// query or fragment. Outcomes: ok | usage (why, with the URL).
+result<oci_url> parse_oci_url(std::string_view url);
+
+// ---- readers of registry bytes (each fuzzed: tests/fuzz/oci_fuzz.cpp) ----------------------
+
+struct auth_challenge {
+    std::string scheme;  // "bearer" or "basic" (lower case)
+    std::string realm, service, scope;
+};
+// WWW-Authenticate: Bearer realm="…",service="…",scope="…" (or Basic
+// realm="…"). nullopt when unparsable.
+std::optional<auth_challenge> parse_www_authenticate(std::string_view header);
+// {"token": "…"} or {"access_token": "…"}. Outcomes: ok | bad_manifest.
+result<std::string> parse_token_response(std::string_view body, std::string_view source);
+// {"name": "…", "tags": ["…", …]}; every tag a valid tag. Outcomes: ok | bad_manifest.
+result<std::vector<std::string>> parse_tags_list(std::string_view body, std::string_view source);
+// An image manifest's layers: {mediaType, digest, size, annotations.title}.
+struct oci_layer {
+    std::string media_type, digest, title;
+    std::uint64_t size = 0;
+};
+// Outcomes: ok | bad_manifest (not an image manifest, a digest that is not
+// "sha256:<64 hex>").
+result<std::vector<oci_layer>> parse_image_manifest(std::string_view body, std::string_view source);
+// The base64 "user:password" of `registry` in a docker config.json
+// ("auths": {"<registry>" or "https://<registry>": {"auth": "…"}}), or
+// nullopt. Outcomes: ok | bad_manifest.
+result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry,
+                                                      std::string_view source);
+// The next page of a tags list from a Link header (`</v2/…?last=…>;
+// rel="next"`): a path on the same registry, or nullopt.
+std::optional<std::string> next_page_path(std::string_view link);
+
+// ---- pulling ---------------------------------------------------------------------------------
+
+// download() of an oci URL (transfer.cpp calls it): a blob with Range as
+// asked; a document (the redistrib JSON of a tag) checked against its layer
+// digest before any byte reaches the callbacks. Same outcomes as download().
+result<void> oci_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+                          std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
+                          transfer_failure_info* failure);
+
+// The tags of <base>/<product> (paginated), as list_versions() returns
+// labels. Outcomes: ok | not_found | network | bad_manifest.
+result<std::vector<std::string>> oci_list_tags(const std::string& base, const std::string& product,
+                                               const transfer_options& options);
+
+// ---- pushing ---------------------------------------------------------------------------------
+
+class oci_pusher {
+public:
+    // Outcomes: ok | usage (a bad URL) | network (no push access).
+    static result<oci_pusher> open(const std::string& base, const std::string& product,
+                                   const transfer_options& options);
+    // Whether the registry has the blob with this size. Outcomes: ok | network.
+    result<bool> has_blob(const std::string& sha256, std::uint64_t size);
+    // Uploads a blob (POST, then PUT ?digest=) from a file or from memory.
+    // Outcomes: ok | network | filesystem.
+    result<void> push_blob(const std::string& sha256, const std::filesystem::path& file);
+    result<void> push_blob(const std::string& sha256, std::string_view bytes);
+    // The digest the tag points at now, or nullopt. Outcomes: ok | network.
+    result<std::optional<std::string>> tag_digest(const std::string& tag);
+    // PUT /v2/<repo>/manifests/<tag>. Outcomes: ok | network.
+    result<void> put_manifest(const std::string& tag, const std::string& json, std::string_view media_type);
+    const oci_url& where() const { return url_; }
+
+private:
+    oci_pusher(oci_url url, transfer_options options) : url_(std::move(url)), options_(std::move(options)) {}
+    result<std::vector<std::string>> headers();
+    result<void> upload(const std::string& sha256, const std::filesystem::path& file, std::string_view bytes);
+    oci_url url_;
+    transfer_options options_;
+};
+
+// The image manifest of a release: config "{}", the JSON layer first, then
+// the archives. standard_types: only the image-spec's own media types (for
+// registries that refuse others).
+struct oci_release_layer {
+    std::string sha256, title;
+    std::uint64_t size = 0;
+};
+std::string oci_release_manifest(const oci_release_layer& json_layer, const std::vector<oci_release_layer>& archives,
+                                 const std::string& label, bool standard_types);
+inline constexpr std::string_view oci_manifest_media_type = "application/vnd.oci.image.manifest.v1+json";
+inline constexpr std::string_view oci_empty_config = "{}";
+
+}  // namespace redist

@@ -1,0 +1,77 @@
+// libFuzzer target for the readers of registry bytes (transport/oci.hpp):
+// the first byte picks the reader, the rest is its input.
+//   0  parse_image_manifest   the tag's image manifest
+//   1  parse_tags_list        GET /v2/<repo>/tags/list
+//   2  parse_token_response   the token realm's answer
+//   3  docker_config_auth     ~/.docker/config.json
+//   4  parse_www_authenticate and next_page_path (response headers)
+//   5  parse_oci_url          URLs from a lock file or redist.toml
+// Contract: a value or a bad_manifest (usage for URLs) error, never a crash;
+// what comes out keeps the rules the callers rely on (digests are
+// "sha256:<64 lower-case hex>", a next page is a path on the same registry,
+// a token is printable ASCII without spaces, a URL's parts are clean).
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <string_view>
+
+#include "transport/oci.hpp"
+
+namespace {
+
+void require(bool ok) {
+    if (!ok) std::abort();
+}
+
+template <class T>
+void require_value_or(const redist::result<T>& r, redist::error_code allowed) {
+    require(r.ok() || r.error_value().code == allowed);
+}
+
+bool printable_ascii(std::string_view s) {
+    for (char c : s)
+        if (c <= ' ' || c >= 127) return false;
+    return true;
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+    if (size == 0) return 0;
+    const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
+    switch (data[0] % 6) {
+        case 0: {
+            auto layers = redist::parse_image_manifest(text, "fuzz");
+            require_value_or(layers, redist::error_code::bad_manifest);
+            if (layers.ok())
+                for (const auto& l : *layers) require(l.digest.size() == 71 && l.digest.starts_with("sha256:"));
+            break;
+        }
+        case 1: require_value_or(redist::parse_tags_list(text, "fuzz"), redist::error_code::bad_manifest); break;
+        case 2: {
+            auto token = redist::parse_token_response(text, "fuzz");
+            require_value_or(token, redist::error_code::bad_manifest);
+            if (token.ok()) require(!token->empty() && printable_ascii(*token));
+            break;
+        }
+        case 3:
+            require_value_or(redist::docker_config_auth(text, "127.0.0.1:5000", "fuzz"),
+                             redist::error_code::bad_manifest);
+            break;
+        case 4: {
+            (void)redist::parse_www_authenticate(text);
+            if (auto next = redist::next_page_path(text)) require(next->starts_with("/v2/") && printable_ascii(*next));
+            break;
+        }
+        default: {
+            auto url = redist::parse_oci_url(text);
+            require_value_or(url, redist::error_code::usage);
+            if (url.ok()) {
+                require(!url->registry.empty() && !url->repository.empty());
+                require(url->repository.find("..") == std::string_view::npos && url->repository.front() != '/');
+                require(url->api("x").find_first_of("?#@%") == std::string::npos);
+            }
+        }
+    }
+    return 0;
+}

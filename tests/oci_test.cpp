@@ -1,0 +1,115 @@
+// The registry client's pure parts (transport/oci.hpp) and the URL forms
+// that map a base onto a registry (urls.hpp).
+#include <catch2/catch.hpp>
+
+#include "redist/urls.hpp"
+#include "redist/verify.hpp"
+#include "transport/oci.hpp"
+
+using namespace redist;
+
+namespace {
+const std::string kHex = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
+}
+
+TEST_CASE("oci URLs: the base layout maps onto a repository, its tags and its blobs") {
+    auto doc = parse_oci_url("oci+http://127.0.0.1:5000/team/nvidia/cudnn/redist/redistrib_9.19.0.json");
+    REQUIRE(doc.ok());
+    CHECK_FALSE(doc->https);
+    CHECK(doc->registry == "127.0.0.1:5000");
+    CHECK(doc->repository == "team/nvidia/cudnn");
+    CHECK(doc->what == oci_url::kind::document);
+    CHECK(doc->reference == "9.19.0");
+    CHECK(doc->api("manifests/9.19.0") == "http://127.0.0.1:5000/v2/team/nvidia/cudnn/manifests/9.19.0");
+
+    auto blob = parse_oci_url("oci://registry.example/nvidia/cudnn/blobs/sha256:" + kHex);
+    REQUIRE(blob.ok());
+    CHECK(blob->https);
+    CHECK(blob->what == oci_url::kind::blob);
+    CHECK(blob->reference == "sha256:" + kHex);
+
+    auto tags = parse_oci_url("oci://registry.example/nvidia/cudnn/redist/");
+    REQUIRE(tags.ok());
+    CHECK(tags->what == oci_url::kind::tags);
+}
+
+TEST_CASE("oci URLs: credentials, queries, odd names and traversal are refused") {
+    for (const char* bad :
+         {"oci://user:pw@host/ns", "oci://host/ns?x=1", "oci://host/NS", "oci://host/ns/../x", "oci://host/ns//x",
+          "oci://host/ns/%2e%2e", "oci:///ns", "http://host/ns", "oci://host/ns/cudnn/blobs/sha256:ABC",
+          "oci://host/ns/cudnn/redist/redistrib_..json", "oci://host/ns/cudnn/redist/other.json"}) {
+        INFO(bad);
+        auto parsed = parse_oci_url(bad);
+        REQUIRE_FALSE(parsed.ok());
+        CHECK(parsed.error_value().code == error_code::usage);
+        CHECK(parsed.error_value().message.find("pw") == std::string::npos);
+    }
+}
+
+TEST_CASE("artifact URLs: a registry base names the blob by the manifest's SHA-256") {
+    CHECK(artifact_url("oci+http://h:1/ns/cudnn/redist/", "cudnn/linux-x86_64/a.tar.xz", kHex) ==
+          "oci+http://h:1/ns/cudnn/blobs/sha256:" + kHex);
+    CHECK(artifact_url("https://h/cudnn/redist/", "cudnn/a.tar.xz", kHex) == "https://h/cudnn/redist/cudnn/a.tar.xz");
+    CHECK(mirror_artifact_url("oci://h/ns", "cudnn", "x/a.tar.xz", kHex) == "oci://h/ns/cudnn/blobs/sha256:" + kHex);
+    CHECK(mirror_artifact_url("http://m/base", "cudnn", "x/a.tar.xz", kHex) == "http://m/base/cudnn/redist/x/a.tar.xz");
+    CHECK_FALSE(source_url_problem("oci://h/ns", {}));
+    CHECK_FALSE(source_url_problem("oci+http://127.0.0.1:5000/ns", {}));
+    CHECK(source_url_problem("oci-something://h/ns", {}));
+}
+
+TEST_CASE("WWW-Authenticate: Bearer and Basic challenges") {
+    auto bearer = parse_www_authenticate(
+        R"(Bearer realm="https://auth.example/token",service="registry.example",scope="repository:a/b:pull")");
+    REQUIRE(bearer);
+    CHECK(bearer->scheme == "bearer");
+    CHECK(bearer->realm == "https://auth.example/token");
+    CHECK(bearer->service == "registry.example");
+    CHECK(bearer->scope == "repository:a/b:pull");
+    auto basic = parse_www_authenticate(R"(Basic realm="x")");
+    REQUIRE(basic);
+    CHECK(basic->scheme == "basic");
+    CHECK_FALSE(parse_www_authenticate(R"(Bearer service="no realm")"));
+    CHECK_FALSE(parse_www_authenticate(R"(Bearer realm="unterminated)"));
+    CHECK_FALSE(parse_www_authenticate("Negotiate abc"));
+}
+
+TEST_CASE("tags list pages stay on the registry") {
+    CHECK(next_page_path(R"(</v2/a/b/tags/list?last=9&n=1000>; rel="next")") == "/v2/a/b/tags/list?last=9&n=1000");
+    CHECK_FALSE(next_page_path(R"(<https://elsewhere/v2/a/tags/list>; rel="next")"));
+    CHECK_FALSE(next_page_path(R"(<//elsewhere/v2/a>; rel="next")"));
+    CHECK_FALSE(next_page_path(R"(</v2/a/b/tags/list?last=9>; rel="prev")"));
+    auto tags = parse_tags_list(R"({"name":"a/b","tags":["9.19.0","9.8.0"]})", "t");
+    REQUIRE(tags.ok());
+    CHECK(*tags == std::vector<std::string>{"9.19.0", "9.8.0"});
+    CHECK_FALSE(parse_tags_list(R"({"tags":["../x"]})", "t").ok());
+}
+
+TEST_CASE("token responses and docker config") {
+    CHECK(*parse_token_response(R"({"token":"abc.def"})", "t") == "abc.def");
+    CHECK(*parse_token_response(R"({"access_token":"xyz"})", "t") == "xyz");
+    CHECK_FALSE(parse_token_response(R"({"token":"a b"})", "t").ok());
+    CHECK_FALSE(parse_token_response(R"({"token":""})", "t").ok());
+    auto auth = docker_config_auth(R"({"auths":{"h:5000":{"auth":"dTpwdw=="}}})", "h:5000", "c");
+    REQUIRE(auth.ok());
+    CHECK(*auth == std::optional<std::string>("dTpwdw=="));
+    auto missing = docker_config_auth(R"({"auths":{"other":{"auth":"eA=="}}})", "h:5000", "c");
+    REQUIRE(missing.ok());
+    CHECK_FALSE(*missing);
+    CHECK_FALSE(docker_config_auth(R"({"auths":{"h:5000":{"auth":"a\nb"}}})", "h:5000", "c").ok());
+}
+
+TEST_CASE("a release's image manifest reads back: the JSON layer first, archives by digest") {
+    const oci_release_layer json{kHex, "redistrib_9.19.0.json", 10};
+    const std::vector<oci_release_layer> archives{{std::string(64, 'a'), "cudnn/a.tar.xz", 99}};
+    for (const bool standard : {false, true}) {
+        const std::string text = oci_release_manifest(json, archives, "9.19.0", standard);
+        auto layers = parse_image_manifest(text, "m");
+        REQUIRE(layers.ok());
+        REQUIRE(layers->size() == 2);
+        CHECK((*layers)[0].title == "redistrib_9.19.0.json");
+        CHECK((*layers)[0].digest == "sha256:" + kHex);
+        CHECK((*layers)[1].size == 99);
+        CHECK(text.find(sha256_hex("{}")) != std::string::npos);
+    }
+    CHECK_FALSE(parse_image_manifest(R"({"schemaVersion":2,"layers":[{"digest":"sha256:AB","size":1}]})", "m").ok());
+}
