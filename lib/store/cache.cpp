@@ -280,7 +280,7 @@ error placing_error(link_mode mode, int why, const fs::path& cache_root, const f
                                                       ") cannot share blocks (" + std::strerror(why) +
                                                       "; reflink needs btrfs or xfs, with both on one filesystem); "
                                                       "use --link-mode auto or copy");
-    return fs_error("cannot place file from the cache", to, why);
+    return errno_error("cannot place file from the cache", to, why);
 }
 
 // Creates the missing directories of `rel`'s parent below `root` (both

@@ -96,9 +96,8 @@ void add_strict_flag(CLI::App& app, bool& strict);
 // prints --profile and, without --json or --quiet, the summary
 // (print_install_summary), and sets `report`. `explain`, when set, rewrites
 // an install error before it is printed. Returns the exit code.
-int run_install(const install_flags& flags, redist::install_request& req,
-                std::optional<redist::install_report>& report, const std::string& platform,
-                const std::function<redist::error(redist::error)>& explain = {});
+int run_install(const install_flags& flags, redist::install_request& req, std::optional<redist::install_report>& report,
+                const std::string& platform, const std::function<redist::error(redist::error)>& explain = {});
 
 // Fills a release_request from the options (base URL, manifest, pin, mirrors, cache).
 redist::release_request make_release_request(const source_options& source, const std::string& product,

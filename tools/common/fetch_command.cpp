@@ -394,9 +394,8 @@ void print_plan(const install_flags& flags, const redist::install_plan& plan) {
 
 }  // namespace
 
-int run_install(const install_flags& flags, redist::install_request& req,
-                std::optional<redist::install_report>& report, const std::string& platform,
-                const std::function<redist::error(redist::error)>& explain) {
+int run_install(const install_flags& flags, redist::install_request& req, std::optional<redist::install_report>& report,
+                const std::string& platform, const std::function<redist::error(redist::error)>& explain) {
     req.reinstall = flags.force;
     req.overwrite_unowned = flags.force;
     req.tree_link_mode = redist::parse_link_mode(flags.link_mode).value();  // validated by CLI11
@@ -432,6 +431,5 @@ int run_install(const install_flags& flags, redist::install_request& req,
     if (!flags.json && !flags.quiet) print_install_summary(*report, seconds, platform);
     return 0;
 }
-
 
 }  // namespace redist_tools

@@ -261,7 +261,10 @@ void print_release_summary(const redist::release_report& release, const std::str
     for (const auto* c : installed)
         std::printf("  %-*s  %-*s  %9s  %zu files%s\n", static_cast<int>(name_width), printable(c->component).c_str(),
                     static_cast<int>(version_width), printable(c->version).c_str(), human_size(c->size).c_str(),
-                    c->files, c->from_tree ? "  (cache tree)" : c->from_cache ? "  (cache)" : "");
+                    c->files,
+                    c->from_tree    ? "  (cache tree)"
+                    : c->from_cache ? "  (cache)"
+                                    : "");
 }
 
 }  // namespace
