@@ -221,7 +221,7 @@ attempt_function unreachable_attempt(std::vector<std::string>& tried) {
 
 }  // namespace
 
-TEST_CASE("source_health: a source is named by its origin; file:// has none", "[source_health]") {
+TEST_CASE("source_health: a source is named by its origin, and file:// has none", "[source_health]") {
     CHECK(source_health::origin_of("http://Mirror.Example:8080/a/b?x#y") == "http://mirror.example:8080");
     CHECK(source_health::origin_of("HTTPS://user:pw@h/x") == "https://h");
     CHECK(source_health::origin_of("file:///srv/mirror/x").empty());
@@ -268,7 +268,8 @@ TEST_CASE("try_sources: a skipped last source fails at once, saying why", "[try_
     CHECK(second.error_value().message.starts_with("skipped for the rest of this run after 2 failures in a row"));
 }
 
-TEST_CASE("source_health: an answer in between starts the count over; an HTTP error is an answer", "[source_health]") {
+TEST_CASE("source_health: an answer in between starts the count over, and an HTTP error is an answer",
+          "[source_health]") {
     std::vector<milliseconds> slept;
     auto run = run_with(slept, nullptr, 4);
     run.health = make_source_health();

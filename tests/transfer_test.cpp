@@ -464,7 +464,7 @@ TEST_CASE("a refused connection is transient", "[transfer]") {
     CHECK(c.responses == 0);
 }
 
-TEST_CASE("a server that accepts and never answers is unreachable; an HTTP error is not", "[transfer]") {
+TEST_CASE("a server that accepts and never answers is unreachable, and an HTTP error is not", "[transfer]") {
     fixture& f = shared_fixture();
     f.server->set_faults(R"({"/blob.bin": {"delay_seconds": 15}})");
     redist::transfer_options o = fast_options();

@@ -15,8 +15,10 @@ namespace redist {
 enum class unnamed_components {
     every,  // every component (lock, sync: a project names what it wants)
     // redist fetch without --component: every component of a library family
-    // (see is_library_family); for any other release a usage error that
-    // lists the largest components and the two ways out (--component, --all)
+    // (see is_library_family) or of a small bundle (no driver component, at
+    // most 2 GiB on the platform); for any other release (the CUDA toolkit) a
+    // usage error that lists the largest components and the two ways out
+    // (--component, --all)
     fetch_default,
     all,  // --all: every component except the driver's (is_driver_component)
 };

@@ -65,6 +65,25 @@ error component_choice_needed(const manifest& m, const std::string& platform) {
                           "but the driver's");
 }
 
+// A release that is no library family but is still cheap to take whole:
+// no driver component, and at most kSmallBundleBytes of archives on the
+// platform (a mirror's handful of CUDA libraries). Such a release installs
+// whole by default; the toolkit (gigabytes, the driver among them) does not.
+constexpr std::uint64_t kSmallBundleBytes = std::uint64_t{2} << 30;
+
+bool small_bundle(const manifest& m, const std::string& platform) {
+    std::uint64_t total = 0;
+    for (const auto& c : m.components) {
+        std::uint64_t largest = 0;
+        for (const auto& a : c.artifacts)
+            if (a.platform == platform) largest = std::max(largest, a.size);
+        if (largest == 0) continue;
+        if (is_driver_component(c.key)) return false;
+        total += largest;
+    }
+    return total <= kSmallBundleBytes;
+}
+
 // The components a request covers, in manifest order. Empty request: see
 // unnamed_components.
 result<std::vector<const component*>> requested_components(const manifest& m, const selection_request& request) {
@@ -72,7 +91,7 @@ result<std::vector<const component*>> requested_components(const manifest& m, co
     std::vector<const component*> out;
     if (wanted.empty()) {
         const bool family = request.unnamed == unnamed_components::every || is_library_family(m);
-        if (request.unnamed == unnamed_components::fetch_default && !family)
+        if (request.unnamed == unnamed_components::fetch_default && !family && !small_bundle(m, request.platform))
             return component_choice_needed(m, request.platform);
         for (const auto& c : m.components)
             if (family || !is_driver_component(c.key)) out.push_back(&c);

@@ -15,7 +15,8 @@ _redist_subcommands="versions show fetch verify remove lock cache env mirror che
 
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
-_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --all --locked --force --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --profile --json --quiet -q --check --no-check"
+_redist_install_opts="--force --dry-run --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --profile --json --quiet -q"
+_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --all --locked $_redist_install_opts --check --no-check"
 
 # Options of each subcommand (and of cudnn-fetch).
 _redist_opts_for() {
@@ -24,18 +25,18 @@ _redist_opts_for() {
         show) echo "$_redist_source_opts $_redist_select_opts --json --help -h" ;;
         fetch) echo "$_redist_fetch_opts --help -h" ;;
         cudnn-fetch) echo "$_redist_fetch_opts --help -h --version" ;;
-        verify) echo "--prefix --json --threads --help -h" ;;
-        remove) echo "--prefix --product --component --quiet -q --help -h" ;;
-        lock) echo "$_redist_source_opts $_redist_select_opts --output -o --help -h" ;;
-        cache) echo "--cache-dir --older-than --max-size --json --shared-cache --help -h" ;;
+        verify) echo "--prefix --json --quiet -q --threads --help -h" ;;
+        remove) echo "--prefix --product --component --quiet -q --json --help -h" ;;
+        lock) echo "$_redist_source_opts $_redist_select_opts --output -o --file --lock-file --upgrade --product --strict --help -h" ;;
+        cache) echo "--cache-dir --older-than --max-size --dry-run --json --shared-cache --help -h" ;;
         env) echo "--prefix --format --help -h" ;;
         check) echo "--prefix --component --gpu --quick --json --strict --quiet -q --timeout --help -h" ;;
-        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --json --quiet -q --help -h" ;;
+        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --to --json --quiet -q --help -h" ;;
         sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --help -h" ;;
         diff) echo "$_redist_source_opts --json --help -h" ;;
-        outdated) echo "--prefix --file $_redist_source_opts --json --help -h" ;;
+        outdated) echo "--prefix --file $_redist_source_opts --json --quiet -q --help -h" ;;
         init) echo "--file --platform --force --check --help -h" ;;
-        sync) echo "--file --lock-file --platform --exclude --locked --frozen --force --keep-unlisted --prefix --allow-outside-prefix --quiet -q --json --jobs -j $_redist_source_opts --help -h" ;;
+        sync) echo "--file --lock-file --upgrade --product --platform --exclude --locked --frozen --keep-unlisted --prefix --allow-outside-prefix $_redist_install_opts $_redist_source_opts --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
 }
@@ -44,7 +45,7 @@ _redist_opts_for() {
 _redist_takes_value() {
     case $1 in
         --prefix | --dest | --cache-dir | --manifest | --manifest-sha256 | --locked | --output | -o | --ca-file | --base-url | --mirror | --platform | --cuda | \
-            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout | --max-memory | --threads | --max-size | --lock-file | --exclude | --connections)
+            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout | --max-memory | --threads | --max-size | --lock-file | --exclude | --connections | --product | --to)
             return 0 ;;
     esac
     return 1

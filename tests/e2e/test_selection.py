@@ -35,16 +35,8 @@ class Selection(unittest.TestCase):
         self.assertEqual(len(res.stderr.splitlines()), 1, res.stderr)
         return res.stderr
 
-    def test_cuda_without_component_or_all_is_refused(self):
-        err = self.one_line_usage_error(self.fetch("cuda", "12.9.1"))
-        self.assertIn("this release has 8 components", err)
-        self.assertRegex(err, r"largest: \w+ [\d.]+ [KMG]iB, ")
-        self.assertIn("--component a,b", err)
-        self.assertIn("--all", err)
-        self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist", "receipts")))
-
-    def test_all_installs_everything_but_the_driver(self):
-        # The demo release with driver components added (as the real ones have).
+    def with_driver_components(self):
+        """The demo toolkit with driver components added (as the real ones have)."""
         mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), products=["cuda"])
         path = support.manifest_path("cuda", "12.9.1", mirror)
         manifest = support.load_json(path)
@@ -52,6 +44,24 @@ class Selection(unittest.TestCase):
             manifest[name] = dict(manifest["cuda_cudart"], name=name)
         support.save_json(path, manifest)
         self.base = support.file_base_url(mirror)
+
+    def test_cuda_without_component_or_all_is_refused(self):
+        self.with_driver_components()
+        err = self.one_line_usage_error(self.fetch("cuda", "12.9.1"))
+        self.assertIn("this release has 10 components", err)
+        self.assertRegex(err, r"largest: \w+ [\d.]+ [KMG]iB, ")
+        self.assertIn("--component a,b", err)
+        self.assertIn("--all", err)
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist", "receipts")))
+
+    def test_a_small_bundle_without_a_driver_installs_whole(self):
+        # The demo toolkit as published: 8 small components, no driver.
+        res = self.fetch("cuda", "12.9.1", "--json", check=0)
+        installed = {c["component"] for c in json.loads(res.stdout)["components"]}
+        self.assertEqual(len(installed), 8, installed)
+
+    def test_all_installs_everything_but_the_driver(self):
+        self.with_driver_components()
         err = self.one_line_usage_error(self.fetch("cuda", "12.9.1"))
         self.assertIn("this release has 10 components", err)
         res = self.fetch("cuda", "12.9.1", "--all", "--json", check=0)

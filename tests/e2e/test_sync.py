@@ -153,13 +153,12 @@ class OneTransaction:
         self.assertEqual([e for e in self.server.log() if e["path"].endswith(".tar.xz")], [])
         self.assertRegex(res.stdout, r"(?m)^download +cuda +cuda_nvcc ")
         self.assertIn("plan: 2 to download", res.stdout)
-        self.sync(check=True)  # the archives are now in the cache
-        shutil.rmtree(self.prefix)
-        res = self.sync("--dry-run", check=True)
-        self.assertRegex(res.stdout, r"(?m)^cached-archive +cuda +cuda_nvcc ")
-        self.sync(check=True)  # installed from the cache: now its tree is kept too
+        self.sync(check=True)  # the archives and their extracted trees are now in the cache
         shutil.rmtree(self.prefix)
         self.assertRegex(self.sync("--dry-run", check=True).stdout, r"(?m)^cached-tree +cuda +cuda_nvcc ")
+        shutil.rmtree(os.path.join(self.cache, "trees"))  # the archives alone
+        res = self.sync("--dry-run", check=True)
+        self.assertRegex(res.stdout, r"(?m)^cached-archive +cuda +cuda_nvcc ")
         self.sync(check=True)
         self.write_project(products=("cuda",), cuda_components='["cuda_nvcc"]')
         before = support.tree_snapshot(self.prefix)

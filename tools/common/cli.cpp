@@ -225,10 +225,12 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->type_name("DIR");
     add_source_options(app, options.source);
     add_selection_options(app, options.selection, true);
-    app.add_flag("--all", options.all,
-                 "Without --component: every component except the driver's (nvidia_driver, nvidia_fs, "
-                 "fabricmanager, ...). Needed for a release that is not one library family (the CUDA toolkit); "
-                 "one that is (cudnn) installs every component by default")
+    app.add_flag(
+           "--all", options.all,
+           "Without --component: every component except the driver's (nvidia_driver, nvidia_fs, "
+           "fabricmanager, ...). Needed for the CUDA toolkit (a release with driver components or over 2 GiB that "
+           "is not one library family); "
+           "one that is (cudnn) installs every component by default")
         ->excludes("--component");
     app.add_option("--locked", options.locked,
                    "Install exactly what this lock file (from `redist lock`) pins; never re-resolve")
