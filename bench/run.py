@@ -1184,6 +1184,21 @@ def report(bench: Bench, start_info: dict, args) -> str:
     return "\n".join(lines) + "\n"
 
 
+HAND_WRITTEN = "## Where the goals stand (by hand)"
+
+
+def hand_written_part(path: str) -> str:
+    """The section people keep by hand (goals from other machines, notes):
+    carried over from the previous report, at most a screen of it."""
+    try:
+        with open(path) as f:
+            old = f.read()
+    except OSError:
+        return ""
+    at = old.find(HAND_WRITTEN)
+    return "\n" + old[at:] if at >= 0 else ""
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -1263,7 +1278,7 @@ def main(argv=None) -> int:
     finally:
         if not args.prepare and os.path.isdir(args.work):
             shutil.rmtree(args.work, ignore_errors=True)
-    text = report(bench, start, args)
+    text = report(bench, start, args) + hand_written_part(args.output)
     with open(args.output, "w") as f:
         f.write(text)
     print()

@@ -43,17 +43,22 @@ std::string size_text(std::uint64_t bytes) {
 // fetch_default on a release that is no library family: the refusal, with
 // the largest components on the platform (one artifact each: the largest)
 // and the two ways out.
-error component_choice_needed(const manifest& m, const std::string& platform) {
+// Per component offered on `platform`: its largest artifact's size and its key.
+std::vector<std::pair<std::uint64_t, std::string>> platform_sizes(const manifest& m, const std::string& platform) {
     std::vector<std::pair<std::uint64_t, std::string>> sizes;
-    std::uint64_t total = 0;
     for (const auto& c : m.components) {
         std::uint64_t largest = 0;
         for (const auto& a : c.artifacts)
             if (a.platform == platform) largest = std::max(largest, a.size);
-        if (largest == 0) continue;
-        sizes.emplace_back(largest, c.key);
-        total += largest;
+        if (largest != 0) sizes.emplace_back(largest, c.key);
     }
+    return sizes;
+}
+
+error component_choice_needed(const manifest& m, const std::string& platform) {
+    auto sizes = platform_sizes(m, platform);
+    std::uint64_t total = 0;
+    for (const auto& s : sizes) total += s.first;
     std::sort(sizes.begin(), sizes.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     std::string largest;
     for (std::size_t i = 0; i < sizes.size() && i < 5; ++i)
@@ -73,13 +78,9 @@ constexpr std::uint64_t kSmallBundleBytes = std::uint64_t{2} << 30;
 
 bool small_bundle(const manifest& m, const std::string& platform) {
     std::uint64_t total = 0;
-    for (const auto& c : m.components) {
-        std::uint64_t largest = 0;
-        for (const auto& a : c.artifacts)
-            if (a.platform == platform) largest = std::max(largest, a.size);
-        if (largest == 0) continue;
-        if (is_driver_component(c.key)) return false;
-        total += largest;
+    for (const auto& [size, key] : platform_sizes(m, platform)) {
+        if (is_driver_component(key)) return false;
+        total += size;
     }
     return total <= kSmallBundleBytes;
 }

@@ -420,7 +420,8 @@ error http_status_error(const transfer_state& st, transfer_failure_info* failure
 }
 
 // Anything that must be set up before perform; an error here is not the
-// network's fault.
+// network's fault. (Used by configure() and by the request helpers below;
+// #undef at the end of them.)
 #define REDIST_SETOPT(handle, option, value)                                                                    \
     do {                                                                                                        \
         const CURLcode setopt_rc_ = curl_easy_setopt((handle), (option), (value));                              \
@@ -483,8 +484,6 @@ result<void> configure(CURL* h, const std::string& url, const transfer_options& 
     REDIST_SETOPT(h, CURLOPT_NOPROGRESS, 0L);
     return {};
 }
-
-#undef REDIST_SETOPT
 
 // ---- file:// ----------------------------------------------------------------
 
@@ -769,14 +768,6 @@ size_t request_read_callback(char* buffer, size_t size, size_t nitems, void* use
     if (n == 0 && std::ferror(body->file)) return CURL_READFUNC_ABORT;
     return n;
 }
-
-#define REDIST_SETOPT(handle, option, value)                                                                    \
-    do {                                                                                                        \
-        const CURLcode setopt_rc_ = curl_easy_setopt((handle), (option), (value));                              \
-        if (setopt_rc_ != CURLE_OK)                                                                             \
-            return make_error(error_code::internal,                                                             \
-                              std::string("curl_easy_setopt(" #option "): ") + curl_easy_strerror(setopt_rc_)); \
-    } while (0)
 
 // The method and body of a request, after configure().
 result<void> configure_method(CURL* h, const http_request& request, request_body& body, std::uint64_t file_size) {
