@@ -75,16 +75,6 @@ std::optional<std::string> read_bounded(int fd, std::size_t max_bytes) {
     }
 }
 
-bool write_all(int fd, std::string_view bytes) {
-    while (!bytes.empty()) {
-        const ssize_t n = ::write(fd, bytes.data(), bytes.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) return false;
-        bytes.remove_prefix(static_cast<std::size_t>(n));
-    }
-    return true;
-}
-
 // ---- the trust check --------------------------------------------------------------------
 
 // A refused cache: one line that says what is wrong and how to fix it.
@@ -1027,10 +1017,10 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
         }
         // The list is written before the directory is renamed into place, so a
         // tree under its final name always has a list.
-        unique_fd out(
-            ::open((tmp / ".redist-tree.json").c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
+        const fs::path list_path = tmp / ".redist-tree.json";
+        unique_fd out(::open(list_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
         if (out.get() < 0) return abandon();
-        const bool written = write_all(out.get(), tree_list_json(list));
+        const bool written = write_all(out.get(), tree_list_json(list), list_path).ok();
         if (!out.close(tmp_path).ok() || !written || ::rename(tmp_path.c_str(), final_dir.c_str()) != 0)
             return abandon();
     } catch (...) {
