@@ -964,6 +964,99 @@ class Bench:
         clean()
         rmtree(saved)
 
+    # -- 8: a zstd-recompressed mirror (directory and registry) -------------
+    def zstd_mirror(self):
+        """The fleet case: a cache warmer ran `redist mirror --recompress zstd`
+        once; runners install the zstd copy of the single-block archive from
+        that mirror (a directory behind nginx, and a docker-registry), with an
+        unreachable base URL. Compared, in the same rounds: `xz -T1 -dc` of
+        the original (the floor every runner pays without the copy) and
+        `zstd -dc` of the copy (the floor with it)."""
+        if shutil.which("zstd") is None:
+            self.notes.append("8. skipped: the zstd command is not installed")
+            return
+        sha = self.meta["single"]["sha256"]
+        mirror_dir = os.path.join(self.meta["dir"], f"zstd-mirror-{sha[:16]}")
+        mirror_args = ["cudnn", self.label, "--base-url", f"{self.base}/single", "--platform", PLATFORM,
+                       "--cuda", CUDA_MAJOR, "--recompress", "zstd", "--quiet"]
+        log("zstd: redist mirror --recompress zstd into a directory (incremental across runs)")
+        t0 = time.monotonic()
+        subprocess.run([self.redist, "mirror", *mirror_args, "--to", mirror_dir], check=True)
+        self.notes.append(f"8. Building the directory mirror's copy took {time.monotonic() - t0:.1f} s "
+                          "(0 when it was already there: the mirror is incremental).")
+        redist_dir = os.path.join(mirror_dir, "cudnn", "redist")
+        with open(os.path.join(redist_dir, f"recompressed_{self.label}.json")) as f:
+            copies = json.load(f)["copies"]
+        copy = next(c for c in copies if c["original_sha256"] == sha)
+        copy_path = os.path.join(redist_dir, copy["relative_path"])
+        os.symlink(mirror_dir, os.path.join(self.d("www"), "zstd"))
+        import registry_fixture  # docker-registry on a free loopback port, as the tests start it
+        registry = None
+        if os.access(registry_fixture.REGISTRY, os.X_OK):
+            registry = registry_fixture.Registry(self.d("registry")).__enter__()
+        try:
+            sources = [("directory", f"{self.base}/zstd")]
+            if registry is not None:
+                log("zstd: redist mirror --recompress zstd into a docker-registry")
+                subprocess.run([self.redist, "mirror", *mirror_args, "--to", registry.url], check=True)
+                sources.append(("registry", registry.url))
+            else:
+                self.notes.append("8. registry rows skipped: /usr/bin/docker-registry is not installed")
+            self._zstd_rounds(sources, copy, copy_path)
+        finally:
+            if registry is not None:
+                registry.stop()
+
+    def _zstd_rounds(self, sources, copy, copy_path):
+        contenders = []
+        for name, url in sources:
+            prefix, cache = self.d(f"zstd-prefix-{name}"), self.d(f"zstd-cache-{name}")
+            cmd = [self.cudnn_fetch, self.label, "--prefix", prefix, "--mirror", url,
+                   "--base-url", "http://127.0.0.1:9/unreachable", "--cache-dir", cache,
+                   "--cuda", CUDA_MAJOR, "--platform", PLATFORM, "--quiet"]
+
+            def fresh(prefix=prefix, cache=cache):
+                rmtree(prefix)
+                rmtree(cache)
+                os.makedirs(cache)
+
+            def clean(prefix=prefix, cache=cache):
+                rmtree(prefix)
+                rmtree(cache)
+
+            # Once, untimed: the copy is what gets installed, and the tree is the original's.
+            fresh()
+            subprocess.run(cmd, check=True)
+            check_tree(prefix, self.payload)
+            receipts = subprocess.run(["grep", "-rl", copy["sha256"], os.path.join(prefix, ".redist")],
+                                      stdout=subprocess.PIPE, text=True)
+            if receipts.returncode != 0:
+                raise BenchError(f"zstd ({name}): the receipt does not name the copy; the original was installed")
+            clean()
+            contenders.append(Contender(f"cudnn-fetch from the zstd copy ({name} mirror)", cmd, fresh, clean))
+        xz_floor = Contender("xz -T1 -dc (the original, single-block)", ["xz", "-T1", "-dc", self.archive("single")])
+        zstd_floor = Contender("zstd -dc (the copy)", ["zstd", "-dc", copy_path])
+        untar_dir = self.d("zstd-untar")
+        untar = Contender("zstd -dc the copy into tar -x", f"zstd -dc {shlex.quote(copy_path)} | tar -xf - -C "
+                          f"{shlex.quote(untar_dir)}", lambda: (rmtree(untar_dir), os.makedirs(untar_dir)),
+                          lambda: rmtree(untar_dir), shell=True)
+        everyone = contenders + [xz_floor, zstd_floor, untar]
+        log(f"zstd: {self.args.runs} round(s) of " + " | ".join(c.name for c in everyone))
+        run_rounds(everyone, self.args.runs, [self.archive("single"), copy_path], self.args.drop_caches)
+        self.details += everyone
+        for c in contenders:
+            r = c.median("wall") / xz_floor.median("wall")
+            self.rows.append(Row(f"8. {c.name} vs the xz floor", fmt_s(c), f"{xz_floor.name}: {fmt_s(xz_floor)}",
+                                 r, "<= 0.30x", r <= 0.30, fmt_mib(c.median("rss"))))
+            r = c.median("wall") / zstd_floor.median("wall")
+            self.rows.append(Row(f"8. {c.name} vs the zstd floor", fmt_s(c),
+                                 f"{zstd_floor.name}: {fmt_s(zstd_floor)}; {untar.name}: {fmt_s(untar)}",
+                                 r, "<= 1.30x", r <= 1.30, fmt_mib(c.median("rss"))))
+            rss = c.median("rss") / 1024
+            self.rows.append(Row(f"8. Peak RSS, {c.name}", fmt_mib(c.median("rss")),
+                                 f"zstd -dc: {fmt_mib(zstd_floor.median('rss'))}", None, "<= 64 MiB", rss <= 64,
+                                 fmt_mib(c.median("rss"))))
+
     # -- 6: the post-install check on the cuDNN tree -----------------------
     def check_time(self, prefix):
         """What `fetch` adds after an install: the quick check (the goal: under
@@ -1121,6 +1214,8 @@ class Bench:
                 self.ci_restore(cold_single)
             if "5" in want:
                 self.multi_component()
+            if "8" in want:
+                self.zstd_mirror()
         finally:
             ng.stop()
 
@@ -1212,7 +1307,7 @@ def main(argv=None) -> int:
                          "or $REDIST_BENCH_CACHE)")
     ap.add_argument("--work", help="scratch dir for prefixes, caches, nginx "
                     "(default <cache-dir>/work; wiped)")
-    ap.add_argument("--scenarios", default="1,2,3,4,5,7", help="subset, e.g. 1,5 (default all)")
+    ap.add_argument("--scenarios", default="1,2,3,4,5,7,8", help="subset, e.g. 1,5 (default all)")
     ap.add_argument("--drop-caches", action="store_true",
                     help="drop the page cache before every timed cold run (root; disturbs "
                          "other work on the machine). Default: warm the archive for everyone")
