@@ -9,7 +9,9 @@ cp "$B/bin/redist-check-probe" .carry/bin/ && strip .carry/bin/redist-check-prob
 cp bench/device/run16.sh bench/device/check16.sh bench/device/scale16.sh bench/device/paired16.sh \
   bench/device/paired16.py bench/device/ab16.sh bench/device/tail16.sh \
   bench/device/loud16.sh bench/device/parts16.sh bench/device/shell16.sh \
-  bench/device/comp16.sh bench/device/verify16.sh .carry/
+  bench/device/comp16.sh bench/device/verify16.sh bench/device/zstd16.sh .carry/
+# zstd16.sh's floor: the zstd command and the one library of it that the carried ones lack.
+cp /usr/bin/zstd .carry/bin/ && rm -rf .carry/zstd-libs && mkdir -p .carry/zstd-libs && cp -L /lib/x86_64-linux-gnu/liblz4.so.1 .carry/zstd-libs/
 rm -rf .carry/bin-b
 if [ -n "$BB" ]; then
   # The check probe too: without it B's tools would run `redist __check-probe`, a larger binary to start.

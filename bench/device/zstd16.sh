@@ -1,0 +1,52 @@
+#!/bin/bash
+# zstd16.sh (GPU machine, repo root, .carry/ carried, after e2e.sh prepared /tmp/ge/www): the fleet case on
+# 16 cores. `redist mirror --recompress zstd` copies the real cuDNN release (the multi-block archive e2e.sh
+# packed) into a directory served on loopback; then, alternating in the same 3 rounds, medians shown:
+#   cudnn-fetch from that mirror (unreachable base URL; the receipt must name the copy),
+#   xz -T0 -dc of the original (the goal's floor: <= 0.30x), xz -T1 -dc of it (info),
+#   zstd -dc of the copy (info: the floor with the copy).
+set -u; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; exec > >(tee $OUT/zstd16.log) 2>&1
+C=$PWD/.carry; W=/tmp/ge; RL=$W/carry-libs; B=$C/bin; U=http://127.0.0.1:18080
+export LD_LIBRARY_PATH=$RL:$C/zstd-libs
+V=$(ls $W/www/cudnn/redist/ | sed -n 's/^redistrib_\(.*\)\.json$/\1/p' | head -1)
+echo "== zstd mirror of cudnn $V ($(nproc) cores)"
+rm -rf $W/zm; s=$(date +%s.%N)
+$B/redist mirror cudnn $V --base-url $U --to $W/zm --platform linux-x86_64 --cuda 13 --recompress zstd --quiet || exit 1
+echo "mirror --recompress zstd took $(awk -v a=$s -v b=$(date +%s.%N) 'BEGIN{print b-a}') s"
+(cd $W/zm && setsid python3 -m http.server 18082 --bind 127.0.0.1 >/dev/null 2>&1 &); sleep 1
+python3 - "$W" "$B" "$V" <<'PY'
+import json, os, shutil, statistics, subprocess, sys, time
+W, B, V = sys.argv[1:4]
+redist = f"{W}/zm/cudnn/redist"
+orig = next(os.path.join(dp, f) for dp, _, fs in os.walk(f"{W}/www/cudnn/redist") for f in fs if f.endswith(".tar.xz"))
+copy = json.load(open(f"{redist}/recompressed_{V}.json"))["copies"][0]
+copy_path = os.path.join(redist, copy["relative_path"])
+print(f"original {os.path.getsize(orig) / 2**20:.1f} MiB, copy {os.path.getsize(copy_path) / 2**20:.1f} MiB")
+def fresh():
+    for d in (f"{W}/zp", f"{W}/zc"):
+        shutil.rmtree(d, ignore_errors=True)
+fetch = f"{B}/cudnn-fetch {V} --prefix {W}/zp --cache-dir {W}/zc --mirror http://127.0.0.1:18082 --base-url http://127.0.0.1:9/x --cuda 13 --platform linux-x86_64 --quiet"
+fresh(); subprocess.run(fetch, shell=True, check=True)
+used = subprocess.run(["grep", "-rlq", copy["sha256"], f"{W}/zp/.redist"]).returncode == 0
+print("receipt names the copy:", used)
+cs = {"cudnn-fetch from the zstd copy": (fresh, fetch),
+      "xz -T0 -dc original": (lambda: None, f"xz -T0 -dc {orig} > /dev/null"),
+      "xz -T1 -dc original": (lambda: None, f"xz -T1 -dc {orig} > /dev/null"),
+      "zstd -dc copy": (lambda: None, f"{B}/zstd -dc {copy_path} > /dev/null")}
+res = {k: [] for k in cs}
+for r in range(3):
+    names = list(cs)[r % len(cs):] + list(cs)[:r % len(cs)]
+    for k in names:
+        prep, cmd = cs[k]
+        prep(); subprocess.run(f"cat {orig} {copy_path} > /dev/null", shell=True)
+        t = time.monotonic(); subprocess.run(cmd, shell=True, check=True); res[k].append(time.monotonic() - t)
+med = {k: statistics.median(v) for k, v in res.items()}
+for k, v in res.items():
+    print(f"{k:32s} median {med[k]:.3f} s  runs {' '.join(f'{x:.3f}' for x in v)}")
+ours = med["cudnn-fetch from the zstd copy"]
+print(f"ratio vs xz -T0 -dc: {ours / med['xz -T0 -dc original']:.3f}x (goal <= 0.30x)")
+print(f"ratio vs xz -T1 -dc: {ours / med['xz -T1 -dc original']:.3f}x (info)")
+print(f"ratio vs zstd -dc:   {ours / med['zstd -dc copy']:.3f}x (info)")
+PY
+fresh_rss() { rm -rf $W/zp $W/zc; }
+fresh_rss; /usr/bin/time -f "cold from the copy with --profile: wall %e s, peak RSS %M KiB" $B/cudnn-fetch $V --prefix $W/zp --cache-dir $W/zc --mirror http://127.0.0.1:18082 --base-url http://127.0.0.1:9/x --cuda 13 --platform linux-x86_64 --quiet --profile
