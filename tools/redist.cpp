@@ -12,6 +12,7 @@
 #include "common/printable.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
+#include "redist/select.hpp"
 #include "redist/urls.hpp"
 
 using namespace redist_tools;
@@ -62,7 +63,11 @@ int cmd_lock(const lock_args& args) {
                                                "lock elsewhere with -o FILE, or lock the project with `redist lock`")
                                 .with_path(output));
     const auto& source = args.project.source;
-    auto release = redist::resolve_release(make_release_request(source, args.product, args.version), source.transfer());
+    // One --cuda N with the cuda product: "latest" is the newest N.x, as for fetch.
+    auto spec = redist::release_spec_for_cuda(
+        args.product, args.version, args.cuda.size() == 1 ? std::optional<int>(args.cuda.front()) : std::nullopt);
+    if (!spec.ok()) return report_error(spec.error_value());
+    auto release = redist::resolve_release(make_release_request(source, args.product, *spec), source.transfer());
     if (!release.ok()) return report_error(release.error_value());
     std::vector<std::string> platforms = args.platforms;
     if (platforms.empty()) {
@@ -90,7 +95,9 @@ void add_lock_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--platform", args->platforms, "Platforms to lock (repeatable; default: this machine's)")
         ->check(platform_check())
         ->type_name("P");
-    cmd->add_option("--cuda", args->cuda, "CUDA majors to lock (repeatable; default: every variant offered)")
+    cmd->add_option("--cuda", args->cuda,
+                    "CUDA majors to lock (repeatable; default: every variant offered). With the cuda product, "
+                    "one N makes 'latest' the newest N.x release")
         ->transform(cuda_major_transform())
         ->type_name("N");
     cmd->add_option("--component", args->components, "Components (comma-separated; default: all)")
