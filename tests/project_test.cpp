@@ -72,6 +72,24 @@ TEST_CASE("optional keys, an absolute prefix and an integer cuda") {
     CHECK(no_cuda->prefix == "sub/p");
 }
 
+TEST_CASE("a product's own cuda, in its table or an inline one") {
+    auto p = parse_project(
+        "[project]\nprefix = \"p\"\nplatforms = [\"linux-sbsa\"]\ncuda = 13\n"
+        "[products]\ncuda = { version = \"latest\", cuda = 12 }\n[products.cudnn]\nversion = \"9\"\n",
+        "redist.toml");
+    REQUIRE(p.ok());
+    REQUIRE(p->products.size() == 2);
+    CHECK(p->products[0].name == "cuda");
+    CHECK(p->products[0].cuda == 12);
+    CHECK_FALSE(p->products[1].cuda);
+    auto bad = parse_project(
+        "[project]\nprefix = \"p\"\nplatforms = [\"linux-sbsa\"]\n"
+        "[products.cuda]\nversion = \"latest\"\ncuda = \"12.9\"\n",
+        "redist.toml");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error_value().json_path == "products.cuda.cuda");
+}
+
 TEST_CASE("errors name the line, the column and the key") {
     SECTION("a wrong type") {
         const auto e = parse_error(

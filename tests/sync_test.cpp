@@ -99,7 +99,14 @@ TEST_CASE("project lock: written sorted, read back identical") {
     CHECK(lock->products[0].artifacts.size() == 4);
     CHECK(lock->products[1].artifacts[0].entry.variant == std::optional<std::string>("cuda12"));
     CHECK(lock->cuda == 12);
+    CHECK_FALSE(lock->products[0].cuda);
     CHECK(project_lock_to_json(*lock) == text);
+    // A product's own cuda is kept, and read back.
+    project_lock own = sample_lock();
+    own.products[1].cuda = 13;
+    auto again = project_lock_from_json(project_lock_to_json(own), "redist.lock");
+    REQUIRE(again.ok());
+    CHECK(again->products[0].cuda == 13);  // "cuda", sorted first
 }
 
 TEST_CASE("project lock: hostile or wrong documents are refused with their JSON path") {
@@ -143,7 +150,7 @@ TEST_CASE("project lock: stale when an input of redist.toml changed, not otherwi
     changed.products.pop_back();
     CHECK(lock_staleness(lock, changed)->find("no longer in the project file") != std::string::npos);
     changed = project;
-    changed.products.push_back({"nccl", "2", {}, 0});
+    changed.products.push_back({"nccl", "2", {}, std::nullopt, 0});
     CHECK(lock_staleness(lock, changed) == std::optional<std::string>("products.nccl is not in the lock"));
     changed = project;
     changed.platforms = {"linux-x86_64"};
@@ -153,6 +160,10 @@ TEST_CASE("project lock: stale when an input of redist.toml changed, not otherwi
     CHECK_FALSE(lock_staleness(lock, changed));
     changed.cuda = 13;
     CHECK(lock_staleness(lock, changed)->find("project.cuda is 13") != std::string::npos);
+    changed = project;
+    changed.products[0].cuda = 12;
+    CHECK(lock_staleness(lock, changed) ==
+          std::optional<std::string>("products.cuda.cuda is 12 in the project file, unset in the lock"));
 }
 
 TEST_CASE("resolve_project: the lock is authoritative, only what changed is resolved") {

@@ -12,6 +12,7 @@
 #include "common/printable.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
+#include "redist/select.hpp"
 #include "redist/urls.hpp"
 
 using namespace redist_tools;
@@ -26,6 +27,8 @@ struct lock_args {
     std::vector<int> cuda;               // repeatable; default: every variant offered
     std::vector<std::string> components;
     std::string output;  // default redist.lock
+    bool json = false;   // a summary of the lock (print_lock_json)
+    bool quiet = false;
 };
 
 // A usage error, or 0: the two forms of `redist lock` take different options.
@@ -51,10 +54,16 @@ int check_lock_form(const lock_args& args) {
 // Resolves the request once and writes every chosen artifact, per platform
 // and CUDA variant, with its URL, SHA-256 and size. Without PRODUCT VERSION,
 // locks the project instead (run_project_lock).
-int cmd_lock(const lock_args& args) {
+int cmd_lock(lock_args args) {
     if (const int code = check_lock_form(args)) return code;
+    args.project.json = args.json;
+    args.project.quiet = args.quiet || args.json;
     if (args.product.empty()) return run_project_lock(args.project);
     const std::string output = args.output.empty() ? "redist.lock" : args.output;
+    if (args.json && output == "-")
+        return report_error(redist::make_error(redist::error_code::usage,
+                                               "--json summarizes the lock written to a file; with -o - the lock "
+                                               "itself is the output"));
     // A project's lock is redist sync's; a single-release lock never replaces it.
     if (output != "-" && holds_project_lock(output))
         return report_error(redist::make_error(redist::error_code::bad_manifest,
@@ -62,7 +71,11 @@ int cmd_lock(const lock_args& args) {
                                                "lock elsewhere with -o FILE, or lock the project with `redist lock`")
                                 .with_path(output));
     const auto& source = args.project.source;
-    auto release = redist::resolve_release(make_release_request(source, args.product, args.version), source.transfer());
+    // One --cuda N with the cuda product: "latest" is the newest N.x, as for fetch.
+    auto spec = redist::release_spec_for_cuda(
+        args.product, args.version, args.cuda.size() == 1 ? std::optional<int>(args.cuda.front()) : std::nullopt);
+    if (!spec.ok()) return report_error(spec.error_value());
+    auto release = redist::resolve_release(make_release_request(source, args.product, *spec), source.transfer());
     if (!release.ok()) return report_error(release.error_value());
     std::vector<std::string> platforms = args.platforms;
     if (platforms.empty()) {
@@ -74,6 +87,15 @@ int cmd_lock(const lock_args& args) {
     if (!lock.ok()) return report_error(lock.error_value());
     const std::string text = redist::lockfile_to_json(*lock);
     if (const int code = write_output(output, text); code != 0 || output == "-") return code;
+    if (args.json) {
+        redist::locked_product summary;
+        summary.name = lock->product;
+        summary.release_label = lock->release_label;
+        summary.artifacts = lock->artifacts;
+        print_lock_json(output, {summary});
+        return 0;
+    }
+    if (args.quiet) return 0;
     std::printf("locked %s %s: %zu artifacts -> %s\n", printable(lock->product).c_str(),
                 printable(lock->release_label).c_str(), lock->artifacts.size(), printable(output).c_str());
     return 0;
@@ -90,7 +112,9 @@ void add_lock_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--platform", args->platforms, "Platforms to lock (repeatable; default: this machine's)")
         ->check(platform_check())
         ->type_name("P");
-    cmd->add_option("--cuda", args->cuda, "CUDA majors to lock (repeatable; default: every variant offered)")
+    cmd->add_option("--cuda", args->cuda,
+                    "CUDA majors to lock (repeatable; default: every variant offered). With the cuda product, "
+                    "one N makes 'latest' the newest N.x release")
         ->transform(cuda_major_transform())
         ->type_name("N");
     cmd->add_option("--component", args->components, "Components (comma-separated; default: all)")
@@ -99,6 +123,8 @@ void add_lock_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("-o,--output", args->output,
                     "Where to write it ('-' for stdout; default redist.lock, never over a project's lock)")
         ->type_name("FILE");
+    add_report_flags(*cmd, args->json, args->quiet,
+                     "Print one JSON object: lock_file, products [{name, release_label, artifacts}]");
     cmd->footer(
         "\nWithout PRODUCT VERSION: locks the project (redist.toml, found here or in a parent\n"
         "directory) into redist.lock beside it, as `redist sync` would, without installing: what the\n"

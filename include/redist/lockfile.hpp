@@ -105,6 +105,7 @@ struct locked_product {
     std::string name;                     // the product ("cuda")
     std::string version_spec;             // as redist.toml asked ("12.9")
     std::vector<std::string> components;  // as redist.toml asked (empty: every component)
+    std::optional<int> cuda;              // the product's own `cuda` in redist.toml ("cuda" here; absent: none)
     std::string release_label;            // what it resolved to ("12.9.1")
     std::string manifest_url;
     std::string manifest_sha256;

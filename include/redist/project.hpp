@@ -42,6 +42,7 @@ struct project_product {
     std::string name;                     // "cuda": the product directory upstream
     std::string version;                  // a version spec: "12.9", "9", "9.27.0", "latest"
     std::vector<std::string> components;  // empty: every component
+    std::optional<int> cuda;              // `cuda = 12` in its table: overrides the project's for this product
     std::size_t line = 0;                 // of its [products.<name>] header, for messages
 };
 

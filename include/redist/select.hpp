@@ -44,10 +44,12 @@ bool is_driver_component(std::string_view key);
 
 // For a label spec of the `cuda` product, whose releases are CUDA versions:
 // with --cuda N, "latest" (or empty) becomes "N" (the newest N.x), a spec
-// whose major is N stays, another is a usage error naming both. Other
-// products, or no --cuda: the spec unchanged.
+// whose major is N stays, another is a usage error naming both (and
+// `asked_by`, the setting that asked: "--cuda", "cuda ="). Other products,
+// or no --cuda: the spec unchanged. fetch, `redist lock` and sync (a
+// project's or a product's cuda) all go through this one rule.
 result<std::string> release_spec_for_cuda(std::string_view product, const std::string& spec,
-                                          std::optional<int> cuda_major);
+                                          std::optional<int> cuda_major, std::string_view asked_by = "--cuda");
 
 struct selection {
     std::vector<artifact> artifacts;  // in manifest order

@@ -417,7 +417,9 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     rr.version_spec = spec;
     rr.base_url = request.base_url;
     rr.sources = request.sources;
-    rr.sources.mirrors.clear();  // the manifest is recorded as upstream published it
+    // The manifest is recorded as upstream published it; offline, only a
+    // cache key, so the mirrors' cached copies count too (--from-cache).
+    if (!rr.sources.offline) rr.sources.mirrors.clear();
     rr.observer = request.observer;
     REDIST_TRY(const resolved_release release, resolve_release(rr, request.transfer));
     if (!is_plain_name(release.label))

@@ -320,6 +320,7 @@ std::string project_lock_to_json(const project_lock& lock) {
         w.key("components").begin_array();
         for (const auto& c : p->components) w.value(c);
         w.end_array();
+        if (p->cuda) w.field("cuda", static_cast<std::uint64_t>(*p->cuda));
         w.field("release_label", p->release_label);
         w.field("manifest_url", p->manifest_url);
         w.field("manifest_sha256", p->manifest_sha256);
@@ -342,12 +343,22 @@ result<void> read_names(json::value& v, std::vector<std::string>& out, std::stri
     });
 }
 
+// A lock's "cuda": a CUDA major, 1 to 1000.
+result<void> read_cuda_major(json::value& v, std::optional<int>& out) {
+    std::uint64_t n = 0;
+    REDIST_TRY_VOID(v.get(n));
+    if (n == 0 || n > 1000) return result<void>(v.bad("not a CUDA major version"));
+    out = static_cast<int>(n);
+    return result<void>();
+}
+
 result<void> read_locked_product(json::value& item, locked_product& p) {
     const auto str = [](std::string& out) { return [&out](json::value& v) -> result<void> { return v.get(out); }; };
     auto read = item.read_object({
         {"name", [&](json::value& v) -> result<void> { return v.get_name(p.name, "product"); }, true},
         {"version", [&](json::value& v) -> result<void> { return v.get_name(p.version_spec, "version"); }, true},
         {"components", [&](json::value& v) -> result<void> { return read_names(v, p.components, "component"); }},
+        {"cuda", [&](json::value& v) -> result<void> { return read_cuda_major(v, p.cuda); }},
         {"release_label",
          [&](json::value& v) -> result<void> { return v.get_name_or_empty(p.release_label, "release label"); }},
         {"manifest_url", str(p.manifest_url), true},
@@ -379,7 +390,6 @@ result<void> read_locked_product(json::value& item, locked_product& p) {
 result<project_lock> project_lock_from_json(std::string_view text, std::string_view source) {
     project_lock lock;
     std::uint64_t version = 0;
-    std::optional<std::uint64_t> cuda;
     bool has_platforms = false, has_products = false;  // required, checked after lock_version
     auto read = json::read_document(
         text, source, "lock file",
@@ -389,14 +399,7 @@ result<project_lock> project_lock_from_json(std::string_view text, std::string_v
               has_platforms = true;
               return read_names(v, lock.platforms, "platform");
           }},
-         {"cuda",
-          [&](json::value& v) -> result<void> {
-              std::uint64_t n = 0;
-              REDIST_TRY_VOID(v.get(n));
-              if (n == 0 || n > 1000) return result<void>(v.bad("not a CUDA major version"));
-              cuda = n;
-              return result<void>();
-          }},
+         {"cuda", [&](json::value& v) -> result<void> { return read_cuda_major(v, lock.cuda); }},
          {"products", [&](json::value& v) -> result<void> {
               has_products = true;
               return v.for_each([&](json::value& item) -> result<void> {
@@ -423,7 +426,6 @@ result<project_lock> project_lock_from_json(std::string_view text, std::string_v
                           std::string("missing ") + (has_platforms ? "products" : "platforms"))
             .with_source(std::string(source))
             .with_json_path(has_platforms ? "products" : "platforms");
-    if (cuda) lock.cuda = static_cast<int>(*cuda);
     return lock;
 }
 
@@ -438,10 +440,9 @@ std::optional<std::string> lock_staleness(const project_lock& lock, const projec
     };
     if (want != have)
         return "project.platforms is " + list(want) + " in the project file, " + list(have) + " in the lock";
-    if (project.cuda != lock.cuda) {
-        const auto show = [](std::optional<int> c) { return c ? std::to_string(*c) : std::string("unset"); };
+    const auto show = [](std::optional<int> c) { return c ? std::to_string(*c) : std::string("unset"); };
+    if (project.cuda != lock.cuda)
         return "project.cuda is " + show(project.cuda) + " in the project file, " + show(lock.cuda) + " in the lock";
-    }
     for (const auto& p : project.products) {
         const auto it = std::find_if(lock.products.begin(), lock.products.end(),
                                      [&](const locked_product& l) { return l.name == p.name; });
@@ -452,6 +453,9 @@ std::optional<std::string> lock_staleness(const project_lock& lock, const projec
         if (it->components != p.components)
             return "products." + p.name + ".components is " + list(p.components) + " in the project file, " +
                    list(it->components) + " in the lock";
+        if (it->cuda != p.cuda)
+            return "products." + p.name + ".cuda is " + show(p.cuda) + " in the project file, " + show(it->cuda) +
+                   " in the lock";
     }
     for (const auto& l : lock.products) {
         if (std::none_of(project.products.begin(), project.products.end(),

@@ -83,19 +83,19 @@ bool is_name(std::string_view s) {
     });
 }
 
-result<std::optional<int>> parse_cuda(const validator& v, const toml::node& n) {
+result<std::optional<int>> parse_cuda(const validator& v, const toml::node& n, const std::string& key) {
     std::string text;
     if (const auto* i = n.as_integer()) {
         text = std::to_string(i->get());
     } else if (const auto* s = n.as_string()) {
         text = s->get();
     } else {
-        return v.fail(n.source(), "project.cuda", "expected a CUDA major version like \"12\"");
+        return v.fail(n.source(), key, "expected a CUDA major version like \"12\"");
     }
     if (text.empty() || text.size() > 2 ||
         !std::all_of(text.begin(), text.end(), [](unsigned char c) { return std::isdigit(c); }) || text == "0" ||
         text == "00")
-        return v.fail(n.source(), "project.cuda", "expected a CUDA major version like \"12\", not '" + text + "'");
+        return v.fail(n.source(), key, "expected a CUDA major version like \"12\", not '" + text + "'");
     return std::optional<int>(std::stoi(text));
 }
 
@@ -140,7 +140,7 @@ result<void> parse_project_table(const validator& v, const toml::table& t, proje
                 if (auto problem = platform_problem(out.platforms[i]))
                     return v.fail(node.as_array()->get(i)->source(), full + "[" + std::to_string(i) + "]", *problem);
         } else if (k == "cuda") {
-            REDIST_TRY(out.cuda, parse_cuda(v, node));
+            REDIST_TRY(out.cuda, parse_cuda(v, node, full));
         } else if (k == "base-url") {
             REDIST_TRY(out.base_url, project_source(v, node, full, out.path.parent_path()));
         } else if (k == "mirrors") {
@@ -185,8 +185,10 @@ result<project_product> parse_product(const validator& v, const std::string& nam
             REDIST_TRY(p.components, v.strings(value, full));
             if (p.components.empty())
                 return v.fail(value.source(), full, "list at least one component, or leave the key out for all");
+        } else if (k == "cuda") {
+            REDIST_TRY(p.cuda, parse_cuda(v, value, full));
         } else {
-            return v.fail(key.source(), full, "unknown key (known: version, components)");
+            return v.fail(key.source(), full, "unknown key (known: version, components, cuda)");
         }
     }
     if (!has_version) return v.fail(t->source(), base + ".version", "missing (a version like \"12.9\" or \"latest\")");

@@ -154,13 +154,13 @@ bool is_driver_component(std::string_view key) {
 }
 
 result<std::string> release_spec_for_cuda(std::string_view product, const std::string& spec,
-                                          std::optional<int> cuda_major) {
+                                          std::optional<int> cuda_major, std::string_view asked_by) {
     if (product != "cuda" || !cuda_major) return spec;
     const std::string major = std::to_string(*cuda_major);
     if (spec.empty() || spec == "latest") return major;
     if (spec.substr(0, spec.find('.')) == major) return spec;
-    return make_error(error_code::usage, "version '" + printable(spec) + "' is not a CUDA " + major +
-                                             " release, but --cuda " + major +
+    return make_error(error_code::usage, "version '" + printable(spec) + "' is not a CUDA " + major + " release, but " +
+                                             std::string(asked_by) + " " + major +
                                              " asks for one (the cuda product's releases are CUDA versions)");
 }
 

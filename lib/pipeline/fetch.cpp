@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <random>
 #include <set>
+#include <utility>
 
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
@@ -366,6 +367,12 @@ public:
         if (cache_) spool.part_file = cache_->partial_path(a_.sha256);
         spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory, ours
         spool.on_fallback = bypass;
+        // The split download finds what an earlier run kept (its .part and
+        // "<part>.segments") only once it opens its spool: said then, once.
+        spool.on_resume = [this, said = false](std::uint64_t present) mutable {
+            if (!std::exchange(said, true) && request_.observer)
+                request_.observer->on_resume({a_.component, present, a_.size});
+        };
         source_run run(request_.sources);
         run.observer = request_.observer;
         run.component = a_.component;

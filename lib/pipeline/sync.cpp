@@ -16,6 +16,11 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A product's CUDA major: its own `cuda`, else the project's.
+std::optional<int> cuda_of(const project_file& project, const project_product& p) {
+    return p.cuda ? p.cuda : project.cuda;
+}
+
 // The manifest's names for the requested components (aliases followed), with notes.
 result<std::vector<std::string>> manifest_components(const project_product& p, const resolved_release& release,
                                                      std::vector<std::string>& notes) {
@@ -41,9 +46,11 @@ result<void> lock_platform(const project_file& project, const project_product& p
                            const std::vector<std::string>& components, const std::string& platform, locked_product& out,
                            std::vector<std::string>& notes) {
     // The one CUDA variant rule (choose_cuda_variant), as fetch: the
-    // project's CUDA major, else the newest every component offers.
-    const auto choice = choose_cuda_variant(release.parsed, platform, components, project.cuda, std::nullopt);
-    if (choice.cuda_major && !project.cuda)
+    // product's (else the project's) CUDA major, else the newest every
+    // component offers.
+    const std::optional<int> wanted = cuda_of(project, p);
+    const auto choice = choose_cuda_variant(release.parsed, platform, components, wanted, std::nullopt);
+    if (choice.cuda_major && !wanted)
         notes.push_back("products." + p.name + ": no project.cuda; locking CUDA " + std::to_string(*choice.cuda_major) +
                         " for " + platform + " (" + choice.reason + ")");
     const std::optional<int> major = choice.cuda_major;
@@ -70,9 +77,17 @@ namespace {
 // Resolves `spec` for `p` and locks its artifacts on every listed platform.
 result<locked_product> resolve_product(const project_file& project, const project_product& p, const std::string& spec,
                                        const project_resolve_options& options, std::vector<std::string>& notes) {
+    // The cuda product's releases are CUDA versions: with a CUDA major,
+    // "latest" is the newest N.x, as `fetch cuda --cuda N` (one rule).
+    auto for_cuda = release_spec_for_cuda(p.name, spec, cuda_of(project, p), "cuda =");
+    if (!for_cuda.ok()) {
+        error e = std::move(for_cuda).error_value();  // the project file contradicts itself
+        e.code = error_code::bad_manifest;
+        return std::move(e).with_source(project.path.string()).with_json_path("products." + p.name + ".version");
+    }
     release_request req;
     req.product = p.name;
-    req.version_spec = spec;
+    req.version_spec = *for_cuda;
     req.base_url = options.base_url;
     req.sources = options.sources;
     auto release = resolve_release(req, options.transfer);
@@ -87,6 +102,7 @@ result<locked_product> resolve_product(const project_file& project, const projec
     locked.name = p.name;
     locked.version_spec = p.version;
     locked.components = p.components;
+    locked.cuda = p.cuda;
     locked.release_label = release->label;
     locked.manifest_url = locked_manifest_url(*release);
     locked.manifest_sha256 = release->manifest_sha256;
@@ -155,13 +171,15 @@ result<project_resolution> resolve_project(const project_file& project, const pr
         const locked_product* before = find_locked(options.previous, p.name);
         const bool upgrading = options.upgrade_all || std::find(options.upgrade.begin(), options.upgrade.end(),
                                                                 p.name) != options.upgrade.end();
-        const bool same_spec = before && before->version_spec == p.version;
+        const bool same_spec = before && before->version_spec == p.version && before->cuda == p.cuda;
         if (same_spec && !upgrading && same_targets && before->components == p.components) {
             out.lock.products.push_back(*before);  // authoritative: no request
             continue;
         }
-        // Components or targets changed: the locked release still stands.
-        const bool keep_release = same_spec && !upgrading && !before->release_label.empty();
+        // Components or targets changed: the locked release still stands,
+        // unless it is no release of the CUDA major now asked for (cuda).
+        const bool keep_release = same_spec && !upgrading && !before->release_label.empty() &&
+                                  release_spec_for_cuda(p.name, before->release_label, cuda_of(project, p)).ok();
         REDIST_TRY(auto locked,
                    resolve_product(project, p, keep_release ? before->release_label : p.version, options, out.notes));
         if (before) REDIST_TRY_VOID(check_replaced(*before, locked, upgrading, out.notes));

@@ -895,6 +895,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
     REDIST_TRY(opened_spool s, open_spool(spool, expected_size));
     segmented_stats stats;
     stats.reused_bytes = present_bytes(s.present);
+    if (stats.reused_bytes > 0 && spool.on_resume) spool.on_resume(stats.reused_bytes);
     bool responded = false;
     single_stream one{url, expected_size, transfer, s.fd.get(), s.path, callbacks, responded};
     one.spooled = prefix_of(s.present);

@@ -109,6 +109,9 @@ struct spool_location {
     std::filesystem::path temp_dir;
     // Told why, when the part_file is given up for temp_dir. May be empty.
     std::function<void(const error& why)> on_fallback;
+    // Told the bytes an earlier run left in the part_file (the record's, or
+    // the .part's size), when there are some, before any request. May be empty.
+    std::function<void(std::uint64_t bytes_present)> on_resume;
 };
 
 // Asked after each failed request of a chunk (attempt = 1, 2, ... failures of

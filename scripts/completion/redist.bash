@@ -21,21 +21,21 @@ _redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --all --l
 # Options of each subcommand (and of cudnn-fetch).
 _redist_opts_for() {
     case $1 in
-        versions) echo "$_redist_source_opts --json --help -h" ;;
-        show) echo "$_redist_source_opts $_redist_select_opts --json --help -h" ;;
+        versions) echo "$_redist_source_opts --json --quiet -q --help -h" ;;
+        show) echo "$_redist_source_opts $_redist_select_opts --json --quiet -q --help -h" ;;
         fetch) echo "$_redist_fetch_opts --help -h" ;;
         cudnn-fetch) echo "$_redist_fetch_opts --help -h --version" ;;
         verify) echo "--prefix --json --quiet -q --threads --help -h" ;;
         remove) echo "--prefix --product --component --quiet -q --json --help -h" ;;
-        lock) echo "$_redist_source_opts $_redist_select_opts --output -o --file --lock-file --upgrade --product --strict --help -h" ;;
-        cache) echo "--cache-dir --older-than --max-size --dry-run --json --shared-cache --help -h" ;;
-        env) echo "--prefix --format --help -h" ;;
+        lock) echo "$_redist_source_opts $_redist_select_opts --output -o --file --lock-file --upgrade --product --strict --json --quiet -q --help -h" ;;
+        cache) echo "--cache-dir --older-than --max-size --dry-run --json --quiet -q --shared-cache --help -h" ;;
+        env) echo "--prefix --format --json --quiet -q --help -h" ;;
         check) echo "--prefix --component --gpu --quick --json --strict --quiet -q --timeout --help -h" ;;
         mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --to --json --quiet -q --help -h" ;;
-        sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --help -h" ;;
-        diff) echo "$_redist_source_opts --json --help -h" ;;
+        sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --json --quiet -q --help -h" ;;
+        diff) echo "$_redist_source_opts --json --quiet -q --help -h" ;;
         outdated) echo "--prefix --file $_redist_source_opts --json --quiet -q --help -h" ;;
-        init) echo "--file --platform --force --check --help -h" ;;
+        init) echo "--file --platform --force --check --json --quiet -q --help -h" ;;
         sync) echo "--file --lock-file --upgrade --product --platform --exclude --locked --frozen --keep-unlisted --prefix --allow-outside-prefix $_redist_install_opts $_redist_source_opts --help -h" ;;
         *) echo "--help -h --version" ;;
     esac

@@ -141,6 +141,70 @@ class LockFiles(unittest.TestCase):
         self.assertIn("artifacts[0]", res.stderr)
 
 
+class CudaMajorPicksTheToolkit(unittest.TestCase):
+    """The cuda product's releases are CUDA versions: a CUDA major makes
+    "latest" the newest N.x, in `redist lock` and `redist sync` as in
+    `redist fetch cuda latest --cuda N` (the demo mirror: 12.9.1 and 13.0.0)."""
+
+    def setUp(self):
+        self.dir = support.make_scratch_dir(self.id())
+        self.project = os.path.join(self.dir, "redist.toml")
+        self.lock = os.path.join(self.dir, "redist.lock")
+        self.source = ["--base-url", support.file_base_url(), "--no-cache"]
+
+    def write(self, project_cuda, product):
+        with open(self.project, "w") as f:
+            f.write('[project]\nprefix = "prefix"\nplatforms = ["linux-x86_64"]\n'
+                    + (f'cuda = "{project_cuda}"\n' if project_cuda else "") + "\n[products]\n" + product + "\n")
+
+    def lock_project(self, check=0):
+        return support.run_tool("redist", "lock", "--file", self.project, *self.source, check=check)
+
+    def locked(self):
+        (product,) = support.load_json(self.lock)["products"]
+        return product["release_label"], product.get("cuda")
+
+    def test_project_and_product_cuda_pick_the_newest_of_that_major(self):
+        self.write(None, 'cuda = { version = "latest", components = ["cuda_cudart"] }')
+        self.lock_project()
+        self.assertEqual(self.locked(), ("13.0.0", None))
+        self.write("12", 'cuda = { version = "latest", components = ["cuda_cudart"] }')
+        self.lock_project()
+        self.assertEqual(self.locked(), ("12.9.1", None))
+        # The product's own cuda wins over the project's, and is part of the
+        # lock's inputs: changing it re-resolves (a stale lock otherwise).
+        self.write("13", 'cuda = { version = "latest", cuda = 12, components = ["cuda_cudart"] }')
+        self.lock_project()
+        self.assertEqual(self.locked(), ("12.9.1", 12))
+        self.write("13", 'cuda = { version = "latest", cuda = 13, components = ["cuda_cudart"] }')
+        res = support.run_tool("redist", "sync", "--file", self.project, "--locked", "--platform", "linux-x86_64",
+                               *self.source)
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn("products.cuda.cuda is 13 in the project file, 12 in the lock", res.stderr)
+        self.lock_project()
+        self.assertEqual(self.locked(), ("13.0.0", 13))
+        # A version of another major contradicts the file: one line, exit 4.
+        self.write(None, 'cuda = { version = "12.9", cuda = 13 }')
+        res = self.lock_project(check=None)
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn("products.cuda.version", res.stderr)
+        self.assertIn("is not a CUDA 13 release, but cuda = 13 asks for one", res.stderr)
+
+    def test_sync_installs_the_newest_release_of_the_projects_major(self):
+        self.write("12", 'cuda = { version = "latest", components = ["cuda_cudart"] }')
+        support.run_tool("redist", "sync", "--file", self.project, "--platform", "linux-x86_64", *self.source,
+                         "--quiet", check=0)
+        receipt = support.load_json(os.path.join(self.dir, "prefix", ".redist", "receipts", "cuda",
+                                                 "cuda_cudart.json"))
+        self.assertEqual(receipt["release_label"], "12.9.1")
+
+    def test_single_release_lock_with_one_cuda(self):
+        out = os.path.join(self.dir, "cuda.lock")
+        support.run_tool("redist", "lock", "cuda", "latest", "--cuda", "12", "--component", "cuda_cudart",
+                         "--platform", "linux-x86_64", "-o", out, *self.source, check=0)
+        self.assertEqual(support.load_json(out)["release_label"], "12.9.1")
+
+
 class PlantedNames(unittest.TestCase):
     """A checkout may hold a symlink at `redist.lock`, at the old fixed temp
     name `redist.lock.tmp`, or anywhere a writer might open: `redist lock` and

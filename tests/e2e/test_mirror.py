@@ -345,6 +345,40 @@ class MirrorFromCache(unittest.TestCase):
         sbsa = support.find_artifact(manifest, "cudnn", "linux-sbsa", "cuda12")
         self.assertFalse(os.path.exists(os.path.join(dest, "cudnn", "redist", sbsa["relative_path"])))
 
+    def test_a_cache_filled_through_a_mirror_seeds_without_the_base(self):
+        # The fetch went through a mirror ($REDIST_MIRRORS): the cache keeps
+        # the manifest under the mirror's URL. --from-cache looks it up there
+        # (offline: no request at all), never waiting on the base, which is
+        # unreachable here as NVIDIA's is on an air-gapped machine.
+        scratch = support.make_scratch_dir(self.id())
+        cache = os.path.join(scratch, "cache")
+        unreachable = "http://127.0.0.1:9/unreachable"
+        via = {"REDIST_MIRRORS": support.nginx_base_url(), "REDIST_BASE_URL": unreachable}
+        support.run_tool("cudnn-fetch", "9.27.0", "--prefix", os.path.join(scratch, "p"), "--cache-dir", cache,
+                         "--cuda", "12", "--platform", "linux-x86_64", "--component", "cudnn", "--no-check",
+                         "--quiet", env=via, check=0)
+        dest = os.path.join(scratch, "mirror")
+        args = ["mirror", "cudnn", "9.27.0", "--from-cache", "--cache-dir", cache, "--platform", "linux-x86_64",
+                "--cuda", "12", "--component", "cudnn", "--retries", "1"]
+        mark = support.access_log_mark()
+        res = support.run_tool("redist", *args, "--dest", dest, env=via)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assertEqual(support.access_log_since(mark), [], "--from-cache made a request")
+        with open(support.manifest_path("cudnn", "9.27.0"), "rb") as a, \
+                open(os.path.join(dest, "cudnn", "redist", "redistrib_9.27.0.json"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        rec = support.find_artifact(support.load_manifest("cudnn", "9.27.0"), "cudnn", "linux-x86_64", "cuda12")
+        self.assertEqual(support.sha256_file(os.path.join(dest, "cudnn", "redist", rec["relative_path"])),
+                         rec["sha256"])
+        # Without the mirror that filled it, nothing cached matches: one line
+        # naming where it looked and what to do (exit 3).
+        res = support.run_tool("redist", *args, "--dest", os.path.join(scratch, "other"),
+                               env={"REDIST_BASE_URL": unreachable})
+        self.assertEqual(res.returncode, 3, support.describe(res))
+        self.assertEqual(len(res.stderr.splitlines()), 1, res.stderr)
+        self.assertIn("no manifest of cudnn in the cache from http://127.0.0.1:9/unreachable", res.stderr)
+        self.assertIn("--mirror", res.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -214,6 +214,25 @@ class SegmentedFetch(unittest.TestCase):
         # The rest of the first run, then every byte once more.
         self.assertEqual(sum(e["bytes_sent"] for e in log), 2 * len(self.archive) - kept, log)
 
+    def test_a_resumed_split_download_says_so(self):
+        # An earlier run left the first 5 MiB (right bytes) and its record:
+        # the split download goes on from there, and says so once, as the
+        # single stream does ("resuming <component> at <kept> of <size>").
+        part = os.path.join(self.cache, "blobs", "sha256", self.sha + ".part")
+        os.makedirs(os.path.dirname(part))
+        kept = 5 << 20
+        with open(part, "wb") as f:
+            f.write(self.archive[:kept])
+        with open(part + ".segments", "w") as f:
+            f.write(f"redist-segments 1\nsize {len(self.archive)}\n0 {kept}\n")
+        args = [a for a in self.args() if a != "--quiet"]
+        res = support.run_tool("redist", *args)
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assert_installed()
+        lines = [line for line in res.stderr.splitlines() if "resuming" in line]
+        self.assertEqual(lines, ["redist: resuming big at 5.0 MiB of 9.0 MiB"], support.describe(res))
+        self.assertEqual(sum(e["bytes_sent"] for e in self.server.log(self.path)), len(self.archive) - kept)
+
     def test_a_kill_while_the_consumer_is_busy_loses_at_most_the_stated_bound(self):
         # The consumer (hash, decoder) stops at half the archive
         # (REDIST_DEBUG_PAUSE=mid-download) while the connections download

@@ -233,6 +233,72 @@ class Names(unittest.TestCase):
         res = support.run_tool("redist", "remove", "--prefix", self.prefix, "-q", check=0)
         self.assertEqual(res.stdout, "")
 
+    def test_quiet_and_json_on_the_other_commands(self):
+        # -q: nothing on stdout, the exit code answers; --json: one object.
+        base = ["--base-url", support.file_base_url(), "--no-cache"]
+        quiet = lambda *args: support.run_tool("redist", *args, "-q", env=CLEAN_ENV)
+        for args, code in ((["versions", "cudnn"], 0), (["versions", "cudnnn"], EXIT_NOT_FOUND),
+                           (["show", "cudnn", LABEL, "--platform", PLATFORM, "--cuda", CUDA], 0),
+                           (["show", "cudnn", LABEL, "--platform", PLATFORM, "--cuda", "11"], EXIT_NOT_FOUND),
+                           (["diff", "cudnn", LABEL, LABEL], 0), (["diff", "cudnn", "9.8.0", LABEL], 1)):
+            with self.subTest(args):
+                res = quiet(*args, *base)
+                self.assertEqual((res.returncode, res.stdout), (code, ""), support.describe(res))
+        cache = os.path.join(self.scratch, "cache")
+        self.assertEqual(self.fetch(self.prefix, "--cache-dir", cache, "-q").returncode, 0)
+        for action in (["prune", "--older-than", "0s"], ["clean", "--dry-run"], ["clean"]):
+            res = quiet("cache", *action, "--cache-dir", cache)
+            self.assertEqual((res.returncode, res.stdout), (0, ""), support.describe(res))
+        self.assertEqual(support.run_tool("redist", "cache", "dir", "-q", "--cache-dir", cache).stdout, cache + "\n")
+
+        env_json = support.run_tool("redist", "env", "--prefix", self.prefix, "--json", check=0).stdout
+        self.assertEqual(env_json, support.run_tool("redist", "env", "--prefix", self.prefix, "--format", "json",
+                                                    check=0).stdout)
+        self.assertEqual(json.loads(env_json)["CUDNN_ROOT"], self.prefix)
+        gh = {"GITHUB_ENV": os.path.join(self.scratch, "gh_env"), "GITHUB_PATH": os.path.join(self.scratch, "gh_path")}
+        res = support.run_tool("redist", "env", "--prefix", self.prefix, "--format", "github", "-q", env=gh, check=0)
+        self.assertEqual(res.stdout, "")
+        with open(gh["GITHUB_ENV"]) as f:
+            self.assertIn("CUDNN_ROOT=" + self.prefix, f.read())
+
+        sbom = os.path.join(self.scratch, "sbom.json")
+        res = support.run_tool("redist", "sbom", "--prefix", self.prefix, "--format", "spdx-json", "-o", sbom,
+                               "--json", "--offline", "-q", env=CLEAN_ENV, check=0)
+        summary = json.loads(res.stdout)
+        self.assertEqual({k: summary[k] for k in ("output", "format", "components")},
+                         {"output": sbom, "format": "spdx-json", "components": 2})
+        installed = sum(len(support.load_json(os.path.join(self.prefix, ".redist", "receipts", "cudnn", name))["files"])
+                        for name in ("cudnn.json", "cudnn_jit.json"))
+        self.assertGreaterEqual(installed, summary["files"])
+        self.assertGreater(summary["files"], 0)
+        self.assertEqual(res.stderr, "", "-q: no warning about the licenses it could not read offline")
+        res = support.run_tool("redist", "sbom", "--prefix", self.prefix, "--format", "spdx-json", "--json")
+        self.assertEqual(res.returncode, 2, support.describe(res))
+
+        project = os.path.join(self.scratch, "redist.toml")
+        res = support.run_tool("redist", "init", "--file", project, "--platform", PLATFORM, "-q", check=0)
+        self.assertEqual(res.stdout, "")
+        res = support.run_tool("redist", "init", "--file", project, "--check", "--json", check=0)
+        parsed = json.loads(res.stdout)
+        self.assertEqual((parsed["file"], parsed["platforms"]), (project, [PLATFORM]))
+        self.assertIn("cudnn", [p["name"] for p in parsed["products"]])
+
+        lock = os.path.join(self.scratch, "cudnn.lock")
+        single = ["lock", "cudnn", LABEL, "--platform", PLATFORM, "--component", "cudnn", "-o", lock, *base]
+        self.assertEqual(support.run_tool("redist", *single, "-q", check=0).stdout, "")
+        res = support.run_tool("redist", *single, "--json", check=0)
+        self.assertEqual(json.loads(res.stdout), {"lock_file": lock, "products": [
+            {"name": "cudnn", "release_label": LABEL, "artifacts": len(support.load_json(lock)["artifacts"])}]})
+        with open(project, "w") as f:
+            f.write('[project]\nprefix = "p"\nplatforms = ["linux-x86_64"]\ncuda = "12"\n\n'
+                    '[products.cudnn]\nversion = "9.27.0"\ncomponents = ["cudnn"]\n')
+        res = support.run_tool("redist", "lock", "--file", project, *base, "--json", check=0)
+        self.assertEqual(json.loads(res.stdout), {"lock_file": os.path.join(self.scratch, "redist.lock"),
+                                                  "products": [{"name": "cudnn", "release_label": LABEL,
+                                                                "artifacts": 1}]})
+        res = support.run_tool("redist", "lock", "--file", project, *base, "--upgrade", "-q", check=0)
+        self.assertEqual((res.stdout, res.stderr), ("", ""))
+
     def reflink_works_here(self):
         a, b = os.path.join(self.scratch, "a"), os.path.join(self.scratch, "b")
         with open(a, "w") as f:

@@ -19,6 +19,7 @@ struct cache_args {
     std::string cache_dir;
     std::string older_than;
     bool json = false;
+    bool quiet = false;  // prune, clean: no "freed" line
     bool shared = false;
     bool dry_run = false;                   // clean --dry-run
     std::optional<std::uint64_t> max_size;  // prune --max-size
@@ -71,7 +72,13 @@ int list_cache(const redist::blob_cache& cache, const std::filesystem::path& roo
     return 0;
 }
 
-int prune_cache(const redist::blob_cache& cache, const std::filesystem::path& root, const std::string& older_than) {
+// "freed 1.2 GiB in DIR", unless --quiet.
+void print_freed(const cache_args& args, const std::filesystem::path& root, std::uint64_t freed) {
+    if (!args.quiet) std::printf("freed %s in %s\n", human_size(freed).c_str(), printable(root.string()).c_str());
+}
+
+int prune_cache(const redist::blob_cache& cache, const std::filesystem::path& root, const cache_args& args) {
+    const std::string& older_than = args.older_than;
     auto age = parse_duration(older_than);
     if (!age)
         return report_error(redist::make_error(redist::error_code::usage,
@@ -79,32 +86,33 @@ int prune_cache(const redist::blob_cache& cache, const std::filesystem::path& ro
                                                    printable(older_than) + "'"));
     auto freed = cache.prune(*age);
     if (!freed.ok()) return report_error(freed.error_value());
-    std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
+    print_freed(args, root, *freed);
     return 0;
 }
 
 // --max-size: least recently used entries go first (blob_cache::prune_to_size).
-int prune_cache_to_size(const redist::blob_cache& cache, const std::filesystem::path& root, std::uint64_t limit) {
-    auto freed = cache.prune_to_size(limit);
+int prune_cache_to_size(const redist::blob_cache& cache, const std::filesystem::path& root, const cache_args& args) {
+    auto freed = cache.prune_to_size(*args.max_size);
     if (!freed.ok()) return report_error(freed.error_value());
-    std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
+    print_freed(args, root, *freed);
     return 0;
 }
 
 // clean: everything (what prune removes with no age limit); --dry-run only says what.
-int clean_cache(const redist::blob_cache& cache, const std::filesystem::path& root, bool dry_run) {
-    if (dry_run) {
+int clean_cache(const redist::blob_cache& cache, const std::filesystem::path& root, const cache_args& args) {
+    if (args.dry_run) {
         auto entries = cache.list();
         if (!entries.ok()) return report_error(entries.error_value());
         std::uint64_t total = 0;
         for (const auto& e : *entries) total += e.size;
-        std::printf("would free %s (%zu %s) in %s\n", human_size(total).c_str(), entries->size(),
-                    entries->size() == 1 ? "entry" : "entries", printable(root.string()).c_str());
+        if (!args.quiet)
+            std::printf("would free %s (%zu %s) in %s\n", human_size(total).c_str(), entries->size(),
+                        entries->size() == 1 ? "entry" : "entries", printable(root.string()).c_str());
         return 0;
     }
     auto freed = cache.prune(std::chrono::seconds(0));
     if (!freed.ok()) return report_error(freed.error_value());
-    std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
+    print_freed(args, root, *freed);
     return 0;
 }
 
@@ -124,14 +132,14 @@ int run_cache(const cache_args& args) {
     auto cache = redist::blob_cache::open(root, args.shared);
     if (!cache.ok()) return report_error(cache.error_value());
     if (args.action == "list") return list_cache(*cache, root, args.json);
-    if (args.action == "clean") return clean_cache(*cache, root, args.dry_run);
+    if (args.action == "clean") return clean_cache(*cache, root, args);
     if (args.max_size) {
         if (!args.older_than.empty())
             return report_error(
                 redist::make_error(redist::error_code::usage, "--max-size and --older-than do not combine"));
-        return prune_cache_to_size(*cache, root, *args.max_size);
+        return prune_cache_to_size(*cache, root, args);
     }
-    return prune_cache(*cache, root, args.older_than);
+    return prune_cache(*cache, root, args);
 }
 
 }  // namespace
@@ -148,7 +156,8 @@ void add_cache_command(CLI::App& app, command_runner& selected) {
         ->type_name("DIR");
     cmd->add_option("--older-than", args->older_than, "prune: only entries unused for this long (30d, 12h, ...)")
         ->type_name("D");
-    cmd->add_flag("--json", args->json, "list: print JSON");
+    add_report_flags(*cmd, args->json, args->quiet, "list: print JSON",
+                     "prune, clean: print only errors (list and dir print what was asked)");
     cmd->add_option("--max-size", args->max_size,
                     "prune: evict least recently used entries until the cache is at most this big (20G, 500MiB)")
         ->transform(CLI::AsSizeValue(false).description(""))

@@ -18,6 +18,7 @@ struct diff_args {
     std::string to;
     source_options source;
     bool json = false;
+    bool quiet = false;
 };
 
 std::string join(const std::vector<std::string>& items) {
@@ -64,6 +65,7 @@ int run_diff(const diff_args& args) {
         std::printf("%s\n", redist::manifest_diff_to_json(d).c_str());
         return 0;
     }
+    if (args.quiet) return d.empty() ? 0 : 1;  // as diff -q, git diff --quiet
     std::printf("%s\n", printable(args.product + " " + d.old_label + " -> " + d.new_label).c_str());
     if (d.empty()) std::printf("  no component, version or artifact differs\n");
     print_manifest_diff(stdout, d, "  ");
@@ -97,7 +99,8 @@ void add_diff_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("V1", args->from, "The older release (9.8.0, 9.8, 9 or latest)")->required();
     cmd->add_option("V2", args->to, "The newer release")->required();
     add_source_options(*cmd, args->source);
-    cmd->add_flag("--json", args->json, "Print one JSON object");
+    add_report_flags(*cmd, args->json, args->quiet, "Print one JSON object",
+                     "Print nothing: exit 0 when nothing differs, 1 when something does (as diff -q)");
     cmd->footer(std::string("\nComponents added, removed or renamed (known renames: cuda_cccl -> cccl), versions,\n"
                             "platforms, CUDA variants, and every artifact that changed: a new file, one added\n"
                             "or removed, or one REPLACED IN PLACE (same file name, new SHA-256 or size).\n\n"

@@ -29,6 +29,8 @@ namespace fs = std::filesystem;
 struct env_args {
     std::string prefix;
     std::string format = "sh";
+    bool json = false;   // --json: --format json
+    bool quiet = false;  // --format github: no "appended" lines
 };
 
 // One variable: either a plain value, or directories to prepend to a
@@ -143,7 +145,7 @@ void print_json(const std::vector<env_var>& vars) {
 
 // GitHub Actions: NAME=value lines to $GITHUB_ENV (the heredoc form for
 // values with a newline), bin directories to $GITHUB_PATH.
-int write_github(const std::vector<env_var>& vars) {
+int write_github(const std::vector<env_var>& vars, bool quiet) {
     const char* env_file = std::getenv("GITHUB_ENV");
     const char* path_file = std::getenv("GITHUB_PATH");  // both checked by run_env()
     std::string env_text, path_text, names;
@@ -183,12 +185,14 @@ int write_github(const std::vector<env_var>& vars) {
     if (!append(path_file, path_text))
         return report_error(
             redist::make_error(redist::error_code::filesystem, "cannot append to $GITHUB_PATH").with_path(path_file));
+    if (quiet) return 0;
     std::printf("appended to $GITHUB_ENV: %s\n", names.c_str());
     std::printf("appended %zu director%s to $GITHUB_PATH\n", dirs, dirs == 1 ? "y" : "ies");
     return 0;
 }
 
-int run_env(const env_args& args) {
+int run_env(env_args args) {
+    if (args.json) args.format = "json";
     if (args.format == "github") {
         const char* env_file = std::getenv("GITHUB_ENV");
         const char* path_file = std::getenv("GITHUB_PATH");
@@ -252,7 +256,7 @@ int run_env(const env_args& args) {
     else if (args.format == "fish") print_fish(vars);
     else if (args.format == "cmake") print_cmake(vars, root);
     else if (args.format == "json") print_json(vars);
-    else if (args.format == "github") return write_github(vars);
+    else if (args.format == "github") return write_github(vars, args.quiet);
     return 0;
 }
 
@@ -262,11 +266,15 @@ void add_env_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<env_args>();
     auto* cmd = app.add_subcommand("env", "Print the environment variables for what is installed in a prefix");
     cmd->add_option("--prefix", args->prefix, "A prefix redist installed into")->required()->type_name("DIR");
-    cmd->add_option("--format", args->format,
-                    "sh (default: export lines for eval), fish, cmake (set(ENV{...}) and CMAKE_PREFIX_PATH), "
-                    "json (the final values), github (appends to $GITHUB_ENV and $GITHUB_PATH)")
-        ->check(CLI::IsMember({"sh", "fish", "cmake", "json", "github"}))
-        ->type_name("FORMAT");
+    auto* format = cmd->add_option("--format", args->format,
+                                   "sh (default: export lines for eval), fish, cmake (set(ENV{...}) and "
+                                   "CMAKE_PREFIX_PATH), json (the final values), github (appends to $GITHUB_ENV "
+                                   "and $GITHUB_PATH)")
+                       ->check(CLI::IsMember({"sh", "fish", "cmake", "json", "github"}))
+                       ->type_name("FORMAT");
+    add_report_flags(*cmd, args->json, args->quiet, "Print one JSON object of the final values (--format json)",
+                     "With --format github: print only errors (the other formats print what was asked)");
+    cmd->get_option("--json")->excludes(format);
     cmd->footer(std::string("\nVariables: <PRODUCT>_ROOT and <PRODUCT>_HOME for each product in the receipts\n"
                             "(CUDA_HOME, CUDA_PATH, CUDA_ROOT for cuda), then CPATH (include), LIBRARY_PATH and\n"
                             "LD_LIBRARY_PATH (lib, lib64), PATH (bin), each prepended to the current value and\n"

@@ -13,6 +13,7 @@
 #include "redist/json_writer.hpp"
 #include "redist/mirror.hpp"
 #include "redist/platform.hpp"
+#include "redist/urls.hpp"
 
 namespace redist_tools {
 
@@ -78,6 +79,19 @@ void print_json(const redist::mirror_report& report) {
     std::printf("%s\n", w.str().c_str());
 }
 
+// --from-cache: a release whose manifest (or index) no source left in the
+// cache gets one line naming the sources looked up and what to do.
+redist::error explain_not_cached(redist::error e, const redist::mirror_request& req) {
+    if (e.code != redist::error_code::not_found || !e.message.starts_with("offline, and not in the cache")) return e;
+    std::string looked_up;
+    for (const auto& base : req.sources.mirrors) looked_up += redist::sanitize_url(redist::to_url(base)) + ", ";
+    looked_up += redist::sanitize_url(req.base_url);
+    e.message = "no manifest of " + req.product + " in the cache from " + looked_up +
+                " (a fetch keeps it under the URL it came from: name that source with --mirror or --base-url, "
+                "or mirror without --from-cache)";
+    return e;
+}
+
 int run_mirror(const mirror_args& args) {
     if (args.dest.empty()) {
         return report_error(redist::make_error(redist::error_code::usage, "--dest DIR or --to DIR|URL is required"));
@@ -91,13 +105,18 @@ int run_mirror(const mirror_args& args) {
     req.components = args.components;
     req.base_url = args.source.effective_base_url();
     req.transfer = args.source.transfer();
+    req.sources.attempts_per_source = args.source.retries;
+    req.sources.mirrors = args.source.mirrors;  // tried before the base for archives (never for manifests)
     if (args.from_cache) {
         req.sources.cache_dir = redist::default_cache_dir(args.source.cache_dir);
         req.sources.offline = true;
         req.sources.shared_cache = args.source.shared_cache;
+        // The cache keeps a manifest and an index under the URL they came
+        // from: a fetch through a mirror ($REDIST_MIRRORS, --mirror) left
+        // them under the mirror's. Offline, those are looked up first; the
+        // base (NVIDIA's by default) is only ever a cache key here.
+        req.sources.mirrors = args.source.effective_mirrors();
     }
-    req.sources.attempts_per_source = args.source.retries;
-    req.sources.mirrors = args.source.mirrors;  // tried before the base for archives (never for manifests)
     req.jobs = args.jobs;
     if (req.platforms.empty()) {
         auto host = redist::detect_host_platform(redist::host_probe::system());
@@ -139,7 +158,8 @@ int run_mirror(const mirror_args& args) {
 
     auto report = redist::mirror_releases(req);
     if (last_percent >= 0) std::fprintf(stderr, "\n");
-    if (!report.ok()) return report_error(report.error_value());
+    if (!report.ok())
+        return report_error(args.from_cache ? explain_not_cached(report.error_value(), req) : report.error_value());
 
     if (args.json) {
         print_json(*report);
@@ -203,7 +223,8 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
         ->type_name("URL");
     cmd->add_flag("--from-cache", args->from_cache,
                   "Seed the mirror from the local download cache only (manifests and archives a fetch left "
-                  "there; re-verified); fails naming what is missing");
+                  "there; re-verified; no request): manifests are looked up under --mirror (else "
+                  "$REDIST_MIRRORS), then --base-url; fails naming what is missing");
     cmd->add_option("--cache-dir", args->source.cache_dir,
                     "The cache for --from-cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist)")
         ->type_name("DIR");

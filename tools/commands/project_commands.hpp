@@ -9,6 +9,7 @@
 #include "common/cli.hpp"
 #include "redist/diff.hpp"
 #include "redist/fetch.hpp"
+#include "redist/lockfile.hpp"
 
 namespace redist_tools {
 
@@ -27,6 +28,7 @@ struct project_lock_options {
     std::vector<std::string> products;  // --product P (with --upgrade): only these
     bool strict = false;                // --strict: manifest drift is an error (exit 5)
     bool quiet = false;
+    bool json = false;     // redist lock --json: print_lock_json() instead of the "locked" lines
     bool dry_run = false;  // sync --dry-run: resolve, but write no lock
     source_options source;
 };
@@ -36,6 +38,9 @@ void add_project_lock_options(CLI::App& cmd, project_lock_options& options, bool
 // `redist lock` in a project: resolves what changed (or what --upgrade
 // names), writes the lock when it changed, installs nothing. Returns the exit code.
 int run_project_lock(const project_lock_options& options);
+// `redist lock --json`, either form: {"lock_file", "products": [{"name",
+// "release_label", "artifacts": N}]}.
+void print_lock_json(const std::string& lock_file, const std::vector<redist::locked_product>& products);
 // Whether `path` holds a project lock (version 2): `redist lock PRODUCT
 // VERSION` never overwrites one.
 bool holds_project_lock(const std::string& path);

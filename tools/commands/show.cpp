@@ -24,6 +24,7 @@ struct show_args {
     source_options source;
     selection_options selection;
     bool json = false;
+    bool quiet = false;
 };
 
 using artifact_row = std::pair<const redist::component*, const redist::artifact*>;
@@ -120,6 +121,11 @@ int run_show(const show_args& args) {
     if (!release.ok()) return report_error(release.error_value());
     auto rows = select_rows(*release, args.selection);
     if (!rows.ok()) return report_error(rows.error_value());
+    if (args.quiet && !args.json) {
+        if (!rows->empty()) return 0;
+        return report_error(redist::make_error(redist::error_code::not_found, "no artifact matches the filters")
+                                .with_source(redist::sanitize_url(release->manifest_url)));
+    }
     if (args.json) print_json(*release, *rows);
     else print_table(*release, *rows);
     return 0;
@@ -134,7 +140,8 @@ void add_show_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("VERSION", args->version, "9.27.0, 9.27, 9 or latest");
     add_source_options(*cmd, args->source);
     add_selection_options(*cmd, args->selection, false);
-    cmd->add_flag("--json", args->json, "Print one JSON object listing every (filtered) artifact");
+    add_report_flags(*cmd, args->json, args->quiet, "Print one JSON object listing every (filtered) artifact",
+                     "Print nothing: exit 0 when the release has an artifact that passes the filters, 3 when not");
     cmd->footer(
         "\nExamples:\n  redist show cudnn 9.27 --platform linux-x86_64\n"
         "  redist show --manifest redistrib_9.27.0.json --json\n\n" +

@@ -234,11 +234,30 @@ int run_project_lock(const project_lock_options& options) {
     if (!p.ok()) return report_error(p.error_value());
     auto lock = resolve_and_lock(options, *p);
     if (!lock.ok()) return report_error(lock.error_value());
-    if (!options.quiet) {
+    if (options.json) {
+        print_lock_json(p->lock_path, lock->products);
+    } else if (!options.quiet) {
         for (const auto& product : lock->products)
             std::printf("locked %s %s\n", printable(product.name).c_str(), printable(product.release_label).c_str());
     }
     return 0;
+}
+
+void print_lock_json(const std::string& lock_file, const std::vector<redist::locked_product>& products) {
+    redist::json_writer w(2);
+    w.begin_object();
+    w.field("lock_file", lock_file);
+    w.key("products").begin_array();
+    for (const auto& p : products) {
+        w.begin_object();
+        w.field("name", p.name);
+        w.field("release_label", p.release_label);
+        w.field("artifacts", static_cast<std::uint64_t>(p.artifacts.size()));
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    std::printf("%s\n", w.str().c_str());
 }
 
 bool holds_project_lock(const std::string& path) {

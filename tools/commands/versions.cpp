@@ -14,12 +14,14 @@ struct versions_args {
     std::string product;
     source_options source;
     bool json = false;
+    bool quiet = false;
 };
 
 int run_versions(const versions_args& args) {
     auto labels = redist::list_versions(args.source.effective_base_url(), args.product, args.source.transfer(),
                                         args.source.policy());
     if (!labels.ok()) return report_error(labels.error_value());
+    if (args.quiet && !args.json) return 0;
     if (args.json) {
         redist::json_writer w(0);
         w.begin_array();
@@ -39,7 +41,8 @@ void add_versions_command(CLI::App& app, command_runner& selected) {
     auto* cmd = app.add_subcommand("versions", "List a product's releases, newest first");
     cmd->add_option("PRODUCT", args->product, "cudnn, cuda, cutensor, ...")->required();
     add_source_options(*cmd, args->source);
-    cmd->add_flag("--json", args->json, "Print a JSON array");
+    add_report_flags(*cmd, args->json, args->quiet, "Print a JSON array",
+                     "Print nothing: the exit code says whether the product has releases (0) or not (3)");
     cmd->footer(
         "\nReads the index <base>/<product>/redist/ (the redistrib_<version>.json files it lists);\n"
         "--mirror bases are tried first; --offline uses only the cache and file:// sources.\n\n"

@@ -287,9 +287,10 @@ void add_install_flags(CLI::App& app, install_flags& options) {
     add_report_flags(app, options.json, options.quiet, "Print one JSON report at the end instead of progress");
 }
 
-void add_report_flags(CLI::App& app, bool& json, bool& quiet, const std::string& json_help) {
+void add_report_flags(CLI::App& app, bool& json, bool& quiet, const std::string& json_help,
+                      const std::string& quiet_help) {
     app.add_flag("--json", json, json_help);
-    app.add_flag("--quiet,-q", quiet, "Print only errors (the exit code says the rest)");
+    app.add_flag("--quiet,-q", quiet, quiet_help);
 }
 
 redist::release_request make_release_request(const source_options& source, const std::string& product,

@@ -130,7 +130,10 @@ redist::result<std::string> effective_platform(const selection_options& selectio
 
 // --json (with what it prints) and -q/--quiet ("print only errors"): the
 // same two flags, in the same words, on every command that prints a report.
-void add_report_flags(CLI::App& app, bool& json, bool& quiet, const std::string& json_help);
+// `quiet_help`, when given, says what -q leaves out where "print only
+// errors" would not be the whole story (a command whose output is the answer).
+void add_report_flags(CLI::App& app, bool& json, bool& quiet, const std::string& json_help,
+                      const std::string& quiet_help = "Print only errors (the exit code says the rest)");
 
 // Runs a fetch and renders it (progress, summary or --json). Returns the exit code.
 int run_fetch(const fetch_options& options);
