@@ -522,6 +522,7 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
     if (ec) return errno_error("cannot create directory", staged.parent_path(), ec.value());
     file_sink sink(staged);
     auto made = [&]() -> result<recompressed> {
+        (void)sink.held_bytes(0);  // removes the .part files of killed runs; a copy is never resumed
         REDIST_TRY_VOID(sink.restart());
         return recompress_xz_to_zstd(source.path,
                                      [&](const std::byte* data, std::size_t size) { return sink.write(data, size); });
@@ -551,6 +552,7 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
 struct copy_context {
     std::map<std::string, mirrored_copy> previous;  // by original sha256
     std::set<std::string> listed;                   // every relative_path of the manifest
+    std::map<std::string, std::string> owner;       // copy path -> the one pick that makes it (a.tar.xz, a.txz)
 };
 
 // One artifact mirrored, and its copy when one is made.
@@ -595,7 +597,8 @@ result<mirrored_pair> mirror_file(const mirror_request& request, const std::opti
     emit(request, {release.label, a.relative_path, mirror_step::finished, f.status, a.size, a.size});
     if (request.recompress == recompression::none) return out;
     const auto copy_path = copy_path_of(a.relative_path);
-    if (!copy_path || copies.listed.count(*copy_path) || target.claimed_by_others(*copy_path, release.label))
+    if (!copy_path || copies.listed.count(*copy_path) || copies.owner.at(*copy_path) != a.relative_path ||
+        target.claimed_by_others(*copy_path, release.label))
         return out;
     t.status = mirror_status::downloaded;
     REDIST_TRY(out.copy, mirror_copy(request, copies.previous, target, t, *copy_path, cancel));
@@ -658,6 +661,8 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
         for (const auto& text : target.sidecars(release.label)) read_previous_copies(text, copies.previous);
         for (const auto& c : release.parsed.components)
             for (const auto& a : c.artifacts) copies.listed.insert(a.relative_path);
+        for (const auto& p : picks)
+            if (auto copy = copy_path_of(p.art.relative_path)) copies.owner.emplace(*copy, p.art.relative_path);
     }
     REDIST_TRY_VOID(mirror_files(request, release, target, picks, copies, out));
     for (const auto& f : out.files)

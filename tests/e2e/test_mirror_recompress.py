@@ -205,7 +205,9 @@ class RegistryMirror(RecompressBase):
         self.assertEqual(self.image_manifest(), manifest_before)
 
     def test_blobs_are_mounted_from_another_product(self):
-        self.mirror(self.registry.url, product="cudnn")
+        # A repository without the blobs: the registry answers 202 and they are uploaded as usual.
+        first = self.mirror(self.registry.url, "--mount-from", "cudnnx", product="cudnn")
+        self.assertEqual(sorted(f["status"] for f in first["releases"][0]["files"]), ["downloaded", "downloaded"])
         # The second product's archives are gone upstream: only a mount can place them.
         for rel in (XZ_REL, GZ_REL):
             os.remove(os.path.join(self.upstream, "cudnnx", "redist", rel))
