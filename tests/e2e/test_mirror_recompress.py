@@ -142,6 +142,15 @@ class DirectoryMirror(RecompressBase):
         with open(os.path.join(redist, ZST_REL), "rb") as f:
             self.check_sidecar(support.load_json(os.path.join(redist, f"recompressed_{LABEL}.json")), f.read())
 
+        # A sidecar that does not parse is not trusted for anything: the copy is made again, the sidecar rewritten.
+        for garbage in (b"{", b'{"format": "redist-recompressed-1", "copies": [{"sha256": 1}]}'):
+            with open(os.path.join(redist, f"recompressed_{LABEL}.json"), "wb") as f:
+                f.write(garbage)
+            again = self.mirror(dest)
+            self.assertEqual(again["copies_made"], 1)
+            with open(os.path.join(redist, ZST_REL), "rb") as f:
+                self.check_sidecar(support.load_json(os.path.join(redist, f"recompressed_{LABEL}.json")), f.read())
+
     def test_no_copy_over_a_path_a_manifest_lists(self):
         # An upstream that publishes the .tar.zst itself keeps its own file: no copy is written there.
         redist_up = os.path.join(self.upstream, "cudnn", "redist")
