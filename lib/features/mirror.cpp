@@ -552,7 +552,10 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
 struct copy_context {
     std::map<std::string, mirrored_copy> previous;  // by original sha256
     std::set<std::string> listed;                   // every relative_path of the manifest
-    std::map<std::string, std::string> owner;       // copy path -> the one pick that makes it (a.tar.xz, a.txz)
+    // copy path -> the one pick that makes it: the first of a.tar.xz and
+    // a.txz, and of two paths with one sha256 (the sidecar has one entry
+    // per original).
+    std::map<std::string, std::string> owner;
 };
 
 // One artifact mirrored, and its copy when one is made.
@@ -597,7 +600,8 @@ result<mirrored_pair> mirror_file(const mirror_request& request, const std::opti
     emit(request, {release.label, a.relative_path, mirror_step::finished, f.status, a.size, a.size});
     if (request.recompress == recompression::none) return out;
     const auto copy_path = copy_path_of(a.relative_path);
-    if (!copy_path || copies.listed.count(*copy_path) || copies.owner.at(*copy_path) != a.relative_path ||
+    const auto owner = copy_path ? copies.owner.find(*copy_path) : copies.owner.end();
+    if (owner == copies.owner.end() || owner->second != a.relative_path || copies.listed.count(*copy_path) ||
         target.claimed_by_others(*copy_path, release.label))
         return out;
     t.status = mirror_status::downloaded;
@@ -661,8 +665,12 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
         for (const auto& text : target.sidecars(release.label)) read_previous_copies(text, copies.previous);
         for (const auto& c : release.parsed.components)
             for (const auto& a : c.artifacts) copies.listed.insert(a.relative_path);
-        for (const auto& p : picks)
-            if (auto copy = copy_path_of(p.art.relative_path)) copies.owner.emplace(*copy, p.art.relative_path);
+        std::set<std::string> originals;
+        for (const auto& p : picks) {
+            const auto copy = copy_path_of(p.art.relative_path);
+            if (copy && !copies.owner.count(*copy) && originals.insert(lower_hex(p.art.sha256)).second)
+                copies.owner.emplace(*copy, p.art.relative_path);
+        }
     }
     REDIST_TRY_VOID(mirror_files(request, release, target, picks, copies, out));
     for (const auto& f : out.files)

@@ -151,6 +151,24 @@ class DirectoryMirror(RecompressBase):
             with open(os.path.join(redist, ZST_REL), "rb") as f:
                 self.check_sidecar(support.load_json(os.path.join(redist, f"recompressed_{LABEL}.json")), f.read())
 
+    def test_one_sidecar_entry_per_original(self):
+        # The same archive under two paths: one copy, one entry (the client refuses a second entry).
+        redist_up = os.path.join(self.upstream, "cudnn", "redist")
+        manifest_file = os.path.join(redist_up, f"redistrib_{LABEL}.json")
+        doc = support.load_json(manifest_file)
+        dup = f"cudnn_dup/{PLATFORM}/cudnn_dup-{PLATFORM}-{LABEL}-archive.tar.xz"
+        os.makedirs(os.path.dirname(os.path.join(redist_up, dup)))
+        with open(os.path.join(redist_up, dup), "wb") as f:
+            f.write(self.xz)
+        doc["cudnn_dup"] = {"name": "dup", "license": "test", "version": "1",
+                            PLATFORM: support.artifact_entry(dup, self.xz)}
+        support.save_json(manifest_file, doc)
+        dest = os.path.join(self.scratch, "mirror")
+        out = self.mirror(dest, "--jobs", "2")
+        self.assertEqual(out["copies_made"], 1)
+        sidecar = support.load_json(os.path.join(dest, "cudnn", "redist", f"recompressed_{LABEL}.json"))
+        self.assertEqual([c["original_sha256"] for c in sidecar["copies"]], [sha256(self.xz)])
+
     def test_no_copy_over_a_path_a_manifest_lists(self):
         # An upstream that publishes the .tar.zst itself keeps its own file: no copy is written there.
         redist_up = os.path.join(self.upstream, "cudnn", "redist")
