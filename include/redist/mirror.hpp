@@ -6,8 +6,8 @@
 //   <dest>/<product>/redist/<relative_path>          each selected artifact, verified
 //   <dest>/<product>/redist/index.html               NVIDIA-style listing of every
 //                                                    redistrib_*.json present
-// With recompress = zstd, also (docs/fleet.md; the record's format is fixed
-// by the client, which reads it):
+// With recompress = zstd, also (docs/fleet.md; the sidecar's format is the
+// one the client reads: one entry per original sha256):
 //   <dest>/<product>/redist/<path>.tar.zst           a multi-frame zstd copy of the tar
 //                                                    stream of each selected .tar.xz/.txz
 //   <dest>/<product>/redist/recompressed_<label>.json the sidecar: per original
@@ -153,7 +153,7 @@ struct mirrored_release {
     mirror_status manifest_status = mirror_status::downloaded;
     std::vector<mirrored_file> files;    // manifest order; a path shared by two
                                          // selections appears once
-    std::vector<mirrored_copy> copies;   // with recompress: one per .tar.xz/.txz file, in its order
+    std::vector<mirrored_copy> copies;   // with recompress: one per .tar.xz/.txz original (sha256), in order
     std::filesystem::path sidecar_path;  // recompressed_<label>.json in the mirror (empty: none, or a registry)
 };
 
