@@ -147,10 +147,14 @@ int run_mirror(const mirror_args& args) {
                 std::fflush(stderr);
                 last_percent = percent;
             }
+        } else if (e.step == mirror_step::recompressing && tty) {
+            std::fprintf(stderr, "\r  recompressing %s", printable(e.relative_path).c_str());
+            std::fflush(stderr);
+            last_percent = 0;  // blanked when it finishes
         } else if (e.step == mirror_step::finished) {
             // Blank the percentage line (plain spaces: no terminal escapes).
             if (last_percent >= 0)
-                std::fprintf(stderr, "\r%*s\r", static_cast<int>(printable(e.relative_path).size() + 8), "");
+                std::fprintf(stderr, "\r%*s\r", static_cast<int>(printable(e.relative_path).size() + 16), "");
             last_percent = -1;
             const char* word = e.copy && e.status != redist::mirror_status::up_to_date ? "recompressed"
                                                                                        : status_word(e.status);
