@@ -28,6 +28,16 @@ TEST_CASE("oci URLs: the base layout maps onto a repository, its tags and its bl
     CHECK(blob->what == oci_url::kind::blob);
     CHECK(blob->reference == "sha256:" + kHex);
 
+    CHECK(doc->title == "redistrib_9.19.0.json");
+
+    // A mirror's recompressed sidecar: the layer so titled in the same tag.
+    auto sidecar = parse_oci_url("oci+http://127.0.0.1:5000/nvidia/cudnn/redist/recompressed_9.19.0.json");
+    REQUIRE(sidecar.ok());
+    CHECK(sidecar->what == oci_url::kind::document);
+    CHECK(sidecar->reference == "9.19.0");
+    CHECK(sidecar->title == "recompressed_9.19.0.json");
+    CHECK(sidecar->repository == "nvidia/cudnn");
+
     auto tags = parse_oci_url("oci://registry.example/nvidia/cudnn/redist/");
     REQUIRE(tags.ok());
     CHECK(tags->what == oci_url::kind::tags);
@@ -37,7 +47,9 @@ TEST_CASE("oci URLs: credentials, queries, odd names and traversal are refused")
     for (const char* bad :
          {"oci://user:pw@host/ns", "oci://host/ns?x=1", "oci://host/NS", "oci://host/ns/../x", "oci://host/ns//x",
           "oci://host/ns/%2e%2e", "oci:///ns", "http://host/ns", "oci://host/ns/cudnn/blobs/sha256:ABC",
-          "oci://host/ns/cudnn/redist/redistrib_..json", "oci://host/ns/cudnn/redist/other.json"}) {
+          "oci://host/ns/cudnn/redist/redistrib_..json", "oci://host/ns/cudnn/redist/other.json",
+          "oci://host/ns/cudnn/redist/recompressed_.json", "oci://host/ns/cudnn/redist/recompressed_-x.json",
+          "oci://host/ns/cudnn/redist/recompressed_9.0.tar.zst"}) {
         INFO(bad);
         auto parsed = parse_oci_url(bad);
         REQUIRE_FALSE(parsed.ok());
@@ -112,4 +124,22 @@ TEST_CASE("a release's image manifest reads back: the JSON layer first, archives
         CHECK(text.find(sha256_hex("{}")) != std::string::npos);
     }
     CHECK_FALSE(parse_image_manifest(R"({"schemaVersion":2,"layers":[{"digest":"sha256:AB","size":1}]})", "m").ok());
+}
+
+TEST_CASE("a release's image manifest with recompressed copies ends with the sidecar layer") {
+    const oci_release_layer json{kHex, "redistrib_9.19.0.json", 10};
+    const std::vector<oci_release_layer> archives{{std::string(64, 'a'), "cudnn/a.tar.xz", 99},
+                                                  {std::string(64, 'b'), "cudnn/a.tar.zst", 120}};
+    const oci_release_layer sidecar{std::string(64, 'c'), "recompressed_9.19.0.json", 300};
+    for (const bool standard : {false, true}) {
+        const std::string text = oci_release_manifest(json, archives, "9.19.0", standard, sidecar);
+        auto layers = parse_image_manifest(text, "m");
+        REQUIRE(layers.ok());
+        REQUIRE(layers->size() == 4);
+        CHECK((*layers)[2].title == "cudnn/a.tar.zst");
+        CHECK((*layers)[3].title == "recompressed_9.19.0.json");
+        CHECK((*layers)[3].digest == "sha256:" + std::string(64, 'c'));
+        CHECK((*layers)[3].media_type ==
+              (standard ? "application/vnd.oci.image.layer.v1.tar" : "application/vnd.redist.recompressed.v1+json"));
+    }
 }

@@ -6,6 +6,16 @@
 //   <dest>/<product>/redist/<relative_path>          each selected artifact, verified
 //   <dest>/<product>/redist/index.html               NVIDIA-style listing of every
 //                                                    redistrib_*.json present
+// With recompress = zstd, also (docs/fleet.md; the sidecar's format is the
+// one the client reads: one entry per original sha256):
+//   <dest>/<product>/redist/<path>.tar.zst           a multi-frame zstd copy of the tar
+//                                                    stream of each selected .tar.xz/.txz
+//   <dest>/<product>/redist/recompressed_<label>.json the sidecar: per original
+//                                                    (by its sha256) the copy's path,
+//                                                    sha256 and size, and the tar's
+//                                                    sha256 and size
+// A registry gets the copies as blobs and the sidecar as one more layer of
+// the tag's image manifest (title recompressed_<label>.json).
 //
 // Guarantees:
 //   - Nothing unverified sits under a final name: every artifact is written to
@@ -22,6 +32,13 @@
 //     not fetched again ("up to date"); one that differs is replaced, unless
 //     another release's manifest in the mirror lists that path with other
 //     content: then the release is refused and the file stays.
+//   - Copies are made from the verified original, written to a .part file
+//     and renamed (a registry: uploaded by digest) before the sidecar that
+//     lists them, and the sidecar is written before the manifest: the mirror
+//     never advertises a copy that is not in place. A copy that an existing
+//     sidecar records and that is present with its size and SHA-256 is not
+//     made again (recompressing costs about a minute per 300 MiB). A copy is
+//     not made when its path is an artifact path of a manifest.
 //   - One release never overwrites another's files: an artifact's path must
 //     be an archive's (.tar.xz, .txz, .tar.gz, .tgz, .tar.zst, .zip), and no
 //     segment of it may be index.html, a redistrib_*.json name or a temp
@@ -45,15 +62,17 @@ enum class mirror_status : std::uint8_t {
     downloaded,  // was absent, now present
     replaced,    // was present with the wrong size or SHA-256 (or other bytes), now correct
     up_to_date,  // was present and correct: not fetched
+    mounted,     // a registry: was absent, mounted from another repository of the registry (mount_from)
 };
-// "downloaded", "replaced", "up_to_date".
+// "downloaded", "replaced", "up_to_date", "mounted".
 const char* to_string(mirror_status status) noexcept;
 
 enum class mirror_step : std::uint8_t {
-    resolving,    // fetching a release's manifest (label = the version spec)
-    checking,     // hashing a file already present
-    downloading,  // bytes_done/bytes_total advance
-    finished,     // the file is in place: see status
+    resolving,      // fetching a release's manifest (label = the version spec)
+    checking,       // hashing a file already present
+    downloading,    // bytes_done/bytes_total advance
+    recompressing,  // making the zstd copy (relative_path = the copy's)
+    finished,       // the file is in place: see status
 };
 
 struct mirror_event {
@@ -63,9 +82,15 @@ struct mirror_event {
     mirror_status status = mirror_status::downloaded;  // meaningful when step == finished
     std::uint64_t bytes_done = 0;
     std::uint64_t bytes_total = 0;
+    bool copy = false;  // relative_path is a recompressed copy (made, not downloaded)
 };
 // Reported through fetch_observer::on_mirror. With jobs > 1 the events of
 // several artifacts interleave and come from worker threads.
+
+enum class recompression : std::uint8_t {
+    none,
+    zstd,  // a zstd copy beside each .tar.xz/.txz original (see above)
+};
 
 struct mirror_request {
     std::filesystem::path dest;           // the mirror root (created if needed), or a registry:
@@ -86,6 +111,11 @@ struct mirror_request {
     // mirrors tried before the base for artifacts (the manifest always comes
     // from the base), as for fetch: the same source driver.
     source_policy sources;
+    recompression recompress = recompression::none;
+    // A registry target: other products under the same namespace whose
+    // repositories a missing blob is mounted from (no download, no upload)
+    // before it is fetched. Products as `product` (plain names).
+    std::vector<std::string> mount_from;
     unsigned jobs = 1;                   // artifacts in flight at once (at least 1)
     fetch_observer* observer = nullptr;  // on_mirror steps, retries, source changes; not owned
 };
@@ -102,14 +132,29 @@ struct mirrored_file {
     mirror_status status = mirror_status::downloaded;
 };
 
+// One recompressed copy, as its sidecar records it.
+struct mirrored_copy {
+    std::string original_sha256;  // the manifest's sha256 of the original
+    std::string relative_path;    // the original's with .tar.zst for .tar.xz/.txz
+    std::filesystem::path path;   // where it is in the mirror (empty for a registry)
+    std::string compression = "zstd";
+    std::string sha256;  // of the copy
+    std::uint64_t size = 0;
+    std::string tar_sha256;  // of the decoded tar stream
+    std::uint64_t tar_size = 0;
+    mirror_status status = mirror_status::downloaded;  // downloaded = made in this run
+};
+
 struct mirrored_release {
     std::string label;
     std::string manifest_url;             // upstream (sanitized)
     std::filesystem::path manifest_path;  // in the mirror
     std::string manifest_sha256;
     mirror_status manifest_status = mirror_status::downloaded;
-    std::vector<mirrored_file> files;  // manifest order; a path shared by two
-                                       // selections appears once
+    std::vector<mirrored_file> files;    // manifest order; a path shared by two
+                                         // selections appears once
+    std::vector<mirrored_copy> copies;   // with recompress: one per .tar.xz/.txz original (sha256), in order
+    std::filesystem::path sidecar_path;  // recompressed_<label>.json in the mirror (empty: none, or a registry)
 };
 
 struct mirror_report {
@@ -118,6 +163,7 @@ struct mirror_report {
     std::filesystem::path index_path;        // <redist_dir>/index.html
     std::vector<mirrored_release> releases;  // in request order
     std::uint64_t bytes_downloaded = 0;      // artifact bytes fetched in this run
+    std::size_t copies_made = 0;             // recompressed copies made in this run
 };
 
 // Mirrors each requested release, in order: resolve the release, select the
@@ -145,6 +191,8 @@ struct mirror_report {
 //   network       transport failures (after sources.attempts_per_source for
 //                 transient ones, on every source)
 //   filesystem    cannot create, write or rename under dest
+//   bad_archive   with recompress: an original (verified against its
+//                 manifest) that is not a valid xz stream
 result<mirror_report> mirror_releases(const mirror_request& request);
 
 // (Re)writes <redist_dir>/index.html listing every redistrib_*.json and

@@ -16,6 +16,9 @@
 //   must be an archive's (mirror_path_problem), and a path that another
 //   release's manifest in the mirror lists with other content is refused,
 //   never overwritten (check_claims).
+// - With --recompress, a copy is advertised by the release's sidecar
+//   (recompressed_<label>.json), written after every copy is in place and
+//   before the manifest; the copy is made from the verified original only.
 #include "redist/mirror.hpp"
 
 #include <fcntl.h>
@@ -35,11 +38,14 @@
 #include <set>
 #include <utility>
 
+#include "archive/recompress.hpp"
 #include "redist/cache.hpp"
 #include "redist/fetch.hpp"
+#include "redist/json_writer.hpp"
 #include "redist/select.hpp"
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
+#include "support/json_reader.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
 #include "transport/oci.hpp"
@@ -54,6 +60,7 @@ const char* to_string(mirror_status status) noexcept {
         case mirror_status::downloaded: return "downloaded";
         case mirror_status::replaced: return "replaced";
         case mirror_status::up_to_date: return "up_to_date";
+        case mirror_status::mounted: return "mounted";
     }
     return "unknown";
 }
@@ -167,8 +174,10 @@ const char* mirror_path_problem(std::string_view rel) {
     while (start <= rel.size()) {
         const auto end = std::min(rel.find('/', start), rel.size());
         const std::string_view segment = rel.substr(start, end - start);
-        if (segment == "index.html" || is_manifest_name(segment))
-            return "names a file the mirror keeps for itself (index.html or a redistrib_*.json manifest)";
+        if (segment == "index.html" || is_manifest_name(segment) ||
+            (segment.starts_with("recompressed_") && segment.ends_with(".json")))
+            return "names a file the mirror keeps for itself (index.html, a redistrib_*.json manifest or a "
+                   "recompressed_*.json sidecar)";
         if (segment.find(".part.") != std::string_view::npos || is_atomic_write_temp(segment))
             return "names a temporary file (.part. or .tmp.)";
         start = end + 1;
@@ -337,18 +346,231 @@ public:
     virtual result<std::optional<bool>> present(const artifact& a) = 0;
     // Downloads the artifact, verified, and puts it in place. Outcomes as download_verified.
     virtual result<void> store(download_target& t, const mirror_request& request, const std::atomic<bool>* cancel) = 0;
-    // After every artifact is in place: the release's manifest (and the
-    // listing), so that the release is advertised only when complete.
+    // After every artifact is in place: the release's sidecar when it has
+    // copies (out.copies), then its manifest (and the listing), so that the
+    // release and its copies are advertised only when complete.
     // Outcomes: ok | filesystem | network | bad_manifest.
     virtual result<void> publish(const resolved_release& release, const std::vector<picked>& picks,
                                  mirrored_release& out) = 0;
+
+    // ---- recompressed copies (the copy is an `artifact` named by its relative_path, size and sha256)
+    // The sidecars the target holds now whose records may be reused (not
+    // trusted: a reused copy is checked by present()); unreadable ones are
+    // left out.
+    virtual std::vector<std::string> sidecars(const std::string& label) = 0;
+    // A verified local file of the original `t` names, to make the copy from:
+    // the one in place, or one fetched into private scratch (`temporary`: the
+    // caller removes it). Outcomes as download_verified.
+    struct local_file {
+        fs::path path;
+        bool temporary = false;
+    };
+    virtual result<local_file> local_original(download_target& t, const mirror_request& request,
+                                              const std::atomic<bool>* cancel) = 0;
+    // Where a new copy is written (through a .part file renamed there):
+    // its final place, or private scratch.
+    virtual fs::path staging_path(const std::string& relative_path) = 0;
+    // Makes the complete copy at `staged` available as `copy` (a registry
+    // uploads it, then removes the file). Outcomes: ok | network | filesystem.
+    virtual result<void> place(const artifact& copy, const fs::path& staged) = 0;
+    // Whether another release in the target lists `relative_path` as an
+    // artifact (then no copy is written there).
+    virtual bool claimed_by_others(const std::string& /*relative_path*/, const std::string& /*label*/) const {
+        return false;
+    }
+    // Whether present() found the blob only by mounting it from another
+    // repository (a registry).
+    virtual bool mounted(const std::string& /*sha256*/) const { return false; }
 };
 
-// Checks one artifact in the mirror and fetches it when missing or wrong.
-result<mirrored_file> mirror_file(const mirror_request& request, const std::optional<blob_cache>& cache,
-                                  const resolved_release& release, mirror_target& target, const artifact& a,
+// ---- recompressed copies -----------------------------------------------------------------
+
+constexpr std::size_t max_sidecar_bytes = 4u << 20;
+constexpr std::string_view sidecar_format = "redist-recompressed-1";
+
+std::string sidecar_name(const std::string& label) { return "recompressed_" + label + ".json"; }
+
+// The copy's path: the original's with .tar.xz/.txz replaced by .tar.zst;
+// nullopt for an original of another format, or when the result is not a
+// path the mirror may write.
+std::optional<std::string> copy_path_of(std::string_view rel) {
+    for (const std::string_view suffix : {".tar.xz", ".txz"}) {
+        if (rel.size() <= suffix.size() || !rel.ends_with(suffix)) continue;
+        std::string copy = std::string(rel.substr(0, rel.size() - suffix.size())) + ".tar.zst";
+        if (artifact_path_problem(copy) != nullptr || mirror_path_problem(copy) != nullptr) return std::nullopt;
+        return copy;
+    }
+    return std::nullopt;
+}
+
+std::string lower_hex(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](char c) { return c >= 'A' && c <= 'F' ? char(c - 'A' + 'a') : c; });
+    return s;
+}
+
+// The sidecar of a release (docs/fleet.md; the format is shared with the
+// client that reads it).
+std::string sidecar_json(const resolved_release& release, const std::vector<mirrored_copy>& copies) {
+    json_writer w(2);
+    w.begin_object();
+    w.field("format", sidecar_format);
+    w.field("release_label", release.label);
+    w.field("manifest_sha256", lower_hex(release.manifest_sha256));
+    w.key("copies").begin_array();
+    for (const auto& c : copies) {
+        w.begin_object();
+        w.field("original_sha256", lower_hex(c.original_sha256));
+        w.field("relative_path", c.relative_path);
+        w.field("compression", c.compression);
+        w.field("sha256", c.sha256);
+        w.field("size", std::to_string(c.size));
+        w.field("tar_sha256", c.tar_sha256);
+        w.field("tar_size", std::to_string(c.tar_size));
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    return w.str() + "\n";
+}
+
+// The records of a sidecar already in the mirror, by original sha256, for
+// not making a copy again. Only what the mirror may reuse after checking the
+// copy's size and SHA-256 against the record: a sidecar that does not parse
+// gives nothing (its copies are made again).
+void read_previous_copies(std::string_view text, std::map<std::string, mirrored_copy>& out) {
+    std::vector<mirrored_copy> copies;
+    const auto decimal = [](json::value& v, std::uint64_t& n) -> result<void> {
+        std::string s;
+        REDIST_TRY_VOID(v.get(s));
+        if (s.empty() || s.size() > 19 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            return v.bad("not a decimal size");
+        n = std::stoull(s);
+        return {};
+    };
+    const auto hex = [](json::value& v, std::string& h) -> result<void> {
+        REDIST_TRY_VOID(v.get(h));
+        if (!is_sha256_hex(h)) return v.bad("not a SHA-256");
+        h = lower_hex(h);
+        return {};
+    };
+    const auto copy_reader = [&](json::value& item) -> result<void> {
+        mirrored_copy c;
+        REDIST_TRY_VOID(item.read_object({
+            {"original_sha256", [&](json::value& v) { return hex(v, c.original_sha256); }, true},
+            {"relative_path", [&](json::value& v) { return v.get_relative_path(c.relative_path); }, true},
+            {"compression", [&](json::value& v) { return v.get(c.compression); }, true},
+            {"sha256", [&](json::value& v) { return hex(v, c.sha256); }, true},
+            {"size", [&](json::value& v) { return decimal(v, c.size); }, true},
+            {"tar_sha256", [&](json::value& v) { return hex(v, c.tar_sha256); }, true},
+            {"tar_size", [&](json::value& v) { return decimal(v, c.tar_size); }, true},
+        }));
+        copies.push_back(std::move(c));
+        return {};
+    };
+    std::string format;
+    const auto read = json::read_document(text, "sidecar", "recompressed sidecar",
+                                          {{"format", [&](json::value& v) { return v.get(format); }, true},
+                                           {"copies", [&](json::value& v) { return v.for_each(copy_reader); }, true}});
+    if (!read.ok() || format != sidecar_format) return;
+    for (auto& c : copies)
+        if (c.compression == "zstd") out.emplace(c.original_sha256, std::move(c));
+}
+
+artifact as_artifact(const mirrored_copy& c) {
+    artifact a;
+    a.relative_path = c.relative_path;
+    a.sha256 = c.sha256;
+    a.size = c.size;
+    return a;
+}
+
+// The zstd copy of one verified .tar.xz/.txz original: reused when a
+// previous sidecar records it for this original and it is present with the
+// recorded size and SHA-256; otherwise made from the original into a .part
+// file, renamed, and placed. Outcomes: ok | bad_archive | filesystem |
+// network | the original's download outcomes (a registry fetches it).
+result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<std::string, mirrored_copy>& previous,
+                                  mirror_target& target, download_target& original, const std::string& copy_path,
                                   const std::atomic<bool>& cancel) {
-    mirrored_file f;
+    const auto emit_copy = [&](mirror_step step, mirror_status status, std::uint64_t size) {
+        mirror_event e{original.label, copy_path, step, status, size, size};
+        e.copy = true;
+        emit(request, e);
+    };
+    if (const auto it = previous.find(lower_hex(original.sha256));
+        it != previous.end() && it->second.relative_path == copy_path) {
+        mirrored_copy c = it->second;
+        emit_copy(mirror_step::checking, mirror_status::downloaded, c.size);
+        REDIST_TRY(const auto present, target.present(as_artifact(c)));
+        if (present && *present) {
+            c.status = mirror_status::up_to_date;
+            emit_copy(mirror_step::finished, c.status, c.size);
+            return c;
+        }
+    }
+    if (cancel) return make_error(error_code::cancelled, "cancelled");
+    mirrored_copy c;
+    c.original_sha256 = lower_hex(original.sha256);
+    c.relative_path = copy_path;
+    c.status = mirror_status::downloaded;
+    REDIST_TRY(const mirror_target::local_file source, target.local_original(original, request, &cancel));
+    emit_copy(mirror_step::recompressing, c.status, 0);
+    const fs::path staged = target.staging_path(copy_path);
+    std::error_code ec;
+    create_directories_masked(staged.parent_path(), ec);
+    if (ec) return errno_error("cannot create directory", staged.parent_path(), ec.value());
+    file_sink sink(staged);
+    auto made = [&]() -> result<recompressed> {
+        (void)sink.held_bytes(0);  // removes the .part files of killed runs; a copy is never resumed
+        REDIST_TRY_VOID(sink.restart());
+        return recompress_xz_to_zstd(source.path,
+                                     [&](const std::byte* data, std::size_t size) { return sink.write(data, size); });
+    }();
+    if (made.ok()) {
+        auto committed = sink.commit();
+        if (!committed.ok()) made = std::move(committed).error_value();
+    }
+    if (source.temporary) fs::remove(source.path, ec);
+    if (!made.ok()) {
+        sink.discard();
+        error e = std::move(made).error_value();
+        if (e.path.empty()) e.path = source.path.string();
+        return e;
+    }
+    c.sha256 = made->sha256;
+    c.size = made->size;
+    c.tar_sha256 = made->tar_sha256;
+    c.tar_size = made->tar_size;
+    REDIST_TRY_VOID(target.place(as_artifact(c), staged));
+    emit_copy(mirror_step::finished, c.status, c.size);
+    return c;
+}
+
+// What mirror_file needs for copies: the records of the sidecars already in
+// the target, and the paths the release's own manifest lists.
+struct copy_context {
+    std::map<std::string, mirrored_copy> previous;  // by original sha256
+    std::set<std::string> listed;                   // every relative_path of the manifest
+    // copy path -> the one pick that makes it: the first of a.tar.xz and
+    // a.txz, and of two paths with one sha256 (the sidecar has one entry
+    // per original).
+    std::map<std::string, std::string> owner;
+};
+
+// One artifact mirrored, and its copy when one is made.
+struct mirrored_pair {
+    mirrored_file file;
+    std::optional<mirrored_copy> copy;
+};
+
+// Checks one artifact in the mirror and fetches it when missing or wrong;
+// with recompress, then its zstd copy (mirror_copy).
+result<mirrored_pair> mirror_file(const mirror_request& request, const std::optional<blob_cache>& cache,
+                                  const resolved_release& release, mirror_target& target, const artifact& a,
+                                  const copy_context& copies, const std::atomic<bool>& cancel) {
+    mirrored_pair out;
+    mirrored_file& f = out.file;
     f.component = a.component;
     f.platform = a.platform;
     f.variant = a.variant;
@@ -360,17 +582,13 @@ result<mirrored_file> mirror_file(const mirror_request& request, const std::opti
 
     emit(request, {release.label, a.relative_path, mirror_step::checking, mirror_status::downloaded, 0, a.size});
     REDIST_TRY(const auto present, target.present(a));
-    if (present && *present) {
-        f.status = mirror_status::up_to_date;
-    } else {
-        f.status = present ? mirror_status::replaced : mirror_status::downloaded;
-        download_target t{artifact_sources(request, cache, release, a),
-                          {},
-                          release.label,
-                          a.relative_path,
-                          f.status,
-                          a.size,
-                          a.sha256};
+    f.status = !present                   ? mirror_status::downloaded
+               : !*present                ? mirror_status::replaced
+               : target.mounted(a.sha256) ? mirror_status::mounted
+                                          : mirror_status::up_to_date;
+    download_target t{
+        artifact_sources(request, cache, release, a), {}, release.label, a.relative_path, f.status, a.size, a.sha256};
+    if (f.status == mirror_status::downloaded || f.status == mirror_status::replaced) {
         if (request.sources.offline && !is_file_url(t.urls.front()))
             return make_error(error_code::not_found,
                               "not in the cache (" + (cache ? cache->blob_path(a.sha256).string() : a.sha256) + ")")
@@ -380,37 +598,48 @@ result<mirrored_file> mirror_file(const mirror_request& request, const std::opti
         REDIST_TRY_VOID(target.store(t, request, &cancel));
     }
     emit(request, {release.label, a.relative_path, mirror_step::finished, f.status, a.size, a.size});
-    return f;
+    if (request.recompress == recompression::none) return out;
+    const auto copy_path = copy_path_of(a.relative_path);
+    const auto owner = copy_path ? copies.owner.find(*copy_path) : copies.owner.end();
+    if (owner == copies.owner.end() || owner->second != a.relative_path || copies.listed.count(*copy_path) ||
+        target.claimed_by_others(*copy_path, release.label))
+        return out;
+    t.status = mirror_status::downloaded;
+    REDIST_TRY(out.copy, mirror_copy(request, copies.previous, target, t, *copy_path, cancel));
+    out.copy->path = target.path_of(as_artifact(*out.copy));
+    return out;
 }
 
-// Mirrors the picked artifacts, `jobs` at a time. The first failure stops
-// the others (cancelled) and is returned; files come back in manifest order.
-result<std::vector<mirrored_file>> mirror_files(const mirror_request& request, const resolved_release& release,
-                                                mirror_target& target, const std::vector<picked>& picks) {
+// Mirrors the picked artifacts (and their copies), `jobs` at a time. The
+// first failure stops the others (cancelled) and is returned; files and
+// copies come back in manifest order.
+result<void> mirror_files(const mirror_request& request, const resolved_release& release, mirror_target& target,
+                          const std::vector<picked>& picks, const copy_context& copies, mirrored_release& out) {
     REDIST_TRY(const auto cache,
                request.sources.cache_dir
                    ? blob_cache::open_if_possible(*request.sources.cache_dir, request.sources.shared_cache)
                    : result<std::optional<blob_cache>>(std::optional<blob_cache>()));
-    std::vector<std::optional<result<mirrored_file>>> results(picks.size());
+    std::vector<std::optional<result<mirrored_pair>>> results(picks.size());
     std::atomic<bool> cancel{false};
     for_each_index(picks.size(), request.jobs, &cancel, [&](std::size_t i) {
-        results[i] = mirror_file(request, cache, release, target, picks[i].art, cancel);
+        results[i] = mirror_file(request, cache, release, target, picks[i].art, copies, cancel);
         if (!results[i]->ok()) cancel = true;
     });
 
     // The first real failure, not the "cancelled because another failed" ones.
     std::optional<error> failure;
-    std::vector<mirrored_file> files;
     for (auto& r : results) {
         if (r && !r->ok() && (!failure || failure->code == error_code::cancelled)) failure = r->error_value();
-        if (r && r->ok()) files.push_back(std::move(*r).value());
+        if (!r || !r->ok()) continue;
+        out.files.push_back(std::move((*r)->file));
+        if ((*r)->copy) out.copies.push_back(std::move(*(*r)->copy));
     }
     if (failure) return *failure;
-    return files;
+    return {};
 }
 
 result<mirrored_release> mirror_one(const mirror_request& request, const std::string& spec, mirror_target& target,
-                                    std::uint64_t& bytes_downloaded) {
+                                    std::uint64_t& bytes_downloaded, std::size_t& copies_made) {
     emit(request, {spec, {}, mirror_step::resolving, mirror_status::downloaded, 0, 0});
     release_request rr;
     rr.product = request.product;
@@ -433,9 +662,22 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     out.label = release.label;
     out.manifest_url = sanitize_url(release.manifest_url);
     out.manifest_sha256 = release.manifest_sha256;
-    REDIST_TRY(out.files, mirror_files(request, release, target, picks));
+    copy_context copies;
+    if (request.recompress != recompression::none) {
+        for (const auto& text : target.sidecars(release.label)) read_previous_copies(text, copies.previous);
+        for (const auto& c : release.parsed.components)
+            for (const auto& a : c.artifacts) copies.listed.insert(a.relative_path);
+        std::set<std::string> originals;
+        for (const auto& p : picks) {
+            const auto copy = copy_path_of(p.art.relative_path);
+            if (copy && !copies.owner.count(*copy) && originals.insert(lower_hex(p.art.sha256)).second)
+                copies.owner.emplace(*copy, p.art.relative_path);
+        }
+    }
+    REDIST_TRY_VOID(mirror_files(request, release, target, picks, copies, out));
     for (const auto& f : out.files)
-        if (f.status != mirror_status::up_to_date) bytes_downloaded += f.size;
+        if (f.status == mirror_status::downloaded || f.status == mirror_status::replaced) bytes_downloaded += f.size;
+    for (const auto& c : out.copies) copies_made += c.status != mirror_status::up_to_date;
 
     // Last: the manifest, so the release is advertised only when complete.
     REDIST_TRY_VOID(target.publish(release, picks, out));
@@ -463,6 +705,12 @@ public:
     }
     result<void> publish(const resolved_release& release, const std::vector<picked>& /*picks*/,
                          mirrored_release& out) override {
+        if (!out.copies.empty()) {  // before the manifest; every copy it lists is in place
+            const std::string sidecar = sidecar_json(release, out.copies);
+            out.sidecar_path = redist_dir_ / sidecar_name(release.label);
+            const auto same = existing_matches(out.sidecar_path, sidecar.size(), sha256_hex(sidecar));
+            if (!same || !*same) REDIST_TRY_VOID(write_file_atomically(out.sidecar_path, sidecar));
+        }
         const std::string& text = release.manifest_text;  // the bytes exactly as published
         const std::string manifest_name = "redistrib_" + release.label + ".json";
         out.manifest_path = redist_dir_ / manifest_name;
@@ -477,6 +725,30 @@ public:
         return write_mirror_index(redist_dir_);
     }
 
+    std::vector<std::string> sidecars(const std::string& /*label*/) override {
+        // Every release's: a copy of an original two releases share is made once.
+        std::vector<std::string> texts;
+        std::error_code ec;
+        for (const auto& entry : fs::directory_iterator(redist_dir_, ec)) {
+            const std::string name = entry.path().filename().string();
+            if (!name.starts_with("recompressed_") || !name.ends_with(".json")) continue;
+            auto text = read_file(entry.path(), max_sidecar_bytes, follow_links::no);
+            if (text.ok()) texts.push_back(std::move(text).value());
+        }
+        return texts;
+    }
+    result<local_file> local_original(download_target& t, const mirror_request& /*request*/,
+                                      const std::atomic<bool>* /*cancel*/) override {
+        return local_file{redist_dir_ / fs::path(t.relative_path), false};  // in place and verified
+    }
+    fs::path staging_path(const std::string& relative_path) override { return redist_dir_ / fs::path(relative_path); }
+    result<void> place(const artifact& /*copy*/, const fs::path& /*staged*/) override {
+        return {};  // staged in its final place
+    }
+    bool claimed_by_others(const std::string& relative_path, const std::string& /*label*/) const override {
+        return claims_.count(relative_path) > 0;
+    }
+
 private:
     fs::path redist_dir_;
     claim_map claims_;
@@ -485,10 +757,16 @@ private:
 // A registry (oci://, oci+http://): repository <namespace>/<product>, one tag
 // per release, blobs by digest (transport/oci.hpp). An archive is downloaded
 // verified into a private scratch directory, then uploaded; a blob the
-// registry already has is not sent again.
+// registry already has is not sent again, and one that another repository
+// of the request's mount_from has is mounted from it instead.
 class registry_target final : public mirror_target {
 public:
-    registry_target(oci_pusher pusher, fs::path scratch) : pusher_(std::move(pusher)), scratch_(std::move(scratch)) {}
+    registry_target(oci_pusher pusher, fs::path scratch, const mirror_request& request)
+        : pusher_(std::move(pusher)), scratch_(std::move(scratch)), transfer_(request.transfer) {
+        const std::string& repo = pusher_.where().repository;  // <namespace>/<product>
+        const std::string ns = repo.substr(0, repo.rfind('/'));
+        for (const auto& product : request.mount_from) mount_from_.push_back(ns + "/" + product);
+    }
     ~registry_target() override {
         std::error_code ec;
         fs::remove_all(scratch_, ec);
@@ -499,10 +777,25 @@ public:
         return {};  // blobs are named by their digest: one release cannot replace another's
     }
     fs::path path_of(const artifact& /*a*/) const override { return {}; }
+    // A blob missing here but present in a repository of mount_from is
+    // mounted (no download, no upload).
     result<std::optional<bool>> present(const artifact& a) override {
         std::lock_guard lock(mutex_);
         REDIST_TRY(const bool has, pusher_.has_blob(a.sha256, a.size));
-        return has ? std::optional<bool>(true) : std::nullopt;
+        if (has) return std::optional<bool>(true);
+        for (const auto& from : mount_from_) {
+            REDIST_TRY(const bool mounted, pusher_.mount_blob(a.sha256, from));
+            if (!mounted) continue;
+            REDIST_TRY(const bool now, pusher_.has_blob(a.sha256, a.size));  // the size, as for any blob
+            if (!now) break;
+            mounted_.insert(a.sha256);
+            return std::optional<bool>(true);
+        }
+        return std::optional<bool>();
+    }
+    bool mounted(const std::string& sha256) const override {
+        std::lock_guard lock(mutex_);
+        return mounted_.count(sha256) > 0;
     }
     result<void> store(download_target& t, const mirror_request& request, const std::atomic<bool>* cancel) override {
         t.final_path = scratch_ / t.sha256;
@@ -510,11 +803,48 @@ public:
         std::error_code ec;
         std::lock_guard lock(mutex_);
         auto pushed = pusher_.push_blob(t.sha256, t.final_path);
-        fs::remove(t.final_path, ec);
+        // Kept for the copy (local_original), removed with the scratch directory.
+        if (request.recompress == recompression::none || !copy_path_of(t.relative_path)) fs::remove(t.final_path, ec);
         return pushed;
     }
     result<void> publish(const resolved_release& release, const std::vector<picked>& picks,
                          mirrored_release& out) override;
+    // The tag's own, then those of the same label in the repositories of
+    // mount_from (their copies are mounted rather than made again).
+    std::vector<std::string> sidecars(const std::string& label) override {
+        const oci_url& where = pusher_.where();
+        std::vector<std::string> texts;
+        std::vector<std::string> repositories{where.repository};
+        repositories.insert(repositories.end(), mount_from_.begin(), mount_from_.end());
+        for (const auto& repo : repositories) {
+            const std::string url = std::string(where.https ? "oci://" : "oci+http://") + where.registry + "/" + repo +
+                                    "/redist/" + sidecar_name(label);
+            auto text = fetch_text(url, transfer_, max_sidecar_bytes);
+            if (text.ok()) texts.push_back(std::move(text).value());
+        }
+        return texts;
+    }
+    result<local_file> local_original(download_target& t, const mirror_request& request,
+                                      const std::atomic<bool>* cancel) override {
+        t.final_path = scratch_ / t.sha256;
+        std::error_code ec;
+        if (!fs::is_regular_file(fs::symlink_status(t.final_path, ec)))
+            REDIST_TRY_VOID(download_verified(t, request, cancel));
+        return local_file{t.final_path, true};
+    }
+    fs::path staging_path(const std::string& relative_path) override {
+        return scratch_ / (sha256_hex(relative_path) + ".tar.zst");
+    }
+    result<void> place(const artifact& copy, const fs::path& staged) override {
+        std::lock_guard lock(mutex_);
+        auto placed = [&]() -> result<void> {
+            REDIST_TRY(const bool has, pusher_.has_blob(copy.sha256, copy.size));
+            return has ? result<void>() : pusher_.push_blob(copy.sha256, staged);
+        }();
+        std::error_code ec;
+        fs::remove(staged, ec);
+        return placed;
+    }
 
 private:
     result<void> ensure_blob(const std::string& sha256, std::string_view bytes) {
@@ -523,7 +853,10 @@ private:
     }
     oci_pusher pusher_;
     fs::path scratch_;
-    std::mutex mutex_;  // one request at a time on the pusher
+    transfer_options transfer_;
+    std::vector<std::string> mount_from_;  // "<namespace>/<product>"
+    std::set<std::string> mounted_;        // blobs present() mounted
+    mutable std::mutex mutex_;             // one request at a time on the pusher
 };
 
 result<void> registry_target::publish(const resolved_release& release, const std::vector<picked>& picks,
@@ -534,11 +867,20 @@ result<void> registry_target::publish(const resolved_release& release, const std
     REDIST_TRY_VOID(ensure_blob(sha256_hex(oci_empty_config), oci_empty_config));
     const oci_release_layer json_layer{release.manifest_sha256, "redistrib_" + release.label + ".json", text.size()};
     std::vector<oci_release_layer> archives;
-    archives.reserve(picks.size());
+    archives.reserve(picks.size() + out.copies.size());
     for (const auto& p : picks) archives.push_back({p.art.sha256, p.art.relative_path, p.art.size});
+    // The copies, pushed by mirror_copy, and the sidecar that lists them: one tag points at all or none.
+    std::optional<oci_release_layer> sidecar_layer;
+    if (!out.copies.empty()) {
+        for (const auto& c : out.copies) archives.push_back({c.sha256, c.relative_path, c.size});
+        const std::string sidecar = sidecar_json(release, out.copies);
+        sidecar_layer = oci_release_layer{sha256_hex(sidecar), sidecar_name(release.label), sidecar.size()};
+        REDIST_TRY_VOID(ensure_blob(sidecar_layer->sha256, sidecar));
+    }
     REDIST_TRY(const auto tagged, pusher_.tag_digest(release.label));
     for (const bool standard_types : {false, true}) {
-        const std::string manifest = oci_release_manifest(json_layer, archives, release.label, standard_types);
+        const std::string manifest = oci_release_manifest(json_layer, archives, release.label, standard_types,
+                                                          sidecar_layer);
         if (tagged && *tagged == "sha256:" + sha256_hex(manifest)) {
             out.manifest_status = mirror_status::up_to_date;
             return {};
@@ -606,7 +948,7 @@ result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request
         std::string scratch = (fs::temp_directory_path() / "redist-mirror-XXXXXX").string();
         if (::mkdtemp(scratch.data()) == nullptr)
             return errno_error("cannot create a scratch directory", scratch, errno);
-        return std::unique_ptr<mirror_target>(std::make_unique<registry_target>(std::move(pusher), scratch));
+        return std::unique_ptr<mirror_target>(std::make_unique<registry_target>(std::move(pusher), scratch, request));
     }
     std::error_code ec;
     report.redist_dir = fs::absolute(request.dest, ec).lexically_normal() / request.product / "redist";
@@ -626,12 +968,15 @@ result<mirror_report> mirror_releases(const mirror_request& request) {
     if (request.versions.empty()) return make_error(error_code::usage, "no versions to mirror");
     if (request.platforms.empty()) return make_error(error_code::usage, "no platforms to mirror");
     if (request.dest.empty()) return make_error(error_code::usage, "no destination directory");
+    for (const auto& p : request.mount_from)
+        if (!is_plain_name(p))
+            return make_error(error_code::usage, "a product to mount from must be a plain name, not '" + p + "'");
 
     mirror_report report;
     report.product = request.product;
     REDIST_TRY(const std::unique_ptr<mirror_target> target, open_target(request, report));
     for (const auto& spec : request.versions) {
-        REDIST_TRY(mirrored_release r, mirror_one(request, spec, *target, report.bytes_downloaded));
+        REDIST_TRY(mirrored_release r, mirror_one(request, spec, *target, report.bytes_downloaded, report.copies_made));
         report.releases.push_back(std::move(r));
     }
     return report;

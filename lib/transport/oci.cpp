@@ -37,6 +37,8 @@ constexpr std::string_view kAccept =
 constexpr std::string_view kTitle = "org.opencontainers.image.title";
 constexpr std::string_view kJsonLayerType = "application/vnd.nvidia.redistrib.manifest.v1+json";
 constexpr std::string_view kArchiveLayerType = "application/vnd.nvidia.redistrib.archive.v1";
+constexpr std::string_view kRecompressedLayerType = "application/vnd.redist.recompressed.v1+json";
+constexpr std::string_view kStandardLayerType = "application/vnd.oci.image.layer.v1.tar";
 constexpr std::string_view kConfigType = "application/vnd.oci.image.config.v1+json";
 constexpr std::size_t kMaxManifestBytes = 4u << 20;
 constexpr std::size_t kMaxDocumentBytes = 64u << 20;
@@ -164,12 +166,18 @@ result<oci_url> parse_oci_url(std::string_view url) {
         out.repository = std::string(path.substr(0, at));
         if (name.empty()) {
             out.what = oci_url::kind::tags;
-        } else if (name.starts_with("redistrib_") && name.ends_with(".json") && name.size() > 15) {
+        } else if (const std::size_t prefix = name.starts_with("redistrib_")      ? 10
+                                              : name.starts_with("recompressed_") ? 13
+                                                                                  : 0;
+                   prefix > 0 && name.ends_with(".json") && name.size() > prefix + 5) {
             out.what = oci_url::kind::document;
-            out.reference = std::string(name.substr(10, name.size() - 15));
+            out.reference = std::string(name.substr(prefix, name.size() - prefix - 5));
+            out.title = std::string(name);
             if (!valid_tag(out.reference)) return bad("'" + out.reference + "' cannot be a tag");
         } else {
-            return bad("a registry holds only redistrib_<label>.json documents and blobs by digest");
+            return bad(
+                "a registry holds only redistrib_<label>.json and recompressed_<label>.json documents "
+                "and blobs by digest");
         }
     } else if (const auto b = path.rfind(blobs); b != std::string_view::npos) {
         out.what = oci_url::kind::blob;
@@ -462,8 +470,9 @@ error status_error(const http_response& response, const std::string& url, transf
         .with_url(sanitize_url(url));
 }
 
-// The redistrib JSON of a tag: manifest -> the layer titled
-// redistrib_<label>.json -> its blob, checked against the layer digest.
+// A document of a tag: manifest -> the layer titled where.title
+// (redistrib_<label>.json, recompressed_<label>.json) -> its blob, checked
+// against the layer digest.
 result<std::string> fetch_document(const oci_url& where, const transfer_options& options,
                                    transfer_failure_info* failure) {
     const std::string manifest_url = where.api("manifests/" + where.reference);
@@ -471,7 +480,7 @@ result<std::string> fetch_document(const oci_url& where, const transfer_options&
                get_small(where, manifest_url, kAccept, kMaxManifestBytes, options, failure));
     if (manifest.status != 200) return status_error(manifest, manifest_url, failure);
     REDIST_TRY(const auto layers, parse_image_manifest(manifest.body, sanitize_url(manifest_url)));
-    const std::string title = "redistrib_" + where.reference + ".json";
+    const std::string& title = where.title;
     const auto layer = std::find_if(layers.begin(), layers.end(), [&](const oci_layer& l) { return l.title == title; });
     if (layer == layers.end())
         return make_error(error_code::not_found, "the tag's manifest has no layer titled " + title)
@@ -483,7 +492,7 @@ result<std::string> fetch_document(const oci_url& where, const transfer_options&
     if (blob.status != 200) return status_error(blob, blob_url, failure);
     const std::string actual = "sha256:" + sha256_hex(blob.body);
     if (actual != layer->digest || blob.body.size() != layer->size)
-        return make_error(error_code::integrity, "the registry's redistrib JSON does not match its layer digest")
+        return make_error(error_code::integrity, "the registry's " + title + " does not match its layer digest")
             .with_url(sanitize_url(blob_url))
             .with_expected_actual(layer->digest, actual);
     return blob.body;
@@ -618,6 +627,25 @@ result<void> oci_pusher::push_blob(const std::string& sha256, std::string_view b
     return upload(sha256, {}, bytes);
 }
 
+result<bool> oci_pusher::mount_blob(const std::string& sha256, const std::string& from) {
+    if (from == url_.repository || !valid_repository(from)) return false;
+    http_request start;
+    start.method = "POST";
+    start.url = url_.api("blobs/uploads/?mount=sha256:" + sha256 + "&from=" + query_escape(from));
+    REDIST_TRY(start.headers, headers());
+    REDIST_TRY(const http_response started, send_request(start, options_));
+    if (started.status == 201) return true;
+    // 202: the registry opened an upload session instead; close it (best effort).
+    if (started.status == 202 && started.location.starts_with("/")) {
+        http_request cancel;
+        cancel.method = "DELETE";
+        cancel.url = std::string(url_.https ? "https://" : "http://") + url_.registry + started.location;
+        cancel.headers = start.headers;
+        (void)send_request(cancel, options_);
+    }
+    return false;
+}
+
 result<std::optional<std::string>> oci_pusher::tag_digest(const std::string& tag) {
     http_request request;
     request.method = "HEAD";
@@ -645,7 +673,8 @@ result<void> oci_pusher::put_manifest(const std::string& tag, const std::string&
 }
 
 std::string oci_release_manifest(const oci_release_layer& json_layer, const std::vector<oci_release_layer>& archives,
-                                 const std::string& label, bool standard_types) {
+                                 const std::string& label, bool standard_types,
+                                 const std::optional<oci_release_layer>& recompressed) {
     json_writer w;
     const auto descriptor = [&](std::string_view type, const oci_release_layer& l) {
         w.begin_object();
@@ -664,9 +693,9 @@ std::string oci_release_manifest(const oci_release_layer& json_layer, const std:
     w.field("size", static_cast<std::uint64_t>(oci_empty_config.size()));
     w.end_object();
     w.key("layers").begin_array();
-    descriptor(standard_types ? "application/vnd.oci.image.layer.v1.tar" : kJsonLayerType, json_layer);
-    for (const auto& a : archives)
-        descriptor(standard_types ? "application/vnd.oci.image.layer.v1.tar" : kArchiveLayerType, a);
+    descriptor(standard_types ? kStandardLayerType : kJsonLayerType, json_layer);
+    for (const auto& a : archives) descriptor(standard_types ? kStandardLayerType : kArchiveLayerType, a);
+    if (recompressed) descriptor(standard_types ? kStandardLayerType : kRecompressedLayerType, *recompressed);
     w.end_array();
     w.key("annotations").begin_object().field("org.opencontainers.image.version", label).end_object();
     w.end_object();

@@ -5,7 +5,10 @@
 //   tag          the release label; its image manifest lists
 //   layers       the redistrib JSON (title annotation "redistrib_<label>.json"),
 //                then one layer per archive whose digest is the manifest's
-//                SHA-256 (title annotation: its relative_path)
+//                SHA-256 (title annotation: its relative_path), then with
+//                `mirror --recompress zstd` one per zstd copy (title: the
+//                copy's relative_path) and the sidecar describing them
+//                (title "recompressed_<label>.json")
 //   config       the empty JSON object "{}" (application/vnd.oci.image.config.v1+json)
 // Nothing a registry says is trusted: an archive is checked against the
 // redistrib JSON's size and SHA-256 like any other download, and the JSON
@@ -41,11 +44,15 @@ struct oci_url {
     std::string repository;  // base: the namespace; else <namespace>/<product>
     kind what = kind::base;
     std::string reference;  // document: the label (a tag); blob: "sha256:<hex>"
+    std::string title;      // document: the layer's title, "redistrib_<label>.json" or "recompressed_<label>.json"
     // "<scheme>://<registry>/v2/<repository>/<tail>"
     std::string api(std::string_view tail) const;
 };
 
-// Parses oci:// and oci+http:// URLs of the forms in urls.hpp. The host is
+// Parses oci:// and oci+http:// URLs of the forms in urls.hpp; a document is
+// <base>/<product>/redist/redistrib_<label>.json or, for a mirror's
+// recompressed copies, .../recompressed_<label>.json (the layer so titled in
+// tag <label>; a tag without it: not_found). The host is
 // [A-Za-z0-9.-] with an optional :port (or a [v6] literal); repository path
 // components follow the distribution spec ([a-z0-9] separated by '.', '_',
 // '__' or '-'); a tag is [A-Za-z0-9_][A-Za-z0-9._-]{0,127}; no userinfo,
@@ -85,8 +92,9 @@ std::optional<std::string> next_page_path(std::string_view link);
 // ---- pulling ---------------------------------------------------------------------------------
 
 // download() of an oci URL (transfer.cpp calls it): a blob with Range as
-// asked; a document (the redistrib JSON of a tag) checked against its layer
-// digest before any byte reaches the callbacks. Same outcomes as download().
+// asked; a document (a titled layer of a tag: the redistrib JSON or the
+// recompressed sidecar) checked against its layer digest before any byte
+// reaches the callbacks. Same outcomes as download().
 result<void> oci_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                           std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
                           transfer_failure_info* failure);
@@ -109,6 +117,12 @@ public:
     // Outcomes: ok | network | filesystem.
     result<void> push_blob(const std::string& sha256, const std::filesystem::path& file);
     result<void> push_blob(const std::string& sha256, std::string_view bytes);
+    // Asks the registry to mount a blob from another repository of it
+    // (`from`: "<namespace>/<product>"; distribution spec: POST
+    // blobs/uploads/?mount=&from=): true when it answered 201 (mounted);
+    // false otherwise, e.g. 202, an upload session that is cancelled
+    // (DELETE) since the caller uploads on its own. Outcomes: ok | network.
+    result<bool> mount_blob(const std::string& sha256, const std::string& from);
     // The digest the tag points at now, or nullopt. Outcomes: ok | network.
     result<std::optional<std::string>> tag_digest(const std::string& tag);
     // PUT /v2/<repo>/manifests/<tag>. Outcomes: ok | network.
@@ -124,14 +138,16 @@ private:
 };
 
 // The image manifest of a release: config "{}", the JSON layer first, then
-// the archives. standard_types: only the image-spec's own media types (for
+// the archives (and recompressed copies), then the recompressed sidecar when
+// given. standard_types: only the image-spec's own media types (for
 // registries that refuse others).
 struct oci_release_layer {
     std::string sha256, title;
     std::uint64_t size = 0;
 };
 std::string oci_release_manifest(const oci_release_layer& json_layer, const std::vector<oci_release_layer>& archives,
-                                 const std::string& label, bool standard_types);
+                                 const std::string& label, bool standard_types,
+                                 const std::optional<oci_release_layer>& recompressed = std::nullopt);
 inline constexpr std::string_view oci_manifest_media_type = "application/vnd.oci.image.manifest.v1+json";
 inline constexpr std::string_view oci_empty_config = "{}";
 

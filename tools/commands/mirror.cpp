@@ -28,6 +28,8 @@ struct mirror_args {
     std::vector<std::string> components;
     source_options source;
     bool from_cache = false;
+    std::string recompress;
+    std::vector<std::string> mount_from;
     unsigned jobs = 1;
     bool json = false;
     bool quiet = false;
@@ -38,6 +40,7 @@ const char* status_word(redist::mirror_status s) {
         case redist::mirror_status::downloaded: return "downloaded";
         case redist::mirror_status::replaced: return "replaced";
         case redist::mirror_status::up_to_date: return "up to date";
+        case redist::mirror_status::mounted: return "mounted";
     }
     return "?";
 }
@@ -49,6 +52,7 @@ void print_json(const redist::mirror_report& report) {
     w.field("redist_dir", report.redist_dir.string());
     w.field("index", report.index_path.string());
     w.field("bytes_downloaded", report.bytes_downloaded);
+    w.field("copies_made", static_cast<std::uint64_t>(report.copies_made));
     w.key("releases").begin_array();
     for (const auto& r : report.releases) {
         w.begin_object();
@@ -69,6 +73,22 @@ void print_json(const redist::mirror_report& report) {
             w.field("sha256", f.sha256);
             w.field("size", f.size);
             w.field("status", redist::to_string(f.status));
+            w.end_object();
+        }
+        w.end_array();
+        w.field("sidecar_path", r.sidecar_path.string());
+        w.key("copies").begin_array();
+        for (const auto& c : r.copies) {
+            w.begin_object();
+            w.field("original_sha256", c.original_sha256);
+            w.field("relative_path", c.relative_path);
+            w.field("path", c.path.string());
+            w.field("compression", c.compression);
+            w.field("sha256", c.sha256);
+            w.field("size", c.size);
+            w.field("tar_sha256", c.tar_sha256);
+            w.field("tar_size", c.tar_size);
+            w.field("status", c.status == redist::mirror_status::up_to_date ? "up_to_date" : "recompressed");
             w.end_object();
         }
         w.end_array();
@@ -118,6 +138,8 @@ int run_mirror(const mirror_args& args) {
         req.sources.mirrors = args.source.effective_mirrors();
     }
     req.jobs = args.jobs;
+    if (args.recompress == "zstd") req.recompress = redist::recompression::zstd;
+    req.mount_from = args.mount_from;
     if (req.platforms.empty()) {
         auto host = redist::detect_host_platform(redist::host_probe::system());
         if (!host.ok()) return report_error(host.error_value());
@@ -144,12 +166,18 @@ int run_mirror(const mirror_args& args) {
                 std::fflush(stderr);
                 last_percent = percent;
             }
+        } else if (e.step == mirror_step::recompressing && tty) {
+            std::fprintf(stderr, "\r  recompressing %s", printable(e.relative_path).c_str());
+            std::fflush(stderr);
+            last_percent = 0;  // blanked when it finishes
         } else if (e.step == mirror_step::finished) {
             // Blank the percentage line (plain spaces: no terminal escapes).
             if (last_percent >= 0)
-                std::fprintf(stderr, "\r%*s\r", static_cast<int>(printable(e.relative_path).size() + 8), "");
+                std::fprintf(stderr, "\r%*s\r", static_cast<int>(printable(e.relative_path).size() + 16), "");
             last_percent = -1;
-            std::printf("  %-11s %s (%s)\n", status_word(e.status), printable(e.relative_path).c_str(),
+            const char* word = e.copy && e.status != redist::mirror_status::up_to_date ? "recompressed"
+                                                                                       : status_word(e.status);
+            std::printf("  %-11s %s (%s)\n", word, printable(e.relative_path).c_str(),
                         human_size(e.bytes_total).c_str());
             std::fflush(stdout);
         }
@@ -166,15 +194,23 @@ int run_mirror(const mirror_args& args) {
         return 0;
     }
     if (args.quiet) return 0;
-    std::size_t files = 0, fetched = 0;
+    std::size_t files = 0, fetched = 0, mounted = 0, copies = 0;
     for (const auto& r : report->releases) {
         files += r.files.size();
-        for (const auto& f : r.files) fetched += f.status != redist::mirror_status::up_to_date;
+        copies += r.copies.size();
+        for (const auto& f : r.files) {
+            fetched += f.status == redist::mirror_status::downloaded || f.status == redist::mirror_status::replaced;
+            mounted += f.status == redist::mirror_status::mounted;
+        }
     }
-    std::printf("mirrored %zu release%s, %zu artifact%s into %s: %zu fetched (%s), %zu up to date\n",
+    std::printf("mirrored %zu release%s, %zu artifact%s into %s: %zu fetched (%s), %zu up to date",
                 report->releases.size(), report->releases.size() == 1 ? "" : "s", files, files == 1 ? "" : "s",
                 printable(report->redist_dir.string()).c_str(), fetched, human_size(report->bytes_downloaded).c_str(),
-                files - fetched);
+                files - fetched - mounted);
+    if (mounted > 0) std::printf(", %zu mounted", mounted);
+    if (args.recompress == "zstd")
+        std::printf("; %zu zstd cop%s, %zu recompressed", copies, copies == 1 ? "y" : "ies", report->copies_made);
+    std::printf("\n");
     return 0;
 }
 
@@ -228,6 +264,19 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--cache-dir", args->source.cache_dir,
                     "The cache for --from-cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist)")
         ->type_name("DIR");
+    cmd->add_option("--recompress", args->recompress,
+                    "Also store beside each .tar.xz/.txz archive a multi-frame zstd copy of its tar stream "
+                    "(<path>.tar.zst) and record it in recompressed_<version>.json (the copy's SHA-256 and size, the "
+                    "tar's SHA-256). Clients that read the manifest from this mirror may install the copy instead: "
+                    "it decodes some ten times faster, and is checked against both digests. Copies already made "
+                    "are kept, not made again. The manifest stays byte for byte")
+        ->check(CLI::IsMember({"zstd"}))
+        ->type_name("zstd");
+    cmd->add_option("--mount-from", args->mount_from,
+                    "Registry target: other products under the same NAMESPACE (e.g. cuda) whose repositories a "
+                    "missing blob is mounted from instead of downloaded and uploaded; comma-separated")
+        ->delimiter(',')
+        ->type_name("PRODUCT");
     cmd->add_option("--jobs,-j", args->jobs, "Artifacts downloaded at once (default 1)")
         ->check(CLI::Range(1u, 64u))
         ->type_name("N");
@@ -238,17 +287,19 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
         ->type_name("N");
     add_report_flags(*cmd, args->json, args->quiet, "Print one JSON report at the end instead of progress");
     cmd->footer(
-        std::string("\nWrites DIR/<product>/redist/redistrib_<version>.json (the manifest as published), each "
-                    "selected\nartifact under its relative_path, and index.html, so that DIR works as --base-url "
-                    "(served over\nHTTP or as a local directory). Every file is verified (size and SHA-256) before "
-                    "it is renamed into\nplace; files already present and correct are not fetched again. A release "
-                    "whose artifact path is not an\narchive's, or names a file another release in DIR holds with "
-                    "other content, is refused (exit 4).\n\n"
-                    "Examples:\n"
-                    "  redist mirror cudnn 9.27.0,9.8.0 --dest /srv/mirror --platform linux-x86_64,linux-sbsa\n"
-                    "  redist mirror cuda 12.9.1 --dest /srv/mirror --component cuda_nvcc,cuda_cudart --cuda 12\n"
-                    "  redist mirror cudnn 9.19.0 --to oci://registry.example:5000/nvidia   (then: --mirror the same "
-                    "URL)\n\n") +
+        std::string(
+            "\nWrites DIR/<product>/redist/redistrib_<version>.json (the manifest as published), each "
+            "selected\nartifact under its relative_path, and index.html, so that DIR works as --base-url "
+            "(served over\nHTTP or as a local directory). Every file is verified (size and SHA-256) before "
+            "it is renamed into\nplace; files already present and correct are not fetched again. A release "
+            "whose artifact path is not an\narchive's, or names a file another release in DIR holds with "
+            "other content, is refused (exit 4).\n\n"
+            "Examples:\n"
+            "  redist mirror cudnn 9.27.0,9.8.0 --dest /srv/mirror --platform linux-x86_64,linux-sbsa\n"
+            "  redist mirror cuda 12.9.1 --dest /srv/mirror --component cuda_nvcc,cuda_cudart --cuda 12\n"
+            "  redist mirror cudnn 9.19.0 --to oci://registry.example:5000/nvidia   (then: --mirror the same "
+            "URL)\n"
+            "  redist mirror cudnn 9.19.0 --dest /srv/mirror --recompress zstd   (zstd copies for fleets)\n\n") +
         exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_mirror(*args); }; });
 }
