@@ -485,7 +485,8 @@ result<blob_lock> blob_cache::lock_blob(const std::string& sha256, const std::fu
         return make_error(error_code::bad_manifest, "sha256 is not 64 hex digits: '" + sha256.substr(0, 80) + "'");
     const fs::path path = locks_ / (sha256 + ".lock");
     blob_lock lock;
-    REDIST_TRY(lock.fd_, lock_file(path, lock_mode::exclusive, lock_wait::block, on_wait));
+    REDIST_TRY(unique_fd fd, lock_file(path, lock_mode::exclusive, lock_wait::block, on_wait));
+    lock.fd_ = held_lock_fd(new unique_fd(std::move(fd)));
     return lock;
 }
 
