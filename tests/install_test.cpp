@@ -15,6 +15,7 @@
 #include "redist/printable.hpp"
 #include "redist/verify.hpp"
 #include "store/commit_plan.hpp"
+#include "store/stage.hpp"
 #include "support.hpp"
 #include "support/safe_path.hpp"
 

@@ -10,6 +10,7 @@
 #include "redist/install.hpp"
 #include "redist/sbom.hpp"
 #include "redist/verify.hpp"
+#include "store/stage.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;

@@ -109,17 +109,15 @@ TEST_CASE("incremental updates split around the padding boundaries", "[verify]")
     }
 }
 
-TEST_CASE("finish_hex resets the hasher, peek_hex does not", "[verify]") {
+TEST_CASE("finish_hex resets the hasher", "[verify]") {
     redist::sha256_hasher h;
     h.update("abc");
-    CHECK(h.peek_hex() == kAbc);
     CHECK(h.bytes_hashed() == 3);
     CHECK(h.finish_hex() == kAbc);
     CHECK(h.bytes_hashed() == 0);
     CHECK(h.finish_hex() == kEmpty);  // nothing hashed since the reset
     h.update("ab");
-    CHECK(h.peek_hex() == redist::sha256_hex("ab"));
-    h.update("c");  // continues after peeking
+    h.update("c");
     CHECK(h.finish_hex() == kAbc);
 }
 
@@ -167,40 +165,6 @@ TEST_CASE("sha256_file reports a missing file as a filesystem error", "[verify]"
     auto dir_digest = redist::sha256_file(dir);
     REQUIRE_FALSE(dir_digest.ok());
     CHECK(dir_digest.error_value().code == redist::error_code::filesystem);
-}
-
-TEST_CASE("sha256_file_prefix hashes a prefix and lets the hasher continue", "[verify]") {
-    const fs::path dir = scratch_dir("prefix");
-    const std::string data = random_bytes((1u << 20) + 4097, 11);
-    const fs::path path = dir / "part";
-    const std::uint64_t prefix_len = (1u << 20) + 17;
-    write_file(path, data.substr(0, prefix_len + 100));  // a .part with extra tail
-
-    redist::sha256_hasher h;
-    auto prefix = redist::sha256_file_prefix(path, prefix_len, h);
-    REQUIRE(prefix.ok());
-    CHECK(*prefix == redist::sha256_hex(std::string_view(data).substr(0, prefix_len)));
-    CHECK(h.bytes_hashed() == prefix_len);
-    h.update(std::string_view(data).substr(prefix_len));
-    CHECK(h.finish_hex() == redist::sha256_hex(data));
-
-    SECTION("zero-length prefix") {
-        redist::sha256_hasher z;
-        auto p = redist::sha256_file_prefix(path, 0, z);
-        REQUIRE(p.ok());
-        CHECK(*p == kEmpty);
-        CHECK(z.bytes_hashed() == 0);
-    }
-    SECTION("file shorter than the prefix leaves the hasher untouched") {
-        redist::sha256_hasher s;
-        s.update("abc");
-        auto p = redist::sha256_file_prefix(path, prefix_len + 101, s);
-        REQUIRE_FALSE(p.ok());
-        CHECK(p.error_value().code == redist::error_code::filesystem);
-        CHECK(p.error_value().expected == std::to_string(prefix_len + 101));
-        CHECK(p.error_value().actual == std::to_string(prefix_len + 100));
-        CHECK(s.finish_hex() == kAbc);
-    }
 }
 
 TEST_CASE("is_sha256_hex", "[verify]") {

@@ -43,7 +43,6 @@
 
 #include "redist/error.hpp"
 #include "redist/install.hpp"
-#include "redist/unique_fd.hpp"
 
 namespace redist {
 
@@ -60,7 +59,7 @@ std::filesystem::path default_cache_dir(const std::string& explicit_dir = {});
 class blob_lock {
 private:
     friend class blob_cache;
-    unique_fd fd_;
+    held_lock_fd fd_;
 };
 
 struct cache_entry {

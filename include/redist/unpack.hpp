@@ -48,13 +48,12 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/install.hpp"  // entry_kind
 #include "redist/manifest.hpp"
 
 namespace redist {
 
 class run_budget;  // lib/support/budget.hpp
-
-enum class entry_kind : std::uint8_t { regular, directory, symlink, hardlink };
 
 struct unpacked_entry {
     std::string path;  // relative to the stage root, top-level dir stripped, '/'-separated

@@ -38,11 +38,6 @@ public:
     // The same, as the 32 raw bytes of the digest.
     std::array<unsigned char, 32> finish_bytes();
 
-    // Lower-case hex digest of everything hashed so far, without finishing:
-    // the hasher keeps its state and can continue (works on a copy of the
-    // context; throws std::bad_alloc if OpenSSL cannot allocate it).
-    std::string peek_hex() const;
-
 private:
     struct ctx_deleter {
         void operator()(evp_md_ctx_st* ctx) const noexcept;
@@ -119,13 +114,6 @@ result<std::array<unsigned char, 32>> sha256_file_range(const std::filesystem::p
 // Hashes a file by streaming it. Outcomes: ok (hex digest) | filesystem
 // (cannot open or read; error.path set).
 result<std::string> sha256_file(const std::filesystem::path& path);
-
-// Hashes the first `length` bytes of a file (used to resume a partial
-// download): on success `into` is replaced by a hasher holding exactly those
-// bytes, ready to continue with the rest, and the hex digest of the prefix is
-// returned. Outcomes: ok | filesystem (cannot open/read, or the file is
-// shorter than `length`: expected/actual set; `into` is left untouched).
-result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length, sha256_hasher& into);
 
 // Checks an archive's final size and digest against the manifest. Outcomes:
 // ok | integrity (message "size mismatch" or "sha256 mismatch", expected and

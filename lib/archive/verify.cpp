@@ -112,15 +112,6 @@ std::array<unsigned char, 32> sha256_hasher::finish_bytes() {
     return out;
 }
 
-std::string sha256_hasher::peek_hex() const {
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> copy(EVP_MD_CTX_new(), &EVP_MD_CTX_free);
-    if (!copy || EVP_MD_CTX_copy_ex(copy.get(), ctx_.get()) != 1) throw std::bad_alloc();
-    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(copy.get(), digest.data(), &length);
-    return to_hex(digest.data(), length == 0 ? kDigestSize : length);
-}
-
 std::string sha256_hex(std::string_view bytes) {
     sha256_hasher hasher;
     hasher.update(bytes);
@@ -208,15 +199,6 @@ result<std::array<unsigned char, 32>> sha256_file_range(const std::filesystem::p
     sha256_hasher hasher;
     REDIST_TRY_VOID(hash_exact_range(path, offset, length, hasher));
     return hasher.finish_bytes();
-}
-
-result<std::string> sha256_file_prefix(const std::filesystem::path& path, std::uint64_t length, sha256_hasher& into) {
-    // Hash into a scratch hasher first, so `into` is untouched on failure.
-    sha256_hasher prefix;
-    REDIST_TRY_VOID(hash_exact_range(path, 0, length, prefix));
-    std::string hex = prefix.peek_hex();
-    into = std::move(prefix);
-    return hex;
 }
 
 result<void> check_integrity(std::uint64_t expected_size, std::string_view expected_sha256, std::uint64_t actual_size,

@@ -27,6 +27,7 @@
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
 #include "redist/version.hpp"
+#include "store/stage.hpp"
 #include "support/budget.hpp"
 #include "support/debug_pause.hpp"
 #include "support/parallel.hpp"

@@ -61,20 +61,6 @@ std::string unique_suffix() {
     return std::to_string(::getpid()) + "." + std::to_string(counter++);
 }
 
-// Reads at most `max_bytes` from fd; nullopt when there is more or reading fails.
-std::optional<std::string> read_bounded(int fd, std::size_t max_bytes) {
-    std::string out;
-    char buffer[1 << 16];
-    for (;;) {
-        const ssize_t n = ::read(fd, buffer, sizeof buffer);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return std::nullopt;
-        if (n == 0) return out;
-        if (out.size() + static_cast<std::size_t>(n) > max_bytes) return std::nullopt;
-        out.append(buffer, static_cast<std::size_t>(n));
-    }
-}
-
 // ---- the trust check --------------------------------------------------------------------
 
 // A refused cache: one line that says what is wrong and how to fix it.
@@ -499,7 +485,8 @@ result<blob_lock> blob_cache::lock_blob(const std::string& sha256, const std::fu
         return make_error(error_code::bad_manifest, "sha256 is not 64 hex digits: '" + sha256.substr(0, 80) + "'");
     const fs::path path = locks_ / (sha256 + ".lock");
     blob_lock lock;
-    REDIST_TRY(lock.fd_, lock_file(path, lock_mode::exclusive, lock_wait::block, on_wait));
+    REDIST_TRY(unique_fd fd, lock_file(path, lock_mode::exclusive, lock_wait::block, on_wait));
+    lock.fd_ = held_lock_fd(new unique_fd(std::move(fd)));
     return lock;
 }
 
@@ -776,9 +763,10 @@ std::optional<std::string> blob_cache::load_document(const std::string& url, std
     if (!opened.ok()) return std::nullopt;
     unique_fd fd(*opened);
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) > max_bytes) return std::nullopt;
-    if (shared_ && !written_by_us(st)) return std::nullopt;
-    return read_bounded(fd.get(), max_bytes);
+    if (::fstat(fd.get(), &st) != 0 || (shared_ && !written_by_us(st))) return std::nullopt;
+    auto text = read_fd(fd.get(), static_cast<std::uint64_t>(st.st_size), max_bytes, documents_);
+    if (!text.ok()) return std::nullopt;
+    return std::move(text).value();
 }
 
 result<link_mode> parse_link_mode(std::string_view text) {
@@ -1077,9 +1065,9 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         unique_fd fd(*opened);
         struct stat st {};
         if (::fstat(fd.get(), &st) != 0 || !written_by_us(st)) return reject();
-        const auto text = read_bounded(fd.get(), k_max_tree_list);
-        if (!text) return reject();
-        list = parse_tree_list(*text);
+        const auto text = read_fd(fd.get(), static_cast<std::uint64_t>(st.st_size), k_max_tree_list, list_path);
+        if (!text.ok()) return reject();
+        list = parse_tree_list(text.value());
     }
     if (!list || !valid_tree_list(*list, sha256)) return reject();
 

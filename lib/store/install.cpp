@@ -15,6 +15,7 @@
 #include "redist/suggest.hpp"
 #include "redist/verify.hpp"
 #include "store/prefix_state.hpp"
+#include "store/stage.hpp"
 #include "support/budget.hpp"
 #include "support/file_lock.hpp"
 #include "support/parallel.hpp"
@@ -26,6 +27,8 @@ namespace fs = std::filesystem;
 
 namespace redist {
 // ---- the prefix lock ------------------------------------------------------------------
+
+void lock_fd_deleter::operator()(unique_fd* fd) const noexcept { delete fd; }
 
 result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::function<void()>& on_wait) {
     std::error_code ec;
@@ -47,7 +50,7 @@ result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::f
     REDIST_TRY(unique_fd fd, lock_file(state_dir(prefix) / "lock", lock_mode::exclusive, lock_wait::block, on_wait));
     prefix_lock lock;
     lock.prefix_ = prefix;
-    lock.fd_ = std::move(fd);
+    lock.fd_ = held_lock_fd(new unique_fd(std::move(fd)));
     REDIST_TRY_VOID(recover_prefix(prefix));
     return lock;
 }

@@ -64,18 +64,15 @@ result<unique_fd> open_regular(const std::filesystem::path& path, follow_links f
     return fd;
 }
 
-result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes, follow_links follow,
-                              error_code too_large) {
-    struct stat st {};
-    REDIST_TRY(unique_fd fd, open_regular(path, follow, &st));
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    if (size > max_bytes) {
-        return make_error(too_large, "file too large (" + std::to_string(size) + " bytes, the limit is " +
+result<std::string> read_fd(int fd, std::uint64_t size_hint, std::uint64_t max_bytes,
+                            const std::filesystem::path& path_for_errors, error_code too_large) {
+    if (size_hint > max_bytes) {
+        return make_error(too_large, "file too large (" + std::to_string(size_hint) + " bytes, the limit is " +
                                          std::to_string(max_bytes) + ")")
-            .with_path(path.string());
+            .with_path(path_for_errors.string());
     }
     std::string out;
-    out.resize(static_cast<std::size_t>(size));
+    out.resize(static_cast<std::size_t>(size_hint));
     std::size_t got = 0;
     while (true) {
         if (got == out.size()) {
@@ -83,20 +80,27 @@ result<std::string> read_file(const std::filesystem::path& path, std::uint64_t m
             if (out.size() >= max_bytes + 1) break;
             out.resize(std::min<std::uint64_t>(max_bytes + 1, out.size() + 65536));
         }
-        const ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
+        const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
         if (n < 0) {
             if (errno == EINTR) continue;
-            return errno_error("cannot read", path, errno);
+            return errno_error("cannot read", path_for_errors, errno);
         }
         if (n == 0) break;
         got += static_cast<std::size_t>(n);
     }
     if (got > max_bytes) {
         return make_error(too_large, "file too large (the limit is " + std::to_string(max_bytes) + " bytes)")
-            .with_path(path.string());
+            .with_path(path_for_errors.string());
     }
     out.resize(got);
     return out;
+}
+
+result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes, follow_links follow,
+                              error_code too_large) {
+    struct stat st {};
+    REDIST_TRY(unique_fd fd, open_regular(path, follow, &st));
+    return read_fd(fd.get(), static_cast<std::uint64_t>(st.st_size), max_bytes, path, too_large);
 }
 
 void fsync_directory(const std::filesystem::path& dir) noexcept {

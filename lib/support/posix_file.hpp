@@ -76,6 +76,13 @@ result<unique_fd> open_regular(const std::filesystem::path& path, follow_links f
 result<std::string> read_file(const std::filesystem::path& path, std::uint64_t max_bytes,
                               follow_links follow = follow_links::no, error_code too_large = error_code::bad_manifest);
 
+// Reads the rest of the open file `fd` (its fstat size `size_hint` is where
+// the buffer starts; a file that grew since is read on), at most max_bytes.
+// Outcomes as read_file's.
+result<std::string> read_fd(int fd, std::uint64_t size_hint, std::uint64_t max_bytes,
+                            const std::filesystem::path& path_for_errors,
+                            error_code too_large = error_code::bad_manifest);
+
 // fsync(2) of a directory, so that renames and unlinks in it are durable.
 // Best effort: errors are ignored (some filesystems refuse fsync on a directory).
 void fsync_directory(const std::filesystem::path& dir) noexcept;

@@ -18,15 +18,20 @@ Python 3 standard library only.
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import io
 import json
 import os
+import pty
 import re
 import shutil
 import stat
+import struct
 import subprocess
 import tarfile
+import tempfile
+import termios
 import urllib.error
 import urllib.request
 from typing import NamedTuple
@@ -294,6 +299,36 @@ def run_tool(name: str, *args, env: dict | None = None, check=None,
         if res.returncode != want:
             raise ToolFailure(f"expected exit code {want}\n{describe(res)}")
     return res
+
+
+def run_in_pty(name: str, *args, columns: int | None = None, env: dict | None = None,
+               timeout: float = DEFAULT_TIMEOUT) -> subprocess.CompletedProcess:
+    """Runs $REDIST_BIN_DIR/<name> with a pseudo-terminal as stdout (of
+    `columns` columns, also in $COLUMNS, when given), so the tool sees a TTY;
+    returns a CompletedProcess with what it wrote there (the pty turns "\n"
+    into "\r\n") and its stderr, as text."""
+    master, slave = pty.openpty()
+    if columns is not None:
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
+        env = {**(env or {}), "COLUMNS": columns}
+    cmd = [tool_path(name), *[str(a) for a in args]]
+    with tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen(cmd, stdout=slave, stderr=err, stdin=subprocess.DEVNULL, env=tool_env(env))
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 65536)
+            except OSError:  # EIO: the other side closed
+                break
+            if not data:
+                break
+            chunks.append(data)
+        proc.wait(timeout=timeout)
+        os.close(master)
+        err.seek(0)
+        return subprocess.CompletedProcess(cmd, proc.returncode, b"".join(chunks).decode(errors="replace"),
+                                           err.read().decode(errors="replace"))
 
 
 # ---------------------------------------------------------------------------

@@ -2,9 +2,7 @@
 (tests/e2e/test_tool_ux.py sizes them to the terminal and caps them)."""
 
 import os
-import pty
 import re
-import subprocess
 import unittest
 
 import support
@@ -13,27 +11,11 @@ import support
 class Progress(unittest.TestCase):
     def test_live_bar_on_a_tty(self):
         prefix = os.path.join(support.make_scratch_dir(self.id()), "prefix")
-        # A pseudo-terminal as stdout, so the tool sees a TTY.
-        master, slave = pty.openpty()
-        proc = subprocess.Popen([support.tool_path("redist"), "fetch", "cuda", "12.9.1", "--base-url",
-                                 support.nginx_base_url(), "--prefix", prefix, "--platform", "linux-x86_64",
-                                 "--no-cache", "--component", "cuda_nvcc,cuda_cudart"],
-                                stdout=slave, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL,
-                                env=support.tool_env())
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the other side closed
-                break
-            if not data:
-                break
-            chunks.append(data)
-        proc.wait(timeout=60)
-        os.close(master)
-        out = b"".join(chunks).decode(errors="replace")
-        self.assertEqual(proc.returncode, 0, proc.stderr.read().decode())
+        res = support.run_in_pty("redist", "fetch", "cuda", "12.9.1", "--base-url", support.nginx_base_url(),
+                                 "--prefix", prefix, "--platform", "linux-x86_64", "--no-cache",
+                                 "--component", "cuda_nvcc,cuda_cudart", timeout=60)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        out = res.stdout
         # A total bar (percent, bytes, ETA), redrawn in place; cleared before the summary.
         self.assertRegex(out, r"\x1b\[2Ktotal +\[[#-]+\] +\d+% .* of .* ETA ")
         self.assertIn("\x1b[2K", out)  # lines are cleared and redrawn, not appended

@@ -4,16 +4,11 @@ a line on Ctrl-C (exit 130, prefix unchanged) and on resume, `remove` of a
 name that is not installed, `--link-mode reflink` where blocks cannot be
 shared, and a cache that cannot be used."""
 
-import fcntl
 import json
 import os
-import pty
 import re
 import signal
-import struct
 import subprocess
-import tempfile
-import termios
 import time
 import unittest
 
@@ -38,30 +33,6 @@ def frames(out):
         if lines:
             found.append(lines)
     return found
-
-
-def run_on_pty(args, columns, env):
-    """Runs a tool with a pseudo-terminal of `columns` columns as stdout;
-    returns (exit code, what it wrote there, stderr)."""
-    master, slave = pty.openpty()
-    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 50, columns, 0, 0))
-    with tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(args, stdout=slave, stderr=err, stdin=subprocess.DEVNULL,
-                                env=support.tool_env({**env, "COLUMNS": columns}))
-        os.close(slave)
-        chunks = []
-        while True:
-            try:
-                data = os.read(master, 65536)
-            except OSError:  # EIO: the other side closed
-                break
-            if not data:
-                break
-            chunks.append(data)
-        proc.wait(timeout=120)
-        os.close(master)
-        err.seek(0)
-        return proc.returncode, b"".join(chunks).decode(errors="replace"), err.read().decode(errors="replace")
 
 
 class CudaFromFaultServer(unittest.TestCase):
@@ -90,15 +61,16 @@ class CudaFromFaultServer(unittest.TestCase):
 
     def fetch_on_pty(self, columns):
         prefix = os.path.join(support.make_scratch_dir(self.id()), "prefix")
-        return run_on_pty([support.tool_path("redist"), "fetch", "cuda", "12.9.1", "--base-url", self.base,
-                           "--prefix", prefix, "--platform", PLATFORM, "--no-cache", "--no-check", "-j", "16"],
-                          columns, CLEAN_ENV)
+        return support.run_in_pty("redist", "fetch", "cuda", "12.9.1", "--base-url", self.base, "--prefix", prefix,
+                                  "--platform", PLATFORM, "--no-cache", "--no-check", "-j", "16",
+                                  columns=columns, env=CLEAN_ENV, timeout=120)
 
     def test_bars_fit_the_terminal_and_are_capped(self):
         self.assertGreater(self.held, 6, "the release must have more components than bars")
         for columns in (80, 40):
-            code, out, err = self.fetch_on_pty(columns)
-            self.assertEqual(code, 0, err)
+            res = self.fetch_on_pty(columns)
+            self.assertEqual(res.returncode, 0, res.stderr)
+            out = res.stdout
             drawn = frames(out)
             self.assertTrue(drawn, out)
             for frame in drawn:

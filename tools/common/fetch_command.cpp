@@ -20,7 +20,6 @@
 #include "redist/platform.hpp"
 #include "redist/select.hpp"
 #include "redist/urls.hpp"
-#include "redist/verify.hpp"
 #include "redist/version.hpp"
 
 namespace redist_tools {
@@ -76,7 +75,8 @@ redist::result<void> check_version_agrees(const fetch_options& options, const st
 }
 
 // Resolves PRODUCT VERSION (or --manifest) and selects artifacts.
-redist::result<redist::release_plan> plan_from_manifest(const fetch_options& options, bool chatty) {
+redist::result<redist::release_plan> plan_from_manifest(const fetch_options& options, const std::string& platform,
+                                                        bool chatty) {
     REDIST_TRY(const std::string spec,
                redist::release_spec_for_cuda(options.product, options.version, options.selection.cuda));
     auto release_req = make_release_request(options.source, options.product, spec);
@@ -90,7 +90,6 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
     if (options.source.manifest.empty() || !redist::is_file_url(redist::to_url(options.source.manifest)))
         REDIST_TRY_VOID(watch_manifest_drift(options.source, options.install.strict, options.install.quiet, release));
     const redist::manifest& m = release.parsed;
-    REDIST_TRY(const std::string platform, effective_platform(options.selection));
     const auto choice = redist::choose_cuda_variant(
         m, platform, options.selection.components, options.selection.cuda,
         options.selection.cuda ? std::nullopt : redist::detect_cuda(redist::host_probe::system()));
@@ -150,13 +149,13 @@ redist::result<redist::resolved_release> reread_locked_manifest(const fetch_opti
 // that changed upstream is a hard error. Every URL in the lock is checked as
 // a source first (check_lock_sources): a file:// URL only under a local
 // mirror or base the user named.
-redist::result<redist::release_plan> plan_from_lock(const fetch_options& options, bool chatty) {
+redist::result<redist::release_plan> plan_from_lock(const fetch_options& options, const std::string& platform,
+                                                    bool chatty) {
     REDIST_TRY(const std::string text,
                redist::fetch_text(redist::to_url(options.locked), options.source.transfer(), 16u << 20));
     REDIST_TRY(const auto lock, redist::lockfile_from_json(text, options.locked));
     REDIST_TRY_VOID(redist::check_lock_sources(lock, options.locked, options.source.local_roots()));
     REDIST_TRY_VOID(check_version_agrees(options, lock.release_label, "--locked " + options.locked));
-    REDIST_TRY(const std::string platform, effective_platform(options.selection));
     std::vector<std::string> notes;
     REDIST_TRY(auto locked,
                redist::plan_from_lock(lock, platform, options.selection.cuda, options.selection.components, &notes));
@@ -329,7 +328,10 @@ int run_fetch(const fetch_options& options) {
         driver_query.emplace(default_check_options(options.prefix), options.install.quiet && !options.check
                                                                         ? redist::check_depth::quick
                                                                         : redist::check_depth::full);
-    auto planned = options.locked.empty() ? plan_from_manifest(options, chatty) : plan_from_lock(options, chatty);
+    const auto platform = effective_platform(options.selection);
+    if (!platform.ok()) return report_error(platform.error_value());
+    auto planned = options.locked.empty() ? plan_from_manifest(options, *platform, chatty)
+                                          : plan_from_lock(options, *platform, chatty);
     if (!planned.ok()) return report_error(planned.error_value());
     if (!options.install.quiet)
         preflight(*planned, *driver_query);  // independent of --no-check, which is about the prefix
@@ -340,10 +342,7 @@ int run_fetch(const fetch_options& options) {
     req.transfer = options.source.transfer();
     req.sources = options.source.policy();
     std::optional<redist::install_report> report;
-    const auto platform = effective_platform(options.selection);
-    if (const int code = run_install(options.install, req, report, platform.ok() ? *platform : std::string());
-        code != 0 || !report)
-        return code;
+    if (const int code = run_install(options.install, req, report, *platform); code != 0 || !report) return code;
     record_artifacts(options.source, options.install.quiet, *report);  // drift watching
 
     std::optional<redist::check_report> checked;
