@@ -573,6 +573,25 @@ TEST_CASE("one stream: a retry that finds the file changed fails instead of mixi
     CHECK(s.bytes == 300000);  // nothing of the second version was delivered
 }
 
+TEST_CASE("one stream: a Content-Length other than the size expected is refused before the body", "[segmented]") {
+    auto& f = shared_fixture();
+    redist_test::write(f.root / "short.bin", f.blob.substr(0, 100000));
+    f.server->set_faults(R"({"/blob.bin": {"serve": "/short.bin"}})");
+    auto options = small_segments();
+    options.connections = 1;
+    redist::spool_location spool;
+    spool.temp_dir = redist_test::scratch("one-stream-length");
+    sink s;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), options, spool, s.callbacks,
+                                        retry_transient(3));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::integrity);
+    CHECK(r.error_value().expected == std::to_string(kSize));
+    CHECK(r.error_value().actual == "100000");
+    CHECK(s.bytes == 0);                 // not one byte of the wrong file delivered
+    CHECK(f.server->log().size() == 1);  // wrong bytes are not asked for again
+}
+
 TEST_CASE("file:// and small files use one stream", "[segmented]") {
     auto& f = shared_fixture();
     const fs::path dir = redist_test::scratch("one-stream");

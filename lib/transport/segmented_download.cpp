@@ -30,6 +30,7 @@
 #include <mutex>
 #include <thread>
 
+#include "redist/urls.hpp"
 #include "support/posix_file.hpp"
 
 namespace redist {
@@ -106,6 +107,29 @@ result<unique_fd> open_part_file(const fs::path& path, bool& fresh) {
     if (!fd) return errno_error("cannot create the download spool", path, errno);
     fresh = true;
     return fd;
+}
+
+// Hands the spool's bytes [from, to) to on_data in order, through `buffer`
+// (allocated on first use).
+result<void> deliver_spooled(int fd, const fs::path& path, std::uint64_t from, std::uint64_t to,
+                             download_callbacks& callbacks, std::unique_ptr<std::byte[]>& buffer) {
+    if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(kReadBlock);
+    while (from < to) {
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(to - from, kReadBlock));
+        REDIST_TRY(const std::size_t got, pread_some(fd, buffer.get(), want, from, path));
+        if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer.get(), got));
+        from += got;
+    }
+    return {};
+}
+
+// After a failed request (`failures` in a row without progress): how long to
+// wait before the next one, or nullopt to give up. Only network and not_found
+// failures are retried, and only when the caller's hook says so.
+std::optional<std::chrono::milliseconds> retry_delay(const segment_retry_hook& retry, int failures, const error& e,
+                                                     const transfer_failure_info& info) {
+    if ((e.code != error_code::network && e.code != error_code::not_found) || !retry) return std::nullopt;
+    return retry(failures, e, info);
 }
 
 result<unique_fd> open_temp_spool(const fs::path& dir) {
@@ -239,8 +263,7 @@ private:
     void record_progress(bool force);
     bool record_due() const;  // lock held
     void stop_all();
-    result<void> deliver(std::uint64_t from, std::uint64_t to, download_callbacks& callbacks);
-    std::unique_ptr<std::byte[]> buffer_;
+    std::unique_ptr<std::byte[]> buffer_;  // deliver_spooled()'s
 
     const std::string& url_;
     std::uint64_t size_;
@@ -374,7 +397,7 @@ void segmented_run::fetch(chunk& c) {
     std::uint64_t skip = 0;  // a 200's body starts at byte 0, not at `offset`
     download_callbacks cb;
     cb.on_response = [&](const response_info& info) -> result<void> {
-        const std::string validator = !info.etag.empty() ? info.etag : info.last_modified;
+        const std::string version = response_version(info);
         std::lock_guard lock(mutex_);
         if (!info.partial) {
             if (ranges_confirmed_) {
@@ -397,11 +420,11 @@ void segmented_run::fetch(chunk& c) {
             ranges_confirmed_ = !whole_stream_;
             progress_cv_.notify_one();  // the caller opens the other connections
         }
-        if (validator_.empty()) validator_ = validator;
-        else if (!validator.empty() && validator != validator_)
+        if (versions_differ(validator_, version))
             return make_error(error_code::integrity, "the file changed during the download")
                 .with_url(sanitize_url(url_));
-        return {};
+        if (validator_.empty()) validator_ = version;
+        return check_content_length(info, info.partial ? c.end - offset : size_, url_);
     };
     // Bytes received but not yet in the spool: libcurl hands the body over
     // in 16 KiB pieces, and a pwrite() per piece, from every connection into
@@ -488,10 +511,8 @@ void segmented_run::settle(chunk& c, result<void> outcome, const transfer_failur
                   ? make_error(error_code::network, "the body ended before the range did").with_url(sanitize_url(url_))
                   : std::move(outcome).error_value();
     if (ended_early) why.transient = true;
-    const bool retryable = e.code == error_code::network || e.code == error_code::not_found;
     c.failures = progressed ? 1 : c.failures + 1;
-    std::optional<std::chrono::milliseconds> delay;
-    if (retryable && retry_) delay = retry_(c.failures, e, why);
+    const auto delay = retry_delay(retry_, c.failures, e, why);
     if (!delay) {
         fatal_ = std::move(e);
         fatal_info_ = why;
@@ -502,17 +523,6 @@ void segmented_run::settle(chunk& c, result<void> outcome, const transfer_failur
     c.st = chunk::state::pending;
     c.not_before = clock_type::now() + *delay;
     work_cv_.notify_all();
-}
-
-result<void> segmented_run::deliver(std::uint64_t from, std::uint64_t to, download_callbacks& callbacks) {
-    if (!buffer_) buffer_ = std::make_unique_for_overwrite<std::byte[]>(kReadBlock);
-    while (from < to) {
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(to - from, kReadBlock));
-        REDIST_TRY(const std::size_t got, pread_some(fd_, buffer_.get(), want, from, spool_path_));
-        if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer_.get(), got));
-        from += got;
-    }
-    return {};
 }
 
 result<void> segmented_run::run(int connections, std::uint64_t& delivered, download_callbacks& callbacks,
@@ -547,7 +557,7 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
         const bool finished_unrecorded = finished_ != recorded_finished_;
         lock.unlock();
         if (finished_unrecorded) record_progress(false);
-        outcome = deliver(delivered, available, callbacks);
+        outcome = deliver_spooled(fd_, spool_path_, delivered, available, callbacks, buffer_);
         if (!outcome.ok()) break;
         delivered = available;
     }
@@ -589,13 +599,9 @@ struct single_stream {
 };
 
 result<void> single_stream::deliver_spooled() {
-    const auto buffer = std::make_unique_for_overwrite<std::byte[]>(kReadBlock);
-    while (delivered < spooled) {
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(spooled - delivered, kReadBlock));
-        REDIST_TRY(const std::size_t got, pread_some(fd, buffer.get(), want, delivered, spool_path));
-        if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer.get(), got));
-        delivered += got;
-    }
+    std::unique_ptr<std::byte[]> buffer;
+    REDIST_TRY_VOID(redist::deliver_spooled(fd, spool_path, delivered, spooled, callbacks, buffer));
+    delivered = spooled;
     return {};
 }
 
@@ -605,8 +611,8 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
     cb.on_response = [&](const response_info& r) -> result<void> {
         // Bytes of one version of the file only: a retry that finds another
         // one fails (the caller starts over), as the ranged path does.
-        const std::string v = !r.etag.empty() ? r.etag : r.last_modified;
-        if (spooled > 0 && !validator.empty() && !v.empty() && v != validator)
+        const std::string v = response_version(r);
+        if (spooled > 0 && versions_differ(validator, v))
             return make_error(error_code::integrity, "the file changed during the download").with_url(sanitize_url(url));
         if (!v.empty()) validator = v;
         if (!r.partial && spooled > 0) {
@@ -614,6 +620,7 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
             skip = delivered;
             spooled = delivered;
         }
+        if (expected_size > 0) REDIST_TRY_VOID(check_content_length(r, expected_size - (r.partial ? spooled : 0), url));
         if (!responded) {
             responded = true;
             response_info whole = r;
@@ -668,11 +675,8 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
             outcome = make_error(error_code::network, "the body ended early").with_url(sanitize_url(s.url));
             info.transient = true;
         }
-        const error_code code = outcome.error_value().code;
         failures = progressed ? 1 : failures + 1;
-        std::optional<std::chrono::milliseconds> delay;
-        if ((code == error_code::network || code == error_code::not_found) && retry)
-            delay = retry(failures, outcome.error_value(), info);
+        const auto delay = retry_delay(retry, failures, outcome.error_value(), info);
         if (!delay) {
             if (failure != nullptr) *failure = info;
             return outcome;
@@ -680,14 +684,6 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
         ++stats.retries;
         std::this_thread::sleep_for(*delay);
     }
-}
-
-bool is_file_url(std::string_view url) {
-    constexpr std::string_view scheme = "file:";
-    if (url.size() < scheme.size()) return false;
-    for (std::size_t i = 0; i < scheme.size(); ++i)
-        if ((url[i] | 0x20) != scheme[i]) return false;  // ':' | 0x20 is ':'
-    return true;
 }
 
 bool parse_u64(std::string_view text, std::uint64_t& out) {
@@ -701,6 +697,21 @@ bool parse_u64(std::string_view text, std::uint64_t& out) {
 }
 
 }  // namespace
+
+// ---- the checks every response passes ---------------------------------------------
+
+std::string response_version(const response_info& r) { return !r.etag.empty() ? r.etag : r.last_modified; }
+
+bool versions_differ(std::string_view kept, std::string_view now) {
+    return !kept.empty() && !now.empty() && kept != now;
+}
+
+result<void> check_content_length(const response_info& r, std::uint64_t expected_body, const std::string& url) {
+    if (r.content_length < 0 || static_cast<std::uint64_t>(r.content_length) == expected_body) return {};
+    return make_error(error_code::integrity, "size mismatch: Content-Length disagrees with the manifest's size")
+        .with_url(sanitize_url(url))
+        .with_expected_actual(std::to_string(expected_body), std::to_string(r.content_length));
+}
 
 // ---- the record ------------------------------------------------------------------
 
