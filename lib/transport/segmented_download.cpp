@@ -123,6 +123,22 @@ result<void> deliver_spooled(int fd, const fs::path& path, std::uint64_t from, s
     return {};
 }
 
+// The file changed under a download: the spool is emptied, and so is its
+// resume record, which would claim bytes no longer there (a ranged run
+// keeps an empty one: its bytes are out of order; one stream's are not),
+// and the caller is told to start over by a second on_response (partial = false).
+result<void> empty_spool(int fd, const fs::path& path, const fs::path& part_file, std::uint64_t expected_size,
+                         download_callbacks& callbacks, bool ranged) {
+    if (::ftruncate(fd, 0) != 0) return errno_error("cannot truncate the download spool", path, errno);
+    if (!part_file.empty() && ranged)
+        REDIST_TRY_VOID(atomic_write(segment_record_path(part_file), segment_record_to_text({expected_size, {}}),
+                                     durability::none));
+    if (!part_file.empty() && !ranged) remove_segment_record(part_file);
+    response_info whole;
+    whole.content_length = expected_size > 0 ? static_cast<std::int64_t>(expected_size) : -1;
+    return callbacks.on_response ? callbacks.on_response(whole) : result<void>{};
+}
+
 // After a failed request (`failures` in a row without progress): how long to
 // wait before the next one, or nullopt to give up. Only network and not_found
 // failures are retried, and only when the caller's hook says so.
@@ -250,6 +266,8 @@ public:
     // The server ignored the first request's Range and its 200 body became
     // the one stream (no second request; no byte sent twice).
     bool whole_stream() const { return whole_stream_; }
+    // A response came from another version of the file than the bytes so far.
+    bool changed() const { return changed_; }
 
 private:
     void worker();
@@ -286,6 +304,7 @@ private:
     // request into the whole download (whole_stream_).
     bool ranges_confirmed_ = false;
     bool whole_stream_ = false;
+    bool changed_ = false;
     std::optional<error> fatal_;
     transfer_failure_info fatal_info_;
     std::string validator_;     // ETag (else Last-Modified) of the first response
@@ -420,9 +439,10 @@ void segmented_run::fetch(chunk& c) {
             ranges_confirmed_ = !whole_stream_;
             progress_cv_.notify_one();  // the caller opens the other connections
         }
-        if (versions_differ(validator_, version))
-            return make_error(error_code::integrity, "the file changed during the download")
-                .with_url(sanitize_url(url_));
+        if (versions_differ(validator_, version)) {
+            changed_ = true;  // settle() stops the run; run_segments starts over
+            return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url_));
+        }
         if (validator_.empty()) validator_ = version;
         return check_content_length(info, info.partial ? c.end - offset : size_, url_);
     };
@@ -502,6 +522,12 @@ void segmented_run::settle(chunk& c, result<void> outcome, const transfer_failur
     if (stop_) return;
     if (range_ignored) {
         fallback_ = true;
+        stop_all();
+        return;
+    }
+    if (changed_) {
+        fatal_ = std::move(outcome).error_value();
+        fatal_info_ = info;
         stop_all();
         return;
     }
@@ -593,10 +619,25 @@ struct single_stream {
     std::uint64_t spooled = 0;    // contiguous bytes in the spool (>= delivered)
     bool spool_full = false;      // a write failed for lack of room
     std::string validator{};      // ETag (else Last-Modified) of the response the bytes so far came from
+    fs::path part_file{};         // the spool's resume record goes with it (empty: a temp spool)
+    bool changed = false;         // the last attempt found the file changed (start_over)
 
     result<void> attempt(segmented_stats& stats, transfer_failure_info& info, bool& progressed);
     result<void> deliver_spooled();
+    result<void> start_over();
 };
+
+// The bytes so far belong to another version of the file than the one now
+// served: they are worthless. The spool is emptied, the caller is told to
+// drop what it had (a second on_response, partial = false), and the request
+// fails as transient (run_single_stream), so that a retry starts at byte 0.
+result<void> single_stream::start_over() {
+    changed = true;
+    spooled = delivered = 0;
+    validator.clear();
+    REDIST_TRY_VOID(empty_spool(fd, spool_path, part_file, expected_size, callbacks, false));
+    return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url));
+}
 
 result<void> single_stream::deliver_spooled() {
     std::unique_ptr<std::byte[]> buffer;
@@ -610,10 +651,9 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
     download_callbacks cb;
     cb.on_response = [&](const response_info& r) -> result<void> {
         // Bytes of one version of the file only: a retry that finds another
-        // one fails (the caller starts over), as the ranged path does.
+        // one starts over, as the ranged path does.
         const std::string v = response_version(r);
-        if (spooled > 0 && versions_differ(validator, v))
-            return make_error(error_code::integrity, "the file changed during the download").with_url(sanitize_url(url));
+        if (spooled > 0 && versions_differ(validator, v)) return start_over();
         if (!v.empty()) validator = v;
         if (!r.partial && spooled > 0) {
             // The server sent the whole file: what the caller already has is skipped.
@@ -675,6 +715,7 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
             outcome = make_error(error_code::network, "the body ended early").with_url(sanitize_url(s.url));
             info.transient = true;
         }
+        if (std::exchange(s.changed, false)) info.transient = true;  // from byte 0, on the same source
         failures = progressed ? 1 : failures + 1;
         const auto delay = retry_delay(retry, failures, outcome.error_value(), info);
         if (!delay) {
@@ -878,10 +919,24 @@ result<void> run_segments(const std::string& url, std::uint64_t expected_size, c
         REDIST_TRY_VOID(one.deliver_spooled());
         delivered = one.delivered;
     }
-    for (;;) {
+    for (int changes = 0;;) {
         segmented_run run(url, expected_size, transfer, s.fd.get(), s.path, s.part_file,
                           plan_chunks(delivered, expected_size, s.present, segments), retry);
         auto outcome = run.run(segments.connections, delivered, callbacks, stats, failure);
+        if (!outcome.ok() && run.changed()) {
+            // From byte 0 again, on the same source (see single_stream::start_over).
+            REDIST_TRY_VOID(empty_spool(s.fd.get(), s.path, s.part_file, expected_size, callbacks, true));
+            s.present.ranges.clear();
+            delivered = 0;
+            transfer_failure_info why;
+            why.transient = true;
+            if (failure != nullptr) *failure = why;
+            const auto delay = retry_delay(retry, ++changes, outcome.error_value(), why);
+            if (!delay) return outcome;
+            ++stats.retries;
+            std::this_thread::sleep_for(*delay);
+            continue;
+        }
         if (!outcome.ok() && can_fall_back(s, spool, run.spool_full())) {
             // Go on in a temp spool from the first byte not delivered yet.
             REDIST_TRY_VOID(fall_back_to_temp(s, spool, outcome.error_value()));
@@ -908,6 +963,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
     stats.reused_bytes = present_bytes(s.present);
     bool responded = false;
     single_stream one{url, expected_size, transfer, s.fd.get(), s.path, callbacks, responded};
+    one.part_file = s.part_file;
     one.spooled = prefix_of(s.present);
 
     const bool split = !is_file_url(url) && segments.connections > 1 && expected_size > 0 &&
@@ -929,6 +985,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         REDIST_TRY_VOID(run_segments(url, expected_size, transfer, segments, spool, s, one, callbacks, retry, failure,
                                      stats, ranges_ignored));
         one.fd = s.fd.get();
+        one.part_file = s.part_file;
         if (!ranges_ignored) {
             if (!s.part_file.empty()) remove_segment_record(s.part_file);
             return stats;
@@ -941,6 +998,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         if (!can_fall_back(s, spool, one.spool_full)) return std::move(streamed).error_value();
         REDIST_TRY_VOID(fall_back_to_temp(s, spool, streamed.error_value()));
         one.fd = s.fd.get();
+        one.part_file = s.part_file;
         one.spool_full = false;
         one.spooled = one.delivered;
     }

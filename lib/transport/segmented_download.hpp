@@ -151,6 +151,13 @@ result<void> check_content_length(const response_info& r, std::uint64_t expected
 // byte of the file from byte 0, in order, on the calling thread. Bytes found
 // in the spool from an earlier run are delivered from there first.
 //
+// A response of another version of the file (ETag, else Last-Modified) than
+// the bytes so far means the file changed: the spool is emptied, on_response
+// is called again (partial = false) before any byte of the new version, and
+// the caller drops what it had; the download starts over from byte 0, on
+// the same source, when the retry hook allows it (asked as for a transient
+// network failure). Two versions are never mixed.
+//
 // One stream is used for file:// URLs, expected_size < min_total_bytes,
 // connections <= 1, and servers that ignore ranges.
 //
@@ -159,9 +166,9 @@ result<void> check_content_length(const response_info& r, std::uint64_t expected
 // record stay for a later resume (the caller removes both to start over:
 // remove_segment_record()).
 // Outcomes: ok | network / not_found (last failure of a request the retry
-// hook gave up on; `failure` describes it) | integrity (the server announced
-// (Content-Length) or sent more or fewer bytes than asked for, or the file
-// changed between requests) |
+// hook gave up on, or "the file changed during the download"; `failure`
+// describes it) | integrity (the server announced (Content-Length) or sent
+// more bytes than asked for) |
 // filesystem (spool) | whatever a callback returned, unchanged.
 result<segmented_stats> segmented_download(const std::string& url, std::uint64_t expected_size,
                                            const transfer_options& transfer, const segment_options& segments,

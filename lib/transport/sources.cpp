@@ -744,6 +744,9 @@ result<void> artifact_stream::fetch_split_once(const std::string& url, const tra
     if (received_ > 0) REDIST_TRY_VOID(restart());
     auto last_report = std::chrono::steady_clock::now();
     download_callbacks callbacks = body_callbacks(url, 0, last_report);
+    // A second response (partial = false) after bytes came: the file changed
+    // and the downloader starts over; so does the stream.
+    callbacks.on_response = [this, &url](const response_info& info) { return accept_response(info, received_, url); };
     auto drop_spool = [&] {
         if (spool.part_file.empty()) return;
         ::unlink(spool.part_file.c_str());
