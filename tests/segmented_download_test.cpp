@@ -100,6 +100,7 @@ struct sink {
     redist::sha256_hasher hasher;
     std::uint64_t bytes = 0;
     int responses = 0;
+    int restarts = 0;
     redist::response_info info;
     std::uint64_t stop_after = 0;
     redist::download_callbacks callbacks;
@@ -108,6 +109,11 @@ struct sink {
         callbacks.on_response = [this](const redist::response_info& i) -> redist::result<void> {
             ++responses;
             info = i;
+            if (bytes > 0) {  // the download starts over from byte 0 (the file changed)
+                ++restarts;
+                bytes = 0;
+                hasher = redist::sha256_hasher();
+            }
             return {};
         };
         callbacks.on_data = [this](const std::byte* data, std::size_t n) -> redist::result<void> {
@@ -553,24 +559,64 @@ TEST_CASE("the spool is never opened through a symlink", "[segmented]") {
     CHECK(s.hex() == sha256_of(f.blob));
 }
 
-TEST_CASE("one stream: a retry that finds the file changed fails instead of mixing two versions", "[segmented]") {
+TEST_CASE("one stream: a retry that finds the file changed starts over instead of mixing two versions", "[segmented]") {
     auto& f = shared_fixture();
     // The first request is cut short and carries another ETag than the retry's.
     f.server->set_faults(R"({"/blob.bin": {"drop_after": 300000, "etag": "\"v1\"", "times": 1}})");
     auto options = small_segments();
     options.connections = 1;
-    redist::spool_location spool;
-    spool.temp_dir = redist_test::scratch("one-stream-changed");
+    const auto spool = part_spool("one-stream-changed");
     sink s;
-    redist::transfer_failure_info failure;
     auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), options, spool, s.callbacks,
-                                        retry_transient(3), &failure);
+                                        retry_transient(3));
+    REQUIRE(r.ok());
+    CHECK(s.restarts == 1);  // told before any byte of the second version
+    CHECK(s.bytes == kSize);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(redist_test::slurp(spool.part_file) == f.blob);
+    const auto log = f.server->log();
+    REQUIRE(log.size() == 3);
+    CHECK(log[1].range == std::optional<std::string>("bytes=300000-"));  // refused: another version
+    CHECK_FALSE(log[2].range);                                           // from byte 0
+    CHECK(log[2].bytes_sent == kSize);
+}
+
+TEST_CASE("ranges: a range of another version of the file starts the download over", "[segmented]") {
+    auto& f = shared_fixture();
+    // The first range carries another ETag than the ones after it.
+    f.server->set_faults(R"({"/blob.bin": {"etag": "\"v1\"", "times": 1}})");
+    sink s;
+    const auto spool = part_spool("ranges-changed");
+    int retries = 0;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3, &retries));
+    REQUIRE(r.ok());
+    CHECK(r->segmented);
+    CHECK(retries >= 1);  // the start over went through the retry hook
+    CHECK(s.restarts <= 1);
+    CHECK(s.bytes == kSize);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(redist_test::slurp(spool.part_file) == f.blob);
+    CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
+}
+
+TEST_CASE("one stream: a Content-Length other than the size expected is refused before the body", "[segmented]") {
+    auto& f = shared_fixture();
+    redist_test::write(f.root / "short.bin", f.blob.substr(0, 100000));
+    f.server->set_faults(R"({"/blob.bin": {"serve": "/short.bin"}})");
+    auto options = small_segments();
+    options.connections = 1;
+    redist::spool_location spool;
+    spool.temp_dir = redist_test::scratch("one-stream-length");
+    sink s;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), options, spool, s.callbacks,
+                                        retry_transient(3));
     REQUIRE_FALSE(r.ok());
     CHECK(r.error_value().code == error_code::integrity);
-    CHECK(r.error_value().message == "the file changed during the download");
-    const auto log = f.server->log();
-    REQUIRE(log.size() == 2);
-    CHECK(s.bytes == 300000);  // nothing of the second version was delivered
+    CHECK(r.error_value().expected == std::to_string(kSize));
+    CHECK(r.error_value().actual == "100000");
+    CHECK(s.bytes == 0);                 // not one byte of the wrong file delivered
+    CHECK(f.server->log().size() == 1);  // wrong bytes are not asked for again
 }
 
 TEST_CASE("file:// and small files use one stream", "[segmented]") {

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <thread>
 
+#include "redist/urls.hpp"
 #include "support/posix_file.hpp"
 
 namespace redist {
@@ -106,6 +107,45 @@ result<unique_fd> open_part_file(const fs::path& path, bool& fresh) {
     if (!fd) return errno_error("cannot create the download spool", path, errno);
     fresh = true;
     return fd;
+}
+
+// Hands the spool's bytes [from, to) to on_data in order, through `buffer`
+// (allocated on first use).
+result<void> deliver_spooled(int fd, const fs::path& path, std::uint64_t from, std::uint64_t to,
+                             download_callbacks& callbacks, std::unique_ptr<std::byte[]>& buffer) {
+    if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(kReadBlock);
+    while (from < to) {
+        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(to - from, kReadBlock));
+        REDIST_TRY(const std::size_t got, pread_some(fd, buffer.get(), want, from, path));
+        if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer.get(), got));
+        from += got;
+    }
+    return {};
+}
+
+// The file changed under a download: the spool is emptied, and so is its
+// resume record, which would claim bytes no longer there (a ranged run
+// keeps an empty one: its bytes are out of order; one stream's are not),
+// and the caller is told to start over by a second on_response (partial = false).
+result<void> empty_spool(int fd, const fs::path& path, const fs::path& part_file, std::uint64_t expected_size,
+                         download_callbacks& callbacks, bool ranged) {
+    if (::ftruncate(fd, 0) != 0) return errno_error("cannot truncate the download spool", path, errno);
+    if (!part_file.empty() && ranged)
+        REDIST_TRY_VOID(atomic_write(segment_record_path(part_file), segment_record_to_text({expected_size, {}}),
+                                     durability::none));
+    if (!part_file.empty() && !ranged) remove_segment_record(part_file);
+    response_info whole;
+    whole.content_length = expected_size > 0 ? static_cast<std::int64_t>(expected_size) : -1;
+    return callbacks.on_response ? callbacks.on_response(whole) : result<void>{};
+}
+
+// After a failed request (`failures` in a row without progress): how long to
+// wait before the next one, or nullopt to give up. Only network and not_found
+// failures are retried, and only when the caller's hook says so.
+std::optional<std::chrono::milliseconds> retry_delay(const segment_retry_hook& retry, int failures, const error& e,
+                                                     const transfer_failure_info& info) {
+    if ((e.code != error_code::network && e.code != error_code::not_found) || !retry) return std::nullopt;
+    return retry(failures, e, info);
 }
 
 result<unique_fd> open_temp_spool(const fs::path& dir) {
@@ -226,6 +266,8 @@ public:
     // The server ignored the first request's Range and its 200 body became
     // the one stream (no second request; no byte sent twice).
     bool whole_stream() const { return whole_stream_; }
+    // A response came from another version of the file than the bytes so far.
+    bool changed() const { return changed_; }
 
 private:
     void worker();
@@ -239,8 +281,7 @@ private:
     void record_progress(bool force);
     bool record_due() const;  // lock held
     void stop_all();
-    result<void> deliver(std::uint64_t from, std::uint64_t to, download_callbacks& callbacks);
-    std::unique_ptr<std::byte[]> buffer_;
+    std::unique_ptr<std::byte[]> buffer_;  // deliver_spooled()'s
 
     const std::string& url_;
     std::uint64_t size_;
@@ -263,6 +304,7 @@ private:
     // request into the whole download (whole_stream_).
     bool ranges_confirmed_ = false;
     bool whole_stream_ = false;
+    bool changed_ = false;
     std::optional<error> fatal_;
     transfer_failure_info fatal_info_;
     std::string validator_;     // ETag (else Last-Modified) of the first response
@@ -374,7 +416,7 @@ void segmented_run::fetch(chunk& c) {
     std::uint64_t skip = 0;  // a 200's body starts at byte 0, not at `offset`
     download_callbacks cb;
     cb.on_response = [&](const response_info& info) -> result<void> {
-        const std::string validator = !info.etag.empty() ? info.etag : info.last_modified;
+        const std::string version = response_version(info);
         std::lock_guard lock(mutex_);
         if (!info.partial) {
             if (ranges_confirmed_) {
@@ -397,11 +439,12 @@ void segmented_run::fetch(chunk& c) {
             ranges_confirmed_ = !whole_stream_;
             progress_cv_.notify_one();  // the caller opens the other connections
         }
-        if (validator_.empty()) validator_ = validator;
-        else if (!validator.empty() && validator != validator_)
-            return make_error(error_code::integrity, "the file changed during the download")
-                .with_url(sanitize_url(url_));
-        return {};
+        if (versions_differ(validator_, version)) {
+            changed_ = true;  // settle() stops the run; run_segments starts over
+            return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url_));
+        }
+        if (validator_.empty()) validator_ = version;
+        return check_content_length(info, info.partial ? c.end - offset : size_, url_);
     };
     // Bytes received but not yet in the spool: libcurl hands the body over
     // in 16 KiB pieces, and a pwrite() per piece, from every connection into
@@ -482,16 +525,20 @@ void segmented_run::settle(chunk& c, result<void> outcome, const transfer_failur
         stop_all();
         return;
     }
+    if (changed_) {
+        fatal_ = std::move(outcome).error_value();
+        fatal_info_ = info;
+        stop_all();
+        return;
+    }
     transfer_failure_info why = info;
     const bool ended_early = outcome.ok();
     error e = ended_early
                   ? make_error(error_code::network, "the body ended before the range did").with_url(sanitize_url(url_))
                   : std::move(outcome).error_value();
     if (ended_early) why.transient = true;
-    const bool retryable = e.code == error_code::network || e.code == error_code::not_found;
     c.failures = progressed ? 1 : c.failures + 1;
-    std::optional<std::chrono::milliseconds> delay;
-    if (retryable && retry_) delay = retry_(c.failures, e, why);
+    const auto delay = retry_delay(retry_, c.failures, e, why);
     if (!delay) {
         fatal_ = std::move(e);
         fatal_info_ = why;
@@ -502,17 +549,6 @@ void segmented_run::settle(chunk& c, result<void> outcome, const transfer_failur
     c.st = chunk::state::pending;
     c.not_before = clock_type::now() + *delay;
     work_cv_.notify_all();
-}
-
-result<void> segmented_run::deliver(std::uint64_t from, std::uint64_t to, download_callbacks& callbacks) {
-    if (!buffer_) buffer_ = std::make_unique_for_overwrite<std::byte[]>(kReadBlock);
-    while (from < to) {
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(to - from, kReadBlock));
-        REDIST_TRY(const std::size_t got, pread_some(fd_, buffer_.get(), want, from, spool_path_));
-        if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer_.get(), got));
-        from += got;
-    }
-    return {};
 }
 
 result<void> segmented_run::run(int connections, std::uint64_t& delivered, download_callbacks& callbacks,
@@ -547,7 +583,7 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
         const bool finished_unrecorded = finished_ != recorded_finished_;
         lock.unlock();
         if (finished_unrecorded) record_progress(false);
-        outcome = deliver(delivered, available, callbacks);
+        outcome = deliver_spooled(fd_, spool_path_, delivered, available, callbacks, buffer_);
         if (!outcome.ok()) break;
         delivered = available;
     }
@@ -583,19 +619,30 @@ struct single_stream {
     std::uint64_t spooled = 0;    // contiguous bytes in the spool (>= delivered)
     bool spool_full = false;      // a write failed for lack of room
     std::string validator{};      // ETag (else Last-Modified) of the response the bytes so far came from
+    fs::path part_file{};         // the spool's resume record goes with it (empty: a temp spool)
+    bool changed = false;         // the last attempt found the file changed (start_over)
 
     result<void> attempt(segmented_stats& stats, transfer_failure_info& info, bool& progressed);
     result<void> deliver_spooled();
+    result<void> start_over();
 };
 
+// The bytes so far belong to another version of the file than the one now
+// served: they are worthless. The spool is emptied, the caller is told to
+// drop what it had (a second on_response, partial = false), and the request
+// fails as transient (run_single_stream), so that a retry starts at byte 0.
+result<void> single_stream::start_over() {
+    changed = true;
+    spooled = delivered = 0;
+    validator.clear();
+    REDIST_TRY_VOID(empty_spool(fd, spool_path, part_file, expected_size, callbacks, false));
+    return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url));
+}
+
 result<void> single_stream::deliver_spooled() {
-    const auto buffer = std::make_unique_for_overwrite<std::byte[]>(kReadBlock);
-    while (delivered < spooled) {
-        const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(spooled - delivered, kReadBlock));
-        REDIST_TRY(const std::size_t got, pread_some(fd, buffer.get(), want, delivered, spool_path));
-        if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer.get(), got));
-        delivered += got;
-    }
+    std::unique_ptr<std::byte[]> buffer;
+    REDIST_TRY_VOID(redist::deliver_spooled(fd, spool_path, delivered, spooled, callbacks, buffer));
+    delivered = spooled;
     return {};
 }
 
@@ -604,16 +651,16 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
     download_callbacks cb;
     cb.on_response = [&](const response_info& r) -> result<void> {
         // Bytes of one version of the file only: a retry that finds another
-        // one fails (the caller starts over), as the ranged path does.
-        const std::string v = !r.etag.empty() ? r.etag : r.last_modified;
-        if (spooled > 0 && !validator.empty() && !v.empty() && v != validator)
-            return make_error(error_code::integrity, "the file changed during the download").with_url(sanitize_url(url));
+        // one starts over, as the ranged path does.
+        const std::string v = response_version(r);
+        if (spooled > 0 && versions_differ(validator, v)) return start_over();
         if (!v.empty()) validator = v;
         if (!r.partial && spooled > 0) {
             // The server sent the whole file: what the caller already has is skipped.
             skip = delivered;
             spooled = delivered;
         }
+        if (expected_size > 0) REDIST_TRY_VOID(check_content_length(r, expected_size - (r.partial ? spooled : 0), url));
         if (!responded) {
             responded = true;
             response_info whole = r;
@@ -668,11 +715,9 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
             outcome = make_error(error_code::network, "the body ended early").with_url(sanitize_url(s.url));
             info.transient = true;
         }
-        const error_code code = outcome.error_value().code;
+        if (std::exchange(s.changed, false)) info.transient = true;  // from byte 0, on the same source
         failures = progressed ? 1 : failures + 1;
-        std::optional<std::chrono::milliseconds> delay;
-        if ((code == error_code::network || code == error_code::not_found) && retry)
-            delay = retry(failures, outcome.error_value(), info);
+        const auto delay = retry_delay(retry, failures, outcome.error_value(), info);
         if (!delay) {
             if (failure != nullptr) *failure = info;
             return outcome;
@@ -680,14 +725,6 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
         ++stats.retries;
         std::this_thread::sleep_for(*delay);
     }
-}
-
-bool is_file_url(std::string_view url) {
-    constexpr std::string_view scheme = "file:";
-    if (url.size() < scheme.size()) return false;
-    for (std::size_t i = 0; i < scheme.size(); ++i)
-        if ((url[i] | 0x20) != scheme[i]) return false;  // ':' | 0x20 is ':'
-    return true;
 }
 
 bool parse_u64(std::string_view text, std::uint64_t& out) {
@@ -701,6 +738,21 @@ bool parse_u64(std::string_view text, std::uint64_t& out) {
 }
 
 }  // namespace
+
+// ---- the checks every response passes ---------------------------------------------
+
+std::string response_version(const response_info& r) { return !r.etag.empty() ? r.etag : r.last_modified; }
+
+bool versions_differ(std::string_view kept, std::string_view now) {
+    return !kept.empty() && !now.empty() && kept != now;
+}
+
+result<void> check_content_length(const response_info& r, std::uint64_t expected_body, const std::string& url) {
+    if (r.content_length < 0 || static_cast<std::uint64_t>(r.content_length) == expected_body) return {};
+    return make_error(error_code::integrity, "size mismatch: Content-Length disagrees with the manifest's size")
+        .with_url(sanitize_url(url))
+        .with_expected_actual(std::to_string(expected_body), std::to_string(r.content_length));
+}
 
 // ---- the record ------------------------------------------------------------------
 
@@ -867,10 +919,24 @@ result<void> run_segments(const std::string& url, std::uint64_t expected_size, c
         REDIST_TRY_VOID(one.deliver_spooled());
         delivered = one.delivered;
     }
-    for (;;) {
+    for (int changes = 0;;) {
         segmented_run run(url, expected_size, transfer, s.fd.get(), s.path, s.part_file,
                           plan_chunks(delivered, expected_size, s.present, segments), retry);
         auto outcome = run.run(segments.connections, delivered, callbacks, stats, failure);
+        if (!outcome.ok() && run.changed()) {
+            // From byte 0 again, on the same source (see single_stream::start_over).
+            REDIST_TRY_VOID(empty_spool(s.fd.get(), s.path, s.part_file, expected_size, callbacks, true));
+            s.present.ranges.clear();
+            delivered = 0;
+            transfer_failure_info why;
+            why.transient = true;
+            if (failure != nullptr) *failure = why;
+            const auto delay = retry_delay(retry, ++changes, outcome.error_value(), why);
+            if (!delay) return outcome;
+            ++stats.retries;
+            std::this_thread::sleep_for(*delay);
+            continue;
+        }
         if (!outcome.ok() && can_fall_back(s, spool, run.spool_full())) {
             // Go on in a temp spool from the first byte not delivered yet.
             REDIST_TRY_VOID(fall_back_to_temp(s, spool, outcome.error_value()));
@@ -898,6 +964,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
     if (stats.reused_bytes > 0 && spool.on_resume) spool.on_resume(stats.reused_bytes);
     bool responded = false;
     single_stream one{url, expected_size, transfer, s.fd.get(), s.path, callbacks, responded};
+    one.part_file = s.part_file;
     one.spooled = prefix_of(s.present);
 
     const bool split = !is_file_url(url) && segments.connections > 1 && expected_size > 0 &&
@@ -919,6 +986,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         REDIST_TRY_VOID(run_segments(url, expected_size, transfer, segments, spool, s, one, callbacks, retry, failure,
                                      stats, ranges_ignored));
         one.fd = s.fd.get();
+        one.part_file = s.part_file;
         if (!ranges_ignored) {
             if (!s.part_file.empty()) remove_segment_record(s.part_file);
             return stats;
@@ -931,6 +999,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         if (!can_fall_back(s, spool, one.spool_full)) return std::move(streamed).error_value();
         REDIST_TRY_VOID(fall_back_to_temp(s, spool, streamed.error_value()));
         one.fd = s.fd.get();
+        one.part_file = s.part_file;
         one.spool_full = false;
         one.spooled = one.delivered;
     }

@@ -132,12 +132,34 @@ struct segmented_stats {
     int retries = 0;                   // requests that were repeats after a failure
 };
 
+// ---- the checks every response of an artifact download passes -----------
+// One place for them: each request of segmented_download (one stream or a
+// range) and artifact_stream (sources.hpp).
+
+// The version of the file a response's body belongs to: its ETag, else its
+// Last-Modified; empty when the server sends neither.
+std::string response_version(const response_info& r);
+// Bytes of version `kept` cannot be joined by a response of version `now`:
+// both are known and differ (the file changed between two requests).
+bool versions_differ(std::string_view kept, std::string_view now);
+// A response that announces another body size than the `expected_body`
+// bytes asked for is wrong bytes, refused before its body is read.
+// Outcomes: ok (no Content-Length, or that one) | integrity.
+result<void> check_content_length(const response_info& r, std::uint64_t expected_body, const std::string& url);
+
 // Downloads `url` (expected_size bytes; 0 = unknown, which means one stream)
 // into the spool, calling callbacks.on_response once (status of the first
 // response, content_length = expected_size or the server's, partial = false:
 // the stream always starts at byte 0) and then callbacks.on_data with every
 // byte of the file from byte 0, in order, on the calling thread. Bytes found
 // in the spool from an earlier run are delivered from there first.
+//
+// A response of another version of the file (ETag, else Last-Modified) than
+// the bytes so far means the file changed: the spool is emptied, on_response
+// is called again (partial = false) before any byte of the new version, and
+// the caller drops what it had; the download starts over from byte 0, on
+// the same source, when the retry hook allows it (asked as for a transient
+// network failure). Two versions are never mixed.
 //
 // One stream is used for file:// URLs, expected_size < min_total_bytes,
 // connections <= 1, and servers that ignore ranges.
@@ -147,8 +169,9 @@ struct segmented_stats {
 // record stay for a later resume (the caller removes both to start over:
 // remove_segment_record()).
 // Outcomes: ok | network / not_found (last failure of a request the retry
-// hook gave up on; `failure` describes it) | integrity (the server sent more
-// or fewer bytes than expected_size, or the file changed between requests) |
+// hook gave up on, or "the file changed during the download"; `failure`
+// describes it) | integrity (the server announced (Content-Length) or sent
+// more bytes than asked for) |
 // filesystem (spool) | whatever a callback returned, unchanged.
 result<segmented_stats> segmented_download(const std::string& url, std::uint64_t expected_size,
                                            const transfer_options& transfer, const segment_options& segments,

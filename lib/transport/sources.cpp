@@ -608,21 +608,16 @@ result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
 
 result<void> artifact_stream::accept_response(const response_info& info, std::uint64_t resume_from,
                                               const std::string& url) {
-    const std::string this_validator = !info.etag.empty() ? info.etag : info.last_modified;
+    const std::string this_validator = response_version(info);
     if (resume_from > 0 && !info.partial) {
         // The server ignored the Range: start over cleanly with this body.
         REDIST_TRY_VOID(restart());
-    } else if (resume_from > 0 && !validator_.empty() && !this_validator.empty() && validator_ != this_validator) {
+    } else if (resume_from > 0 && versions_differ(validator_, this_validator)) {
         changed_ = true;  // the file changed under us: the bytes so far are worthless
         return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url));
     }
     validator_ = this_validator;
-    const std::uint64_t expected_body = expected_.size - (info.partial ? resume_from : 0);
-    if (info.content_length >= 0 && static_cast<std::uint64_t>(info.content_length) != expected_body) {
-        return make_error(error_code::integrity, "size mismatch: Content-Length disagrees with the manifest's size")
-            .with_url(sanitize_url(url))
-            .with_expected_actual(std::to_string(expected_body), std::to_string(info.content_length));
-    }
+    REDIST_TRY_VOID(check_content_length(info, expected_.size - (info.partial ? resume_from : 0), url));
     if (progress_) progress_(received_);
     return {};
 }
@@ -749,6 +744,9 @@ result<void> artifact_stream::fetch_split_once(const std::string& url, const tra
     if (received_ > 0) REDIST_TRY_VOID(restart());
     auto last_report = std::chrono::steady_clock::now();
     download_callbacks callbacks = body_callbacks(url, 0, last_report);
+    // A second response (partial = false) after bytes came: the file changed
+    // and the downloader starts over; so does the stream.
+    callbacks.on_response = [this, &url](const response_info& info) { return accept_response(info, received_, url); };
     auto drop_spool = [&] {
         if (spool.part_file.empty()) return;
         ::unlink(spool.part_file.c_str());

@@ -288,9 +288,11 @@ public:
     // .part, with its resume record), so no tee may be set. It delivers every
     // byte from 0, including those an earlier run left in the spool, so the
     // hash and the sink start over (the caller restarts them once before the
-    // first attempt). Wrong bytes (integrity) remove the spool's .part and
-    // record; when the spool held bytes of an earlier run, the artifact is
-    // downloaded again from byte 0 once, as in fetch_from. Outcomes as fetch_from.
+    // first attempt; a file that changed under the downloader restarts them
+    // again, see segmented_download.hpp). Wrong bytes (integrity) remove the
+    // spool's .part and record; when the spool held bytes of an earlier run,
+    // the artifact is downloaded again from byte 0 once, as in fetch_from.
+    // Outcomes as fetch_from.
     result<void> fetch_split(const std::string& url, const transfer_options& options, const segment_options& segments,
                              const spool_location& spool, const segment_retry_hook& retry,
                              transfer_failure_info& failure);

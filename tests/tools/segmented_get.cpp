@@ -58,6 +58,15 @@ int main(int argc, char** argv) {
     redist::sha256_hasher hasher;
     std::uint64_t delivered = 0;
     redist::download_callbacks callbacks;
+    // A second response after bytes came: the file changed, and the download starts over from byte 0.
+    callbacks.on_response = [&](const redist::response_info&) -> redist::result<void> {
+        if (delivered == 0) return {};
+        if (to_stdout)
+            return redist::make_error(redist::error_code::network, "the file changed; stdout cannot start over");
+        hasher = redist::sha256_hasher();
+        delivered = 0;
+        return {};
+    };
     callbacks.on_data = [&](const std::byte* data, std::size_t n) -> redist::result<void> {
         hasher.update(data, n);
         if (to_stdout && std::fwrite(data, 1, n, stdout) != n)
