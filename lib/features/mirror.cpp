@@ -43,6 +43,7 @@
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
 #include "transport/oci.hpp"
+#include "transport/oci_layout.hpp"
 #include "transport/sources.hpp"
 
 namespace redist {
@@ -480,26 +481,30 @@ private:
     claim_map claims_;
 };
 
-// A registry (oci://, oci+http://): repository <namespace>/<product>, one tag
-// per release, blobs by digest (transport/oci.hpp). An archive is downloaded
-// verified into a private scratch directory, then uploaded; a blob the
-// registry already has is not sent again.
-class registry_target final : public mirror_target {
+// OCI form: a registry (oci://, oci+http://; repository <namespace>/<product>,
+// one tag per release, blobs by digest) or an image layout on disk
+// (oci-layout:DIR; DIR/<product>/, one index.json entry per release) -- the
+// oci_store decides which (transport/oci.hpp, oci_layout.hpp). An archive is
+// downloaded verified into the store's scratch directory, then stored; a
+// blob the store already has is not stored again; the release's image
+// manifest (oci_release_manifest) goes last.
+class oci_target final : public mirror_target {
 public:
-    registry_target(oci_pusher pusher, fs::path scratch) : pusher_(std::move(pusher)), scratch_(std::move(scratch)) {}
-    ~registry_target() override {
+    oci_target(std::unique_ptr<oci_store> store, fs::path scratch, bool owns_scratch)
+        : store_(std::move(store)), scratch_(std::move(scratch)), owns_scratch_(owns_scratch) {}
+    ~oci_target() override {
         std::error_code ec;
-        fs::remove_all(scratch_, ec);
+        if (owns_scratch_) fs::remove_all(scratch_, ec);
     }
-    registry_target(const registry_target&) = delete;
-    registry_target& operator=(const registry_target&) = delete;
+    oci_target(const oci_target&) = delete;
+    oci_target& operator=(const oci_target&) = delete;
     result<void> admit(const resolved_release& /*release*/, const std::vector<picked>& /*picks*/) override {
         return {};  // blobs are named by their digest: one release cannot replace another's
     }
     fs::path path_of(const artifact& /*a*/) const override { return {}; }
     result<std::optional<bool>> present(const artifact& a) override {
         std::lock_guard lock(mutex_);
-        REDIST_TRY(const bool has, pusher_.has_blob(a.sha256, a.size));
+        REDIST_TRY(const bool has, store_->has_blob(a.sha256, a.size));
         return has ? std::optional<bool>(true) : std::nullopt;
     }
     result<void> store(download_target& t, const mirror_request& request, const std::atomic<bool>* cancel) override {
@@ -507,7 +512,7 @@ public:
         REDIST_TRY_VOID(download_verified(t, request, cancel));
         std::error_code ec;
         std::lock_guard lock(mutex_);
-        auto pushed = pusher_.push_blob(t.sha256, t.final_path);
+        auto pushed = store_->push_blob(t.sha256, t.final_path);
         fs::remove(t.final_path, ec);
         return pushed;
     }
@@ -516,16 +521,17 @@ public:
 
 private:
     result<void> ensure_blob(const std::string& sha256, std::string_view bytes) {
-        REDIST_TRY(const bool has, pusher_.has_blob(sha256, bytes.size()));
-        return has ? result<void>() : pusher_.push_blob(sha256, bytes);
+        REDIST_TRY(const bool has, store_->has_blob(sha256, bytes.size()));
+        return has ? result<void>() : store_->push_blob(sha256, bytes);
     }
-    oci_pusher pusher_;
+    std::unique_ptr<oci_store> store_;
     fs::path scratch_;
-    std::mutex mutex_;  // one request at a time on the pusher
+    bool owns_scratch_;
+    std::mutex mutex_;  // one request at a time on the store
 };
 
-result<void> registry_target::publish(const resolved_release& release, const std::vector<picked>& picks,
-                                      mirrored_release& out) {
+result<void> oci_target::publish(const resolved_release& release, const std::vector<picked>& picks,
+                                 mirrored_release& out) {
     const std::lock_guard lock(mutex_);
     const std::string& text = release.manifest_text;  // stored verbatim: the trust comes from these bytes
     REDIST_TRY_VOID(ensure_blob(release.manifest_sha256, text));
@@ -534,14 +540,14 @@ result<void> registry_target::publish(const resolved_release& release, const std
     std::vector<oci_release_layer> archives;
     archives.reserve(picks.size());
     for (const auto& p : picks) archives.push_back({p.art.sha256, p.art.relative_path, p.art.size});
-    REDIST_TRY(const auto tagged, pusher_.tag_digest(release.label));
+    REDIST_TRY(const auto tagged, store_->tag_digest(release.label));
     for (const bool standard_types : {false, true}) {
         const std::string manifest = oci_release_manifest(json_layer, archives, release.label, standard_types);
         if (tagged && *tagged == "sha256:" + sha256_hex(manifest)) {
             out.manifest_status = mirror_status::up_to_date;
             return {};
         }
-        auto put = pusher_.put_manifest(release.label, manifest, oci_manifest_media_type);
+        auto put = store_->put_manifest(release.label, manifest, oci_manifest_media_type);
         // A registry that refuses our media types gets the image-spec's own.
         if (!put.ok() && put.error_value().code == error_code::bad_manifest && !standard_types) continue;
         REDIST_TRY_VOID(std::move(put));
@@ -598,13 +604,20 @@ namespace {
 
 // The target the request names, and where the report says it is.
 result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request, mirror_report& report) {
+    if (is_oci_layout_url(request.dest.string())) {
+        REDIST_TRY(auto writer, oci_layout_writer::open(request.dest.string(), request.product));
+        report.redist_dir = writer->where();
+        fs::path scratch = writer->scratch();
+        return std::unique_ptr<mirror_target>(std::make_unique<oci_target>(std::move(writer), scratch, false));
+    }
     if (is_oci_url(request.dest.string())) {
         REDIST_TRY(oci_pusher pusher, oci_pusher::open(request.dest.string(), request.product, request.transfer));
         report.redist_dir = sanitize_url(join_url(request.dest.string(), request.product));
         std::string scratch = (fs::temp_directory_path() / "redist-mirror-XXXXXX").string();
         if (::mkdtemp(scratch.data()) == nullptr)
             return errno_error("cannot create a scratch directory", scratch, errno);
-        return std::unique_ptr<mirror_target>(std::make_unique<registry_target>(std::move(pusher), scratch));
+        return std::unique_ptr<mirror_target>(
+            std::make_unique<oci_target>(std::make_unique<oci_pusher>(std::move(pusher)), scratch, true));
     }
     std::error_code ec;
     report.redist_dir = fs::absolute(request.dest, ec).lexically_normal() / request.product / "redist";

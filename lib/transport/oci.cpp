@@ -27,6 +27,7 @@
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"
 #include "transport/http_request.hpp"
+#include "transport/oci_layout.hpp"
 
 namespace redist {
 
@@ -38,7 +39,7 @@ constexpr std::string_view kTitle = "org.opencontainers.image.title";
 constexpr std::string_view kJsonLayerType = "application/vnd.nvidia.redistrib.manifest.v1+json";
 constexpr std::string_view kArchiveLayerType = "application/vnd.nvidia.redistrib.archive.v1";
 constexpr std::string_view kConfigType = "application/vnd.oci.image.config.v1+json";
-constexpr std::size_t kMaxManifestBytes = 4u << 20;
+constexpr std::size_t kMaxManifestBytes = oci_max_manifest_bytes;
 constexpr std::size_t kMaxDocumentBytes = 64u << 20;
 constexpr int kMaxTagPages = 100;
 
@@ -131,6 +132,31 @@ std::string host_of(std::string_view url) {
 }
 
 }  // namespace
+
+bool valid_oci_digest(std::string_view digest) { return valid_digest(digest); }
+
+result<void> check_oci_blob(std::string_view bytes, const std::string& digest, std::uint64_t size,
+                            const std::string& shown) {
+    const std::string actual = "sha256:" + sha256_hex(bytes);
+    if (actual != digest || bytes.size() != size)
+        return make_error(error_code::integrity, "the blob does not match its digest")
+            .with_url(shown)
+            .with_expected_actual(digest, actual);
+    return {};
+}
+
+result<std::string> oci_release_document(std::string_view manifest, const std::string& label, const std::string& source,
+                                         const std::function<result<std::string>(const oci_layer&)>& blob) {
+    REDIST_TRY(const auto layers, parse_image_manifest(manifest, source));
+    const std::string title = "redistrib_" + label + ".json";
+    const auto layer = std::find_if(layers.begin(), layers.end(), [&](const oci_layer& l) { return l.title == title; });
+    if (layer == layers.end())
+        return make_error(error_code::not_found, "the tag's manifest has no layer titled " + title).with_url(source);
+    if (layer->size > kMaxDocumentBytes)
+        return make_error(error_code::bad_manifest, "manifest larger than 64 MiB").with_url(source);
+    return blob(*layer);
+}
+bool valid_oci_tag(std::string_view tag) { return valid_tag(tag); }
 
 std::string oci_url::api(std::string_view tail) const {
     return std::string(https ? "https://" : "http://") + registry + "/v2/" + repository + "/" + std::string(tail);
@@ -470,23 +496,14 @@ result<std::string> fetch_document(const oci_url& where, const transfer_options&
     REDIST_TRY(const http_response manifest,
                get_small(where, manifest_url, kAccept, kMaxManifestBytes, options, failure));
     if (manifest.status != 200) return status_error(manifest, manifest_url, failure);
-    REDIST_TRY(const auto layers, parse_image_manifest(manifest.body, sanitize_url(manifest_url)));
-    const std::string title = "redistrib_" + where.reference + ".json";
-    const auto layer = std::find_if(layers.begin(), layers.end(), [&](const oci_layer& l) { return l.title == title; });
-    if (layer == layers.end())
-        return make_error(error_code::not_found, "the tag's manifest has no layer titled " + title)
-            .with_url(sanitize_url(manifest_url));
-    if (layer->size > kMaxDocumentBytes)
-        return make_error(error_code::bad_manifest, "manifest larger than 64 MiB").with_url(sanitize_url(manifest_url));
-    const std::string blob_url = where.api("blobs/" + layer->digest);
-    REDIST_TRY(const http_response blob, get_small(where, blob_url, {}, kMaxDocumentBytes, options, failure));
-    if (blob.status != 200) return status_error(blob, blob_url, failure);
-    const std::string actual = "sha256:" + sha256_hex(blob.body);
-    if (actual != layer->digest || blob.body.size() != layer->size)
-        return make_error(error_code::integrity, "the registry's redistrib JSON does not match its layer digest")
-            .with_url(sanitize_url(blob_url))
-            .with_expected_actual(layer->digest, actual);
-    return blob.body;
+    return oci_release_document(
+        manifest.body, where.reference, sanitize_url(manifest_url), [&](const oci_layer& layer) -> result<std::string> {
+            const std::string blob_url = where.api("blobs/" + layer.digest);
+            REDIST_TRY(http_response blob, get_small(where, blob_url, {}, kMaxDocumentBytes, options, failure));
+            if (blob.status != 200) return status_error(blob, blob_url, failure);
+            REDIST_TRY_VOID(check_oci_blob(blob.body, layer.digest, layer.size, sanitize_url(blob_url)));
+            return std::move(blob.body);
+        });
 }
 
 result<void> deliver(const std::string& body, download_callbacks& callbacks, std::uint64_t resume_from) {
@@ -507,6 +524,7 @@ result<void> deliver(const std::string& body, download_callbacks& callbacks, std
 result<void> oci_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                           std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
                           transfer_failure_info* failure) {
+    if (is_oci_layout_url(url)) return oci_layout_download(url, options, callbacks, resume_from, range_last, failure);
     auto parsed = parse_oci_url(url);
     if (!parsed.ok()) return make_error(error_code::network, parsed.error_value().message).with_url(sanitize_url(url));
     const oci_url& where = *parsed;
@@ -533,6 +551,7 @@ result<void> oci_download(const std::string& url, const transfer_options& option
 
 result<std::vector<std::string>> oci_list_tags(const std::string& base, const std::string& product,
                                                const transfer_options& options) {
+    if (is_oci_layout_url(base)) return oci_layout_list_tags(base, product);
     REDIST_TRY(oci_url where, parse_oci_url(join_url(join_url(base, product), "redist/")));
     const std::string origin = std::string(where.https ? "https://" : "http://") + where.registry;
     std::string url = where.api("tags/list?n=1000");

@@ -174,9 +174,10 @@ void add_source_options(CLI::App& app, source_options& options) {
     app.add_option("--ca-file", options.ca_file,
                    "CA bundle for HTTPS (default: $SSL_CERT_FILE, $CURL_CA_BUNDLE, else the system's)")
         ->type_name("FILE");
-    app.add_option("--mirror", options.mirrors,
-                   "A base URL with the same layout, tried before --base-url (repeatable; default: $REDIST_MIRRORS); "
-                   "also a registry: oci://HOST[:PORT]/NAMESPACE or oci+http://...")
+    app.add_option(
+           "--mirror", options.mirrors,
+           "A base URL with the same layout, tried before --base-url (repeatable; default: $REDIST_MIRRORS); "
+           "also a registry: oci://HOST[:PORT]/NAMESPACE or oci+http://..., or an OCI image layout: oci-layout:DIR")
         ->type_name("URL");
     app.add_option("--cache-dir", options.cache_dir,
                    "Download cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist, else ~/.cache/redist)")
