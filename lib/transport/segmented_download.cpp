@@ -30,6 +30,7 @@
 #include <mutex>
 #include <thread>
 
+#include "redist/urls.hpp"
 #include "support/posix_file.hpp"
 
 namespace redist {
@@ -682,14 +683,6 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
     }
 }
 
-bool is_file_url(std::string_view url) {
-    constexpr std::string_view scheme = "file:";
-    if (url.size() < scheme.size()) return false;
-    for (std::size_t i = 0; i < scheme.size(); ++i)
-        if ((url[i] | 0x20) != scheme[i]) return false;  // ':' | 0x20 is ':'
-    return true;
-}
-
 bool parse_u64(std::string_view text, std::uint64_t& out) {
     if (text.empty() || text.size() > 19) return false;
     out = 0;
@@ -899,7 +892,8 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
     single_stream one{url, expected_size, transfer, s.fd.get(), s.path, callbacks, responded};
     one.spooled = prefix_of(s.present);
 
-    const bool split = !is_file_url(url) && segments.connections > 1 && expected_size > 0 &&
+    // A local file (file://, an image layout) is read in one stream, not in ranges.
+    const bool split = !is_file_url(url) && !is_oci_layout_url(url) && segments.connections > 1 && expected_size > 0 &&
                        expected_size >= segments.min_total_bytes && one.spooled < expected_size;
     if (split) {
         stats.segmented = true;

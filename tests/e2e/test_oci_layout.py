@@ -128,6 +128,24 @@ class MirrorAndInstall(LayoutBase):
         self.assertEqual(file_states(self.layout), before)
 
 
+class LockFiles(LayoutBase):
+    def test_a_lock_names_the_layout_and_installs_only_where_the_user_named_it(self):
+        self.mirror("--quiet")
+        lock = os.path.join(self.scratch, "redist.lock")
+        support.run_tool("redist", "lock", "cudnn", LABEL, "--base-url", self.url, *PLATFORM, "--no-cache",
+                         "-o", lock, env=self.env, check=0)
+        with open(lock, encoding="utf-8") as f:
+            self.assertIn(f'"oci-layout:{self.layout}/blobs/sha256:', f.read())
+        # A lock is input: a local path it names must lie under one given on the command line.
+        refused = support.run_tool("redist", "fetch", "--locked", lock, "--prefix", os.path.join(self.scratch, "p1"),
+                                   "--no-cache", env=self.env, check=4)
+        self.assertIn("outside the local mirrors", refused.stderr)
+        prefix = os.path.join(self.scratch, "p2")
+        support.run_tool("redist", "fetch", "--locked", lock, "--prefix", prefix, "--no-cache",
+                         "--mirror", self.url, env=self.env, check=0)
+        self.assertTrue(support.tree_snapshot(prefix, ignore=r"^\.redist"))
+
+
 class HostileLayout(LayoutBase):
     def setUp(self):
         super().setUp()
