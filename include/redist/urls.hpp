@@ -66,6 +66,10 @@ std::string to_url(std::string_view path_or_url);
 // download() reads these itself, everything else goes to libcurl.
 bool is_file_url(std::string_view url) noexcept;
 
+// True for the sources read from this machine's disk, never the network:
+// file: and oci-layout: URLs (what --offline still reads).
+bool is_local_url(std::string_view url) noexcept;
+
 // The one decoder of file:// URLs (download() reads them with it).
 // "file:///a/b%20c" (or "file://localhost/...") -> "/a/b c". Returns why the
 // URL is refused: not a local absolute path, or an escape that would change

@@ -372,7 +372,7 @@ result<mirrored_file> mirror_file(const mirror_request& request, const std::opti
                           f.status,
                           a.size,
                           a.sha256};
-        if (request.sources.offline && !is_file_url(t.urls.front()))
+        if (request.sources.offline && !is_local_url(t.urls.front()))
             return make_error(error_code::not_found,
                               "not in the cache (" + (cache ? cache->blob_path(a.sha256).string() : a.sha256) + ")")
                 .with_url(f.url);

@@ -147,6 +147,8 @@ std::vector<std::filesystem::path> local_roots(const std::vector<std::string>& u
 
 bool is_oci_layout_url(std::string_view url) noexcept { return iequals_prefix(url, oci_layout_scheme); }
 
+bool is_local_url(std::string_view url) noexcept { return is_file_url(url) || is_oci_layout_url(url); }
+
 bool is_oci_url(std::string_view url) noexcept {
     return iequals_prefix(url, "oci://") || iequals_prefix(url, "oci+http://") || is_oci_layout_url(url);
 }
@@ -191,8 +193,10 @@ std::optional<std::string> source_url_problem(std::string_view url, const std::v
 
 std::string to_url(std::string_view path_or_url) {
     const bool layout = is_oci_layout_url(path_or_url);
-    if (layout) path_or_url.remove_prefix(oci_layout_scheme.size());
-    else if (path_or_url.find("://") != std::string_view::npos) return std::string(path_or_url);
+    if (layout) {
+        path_or_url.remove_prefix(oci_layout_scheme.size());
+        if (path_or_url.empty()) return std::string(oci_layout_scheme);  // no directory: refused where it is used
+    } else if (path_or_url.find("://") != std::string_view::npos) return std::string(path_or_url);
     std::error_code ec;
     auto absolute = std::filesystem::absolute(std::filesystem::path(path_or_url), ec);
     if (ec) absolute = std::filesystem::path(path_or_url);

@@ -306,6 +306,7 @@ result<std::vector<std::string>> oci_layout_list_tags(const std::string& base, c
 
 result<std::unique_ptr<oci_layout_writer>> oci_layout_writer::open(const std::string& base,
                                                                    const std::string& product) {
+    if (base.size() <= kScheme) return make_error(error_code::usage, "oci-layout: needs a directory (oci-layout:DIR)");
     REDIST_TRY(const layout_location at, parse_layout_url(join_url(join_url(to_url(base), product), "redist/")));
     std::unique_ptr<oci_layout_writer> w(new oci_layout_writer());
     w->dir_ = at.product_dir();

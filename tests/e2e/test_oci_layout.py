@@ -116,6 +116,12 @@ class MirrorAndInstall(LayoutBase):
         self.assertTrue(a)
         self.assertEqual(a, b, support.diff_snapshots(a, b))
 
+        # --offline still reads a layout: it is on this machine's disk.
+        offline = os.path.join(self.scratch, "offline")
+        support.run_tool("cudnn-fetch", LABEL, "--mirror", self.url, "--base-url", UNREACHABLE, "--prefix", offline,
+                         *PLATFORM, "--offline", env=self.env, check=0)
+        self.assertEqual(support.tree_snapshot(offline, ignore=r"^\.redist"), b)
+
         versions = support.run_tool("redist", "versions", "cudnn", "--base-url", self.url, "--json",
                                     env=self.env, check=0)
         self.assertEqual(json.loads(versions.stdout), [LABEL])
@@ -126,6 +132,12 @@ class MirrorAndInstall(LayoutBase):
         self.assertEqual({f["status"] for f in again["releases"][0]["files"]}, {"up_to_date"})
         self.assertEqual(again["releases"][0]["manifest_status"], "up_to_date")
         self.assertEqual(file_states(self.layout), before)
+
+
+class Usage(LayoutBase):
+    def test_a_layout_needs_a_directory(self):
+        res = self.mirror(check=2, to="oci-layout:")
+        self.assertIn("needs a directory", res.stderr)
 
 
 class LockFiles(LayoutBase):

@@ -186,7 +186,8 @@ void add_source_options(CLI::App& app, source_options& options) {
     app.add_flag("--shared-cache", options.shared_cache,
                  "Use a cache that other users can write (otherwise refused): every cached file is re-hashed when "
                  "used, and only what this user wrote there is trusted");
-    app.add_flag("--offline", options.offline, "Use only the cache and file:// sources; say what is missing");
+    app.add_flag("--offline", options.offline,
+                 "Use only the cache and local sources (file://, oci-layout:); say what is missing");
     app.add_option("--retries", options.retries,
                    "Attempts per source for transient failures (default 4), with exponential backoff; for the "
                    "index and manifest too. A source that cannot be reached twice in a row (refused, timed out) "
