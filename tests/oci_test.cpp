@@ -5,6 +5,7 @@
 #include "redist/urls.hpp"
 #include "redist/verify.hpp"
 #include "transport/oci.hpp"
+#include "transport/oci_layout.hpp"
 
 using namespace redist;
 
@@ -141,5 +142,49 @@ TEST_CASE("a release's image manifest with recompressed copies ends with the sid
         CHECK((*layers)[3].digest == "sha256:" + std::string(64, 'c'));
         CHECK((*layers)[3].media_type ==
               (standard ? "application/vnd.oci.image.layer.v1.tar" : "application/vnd.redist.recompressed.v1+json"));
+    }
+}
+
+TEST_CASE("oci-layout URLs: a local base, made absolute, confined like file://") {
+    CHECK(is_oci_url("oci-layout:/srv/layout"));
+    CHECK(is_oci_layout_url("OCI-LAYOUT:/srv/layout"));
+    CHECK_FALSE(is_oci_layout_url("oci://h/ns"));
+    CHECK(to_url("oci-layout:/srv/./layout/") == "oci-layout:/srv/layout/");
+    const std::string relative = to_url("oci-layout:rel/dir");
+    CHECK(relative.starts_with("oci-layout:/"));
+    CHECK(relative.ends_with("/rel/dir"));
+    CHECK(mirror_artifact_url("oci-layout:/srv/l", "cudnn", "x/a.tar.xz", kHex) ==
+          "oci-layout:/srv/l/cudnn/blobs/sha256:" + kHex);
+    // From a lock file: only under a local root named on the command line.
+    const auto roots = local_roots({"oci-layout:/srv/l"});
+    REQUIRE(roots.size() == 1);
+    CHECK(roots[0] == "/srv/l");
+    CHECK_FALSE(source_url_problem("oci-layout:/srv/l", roots));
+    CHECK_FALSE(source_url_problem("oci-layout:/srv/l/cudnn/blobs/sha256:" + kHex, roots));
+    CHECK(source_url_problem("oci-layout:/etc", roots));
+    CHECK(source_url_problem("oci-layout:/etc", {}));
+    CHECK(source_url_problem("oci-layout:/srv/l/../../etc", roots));
+    CHECK(source_url_problem("oci-layout:relative", roots));
+}
+
+TEST_CASE("an image layout's index.json reads back, bad ones are refused") {
+    const std::vector<oci_index_entry> entries{
+        {"application/vnd.oci.image.manifest.v1+json", "sha256:" + kHex, "9.19.0", 712},
+        {"application/vnd.oci.image.manifest.v1+json", "sha256:" + std::string(64, 'b'), "", 5}};
+    const std::string text = oci_index_document(entries);
+    CHECK(text.find("application/vnd.oci.image.index.v1+json") != std::string::npos);
+    auto back = parse_oci_index(text, "index.json");
+    REQUIRE(back.ok());
+    REQUIRE(back->size() == 2);
+    CHECK((*back)[0].ref_name == "9.19.0");
+    CHECK((*back)[0].size == 712);
+    CHECK((*back)[1].ref_name.empty());
+    for (const char* bad : {R"({"manifests":[]})", R"({"schemaVersion":1,"manifests":[]})",
+                            R"({"schemaVersion":2,"manifests":[{"digest":"sha256:AB","size":1}]})",
+                            R"({"schemaVersion":2,"manifests":[{"digest":"md5:00","size":1}]})",
+                            R"({"schemaVersion":2,"manifests":{}})", "[]", "{"}) {
+        auto parsed = parse_oci_index(bad, "/l/cudnn/index.json");
+        REQUIRE_FALSE(parsed.ok());
+        CHECK(parsed.error_value().code == error_code::bad_manifest);
     }
 }

@@ -218,11 +218,16 @@ TEST_CASE("base-url and mirrors: http(s), or a local directory inside the projec
     auto base = parse("base-url", "\"./vendor\"");
     REQUIRE(base.ok());
     CHECK(base->base_url == "file:///work/app/vendor");
+    auto layout = parse("mirrors", "[\"oci-layout:vendor/layout\", \"oci-layout:/work/app/l2\"]");
+    REQUIRE(layout.ok());
+    CHECK(layout->mirrors == std::vector<std::string>{"oci-layout:/work/app/vendor/layout", "oci-layout:/work/app/l2"});
     for (const auto& [key, value, json_path] : std::vector<std::tuple<std::string, std::string, std::string>>{
              {"base-url", "\"/etc\"", "project.base-url"},
              {"base-url", "\"file:///etc\"", "project.base-url"},
              {"base-url", "\"ftp://example.invalid\"", "project.base-url"},
              {"mirrors", "[\"https://ok.example\", \"../elsewhere\"]", "project.mirrors[1]"},
+             {"mirrors", "[\"oci-layout:/etc\"]", "project.mirrors[0]"},
+             {"base-url", "\"oci-layout:../elsewhere\"", "project.base-url"},
          }) {
         auto refused = parse(key, value);
         REQUIRE_FALSE(refused.ok());

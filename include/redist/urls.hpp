@@ -37,7 +37,14 @@ std::optional<std::string> base_of_artifact_url(std::string_view url, std::strin
 // of the repository <namespace>/<product>, "<dir>/redistrib_<label>.json" is
 // the redistrib JSON layer of its tag <label>, and an artifact is the blob
 // "<base>/<product>/blobs/sha256:<hex>" named by its manifest SHA-256.
+//   oci-layout:/DIR                   OCI image layouts on disk, one per
+//                                     product: DIR/<product>/{oci-layout,
+//                                     index.json,blobs/sha256/<hex>}, a tag
+//                                     being a manifest's ref.name annotation
+// is_oci_url() is true for all three (the same URL mapping); the layout is
+// read from disk (transport/oci_layout.hpp), never over the network.
 bool is_oci_url(std::string_view url) noexcept;
+bool is_oci_layout_url(std::string_view url) noexcept;
 
 // Where an artifact listed in the manifest whose directory URL is `directory`
 // ("<base>/<product>/redist/") is fetched from: join_url(directory,
@@ -51,12 +58,17 @@ std::string mirror_artifact_url(std::string_view mirror, std::string_view produc
 // The directory part of a URL, with a trailing slash ("…/redist/").
 std::string url_directory(std::string_view url);
 
-// Turns a local path into a file:// URL (absolute), leaves URLs as they are.
+// Turns a local path into a file:// URL (absolute), and the DIR of
+// "oci-layout:DIR" into an absolute one; leaves URLs as they are.
 std::string to_url(std::string_view path_or_url);
 
 // True for file: URLs (case-insensitive scheme). The one test for them:
 // download() reads these itself, everything else goes to libcurl.
 bool is_file_url(std::string_view url) noexcept;
+
+// True for the sources read from this machine's disk, never the network:
+// file: and oci-layout: URLs (what --offline still reads).
+bool is_local_url(std::string_view url) noexcept;
 
 // The one decoder of file:// URLs (download() reads them with it).
 // "file:///a/b%20c" (or "file://localhost/...") -> "/a/b c". Returns why the
@@ -67,13 +79,14 @@ bool is_file_url(std::string_view url) noexcept;
 std::optional<std::string> file_url_to_path(std::string_view url, std::string& path);
 
 // The local directories among `urls` (base URLs and mirrors, as URLs or
-// paths): the decoded paths of the file:// ones. What the user named on the
+// paths): the decoded paths of the file:// ones and the DIRs of the
+// oci-layout: ones. What the user named on the
 // command line, so that a URL from a lock or project file may point there.
 std::vector<std::filesystem::path> local_roots(const std::vector<std::string>& urls);
 
 // Why a URL read from a lock or project file (input, like a manifest) may
 // not be used as a source, or nullopt when it may: it must be http://,
-// https://, oci:// or oci+http://, or a file:// URL whose path lies at or under one of
+// https://, oci:// or oci+http://, or a file:// or oci-layout: URL whose path lies at or under one of
 // `local_roots`, lexically and again after resolving the symlinks of the
 // parts that exist (a "mirror -> /etc" link in a checkout does not widen a
 // root). A lock must not make redist read /etc/shadow as root.

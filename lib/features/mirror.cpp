@@ -49,6 +49,7 @@
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
 #include "transport/oci.hpp"
+#include "transport/oci_layout.hpp"
 #include "transport/sources.hpp"
 
 namespace redist {
@@ -589,7 +590,7 @@ result<mirrored_pair> mirror_file(const mirror_request& request, const std::opti
     download_target t{
         artifact_sources(request, cache, release, a), {}, release.label, a.relative_path, f.status, a.size, a.sha256};
     if (f.status == mirror_status::downloaded || f.status == mirror_status::replaced) {
-        if (request.sources.offline && !is_file_url(t.urls.front()))
+        if (request.sources.offline && !is_local_url(t.urls.front()))
             return make_error(error_code::not_found,
                               "not in the cache (" + (cache ? cache->blob_path(a.sha256).string() : a.sha256) + ")")
                 .with_url(f.url);
@@ -754,25 +755,33 @@ private:
     claim_map claims_;
 };
 
-// A registry (oci://, oci+http://): repository <namespace>/<product>, one tag
-// per release, blobs by digest (transport/oci.hpp). An archive is downloaded
-// verified into a private scratch directory, then uploaded; a blob the
-// registry already has is not sent again, and one that another repository
-// of the request's mount_from has is mounted from it instead.
-class registry_target final : public mirror_target {
+// OCI form: a registry (oci://, oci+http://; repository <namespace>/<product>,
+// one tag per release, blobs by digest) or an image layout on disk
+// (oci-layout:DIR; DIR/<product>/, one index.json entry per release) -- the
+// oci_store decides which (transport/oci.hpp, oci_layout.hpp). An archive is
+// downloaded verified into the store's scratch directory, then stored; a
+// blob the store already has is not stored again, and one that a repository
+// of the request's mount_from has (registries) is mounted from it instead;
+// the release's image manifest (oci_release_manifest) goes last.
+class oci_target final : public mirror_target {
 public:
-    registry_target(oci_pusher pusher, fs::path scratch, const mirror_request& request)
-        : pusher_(std::move(pusher)), scratch_(std::move(scratch)), transfer_(request.transfer) {
-        const std::string& repo = pusher_.where().repository;  // <namespace>/<product>
-        const std::string ns = repo.substr(0, repo.rfind('/'));
-        for (const auto& product : request.mount_from) mount_from_.push_back(ns + "/" + product);
-    }
-    ~registry_target() override {
+    // `documents`: the base URL the store is read back from (oci://…,
+    // oci-layout:DIR); `mount_from`: "<namespace>/<product>" repositories.
+    oci_target(std::unique_ptr<oci_store> store, fs::path scratch, bool owns_scratch, std::string documents,
+               std::vector<std::string> mount_from, const mirror_request& request)
+        : store_(std::move(store)),
+          scratch_(std::move(scratch)),
+          owns_scratch_(owns_scratch),
+          documents_(std::move(documents)),
+          product_(request.product),
+          mount_from_(std::move(mount_from)),
+          transfer_(request.transfer) {}
+    ~oci_target() override {
         std::error_code ec;
-        fs::remove_all(scratch_, ec);
+        if (owns_scratch_) fs::remove_all(scratch_, ec);
     }
-    registry_target(const registry_target&) = delete;
-    registry_target& operator=(const registry_target&) = delete;
+    oci_target(const oci_target&) = delete;
+    oci_target& operator=(const oci_target&) = delete;
     result<void> admit(const resolved_release& /*release*/, const std::vector<picked>& /*picks*/) override {
         return {};  // blobs are named by their digest: one release cannot replace another's
     }
@@ -781,12 +790,12 @@ public:
     // mounted (no download, no upload).
     result<std::optional<bool>> present(const artifact& a) override {
         std::lock_guard lock(mutex_);
-        REDIST_TRY(const bool has, pusher_.has_blob(a.sha256, a.size));
+        REDIST_TRY(const bool has, store_->has_blob(a.sha256, a.size));
         if (has) return std::optional<bool>(true);
         for (const auto& from : mount_from_) {
-            REDIST_TRY(const bool mounted, pusher_.mount_blob(a.sha256, from));
+            REDIST_TRY(const bool mounted, store_->mount_blob(a.sha256, from));
             if (!mounted) continue;
-            REDIST_TRY(const bool now, pusher_.has_blob(a.sha256, a.size));  // the size, as for any blob
+            REDIST_TRY(const bool now, store_->has_blob(a.sha256, a.size));  // the size, as for any blob
             if (!now) break;
             mounted_.insert(a.sha256);
             return std::optional<bool>(true);
@@ -802,9 +811,12 @@ public:
         REDIST_TRY_VOID(download_verified(t, request, cancel));
         std::error_code ec;
         std::lock_guard lock(mutex_);
-        auto pushed = pusher_.push_blob(t.sha256, t.final_path);
-        // Kept for the copy (local_original), removed with the scratch directory.
-        if (request.recompress == recompression::none || !copy_path_of(t.relative_path)) fs::remove(t.final_path, ec);
+        // The copy (local_original) needs the original after the store took
+        // it (an image layout moves the file into its blobs): a second link.
+        if (request.recompress != recompression::none && copy_path_of(t.relative_path))
+            fs::create_hard_link(t.final_path, kept_original(t.sha256), ec);
+        auto pushed = store_->push_blob(t.sha256, t.final_path);
+        fs::remove(t.final_path, ec);
         return pushed;
     }
     result<void> publish(const resolved_release& release, const std::vector<picked>& picks,
@@ -812,13 +824,11 @@ public:
     // The tag's own, then those of the same label in the repositories of
     // mount_from (their copies are mounted rather than made again).
     std::vector<std::string> sidecars(const std::string& label) override {
-        const oci_url& where = pusher_.where();
+        std::vector<std::string> products{product_};
+        for (const auto& repo : mount_from_) products.push_back(repo.substr(repo.rfind('/') + 1));
         std::vector<std::string> texts;
-        std::vector<std::string> repositories{where.repository};
-        repositories.insert(repositories.end(), mount_from_.begin(), mount_from_.end());
-        for (const auto& repo : repositories) {
-            const std::string url = std::string(where.https ? "oci://" : "oci+http://") + where.registry + "/" + repo +
-                                    "/redist/" + sidecar_name(label);
+        for (const auto& product : products) {
+            const std::string url = join_url(join_url(documents_, product), "redist/") + sidecar_name(label);
             auto text = fetch_text(url, transfer_, max_sidecar_bytes);
             if (text.ok()) texts.push_back(std::move(text).value());
         }
@@ -826,10 +836,11 @@ public:
     }
     result<local_file> local_original(download_target& t, const mirror_request& request,
                                       const std::atomic<bool>* cancel) override {
-        t.final_path = scratch_ / t.sha256;
         std::error_code ec;
-        if (!fs::is_regular_file(fs::symlink_status(t.final_path, ec)))
-            REDIST_TRY_VOID(download_verified(t, request, cancel));
+        if (fs::is_regular_file(fs::symlink_status(kept_original(t.sha256), ec)))
+            return local_file{kept_original(t.sha256), true};
+        t.final_path = kept_original(t.sha256);
+        REDIST_TRY_VOID(download_verified(t, request, cancel));
         return local_file{t.final_path, true};
     }
     fs::path staging_path(const std::string& relative_path) override {
@@ -838,8 +849,8 @@ public:
     result<void> place(const artifact& copy, const fs::path& staged) override {
         std::lock_guard lock(mutex_);
         auto placed = [&]() -> result<void> {
-            REDIST_TRY(const bool has, pusher_.has_blob(copy.sha256, copy.size));
-            return has ? result<void>() : pusher_.push_blob(copy.sha256, staged);
+            REDIST_TRY(const bool has, store_->has_blob(copy.sha256, copy.size));
+            return has ? result<void>() : store_->push_blob(copy.sha256, staged);
         }();
         std::error_code ec;
         fs::remove(staged, ec);
@@ -848,19 +859,25 @@ public:
 
 private:
     result<void> ensure_blob(const std::string& sha256, std::string_view bytes) {
-        REDIST_TRY(const bool has, pusher_.has_blob(sha256, bytes.size()));
-        return has ? result<void>() : pusher_.push_blob(sha256, bytes);
+        REDIST_TRY(const bool has, store_->has_blob(sha256, bytes.size()));
+        return has ? result<void>() : store_->push_blob(sha256, bytes);
     }
-    oci_pusher pusher_;
+    std::unique_ptr<oci_store> store_;
     fs::path scratch_;
-    transfer_options transfer_;
+    fs::path kept_original(const std::string& sha256) const { return scratch_ / (sha256 + ".original"); }
+    std::unique_ptr<oci_store> store_;
+    fs::path scratch_;
+    bool owns_scratch_;
+    std::string documents_;  // oci://…/<namespace>, oci-layout:DIR
+    std::string product_;
     std::vector<std::string> mount_from_;  // "<namespace>/<product>"
-    std::set<std::string> mounted_;        // blobs present() mounted
-    mutable std::mutex mutex_;             // one request at a time on the pusher
+    transfer_options transfer_;
+    std::set<std::string> mounted_;  // blobs present() mounted
+    mutable std::mutex mutex_;       // one request at a time on the store
 };
 
-result<void> registry_target::publish(const resolved_release& release, const std::vector<picked>& picks,
-                                      mirrored_release& out) {
+result<void> oci_target::publish(const resolved_release& release, const std::vector<picked>& picks,
+                                 mirrored_release& out) {
     const std::lock_guard lock(mutex_);
     const std::string& text = release.manifest_text;  // stored verbatim: the trust comes from these bytes
     REDIST_TRY_VOID(ensure_blob(release.manifest_sha256, text));
@@ -869,7 +886,7 @@ result<void> registry_target::publish(const resolved_release& release, const std
     std::vector<oci_release_layer> archives;
     archives.reserve(picks.size() + out.copies.size());
     for (const auto& p : picks) archives.push_back({p.art.sha256, p.art.relative_path, p.art.size});
-    // The copies, pushed by mirror_copy, and the sidecar that lists them: one tag points at all or none.
+    // The copies, stored by mirror_copy, and the sidecar that lists them: one tag points at all or none.
     std::optional<oci_release_layer> sidecar_layer;
     if (!out.copies.empty()) {
         for (const auto& c : out.copies) archives.push_back({c.sha256, c.relative_path, c.size});
@@ -877,7 +894,7 @@ result<void> registry_target::publish(const resolved_release& release, const std
         sidecar_layer = oci_release_layer{sha256_hex(sidecar), sidecar_name(release.label), sidecar.size()};
         REDIST_TRY_VOID(ensure_blob(sidecar_layer->sha256, sidecar));
     }
-    REDIST_TRY(const auto tagged, pusher_.tag_digest(release.label));
+    REDIST_TRY(const auto tagged, store_->tag_digest(release.label));
     for (const bool standard_types : {false, true}) {
         const std::string manifest = oci_release_manifest(json_layer, archives, release.label, standard_types,
                                                           sidecar_layer);
@@ -885,7 +902,7 @@ result<void> registry_target::publish(const resolved_release& release, const std
             out.manifest_status = mirror_status::up_to_date;
             return {};
         }
-        auto put = pusher_.put_manifest(release.label, manifest, oci_manifest_media_type);
+        auto put = store_->put_manifest(release.label, manifest, oci_manifest_media_type);
         // A registry that refuses our media types gets the image-spec's own.
         if (!put.ok() && put.error_value().code == error_code::bad_manifest && !standard_types) continue;
         REDIST_TRY_VOID(std::move(put));
@@ -942,13 +959,28 @@ namespace {
 
 // The target the request names, and where the report says it is.
 result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request, mirror_report& report) {
+    if (is_oci_layout_url(request.dest.string())) {
+        if (!request.mount_from.empty())
+            return make_error(error_code::usage, "--mount-from needs a registry (oci://) target, not an image layout");
+        REDIST_TRY(auto writer, oci_layout_writer::open(request.dest.string(), request.product));
+        report.redist_dir = writer->where();
+        fs::path scratch = writer->scratch();
+        return std::unique_ptr<mirror_target>(std::make_unique<oci_target>(
+            std::move(writer), scratch, false, to_url(request.dest.string()), std::vector<std::string>{}, request));
+    }
     if (is_oci_url(request.dest.string())) {
         REDIST_TRY(oci_pusher pusher, oci_pusher::open(request.dest.string(), request.product, request.transfer));
         report.redist_dir = sanitize_url(join_url(request.dest.string(), request.product));
         std::string scratch = (fs::temp_directory_path() / "redist-mirror-XXXXXX").string();
         if (::mkdtemp(scratch.data()) == nullptr)
             return errno_error("cannot create a scratch directory", scratch, errno);
-        return std::unique_ptr<mirror_target>(std::make_unique<registry_target>(std::move(pusher), scratch, request));
+        const std::string& repo = pusher.where().repository;  // <namespace>/<product>
+        std::vector<std::string> mount_from;
+        for (const auto& product : request.mount_from)
+            mount_from.push_back(repo.substr(0, repo.rfind('/')) + "/" + product);
+        return std::unique_ptr<mirror_target>(
+            std::make_unique<oci_target>(std::make_unique<oci_pusher>(std::move(pusher)), scratch, true,
+                                         request.dest.string(), std::move(mount_from), request));
     }
     std::error_code ec;
     report.redist_dir = fs::absolute(request.dest, ec).lexically_normal() / request.product / "redist";

@@ -108,7 +108,15 @@ result<std::string> project_source(const validator& v, const toml::node& n, cons
                                    const fs::path& dir) {
     REDIST_TRY(std::string text, v.string(n, key));
     if (text.find('\0') != std::string::npos) return v.fail(n.source(), key, "contains a NUL byte");
-    const std::string url = text.find("://") != std::string::npos ? text : to_url((dir / text).string());
+    const bool layout = is_oci_layout_url(text);  // oci-layout:DIR, DIR relative to the file's directory
+    const std::string url = layout ? to_url("oci-layout:" + (dir / text.substr(11)).string())
+                            : text.find("://") != std::string::npos ? text
+                                                                    : to_url((dir / text).string());
+    if (layout) {
+        const fs::path root = fs::absolute(dir.empty() ? fs::path(".") : dir).lexically_normal();
+        if (auto why = source_url_problem(url, {root})) return v.fail(n.source(), key, *why);
+        return url;
+    }
     if (!is_file_url(url)) {
         if (auto why = source_url_problem(url, {})) return v.fail(n.source(), key, *why);
         return url;

@@ -113,19 +113,44 @@ std::optional<std::string> file_url_to_path(std::string_view url, std::string& p
     return std::nullopt;
 }
 
+namespace {
+
+constexpr std::string_view oci_layout_scheme = "oci-layout:";
+
+// The local path a file:// or oci-layout: URL names, or why it names none.
+std::optional<std::string> local_url_path(std::string_view url, std::string& path) {
+    if (is_file_url(url)) return file_url_to_path(url, path);
+    url.remove_prefix(oci_layout_scheme.size());
+    if (url.empty() || url.front() != '/') return "oci-layout: without an absolute path";
+    if (url.find('\0') != std::string_view::npos) return "oci-layout: path with a NUL byte";
+    path = std::string(url);
+    for (std::size_t start = 0; start <= path.size();) {
+        const std::size_t end = std::min(path.find('/', start), path.size());
+        if (path.compare(start, end - start, "..") == 0) return "oci-layout: path with '..' in it";
+        start = end + 1;
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 std::vector<std::filesystem::path> local_roots(const std::vector<std::string>& urls) {
     std::vector<std::filesystem::path> out;
     for (const auto& u : urls) {
         const std::string url = to_url(u);
         std::string path;
-        if (is_file_url(url) && !file_url_to_path(url, path))
+        if ((is_file_url(url) || is_oci_layout_url(url)) && !local_url_path(url, path))
             out.push_back(std::filesystem::path(path).lexically_normal());
     }
     return out;
 }
 
+bool is_oci_layout_url(std::string_view url) noexcept { return iequals_prefix(url, oci_layout_scheme); }
+
+bool is_local_url(std::string_view url) noexcept { return is_file_url(url) || is_oci_layout_url(url); }
+
 bool is_oci_url(std::string_view url) noexcept {
-    return iequals_prefix(url, "oci://") || iequals_prefix(url, "oci+http://");
+    return iequals_prefix(url, "oci://") || iequals_prefix(url, "oci+http://") || is_oci_layout_url(url);
 }
 
 std::string artifact_url(std::string_view directory, std::string_view relative_path, std::string_view sha256) {
@@ -145,10 +170,13 @@ std::string mirror_artifact_url(std::string_view mirror, std::string_view produc
 }
 
 std::optional<std::string> source_url_problem(std::string_view url, const std::vector<std::filesystem::path>& roots) {
-    if (iequals_prefix(url, "https://") || iequals_prefix(url, "http://") || is_oci_url(url)) return std::nullopt;
-    if (!is_file_url(url)) return "not an http://, https://, oci://, oci+http:// or file:// URL";
+    if (iequals_prefix(url, "https://") || iequals_prefix(url, "http://") ||
+        (is_oci_url(url) && !is_oci_layout_url(url)))
+        return std::nullopt;
+    if (!is_file_url(url) && !is_oci_layout_url(url))
+        return "not an http://, https://, oci://, oci+http://, oci-layout: or file:// URL";
     std::string decoded;
-    if (auto bad = file_url_to_path(url, decoded)) return bad;
+    if (auto bad = local_url_path(url, decoded)) return bad;
     namespace fs = std::filesystem;
     const fs::path path = fs::path(decoded).lexically_normal();
     std::error_code ec;
@@ -159,16 +187,20 @@ std::optional<std::string> source_url_problem(std::string_view url, const std::v
         const fs::path real_root = fs::weakly_canonical(root, root_ec);
         if (!ec && !root_ec && at_or_under(real_root, real)) return std::nullopt;
     }
-    return "a file:// URL outside the local mirrors and base URL given on the command line (or the project's own "
+    return "a local path outside the local mirrors and base URL given on the command line (or the project's own "
            "local mirror)";
 }
 
 std::string to_url(std::string_view path_or_url) {
-    if (path_or_url.find("://") != std::string_view::npos) return std::string(path_or_url);
+    const bool layout = is_oci_layout_url(path_or_url);
+    if (layout) {
+        path_or_url.remove_prefix(oci_layout_scheme.size());
+        if (path_or_url.empty()) return std::string(oci_layout_scheme);  // no directory: refused where it is used
+    } else if (path_or_url.find("://") != std::string_view::npos) return std::string(path_or_url);
     std::error_code ec;
     auto absolute = std::filesystem::absolute(std::filesystem::path(path_or_url), ec);
     if (ec) absolute = std::filesystem::path(path_or_url);
-    return "file://" + absolute.lexically_normal().string();
+    return std::string(layout ? oci_layout_scheme : "file://") + absolute.lexically_normal().string();
 }
 
 }  // namespace redist

@@ -52,7 +52,7 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
                                    const source_policy& sources, const std::optional<blob_cache>& cache,
                                    fetch_observer* observer, const char* what = "manifest",
                                    std::size_t max_bytes = kMaxManifestBytes) {
-    if (sources.offline && !is_file_url(url)) {
+    if (sources.offline && !is_local_url(url)) {
         if (cache) {
             if (auto doc = cache->load_document(url, max_bytes)) return std::move(*doc);  // sec-cache: bounded
         }
@@ -81,7 +81,7 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
         return std::move(got).error_value();
     });
     if (!fetched.ok()) return std::move(fetched).error_value();
-    if (cache && !is_file_url(url)) cache->store_document(url, text);
+    if (cache && !is_local_url(url)) cache->store_document(url, text);
     return text;
 }
 
@@ -128,9 +128,10 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
         std::vector<std::string> labels;
         if (is_oci_url(url)) {
             // A registry: the repository's tags are the labels.
-            auto tags = sources.offline ? result<std::vector<std::string>>(
-                                              make_error(error_code::not_found, "offline, and not in the cache"))
-                                        : oci_list_tags(base, product, options);
+            auto tags = sources.offline && !is_local_url(url)
+                            ? result<std::vector<std::string>>(
+                                  make_error(error_code::not_found, "offline, and not in the cache"))
+                            : oci_list_tags(base, product, options);
             if (!tags.ok()) {
                 last_error = std::move(tags).error_value();
                 continue;

@@ -26,6 +26,14 @@ result<void> download_with_headers(const std::string& url, const std::vector<std
                                    std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
                                    transfer_failure_info* failure);
 
+// Streams an open regular file to `callbacks` as download() streams a
+// file:// URL (transfer.cpp, read_file_url): from resume_from to range_last
+// (inclusive) or the size fstat() gives now, with the stall deadline;
+// safe_url names it in errors. Outcomes: as download() of a file:// URL.
+result<void> read_open_file(int fd, const std::string& safe_url, const transfer_options& options,
+                            download_callbacks& callbacks, std::uint64_t resume_from,
+                            std::optional<std::uint64_t> range_last, transfer_failure_info* failure);
+
 struct http_request {
     std::string method = "GET";        // GET, HEAD, POST, PUT
     std::string url;                   // http or https

@@ -27,6 +27,7 @@
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"
 #include "transport/http_request.hpp"
+#include "transport/oci_layout.hpp"
 
 namespace redist {
 
@@ -40,7 +41,7 @@ constexpr std::string_view kArchiveLayerType = "application/vnd.nvidia.redistrib
 constexpr std::string_view kRecompressedLayerType = "application/vnd.redist.recompressed.v1+json";
 constexpr std::string_view kStandardLayerType = "application/vnd.oci.image.layer.v1.tar";
 constexpr std::string_view kConfigType = "application/vnd.oci.image.config.v1+json";
-constexpr std::size_t kMaxManifestBytes = 4u << 20;
+constexpr std::size_t kMaxManifestBytes = oci_max_manifest_bytes;
 constexpr std::size_t kMaxDocumentBytes = 64u << 20;
 constexpr int kMaxTagPages = 100;
 
@@ -134,6 +135,39 @@ std::string host_of(std::string_view url) {
 
 }  // namespace
 
+bool valid_oci_digest(std::string_view digest) { return valid_digest(digest); }
+
+result<void> check_oci_blob(std::string_view bytes, const std::string& digest, std::uint64_t size,
+                            const std::string& shown) {
+    const std::string actual = "sha256:" + sha256_hex(bytes);
+    if (actual != digest || bytes.size() != size)
+        return make_error(error_code::integrity, "the blob does not match its digest")
+            .with_url(shown)
+            .with_expected_actual(digest, actual);
+    return {};
+}
+
+result<std::string> oci_release_document(std::string_view manifest, const std::string& title, const std::string& source,
+                                         const std::function<result<std::string>(const oci_layer&)>& blob) {
+    REDIST_TRY(const auto layers, parse_image_manifest(manifest, source));
+    const auto layer = std::find_if(layers.begin(), layers.end(), [&](const oci_layer& l) { return l.title == title; });
+    if (layer == layers.end())
+        return make_error(error_code::not_found, "the tag's manifest has no layer titled " + title).with_url(source);
+    if (layer->size > kMaxDocumentBytes)
+        return make_error(error_code::bad_manifest, "manifest larger than 64 MiB").with_url(source);
+    return blob(*layer);
+}
+bool valid_oci_tag(std::string_view tag) { return valid_tag(tag); }
+
+std::optional<std::string> oci_document_label(std::string_view name) {
+    for (const std::string_view prefix : {std::string_view("redistrib_"), std::string_view("recompressed_")}) {
+        if (!name.starts_with(prefix) || !name.ends_with(".json") || name.size() <= prefix.size() + 5) continue;
+        std::string label(name.substr(prefix.size(), name.size() - prefix.size() - 5));
+        if (valid_tag(label)) return label;
+    }
+    return std::nullopt;
+}
+
 std::string oci_url::api(std::string_view tail) const {
     return std::string(https ? "https://" : "http://") + registry + "/v2/" + repository + "/" + std::string(tail);
 }
@@ -166,14 +200,10 @@ result<oci_url> parse_oci_url(std::string_view url) {
         out.repository = std::string(path.substr(0, at));
         if (name.empty()) {
             out.what = oci_url::kind::tags;
-        } else if (const std::size_t prefix = name.starts_with("redistrib_")      ? 10
-                                              : name.starts_with("recompressed_") ? 13
-                                                                                  : 0;
-                   prefix > 0 && name.ends_with(".json") && name.size() > prefix + 5) {
+        } else if (auto label = oci_document_label(name)) {
             out.what = oci_url::kind::document;
-            out.reference = std::string(name.substr(prefix, name.size() - prefix - 5));
+            out.reference = std::move(*label);
             out.title = std::string(name);
-            if (!valid_tag(out.reference)) return bad("'" + out.reference + "' cannot be a tag");
         } else {
             return bad(
                 "a registry holds only redistrib_<label>.json and recompressed_<label>.json documents "
@@ -479,23 +509,14 @@ result<std::string> fetch_document(const oci_url& where, const transfer_options&
     REDIST_TRY(const http_response manifest,
                get_small(where, manifest_url, kAccept, kMaxManifestBytes, options, failure));
     if (manifest.status != 200) return status_error(manifest, manifest_url, failure);
-    REDIST_TRY(const auto layers, parse_image_manifest(manifest.body, sanitize_url(manifest_url)));
-    const std::string& title = where.title;
-    const auto layer = std::find_if(layers.begin(), layers.end(), [&](const oci_layer& l) { return l.title == title; });
-    if (layer == layers.end())
-        return make_error(error_code::not_found, "the tag's manifest has no layer titled " + title)
-            .with_url(sanitize_url(manifest_url));
-    if (layer->size > kMaxDocumentBytes)
-        return make_error(error_code::bad_manifest, "manifest larger than 64 MiB").with_url(sanitize_url(manifest_url));
-    const std::string blob_url = where.api("blobs/" + layer->digest);
-    REDIST_TRY(const http_response blob, get_small(where, blob_url, {}, kMaxDocumentBytes, options, failure));
-    if (blob.status != 200) return status_error(blob, blob_url, failure);
-    const std::string actual = "sha256:" + sha256_hex(blob.body);
-    if (actual != layer->digest || blob.body.size() != layer->size)
-        return make_error(error_code::integrity, "the registry's " + title + " does not match its layer digest")
-            .with_url(sanitize_url(blob_url))
-            .with_expected_actual(layer->digest, actual);
-    return blob.body;
+    return oci_release_document(
+        manifest.body, where.title, sanitize_url(manifest_url), [&](const oci_layer& layer) -> result<std::string> {
+            const std::string blob_url = where.api("blobs/" + layer.digest);
+            REDIST_TRY(http_response blob, get_small(where, blob_url, {}, kMaxDocumentBytes, options, failure));
+            if (blob.status != 200) return status_error(blob, blob_url, failure);
+            REDIST_TRY_VOID(check_oci_blob(blob.body, layer.digest, layer.size, sanitize_url(blob_url)));
+            return std::move(blob.body);
+        });
 }
 
 result<void> deliver(const std::string& body, download_callbacks& callbacks, std::uint64_t resume_from) {
@@ -516,6 +537,7 @@ result<void> deliver(const std::string& body, download_callbacks& callbacks, std
 result<void> oci_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                           std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
                           transfer_failure_info* failure) {
+    if (is_oci_layout_url(url)) return oci_layout_download(url, options, callbacks, resume_from, range_last, failure);
     auto parsed = parse_oci_url(url);
     if (!parsed.ok()) return make_error(error_code::network, parsed.error_value().message).with_url(sanitize_url(url));
     const oci_url& where = *parsed;
@@ -542,6 +564,7 @@ result<void> oci_download(const std::string& url, const transfer_options& option
 
 result<std::vector<std::string>> oci_list_tags(const std::string& base, const std::string& product,
                                                const transfer_options& options) {
+    if (is_oci_layout_url(base)) return oci_layout_list_tags(base, product);
     REDIST_TRY(oci_url where, parse_oci_url(join_url(join_url(base, product), "redist/")));
     const std::string origin = std::string(where.https ? "https://" : "http://") + where.registry;
     std::string url = where.api("tags/list?n=1000");

@@ -26,6 +26,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -91,42 +92,91 @@ std::optional<std::string> next_page_path(std::string_view link);
 
 // ---- pulling ---------------------------------------------------------------------------------
 
-// download() of an oci URL (transfer.cpp calls it): a blob with Range as
-// asked; a document (a titled layer of a tag: the redistrib JSON or the
-// recompressed sidecar) checked against its layer digest before any byte
-// reaches the callbacks. Same outcomes as download().
+// Whether `bytes` are the blob `digest` ("sha256:<hex>") of `size` bytes.
+// Outcomes: ok | integrity (url = shown, expected/actual set).
+result<void> check_oci_blob(std::string_view bytes, const std::string& digest, std::uint64_t size,
+                            const std::string& shown);
+// A document of a tag from its image manifest: the layer titled `title`
+// (redistrib_<label>.json, recompressed_<label>.json; at most 64 MiB),
+// fetched by `blob`, which checks it against the layer digest
+// (check_oci_blob). `source` names the manifest.
+// Outcomes: ok | bad_manifest | not_found | what `blob` returns.
+result<std::string> oci_release_document(std::string_view manifest, const std::string& title, const std::string& source,
+                                         const std::function<result<std::string>(const oci_layer&)>& blob);
+// The label of a document name ("redistrib_<label>.json" or
+// "recompressed_<label>.json"; the label a valid tag), or nullopt: the one
+// rule for registry and image-layout URLs.
+std::optional<std::string> oci_document_label(std::string_view name);
+inline constexpr std::size_t oci_max_manifest_bytes = 4u << 20;
+
+// download() of an oci URL (transfer.cpp calls it; an oci-layout: one goes
+// to oci_layout_download): a blob with Range as asked; a document (a titled
+// layer of a tag: the redistrib JSON or the recompressed sidecar) checked
+// against its layer digest before any byte reaches the callbacks. Same
+// outcomes as download().
 result<void> oci_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                           std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
                           transfer_failure_info* failure);
 
-// The tags of <base>/<product> (paginated), as list_versions() returns
+// The tags of <base>/<product> (paginated; an image layout's from its
+// index.json), as list_versions() returns
 // labels. Outcomes: ok | not_found | network | bad_manifest.
 result<std::vector<std::string>> oci_list_tags(const std::string& base, const std::string& product,
                                                const transfer_options& options);
 
 // ---- pushing ---------------------------------------------------------------------------------
 
-class oci_pusher {
+// Where the mirror puts a release in OCI form: a registry (oci_pusher) or an
+// image layout on disk (oci_layout_writer, transport/oci_layout.hpp). One
+// mirror target drives either through this interface.
+class oci_store {
+public:
+    oci_store() = default;
+    oci_store(const oci_store&) = delete;
+    oci_store& operator=(const oci_store&) = delete;
+    oci_store(oci_store&&) = default;
+    oci_store& operator=(oci_store&&) = delete;
+    virtual ~oci_store() = default;
+    // Whether the store has the blob with this size (a layout: and this
+    // SHA-256). Outcomes: ok | network | filesystem.
+    virtual result<bool> has_blob(const std::string& sha256, std::uint64_t size) = 0;
+    // Stores a blob from a verified file (a layout moves it into place; the
+    // file may be gone afterwards) or from memory.
+    // Outcomes: ok | network | filesystem.
+    virtual result<void> push_blob(const std::string& sha256, const std::filesystem::path& file) = 0;
+    virtual result<void> push_blob(const std::string& sha256, std::string_view bytes) = 0;
+    // The digest the tag points at now, or nullopt. Outcomes: ok | network |
+    // filesystem | bad_manifest.
+    virtual result<std::optional<std::string>> tag_digest(const std::string& tag) = 0;
+    // Points the tag at this image manifest, after every blob it lists is
+    // stored. Outcomes: ok | network | filesystem | bad_manifest (refused).
+    virtual result<void> put_manifest(const std::string& tag, const std::string& json, std::string_view media_type) = 0;
+    // Makes a blob of another repository of the same store present here
+    // without sending it (a registry's cross-repository mount); true when it
+    // did. A store without such a thing (an image layout) says false.
+    virtual result<bool> mount_blob(const std::string& /*sha256*/, const std::string& /*from*/) { return false; }
+};
+
+class oci_pusher final : public oci_store {
 public:
     // Outcomes: ok | usage (a bad URL) | network (no push access).
     static result<oci_pusher> open(const std::string& base, const std::string& product,
                                    const transfer_options& options);
-    // Whether the registry has the blob with this size. Outcomes: ok | network.
-    result<bool> has_blob(const std::string& sha256, std::uint64_t size);
+    // HEAD of the blob.
+    result<bool> has_blob(const std::string& sha256, std::uint64_t size) override;
     // Uploads a blob (POST, then PUT ?digest=) from a file or from memory.
-    // Outcomes: ok | network | filesystem.
-    result<void> push_blob(const std::string& sha256, const std::filesystem::path& file);
-    result<void> push_blob(const std::string& sha256, std::string_view bytes);
+    result<void> push_blob(const std::string& sha256, const std::filesystem::path& file) override;
+    result<void> push_blob(const std::string& sha256, std::string_view bytes) override;
     // Asks the registry to mount a blob from another repository of it
     // (`from`: "<namespace>/<product>"; distribution spec: POST
     // blobs/uploads/?mount=&from=): true when it answered 201 (mounted);
     // false otherwise, e.g. 202, an upload session that is cancelled
     // (DELETE) since the caller uploads on its own. Outcomes: ok | network.
-    result<bool> mount_blob(const std::string& sha256, const std::string& from);
-    // The digest the tag points at now, or nullopt. Outcomes: ok | network.
-    result<std::optional<std::string>> tag_digest(const std::string& tag);
-    // PUT /v2/<repo>/manifests/<tag>. Outcomes: ok | network.
-    result<void> put_manifest(const std::string& tag, const std::string& json, std::string_view media_type);
+    result<bool> mount_blob(const std::string& sha256, const std::string& from) override;
+    // HEAD of the tag's manifest.
+    result<std::optional<std::string>> tag_digest(const std::string& tag) override;
+    // PUT /v2/<repo>/manifests/<tag>.
+    result<void> put_manifest(const std::string& tag, const std::string& json, std::string_view media_type) override;
     const oci_url& where() const { return url_; }
 
 private:
@@ -150,5 +200,10 @@ std::string oci_release_manifest(const oci_release_layer& json_layer, const std:
                                  const std::optional<oci_release_layer>& recompressed = std::nullopt);
 inline constexpr std::string_view oci_manifest_media_type = "application/vnd.oci.image.manifest.v1+json";
 inline constexpr std::string_view oci_empty_config = "{}";
+
+// A blob digest "sha256:<64 lower-case hex>".
+bool valid_oci_digest(std::string_view digest);
+// A tag: [A-Za-z0-9_][A-Za-z0-9._-]{0,127}.
+bool valid_oci_tag(std::string_view tag);
 
 }  // namespace redist

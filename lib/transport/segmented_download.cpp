@@ -967,7 +967,8 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
     one.part_file = s.part_file;
     one.spooled = prefix_of(s.present);
 
-    const bool split = !is_file_url(url) && segments.connections > 1 && expected_size > 0 &&
+    // A local file (file://, an image layout) is read in one stream, not in ranges.
+    const bool split = !is_local_url(url) && segments.connections > 1 && expected_size > 0 &&
                        expected_size >= segments.min_total_bytes && one.spooled < expected_size;
     if (split) {
         stats.segmented = true;

@@ -497,6 +497,61 @@ const char* file_kind(mode_t mode) {
     return "not a regular file";
 }
 
+}  // namespace
+
+result<void> read_open_file(int fd, const std::string& safe_url, const transfer_options& options,
+                            download_callbacks& callbacks, std::uint64_t resume_from,
+                            std::optional<std::uint64_t> range_last, transfer_failure_info* failure) {
+    const auto os_error = [&](const char* what, int en) {
+        return errno_error(what, {}, en, error_code::network).with_url(safe_url);
+    };
+    struct stat st {};
+    if (::fstat(fd, &st) != 0) return os_error("cannot read file", errno);
+    const auto size = static_cast<std::uint64_t>(st.st_size);
+    if (resume_from > size || (range_last && (*range_last < resume_from || *range_last >= size)))
+        return make_error(error_code::network,
+                          "cannot resume at byte " + std::to_string(resume_from) + ": the file is shorter")
+            .with_url(safe_url);
+    const std::uint64_t end = range_last ? *range_last + 1 : size;
+    response_info info;
+    info.content_length = static_cast<std::int64_t>(end - resume_from);
+    info.partial = resume_from > 0 || range_last.has_value();
+    try {
+        if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(info));
+    } catch (...) {
+        return callback_exception("on_response callback");
+    }
+    if (resume_from > 0 && ::lseek(fd, static_cast<off_t>(resume_from), SEEK_SET) < 0)
+        return os_error("cannot seek in file", errno);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
+
+    constexpr std::size_t kBlock = 1u << 20;
+    const auto buffer = std::make_unique_for_overwrite<std::byte[]>(kBlock);
+    const auto stall = std::chrono::seconds(options.stall_timeout_seconds);
+    for (std::uint64_t left = end - resume_from; left > 0;) {
+        const auto before = std::chrono::steady_clock::now();
+        const ssize_t n = ::read(fd, buffer.get(), static_cast<std::size_t>(std::min<std::uint64_t>(left, kBlock)));
+        if (n < 0 && errno == EINTR) continue;
+        if (n < 0) return os_error("cannot read file", errno);
+        if (options.stall_timeout_seconds > 0 && std::chrono::steady_clock::now() - before >= stall) {
+            set_failure(failure, true, 0, std::nullopt);
+            return make_error(error_code::network,
+                              "stalled: no data for " + std::to_string(options.stall_timeout_seconds) + " s")
+                .with_url(safe_url);
+        }
+        if (n == 0) break;  // it shrank meanwhile: the caller's size check tells
+        left -= static_cast<std::uint64_t>(n);
+        try {
+            if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer.get(), static_cast<std::size_t>(n)));
+        } catch (...) {
+            return callback_exception("on_data callback");
+        }
+    }
+    return {};
+}
+
+namespace {
+
 // Reads a file:// source. Why not libcurl: it percent-decodes the path
 // ("..%2f" walks up), and its blocking open() of a FIFO hangs forever, before
 // any progress callback could fire. Here:
@@ -537,48 +592,7 @@ result<void> read_file_url(const std::string& url, const std::string& safe_url, 
     }
     if (::fstat(fd.get(), &st) != 0) return os_error("cannot read file", errno);
     if (!S_ISREG(st.st_mode)) return refuse(file_kind(st.st_mode));
-
-    const auto size = static_cast<std::uint64_t>(st.st_size);
-    if (resume_from > size)
-        return make_error(error_code::network,
-                          "cannot resume at byte " + std::to_string(resume_from) + ": the file is shorter")
-            .with_url(safe_url);
-    response_info info;
-    info.content_length = static_cast<std::int64_t>(size - resume_from);
-    info.partial = resume_from > 0;
-    try {
-        if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(info));
-    } catch (...) {
-        return callback_exception("on_response callback");
-    }
-    if (resume_from > 0 && ::lseek(fd.get(), static_cast<off_t>(resume_from), SEEK_SET) < 0)
-        return os_error("cannot seek in file", errno);
-    ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
-
-    constexpr std::size_t kBlock = 1u << 20;
-    const auto buffer = std::make_unique_for_overwrite<std::byte[]>(kBlock);
-    const auto stall = std::chrono::seconds(options.stall_timeout_seconds);
-    for (std::uint64_t left = size - resume_from; left > 0;) {
-        const auto before = std::chrono::steady_clock::now();
-        const ssize_t n = ::read(fd.get(), buffer.get(),
-                                 static_cast<std::size_t>(std::min<std::uint64_t>(left, kBlock)));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return os_error("cannot read file", errno);
-        if (options.stall_timeout_seconds > 0 && std::chrono::steady_clock::now() - before >= stall) {
-            set_failure(failure, true, 0, std::nullopt);
-            return make_error(error_code::network,
-                              "stalled: no data for " + std::to_string(options.stall_timeout_seconds) + " s")
-                .with_url(safe_url);
-        }
-        if (n == 0) break;  // it shrank meanwhile: the caller's size check tells
-        left -= static_cast<std::uint64_t>(n);
-        try {
-            if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer.get(), static_cast<std::size_t>(n)));
-        } catch (...) {
-            return callback_exception("on_data callback");
-        }
-    }
-    return {};
+    return read_open_file(fd.get(), safe_url, options, callbacks, resume_from, std::nullopt, failure);
 }
 
 std::string ca_bundle(const transfer_options& options) {

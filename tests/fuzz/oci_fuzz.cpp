@@ -6,6 +6,7 @@
 //   3  docker_config_auth     ~/.docker/config.json
 //   4  parse_www_authenticate and next_page_path (response headers)
 //   5  parse_oci_url          URLs from a lock file or redist.toml
+//   6  parse_oci_index        an image layout's index.json (oci-layout:DIR)
 // Contract: a value or a bad_manifest (usage for URLs) error, never a crash;
 // what comes out keeps the rules the callers rely on (digests are
 // "sha256:<64 lower-case hex>", a next page is a path on the same registry,
@@ -16,6 +17,7 @@
 #include <string_view>
 
 #include "transport/oci.hpp"
+#include "transport/oci_layout.hpp"
 
 namespace {
 
@@ -39,7 +41,7 @@ bool printable_ascii(std::string_view s) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     if (size == 0) return 0;
     const std::string_view text(reinterpret_cast<const char*>(data) + 1, size - 1);
-    switch (data[0] % 6) {
+    switch (data[0] % 7) {
         case 0: {
             auto layers = redist::parse_image_manifest(text, "fuzz");
             require_value_or(layers, redist::error_code::bad_manifest);
@@ -61,6 +63,17 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         case 4: {
             (void)redist::parse_www_authenticate(text);
             if (auto next = redist::next_page_path(text)) require(next->starts_with("/v2/") && printable_ascii(*next));
+            break;
+        }
+        case 6: {
+            auto index = redist::parse_oci_index(text, "fuzz");
+            require_value_or(index, redist::error_code::bad_manifest);
+            if (index.ok()) {
+                for (const auto& e : *index) require(e.digest.size() == 71 && e.digest.starts_with("sha256:"));
+                // What the writer makes of it reads back the same.
+                auto again = redist::parse_oci_index(redist::oci_index_document(*index), "fuzz");
+                require(again.ok() && again->size() == index->size());
+            }
             break;
         }
         default: {

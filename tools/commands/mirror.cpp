@@ -226,12 +226,15 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
     auto* dest = cmd->add_option("--dest", args->dest,
                                  "The mirror root: files go to DIR/<product>/redist/ (created if needed)")
                      ->type_name("DIR");
-    auto* to = cmd->add_option("--to", args->dest,
-                               "Where to mirror: a directory (as --dest), or a registry, oci://HOST[:PORT]/NAMESPACE "
-                               "(https) or oci+http://... (plain http): repository NAMESPACE/<product>, one tag per "
-                               "release, each archive a blob named by its SHA-256. Credentials: "
-                               "REDIST_OCI_AUTH=REGISTRY=USER:PASSWORD, else docker's config.json (docs/fleet.md)")
-                   ->type_name("DIR|URL");
+    auto* to =
+        cmd->add_option(
+               "--to", args->dest,
+               "Where to mirror: a directory (as --dest), or a registry, oci://HOST[:PORT]/NAMESPACE "
+               "(https) or oci+http://... (plain http): repository NAMESPACE/<product>, one tag per "
+               "release, each archive a blob named by its SHA-256; or an OCI image layout on disk, oci-layout:DIR "
+               "(DIR/<product>/index.json, blobs/sha256/). Credentials: "
+               "REDIST_OCI_AUTH=REGISTRY=USER:PASSWORD, else docker's config.json (docs/fleet.md)")
+            ->type_name("DIR|URL");
     dest->excludes(to);
     to->excludes(dest);
     cmd->add_option("--platform", args->platforms,

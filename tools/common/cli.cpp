@@ -174,9 +174,10 @@ void add_source_options(CLI::App& app, source_options& options) {
     app.add_option("--ca-file", options.ca_file,
                    "CA bundle for HTTPS (default: $SSL_CERT_FILE, $CURL_CA_BUNDLE, else the system's)")
         ->type_name("FILE");
-    app.add_option("--mirror", options.mirrors,
-                   "A base URL with the same layout, tried before --base-url (repeatable; default: $REDIST_MIRRORS); "
-                   "also a registry: oci://HOST[:PORT]/NAMESPACE or oci+http://...")
+    app.add_option(
+           "--mirror", options.mirrors,
+           "A base URL with the same layout, tried before --base-url (repeatable; default: $REDIST_MIRRORS); "
+           "also a registry: oci://HOST[:PORT]/NAMESPACE or oci+http://..., or an OCI image layout: oci-layout:DIR")
         ->type_name("URL");
     app.add_option("--cache-dir", options.cache_dir,
                    "Download cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist, else ~/.cache/redist)")
@@ -185,7 +186,8 @@ void add_source_options(CLI::App& app, source_options& options) {
     app.add_flag("--shared-cache", options.shared_cache,
                  "Use a cache that other users can write (otherwise refused): every cached file is re-hashed when "
                  "used, and only what this user wrote there is trusted");
-    app.add_flag("--offline", options.offline, "Use only the cache and file:// sources; say what is missing");
+    app.add_flag("--offline", options.offline,
+                 "Use only the cache and local sources (file://, oci-layout:); say what is missing");
     app.add_option("--retries", options.retries,
                    "Attempts per source for transient failures (default 4), with exponential backoff; for the "
                    "index and manifest too. A source that cannot be reached twice in a row (refused, timed out) "
