@@ -1443,6 +1443,22 @@ TEST_CASE("tar.zst on the pool: lying, truncated and oversized frames are refuse
         CHECK(r.error_value().code == redist::error_code::bad_archive);
         CHECK(o.budget->decode_memory().peak() == 0);  // never leased 64 MiB for it
     }
+    SECTION("a frame of more blocks than its content size can need, up to its buffer's last bytes") {
+        // One byte of content in a raw block, then empty raw blocks up to 2
+        // bytes short of the 1 MiB read for it, then a checksum: the frame
+        // streams from what was read, and libzstd judges it.
+        std::string f;
+        put_le(f, ZSTD_MAGICNUMBER, 4);
+        f.push_back(static_cast<char>(0xE4));  // as raw_frame, with a checksum
+        put_le(f, 1, 8);
+        put_le(f, 1u << 3, 3);
+        f.push_back('x');
+        while (f.size() < (std::size_t{1} << 20) - 5) put_le(f, 0, 3);
+        put_le(f, 1, 3);  // the last, empty
+        REQUIRE(f.size() == (std::size_t{1} << 20) - 2);
+        put_le(f, 0, 4);  // a checksum that does not match
+        refused(f, "zst-many-blocks", redist::error_code::bad_archive);
+    }
     SECTION("frames beyond the output cap") {
         std::vector<spec> big{{"top/", kind::dir, "", 0755},
                               {"top/zeros", kind::file, std::string(8u << 20, '\0'), 0644}};

@@ -819,7 +819,8 @@ private:
             size += body;
         }
         if (zfh.checksumFlag) {
-            if (auto r = read_body(bytes + size, kChecksumSize); !r) return r;  // within room: frame_bound counts it
+            if (size + kChecksumSize > room) return streamed(bytes, size);
+            if (auto r = read_body(bytes + size, kChecksumSize); !r) return r;
             size += kChecksumSize;
         }
         job->input.size = size;
@@ -864,10 +865,10 @@ private:
             if (full || hint == 0) {
                 out.size = dst.pos;
                 if (auto p = put(std::move(out)); !p) return p;
+                if (hint == 0) break;  // the frame ended, and all of it is handed on
                 out = out_.spare(options_.stream_chunk);
                 dst = ZSTD_outBuffer{out.bytes.get(), out.capacity, 0};
             }
-            if (hint == 0) break;  // the frame ended, and all of it is handed on
         }
         if (reading) in_.consume(src.pos);
         ++stats_.stream_blocks;
