@@ -32,13 +32,30 @@ import zipfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEFAULT_OUT = os.path.join(os.path.dirname(HERE), "tests", "fuzz", "corpus")
 
-TAR_XZ, TAR, ZIP = 0, 1, 2
+TAR_XZ, TAR, ZIP, TAR_ZST = 0, 1, 2, 3
 NO_STRIP = 4
 SHA = "0123456789abcdef" * 4
 
 
 def control(fmt: int, chunk_log2: int = 12, strip: bool = True) -> bytes:
     return bytes([fmt | (0 if strip else NO_STRIP) | (chunk_log2 << 3)])
+
+
+# ---- zstd frames, written by hand (no zstd module needed) --------------------
+
+def zst_frames(data: bytes, frame_bytes: int, skippable: bytes | None = None) -> bytes:
+    """Frames of `frame_bytes` each, every header recording its content size
+    (what a mirror's recompressed copy looks like, so the unpacker decodes them
+    on its pool), content in raw blocks; a skippable frame after the first."""
+    out = bytearray()
+    for i, at in enumerate(range(0, len(data), frame_bytes)):
+        chunk = data[at:at + frame_bytes]
+        out += (0xFD2FB528).to_bytes(4, "little")
+        out += bytes([0xE0]) + len(chunk).to_bytes(8, "little")  # single segment, 8-byte content size
+        out += ((len(chunk) << 3) | 1).to_bytes(3, "little") + chunk  # one last raw block
+        if i == 0 and skippable is not None:
+            out += (0x184D2A50).to_bytes(4, "little") + len(skippable).to_bytes(4, "little") + skippable
+    return bytes(out)
 
 
 # ---- tar --------------------------------------------------------------------
@@ -155,6 +172,8 @@ def write_unpack(out: str) -> None:
         "good.tar.gz": control(TAR) + gzip.compress(tar_bytes(GOOD), mtime=0),
         "good.zip": control(ZIP) + zip_bytes(GOOD_ZIP),
         "truncated.tar.xz": control(TAR_XZ) + xz(tar_bytes(GOOD))[:200],
+        "good_frames.tar.zst": control(TAR_ZST, chunk_log2=7) + zst_frames(tar_bytes(GOOD), 1024, b"skip"),
+        "truncated_frames.tar.zst": control(TAR_ZST) + zst_frames(tar_bytes(GOOD), 1024)[:-100],
     }
     for name, members in HOSTILE_TAR.items():
         fmt = tarfile.GNU_FORMAT if name == "long_name" else tarfile.PAX_FORMAT

@@ -1264,3 +1264,209 @@ TEST_CASE("a truncated, corrupt or oversized tar.zst is refused", "[unpack]") {
         CHECK(r.error_value().code == redist::error_code::unsafe_archive);
     }
 }
+
+// ---- tar.zst frames with content sizes: decoded on the run's pool -----------------
+
+namespace {
+
+// Compresses `tar` as frames of `frame_bytes` each, in one call per frame, so
+// that every frame header records its content size (as recompress_xz_to_zstd
+// writes a mirror's copy).
+std::string zstd_sized_frames(const std::string& tar, std::size_t frame_bytes) {
+    std::string out;
+    std::vector<char> buffer(ZSTD_compressBound(frame_bytes));
+    for (std::size_t at = 0; at < tar.size(); at += frame_bytes) {
+        const std::size_t n = std::min(frame_bytes, tar.size() - at);
+        const std::size_t written = ZSTD_compress(buffer.data(), buffer.size(), tar.data() + at, n, 1);
+        REQUIRE_FALSE(ZSTD_isError(written));
+        REQUIRE(ZSTD_getFrameContentSize(buffer.data(), written) == n);
+        out.append(buffer.data(), written);
+    }
+    return out;
+}
+
+void put_le(std::string& out, std::uint64_t value, int bytes) {
+    for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((value >> (8 * i)) & 0xff));
+}
+
+// A zstd frame written by hand: `content` in raw blocks, its header declaring
+// `declared` bytes of content (single segment, an 8-byte content size field).
+std::string raw_frame(const std::string& content, std::uint64_t declared) {
+    std::string f;
+    put_le(f, ZSTD_MAGICNUMBER, 4);
+    f.push_back(static_cast<char>(0xE0));  // FCS 8 bytes, single segment, no checksum, no dictionary
+    put_le(f, declared, 8);
+    std::size_t at = 0;
+    do {
+        const std::size_t n = std::min<std::size_t>(content.size() - at, 1u << 17);
+        const bool last = at + n == content.size();
+        put_le(f, (n << 3) | (last ? 1u : 0u), 3);  // type 0: raw
+        f.append(content, at, n);
+        at += n;
+    } while (at < content.size());
+    return f;
+}
+
+std::string skippable_frame(const std::string& payload) {
+    std::string f;
+    put_le(f, 0x184D2A53, 4);
+    put_le(f, payload.size(), 4);
+    return f + payload;
+}
+
+// Unpacks with a pool of four threads: frames with content sizes go to the pool.
+redist::unpack_options pool_opts(std::shared_ptr<redist::run_budget> run) {
+    auto o = opts(redist::archive_format::tar_zst);
+    o.budget = std::move(run);
+    return o;
+}
+
+std::string big_tar() {
+    std::vector<spec> specs{{"top/", kind::dir, "", 0755},
+                            {"top/noise", kind::file, noise(300000, 7), 0644},
+                            {"top/text", kind::file, std::string(200000, 'a') + noise(1000, 8), 0600},
+                            {"top/small", kind::file, "x", 0644}};
+    return build(specs, container::tar);
+}
+
+}  // namespace
+
+TEST_CASE("tar.zst frames with content sizes decode on the pool as the stream decoder does", "[unpack][pool]") {
+    const std::string tar = big_tar();
+    const std::string zst = zstd_sized_frames(tar, 16u << 10);
+    auto streaming = opts(redist::archive_format::tar_zst);
+    streaming.decoder_threads = 1;
+    streaming.budget = budget(4, 256ull << 20);
+    const fs::path stage1 = fresh_stage("zst-streamed");
+    auto started1 = redist::stream_unpacker::start(stage1, streaming);
+    REQUIRE_OK(started1);
+    auto& u1 = *started1.value();
+    REQUIRE_OK(u1.write(reinterpret_cast<const std::byte*>(zst.data()), zst.size()));
+    auto streamed = u1.finish();
+    REQUIRE_OK(streamed);
+    CHECK(streaming.budget->decode_memory().peak() == 0);  // nothing went to the pool
+
+    for (const std::size_t chunk : {std::size_t{7}, std::size_t{4096}, zst.size()}) {
+        CAPTURE(chunk);
+        auto pooled = pool_opts(budget(4, 256ull << 20));
+        const fs::path stage2 = fresh_stage("zst-pooled");
+        auto started2 = redist::stream_unpacker::start(stage2, pooled);
+        REQUIRE_OK(started2);
+        auto& u2 = *started2.value();
+        for (std::size_t at = 0; at < zst.size(); at += chunk)
+            REQUIRE_OK(u2.write(reinterpret_cast<const std::byte*>(zst.data() + at), std::min(chunk, zst.size() - at)));
+        auto r = u2.finish();
+        REQUIRE_OK(r);
+        CHECK(same(*r, *streamed));
+        CHECK(u2.tar_sha256() == u1.tar_sha256());
+        CHECK(u2.tar_sha256() == redist::sha256_hex(tar));
+        // The frames were leased and decoded on the pool, and every lease went back.
+        CHECK(pooled.budget->decode_memory().peak() > 0);
+        CHECK(pooled.budget->decode_memory().held() == 0);
+    }
+}
+
+TEST_CASE("tar.zst on the pool: skippable frames and frames without a content size", "[unpack][pool]") {
+    const std::string tar = big_tar();
+    SECTION("skippable frames between data frames are skipped") {
+        const std::size_t half = tar.size() / 2;
+        const std::string zst = skippable_frame("") + zstd_sized_frames(tar.substr(0, half), 8192) +
+                                skippable_frame("metadata") + zstd_sized_frames(tar.substr(half), 8192) +
+                                skippable_frame("end");
+        auto o = pool_opts(budget(4, 256ull << 20));
+        const fs::path stage = fresh_stage("zst-skippable");
+        auto started = redist::stream_unpacker::start(stage, o);
+        REQUIRE_OK(started);
+        REQUIRE_OK(started.value()->write(reinterpret_cast<const std::byte*>(zst.data()), zst.size()));
+        REQUIRE_OK(started.value()->finish());
+        CHECK(started.value()->tar_sha256() == redist::sha256_hex(tar));
+        CHECK(o.budget->decode_memory().peak() > 0);
+    }
+    SECTION("a single frame without a content size streams") {
+        auto o = pool_opts(budget(4, 256ull << 20));
+        const fs::path stage = fresh_stage("zst-unsized");
+        auto started = redist::stream_unpacker::start(stage, o);
+        REQUIRE_OK(started);
+        const std::string zst = zstd_frames(tar, tar.size());
+        REQUIRE(ZSTD_getFrameContentSize(zst.data(), zst.size()) == ZSTD_CONTENTSIZE_UNKNOWN);
+        REQUIRE_OK(started.value()->write(reinterpret_cast<const std::byte*>(zst.data()), zst.size()));
+        REQUIRE_OK(started.value()->finish());
+        CHECK(started.value()->tar_sha256() == redist::sha256_hex(tar));
+        CHECK(o.budget->decode_memory().peak() == 0);
+    }
+    SECTION("frames of raw blocks, sized and not, in one stream") {
+        const std::string zst = raw_frame(tar.substr(0, 1000), 1000) + zstd_frames(tar.substr(1000, 5000), 1u << 20) +
+                                raw_frame(tar.substr(6000), tar.size() - 6000);
+        auto o = pool_opts(budget(4, 256ull << 20));
+        auto r = unpack(zst, fresh_stage("zst-mixed"), o, 333);
+        REQUIRE_OK(r);
+    }
+}
+
+TEST_CASE("tar.zst on the pool: lying, truncated and oversized frames are refused", "[unpack][pool]") {
+    const std::string tar = big_tar();
+    const std::string head = tar.substr(0, 10000);
+    const std::string rest = tar.substr(10000);
+    const auto refused = [](const std::string& zst, const char* name, redist::error_code code) {
+        auto o = pool_opts(budget(4, 256ull << 20));
+        auto r = unpack(zst, fresh_stage(name), o, 4096);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == code);
+        CHECK(r.error_value().describe().find('\n') == std::string::npos);
+        CHECK(o.budget->decode_memory().held() == 0);
+        return r.error_value().message;
+    };
+    SECTION("a content size larger than the frame decodes to") {
+        const auto m = refused(raw_frame(head, head.size() + 1) + raw_frame(rest, rest.size()), "zst-lie-big",
+                               redist::error_code::bad_archive);
+        CHECK(m.rfind("zstd: ", 0) == 0);
+    }
+    SECTION("a content size smaller than the frame decodes to") {
+        const auto m = refused(raw_frame(head, head.size() - 1) + raw_frame(rest, rest.size()), "zst-lie-small",
+                               redist::error_code::bad_archive);
+        CHECK(m.rfind("zstd: ", 0) == 0);
+    }
+    SECTION("a truncated last frame") {
+        const std::string zst = zstd_sized_frames(tar, 8192);
+        for (const std::size_t cut : {std::size_t{1}, std::size_t{3}, std::size_t{100}}) {
+            CAPTURE(cut);
+            CHECK(refused(zst.substr(0, zst.size() - cut), "zst-cut-last", redist::error_code::bad_archive) ==
+                  "truncated zstd stream");
+        }
+        CHECK(refused(zst + std::string("\x28\xb5\x2f", 3), "zst-cut-magic", redist::error_code::bad_archive) ==
+              "truncated zstd stream");
+    }
+    SECTION("a frame declaring more than kMaxParallelFrame (64 MiB) streams, and its lie is found") {
+        auto o = pool_opts(budget(4, 256ull << 20));
+        auto r = unpack(raw_frame(tar, (std::uint64_t{64} << 20) + 1), fresh_stage("zst-huge"), o);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == redist::error_code::bad_archive);
+        CHECK(o.budget->decode_memory().peak() == 0);  // never leased 64 MiB for it
+    }
+    SECTION("a frame of more blocks than its content size can need, up to its buffer's last bytes") {
+        // One byte of content in a raw block, then empty raw blocks up to 2
+        // bytes short of the 1 MiB read for it, then a checksum: the frame
+        // streams from what was read, and libzstd judges it.
+        std::string f;
+        put_le(f, ZSTD_MAGICNUMBER, 4);
+        f.push_back(static_cast<char>(0xE4));  // as raw_frame, with a checksum
+        put_le(f, 1, 8);
+        put_le(f, 1u << 3, 3);
+        f.push_back('x');
+        while (f.size() < (std::size_t{1} << 20) - 5) put_le(f, 0, 3);
+        put_le(f, 1, 3);  // the last, empty
+        REQUIRE(f.size() == (std::size_t{1} << 20) - 2);
+        put_le(f, 0, 4);  // a checksum that does not match
+        refused(f, "zst-many-blocks", redist::error_code::bad_archive);
+    }
+    SECTION("frames beyond the output cap") {
+        std::vector<spec> big{{"top/", kind::dir, "", 0755},
+                              {"top/zeros", kind::file, std::string(8u << 20, '\0'), 0644}};
+        auto o = pool_opts(budget(4, 256ull << 20));
+        o.max_output_bytes = 1u << 20;
+        auto r = unpack(zstd_sized_frames(build(big, container::tar), 256u << 10), fresh_stage("zst-pool-bomb"), o);
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == redist::error_code::unsafe_archive);
+        CHECK(o.budget->decode_memory().held() == 0);
+    }
+}

@@ -33,8 +33,10 @@
 // names were checked). Owners are never restored; setuid/setgid/sticky bits are dropped.
 //
 // Formats: tar.xz is decoded block by block on the run's worker pool (a block
-// without recorded sizes streams on the decoder thread); tar.zst by libzstd on
-// a thread of its own (hashing the tar stream on the way); tar.gz by
+// without recorded sizes streams on the decoder thread); tar.zst frame by
+// frame on the same pool, when a frame records its content size and the pool
+// has three threads or more (otherwise one libzstd stream decoder on the
+// decoder thread), hashing the tar stream on the way; tar.gz by
 // libarchive's filters in the extractor thread; zip is spooled to
 // "<stage>.zip.part" beside the stage (removed afterwards) and extracted at
 // finish(), because zip needs random access.
@@ -68,8 +70,9 @@ struct unpacked_entry {
 struct unpack_options {
     archive_format format = archive_format::tar_xz;
     bool strip_top_level = true;  // require and strip one top-level directory
-    // xz: 1 decodes every block on the artifact's decoder thread; otherwise
-    // blocks that record their sizes decode on the run's pool.
+    // xz and zstd: 1 decodes every block or frame on the artifact's decoder
+    // thread; otherwise blocks that record their sizes, and frames that record
+    // their content size, decode on the run's pool.
     unsigned decoder_threads = 0;
     // xz: a block needing more memory than this (input, output, dictionary)
     // decodes on the decoder thread as it streams; 0 = 512 MiB.

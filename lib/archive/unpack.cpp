@@ -5,16 +5,17 @@
 // thread only, and its read filter sits in the same thread as the disk
 // writes. decode_xz (xz_decode.hpp) decodes the blocks of a multi-block
 // archive on the run's shared pool, and even for a single-block archive it
-// keeps hashing and writing files off the decoder's core.
+// keeps hashing and writing files off the decoder's core. decode_zstd does
+// the same for the frames of a tar.zst.
 //
 // Threads and ownership:
-//   write()   --[input_ queue]-->  decoder thread (xz only; its blocks decode on
-//   the pool)  --[tar_ queue]-->
+//   write()   --[input_ queue]-->  decoder thread (xz and zstd; their blocks or
+//   frames decode on the pool)  --[tar_ queue]-->
 //   extractor thread (libarchive read from the queue, checks, namespace
 //   changes) --[file_jobs]--> the run's writer pool (file data: pwrite and
 //   SHA-256; see "file writers" below).
-// For tar.gz and tar.zst the extractor reads input_ directly and lets
-// libarchive's filters decode. Zip needs random access, so its bytes are
+// For tar.gz the extractor reads input_ directly and lets libarchive's
+// filters decode. Zip needs random access, so its bytes are
 // spooled to `<stage>.zip.part` and extracted in finish().
 //
 // Errors: the first failure wins (fail()), and aborts both queues and the
@@ -28,7 +29,6 @@
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zstd.h>
 
 #include <algorithm>
 #include <array>
@@ -66,9 +66,10 @@ namespace fs = std::filesystem;
 // size or on how the caller slices its writes.
 // The two queues' capacities come from the run's budget (budget.hpp).
 constexpr std::size_t kLzmaOutBuffer = 1u << 20;  // one decoded chunk
-// zstd frames may ask for a window of at most 2^27 bytes (128 MiB, libzstd's
-// own default limit; `zstd --long` archives need more and are refused).
-constexpr int kZstdWindowLogMax = 27;
+// zstd frames decode on the pool only with at least this many pool threads;
+// below, one streaming decoder on the decoder thread is faster (measured on 2
+// cores: the frames' hand-off costs more than the one core it would free).
+constexpr unsigned kMinZstdPoolThreads = 3;
 constexpr std::size_t kMinInputChunk = 64u << 10;  // small writes are coalesced
 constexpr std::size_t kMaxInputChunk = 1u << 20;   // large writes are split
 constexpr std::size_t kZipReadBlock = 1u << 20;
@@ -1315,8 +1316,10 @@ public:
         : stage_(std::move(stage)),
           options_(options),
           budget_(std::move(budget)),
-          // Only an xz decoder takes a share; libarchive's filters decode on the extractor's thread.
-          ticket_(options.format == archive_format::tar_xz ? std::make_unique<run_budget::ticket>(*budget_) : nullptr),
+          // Only an xz or zstd decoder takes a share; libarchive's filters decode on the extractor's thread.
+          ticket_(options.format == archive_format::tar_xz || options.format == archive_format::tar_zst
+                      ? std::make_unique<run_budget::ticket>(*budget_)
+                      : nullptr),
           input_(budget_->queue_bytes()),
           tar_(budget_->queue_bytes()),
           writes_(std::make_shared<write_state>()) {
@@ -1333,11 +1336,8 @@ public:
         try {
             switch (options_.format) {
                 case archive_format::tar_xz:
-                    decoder_ = std::thread([this] { guarded([this] { decode_xz_stream(); }); });
-                    extractor_ = std::thread([this] { guarded([this] { extract_stream(tar_); }); });
-                    break;
                 case archive_format::tar_zst:
-                    decoder_ = std::thread([this] { guarded([this] { decode_zstd_stream(); }); });
+                    decoder_ = std::thread([this] { guarded([this] { decode_stream(); }); });
                     extractor_ = std::thread([this] { guarded([this] { extract_stream(tar_); }); });
                     break;
                 case archive_format::tar_gz:
@@ -1480,12 +1480,20 @@ private:
         chunk current_;
     };
 
+    // With a `hash`, the decoded bytes are hashed in order as they are handed on.
     class queue_output final : public xz_output {
     public:
-        queue_output(chunk_queue& queue, std::uint64_t max_bytes) : queue_(queue), max_bytes_(max_bytes) {}
-        bool put(byte_buffer&& decoded) override { return within_cap(decoded.size) && queue_.push(std::move(decoded)); }
+        queue_output(chunk_queue& queue, std::uint64_t max_bytes, sha256_hasher* hash)
+            : queue_(queue), max_bytes_(max_bytes), hash_(hash) {}
+        bool put(byte_buffer&& decoded) override {
+            if (!within_cap(decoded.size)) return false;
+            if (hash_) hash_->update(decoded.bytes.get(), decoded.size);
+            return queue_.push(std::move(decoded));
+        }
         bool put_part(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size) override {
-            return within_cap(size) && queue_.push(chunk::part_of(block, offset, size));
+            if (!within_cap(size)) return false;
+            if (hash_) hash_->update(block->bytes.get() + offset, size);
+            return queue_.push(chunk::part_of(block, offset, size));
         }
         byte_buffer spare(std::size_t capacity) override { return queue_.spare_or_make(capacity); }
         bool over_limit = false;
@@ -1500,21 +1508,32 @@ private:
 
         chunk_queue& queue_;
         const std::uint64_t max_bytes_;
+        sha256_hasher* hash_;
         std::uint64_t decoded_ = 0;
     };
 
-    void decode_xz_stream() {
+    // The decoder thread of a tar.xz or a tar.zst: decode_xz or decode_zstd
+    // (xz_decode.hpp) decodes the stream's blocks or frames on the run's pool,
+    // under the run's decoder memory, and the tar goes to the extractor
+    // through tar_, in order. A tar.zst's tar stream is hashed on the way
+    // (tar_sha256()): a recompressed copy must decode to the tar its mirror
+    // recorded.
+    void decode_stream() {
         // The ticket goes back when decoding ends: the decoders' memory limit grows.
         struct leave {
             std::unique_ptr<run_budget::ticket>& ticket;
             ~leave() { ticket.reset(); }
         } leave_budget{ticket_};
+        const bool zstd = options_.format == archive_format::tar_zst;
+        sha256_hasher tar_hash;
         queue_input in(input_);
-        queue_output out(tar_, options_.max_output_bytes);
+        queue_output out(tar_, options_.max_output_bytes, zstd ? &tar_hash : nullptr);
         xz_decode_options o;
         // decoder_threads = 1 keeps every block on this thread (tests, and
-        // --threads 1 has no pool worker to spare anyway).
-        if (options_.decoder_threads != 1 && budget_->pool().threads() > 1) o.pool = &budget_->pool();
+        // --threads 1 has no pool worker to spare anyway). zstd frames need a
+        // larger pool (see kMinZstdPoolThreads).
+        const unsigned min_pool = zstd ? kMinZstdPoolThreads : 2;
+        if (options_.decoder_threads != 1 && budget_->pool().threads() >= min_pool) o.pool = &budget_->pool();
         o.memory = &budget_->decode_memory();
         o.worker_state_allowance = run_budget::kept_decoder_bytes;
         o.priority = options_.size_hint;
@@ -1524,74 +1543,14 @@ private:
         o.part_bytes = options_.decoder_part_bytes;
         o.stop = &failed_;
         o.mark = [budget = budget_.get()](const char* event) { budget->mark(event); };
-        auto r = decode_xz(in, out, o);
+        auto r = zstd ? decode_zstd(in, out, o) : decode_xz(in, out, o);
         if (!r) {
             if (out.over_limit) fail(expansion_error(options_.max_output_bytes));
             else fail(std::move(r).error_value());
             return;
         }
+        if (zstd) tar_sha256_ = tar_hash.finish_hex();
         budget_->add_time(profile_stage::decoder, r->busy_ns, r->wait_ns, r->decoded);
-        budget_->mark("decoded");
-        tar_.close();
-    }
-
-    // ---- zstd decoder thread
-    // A .tar.zst (a mirror's recompressed copy, or an archive published so)
-    // decodes here with libzstd's streaming decoder, frame after frame, and
-    // the tar goes to the extractor through tar_ as for xz. The tar stream's
-    // SHA-256 is taken on the way (tar_sha256()): a recompressed copy must
-    // decode to the tar its mirror recorded. The window is bounded, so a
-    // hostile frame header cannot ask for gigabytes of decoder memory.
-    void decode_zstd_stream() {
-        const auto started = std::chrono::steady_clock::now();
-        std::unique_ptr<ZSTD_DCtx, std::size_t (*)(ZSTD_DCtx*)> dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
-        if (!dctx || ZSTD_isError(ZSTD_DCtx_setParameter(dctx.get(), ZSTD_d_windowLogMax, kZstdWindowLogMax))) {
-            fail(make_error(error_code::internal, "cannot create a zstd decoder"));
-            return;
-        }
-        sha256_hasher tar_hash;
-        std::uint64_t decoded = 0;
-        std::uint64_t wait_ns = 0;
-        std::size_t pending = 1;  // ZSTD_decompressStream's hint: 0 once a frame ended exactly
-        bool any_input = false;
-        chunk in;
-        for (;;) {
-            input_.recycle(std::move(in));
-            const auto waited = std::chrono::steady_clock::now();
-            const auto got = input_.pop(in);
-            wait_ns += ns_since(waited);
-            if (got == chunk_queue::pop_result::end) break;
-            if (got != chunk_queue::pop_result::ok) return;  // cancelled: the error is recorded
-            any_input = any_input || in.size > 0;
-            ZSTD_inBuffer src{in.data(), in.size, 0};
-            bool output_full = false;
-            while (src.pos < src.size || output_full) {
-                chunk out = tar_.spare_or_make(kLzmaOutBuffer);
-                ZSTD_outBuffer dst{out.bytes.get(), out.capacity, 0};
-                pending = ZSTD_decompressStream(dctx.get(), &dst, &src);
-                if (ZSTD_isError(pending)) {
-                    fail(make_error(error_code::bad_archive, std::string("zstd: ") + ZSTD_getErrorName(pending))
-                             .with_source(options_.source));
-                    return;
-                }
-                output_full = dst.pos == dst.size;
-                if (dst.pos == 0) continue;
-                decoded += dst.pos;
-                if (options_.max_output_bytes != 0 && decoded > options_.max_output_bytes) {
-                    fail(expansion_error(options_.max_output_bytes));
-                    return;
-                }
-                tar_hash.update(out.bytes.get(), dst.pos);
-                out.size = dst.pos;
-                if (!tar_.push(std::move(out))) return;
-            }
-        }
-        if (!any_input || pending != 0) {
-            fail(make_error(error_code::bad_archive, "truncated zstd stream").with_source(options_.source));
-            return;
-        }
-        tar_sha256_ = tar_hash.finish_hex();
-        budget_->add_time(profile_stage::decoder, ns_since(started) - wait_ns, wait_ns, decoded);
         budget_->mark("decoded");
         tar_.close();
     }

@@ -1,5 +1,9 @@
-// Internal: an .xz decoder that decodes the blocks of one stream on the run's
-// shared worker pool, and hands the output on in stream order.
+// Internal: .xz and .zst decoders that decode the independent units of one
+// stream (xz blocks, zstd frames) on the run's shared worker pool, and hand
+// the output on in stream order. Both formats share one scheduler (the
+// window of units in flight, the memory leases, the hand-off in order); what
+// differs is how the container is parsed and how one unit is decoded. zstd:
+// see decode_zstd below.
 //
 // Why not lzma_stream_decoder_mt: its threads are its own, fixed when it
 // starts. With 14 artifacts in flight, each had to be given a fixed share of
@@ -171,6 +175,9 @@ struct xz_decode_options {
 };
 
 constexpr std::uint64_t kMaxParallelBlock = std::uint64_t{512} << 20;
+// A zstd frame whose content size is larger streams (recompress_xz_to_zstd
+// writes frames of 8 MiB).
+constexpr std::uint64_t kMaxParallelFrame = std::uint64_t{64} << 20;
 
 struct xz_decode_stats {
     std::uint64_t decoded = 0;        // bytes handed to put()
@@ -188,5 +195,17 @@ struct xz_decode_stats {
 // when stopped (by the flag, the input or the output). Pool tasks still
 // running when it returns hold only their own buffers and leases.
 result<xz_decode_stats> decode_xz(xz_input& in, xz_output& out, const xz_decode_options& options);
+
+// Decodes a whole .zst file (frames and skippable frames) from `in` to `out`,
+// with the same options. A frame whose header records its content size
+// (within kMaxParallelFrame, the 128 MiB window cap, max_block_memory and
+// max_output) is read whole (its blocks walked as they arrive, to find its
+// end) and decoded by one pool task into a buffer of exactly that size; any
+// other frame, and every frame without a pool, streams on the calling thread
+// with one libzstd streaming decoder (window at most 128 MiB; part_bytes and
+// worker_state_allowance do not apply). Stats: pool_blocks and stream_blocks
+// count frames, streams counts frames of either kind. Errors: bad_archive
+// ("zstd: " and libzstd's reason, or "truncated zstd stream"), or cancelled.
+result<xz_decode_stats> decode_zstd(xz_input& in, xz_output& out, const xz_decode_options& options);
 
 }  // namespace redist

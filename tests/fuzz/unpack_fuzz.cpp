@@ -40,6 +40,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -47,6 +48,7 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
+#include "redist/budget.hpp"
 #include "redist/unpack.hpp"
 
 namespace fs = std::filesystem;
@@ -62,6 +64,10 @@ struct sandbox {
 };
 
 sandbox* g_box = nullptr;
+// One run budget for every input, of four threads whatever the machine: xz
+// blocks and zstd frames then decode on its pool (zstd frames need three
+// threads or more), as in a run on a larger machine.
+std::shared_ptr<redist::run_budget>* g_budget = nullptr;
 
 // Lists a directory's entries (not "." and ".."). The directory is made
 // readable and searchable first: an archive may create it 0000.
@@ -204,6 +210,9 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
     std::string templ = std::string(tmp != nullptr && *tmp != '\0' ? tmp : "/tmp") + "/redist-unpack-fuzz.XXXXXX";
     require(::mkdtemp(templ.data()) != nullptr);
     g_box = new sandbox{templ, templ + "/a/b/c/stage"};
+    auto budget = redist::make_run_budget(redist::run_limits{4, std::uint64_t{256} << 20});
+    require(budget.ok());
+    g_budget = new std::shared_ptr<redist::run_budget>(std::move(budget).value());
     fs::create_directories(g_box->stage);
     std::atexit(remove_sandbox);
     return 0;
@@ -222,6 +231,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     options.strip_top_level = (control & 4u) == 0;
     options.decoder_threads = 2;
     options.decoder_memlimit = 64u << 20;
+    options.budget = *g_budget;
     options.source = "fuzz://archive";
     const std::size_t chunk = std::size_t{1} << ((control >> 3) % 17);
 
