@@ -862,8 +862,6 @@ private:
         REDIST_TRY(const bool has, store_->has_blob(sha256, bytes.size()));
         return has ? result<void>() : store_->push_blob(sha256, bytes);
     }
-    std::unique_ptr<oci_store> store_;
-    fs::path scratch_;
     fs::path kept_original(const std::string& sha256) const { return scratch_ / (sha256 + ".original"); }
     std::unique_ptr<oci_store> store_;
     fs::path scratch_;
