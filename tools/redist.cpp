@@ -9,6 +9,7 @@
 #include "commands/commands.hpp"
 #include "commands/project_commands.hpp"
 #include "common/cli.hpp"
+#include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
@@ -62,7 +63,12 @@ int cmd_lock(const lock_args& args) {
                                                "lock elsewhere with -o FILE, or lock the project with `redist lock`")
                                 .with_path(output));
     const auto& source = args.project.source;
-    auto release = redist::resolve_release(make_release_request(source, args.product, args.version), source.transfer());
+    auto request = make_release_request(source, args.product, args.version);
+    // A mirror's recompressed copies: the lock pins each one's decoded tar (tar_sha256).
+    console_observer observer(false);
+    request.observer = &observer;
+    request.recompressed = true;
+    auto release = redist::resolve_release(request, source.transfer());
     if (!release.ok()) return report_error(release.error_value());
     std::vector<std::string> platforms = args.platforms;
     if (platforms.empty()) {
