@@ -132,11 +132,12 @@ struct release_plan {
     // artifact_url(copy_base_url, copy.relative_path, copy.sha256). An
     // artifact whose sha256 is some copy's original_sha256 may be installed
     // from it (install_request::use_recompressed).
-    std::vector<recompressed_copy> copies;
-    std::string copy_base_url;
+    // ({}: plans brace-initialized without these fields stay warning-free)
+    std::vector<recompressed_copy> copies{};
+    std::string copy_base_url{};
     // A lock's tar_sha256 per original archive (sha256 -> tar_sha256): a copy
     // is used only when it decodes to exactly this tar.
-    std::map<std::string, std::string> locked_tar_sha256;
+    std::map<std::string, std::string> locked_tar_sha256{};
     // Made from a lock (plan_from_lock, plans_for_platform): an artifact the
     // lock pins no tar_sha256 for is installed from its original only.
     bool from_lock = false;
