@@ -16,7 +16,8 @@ import sys
 ORDER = ["support", "model", "archive", "store", "transport", "pipeline", "features"]
 MAX_UPWARD = 3
 # Public headers without a lib/ file of the same name.
-PUBLIC_ONLY = {"atomic_write": "support", "unique_fd": "support", "observer": "support", "resolve": "pipeline"}
+PUBLIC_ONLY = {"atomic_write": "support", "unique_fd": "support", "observer": "support", "resolve": "pipeline",
+               "recompressed": "model"}  # implemented in lib/model/manifest.cpp
 INCLUDE = re.compile(r'#include "(?:redist/)?(?:(\w+)/)?(\w+)\.hpp"')
 
 root = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")

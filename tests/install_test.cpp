@@ -79,6 +79,37 @@ TEST_CASE("receipts round-trip through JSON and reject unsafe paths") {
     CHECK(broken.error_value().code == error_code::bad_manifest);
 }
 
+TEST_CASE("a receipt of a recompressed copy keeps both digests, and both or neither") {
+    receipt r;
+    r.product = "cudnn";
+    r.component = "cudnn";
+    r.archive_sha256 = std::string(64, 'a');
+    r.copy_sha256 = std::string(64, 'b');
+    r.tar_sha256 = std::string(64, 'c');
+    const std::string text = receipt_to_json(r);
+    auto back = receipt_from_json(text, "r.json");
+    REQUIRE(back.ok());
+    CHECK(back->archive_sha256 == r.archive_sha256);
+    CHECK(back->copy_sha256 == r.copy_sha256);
+    CHECK(back->tar_sha256 == r.tar_sha256);
+    r.copy_sha256.clear();
+    r.tar_sha256.clear();
+    const std::string plain = receipt_to_json(r);
+    CHECK(plain.find("copy_sha256") == std::string::npos);  // older readers see the receipt they know
+    CHECK(receipt_from_json(plain, "r.json").ok());
+    std::string half = text;
+    half.erase(half.find("  \"tar_sha256\""),
+               half.find("\n", half.find("\"tar_sha256\"")) - half.find("  \"tar_sha256\"") + 1);
+    auto refused = receipt_from_json(half, "r.json");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().json_path == "copy_sha256");
+    std::string not_hex = text;
+    not_hex.replace(not_hex.find(std::string(64, 'c')), 64, "zz");
+    auto bad = receipt_from_json(not_hex, "r.json");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error_value().json_path == "tar_sha256");
+}
+
 TEST_CASE("a receipt records a file above one piece by its piece list, and old readers are told") {
     receipt r;
     r.product = "cudnn";

@@ -9,6 +9,7 @@
 #include "commands/commands.hpp"
 #include "commands/project_commands.hpp"
 #include "common/cli.hpp"
+#include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
@@ -75,7 +76,12 @@ int cmd_lock(lock_args args) {
     auto spec = redist::release_spec_for_cuda(
         args.product, args.version, args.cuda.size() == 1 ? std::optional<int>(args.cuda.front()) : std::nullopt);
     if (!spec.ok()) return report_error(spec.error_value());
-    auto release = redist::resolve_release(make_release_request(source, args.product, *spec), source.transfer());
+    auto request = make_release_request(source, args.product, *spec);
+    // A mirror's recompressed copies: the lock pins each one's decoded tar (tar_sha256).
+    console_observer observer(false);
+    request.observer = &observer;
+    request.recompressed = true;
+    auto release = redist::resolve_release(request, source.transfer());
     if (!release.ok()) return report_error(release.error_value());
     std::vector<std::string> platforms = args.platforms;
     if (platforms.empty()) {

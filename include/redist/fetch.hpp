@@ -100,6 +100,13 @@ struct install_request {
     // the cache stays for a resume) and install returns cancelled. The
     // library sets it too when an artifact fails, to stop the others.
     std::atomic<bool>* cancel = nullptr;
+    // A release's recompressed copies (release_plan::copies) are tried before
+    // the originals they stand for, when the original is not in the cache.
+    // False (--no-recompressed): never. A copy that fails in any way (network,
+    // size, SHA-256, bad zstd, a decoded tar other than the recorded or the
+    // locked one) is discarded with one observer on_copy_failure, and the
+    // original is installed through the normal path.
+    bool use_recompressed = true;
 };
 
 // ---- the plan: what install() will do, decided before anything is done ------------------
@@ -127,6 +134,7 @@ struct planned_artifact {
     std::size_t artifact = 0;   // index in that release's artifacts
     std::size_t files = 0;      // remove: the files its receipt lists
     std::string release_label;  // remove: the receipt's release
+    bool from_copy = false;     // download: a mirror's recompressed copy is tried first
 };
 
 struct install_plan {
@@ -155,6 +163,7 @@ struct component_report {
     std::string url;  // the URL that served the archive (a mirror, the base, or the cache's source)
     std::string sha256;
     std::uint64_t size = 0;
+    std::string copy_sha256;  // installed from a mirror's recompressed copy: its SHA-256 (else empty)
     std::size_t files = 0;
     int requests = 0;  // HTTP/file requests made for this artifact
     double seconds = 0;

@@ -74,9 +74,13 @@ struct receipt {
     std::string component_version;
     std::string platform;
     std::optional<std::string> variant;
-    std::string url;  // where the archive came from (sanitized)
-    std::string archive_sha256;
+    std::string url;             // where the archive came from (sanitized)
+    std::string archive_sha256;  // the manifest's archive, even when a copy was installed
     std::uint64_t archive_size = 0;
+    // Installed from a mirror's recompressed copy (recompressed.hpp): its
+    // SHA-256 and that of the decoded tar. Empty otherwise (and in older receipts).
+    std::string copy_sha256;
+    std::string tar_sha256;
     std::string installed_at;           // ISO 8601 UTC
     std::vector<installed_file> files;  // sorted by path
     // --exclude / redist.toml exclude: the globs applied, and the archive

@@ -3,7 +3,13 @@
 //   {"lock_version": 1, "product": "cudnn", "release_label": "9.27.0",
 //    "manifest_url": "...", "manifest_sha256": "...",
 //    "artifacts": [{"component", "version", "platform", "variant", "relative_path",
-//                   "url", "sha256", "size"}, ...]}
+//                   "url", "sha256", "size", "tar_sha256"}, ...]}
+//
+// "tar_sha256" (optional) is written when the release was resolved through a
+// mirror with recompressed copies (recompressed.hpp): the SHA-256 of the
+// archive's decoded tar. Installing from the lock then uses a copy only when
+// it decodes to exactly that tar; an artifact locked without one is
+// installed from its original, never from a copy.
 //
 // Artifacts are sorted (platform, variant, component) so that a re-lock of
 // the same request produces the same bytes.
@@ -38,9 +44,10 @@
 namespace redist {
 
 struct locked_artifact {
-    artifact entry;       // component, platform, variant, relative_path, sha256, size, format
-    std::string version;  // the component's version
-    std::string url;      // absolute URL it was resolved to
+    artifact entry;          // component, platform, variant, relative_path, sha256, size, format
+    std::string version;     // the component's version
+    std::string url;         // absolute URL it was resolved to
+    std::string tar_sha256;  // the decoded tar of a mirror's recompressed copy; "" when none was recorded
 };
 
 struct lockfile {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/recompressed.hpp"
 
 namespace redist {
 
@@ -111,6 +112,11 @@ struct resolved_release {
     std::string manifest_text;      // the manifest bytes as fetched
     std::string artifact_base_url;  // the manifest's directory
     manifest parsed;
+    // The copies of the sidecar read beside the manifest (release_request::
+    // recompressed), checked against it (check_recompressed_for); none when
+    // there is none, it is unusable, or it was not asked for.
+    recompressed_record recompressed;
+    std::string recompressed_base_url;  // the directory the sidecar came from (the manifest's, a mirror's)
 };
 
 // What to install from one release: its artifacts (from select_artifacts or
@@ -122,6 +128,19 @@ struct release_plan {
     std::string artifact_base_url;  // the manifest's directory
     std::vector<artifact> artifacts;
     std::map<std::string, std::string> component_versions;  // component key -> version, for receipts
+    // A mirror's recompressed copies (recompressed.hpp), fetched from
+    // artifact_url(copy_base_url, copy.relative_path, copy.sha256). An
+    // artifact whose sha256 is some copy's original_sha256 may be installed
+    // from it (install_request::use_recompressed).
+    // ({}: plans brace-initialized without these fields stay warning-free)
+    std::vector<recompressed_copy> copies{};
+    std::string copy_base_url{};
+    // A lock's tar_sha256 per original archive (sha256 -> tar_sha256): a copy
+    // is used only when it decodes to exactly this tar.
+    std::map<std::string, std::string> locked_tar_sha256{};
+    // Made from a lock (plan_from_lock, plans_for_platform): an artifact the
+    // lock pins no tar_sha256 for is installed from its original only.
+    bool from_lock = false;
 };
 
 // True if `text` is 64 hex digits (either case): how a manifest, a lock or a

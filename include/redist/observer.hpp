@@ -75,6 +75,16 @@ struct resume_event {
     std::uint64_t bytes_done = 0;   // kept from the earlier run (hashed again)
     std::uint64_t bytes_total = 0;  // the manifest's size
 };
+// A mirror's recompressed copy is not used, and the original is: the
+// record (recompressed_<label>.json) could not be read, is invalid or is for
+// another manifest (component empty), or one copy failed (network, size,
+// SHA-256, bad zstd, or a tar other than the recorded or locked one; its
+// stage is discarded and the original installed through the normal path).
+struct copy_failure_event {
+    std::string component;  // empty: the record as a whole
+    std::string url;        // sanitized: the record's, or the copy's
+    error reason;
+};
 struct mirror_event;  // see mirror.hpp
 
 class fetch_observer {
@@ -91,6 +101,7 @@ public:
     virtual void on_source_skip(const source_skip_event&) {}
     virtual void on_cache_bypass(const cache_bypass_event&) {}
     virtual void on_resume(const resume_event&) {}
+    virtual void on_copy_failure(const copy_failure_event&) {}
     virtual void on_mirror(const mirror_event&) {}  // mirror_releases' steps
 };
 

@@ -43,6 +43,12 @@ struct release_request {
     std::string manifest_sha256;         // --manifest-sha256: pin the manifest's bytes (integrity error otherwise)
     source_policy sources;               // mirrors are tried first for the index and manifest too
     fetch_observer* observer = nullptr;  // retries of the index and manifest; not owned
+    // Also read the mirror's recompressed-copy record (recompressed.hpp)
+    // from the directory the manifest was read from, into
+    // resolved_release::recompressed: absent = no copies, silently; one that
+    // cannot be read, is invalid or is for another manifest = no copies, and
+    // one observer on_copy_failure (component empty). Never fails the call.
+    bool recompressed = false;
 };
 
 // Finds the label (exact specs skip the index), fetches and parses the

@@ -36,6 +36,7 @@ void write_artifacts(json_writer& w, const std::vector<locked_artifact>& artifac
         w.field("url", a->url);
         w.field("sha256", a->entry.sha256);
         w.field("size", a->entry.size);
+        if (!a->tar_sha256.empty()) w.field("tar_sha256", a->tar_sha256);
         w.end_object();
     }
     w.end_array();
@@ -81,6 +82,12 @@ result<void> read_artifact(json::value& item, locked_artifact& a) {
          },
          true},
         {"size", [&](json::value& v) -> result<void> { return v.get(a.entry.size); }, true},
+        {"tar_sha256",
+         [&](json::value& v) -> result<void> {
+             REDIST_TRY_VOID(v.get(a.tar_sha256));
+             if (!is_sha256_hex(a.tar_sha256)) return result<void>(v.bad("not a SHA-256"));
+             return result<void>();
+         }},
     });
     if (!read.ok()) return read;
     if (a.url.empty()) return item.bad("url is empty");
@@ -243,6 +250,7 @@ result<lockfile> make_lockfile(const resolved_release& release, const std::vecto
                 locked.entry = a;
                 if (const auto* c = release.parsed.find_component(a.component)) locked.version = c->version;
                 locked.url = sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
+                if (const auto* copy = release.recompressed.find(a.sha256)) locked.tar_sha256 = copy->tar_sha256;
                 lock.artifacts.push_back(std::move(locked));
             }
         }
@@ -289,8 +297,10 @@ result<release_plan> plan_from_lock(const lockfile& lock, const std::string& pla
     plan.product = lock.product;
     plan.label = lock.release_label;
     plan.artifact_base_url = url_directory(lock.manifest_url);
+    plan.from_lock = true;
     for (auto& a : artifacts) {
         plan.component_versions[a.entry.component] = a.version;
+        if (!a.tar_sha256.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
         plan.artifacts.push_back(std::move(a.entry));
     }
     return plan;
@@ -478,9 +488,11 @@ result<std::vector<release_plan>> plans_for_platform(const project_lock& lock, c
         plan.product = p.name;
         plan.label = p.release_label;
         plan.artifact_base_url = url_directory(p.manifest_url);
+        plan.from_lock = true;
         for (const auto& a : p.artifacts) {
             if (a.entry.platform != platform) continue;
             plan.component_versions[a.entry.component] = a.version;
+            if (!a.tar_sha256.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
             plan.artifacts.push_back(a.entry);
         }
         plans.push_back(std::move(plan));

@@ -43,6 +43,10 @@
 #include <limits>
 #include <unordered_set>
 
+#include "redist/json_writer.hpp"
+#include "redist/printable.hpp"
+#include "redist/recompressed.hpp"
+#include "support/json_reader.hpp"
 #include "support/json_type.hpp"
 #include "support/safe_path.hpp"
 
@@ -592,6 +596,187 @@ bool is_sha256_hex(std::string_view text) noexcept {
         if (!hex) return false;
     }
     return true;
+}
+
+}  // namespace redist
+
+// ---- recompressed copies (recompressed.hpp) ---------------------------------------
+
+namespace redist {
+
+namespace {
+
+// A 64-hex-digit field, stored lower case.
+json::value_fn read_digest(std::string& out) {
+    return [&out](json::value& v) -> result<void> {
+        std::string text;
+        REDIST_TRY_VOID(v.get(text));
+        auto hex = normalize_hex(text, 64);
+        if (!hex) return result<void>(v.bad("not a SHA-256 (64 hex digits)"));
+        out = std::move(*hex);
+        return result<void>();
+    };
+}
+
+// A size: a decimal string, like the manifest's.
+json::value_fn read_decimal_size(std::uint64_t& out) {
+    return [&out](json::value& v) -> result<void> {
+        std::string text;
+        REDIST_TRY_VOID(v.get(text));
+        auto n = parse_decimal_u64(text);
+        if (!n) return result<void>(v.bad("not a string of decimal digits that fits 64 bits"));
+        out = *n;
+        return result<void>();
+    };
+}
+
+result<void> read_copy(json::value& item, recompressed_copy& c) {
+    std::string compression;
+    return item.read_object({
+        {"original_sha256", read_digest(c.original_sha256), true},
+        {"relative_path",
+         [&](json::value& v) -> result<void> {
+             REDIST_TRY_VOID(v.get(c.relative_path));
+             if (const char* why = artifact_path_problem(c.relative_path)) return result<void>(v.bad(why));
+             if (!c.relative_path.ends_with(".tar.zst")) return result<void>(v.bad("does not end in .tar.zst"));
+             return result<void>();
+         },
+         true},
+        {"compression",
+         [&](json::value& v) -> result<void> {
+             REDIST_TRY_VOID(v.get(compression));
+             if (compression != "zstd")
+                 return result<void>(v.bad("unsupported compression '" + printable(compression, 32) + "'"));
+             return result<void>();
+         },
+         true},
+        {"sha256", read_digest(c.sha256), true},
+        {"size", read_decimal_size(c.size), true},
+        {"tar_sha256", read_digest(c.tar_sha256), true},
+        {"tar_size", read_decimal_size(c.tar_size), true},
+    });
+}
+
+bool equal_hex_icase(std::string_view a, std::string_view b) noexcept {
+    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+               return (x >= 'A' && x <= 'Z' ? x - 'A' + 'a' : x) == (y >= 'A' && y <= 'Z' ? y - 'A' + 'a' : y);
+           });
+}
+
+}  // namespace
+
+const recompressed_copy* recompressed_record::find(std::string_view original_sha256) const noexcept {
+    for (const auto& c : copies)
+        if (equal_hex_icase(c.original_sha256, original_sha256)) return &c;
+    return nullptr;
+}
+
+std::string recompressed_document_name(std::string_view label) {
+    return "recompressed_" + std::string(label) + ".json";
+}
+
+std::string recompressed_copy_path(std::string_view original) {
+    for (const std::string_view suffix : {std::string_view(".tar.xz"), std::string_view(".txz")})
+        if (ends_with_icase(original, suffix))
+            return std::string(original.substr(0, original.size() - suffix.size())) + ".tar.zst";
+    return {};
+}
+
+std::string recompressed_to_json(const recompressed_record& record) {
+    const auto lower = [](std::string s) {
+        for (auto& ch : s)
+            if (ch >= 'A' && ch <= 'F') ch = static_cast<char>(ch - 'A' + 'a');
+        return s;
+    };
+    json_writer w(2);
+    w.begin_object();
+    w.field("format", kRecompressedFormat);
+    w.field("release_label", record.release_label);
+    w.field("manifest_sha256", lower(record.manifest_sha256));
+    w.key("copies").begin_array();
+    for (const auto& c : record.copies) {
+        w.begin_object();
+        w.field("original_sha256", lower(c.original_sha256));
+        w.field("relative_path", c.relative_path);
+        w.field("compression", "zstd");
+        w.field("sha256", lower(c.sha256));
+        w.field("size", std::to_string(c.size));
+        w.field("tar_sha256", lower(c.tar_sha256));
+        w.field("tar_size", std::to_string(c.tar_size));
+        w.end_object();
+    }
+    w.end_array();
+    w.end_object();
+    return w.str() + "\n";
+}
+
+result<recompressed_record> parse_recompressed(std::string_view text, std::string_view source) {
+    if (text.size() > kMaxRecompressedBytes)
+        return make_error(error_code::bad_manifest, "recompressed-copy record larger than 4 MiB")
+            .with_source(std::string(source));
+    recompressed_record out;
+    std::string format;
+    std::unordered_set<std::string> originals;
+    auto read = json::read_document(
+        text, source, "recompressed-copy record",
+        {{"format",
+          [&](json::value& v) -> result<void> {
+              REDIST_TRY_VOID(v.get(format));
+              if (format != kRecompressedFormat)
+                  return result<void>(v.bad("unsupported format '" + printable(format, 64) + "' (expected " +
+                                            std::string(kRecompressedFormat) + ")"));
+              return result<void>();
+          },
+          true},
+         {"release_label",
+          [&](json::value& v) -> result<void> { return v.get_name_or_empty(out.release_label, "release label"); },
+          true},
+         {"manifest_sha256", read_digest(out.manifest_sha256), true},
+         {"copies",
+          [&](json::value& v) -> result<void> {
+              return v.for_each([&](json::value& item) -> result<void> {
+                  recompressed_copy c;
+                  REDIST_TRY_VOID(read_copy(item, c));
+                  if (!originals.insert(c.original_sha256).second)
+                      return result<void>(item.bad("a second copy of original " + c.original_sha256));
+                  out.copies.push_back(std::move(c));
+                  return result<void>();
+              });
+          },
+          true}});
+    if (!read.ok()) return std::move(read).error_value();
+    return out;
+}
+
+result<void> check_recompressed_for(const recompressed_record& record, const manifest& m,
+                                    std::string_view manifest_sha256, std::string_view source) {
+    const auto bad = [&](const std::string& why, const std::string& path) {
+        return result<void>(
+            make_error(error_code::bad_manifest, why).with_source(std::string(source)).with_json_path(path));
+    };
+    if (!equal_hex_icase(record.manifest_sha256, manifest_sha256))
+        return bad("the record is for another manifest (SHA-256 " + record.manifest_sha256 + ", the manifest's " +
+                       std::string(manifest_sha256) + ")",
+                   "manifest_sha256");
+    if (!record.release_label.empty() && !m.release_label.empty() && record.release_label != m.release_label)
+        return bad("the record is for release '" + record.release_label + "', the manifest's is '" + m.release_label +
+                       "'",
+                   "release_label");
+    for (std::size_t i = 0; i < record.copies.size(); ++i) {
+        const recompressed_copy& c = record.copies[i];
+        const std::string at = "copies[" + std::to_string(i) + "]";
+        const artifact* original = nullptr;
+        for (const auto& comp : m.components)
+            for (const auto& a : comp.artifacts)
+                if (!original && equal_hex_icase(a.sha256, c.original_sha256)) original = &a;
+        if (!original) return bad("no artifact of the manifest has this SHA-256", at + ".original_sha256");
+        const std::string expected = recompressed_copy_path(original->relative_path);
+        if (expected.empty()) return bad("the original is not a .tar.xz/.txz archive", at + ".original_sha256");
+        if (c.relative_path != expected)
+            return bad("expected '" + printable(expected) + "' (the original's path as .tar.zst)",
+                       at + ".relative_path");
+    }
+    return {};
 }
 
 }  // namespace redist

@@ -181,11 +181,16 @@ public:
         if (failure_) return std::move(*failure_);
         if (!unpacker_) return make_error(error_code::internal, "unpacker not started");
         auto entries = unpacker_->finish();
-        if (entries.ok()) debug_pause("after-unpack");
+        if (entries.ok()) {
+            tar_sha256_ = unpacker_->tar_sha256();
+            debug_pause("after-unpack");
+        }
         return entries;
     }
 
     const fs::path& stage() const { return stage_; }
+    // After a successful finish() of a tar.zst: the decoded tar's SHA-256.
+    const std::string& tar_sha256() const { return tar_sha256_; }
     void keep_stage() { stage_.clear(); }
 
 private:
@@ -207,6 +212,7 @@ private:
     fs::path stage_;
     std::unique_ptr<stream_unpacker> unpacker_;
     std::optional<error> failure_;
+    std::string tar_sha256_;
 };
 
 // The cap on an unverified archive's decoded output (see install_request::max_expansion).
@@ -239,6 +245,29 @@ std::vector<std::string> artifact_urls(const install_request& request, const rel
     return urls;
 }
 
+bool equal_hex(std::string_view a, std::string_view b) {
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
+}
+
+// The lock's tar_sha256 of `a`, or "" when the lock pins none (or there is no lock).
+std::string locked_tar_sha256(const release_plan& release, const artifact& a) {
+    for (const auto& [sha256, tar] : release.locked_tar_sha256)
+        if (equal_hex(sha256, a.sha256)) return tar;
+    return {};
+}
+
+// The mirror's recompressed copy of `a` that may be installed instead of it
+// (recompressed.hpp), or null: none, or --no-recompressed.
+const recompressed_copy* usable_copy(const install_request& request, const release_plan& release, const artifact& a) {
+    if (!request.use_recompressed || release.copy_base_url.empty()) return nullptr;
+    // From a lock: only where the lock pins the decoded tar (the copy must match it).
+    if (release.from_lock && locked_tar_sha256(release, a).empty()) return nullptr;
+    for (const auto& c : release.copies)
+        if (equal_hex(c.original_sha256, a.sha256)) return &c;
+    return nullptr;
+}
+
 // Where an artifact's bytes will come from, decided once, before any work.
 // Each later source is the fallback of the one before: a cached tree that
 // cannot be trusted falls back to the blob, a blob that fails re-verification
@@ -254,7 +283,7 @@ class artifact_job {
 public:
     artifact_job(const install_request& request, const release_plan& release, const prefix_lock& lock,
                  const std::optional<blob_cache>& cache, const artifact& a, std::atomic<bool>& abort_all,
-                 job_result& out)
+                 job_result& out, std::vector<std::string> urls)
         : request_(request),
           release_(release),
           lock_(lock),
@@ -262,7 +291,7 @@ public:
           a_(a),
           abort_all_(abort_all),
           out_(out),
-          urls_(artifact_urls(request, release, a)) {}
+          urls_(std::move(urls)) {}
 
     void progress(fetch_stage stage, std::uint64_t done) const {
         if (request_.observer) request_.observer->on_progress({a_.component, stage, done, a_.size});
@@ -447,7 +476,65 @@ public:
         }
         request_.budget->add_time(profile_stage::transfer, stream.hash_and_tee_ns(), stream.sink_ns(),
                                   stream.received());
+        if (!expected_tar_sha256_.empty()) REDIST_TRY_VOID(check_tar(sink.tar_sha256()));
         return stage_entries(sink, *entries, out_.report.from_cache || published_);
+    }
+
+    // A copy's decoded tar, before its stage may be committed: the one the
+    // mirror recorded, and the one the lock pins when it pins one.
+    result<void> check_tar(const std::string& actual) const {
+        for (const std::string* expected : {&expected_tar_sha256_, &locked_tar_sha256_}) {
+            if (expected->empty() || equal_hex(*expected, actual)) continue;
+            return make_error(error_code::integrity, expected == &locked_tar_sha256_
+                                                         ? "its tar is not the one the lock pins"
+                                                         : "its tar is not the one the mirror recorded")
+                .with_url(sanitize_url(urls_.back()))
+                .with_expected_actual(*expected, actual.empty() ? "(none)" : actual);
+        }
+        return {};
+    }
+
+    // A mirror's recompressed copy instead of the original (recompressed.hpp):
+    // downloaded and verified as any archive, against its own SHA-256 and size
+    // (never through the cache: a copy is trusted on one mirror's record), and
+    // unpacked into its own stage, which is kept only when the decoded tar is
+    // the recorded (and locked) one. Any failure discards that stage, is
+    // reported once, and gives nullopt: the original is installed.
+    result<std::optional<staged_component>> try_copy(const recompressed_copy& copy) {
+        artifact bytes = a_;
+        bytes.relative_path = copy.relative_path;
+        bytes.sha256 = copy.sha256;
+        bytes.size = copy.size;
+        bytes.format = archive_format::tar_zst;
+        const std::string url = artifact_url(release_.copy_base_url, copy.relative_path, copy.sha256);
+        const std::string locked = locked_tar_sha256(release_, a_);
+        const std::optional<blob_cache> no_cache;
+        job_result copy_out;
+        artifact_job job(request_, release_, lock_, no_cache, bytes, abort_all_, copy_out, {url});
+        job.expected_tar_sha256_ = copy.tar_sha256;
+        job.locked_tar_sha256_ = locked;
+        auto staged = !locked.empty() && !equal_hex(locked, copy.tar_sha256)
+                          ? result<staged_component>(
+                                make_error(error_code::integrity, "the mirror records a tar other than the locked one")
+                                    .with_url(sanitize_url(url))
+                                    .with_expected_actual(locked, copy.tar_sha256))
+                          : job.unpack_archive(job_plan{});
+        out_.report.requests += copy_out.report.requests;
+        if (!staged.ok()) {
+            if (abort_all_.load() || staged.error_value().code == error_code::cancelled)
+                return std::move(staged).error_value();
+            if (request_.observer)
+                request_.observer->on_copy_failure({a_.component, sanitize_url(url), std::move(staged).error_value()});
+            return std::optional<staged_component>();
+        }
+        receipt& r = staged->new_receipt;
+        r.archive_sha256 = a_.sha256;  // the original stays the archive's identity
+        r.archive_size = a_.size;
+        r.copy_sha256 = copy.sha256;
+        r.tar_sha256 = copy.tar_sha256;
+        out_.report.url = copy_out.report.url;
+        out_.report.copy_sha256 = copy.sha256;
+        return std::optional<staged_component>(std::move(staged).value());
     }
 
     result<staged_component> run() {
@@ -456,6 +543,11 @@ public:
         if (plan.cached_tree) {
             REDIST_TRY(auto placed, place_cached_tree());
             if (placed) return std::move(*placed);
+        }
+        // The original's verified bytes at hand beat any copy.
+        if (const recompressed_copy* copy = usable_copy(request_, release_, a_); copy && !plan.cached_blob) {
+            REDIST_TRY(auto staged, try_copy(*copy));
+            if (staged) return std::move(*staged);
         }
         return unpack_archive(plan);
     }
@@ -471,6 +563,8 @@ private:
     std::vector<std::string> urls_;
     std::atomic<bool> spooled_in_cache_{true};  // false once the cache was bypassed (on_cache_bypass)
     bool published_ = false;                    // the download is in the cache as a verified blob
+    std::string expected_tar_sha256_;           // a copy: the decoded tar the mirror recorded
+    std::string locked_tar_sha256_;             // a copy: the decoded tar the lock pins ("": none)
 };
 
 // Downloads one artifact (cache, then mirrors, then the base URL, with
@@ -479,7 +573,7 @@ private:
 void run_job(const install_request& request, const release_plan& release, const prefix_lock& lock,
              const std::optional<blob_cache>& cache, const artifact& a, std::atomic<bool>& abort_all, job_result& out) {
     const auto started = std::chrono::steady_clock::now();
-    artifact_job job(request, release, lock, cache, a, abort_all, out);
+    artifact_job job(request, release, lock, cache, a, abort_all, out, artifact_urls(request, release, a));
     auto staged = job.run();
     if (!staged.ok()) return job.fail(std::move(staged).error_value());
     out.report.files = staged->new_receipt.files.size();
@@ -653,7 +747,10 @@ install_plan plan_install(const install_request& request, const std::vector<rece
             else if (cache && cache->has_blob(a.sha256)) item.action = plan_action::from_cached_blob;
             if (item.action != plan_action::unchanged)
                 add_saturating(plan.unpack_bytes, unpacked_size_estimate(a.size));
-            if (item.action == plan_action::download) add_saturating(plan.download_bytes, a.size);
+            if (item.action == plan_action::download) {
+                add_saturating(plan.download_bytes, a.size);
+                item.from_copy = usable_copy(request, release, a) != nullptr;
+            }
             plan.items.push_back(std::move(item));
         }
     }

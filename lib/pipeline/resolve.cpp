@@ -98,6 +98,35 @@ std::vector<std::string> bases_in_order(const source_policy& sources, const std:
     return out;
 }
 
+// The mirror's recompressed-copy record beside the manifest, checked
+// against it. Absent: no copies, silently; anything else wrong: no copies,
+// one observer event. A copy is only ever an alternative to the original.
+void read_recompressed(const release_request& request, const transfer_options& options,
+                       const std::optional<blob_cache>& cache, resolved_release& out) {
+    const std::string dir = url_directory(out.manifest_url);
+    std::string label = label_from_manifest_name(out.manifest_url);
+    if (label.empty()) label = out.label;
+    // A registry serves the record as a titled layer of the tag once its URL
+    // form resolves there (transport/oci.cpp); until then it has none.
+    if (label.empty() || is_oci_url(dir)) return;
+    const std::string url = join_url(dir, recompressed_document_name(label));
+    const auto give_up = [&](error why) {
+        if (request.observer) request.observer->on_copy_failure({"", sanitize_url(url), std::move(why)});
+    };
+    auto text = fetch_document(url, options, request.sources, cache, request.observer, "recompressed-copy record",
+                               kMaxRecompressedBytes);
+    if (!text.ok()) {
+        if (text.error_value().code != error_code::not_found) give_up(std::move(text).error_value());
+        return;
+    }
+    auto record = parse_recompressed(*text, sanitize_url(url));
+    if (!record.ok()) return give_up(std::move(record).error_value());
+    auto belongs = check_recompressed_for(*record, out.parsed, out.manifest_sha256, sanitize_url(url));
+    if (!belongs.ok()) return give_up(std::move(belongs).error_value());
+    out.recompressed = std::move(record).value();
+    out.recompressed_base_url = dir;
+}
+
 }  // namespace
 
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
@@ -258,6 +287,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
             .with_source(sanitize_url(out.manifest_url))
             .with_json_path("release_label");
     }
+    if (request.recompressed) read_recompressed(request, options, cache, out);
     return out;
 }
 

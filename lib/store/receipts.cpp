@@ -60,6 +60,10 @@ std::string receipt_to_json(const receipt& r) {
     w.field("url", r.url);
     w.field("archive_sha256", r.archive_sha256);
     w.field("archive_size", r.archive_size);
+    if (!r.copy_sha256.empty()) {  // absent unless a mirror's recompressed copy was installed
+        w.field("copy_sha256", r.copy_sha256);
+        w.field("tar_sha256", r.tar_sha256);
+    }
     w.field("installed_at", r.installed_at);
     w.key("files").begin_array();
     for (const auto& f : r.files) {
@@ -102,6 +106,15 @@ json::value_fn read_into(std::string& out) {
 // A name that may be empty (labels of old manifests are).
 json::value_fn read_optional_name(std::string& out, std::string_view what) {
     return [&out, what](json::value& v) -> result<void> { return v.get_name_or_empty(out, what); };
+}
+
+// A recompressed copy's digests: 64 hex digits.
+json::value_fn read_digest(std::string& out) {
+    return [&out](json::value& v) -> result<void> {
+        REDIST_TRY_VOID(v.get(out));
+        if (!is_sha256_hex(out)) return result<void>(v.bad("not a SHA-256 (64 hex digits)"));
+        return result<void>();
+    };
 }
 
 result<void> read_installed_file(json::value& item, installed_file& f) {
@@ -169,6 +182,8 @@ result<receipt> receipt_from_json(std::string_view text, std::string_view source
          {"url", read_into(r.url)},
          {"archive_sha256", read_into(r.archive_sha256)},
          {"archive_size", [&](json::value& v) -> result<void> { return v.get(r.archive_size); }},
+         {"copy_sha256", read_digest(r.copy_sha256)},
+         {"tar_sha256", read_digest(r.tar_sha256)},
          {"installed_at", read_into(r.installed_at)},
          {"files",
           [&](json::value& v) -> result<void> {
@@ -201,6 +216,10 @@ result<receipt> receipt_from_json(std::string_view text, std::string_view source
         return make_error(error_code::bad_manifest, "unsupported receipt schema " + std::to_string(schema))
             .with_source(std::string(source))
             .with_json_path("schema");
+    if (r.copy_sha256.empty() != r.tar_sha256.empty())
+        return make_error(error_code::bad_manifest, "copy_sha256 and tar_sha256 go together")
+            .with_source(std::string(source))
+            .with_json_path(r.copy_sha256.empty() ? "tar_sha256" : "copy_sha256");
     return r;
 }
 

@@ -286,6 +286,12 @@ void add_install_flags(CLI::App& app, install_flags& options) {
                  "Print per-stage busy and wait times to stderr at the end: transfer (busy: hashing the "
                  "archive and writing its cache copy; wait: the unpacker is behind), decoder (busy: decoding xz "
                  "blocks, on any thread), extractor, writers");
+    app.add_flag("--no-recompressed", options.no_recompressed,
+                 "Never install a mirror's recompressed (.tar.zst) copies. By default, where the manifest's "
+                 "directory has a recompressed_<label>.json (redist mirror --recompress zstd), an archive not in "
+                 "the cache is installed from its copy (faster to decode), verified against the copy's SHA-256 "
+                 "and the decoded tar's (and a lock's tar_sha256); a copy that fails is discarded and the "
+                 "original installed. Turn them off to install only NVIDIA's bytes, or to skip the extra request");
     add_report_flags(app, options.json, options.quiet, "Print one JSON report at the end instead of progress");
 }
 

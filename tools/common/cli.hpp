@@ -67,6 +67,7 @@ struct install_flags {
     std::uint64_t max_memory = 0;  // --max-memory SIZE (see redist/budget.hpp); 0 = the default
     unsigned threads = 0;          // --threads N; 0 = the cores
     bool profile = false;          // --profile or REDIST_PROFILE=1: per-stage times on stderr
+    bool no_recompressed = false;  // --no-recompressed: never install a mirror's recompressed copies
 };
 void add_install_flags(CLI::App& app, install_flags& flags);
 

@@ -43,6 +43,7 @@ void print_json_report(const redist::install_report& report, const std::optional
         w.field("url", c.url);
         w.field("sha256", c.sha256);
         w.field("size", c.size);
+        if (!c.copy_sha256.empty()) w.field("copy_sha256", c.copy_sha256);
         w.field("files", static_cast<std::uint64_t>(c.files));
         w.field("seconds", c.seconds);
         w.field("from_cache", c.from_cache);
@@ -82,6 +83,7 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
     auto release_req = make_release_request(options.source, options.product, spec);
     console_observer observer(options.install.quiet);  // retries of the index and manifest
     release_req.observer = &observer;
+    release_req.recompressed = !options.install.no_recompressed;
     REDIST_TRY(const auto release, redist::resolve_release(release_req, options.source.transfer()));
     if (!options.source.manifest.empty())
         REDIST_TRY_VOID(check_version_agrees(options, release.label, "--manifest " + options.source.manifest));
@@ -117,9 +119,14 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
         }
         std::fflush(stdout);
     }
-    redist::release_plan plan{
-        release.product, release.label, release.artifact_base_url, std::move(selection->artifacts), {}};
+    redist::release_plan plan;
+    plan.product = release.product;
+    plan.label = release.label;
+    plan.artifact_base_url = release.artifact_base_url;
+    plan.artifacts = std::move(selection->artifacts);
     for (const auto& c : m.components) plan.component_versions[c.key] = c.version;
+    plan.copies = release.recompressed.copies;
+    plan.copy_base_url = release.recompressed_base_url;
     return plan;
 }
 
@@ -141,6 +148,7 @@ redist::result<redist::resolved_release> reread_locked_manifest(const fetch_opti
     }
     console_observer observer(options.install.quiet);  // retries and source changes
     req.observer = &observer;
+    req.recompressed = !options.install.no_recompressed;
     return redist::resolve_release(req, options.source.transfer());
 }
 
@@ -183,6 +191,11 @@ redist::result<redist::release_plan> plan_from_lock(const fetch_options& options
             });
         });
         REDIST_TRY_VOID(redist::check_lock_against_manifest(relevant, upstream->parsed));
+    }
+    // The copies the mirror records; each is used only where the lock pins its tar (install_request).
+    if (upstream.ok()) {
+        locked.copies = upstream->recompressed.copies;
+        locked.copy_base_url = upstream->recompressed_base_url;
     }
     if (chatty) {
         std::printf("%s %s from lock file %s for %s\n", printable(lock.product).c_str(),
@@ -366,6 +379,7 @@ void print_plan(const install_flags& flags, const redist::install_plan& plan) {
             w.field("component", item.component);
             w.field("version", item.version);
             w.field("size", item.size);
+            w.field("recompressed_copy", item.from_copy);
             w.end_object();
         }
         w.end_array();
@@ -378,9 +392,10 @@ void print_plan(const install_flags& flags, const redist::install_plan& plan) {
     std::map<redist::plan_action, std::size_t> counts;
     for (const auto& item : plan.items) {
         ++counts[item.action];
-        std::printf("%-14s %-12s %-28s %10s\n", redist::to_string(item.action), printable(item.product).c_str(),
+        std::printf("%-14s %-12s %-28s %10s%s\n", redist::to_string(item.action), printable(item.product).c_str(),
                     printable(item.component).c_str(),
-                    item.action == redist::plan_action::remove ? "-" : human_size(item.size).c_str());
+                    item.action == redist::plan_action::remove ? "-" : human_size(item.size).c_str(),
+                    item.from_copy ? "  (from the mirror's recompressed copy)" : "");
     }
     std::printf(
         "plan: %zu to download (%s), %zu from the cache, %zu unchanged, %zu to remove; unpacking needs at "
@@ -401,6 +416,7 @@ int run_install(const install_flags& flags, redist::install_request& req, std::o
     req.jobs = flags.jobs;
     req.connections = flags.connections;
     req.max_expansion = flags.max_expansion;
+    req.use_recompressed = !flags.no_recompressed;
     if (flags.dry_run) {
         auto plan = redist::plan_install(req);
         if (!plan.ok()) return report_error(plan.error_value());

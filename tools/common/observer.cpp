@@ -65,6 +65,14 @@ void console_observer::on_resume(const redist::resume_event& e) {
     line("resuming " + e.component + " at " + human_size(e.bytes_done) + " of " + human_size(e.bytes_total));
 }
 
+// A copy is only a faster way to the same files: a warning, never a failure.
+void console_observer::on_copy_failure(const redist::copy_failure_event& e) {
+    if (e.component.empty())
+        line("warning: not using the mirror's recompressed copies: " + e.reason.describe() +
+             "; installing the originals");
+    else line("copy of " + e.component + " failed (" + e.reason.describe() + "); installing the original");
+}
+
 void console_observer::on_mirror(const redist::mirror_event& e) {
     if (mirror) mirror(e);
 }

@@ -33,6 +33,7 @@ public:
     void on_source_skip(const redist::source_skip_event& e) override;
     void on_cache_bypass(const redist::cache_bypass_event& e) override;
     void on_resume(const redist::resume_event& e) override;
+    void on_copy_failure(const redist::copy_failure_event& e) override;
     void on_mirror(const redist::mirror_event& e) override;
 
 private:

@@ -1,0 +1,77 @@
+// redist/recompressed.hpp — a mirror's recompressed copies: the sidecar
+// document recompressed_<label>.json beside redistrib_<label>.json.
+//
+//   {"format": "redist-recompressed-1", "release_label": "9.19.0",
+//    "manifest_sha256": "<SHA-256 of the redistrib_<label>.json bytes>",
+//    "copies": [{"original_sha256", "relative_path", "compression": "zstd",
+//                "sha256", "size", "tar_sha256", "tar_size"}, ...]}
+//
+// `redist mirror --recompress zstd` writes it; fetch and sync read it from
+// the directory the manifest was read from and may install a copy instead of
+// its original archive (fetch.hpp). NVIDIA's manifest stays byte for byte,
+// so --manifest-sha256 and locks keep pinning it. What a copy is trusted on:
+// SECURITY.md.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redist/error.hpp"
+
+namespace redist {
+
+struct manifest;  // manifest.hpp
+
+struct recompressed_copy {
+    std::string original_sha256;  // the manifest's sha256 of the original archive (lower case)
+    std::string relative_path;    // the original's, with .tar.xz/.txz replaced by .tar.zst
+    std::string sha256;           // of the copy's bytes (lower case)
+    std::uint64_t size = 0;       // the copy's bytes
+    std::string tar_sha256;       // of the decoded tar stream (lower case)
+    std::uint64_t tar_size = 0;   // the decoded tar stream's bytes
+};
+
+struct recompressed_record {
+    std::string release_label;
+    std::string manifest_sha256;            // lower case
+    std::vector<recompressed_copy> copies;  // one per original (original_sha256 unique)
+
+    // The copy of the archive whose manifest sha256 is `original_sha256`
+    // (either case), or null.
+    const recompressed_copy* find(std::string_view original_sha256) const noexcept;
+};
+
+inline constexpr std::string_view kRecompressedFormat = "redist-recompressed-1";
+inline constexpr std::size_t kMaxRecompressedBytes = 4u << 20;
+
+// "recompressed_<label>.json".
+std::string recompressed_document_name(std::string_view label);
+
+// The copy's relative_path for an original: ".tar.xz"/".txz" replaced by
+// ".tar.zst"; empty when the original is no .tar.xz/.txz (it gets no copy).
+std::string recompressed_copy_path(std::string_view original_relative_path);
+
+// Hex lower case, sizes as decimal strings, copies in the record's order.
+std::string recompressed_to_json(const recompressed_record& record);
+
+// Parses a sidecar. `source` (its URL) is only used in errors.
+// Outcomes: ok | bad_manifest (source and json_path name the problem):
+// broken JSON, a duplicate key, a missing field, a format other than
+// redist-recompressed-1, a compression other than zstd, a digest that is not
+// 64 hex digits, a size that is not a decimal string that fits 64 bits, a
+// relative_path that fails artifact_path_problem() or does not end in
+// .tar.zst, a second copy of one original, a document over 4 MiB.
+// Never crashes on any input (fuzzed: tests/fuzz/recompressed_fuzz.cpp).
+result<recompressed_record> parse_recompressed(std::string_view json, std::string_view source);
+
+// Whether the record belongs to `m`, whose bytes hash to `manifest_sha256`:
+// the same manifest_sha256 (either case), the manifest's release_label when
+// both have one, and every copy the copy of one .tar.xz/.txz artifact of `m`
+// (its relative_path recompressed_copy_path() of that artifact's).
+// Outcomes: ok | bad_manifest (source = `source`, json_path names the field).
+result<void> check_recompressed_for(const recompressed_record& record, const manifest& m,
+                                    std::string_view manifest_sha256, std::string_view source);
+
+}  // namespace redist

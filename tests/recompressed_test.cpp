@@ -1,0 +1,236 @@
+// Tests for redist/recompressed.hpp: the sidecar a mirror writes beside a
+// manifest to describe its recompressed (.tar.zst) copies. Every rule of the
+// format is checked by a document that breaks it; a valid one round-trips.
+#include <catch2/catch.hpp>
+
+#include <string>
+
+#include "redist/lockfile.hpp"
+#include "redist/manifest.hpp"
+#include "redist/recompressed.hpp"
+
+namespace {
+
+const std::string A(64, 'a');
+const std::string B(64, 'b');
+const std::string C(64, 'c');
+const std::string D(64, 'd');
+
+std::string copy_json(const std::string& original = A, const std::string& path = "c/x-1.tar.zst",
+                      const std::string& extra = "") {
+    return R"({"original_sha256": ")" + original + R"(", "relative_path": ")" + path +
+           R"(", "compression": "zstd", "sha256": ")" + B + R"(", "size": "10", "tar_sha256": ")" + C +
+           R"(", "tar_size": "20")" + extra + "}";
+}
+
+std::string doc(const std::string& copies, const std::string& head = R"("format": "redist-recompressed-1")") {
+    return "{" + head + R"(, "release_label": "1.0", "manifest_sha256": ")" + D + R"(", "copies": [)" + copies + "]}";
+}
+
+redist::error parse_error(const std::string& json) {
+    auto r = redist::parse_recompressed(json, "http://m/recompressed_1.0.json");
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == redist::error_code::bad_manifest);
+    CHECK(r.error_value().source == "http://m/recompressed_1.0.json");
+    return r.error_value();
+}
+
+redist::manifest one_artifact_manifest(const std::string& path = "c/x-1.tar.xz") {
+    redist::manifest m;
+    m.release_label = "1.0";
+    redist::component c;
+    c.key = "c";
+    redist::artifact a;
+    a.component = "c";
+    a.platform = "linux-x86_64";
+    a.relative_path = path;
+    a.sha256 = A;
+    a.size = 5;
+    c.artifacts.push_back(a);
+    m.components.push_back(c);
+    return m;
+}
+
+}  // namespace
+
+TEST_CASE("recompressed: a valid record is read, lower-cased, and round-trips") {
+    std::string upper = A;
+    for (auto& ch : upper) ch = 'A';
+    auto r = redist::parse_recompressed(doc(copy_json(upper)), "s");
+    REQUIRE(r.ok());
+    CHECK(r->release_label == "1.0");
+    CHECK(r->manifest_sha256 == D);
+    REQUIRE(r->copies.size() == 1);
+    const auto& c = r->copies[0];
+    CHECK(c.original_sha256 == A);
+    CHECK(c.relative_path == "c/x-1.tar.zst");
+    CHECK(c.sha256 == B);
+    CHECK(c.size == 10);
+    CHECK(c.tar_sha256 == C);
+    CHECK(c.tar_size == 20);
+    CHECK(r->find(upper) == &r->copies[0]);
+    CHECK(r->find(B) == nullptr);
+    const std::string written = redist::recompressed_to_json(*r);
+    auto again = redist::parse_recompressed(written, "s");
+    REQUIRE(again.ok());
+    CHECK(redist::recompressed_to_json(*again) == written);
+}
+
+TEST_CASE("recompressed: unknown keys are skipped, an empty copy list is valid") {
+    CHECK(redist::parse_recompressed(doc(copy_json(A, "c/x-1.tar.zst", R"(, "later": [1])")), "s").ok());
+    auto empty = redist::parse_recompressed(doc(""), "s");
+    REQUIRE(empty.ok());
+    CHECK(empty->copies.empty());
+}
+
+TEST_CASE("recompressed: the format must be redist-recompressed-1") {
+    CHECK(parse_error(doc(copy_json(), R"("format": "redist-recompressed-2")")).json_path == "format");
+    CHECK(parse_error(R"({"release_label": "1.0", "manifest_sha256": ")" + D + R"(", "copies": []})")
+              .message.find("format") != std::string::npos);
+}
+
+TEST_CASE("recompressed: broken JSON and duplicate keys are refused") {
+    parse_error("{");
+    parse_error("[]");
+    CHECK(parse_error(doc(copy_json(A, "c/x-1.tar.zst", R"(, "sha256": ")" + B + "\""))).json_path ==
+          "copies[0].sha256");
+    parse_error(doc(copy_json()) + "x");
+}
+
+TEST_CASE("recompressed: every copy field is required and checked") {
+    const std::string good = copy_json();
+    for (const char* key :
+         {"original_sha256", "relative_path", "compression", "sha256", "size", "tar_sha256", "tar_size"}) {
+        // Renaming a key drops it.
+        std::string broken = good;
+        const std::string quoted = std::string("\"") + key + "\"";
+        broken.replace(broken.find(quoted), quoted.size(), "\"x_renamed\"");
+        INFO(key);
+        parse_error(doc(broken));
+    }
+    CHECK(parse_error(doc(copy_json("abc"))).json_path == "copies[0].original_sha256");
+    CHECK(parse_error(doc(copy_json(std::string(64, 'g')))).json_path == "copies[0].original_sha256");
+    std::string lz = copy_json();
+    lz.replace(lz.find("zstd"), 4, "lz4");
+    CHECK(parse_error(doc(lz)).json_path == "copies[0].compression");
+    std::string size_number = copy_json();
+    size_number.replace(size_number.find(R"("10")"), 4, "10");
+    CHECK(parse_error(doc(size_number)).json_path == "copies[0].size");
+    std::string size_big = copy_json();
+    size_big.replace(size_big.find(R"("20")"), 4, R"("18446744073709551616")");
+    CHECK(parse_error(doc(size_big)).json_path == "copies[0].tar_size");
+    std::string size_sign = copy_json();
+    size_sign.replace(size_sign.find(R"("10")"), 4, R"("-1")");
+    CHECK(parse_error(doc(size_sign)).json_path == "copies[0].size");
+}
+
+TEST_CASE("recompressed: a copy's path must be safe and end in .tar.zst") {
+    for (const char* path : {"../x.tar.zst", "/abs/x.tar.zst", "c//x.tar.zst", "c/%2e%2e/x.tar.zst",
+                             "http://evil/x.tar.zst", "c/x-1.tar.xz", "c/x-1.tar.zst.sh", ""}) {
+        INFO(path);
+        CHECK(parse_error(doc(copy_json(A, path))).json_path == "copies[0].relative_path");
+    }
+}
+
+TEST_CASE("recompressed: a second copy of one original is refused") {
+    CHECK(parse_error(doc(copy_json() + "," + copy_json())).json_path == "copies[1]");
+}
+
+TEST_CASE("recompressed: the manifest digest and label are checked") {
+    CHECK(parse_error(R"({"format": "redist-recompressed-1", "release_label": "1.0", "manifest_sha256": "x", )"
+                      R"("copies": []})")
+              .json_path == "manifest_sha256");
+    CHECK(parse_error(R"({"format": "redist-recompressed-1", "release_label": "../x", "manifest_sha256": ")" + D +
+                      R"(", "copies": []})")
+              .json_path == "release_label");
+}
+
+TEST_CASE("recompressed: documents over 4 MiB are refused") {
+    const std::string big = doc(copy_json()) + std::string(redist::kMaxRecompressedBytes, ' ');
+    CHECK(parse_error(big).message.find("4 MiB") != std::string::npos);
+}
+
+TEST_CASE("recompressed: copy paths and the document name") {
+    CHECK(redist::recompressed_document_name("9.19.0") == "recompressed_9.19.0.json");
+    CHECK(redist::recompressed_copy_path("a/b-1.tar.xz") == "a/b-1.tar.zst");
+    CHECK(redist::recompressed_copy_path("a/b-1.txz") == "a/b-1.tar.zst");
+    CHECK(redist::recompressed_copy_path("a/b-1.zip").empty());
+    CHECK(redist::recompressed_copy_path("a/b-1.tar.gz").empty());
+}
+
+TEST_CASE("recompressed: a record is checked against the manifest it belongs to") {
+    auto r = redist::parse_recompressed(doc(copy_json()), "s");
+    REQUIRE(r.ok());
+    const auto m = one_artifact_manifest();
+    CHECK(redist::check_recompressed_for(*r, m, D, "s").ok());
+    std::string upper_d = D;
+    for (auto& ch : upper_d) ch = 'D';
+    CHECK(redist::check_recompressed_for(*r, m, upper_d, "s").ok());
+
+    auto other = redist::check_recompressed_for(*r, m, A, "s");
+    REQUIRE_FALSE(other.ok());
+    CHECK(other.error_value().json_path == "manifest_sha256");
+    CHECK(other.error_value().message.find("another manifest") != std::string::npos);
+
+    auto m2 = m;
+    m2.release_label = "2.0";
+    auto label = redist::check_recompressed_for(*r, m2, D, "s");
+    REQUIRE_FALSE(label.ok());
+    CHECK(label.error_value().json_path == "release_label");
+
+    auto moved = redist::check_recompressed_for(*r, one_artifact_manifest("c/y-1.tar.xz"), D, "s");
+    REQUIRE_FALSE(moved.ok());
+    CHECK(moved.error_value().json_path == "copies[0].relative_path");
+
+    auto zip = redist::check_recompressed_for(*r, one_artifact_manifest("c/x-1.zip"), D, "s");
+    REQUIRE_FALSE(zip.ok());
+    CHECK(zip.error_value().json_path == "copies[0].original_sha256");
+
+    auto stranger = redist::parse_recompressed(doc(copy_json(B)), "s");
+    REQUIRE(stranger.ok());
+    auto unknown = redist::check_recompressed_for(*stranger, m, D, "s");
+    REQUIRE_FALSE(unknown.ok());
+    CHECK(unknown.error_value().json_path == "copies[0].original_sha256");
+}
+
+TEST_CASE("recompressed: a lock pins the copy's tar, and old locks stay valid") {
+    redist::resolved_release release;
+    release.product = "c";
+    release.label = "1.0";
+    release.manifest_url = "http://m/c/redist/redistrib_1.0.json";
+    release.artifact_base_url = "http://m/c/redist/";
+    release.manifest_sha256 = D;
+    release.parsed = one_artifact_manifest();
+    auto plain = redist::make_lockfile(release, {"linux-x86_64"}, {}, {});
+    REQUIRE(plain.ok());
+    const std::string old_text = redist::lockfile_to_json(*plain);
+    CHECK(old_text.find("tar_sha256") == std::string::npos);
+    auto old_lock = redist::lockfile_from_json(old_text, "redist.lock");
+    REQUIRE(old_lock.ok());
+    auto old_plan = redist::plan_from_lock(*old_lock, "linux-x86_64", std::nullopt, {});
+    REQUIRE(old_plan.ok());
+    CHECK(old_plan->from_lock);
+    CHECK(old_plan->locked_tar_sha256.empty());
+
+    auto record = redist::parse_recompressed(doc(copy_json()), "s");
+    REQUIRE(record.ok());
+    release.recompressed = *record;
+    auto pinned = redist::make_lockfile(release, {"linux-x86_64"}, {}, {});
+    REQUIRE(pinned.ok());
+    REQUIRE(pinned->artifacts.size() == 1);
+    CHECK(pinned->artifacts[0].tar_sha256 == C);
+    const std::string text = redist::lockfile_to_json(*pinned);
+    auto back = redist::lockfile_from_json(text, "redist.lock");
+    REQUIRE(back.ok());
+    CHECK(back->artifacts[0].tar_sha256 == C);
+    CHECK(redist::lockfile_to_json(*back) == text);
+    auto plan = redist::plan_from_lock(*back, "linux-x86_64", std::nullopt, {});
+    REQUIRE(plan.ok());
+    CHECK(plan->locked_tar_sha256.at(A) == C);
+
+    std::string bad = text;
+    bad.replace(bad.find(C), 64, "nope");
+    auto refused = redist::lockfile_from_json(bad, "redist.lock");
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().json_path == "artifacts[0].tar_sha256");
+}
