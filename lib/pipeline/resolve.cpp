@@ -106,9 +106,8 @@ void read_recompressed(const release_request& request, const transfer_options& o
     const std::string dir = url_directory(out.manifest_url);
     std::string label = label_from_manifest_name(out.manifest_url);
     if (label.empty()) label = out.label;
-    // A registry serves the record as a titled layer of the tag once its URL
-    // form resolves there (transport/oci.cpp); until then it has none.
-    if (label.empty() || is_oci_url(dir)) return;
+    // A registry or image layout serves it as a titled layer of the tag (transport/oci.cpp).
+    if (label.empty()) return;
     const std::string url = join_url(dir, recompressed_document_name(label));
     const auto give_up = [&](error why) {
         if (request.observer) request.observer->on_copy_failure({"", sanitize_url(url), std::move(why)});
