@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <mutex>
 
-#include "redist/fetch.hpp"
+#include "redist/install.hpp"
 #include "redist/platform.hpp"
 #include "redist/select.hpp"
 

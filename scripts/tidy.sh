@@ -39,7 +39,7 @@ printf '%s\n' "${files[@]}" |
     xargs -P "$(nproc)" -n 1 "$tidy" -p "$build_dir" --quiet --extra-arg=-Wno-unknown-warning-option \
         >"$log" 2>"$log.stderr" || status=$?
 
-# "lib/pipeline/fetch.cpp:506:6: warning: function 'run_job' has cognitive complexity of 209 (threshold 60) [...]"
+# "lib/pipeline/install.cpp:506:6: warning: function 'run_job' has cognitive complexity of 209 (threshold 60) [...]"
 echo "Functions above the cognitive-complexity ceiling:"
 grep -E "warning: function '.*' has cognitive complexity of [0-9]+" "$log" |
     sed -E "s/^([^:]+:[0-9]+):[0-9]+: warning: function '([^']*)' has cognitive complexity of ([0-9]+).*/\3  \2  \1/" |

@@ -13,8 +13,8 @@
 #include <optional>
 #include <sstream>
 
+#include "archive/sha256.hpp"
 #include "redist/cache.hpp"
-#include "redist/verify.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;

@@ -10,9 +10,9 @@
 #include <sstream>
 #include <thread>
 
+#include "archive/sha256.hpp"
 #include "redist/cache.hpp"
 #include "redist/drift.hpp"
-#include "redist/verify.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;

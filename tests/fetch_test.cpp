@@ -1,4 +1,4 @@
-// fetch_test.cpp — the pure parts of lib/pipeline/fetch.cpp: how many
+// fetch_test.cpp — the pure parts of lib/pipeline/install.cpp: how many
 // artifacts an install runs at once by default (default_jobs), and the plan
 // (plan_install) of each kind, with its byte totals.
 #include <catch2/catch.hpp>
@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "redist/fetch.hpp"
+#include "redist/install.hpp"
 #include "support.hpp"
 
 using redist::default_jobs;

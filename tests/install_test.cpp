@@ -10,10 +10,10 @@
 #include <set>
 #include <sstream>
 
-#include "redist/install.hpp"
+#include "archive/sha256.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/prefix.hpp"
 #include "redist/printable.hpp"
-#include "redist/verify.hpp"
 #include "store/commit_plan.hpp"
 #include "store/stage.hpp"
 #include "support.hpp"

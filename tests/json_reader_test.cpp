@@ -2,8 +2,8 @@
 // it: errors name the file and the JSON path, duplicate keys are refused.
 #include <catch2/catch.hpp>
 
-#include "redist/install.hpp"
 #include "redist/lockfile.hpp"
+#include "redist/prefix.hpp"
 #include "support/json_reader.hpp"
 
 using namespace redist;

@@ -2,8 +2,8 @@
 // that map a base onto a registry (urls.hpp).
 #include <catch2/catch.hpp>
 
+#include "archive/sha256.hpp"
 #include "redist/urls.hpp"
-#include "redist/verify.hpp"
 #include "transport/oci.hpp"
 #include "transport/oci_layout.hpp"
 

@@ -12,7 +12,7 @@
 #include <string>
 
 #include "archive/recompress.hpp"
-#include "redist/verify.hpp"
+#include "archive/sha256.hpp"
 
 namespace fs = std::filesystem;
 using redist_test::scratch;

@@ -7,9 +7,9 @@
 #include <fstream>
 #include <regex>
 
-#include "redist/install.hpp"
+#include "archive/sha256.hpp"
+#include "redist/prefix.hpp"
 #include "redist/sbom.hpp"
-#include "redist/verify.hpp"
 #include "store/stage.hpp"
 #include "support.hpp"
 

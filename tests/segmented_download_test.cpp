@@ -18,8 +18,8 @@
 #include <thread>
 #include <vector>
 
+#include "archive/sha256.hpp"
 #include "fixtures/fault_server_support.hpp"
-#include "redist/verify.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;

@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
+#include "archive/sha256.hpp"
 #include "fixtures/fault_server_support.hpp"
-#include "redist/verify.hpp"
 #include "support.hpp"
 #include "transport/sources.hpp"
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-#include "redist/verify.hpp"
+#include "archive/sha256.hpp"
 
 namespace redist_test {
 

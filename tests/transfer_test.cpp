@@ -1,7 +1,7 @@
 // transfer_test.cpp — download()/fetch_text() against a misbehaving loopback
 // server (tests/fixtures/fault_server.py) and file:// URLs.
 #include "redist/transfer.hpp"
-#include "redist/verify.hpp"
+#include "archive/sha256.hpp"
 
 #include <catch2/catch.hpp>
 

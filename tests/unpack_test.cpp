@@ -1,4 +1,4 @@
-// Tests for redist/unpack.hpp.
+// Tests for archive/unpack.hpp.
 //
 // Every archive is built here with libarchive's write API (and liblzma's
 // multi-threaded encoder for multi-block xz), then fed to the streaming
@@ -37,8 +37,8 @@
 #include <thread>
 #include <vector>
 
-#include "redist/unpack.hpp"
-#include "redist/verify.hpp"
+#include "archive/sha256.hpp"
+#include "archive/unpack.hpp"
 #include "support/budget.hpp"
 #include "support/posix_file.hpp"
 

@@ -1,6 +1,6 @@
 // verify_test.cpp — SHA-256 known answers (FIPS 180-2 / NIST vectors), chunk
 // boundaries, file hashing and integrity messages.
-#include "redist/verify.hpp"
+#include "archive/sha256.hpp"
 
 #include "support.hpp"
 

@@ -11,8 +11,8 @@
 #include "common/cli.hpp"
 #include "common/observer.hpp"
 #include "common/printable.hpp"
-#include "redist/install.hpp"
 #include "redist/lockfile.hpp"
+#include "redist/prefix.hpp"
 #include "redist/select.hpp"
 #include "redist/urls.hpp"
 

@@ -42,7 +42,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
-#include "redist/install.hpp"
+#include "redist/prefix.hpp"
 
 namespace redist {
 

@@ -1,199 +1,234 @@
-// redist/install.hpp — the prefix: staging, commit, receipts, verify, remove.
-//
-// Layout of a prefix managed by redist:
-//   <prefix>/...                               the installed files
-//   <prefix>/share/licenses/<component>/...    each archive's top-level files
-//                                              (LICENSE, README, ...), one copy per component
-//   <prefix>/.redist/lock                      prefix lock (flock), held by every writer
-//   <prefix>/.redist/receipts/<product>/<component>.json
-//                                              one receipt per installed component, keyed
-//                                              by product AND component (two products may
-//                                              ship the same component key); receipts of
-//                                              older versions at receipts/<component>.json
-//                                              are still read, and replaced on upgrade
-//   <prefix>/.redist/staging/<id>/             stages being unpacked (same filesystem)
-//   <prefix>/.redist/transaction.json          commit journal, present only mid-commit
-//
-// Commit protocol (crash safety without an fsync per file): everything is
-// unpacked and verified in stages first. The commit writes a journal listing
-// every rename and deletion, atomically (write + rename), then applies it.
-// A process killed before the journal exists leaves the prefix untouched
-// (stale stages are swept by the next writer). A process killed after it is
-// rolled forward by the next writer (every step is idempotent). Receipts are
-// written last, by the same journal. A commit that fails (rather than being
-// killed) before its first rename restores the old state at once; a journal
-// that cannot be completed before any file moved is rolled back by the next
-// writer. Every rename stays on one file system: that is checked while
-// planning, before the journal exists.
-//
-// Hostile input: product names, component keys and labels are validated
-// names (letters, digits, ._+-), and every path made from input is joined
-// under the prefix by one confining helper. Receipts and the journal are
-// validated when read; a path in them that is not relative, or that points
-// into .redist/ other than the staging area and the receipts, makes the file
-// corrupt (bad_manifest, exit 4) and nothing is done. Only directories that
-// redist creates get a mode; existing ones are never chmod'ed.
+// redist/install.hpp — the whole pipeline, end to end: resolve a release, pick
+// artifacts, stream each one through download -> SHA-256 + size -> decode ->
+// unpack into a stage, verify, and commit into the prefix.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
-#include <memory>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "redist/budget.hpp"
+#include "redist/cache.hpp"
 #include "redist/error.hpp"
+#include "redist/manifest.hpp"
+#include "redist/observer.hpp"
+#include "redist/platform.hpp"
+#include "redist/prefix.hpp"
+#include "redist/resolve.hpp"
+#include "redist/select.hpp"
+#include "redist/transfer.hpp"
 
 namespace redist {
 
-class unique_fd;
-// A held flock (a descriptor of the library's own), released when it goes.
-struct lock_fd_deleter {
-    void operator()(unique_fd* fd) const noexcept;
+// ---- installing ----------------------------------------------------------------
+
+// How many artifacts a fetch runs at once by default: enough job slots that
+// the others, started largest first, fit beside the largest one:
+// ceil(total bytes / largest archive's bytes), within 1..cores (the run's
+// thread budget, --threads).
+// Why: the largest archive is the run's long pole (its download and decode
+// take longest), and more artifacts at once only take bandwidth and CPU from
+// it. Measured on 16 cores (bench/RESULTS.md), 14 components
+// (1.3 GiB, the largest 373 MiB): 4 at once (this rule's answer) 0.96x the
+// decode floor, 6: 1.00x, 8: 1.08x, all 14: 1.13x. Archives of one xz block
+// decode on one thread each; with these slots the others still finish
+// within the largest one's time (the bound of any order).
+unsigned default_jobs(const std::vector<std::uint64_t>& archive_sizes, unsigned cores);
+
+struct install_request {
+    std::filesystem::path prefix;
+    std::vector<release_plan> releases;  // what to install: one per release (fetch: one; sync: one per product)
+    // Archive paths (prefix-relative, as installed) to skip: fnmatch(3) globs
+    // with FNM_PATHNAME ('*' does not cross '/'). A glob that matches a
+    // directory skips everything below it. Skipped paths are recorded in the
+    // receipts (receipt::excluded), so verify does not miss them; a component
+    // whose receipt was made with other globs is reinstalled.
+    std::vector<std::string> exclude;
+    // False: the prefix holds exactly what the request names (as `uv sync`):
+    // a component installed there that no release of the request names (an
+    // artifact's (product, component)) is removed, in the same journal as the
+    // installs. `redist sync` sets it false unless --keep-unlisted.
+    bool keep_unlisted = true;
+    // Free-space preflight (check_free_space below), from the plan's totals:
+    // before any download, the prefix's filesystem must hold the unpacked
+    // contents (unpacked_size_estimate), plus the archives still to be
+    // fetched when the cache shares it or cannot hold them (the download then
+    // bypasses the cache and spools beside the stage). Fails with filesystem
+    // (exit 10) naming both numbers.
+    bool check_free_space = true;
+    bool reinstall = false;          // --force: reinstall even when receipts match
+    bool overwrite_unowned = false;  // --force: replace files in the prefix no receipt owns (commit_stages)
+    link_mode tree_link_mode = link_mode::auto_select;  // how cached trees are placed (see cache.hpp)
+    unsigned jobs = 0;  // concurrent artifacts; 0 = default_jobs() of the artifacts to fetch
+    // Ranged connections per archive (http/https): 0 = the default, 6
+    // connections for archives of 64 MiB or more (measured:
+    // bench/capped_link.py); N > 1 splits any archive of at least 8 MiB;
+    // 1 = one stream. A server that ignores ranges gets one stream anyway.
+    int connections = 0;
+    // Threads and memory the artifacts in flight share (make_run_budget; its
+    // profile_of() afterwards has the per-stage times). The only source of
+    // thread counts: null makes install() create one for the machine.
+    std::shared_ptr<run_budget> budget;
+    // Unverified bytes are bounded. The hash is known only after the last
+    // byte, but unpacking runs while the bytes arrive, so a hostile archive
+    // of the right size and the wrong hash could expand to gigabytes before
+    // it is caught. Its decoded output (tar stream and file contents, holes
+    // included) may be at most max_expansion times the manifest's size, and
+    // never less than min_expansion_bytes (tiny archives are mostly tar
+    // headers, which xz shrinks 50x and more). Past the cap unpacking stops,
+    // the download runs to its end, and the hash decides: a mismatch is an
+    // integrity failure (the next source is tried); a match is an unsafe
+    // archive. Why 20: xz shrinks real CUDA payloads 1.5x (cuDNN 9.19: 471 MiB
+    // -> 312 MiB) to about 6x (text-heavy header packages), so 20 leaves more
+    // than 3x headroom, while an xz bomb (zeros shrink ~1000x and more) stops
+    // after writing 20x the download. 0 = no cap.
+    unsigned max_expansion = 20;
+    std::uint64_t min_expansion_bytes = 64ull << 20;
+    transfer_options transfer;
+    source_policy sources;
+    fetch_observer* observer = nullptr;  // not owned; null: nobody listens
+    // Not owned; null: the run is never stopped from outside. Setting it
+    // (from any thread, or a signal handler: Ctrl-C in the tools) stops the
+    // run before its commit: transfers stop between chunks, no new artifact
+    // starts, every stage is discarded (the prefix is unchanged, a .part in
+    // the cache stays for a resume) and install returns cancelled. The
+    // library sets it too when an artifact fails, to stop the others.
+    std::atomic<bool>* cancel = nullptr;
+    // A release's recompressed copies (release_plan::copies) are tried before
+    // the originals they stand for, when the original is not in the cache.
+    // False (--no-recompressed): never. A copy that fails in any way (network,
+    // size, SHA-256, bad zstd, a decoded tar other than the recorded or the
+    // locked one) is discarded with one observer on_copy_failure, and the
+    // original is installed through the normal path.
+    bool use_recompressed = true;
 };
-using held_lock_fd = std::unique_ptr<unique_fd, lock_fd_deleter>;
 
-enum class entry_kind : std::uint8_t { regular, directory, symlink, hardlink };
+// ---- the plan: what install() will do, decided before anything is done ------------------
 
-struct installed_file {
-    std::string path;                       // prefix-relative, '/'-separated
-    entry_kind kind = entry_kind::regular;  // regular, symlink (hardlinks are recorded as regular)
-    std::uint64_t size = 0;
-    std::string sha256;       // regular files: the digest of redist/verify.hpp's file_digester
-    std::string link_target;  // symlinks
-    unsigned mode = 0;
-    std::uint64_t piece_size = 0;  // of the digest: 0 (the plain SHA-256) or its pieces' size
+// Where an artifact comes from. The plan is a forecast made from the
+// receipts and the cache; each job decides again under the blob lock, and a
+// cached tree that cannot be trusted falls back to the blob, a blob that
+// fails re-verification to the download.
+enum class plan_action : std::uint8_t {
+    unchanged,         // its receipt matches (and was made with the same exclude globs)
+    from_cached_tree,  // the cache holds the archive's extracted tree: placed, not decoded
+    from_cached_blob,  // the cache holds the verified archive: re-verified while it is unpacked
+    download,          // mirrors, then the base
+    remove,            // installed, but no release of the request names it (keep_unlisted false)
 };
+const char* to_string(plan_action action) noexcept;
 
-struct receipt {
+struct planned_artifact {
+    plan_action action = plan_action::download;
     std::string product;
-    std::string release_label;
     std::string component;
-    std::string component_version;
+    std::string version;        // the component's version (remove: the receipt's)
+    std::uint64_t size = 0;     // the archive's bytes (remove: 0)
+    std::size_t release = 0;    // index in install_request::releases (remove: none)
+    std::size_t artifact = 0;   // index in that release's artifacts
+    std::size_t files = 0;      // remove: the files its receipt lists
+    std::string release_label;  // remove: the receipt's release
+    bool from_copy = false;     // download: a mirror's recompressed copy is tried first
+};
+
+struct install_plan {
+    std::vector<planned_artifact> items;  // releases' artifacts in request order, then removals by (product, component)
+    std::uint64_t download_bytes = 0;     // archives to download (saturating)
+    std::uint64_t unpack_bytes = 0;       // what unpacking needs at least in the prefix (unpacked_size_estimate)
+};
+
+// The plan of `request`, given the prefix's receipts and the cache (null:
+// none). No side effects: nothing is written, locked or downloaded.
+install_plan plan_install(const install_request& request, const std::vector<receipt>& receipts,
+                          const blob_cache* cache);
+
+// The same for a caller that holds nothing (--dry-run): reads the prefix's
+// receipts (none when it does not exist) and opens the cache read-only.
+// Outcomes: ok | filesystem (a cache that cannot be trusted).
+result<install_plan> plan_install(const install_request& request);
+
+// ---- installing ---------------------------------------------------------------------------
+
+struct component_report {
+    std::string component;
+    std::string version;
     std::string platform;
     std::optional<std::string> variant;
-    std::string url;             // where the archive came from (sanitized)
-    std::string archive_sha256;  // the manifest's archive, even when a copy was installed
-    std::uint64_t archive_size = 0;
-    // Installed from a mirror's recompressed copy (recompressed.hpp): its
-    // SHA-256 and that of the decoded tar. Empty otherwise (and in older receipts).
-    std::string copy_sha256;
-    std::string tar_sha256;
-    std::string installed_at;           // ISO 8601 UTC
-    std::vector<installed_file> files;  // sorted by path
-    // --exclude / redist.toml exclude: the globs applied, and the archive
-    // paths (prefix-relative, sorted) they skipped. Skipped paths are not in
-    // `files`, so verify does not miss them. Written only when not empty.
-    std::vector<std::string> exclude;
-    std::vector<std::string> excluded;
+    std::string url;  // the URL that served the archive (a mirror, the base, or the cache's source)
+    std::string sha256;
+    std::uint64_t size = 0;
+    std::string copy_sha256;  // installed from a mirror's recompressed copy: its SHA-256 (else empty)
+    std::size_t files = 0;
+    int requests = 0;  // HTTP/file requests made for this artifact
+    double seconds = 0;
+    bool from_cache = false;
+    bool from_tree = false;  // from the cache's extracted tree: nothing was decoded
+    bool unchanged = false;  // receipts already matched: nothing was done
 };
 
-std::string receipt_to_json(const receipt& r);
-// Outcomes: ok | bad_manifest (json_path names the field; source = `source`):
-// broken JSON, a duplicate key, a product/component/label that is not a
-// valid name, a file path that is not plain and relative or lies in .redist/.
-result<receipt> receipt_from_json(std::string_view json, std::string_view source);
-
-// Holds <prefix>/.redist/lock (flock(2), exclusive) for its lifetime. Creates
-// the prefix and .redist/ if needed. Before returning, rolls forward an
-// interrupted commit and removes stale stages.
-class prefix_lock {
-public:
-    // on_wait is called once if another process holds the lock, before blocking.
-    // Outcomes: ok | filesystem.
-    static result<prefix_lock> acquire(const std::filesystem::path& prefix, const std::function<void()>& on_wait = {});
-    const std::filesystem::path& prefix() const { return prefix_; }
-
-private:
-    prefix_lock() = default;
-    std::filesystem::path prefix_;
-    held_lock_fd fd_;
+struct release_report {
+    std::string product;
+    std::string release_label;
+    std::vector<component_report> components;  // in artifact order
 };
 
-// The receipts currently in the prefix, sorted by (product, component).
-// Outcomes: ok (empty if none) | bad_manifest (a corrupt receipt: bad JSON or
-// content, a symlink or other non-file in the receipts directory, or a
-// receipt whose product/component does not match its file name) | filesystem.
-// The first receipt that cannot be read fails it all; its message names the
-// receipt's path and how to repair it.
-result<std::vector<receipt>> read_receipts(const std::filesystem::path& prefix);
-
-// A receipt file that cannot be read (not JSON, bad content, not a regular
-// file, named for another component): it blocks only its own component.
-struct unreadable_receipt {
-    std::string product;    // from its file name; empty for the legacy layout
-    std::string component;  // from its file name
-    std::string rel_path;   // .redist/receipts/...
-    error why;              // source = its path; the message says how to repair it
-};
-struct receipt_scan {
-    std::vector<receipt> receipts;  // those that could be read, as read_receipts()
-    std::vector<unreadable_receipt> unreadable;
-};
-// Every receipt that can be read, and the ones that cannot: for the commands
-// that work on some components (fetch, verify, remove --component), which go
-// on with the others. Outcomes: ok | bad_manifest (the receipts directory,
-// or a product directory in it, is not what redist made) | filesystem.
-result<receipt_scan> scan_receipts(const std::filesystem::path& prefix);
-
-// True while <prefix>/.redist/transaction.json exists: a commit was
-// interrupted, and the next lock holder (fetch, remove) completes it.
-bool commit_pending(const std::filesystem::path& prefix) noexcept;
-
-struct verify_problem {
-    std::string component;
-    std::string path;
-    // "missing", "modified (sha256 …)" (or "sha256_pieces …" for a file recorded by its pieces),
-    // "type changed", "symlink target changed", "size changed"
-    std::string what;
-};
-struct verify_report {
-    std::size_t components = 0;            // receipts read (0: nothing redist installed is here)
-    std::size_t files = 0;                 // entries they list, all checked
-    std::vector<verify_problem> problems;  // empty if all is well
-    // Receipts that could not be read: their components are not checked, the
-    // others are.
-    std::vector<unreadable_receipt> unreadable;
-    bool commit_pending = false;  // an interrupted commit's journal is there (its writer is gone)
-};
-// Checks every installed file against the receipts, hashing files and the
-// pieces of large ones on `threads` threads at once (0: the CPUs this process
-// may use). Problems come in receipt order whatever the threads. The receipts
-// are read once, so the counts are those of the receipts checked; a receipt
-// that cannot be read is reported in `unreadable` and the others are still
-// checked.
-// It holds the prefix lock shared (<prefix>/.redist/lock, opened without
-// following a symlink) while it reads: a writer holds it exclusively from
-// before its journal is written until its commit is done, so verify never
-// sees half a commit, and a journal it finds is one of a dead writer
-// (commit_pending). on_wait is called once before it blocks on a writer; a
-// prefix without .redist/ is read without a lock (it has no receipts).
-// Outcomes: ok | bad_manifest (also: .redist is not a directory) | filesystem.
-result<verify_report> verify_prefix(const std::filesystem::path& prefix, unsigned threads = 0,
-                                    const std::function<void()>& on_wait = {});
-// The same for a caller that holds the prefix lock (exclusive): nothing else
-// can write the prefix meanwhile, and a second flock of ours would wait for
-// it forever.
-result<verify_report> verify_prefix(const prefix_lock& held, unsigned threads = 0);
-
-// A component to remove; an empty product matches any product, as long as
-// only one product in the prefix has that component.
-struct component_ref {
+// A component install() removed because the request no longer names it.
+struct removed_component {
     std::string product;
     std::string component;
+    std::string version;        // the receipt's component version
+    std::string release_label;  // the receipt's release
+    std::size_t files = 0;      // the files its receipt lists (shared ones stay)
 };
 
-// Removes exactly what the components installed (files owned by a component
-// that stays are kept), then directories that became empty, then their
-// receipts, in one transaction. Reads every receipt once: linear in their size.
-// Requires the lock. Outcomes: ok | not_found (no such receipt) | usage (the
-// component is installed by several products: name one) | bad_manifest
-// (a corrupt receipt) | filesystem.
-result<void> remove_components(const prefix_lock& lock, const std::vector<component_ref>& which);
+struct install_report {
+    std::filesystem::path prefix;
+    std::vector<release_report> releases;    // in request order
+    std::vector<removed_component> removed;  // sorted by (product, component)
+};
 
-// remove_components() for one component of any product.
-result<void> remove_component(const prefix_lock& lock, const std::string& component);
+// Installs every release's artifacts into the prefix (see install.hpp for
+// the layout and the commit protocol): one lock, one plan (plan_install),
+// one free-space preflight, one budget, one job loop over every release's
+// artifacts largest first, and one commit (one journal) that also removes
+// the unlisted components (unless keep_unlisted). All or nothing: a failure
+// before the commit leaves the prefix as it was. Each artifact's sources
+// (cache, mirrors, base) are tried in order: wrong bytes (integrity,
+// including an archive that failed to unpack before its hash was known) and
+// not-found move on to the next source.
+// Outcomes: ok | not_found | network | integrity | bad_archive |
+// unsafe_archive | conflict | filesystem (also the free-space preflight) |
+// bad_manifest (a corrupt receipt or journal in the prefix, or invalid names)
+// | internal (the archive reader could not be set up) | cancelled (an
+// artifact that neither staged nor failed; rare).
+result<install_report> install(const install_request& request);
+
+// The receipt already has this artifact of `product`, made with these exclude globs.
+bool receipt_current(const receipt& r, const std::string& product, const artifact& a,
+                     const std::vector<std::string>& exclude);
+
+// True when `path` (prefix-relative) or one of its parent directories matches one of `globs`.
+bool path_excluded(std::string_view path, const std::vector<std::string>& globs);
+
+// What an archive of `archive_size` bytes takes at least once unpacked:
+// 3/2 of its size. xz shrinks real CUDA payloads by 1.5x at the least
+// (cuDNN 9.19: 471 MiB unpacked from 312 MiB) and by up to about 6x (headers),
+// so this is a floor: a preflight that refused installs which fit would be
+// worse than one that lets a few fail later. Saturates instead of wrapping.
+std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept;
+
+// The free-space check of install(), on its own. `needed_prefix` and
+// `needed_cache` are bytes; `cache_dir` may be empty (no cache). Where both
+// lie on one filesystem, their sum must fit. REDIST_TEST_FREE_BYTES (tests
+// only) replaces the free space statvfs reports.
+// Outcomes: ok | filesystem (names the directory, what is needed and what is free).
+result<void> check_free_space(const std::filesystem::path& prefix, std::uint64_t needed_prefix,
+                              const std::filesystem::path& cache_dir, std::uint64_t needed_cache);
 
 }  // namespace redist

@@ -121,7 +121,7 @@ struct resolved_release {
 
 // What to install from one release: its artifacts (from select_artifacts or
 // a lock) and where they come from. fetch and sync hand install() one each
-// per release (fetch.hpp); a lock makes them too (lockfile.hpp).
+// per release (install.hpp); a lock makes them too (lockfile.hpp).
 struct release_plan {
     std::string product;
     std::string label;

@@ -53,7 +53,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
-#include "redist/fetch.hpp"
+#include "redist/install.hpp"
 #include "redist/transfer.hpp"
 
 namespace redist {

@@ -8,7 +8,7 @@
 //
 // `redist mirror --recompress zstd` writes it; fetch and sync read it from
 // the directory the manifest was read from and may install a copy instead of
-// its original archive (fetch.hpp). NVIDIA's manifest stays byte for byte,
+// its original archive (install.hpp). NVIDIA's manifest stays byte for byte,
 // so --manifest-sha256 and locks keep pinning it. What a copy is trusted on:
 // SECURITY.md.
 #pragma once

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
-#include "redist/install.hpp"
+#include "redist/prefix.hpp"
 
 namespace redist {
 

@@ -1,7 +1,7 @@
 // redist/sync.hpp — a whole project (redist.toml) into one prefix, in one
 // transaction: resolve every product for every listed platform into a
 // project lock (lockfile.hpp, version 2). Installing what the lock pins for
-// one platform is install()'s job (fetch.hpp), as for `redist fetch`.
+// one platform is install()'s job (install.hpp), as for `redist fetch`.
 #pragma once
 
 #include <filesystem>
@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
-#include "redist/fetch.hpp"
+#include "redist/install.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/project.hpp"
 

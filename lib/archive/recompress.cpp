@@ -10,7 +10,7 @@
 #include <memory>
 #include <vector>
 
-#include "redist/verify.hpp"
+#include "archive/sha256.hpp"
 #include "support/posix_file.hpp"
 
 namespace redist {

@@ -1,5 +1,5 @@
 // unpack.cpp — the streaming unpacker: bounded queues, an xz decoder thread
-// and a libarchive extractor thread. See include/redist/unpack.hpp.
+// and a libarchive extractor thread. See lib/archive/unpack.hpp.
 //
 // Why we decode xz ourselves: Debian's libarchive 3.6.2 decodes xz on one
 // thread only, and its read filter sits in the same thread as the disk
@@ -22,7 +22,7 @@
 // writers' admission so that every blocked push/pop/reserve returns at once;
 // the threads then run to their end and are joined (and the writer tasks
 // waited for) by finish(), cancel() or the destructor.
-#include "redist/unpack.hpp"
+#include "archive/unpack.hpp"
 
 #include <archive.h>
 #include <archive_entry.h>
@@ -49,9 +49,9 @@
 #include <unordered_set>
 #include <utility>
 
+#include "archive/sha256.hpp"
 #include "archive/xz_decode.hpp"
 #include "redist/printable.hpp"  // valid_utf8
-#include "redist/verify.hpp"
 #include "support/budget.hpp"
 #include "support/posix_file.hpp"
 #include "support/stopwatch.hpp"
@@ -397,7 +397,7 @@ void hash_zeros(Hasher& hasher, std::uint64_t count) {
 // order (SHA-256 is sequential), writing them with pwrite as it goes. A file
 // of kSplitBytes or more is split instead: each block's pwrite is a task of
 // its own, and so is the hashing of each piece of its receipt digest (a hash
-// list of 8 MiB pieces, see file_digester in redist/verify.hpp), one strand
+// list of 8 MiB pieces, see file_digester in archive/sha256.hpp), one strand
 // per piece; so several workers write and hash one large library at once, and
 // the bytes behind the archive's slowest xz block are not left to one core.
 // The last task of a file to finish computes the digest, sets the size

@@ -22,7 +22,7 @@
 
 #include "features/check_data.hpp"
 #include "features/elf.hpp"
-#include "redist/install.hpp"
+#include "redist/prefix.hpp"
 #include "redist/printable.hpp"
 #include "support/posix_file.hpp"
 

@@ -11,9 +11,9 @@
 #include <ctime>
 #include <simdjson.h>
 
+#include "archive/sha256.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/manifest.hpp"
-#include "redist/verify.hpp"
 #include "support/file_lock.hpp"
 #include "support/posix_file.hpp"
 #include "support/timestamp.hpp"

@@ -39,12 +39,12 @@
 #include <utility>
 
 #include "archive/recompress.hpp"
+#include "archive/sha256.hpp"
 #include "redist/cache.hpp"
-#include "redist/fetch.hpp"
+#include "redist/install.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/select.hpp"
 #include "redist/urls.hpp"
-#include "redist/verify.hpp"
 #include "support/json_reader.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"

@@ -20,8 +20,8 @@
 #include <set>
 #include <vector>
 
+#include "archive/sha256.hpp"
 #include "redist/json_writer.hpp"
-#include "redist/verify.hpp"
 #include "support/hex.hpp"
 #include "support/posix_file.hpp"
 #include "support/timestamp.hpp"

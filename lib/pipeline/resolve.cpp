@@ -9,12 +9,12 @@
 #include <string>
 #include <vector>
 
+#include "archive/sha256.hpp"
 #include "redist/cache.hpp"
 #include "redist/observer.hpp"
 #include "redist/select.hpp"
 #include "redist/suggest.hpp"
 #include "redist/urls.hpp"
-#include "redist/verify.hpp"
 #include "redist/version.hpp"
 #include "support/safe_path.hpp"
 #include "transport/oci.hpp"

@@ -22,8 +22,8 @@
 
 #include <simdjson.h>
 
+#include "archive/sha256.hpp"
 #include "redist/json_writer.hpp"
-#include "redist/verify.hpp"
 #include "store/commit_plan.hpp"
 #include "store/tree_list.hpp"
 #include "support/file_lock.hpp"

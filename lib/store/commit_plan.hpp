@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-#include "redist/install.hpp"
+#include "redist/prefix.hpp"
 
 namespace redist {
 

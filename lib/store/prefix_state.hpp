@@ -1,6 +1,6 @@
-// Internal to lib/store/: what the prefix code (install.cpp, journal.cpp,
+// Internal to lib/store/: what the prefix code (prefix.cpp, journal.cpp,
 // commit_plan.cpp, receipts.cpp) shares. The layout of .redist/ is described in
-// include/redist/install.hpp.
+// include/redist/prefix.hpp.
 #pragma once
 
 #include <sys/stat.h>

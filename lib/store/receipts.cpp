@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <tuple>
 
+#include "archive/sha256.hpp"
 #include "redist/json_writer.hpp"
-#include "redist/verify.hpp"
 #include "store/prefix_state.hpp"
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"

@@ -1,15 +1,15 @@
 // Internal to the library: a component's stage, and committing stages into
 // the prefix (the prefix itself, its receipts and its lock are in
-// include/redist/install.hpp).
+// include/redist/prefix.hpp).
 #pragma once
 
 #include <filesystem>
 #include <string_view>
 #include <vector>
 
+#include "archive/unpack.hpp"
 #include "redist/error.hpp"
-#include "redist/install.hpp"
-#include "redist/unpack.hpp"
+#include "redist/prefix.hpp"
 
 namespace redist {
 

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "redist/install.hpp"
+#include "redist/prefix.hpp"
 
 namespace redist {
 

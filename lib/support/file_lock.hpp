@@ -8,7 +8,7 @@
 #include <functional>
 
 #include "redist/error.hpp"
-#include "redist/unique_fd.hpp"
+#include "support/unique_fd.hpp"
 
 namespace redist {
 

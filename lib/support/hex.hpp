@@ -1,5 +1,5 @@
 // Internal: lower-case hex of a byte string (digests in receipts, lock files,
-// SBOMs). One copy for every hasher (verify.cpp defines it).
+// SBOMs). One copy for every hasher (sha256.cpp defines it).
 #pragma once
 
 #include <cstddef>

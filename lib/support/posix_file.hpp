@@ -1,5 +1,5 @@
 // Internal: the library's one errno-to-error helper, write loop and bounded
-// reader. unique_fd (include/redist/unique_fd.hpp) and the atomic writer
+// reader. unique_fd (lib/support/unique_fd.hpp) and the atomic writer
 // (include/redist/atomic_write.hpp, public because the tools write lock files
 // and SBOMs through it too) are implemented here.
 //
@@ -24,7 +24,7 @@
 
 #include "redist/atomic_write.hpp"
 #include "redist/error.hpp"
-#include "redist/unique_fd.hpp"
+#include "support/unique_fd.hpp"
 
 struct stat;
 

@@ -20,10 +20,10 @@
 #include <map>
 #include <mutex>
 
+#include "archive/sha256.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/manifest.hpp"
 #include "redist/urls.hpp"
-#include "redist/verify.hpp"
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"
 #include "transport/http_request.hpp"

@@ -22,10 +22,10 @@
 #include <cerrno>
 #include <cstdlib>
 
+#include "archive/sha256.hpp"
 #include "redist/atomic_write.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/urls.hpp"
-#include "redist/verify.hpp"
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"
 #include "support/safe_path.hpp"

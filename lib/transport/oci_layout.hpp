@@ -32,7 +32,7 @@
 
 #include "redist/error.hpp"
 #include "redist/transfer.hpp"
-#include "redist/unique_fd.hpp"
+#include "support/unique_fd.hpp"
 #include "transport/oci.hpp"
 
 namespace redist {

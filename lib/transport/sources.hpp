@@ -36,10 +36,10 @@
 #include <string_view>
 #include <vector>
 
+#include "archive/sha256.hpp"
 #include "redist/error.hpp"
 #include "redist/observer.hpp"
 #include "redist/transfer.hpp"
-#include "redist/verify.hpp"
 #include "support/posix_file.hpp"
 #include "transport/segmented_download.hpp"
 

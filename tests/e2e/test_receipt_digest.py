@@ -1,5 +1,5 @@
 """Receipts record a file above one 8 MiB piece by a hash list of its pieces
-(redist/verify.hpp, file_digester): the same digest whether the extractor
+(archive/sha256.hpp, file_digester): the same digest whether the extractor
 hashes inline (2 threads) or the pool hashes the pieces at once (4 threads);
 `redist verify` catches one changed byte in a middle piece; `redist sbom`
 still states the plain SHA-256; and the coreutils recipe in the docs computes

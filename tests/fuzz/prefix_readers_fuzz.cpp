@@ -14,8 +14,8 @@
 #include <string>
 #include <string_view>
 
-#include "redist/install.hpp"
 #include "redist/lockfile.hpp"
+#include "redist/prefix.hpp"
 #include "redist/printable.hpp"
 #include "store/commit_plan.hpp"
 #include "support/safe_path.hpp"

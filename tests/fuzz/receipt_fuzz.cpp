@@ -12,9 +12,9 @@
 #include <string>
 #include <string_view>
 
+#include "archive/sha256.hpp"
 #include "fuzz_support.hpp"
-#include "redist/install.hpp"
-#include "redist/verify.hpp"
+#include "redist/prefix.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view json(reinterpret_cast<const char*>(data), size);

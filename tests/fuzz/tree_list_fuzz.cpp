@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
+#include "archive/sha256.hpp"
 #include "fuzz_support.hpp"
-#include "redist/verify.hpp"
 #include "store/tree_list.hpp"
 #include "support/safe_path.hpp"
 

@@ -47,9 +47,9 @@
 #include <utility>
 #include <vector>
 
+#include "archive/unpack.hpp"
 #include "fuzz_support.hpp"
 #include "redist/budget.hpp"
-#include "redist/unpack.hpp"
 
 namespace fs = std::filesystem;
 using fuzz::require;

@@ -19,7 +19,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "redist/verify.hpp"
+#include "archive/sha256.hpp"
 #include "transport/segmented_download.hpp"
 
 int main(int argc, char** argv) {

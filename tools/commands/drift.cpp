@@ -8,7 +8,7 @@
 #include "common/printable.hpp"
 #include "redist/cache.hpp"
 #include "redist/drift.hpp"
-#include "redist/fetch.hpp"
+#include "redist/install.hpp"
 #include "redist/urls.hpp"
 
 namespace redist_tools {

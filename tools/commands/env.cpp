@@ -16,8 +16,8 @@
 #include <set>
 
 #include "common/cli.hpp"
-#include "redist/install.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/prefix.hpp"
 #include "redist/printable.hpp"
 
 namespace redist_tools {

@@ -14,8 +14,8 @@
 
 #include "commands/project_commands.hpp"
 #include "common/printable.hpp"
-#include "redist/install.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/prefix.hpp"
 #include "redist/project.hpp"
 #include "redist/urls.hpp"
 #include "redist/version.hpp"

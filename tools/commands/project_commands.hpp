@@ -8,7 +8,7 @@
 
 #include "common/cli.hpp"
 #include "redist/diff.hpp"
-#include "redist/fetch.hpp"
+#include "redist/install.hpp"
 #include "redist/lockfile.hpp"
 
 namespace redist_tools {

@@ -5,8 +5,8 @@
 
 #include "commands/commands.hpp"
 #include "common/printable.hpp"
-#include "redist/install.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/prefix.hpp"
 #include "redist/suggest.hpp"
 
 namespace redist_tools {

@@ -9,8 +9,8 @@
 #include "commands/project_commands.hpp"
 #include "common/printable.hpp"
 #include "redist/atomic_write.hpp"
-#include "redist/install.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/prefix.hpp"
 #include "redist/sbom.hpp"
 
 namespace redist_tools {

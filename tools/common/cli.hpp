@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "redist/error.hpp"
-#include "redist/fetch.hpp"
 #include "redist/install.hpp"
+#include "redist/prefix.hpp"
 
 namespace redist_tools {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "redist/fetch.hpp"
+#include "redist/install.hpp"
 #include "redist/mirror.hpp"
 
 namespace redist_tools {

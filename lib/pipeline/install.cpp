@@ -1,5 +1,5 @@
-// The pipeline, end to end. See include/redist/fetch.hpp.
-#include "redist/fetch.hpp"
+// The pipeline, end to end. See include/redist/install.hpp.
+#include "redist/install.hpp"
 
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -20,12 +20,12 @@
 #include <set>
 #include <utility>
 
+#include "archive/sha256.hpp"
+#include "archive/unpack.hpp"
 #include "redist/cache.hpp"
-#include "redist/install.hpp"
+#include "redist/prefix.hpp"
 #include "redist/suggest.hpp"
-#include "redist/unpack.hpp"
 #include "redist/urls.hpp"
-#include "redist/verify.hpp"
 #include "redist/version.hpp"
 #include "store/stage.hpp"
 #include "support/budget.hpp"

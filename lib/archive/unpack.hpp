@@ -1,4 +1,4 @@
-// redist/unpack.hpp — compressed archive bytes -> files in a staging directory.
+// archive/unpack.hpp — compressed archive bytes -> files in a staging directory.
 //
 // The unpacker runs on its own threads so that decoding and writing overlap
 // with the download that feeds it:
@@ -50,8 +50,8 @@
 #include <vector>
 
 #include "redist/error.hpp"
-#include "redist/install.hpp"  // entry_kind
 #include "redist/manifest.hpp"
+#include "redist/prefix.hpp"  // entry_kind
 
 namespace redist {
 

@@ -1,5 +1,5 @@
 // The prefix: its lock, stages, the journaled commit, verify, remove.
-// See include/redist/install.hpp for the layout and the commit protocol.
+// See include/redist/prefix.hpp for the layout and the commit protocol.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,9 +11,9 @@
 #include <set>
 #include <unordered_set>
 
-#include "redist/install.hpp"
+#include "archive/sha256.hpp"
+#include "redist/prefix.hpp"
 #include "redist/suggest.hpp"
-#include "redist/verify.hpp"
 #include "store/prefix_state.hpp"
 #include "store/stage.hpp"
 #include "support/budget.hpp"

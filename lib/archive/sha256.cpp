@@ -1,5 +1,5 @@
 // verify.cpp — streaming SHA-256 through OpenSSL's EVP interface.
-#include "redist/verify.hpp"
+#include "archive/sha256.hpp"
 
 #include <fcntl.h>
 #include <openssl/evp.h>
@@ -104,7 +104,7 @@ std::array<unsigned char, 32> sha256_hasher::finish_bytes() {
     std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
     unsigned int length = 0;
     EVP_DigestFinal_ex(ctx_.get(), digest.data(), &length);
-    // Reset so the hasher can be reused (the contract in verify.hpp).
+    // Reset so the hasher can be reused (the contract in sha256.hpp).
     init_sha256(ctx_.get());
     bytes_ = 0;
     std::array<unsigned char, kDigestSize> out{};

@@ -1,4 +1,4 @@
-// redist/verify.hpp — streaming SHA-256 (OpenSSL EVP) and size accounting.
+// archive/sha256.hpp — streaming SHA-256 (OpenSSL EVP) and size accounting.
 #pragma once
 
 #include <array>

@@ -1,4 +1,4 @@
-// redist/unique_fd.hpp — the one owner of a file descriptor.
+// support/unique_fd.hpp — the one owner of a file descriptor.
 //
 // Public because public types hold one (prefix_lock, blob_lock: their flock
 // lasts as long as the descriptor is open). Every descriptor the library
