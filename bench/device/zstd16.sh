@@ -2,7 +2,8 @@
 # zstd16.sh (GPU machine, repo root, .carry/ carried, after e2e.sh prepared /tmp/ge/www): the fleet case on
 # 16 cores. `redist mirror --recompress zstd` copies the real cuDNN release (the multi-block archive e2e.sh
 # packed) into a directory served on loopback; then, alternating in the same 3 rounds, medians shown:
-#   cudnn-fetch from that mirror (unreachable base URL; the receipt must name the copy),
+#   cudnn-fetch from that mirror (unreachable base URL; the receipt must name the copy), and from the same
+#   directory as a file:// mirror (no HTTP server on the same cores),
 #   xz -T0 -dc of the original (the goal's floor: <= 0.30x), xz -T1 -dc of it (info),
 #   zstd -dc of the copy (info: the floor with the copy).
 set -u; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; exec > >(tee $OUT/zstd16.log) 2>&1
@@ -29,7 +30,9 @@ fetch = f"{B}/cudnn-fetch {V} --prefix {W}/zp --cache-dir {W}/zc --mirror http:/
 fresh(); subprocess.run(fetch, shell=True, check=True)
 used = subprocess.run(["grep", "-rlq", copy["sha256"], f"{W}/zp/.redist"]).returncode == 0
 print("receipt names the copy:", used)
+local = fetch.replace("--mirror http://127.0.0.1:18082", f"--mirror file://{W}/zm")
 cs = {"cudnn-fetch from the zstd copy": (fresh, fetch),
+      "cudnn-fetch, copy from file://": (fresh, local),
       "xz -T0 -dc original": (lambda: None, f"xz -T0 -dc {orig} > /dev/null"),
       "xz -T1 -dc original": (lambda: None, f"xz -T1 -dc {orig} > /dev/null"),
       "zstd -dc copy": (lambda: None, f"{B}/zstd -dc {copy_path} > /dev/null")}
@@ -47,6 +50,8 @@ ours = med["cudnn-fetch from the zstd copy"]
 print(f"ratio vs xz -T0 -dc: {ours / med['xz -T0 -dc original']:.3f}x (goal <= 0.30x)")
 print(f"ratio vs xz -T1 -dc: {ours / med['xz -T1 -dc original']:.3f}x (info)")
 print(f"ratio vs zstd -dc:   {ours / med['zstd -dc copy']:.3f}x (info)")
+ours = med["cudnn-fetch, copy from file://"]
+print(f"file:// mirror: ratio vs xz -T0 -dc: {ours / med['xz -T0 -dc original']:.3f}x, vs zstd -dc: {ours / med['zstd -dc copy']:.3f}x")
 PY
 fresh_rss() { rm -rf $W/zp $W/zc; }
 fresh_rss; /usr/bin/time -f "cold from the copy with --profile: wall %e s, peak RSS %M KiB" $B/cudnn-fetch $V --prefix $W/zp --cache-dir $W/zc --mirror http://127.0.0.1:18082 --base-url http://127.0.0.1:9/x --cuda 13 --platform linux-x86_64 --quiet --profile
