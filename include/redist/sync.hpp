@@ -25,6 +25,9 @@ struct project_resolve_options {
     // Called once per product with the manifest as fetched (drift watching,
     // in the tools). A returned error stops the resolution with that error.
     std::function<result<void>(const resolved_release&)> on_manifest;
+    // Retries, source changes, and a mirror's recompressed-copy record that
+    // cannot be used (resolve_release); not owned, may be null.
+    fetch_observer* observer = nullptr;
     // The project's lock so far (nullptr: none): the lock is authoritative,
     // as uv's and pixi's are. A product whose version spec and components
     // are the lock's, under the lock's platforms and CUDA major, keeps its
@@ -56,9 +59,25 @@ struct project_resolution {
 // (SHA-256 or size) for an artifact the lock pins in the same release is an
 // integrity error naming the product, component, both hashes and how to
 // accept it, unless that product is being upgraded (then a note).
+// A resolved product's artifacts that a mirror's recompressed copy
+// (recompressed.hpp) describes get that copy's tar_sha256 in the lock, as
+// `redist lock` pins them (make_lockfile).
 // Outcomes: ok | not_found (a product, version, component, platform or
 // variant missing: the error names the product) | network | bad_manifest | integrity.
 result<project_resolution> resolve_project(const project_file& project, const project_resolve_options& options);
+
+// A mirror's recompressed copies for `plans` (plans_for_platform(lock, ...)),
+// as `redist fetch --locked` finds them: for each product whose lock pins a
+// decoded tar (tar_sha256), its locked manifest is read again from
+// options' sources (mirrors first), pinned to the locked manifest_sha256,
+// with the recompressed-copy record beside it, and the record's copies are
+// attached to the product's plan; install() uses a copy only where it
+// decodes to the tar the lock pins. A product whose lock pins no tar is not
+// asked for anything. A manifest that cannot be read again, or is no longer
+// the locked one: that product gets no copies and options.observer one
+// on_copy_failure (component empty). Never fails: the originals stay.
+void attach_locked_copies(const project_lock& lock, std::vector<release_plan>& plans,
+                          const project_resolve_options& options);
 
 // Where `project` installs, unless the command line says otherwise: its
 // prefix must lie inside the project file's directory, lexically (after

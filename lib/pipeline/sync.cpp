@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "redist/diff.hpp"
+#include "redist/observer.hpp"
 #include "redist/select.hpp"
 #include "redist/urls.hpp"
 #include "support/safe_path.hpp"
@@ -65,6 +66,7 @@ result<void> lock_platform(const project_file& project, const project_product& p
         locked.entry = a;
         if (const auto* c = release.parsed.find_component(a.component)) locked.version = c->version;
         locked.url = sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
+        if (const auto* copy = release.recompressed.find(a.sha256)) locked.tar_sha256 = copy->tar_sha256;
         out.artifacts.push_back(std::move(locked));
     }
     return {};
@@ -90,6 +92,8 @@ result<locked_product> resolve_product(const project_file& project, const projec
     req.version_spec = *for_cuda;
     req.base_url = options.base_url;
     req.sources = options.sources;
+    req.observer = options.observer;
+    req.recompressed = true;  // the lock pins each copy's decoded tar (lock_platform)
     auto release = resolve_release(req, options.transfer);
     if (!release.ok()) {
         error e = std::move(release).error_value();
@@ -186,6 +190,39 @@ result<project_resolution> resolve_project(const project_file& project, const pr
         out.lock.products.push_back(std::move(locked));
     }
     return out;
+}
+
+void attach_locked_copies(const project_lock& lock, std::vector<release_plan>& plans,
+                          const project_resolve_options& options) {
+    for (auto& plan : plans) {
+        if (plan.locked_tar_sha256.empty()) continue;  // nothing a copy could be checked against
+        const locked_product* p = find_locked(&lock, plan.product);
+        if (!p) continue;
+        // The locked manifest from the same sources as resolving it (mirrors,
+        // then its base), as `redist fetch --locked` reads it again.
+        release_request req;
+        req.product = p->name;
+        req.version_spec = p->release_label;
+        if (auto base = base_of_manifest_url(p->manifest_url, p->name, p->release_label)) {
+            req.base_url = *base;
+        } else {
+            req.manifest_location = p->manifest_url;
+            req.product.clear();
+        }
+        req.manifest_sha256 = p->manifest_sha256;  // the record must belong to the locked manifest
+        req.sources = options.sources;
+        req.observer = options.observer;
+        req.recompressed = true;
+        auto release = resolve_release(req, options.transfer);
+        if (!release.ok()) {
+            if (options.observer)
+                options.observer->on_copy_failure(
+                    {"", sanitize_url(p->manifest_url), std::move(release).error_value()});
+            continue;
+        }
+        plan.copies = std::move(release->recompressed.copies);
+        plan.copy_base_url = std::move(release->recompressed_base_url);
+    }
 }
 
 // ---- the project's prefix ----------------------------------------------------------

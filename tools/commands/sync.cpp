@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "commands/project_commands.hpp"
+#include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/atomic_write.hpp"
 #include "redist/json_writer.hpp"
@@ -152,24 +153,32 @@ redist::result<std::optional<redist::project_lock>> read_lock(const loaded_proje
     return std::optional<redist::project_lock>(std::move(lock));
 }
 
+// Where the project's manifests and archives come from: the command line's
+// base and mirrors, else the project's.
+redist::project_resolve_options project_sources(const source_options& source, const redist::project_file& project,
+                                                redist::fetch_observer& observer) {
+    redist::project_resolve_options r;
+    r.base_url = !source.base_url.empty() || project.base_url.empty() ? source.effective_base_url() : project.base_url;
+    r.sources = source.policy();
+    if (source.mirrors.empty() && !project.mirrors.empty()) r.sources.mirrors = project.mirrors;
+    r.transfer = source.transfer();
+    r.observer = &observer;
+    return r;
+}
+
 // Keeps what the lock pins, resolves what changed in the project file (or
 // what --upgrade names), and rewrites the lock only when that changed it.
 redist::result<redist::project_lock> resolve_and_lock(const project_lock_options& o, const loaded_project& p) {
     REDIST_TRY(const auto previous, read_lock(p, false, o.quiet));
-    const redist::project_file& project = p.project;
-    redist::project_resolve_options r;
-    r.base_url = !o.source.base_url.empty() || project.base_url.empty() ? o.source.effective_base_url()
-                                                                        : project.base_url;
-    r.sources = o.source.policy();
-    if (o.source.mirrors.empty() && !project.mirrors.empty()) r.sources.mirrors = project.mirrors;
-    r.transfer = o.source.transfer();
+    console_observer observer(o.quiet);  // retries, an unusable recompressed-copy record
+    redist::project_resolve_options r = project_sources(o.source, p.project, observer);
     r.on_manifest = [&](const redist::resolved_release& release) {
         return watch_manifest_drift(o.source, o.strict, o.quiet, release);
     };
     r.previous = previous ? &*previous : nullptr;
     r.upgrade_all = o.upgrade && o.products.empty();
     r.upgrade = o.products;
-    REDIST_TRY(auto resolved, redist::resolve_project(project, r));
+    REDIST_TRY(auto resolved, redist::resolve_project(p.project, r));
     if (!o.quiet)
         for (const auto& note : resolved.notes)
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
@@ -396,6 +405,10 @@ int run_sync(sync_args args) {
     if (!lock.ok()) return report_error(lock.error_value());
     auto plans = redist::plans_for_platform(*lock, platform);
     if (!plans.ok()) return report_error(std::move(plans).error_value().with_source(lock_path));
+    console_observer observer(args.install.quiet);
+    const auto sources = project_sources(args.source, *project, observer);
+    // A mirror's recompressed copies, each used only where the lock pins its tar.
+    if (!args.install.no_recompressed) redist::attach_locked_copies(*lock, *plans, sources);
 
     redist::install_request req;
     req.prefix = project->prefix;
@@ -404,9 +417,8 @@ int run_sync(sync_args args) {
     for (const auto& g : args.exclude)
         if (std::find(req.exclude.begin(), req.exclude.end(), g) == req.exclude.end()) req.exclude.push_back(g);
     req.keep_unlisted = args.keep_unlisted;
-    req.transfer = args.source.transfer();
-    req.sources = args.source.policy();
-    if (args.source.mirrors.empty() && !project->mirrors.empty()) req.sources.mirrors = project->mirrors;
+    req.transfer = sources.transfer;
+    req.sources = sources.sources;
     std::optional<redist::install_report> report;
     const auto explain = [&](redist::error e) { return explain_lock_mismatch(std::move(e), *lock, platform); };
     if (const int code = run_install(args.install, req, report, platform, explain); code != 0 || !report) return code;
