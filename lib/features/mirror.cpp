@@ -42,10 +42,9 @@
 #include "archive/sha256.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
-#include "redist/json_writer.hpp"
+#include "redist/recompressed.hpp"
 #include "redist/select.hpp"
 #include "redist/urls.hpp"
-#include "support/json_reader.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
 #include "transport/oci.hpp"
@@ -386,22 +385,14 @@ public:
 
 // ---- recompressed copies -----------------------------------------------------------------
 
-constexpr std::size_t max_sidecar_bytes = 4u << 20;
-constexpr std::string_view sidecar_format = "redist-recompressed-1";
-
-std::string sidecar_name(const std::string& label) { return "recompressed_" + label + ".json"; }
-
-// The copy's path: the original's with .tar.xz/.txz replaced by .tar.zst;
-// nullopt for an original of another format, or when the result is not a
-// path the mirror may write.
+// The copy's path (recompressed_copy_path: the original's with .tar.xz/.txz
+// replaced by .tar.zst); nullopt for an original of another format, or when
+// the result is not a path the mirror may write.
 std::optional<std::string> copy_path_of(std::string_view rel) {
-    for (const std::string_view suffix : {".tar.xz", ".txz"}) {
-        if (rel.size() <= suffix.size() || !rel.ends_with(suffix)) continue;
-        std::string copy = std::string(rel.substr(0, rel.size() - suffix.size())) + ".tar.zst";
-        if (artifact_path_problem(copy) != nullptr || mirror_path_problem(copy) != nullptr) return std::nullopt;
-        return copy;
-    }
-    return std::nullopt;
+    std::string copy = recompressed_copy_path(rel);
+    if (copy.empty() || artifact_path_problem(copy) != nullptr || mirror_path_problem(copy) != nullptr)
+        return std::nullopt;
+    return copy;
 }
 
 std::string lower_hex(std::string s) {
@@ -410,72 +401,35 @@ std::string lower_hex(std::string s) {
     return s;
 }
 
-// The sidecar of a release (docs/fleet.md; the format is shared with the
-// client that reads it).
+// The sidecar of a release (recompressed.hpp; the client reads it with the
+// same model code).
 std::string sidecar_json(const resolved_release& release, const std::vector<mirrored_copy>& copies) {
-    json_writer w(2);
-    w.begin_object();
-    w.field("format", sidecar_format);
-    w.field("release_label", release.label);
-    w.field("manifest_sha256", lower_hex(release.manifest_sha256));
-    w.key("copies").begin_array();
-    for (const auto& c : copies) {
-        w.begin_object();
-        w.field("original_sha256", lower_hex(c.original_sha256));
-        w.field("relative_path", c.relative_path);
-        w.field("compression", c.compression);
-        w.field("sha256", c.sha256);
-        w.field("size", std::to_string(c.size));
-        w.field("tar_sha256", c.tar_sha256);
-        w.field("tar_size", std::to_string(c.tar_size));
-        w.end_object();
-    }
-    w.end_array();
-    w.end_object();
-    return w.str() + "\n";
+    recompressed_record record;
+    record.release_label = release.label;
+    record.manifest_sha256 = release.manifest_sha256;
+    record.copies.reserve(copies.size());
+    for (const auto& c : copies)
+        record.copies.push_back({c.original_sha256, c.relative_path, c.sha256, c.size, c.tar_sha256, c.tar_size});
+    return recompressed_to_json(record);
 }
 
 // The records of a sidecar already in the mirror, by original sha256, for
 // not making a copy again. Only what the mirror may reuse after checking the
 // copy's size and SHA-256 against the record: a sidecar that does not parse
-// gives nothing (its copies are made again).
+// (parse_recompressed) gives nothing (its copies are made again).
 void read_previous_copies(std::string_view text, std::map<std::string, mirrored_copy>& out) {
-    std::vector<mirrored_copy> copies;
-    const auto decimal = [](json::value& v, std::uint64_t& n) -> result<void> {
-        std::string s;
-        REDIST_TRY_VOID(v.get(s));
-        if (s.empty() || s.size() > 19 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
-            return v.bad("not a decimal size");
-        n = std::stoull(s);
-        return {};
-    };
-    const auto hex = [](json::value& v, std::string& h) -> result<void> {
-        REDIST_TRY_VOID(v.get(h));
-        if (!is_sha256_hex(h)) return v.bad("not a SHA-256");
-        h = lower_hex(h);
-        return {};
-    };
-    const auto copy_reader = [&](json::value& item) -> result<void> {
+    auto record = parse_recompressed(text, "recompressed sidecar");
+    if (!record.ok()) return;
+    for (auto& r : record.value().copies) {
         mirrored_copy c;
-        REDIST_TRY_VOID(item.read_object({
-            {"original_sha256", [&](json::value& v) { return hex(v, c.original_sha256); }, true},
-            {"relative_path", [&](json::value& v) { return v.get_relative_path(c.relative_path); }, true},
-            {"compression", [&](json::value& v) { return v.get(c.compression); }, true},
-            {"sha256", [&](json::value& v) { return hex(v, c.sha256); }, true},
-            {"size", [&](json::value& v) { return decimal(v, c.size); }, true},
-            {"tar_sha256", [&](json::value& v) { return hex(v, c.tar_sha256); }, true},
-            {"tar_size", [&](json::value& v) { return decimal(v, c.tar_size); }, true},
-        }));
-        copies.push_back(std::move(c));
-        return {};
-    };
-    std::string format;
-    const auto read = json::read_document(text, "sidecar", "recompressed sidecar",
-                                          {{"format", [&](json::value& v) { return v.get(format); }, true},
-                                           {"copies", [&](json::value& v) { return v.for_each(copy_reader); }, true}});
-    if (!read.ok() || format != sidecar_format) return;
-    for (auto& c : copies)
-        if (c.compression == "zstd") out.emplace(c.original_sha256, std::move(c));
+        c.original_sha256 = std::move(r.original_sha256);
+        c.relative_path = std::move(r.relative_path);
+        c.sha256 = std::move(r.sha256);
+        c.size = r.size;
+        c.tar_sha256 = std::move(r.tar_sha256);
+        c.tar_size = r.tar_size;
+        out.emplace(c.original_sha256, std::move(c));
+    }
 }
 
 artifact as_artifact(const mirrored_copy& c) {
@@ -708,7 +662,7 @@ public:
                          mirrored_release& out) override {
         if (!out.copies.empty()) {  // before the manifest; every copy it lists is in place
             const std::string sidecar = sidecar_json(release, out.copies);
-            out.sidecar_path = redist_dir_ / sidecar_name(release.label);
+            out.sidecar_path = redist_dir_ / recompressed_document_name(release.label);
             const auto same = existing_matches(out.sidecar_path, sidecar.size(), sha256_hex(sidecar));
             if (!same || !*same) REDIST_TRY_VOID(write_file_atomically(out.sidecar_path, sidecar));
         }
@@ -733,7 +687,7 @@ public:
         for (const auto& entry : fs::directory_iterator(redist_dir_, ec)) {
             const std::string name = entry.path().filename().string();
             if (!name.starts_with("recompressed_") || !name.ends_with(".json")) continue;
-            auto text = read_file(entry.path(), max_sidecar_bytes, follow_links::no);
+            auto text = read_file(entry.path(), kMaxRecompressedBytes, follow_links::no);
             if (text.ok()) texts.push_back(std::move(text).value());
         }
         return texts;
@@ -828,8 +782,9 @@ public:
         for (const auto& repo : mount_from_) products.push_back(repo.substr(repo.rfind('/') + 1));
         std::vector<std::string> texts;
         for (const auto& product : products) {
-            const std::string url = join_url(join_url(documents_, product), "redist/") + sidecar_name(label);
-            auto text = fetch_text(url, transfer_, max_sidecar_bytes);
+            const std::string url = join_url(join_url(documents_, product), "redist/") +
+                                    recompressed_document_name(label);
+            auto text = fetch_text(url, transfer_, kMaxRecompressedBytes);
             if (text.ok()) texts.push_back(std::move(text).value());
         }
         return texts;
@@ -889,7 +844,8 @@ result<void> oci_target::publish(const resolved_release& release, const std::vec
     if (!out.copies.empty()) {
         for (const auto& c : out.copies) archives.push_back({c.sha256, c.relative_path, c.size});
         const std::string sidecar = sidecar_json(release, out.copies);
-        sidecar_layer = oci_release_layer{sha256_hex(sidecar), sidecar_name(release.label), sidecar.size()};
+        sidecar_layer = oci_release_layer{sha256_hex(sidecar), recompressed_document_name(release.label),
+                                          sidecar.size()};
         REDIST_TRY_VOID(ensure_blob(sidecar_layer->sha256, sidecar));
     }
     REDIST_TRY(const auto tagged, store_->tag_digest(release.label));
