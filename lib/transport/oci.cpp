@@ -168,6 +168,35 @@ std::optional<std::string> oci_document_label(std::string_view name) {
     return std::nullopt;
 }
 
+result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::string_view store) {
+    constexpr std::string_view redist = "/redist/";
+    constexpr std::string_view blobs = "/blobs/";
+    oci_path_tail out;
+    if (const auto at = path.rfind(redist); at != std::string_view::npos) {
+        const std::string_view name = path.substr(at + redist.size());
+        out.head = path.substr(0, at);
+        if (name.empty()) return std::optional(std::move(out));  // the tags
+        auto label = oci_document_label(name);
+        if (!label)
+            return make_error(error_code::usage, std::string(store) +
+                                                     " holds only redistrib_<label>.json and recompressed_<label>.json "
+                                                     "documents and blobs by digest");
+        out.what = oci_url::kind::document;
+        out.reference = std::move(*label);
+        out.title = std::string(name);
+        return std::optional(std::move(out));
+    }
+    if (const auto b = path.rfind(blobs); b != std::string_view::npos) {
+        out.head = path.substr(0, b);
+        out.what = oci_url::kind::blob;
+        out.reference = std::string(path.substr(b + blobs.size()));
+        if (!valid_digest(out.reference))
+            return make_error(error_code::usage, "a blob is named sha256:<64 lower-case hex digits>");
+        return std::optional(std::move(out));
+    }
+    return std::optional<oci_path_tail>();
+}
+
 std::string oci_url::api(std::string_view tail) const {
     return std::string(https ? "https://" : "http://") + registry + "/v2/" + repository + "/" + std::string(tail);
 }
@@ -193,27 +222,13 @@ result<oci_url> parse_oci_url(std::string_view url) {
     out.registry = std::string(rest.substr(0, slash));
     if (!valid_registry(out.registry)) return bad("a host[:port] is required");
     std::string_view path = slash == std::string_view::npos ? std::string_view() : rest.substr(slash + 1);
-    constexpr std::string_view redist = "/redist/";
-    constexpr std::string_view blobs = "/blobs/";
-    if (const auto at = path.rfind(redist); at != std::string_view::npos) {
-        std::string_view name = path.substr(at + redist.size());
-        out.repository = std::string(path.substr(0, at));
-        if (name.empty()) {
-            out.what = oci_url::kind::tags;
-        } else if (auto label = oci_document_label(name)) {
-            out.what = oci_url::kind::document;
-            out.reference = std::move(*label);
-            out.title = std::string(name);
-        } else {
-            return bad(
-                "a registry holds only redistrib_<label>.json and recompressed_<label>.json documents "
-                "and blobs by digest");
-        }
-    } else if (const auto b = path.rfind(blobs); b != std::string_view::npos) {
-        out.what = oci_url::kind::blob;
-        out.repository = std::string(path.substr(0, b));
-        out.reference = std::string(path.substr(b + blobs.size()));
-        if (!valid_digest(out.reference)) return bad("a blob is named sha256:<64 lower-case hex digits>");
+    auto tail = split_oci_path(path, "a registry");
+    if (!tail.ok()) return bad(tail.error_value().message);
+    if (*tail) {
+        out.repository = std::string((*tail)->head);
+        out.what = (*tail)->what;
+        out.reference = std::move((*tail)->reference);
+        out.title = std::move((*tail)->title);
     } else {
         while (path.ends_with('/')) path.remove_suffix(1);
         out.repository = std::string(path);

@@ -109,6 +109,19 @@ result<std::string> oci_release_document(std::string_view manifest, const std::s
 std::optional<std::string> oci_document_label(std::string_view name);
 inline constexpr std::size_t oci_max_manifest_bytes = 4u << 20;
 
+// The tail of a registry or image-layout URL's path: "<head>/redist/" (the
+// tags), "<head>/redist/<document>" or "<head>/blobs/sha256:<hex>"; `head`
+// is what comes before (a repository, or DIR/<product>). nullopt: neither
+// form. Outcomes: ok | usage (a name that is no document or no digest; `store`
+// says "a registry" or "a layout" in the message).
+struct oci_path_tail {
+    std::string_view head;
+    oci_url::kind what = oci_url::kind::tags;
+    std::string reference;  // document: the label; blob: "sha256:<hex>"
+    std::string title;      // document: its name, the layer's title
+};
+result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::string_view store);
+
 // download() of an oci URL (transfer.cpp calls it; an oci-layout: one goes
 // to oci_layout_download): a blob with Range as asked; a document (a titled
 // layer of a tag: the redistrib JSON or the recompressed sidecar) checked

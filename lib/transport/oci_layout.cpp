@@ -63,29 +63,13 @@ result<layout_location> parse_layout_url(std::string_view url) {
     if (path.empty() || path.front() != '/' || path.find('\0') != std::string_view::npos)
         return bad("an absolute path is required");
     layout_location out;
-    std::string_view head;
-    if (const auto r = path.rfind("/redist/"); r != std::string_view::npos) {
-        head = path.substr(0, r);
-        const std::string_view name = path.substr(r + 8);
-        if (name.empty()) {
-            out.what = oci_url::kind::tags;
-        } else if (auto label = oci_document_label(name)) {
-            out.what = oci_url::kind::document;
-            out.reference = std::move(*label);
-            out.title = std::string(name);
-        } else {
-            return bad(
-                "a layout holds only redistrib_<label>.json and recompressed_<label>.json documents and blobs by "
-                "digest");
-        }
-    } else if (const auto b = path.rfind("/blobs/"); b != std::string_view::npos) {
-        head = path.substr(0, b);
-        out.what = oci_url::kind::blob;
-        out.reference = std::string(path.substr(b + 7));
-        if (!valid_oci_digest(out.reference)) return bad("a blob is named sha256:<64 lower-case hex digits>");
-    } else {
-        return bad("no /<product>/redist/ or /<product>/blobs/ in it");
-    }
+    auto tail = split_oci_path(path, "a layout");
+    if (!tail.ok()) return bad(tail.error_value().message);
+    if (!*tail) return bad("no /<product>/redist/ or /<product>/blobs/ in it");
+    const std::string_view head = (*tail)->head;
+    out.what = (*tail)->what;
+    out.reference = std::move((*tail)->reference);
+    out.title = std::move((*tail)->title);
     const auto slash = head.rfind('/');
     out.product = std::string(head.substr(slash + 1));
     out.root = fs::path(std::string(head.substr(0, slash))).lexically_normal();
