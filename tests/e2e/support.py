@@ -577,6 +577,16 @@ def iter_artifacts(manifest: dict):
                     yield comp, platform, variant, rec
 
 
+def selected_artifacts(product: str, label: str, platform: str, variant: str) -> dict:
+    """relative_path -> record of what `--platform PLATFORM --cuda N` selects
+    from a fixture release (variant "cudaN", plus artifacts without one)."""
+    out = {}
+    for _, plat, var, rec in iter_artifacts(load_manifest(product, label)):
+        if plat == platform and var in (None, variant):
+            out[rec["relative_path"]] = rec
+    return out
+
+
 def find_artifact(manifest: dict, component: str, platform: str, variant: str | None = None):
     """The record for one artifact (variant like "cuda12"), or KeyError."""
     value = manifest[component][platform]

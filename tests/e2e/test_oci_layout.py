@@ -20,11 +20,8 @@ REF_NAME = "org.opencontainers.image.ref.name"
 
 
 def selected_artifacts():
-    out = {}
-    for comp, platform, variant, rec in support.iter_artifacts(support.load_manifest("cudnn", LABEL)):
-        if platform == "linux-x86_64" and variant in (None, "cuda12"):
-            out[rec["relative_path"]] = rec
-    return out
+    """What PLATFORM selects from cudnn LABEL."""
+    return support.selected_artifacts("cudnn", LABEL, "linux-x86_64", "cuda12")
 
 
 def file_states(root):
