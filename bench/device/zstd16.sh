@@ -5,7 +5,8 @@
 #   cudnn-fetch from that mirror (unreachable base URL; the receipt must name the copy), and from the same
 #   directory as a file:// mirror (no HTTP server on the same cores),
 #   xz -T0 -dc of the original (the goal's floor: <= 0.30x), xz -T1 -dc of it (info),
-#   zstd -dc of the copy (info: the floor with the copy).
+#   zstd -dc of the copy (info: the floor with the copy), and the verification floor (the copy's and the
+#   decoded tar's SHA-256, no file written: what any verified install must do).
 set -u; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; exec > >(tee $OUT/zstd16.log) 2>&1
 C=$PWD/.carry; W=/tmp/ge; RL=$W/carry-libs; B=$C/bin; U=http://127.0.0.1:18080
 export LD_LIBRARY_PATH=$RL:$C/zstd-libs
@@ -35,7 +36,11 @@ cs = {"cudnn-fetch from the zstd copy": (fresh, fetch),
       "cudnn-fetch, copy from file://": (fresh, local),
       "xz -T0 -dc original": (lambda: None, f"xz -T0 -dc {orig} > /dev/null"),
       "xz -T1 -dc original": (lambda: None, f"xz -T1 -dc {orig} > /dev/null"),
-      "zstd -dc copy": (lambda: None, f"{B}/zstd -dc {copy_path} > /dev/null")}
+      "zstd -dc copy": (lambda: None, f"{B}/zstd -dc {copy_path} > /dev/null"),
+      # The checks a verified install cannot skip, before any file is written:
+      # the copy's SHA-256 beside the decode, and the tar's, one sequential pass.
+      "verification floor": (lambda: None, f"openssl dgst -sha256 {copy_path} > /dev/null & "
+                             f"{B}/zstd -dc {copy_path} | openssl dgst -sha256 > /dev/null; wait")}
 res = {k: [] for k in cs}
 for r in range(3):
     names = list(cs)[r % len(cs):] + list(cs)[:r % len(cs)]
@@ -50,6 +55,8 @@ ours = med["cudnn-fetch from the zstd copy"]
 print(f"ratio vs xz -T0 -dc: {ours / med['xz -T0 -dc original']:.3f}x (goal <= 0.30x)")
 print(f"ratio vs xz -T1 -dc: {ours / med['xz -T1 -dc original']:.3f}x (info)")
 print(f"ratio vs zstd -dc:   {ours / med['zstd -dc copy']:.3f}x (info)")
+print(f"verification floor vs xz -T0 -dc: {med['verification floor'] / med['xz -T0 -dc original']:.3f}x, "
+      f"cudnn-fetch vs it: {ours / med['verification floor']:.3f}x")
 ours = med["cudnn-fetch, copy from file://"]
 print(f"file:// mirror: ratio vs xz -T0 -dc: {ours / med['xz -T0 -dc original']:.3f}x, vs zstd -dc: {ours / med['zstd -dc copy']:.3f}x")
 PY
