@@ -1308,6 +1308,84 @@ private:
     std::uint64_t wait_ns_ = 0;
 };
 
+// ---- the tar stream's digest ---------------------------------------------------
+
+// The SHA-256 of a decoded tar stream, in order. With a pool, a strand on
+// it: one task at a time drains the queued parts, so that the decoder thread
+// only hands frames on. Hashing on the decoder thread stalled everything
+// behind it (its input queue filled, then the download and the copy's own
+// hash waited): on 16 cores the copy's and the tar's hash passes ran one
+// after the other.
+class tar_digest {
+public:
+    // pool == nullptr: hashes on the caller's thread. `stop` set: queued parts are dropped.
+    tar_digest(work_pool* pool, const std::atomic<bool>& stop) : pool_(pool), stop_(stop) {}
+    tar_digest(const tar_digest&) = delete;
+    tar_digest& operator=(const tar_digest&) = delete;
+    ~tar_digest() { wait_idle(); }  // the strand's task refers to this
+
+    bool threaded() const noexcept { return pool_ != nullptr; }
+
+    // `size` bytes at `data`, which `block` keeps alive until they are hashed.
+    // Waits while kMaxQueued bytes wait (the strand never waits: see work_pool).
+    void add(std::shared_ptr<const byte_buffer> block, const std::byte* data, std::size_t size) {
+        if (!pool_) {
+            hasher_.update(data, size);
+            return;
+        }
+        std::unique_lock lock(mutex_);
+        room_.wait(lock, [&] { return queued_ < kMaxQueued; });
+        parts_.push_back({std::move(block), data, size});
+        queued_ += size;
+        if (std::exchange(running_, true)) return;
+        pool_->post([this] { drain(); });
+    }
+
+    // Every byte added so far, hashed: the digest (once).
+    std::string finish() {
+        wait_idle();
+        return hasher_.finish_hex();
+    }
+
+private:
+    static constexpr std::size_t kMaxQueued = 64u << 20;
+    struct part {
+        std::shared_ptr<const byte_buffer> block;
+        const std::byte* data;
+        std::size_t size;
+    };
+
+    void drain() noexcept {
+        std::unique_lock lock(mutex_);
+        while (!parts_.empty()) {
+            part p = std::move(parts_.front());
+            parts_.pop_front();
+            lock.unlock();
+            if (!stop_.load(std::memory_order_acquire)) hasher_.update(p.data, p.size);
+            p.block.reset();  // its memory goes back before the decoder is told there is room
+            lock.lock();
+            queued_ -= p.size;
+            room_.notify_all();
+        }
+        running_ = false;
+        idle_.notify_all();
+    }
+
+    void wait_idle() {
+        std::unique_lock lock(mutex_);
+        idle_.wait(lock, [&] { return !running_; });
+    }
+
+    work_pool* const pool_;
+    const std::atomic<bool>& stop_;
+    sha256_hasher hasher_;  // the strand's while it runs; the caller's otherwise
+    std::mutex mutex_;
+    std::condition_variable room_, idle_;
+    std::deque<part> parts_;
+    std::size_t queued_ = 0;
+    bool running_ = false;
+};
+
 // ---- the unpacker ------------------------------------------------------------
 
 class unpacker_impl final : public stream_unpacker {
@@ -1483,22 +1561,33 @@ private:
     // With a `hash`, the decoded bytes are hashed in order as they are handed on.
     class queue_output final : public xz_output {
     public:
-        queue_output(chunk_queue& queue, std::uint64_t max_bytes, sha256_hasher* hash)
+        queue_output(chunk_queue& queue, std::uint64_t max_bytes, tar_digest* hash)
             : queue_(queue), max_bytes_(max_bytes), hash_(hash) {}
         bool put(byte_buffer&& decoded) override {
             if (!within_cap(decoded.size)) return false;
-            if (hash_) hash_->update(decoded.bytes.get(), decoded.size);
+            if (hash_ && hash_->threaded()) {
+                // Shared with the strand that hashes it.
+                const std::size_t size = decoded.size;
+                auto block = std::make_shared<const byte_buffer>(std::move(decoded));
+                return put_part(block, 0, size, false);
+            }
+            if (hash_) hash_->add(nullptr, decoded.bytes.get(), decoded.size);
             return queue_.push(std::move(decoded));
         }
         bool put_part(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size) override {
-            if (!within_cap(size)) return false;
-            if (hash_) hash_->update(block->bytes.get() + offset, size);
-            return queue_.push(chunk::part_of(block, offset, size));
+            return put_part(block, offset, size, true);
         }
         byte_buffer spare(std::size_t capacity) override { return queue_.spare_or_make(capacity); }
         bool over_limit = false;
 
     private:
+        bool put_part(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size,
+                      bool count) {
+            if (count && !within_cap(size)) return false;
+            if (hash_) hash_->add(block, block->bytes.get() + offset, size);
+            return queue_.push(chunk::part_of(block, offset, size));
+        }
+
         // Counts `n` more decoded bytes; false (and over_limit) past the cap.
         bool within_cap(std::size_t n) {
             decoded_ += n;
@@ -1508,7 +1597,7 @@ private:
 
         chunk_queue& queue_;
         const std::uint64_t max_bytes_;
-        sha256_hasher* hash_;
+        tar_digest* hash_;
         std::uint64_t decoded_ = 0;
     };
 
@@ -1525,15 +1614,17 @@ private:
             ~leave() { ticket.reset(); }
         } leave_budget{ticket_};
         const bool zstd = options_.format == archive_format::tar_zst;
-        sha256_hasher tar_hash;
-        queue_input in(input_);
-        queue_output out(tar_, options_.max_output_bytes, zstd ? &tar_hash : nullptr);
-        xz_decode_options o;
         // decoder_threads = 1 keeps every block on this thread (tests, and
         // --threads 1 has no pool worker to spare anyway). zstd frames need a
         // larger pool (see kMinZstdPoolThreads).
         const unsigned min_pool = zstd ? kMinZstdPoolThreads : 2;
-        if (options_.decoder_threads != 1 && budget_->pool().threads() >= min_pool) o.pool = &budget_->pool();
+        const bool on_pool = options_.decoder_threads != 1 && budget_->pool().threads() >= min_pool;
+        // Hashed on the pool beside the frames' decoding; streaming, on this thread.
+        tar_digest tar_hash(on_pool ? &budget_->pool() : nullptr, failed_);
+        queue_input in(input_);
+        queue_output out(tar_, options_.max_output_bytes, zstd ? &tar_hash : nullptr);
+        xz_decode_options o;
+        if (on_pool) o.pool = &budget_->pool();
         o.memory = &budget_->decode_memory();
         o.worker_state_allowance = run_budget::kept_decoder_bytes;
         o.priority = options_.size_hint;
@@ -1549,7 +1640,7 @@ private:
             else fail(std::move(r).error_value());
             return;
         }
-        if (zstd) tar_sha256_ = tar_hash.finish_hex();
+        if (zstd) tar_sha256_ = tar_hash.finish();
         budget_->add_time(profile_stage::decoder, r->busy_ns, r->wait_ns, r->decoded);
         budget_->mark("decoded");
         tar_.close();
