@@ -1,7 +1,8 @@
 #!/bin/bash
 # pack16.sh BUILD_DIR [BUILD_B]: what bench/device/*16.sh need in .carry/ (see ../shared/device/README.md):
 # the shared harness's pack.sh, plus the check probe (found beside the tools) and the scripts themselves.
-# BUILD_B: a second build (another commit, same libraries) whose tools go to .carry/bin-b for paired16.sh's A/B.
+# BUILD_B: a second build (another commit, same libraries) whose tools go to .carry/bin-b for the A/B rows of
+# paired16.sh and zstd16.sh.
 set -euo pipefail
 B=${1:?build dir}; B=$(realpath "$B"); BB=${2:+$(realpath "$2")}; cd "$(dirname "$0")/../.."
 bash ../shared/device/pack.sh "$B" .carry

@@ -37,6 +37,9 @@ cs = {"cudnn-fetch from the zstd copy": (fresh, fetch),
       "xz -T0 -dc original": (lambda: None, f"xz -T0 -dc {orig} > /dev/null"),
       "xz -T1 -dc original": (lambda: None, f"xz -T1 -dc {orig} > /dev/null"),
       "zstd -dc copy": (lambda: None, f"{B}/zstd -dc {copy_path} > /dev/null"),
+      **({"B: cudnn-fetch from the zstd copy": (fresh, fetch.replace(f"{B}/cudnn-fetch", f"{B}-b/cudnn-fetch")),
+          "B: cudnn-fetch, copy from file://": (fresh, local.replace(f"{B}/cudnn-fetch", f"{B}-b/cudnn-fetch"))}
+         if os.path.isdir(f"{B}-b") else {}),
       # The checks a verified install cannot skip, before any file is written:
       # the copy's SHA-256 beside the decode, and the tar's, one sequential pass.
       "verification floor": (lambda: None, f"openssl dgst -sha256 {copy_path} > /dev/null & "
@@ -59,6 +62,8 @@ print(f"verification floor vs xz -T0 -dc: {med['verification floor'] / med['xz -
       f"cudnn-fetch vs it: {ours / med['verification floor']:.3f}x")
 ours = med["cudnn-fetch, copy from file://"]
 print(f"file:// mirror: ratio vs xz -T0 -dc: {ours / med['xz -T0 -dc original']:.3f}x, vs zstd -dc: {ours / med['zstd -dc copy']:.3f}x")
+for k in [k for k in med if k.startswith("B: ")]:
+    print(f"{k}: ratio vs xz -T0 -dc {med[k] / med['xz -T0 -dc original']:.3f}x (A/B: pack16.sh's second build)")
 PY
 fresh_rss() { rm -rf $W/zp $W/zc; }
 fresh_rss; /usr/bin/time -f "cold from the copy with --profile: wall %e s, peak RSS %M KiB" $B/cudnn-fetch $V --prefix $W/zp --cache-dir $W/zc --mirror http://127.0.0.1:18082 --base-url http://127.0.0.1:9/x --cuda 13 --platform linux-x86_64 --quiet --profile
