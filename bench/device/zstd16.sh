@@ -67,3 +67,6 @@ for k in [k for k in med if k.startswith("B: ")]:
 PY
 fresh_rss() { rm -rf $W/zp $W/zc; }
 fresh_rss; /usr/bin/time -f "cold from the copy with --profile: wall %e s, peak RSS %M KiB" $B/cudnn-fetch $V --prefix $W/zp --cache-dir $W/zc --mirror http://127.0.0.1:18082 --base-url http://127.0.0.1:9/x --cuda 13 --platform linux-x86_64 --quiet --profile
+# The server inherited the log's pipe (bash keeps the process substitution's fd open in children): stop it, or
+# tee, and whoever reads the output, waits for it.
+pkill -f "http.server 18082" || true
