@@ -36,7 +36,8 @@
 // without recorded sizes streams on the decoder thread); tar.zst frame by
 // frame on the same pool, when a frame records its content size and the pool
 // has three threads or more (otherwise one libzstd stream decoder on the
-// decoder thread), hashing the tar stream on the way; tar.gz by
+// decoder thread), hashing the tar stream on the way (then in order as a
+// strand on the pool, beside the frames); tar.gz by
 // libarchive's filters in the extractor thread; zip is spooled to
 // "<stage>.zip.part" beside the stage (removed afterwards) and extracted at
 // finish(), because zip needs random access.
