@@ -498,6 +498,27 @@ TEST_CASE("artifact_stream: without a spool, the downloader's retry resumes a dr
     CHECK(srv.bytes_sent() == srv.body.size());
 }
 
+TEST_CASE("artifact_stream: attempts_per_source caps one stream's requests on a source, progress or not",
+          "[artifact_stream]") {
+    auto& srv = server();
+    srv.server->set_faults(R"({"/a.bin": {"drop_after": 1000}})");  // every request: 1,000 bytes more, then a drop
+    source_run run{retry_policy(policy_of(3, 0.001, 0.001), [] { return 0.0; })};
+    recording_observer events;
+    run.observer = &events;
+    memory_sink sink;
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    REQUIRE(s.restart().ok());
+    int requests = 0;
+    transfer_failure_info failure;
+    auto done = fetch(s, srv.url(), failure, segment_retries(run, srv.url(), &requests));
+    REQUIRE_FALSE(done.ok());
+    CHECK(done.error_value().code == error_code::network);
+    CHECK(srv.server->log().size() == 3);
+    CHECK(events.retries.size() == 2);
+    CHECK(requests == 2);
+    CHECK(s.received() == 3000);  // kept for the next source
+}
+
 TEST_CASE("artifact_stream: the sink's bytes of an earlier process are resumed with a Range request",
           "[artifact_stream]") {
     auto& srv = server();

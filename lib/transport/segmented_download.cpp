@@ -628,7 +628,7 @@ struct single_stream {
     // (spool_location::temp_dir) and the stream goes on without a spool.
     std::function<bool(const error& why)> give_up{};
 
-    result<void> attempt(segmented_stats& stats, transfer_failure_info& info, bool& progressed);
+    result<void> attempt(segmented_stats& stats, transfer_failure_info& info);
     result<void> accept(const response_info& r, std::uint64_t& skip);
     result<void> take(const std::byte* data, std::size_t n, segmented_stats& stats);
     result<void> write(const std::byte* data, std::size_t n);
@@ -741,7 +741,7 @@ result<void> single_stream::take(const std::byte* data, std::size_t n, segmented
     return callbacks.on_data ? callbacks.on_data(data, n) : result<void>{};
 }
 
-result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_info& info, bool& progressed) {
+result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_info& info) {
     std::uint64_t skip = 0;
     download_callbacks cb;
     cb.on_response = [&](const response_info& r) { return accept(r, skip); };
@@ -749,7 +749,6 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
         const auto dropped = static_cast<std::size_t>(std::min<std::uint64_t>(skip, n));
         skip -= dropped;
         if (n == dropped) return {};
-        progressed = true;
         return take(data + dropped, n - dropped, stats);
     };
     // A stalled or crawling transfer: the spool gets what came so far (at
@@ -783,15 +782,14 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
     }
     for (int failures = 0;;) {
         transfer_failure_info info;
-        bool progressed = false;
-        auto outcome = s.attempt(stats, info, progressed);
+        auto outcome = s.attempt(stats, info);
         if (outcome.ok() && (s.expected_size == 0 || s.spooled == s.expected_size)) return {};
         if (outcome.ok()) {
             outcome = make_error(error_code::network, "the body ended early").with_url(sanitize_url(s.url));
             info.transient = true;
         }
         if (std::exchange(s.changed, false)) info.transient = true;  // from byte 0, on the same source
-        failures = progressed ? 1 : failures + 1;
+        ++failures;  // every failed request on the source, as try_sources counts attempts
         const auto delay = retry_delay(retry, failures, outcome.error_value(), info);
         if (!delay) {
             if (failure != nullptr) *failure = info;

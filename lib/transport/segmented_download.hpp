@@ -128,8 +128,9 @@ struct spool_location {
     std::uint64_t consumer_has = 0;
 };
 
-// Asked after each failed request of a chunk (attempt = 1, 2, ... failures of
-// that chunk in a row without progress; `e` the request's error): how long to
+// Asked after each failed request (attempt = 1, 2, ...: failures of a chunk
+// in a row without progress; of one stream, every failed request, as
+// try_sources counts attempts; `e` the request's error): how long to
 // wait before trying again, or nullopt to give up (the whole download fails
 // with that error). The one used by the tools is segment_retries()
 // (sources.hpp): the run's retry policy, reporting each retry as it is made.
