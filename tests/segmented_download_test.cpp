@@ -490,6 +490,47 @@ TEST_CASE("a spool whose filesystem is full goes on in the temp dir", "[segmente
     CHECK(sent <= 2 * kSize);
 }
 
+TEST_CASE("one stream whose .part cannot be written goes on without a spool, and says so", "[segmented]") {
+    // Before, a single stream's tee into a full cache was dropped quietly.
+    auto& f = shared_fixture();
+    const fs::path dir = redist_test::scratch("full-spool-one-stream");
+    const bool at_once = GENERATE(true, false);
+    CAPTURE(at_once);
+    small_filesystem cache(dir / "cache", at_once ? "1m" : "3m");
+    if (!cache.mounted) {
+        WARN("cannot mount a tmpfs (not root?): skipped");
+        return;
+    }
+    redist::spool_location spool;
+    spool.part_file = cache.dir / "blob.part";
+    spool.temp_dir = dir / "stage";
+    fs::create_directories(spool.temp_dir);
+    std::vector<redist::error> told;
+    spool.on_fallback = [&](const redist::error& why) { told.push_back(why); };
+    sink s;
+    auto responded = s.callbacks.on_response;
+    s.callbacks.on_response = [&](const redist::response_info& i) -> redist::result<void> {
+        if (!at_once) redist_test::write(cache.dir / "filler", std::string(5u << 19, 'x'));
+        return responded(i);
+    };
+    auto options = small_segments();
+    options.connections = 1;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), options, spool, s.callbacks,
+                                        retry_transient(3));
+    if (!r.ok()) FAIL(r.error_value().describe());
+    CHECK_FALSE(r->segmented);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(s.bytes == kSize);
+    CHECK(s.restarts == 0);
+    REQUIRE(told.size() == 1);
+    CHECK(told[0].code == error_code::filesystem);
+    CHECK(told[0].path == spool.part_file.string());
+    CHECK_FALSE(fs::exists(spool.part_file));
+    CHECK(fs::is_empty(spool.temp_dir));
+    CHECK(body_bytes(f.server->log()) == kSize);  // one request, not one byte twice
+    CHECK(f.server->log().size() == 1);
+}
+
 TEST_CASE("a .part without a record resumes from its size", "[segmented]") {
     auto& f = shared_fixture();
     const fs::path dir = redist_test::scratch("legacy");

@@ -293,13 +293,15 @@ TEST_CASE("segment_retries: a retry inside a segmented download is decided and r
     std::vector<milliseconds> slept;
     recording_observer events;
     const auto run = run_with(slept, &events, 3);
-    const segment_retry_hook hook = segment_retries(run, "http://a/x.tar.xz");
+    int requests = 0;
+    const segment_retry_hook hook = segment_retries(run, "http://a/x.tar.xz", &requests);
     transfer_failure_info f;
     f.transient = true;
     const error e = make_error(error_code::network, "connection reset");
     CHECK(hook(1, e, f) == milliseconds(500));
     CHECK(hook(2, e, f) == milliseconds(1000));
     CHECK(hook(3, e, f) == std::nullopt);  // attempts_per_source reached
+    CHECK(requests == 2);                  // one more request per retry
     REQUIRE(events.retries.size() == 2);
     CHECK(events.retries[0].component == "libfoo");
     CHECK(events.retries[0].url == "http://a/x.tar.xz");
@@ -351,15 +353,6 @@ std::string random_bytes(std::size_t size, unsigned seed) {
 
 result<void> feed(artifact_stream& s, std::string_view bytes) {
     return s.feed(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size());
-}
-
-response_info partial_response(std::int64_t length, std::string etag) {
-    response_info r;
-    r.status = 206;
-    r.partial = true;
-    r.content_length = length;
-    r.etag = std::move(etag);
-    return r;
 }
 
 // One fault server for the whole program (starting Python costs more than the transfers).
@@ -429,58 +422,36 @@ TEST_CASE("artifact_stream: more bytes than the manifest's size is an integrity 
     CHECK(over.error_value().code == error_code::integrity);
 }
 
-TEST_CASE("artifact_stream: a 206 with the same validator keeps the bytes so far", "[artifact_stream]") {
-    memory_sink sink;
-    artifact_stream s({6, sha256_hex("abcdef")}, sink);
-    REQUIRE(s.restart().ok());
-    REQUIRE(s.accept_response(partial_response(6, "\"v1\""), 0, "http://h/a").ok());
-    REQUIRE(feed(s, "abc").ok());
-    REQUIRE(s.accept_response(partial_response(3, "\"v1\""), 3, "http://h/a").ok());
-    REQUIRE(feed(s, "def").ok());
-    CHECK(sink.bytes == "abcdef");
-    CHECK(s.verify("http://h/a").ok());
+namespace {
+
+// The downloader's retry hook: never (each call is one request, as the
+// assertions below about one attempt need), or transient failures at once.
+const segment_retry_hook no_retry = [](int, const error&, const transfer_failure_info&) {
+    return std::optional<milliseconds>();
+};
+const segment_retry_hook retry_now = [](int attempt, const error&, const transfer_failure_info& f) {
+    return f.transient && attempt <= 3 ? std::optional<milliseconds>(milliseconds(1)) : std::nullopt;
+};
+
+segment_options one_stream() {
+    segment_options o;
+    o.connections = 1;
+    return o;
 }
 
-TEST_CASE("artifact_stream: a 200 to a Range request starts over with the new body", "[artifact_stream]") {
-    memory_sink sink;
-    artifact_stream s({6, sha256_hex("abcdef")}, sink);
-    REQUIRE(s.restart().ok());
-    REQUIRE(feed(s, "abX").ok());
-    response_info whole;
-    whole.status = 200;
-    whole.content_length = 6;
-    REQUIRE(s.accept_response(whole, 3, "http://h/a").ok());
-    CHECK(s.received() == 0);
-    CHECK(sink.bytes.empty());
-    REQUIRE(feed(s, "abcdef").ok());
-    CHECK(s.verify("http://h/a").ok());
+// One stream without a spool, as redist mirror fetches (the sink holds the bytes).
+result<void> fetch(artifact_stream& s, const std::string& url, transfer_failure_info& failure,
+                   const segment_retry_hook& retry = no_retry) {
+    return s.fetch_from(url, fast(), one_stream(), spool_location{}, retry, failure);
 }
 
-TEST_CASE("artifact_stream: a changed ETag on resume fails the attempt as the file changed", "[artifact_stream]") {
-    memory_sink sink;
-    artifact_stream s({6, sha256_hex("abcdef")}, sink);
-    REQUIRE(s.restart().ok());
-    REQUIRE(s.accept_response(partial_response(6, "\"v1\""), 0, "http://h/a").ok());
-    REQUIRE(feed(s, "abc").ok());
-    auto changed = s.accept_response(partial_response(3, "\"v2\""), 3, "http://h/a");
-    REQUIRE_FALSE(changed.ok());
-    CHECK(changed.error_value().code == error_code::network);
-    CHECK(changed.error_value().message == "the file changed during the download");
-    // A new source has no validator to compare with: its 206 is taken.
-    s.next_source();
-    CHECK(s.accept_response(partial_response(3, "\"other\""), 3, "http://m/a").ok());
+spool_location part_spool(const fs::path& part) {
+    spool_location spool;
+    spool.part_file = part;
+    return spool;
 }
 
-TEST_CASE("artifact_stream: a Content-Length other than what is left is an integrity failure", "[artifact_stream]") {
-    memory_sink sink;
-    artifact_stream s({6, sha256_hex("abcdef")}, sink);
-    REQUIRE(s.restart().ok());
-    REQUIRE(feed(s, "abc").ok());
-    auto bad = s.accept_response(partial_response(6, ""), 3, "http://h/a");
-    REQUIRE_FALSE(bad.ok());
-    CHECK(bad.error_value().code == error_code::integrity);
-    CHECK(bad.error_value().expected == "3");
-}
+}  // namespace
 
 TEST_CASE("artifact_stream: a dropped connection is resumed with a Range request (server byte counts)",
           "[artifact_stream]") {
@@ -491,13 +462,15 @@ TEST_CASE("artifact_stream: a dropped connection is resumed with a Range request
     artifact_stream s({srv.body.size(), srv.sha}, sink);
     REQUIRE(s.restart().ok());
     transfer_failure_info failure;
-    auto first = s.fetch_from(srv.url(), fast(), failure);
+    auto first = fetch(s, srv.url(), failure);
     REQUIRE_FALSE(first.ok());
     CHECK(first.error_value().code == error_code::network);
     CHECK(failure.transient);
     CHECK(s.received() == 150000);
+    // The next attempt (another source, or this one again): a 206 of the
+    // same version keeps the bytes so far.
     transfer_failure_info again;
-    REQUIRE(s.fetch_from(srv.url(), fast(), again).ok());
+    REQUIRE(fetch(s, srv.url(), again).ok());
     CHECK(s.verified());
     CHECK(sink.bytes == srv.body);
     CHECK(sink.restarts == 1);
@@ -507,20 +480,93 @@ TEST_CASE("artifact_stream: a dropped connection is resumed with a Range request
     CHECK(srv.bytes_sent() == srv.body.size());  // not one byte twice
 }
 
-TEST_CASE("artifact_stream: a server that ignores Range is downloaded again from byte 0", "[artifact_stream]") {
+TEST_CASE("artifact_stream: without a spool, the downloader's retry resumes a dropped connection itself",
+          "[artifact_stream]") {
     const hash_thread_mode mode(GENERATE(false, true));
     auto& srv = server();
-    srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1}})");
+    srv.server->set_faults(R"({"/a.bin": {"drop_after": 150000, "times": 1}})");
     memory_sink sink;
     artifact_stream s({srv.body.size(), srv.sha}, sink);
     REQUIRE(s.restart().ok());
     transfer_failure_info failure;
-    REQUIRE_FALSE(s.fetch_from(srv.url(), fast(), failure).ok());
-    srv.server->set_faults(R"({"/a.bin": {"ignore_range": true}})");
-    transfer_failure_info again;
-    REQUIRE(s.fetch_from(srv.url(), fast(), again).ok());
+    REQUIRE(fetch(s, srv.url(), failure, retry_now).ok());  // one call: the retry is inside
     CHECK(sink.bytes == srv.body);
-    CHECK(sink.restarts == 2);
+    CHECK(sink.restarts == 1);
+    const auto log = srv.server->log();
+    REQUIRE(log.size() == 2);
+    CHECK(log[1].range == std::optional<std::string>("bytes=150000-"));
+    CHECK(srv.bytes_sent() == srv.body.size());
+}
+
+TEST_CASE("artifact_stream: attempts_per_source caps one stream's requests on a source, progress or not",
+          "[artifact_stream]") {
+    auto& srv = server();
+    srv.server->set_faults(R"({"/a.bin": {"drop_after": 1000}})");  // every request: 1,000 bytes more, then a drop
+    source_run run{retry_policy(policy_of(3, 0.001, 0.001), [] { return 0.0; })};
+    recording_observer events;
+    run.observer = &events;
+    memory_sink sink;
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    REQUIRE(s.restart().ok());
+    int requests = 0;
+    transfer_failure_info failure;
+    auto done = fetch(s, srv.url(), failure, segment_retries(run, srv.url(), &requests));
+    REQUIRE_FALSE(done.ok());
+    CHECK(done.error_value().code == error_code::network);
+    CHECK(srv.server->log().size() == 3);
+    CHECK(events.retries.size() == 2);
+    CHECK(requests == 2);
+    CHECK(s.received() == 3000);  // kept for the next source
+}
+
+TEST_CASE("artifact_stream: the sink's bytes of an earlier process are resumed with a Range request",
+          "[artifact_stream]") {
+    auto& srv = server();
+    const fs::path dir = redist_test::scratch("held-bytes");
+    const pid_t child = ::fork();
+    if (child == 0) ::_exit(0);
+    int status = 0;
+    REQUIRE(::waitpid(child, &status, 0) == child);
+    redist_test::write(dir / ("a.bin.part." + std::to_string(child)), srv.body.substr(0, 123456));
+    file_sink sink(dir / "a.bin");
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    auto resumed = s.resume_or_restart();
+    REQUIRE(resumed.ok());
+    CHECK(*resumed);
+    transfer_failure_info failure;
+    REQUIRE(fetch(s, srv.url(), failure).ok());
+    REQUIRE(sink.commit().ok());
+    CHECK(redist_test::slurp(dir / "a.bin") == srv.body);
+    const auto log = srv.server->log();
+    REQUIRE(log.size() == 1);
+    CHECK(log[0].range == std::optional<std::string>("bytes=123456-"));
+}
+
+TEST_CASE("artifact_stream: a server that ignores Range: the same version is skipped, another starts over",
+          "[artifact_stream]") {
+    const hash_thread_mode mode(GENERATE(false, true));
+    const bool same_version = GENERATE(true, false);
+    CAPTURE(same_version);
+    auto& srv = server();
+    srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1, "etag": "\"v1\""}})");
+    memory_sink sink;
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    REQUIRE(s.restart().ok());
+    // Between the two requests of the one call, the server stops honouring Range.
+    const segment_retry_hook then_ignore_range = [&](int attempt, const error&, const transfer_failure_info&) {
+        srv.server->set_faults(same_version ? R"({"/a.bin": {"ignore_range": true, "etag": "\"v1\""}})"
+                                            : R"({"/a.bin": {"ignore_range": true}})");
+        return attempt == 1 ? std::optional<milliseconds>(milliseconds(1)) : std::nullopt;
+    };
+    transfer_failure_info failure;
+    REQUIRE(fetch(s, srv.url(), failure, then_ignore_range).ok());
+    CHECK(sink.bytes == srv.body);
+    // Skipped: not one byte delivered twice. Another (or an unknown)
+    // version: its body from byte 0, without another request.
+    CHECK(sink.restarts == (same_version ? 1 : 2));
+    const auto log = srv.server->log();
+    REQUIRE(log.size() == 2);
+    CHECK(log[1].status == 200);
     CHECK(srv.bytes_sent() == 100000 + srv.body.size());
 }
 
@@ -531,21 +577,49 @@ TEST_CASE("artifact_stream: an ETag that changes between attempts drops the byte
     memory_sink sink;
     artifact_stream s({srv.body.size(), srv.sha}, sink);
     REQUIRE(s.restart().ok());
-    transfer_failure_info failure;
-    REQUIRE_FALSE(s.fetch_from(srv.url(), fast(), failure).ok());
-    srv.server->set_faults(R"({"/a.bin": {"etag": "\"v2\""}})");
+    std::vector<transfer_failure_info> asked;
+    const segment_retry_hook then_v2 = [&](int, const error&, const transfer_failure_info& f) {
+        asked.push_back(f);
+        srv.server->set_faults(R"({"/a.bin": {"etag": "\"v2\""}})");
+        return asked.size() == 1 ? std::optional<milliseconds>(milliseconds(1)) : std::nullopt;
+    };
     transfer_failure_info changed;
-    auto second = s.fetch_from(srv.url(), fast(), changed);
+    auto second = fetch(s, srv.url(), changed, then_v2);
     REQUIRE_FALSE(second.ok());
+    CHECK(second.error_value().code == error_code::network);
     CHECK(second.error_value().message == "the file changed during the download");
+    REQUIRE(asked.size() == 2);
+    CHECK(asked[1].transient);  // the hook may retry it, from byte 0
     CHECK(changed.transient);
     CHECK(s.received() == 0);
+    CHECK(srv.server->log().back().range == std::optional<std::string>("bytes=100000-"));
     transfer_failure_info third;
-    REQUIRE(s.fetch_from(srv.url(), fast(), third).ok());
+    REQUIRE(fetch(s, srv.url(), third).ok());
     CHECK(sink.bytes == srv.body);
+    CHECK_FALSE(srv.server->log().back().range);
 }
 
-TEST_CASE("artifact_stream: the .part tee is kept after a network failure and resumed by the next stream",
+TEST_CASE("artifact_stream: a Content-Length other than what is left is an integrity failure", "[artifact_stream]") {
+    auto& srv = server();
+    srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1, "etag": "\"v1\""}})");
+    memory_sink sink;
+    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    REQUIRE(s.restart().ok());
+    transfer_failure_info failure;
+    REQUIRE_FALSE(fetch(s, srv.url(), failure).ok());
+    // The same version, says the server, but 100,000 bytes shorter.
+    redist_test::write(srv.dir / "root" / "short.bin", srv.body.substr(0, 300000));
+    srv.server->set_faults(R"({"/a.bin": {"serve": "/short.bin", "etag": "\"v1\""}})");
+    transfer_failure_info again;
+    auto bad = fetch(s, srv.url(), again);
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error_value().code == error_code::integrity);
+    CHECK(bad.error_value().expected == "300000");
+    CHECK(bad.error_value().actual == "200000");
+    CHECK(s.received() == 0);  // wrong bytes: the next source starts over
+}
+
+TEST_CASE("artifact_stream: the .part spool is kept after a network failure and resumed by the next stream",
           "[artifact_stream]") {
     const hash_thread_mode mode(GENERATE(false, true));
     auto& srv = server();
@@ -555,30 +629,31 @@ TEST_CASE("artifact_stream: the .part tee is kept after a network failure and re
     {
         memory_sink sink;
         artifact_stream s({srv.body.size(), srv.sha}, sink);
-        s.set_tee(part);
-        REQUIRE(s.resume_or_restart().ok());
+        REQUIRE(s.restart().ok());
         transfer_failure_info failure;
-        REQUIRE_FALSE(s.fetch_from(srv.url(), fast(), failure).ok());
+        REQUIRE_FALSE(s.fetch_from(srv.url(), fast(), one_stream(), part_spool(part), no_retry, failure).ok());
     }
-    REQUIRE(fs::file_size(part) == 120000);
+    REQUIRE(fs::file_size(part) == 120000);  // every byte delivered, though fewer than one write's batch
     CHECK(redist_test::slurp(part) == srv.body.substr(0, 120000));
 
-    // A later process: the .part is replayed through hash and sink, then resumed.
+    // A later process: the .part goes through hash and sink, then is resumed.
     memory_sink sink;
     artifact_stream s({srv.body.size(), srv.sha}, sink);
-    s.set_tee(part);
-    auto resumed = s.resume_or_restart();
-    REQUIRE(resumed.ok());
-    CHECK(*resumed);
-    CHECK(s.received() == 120000);
+    REQUIRE(s.restart().ok());
+    spool_location spool = part_spool(part);
+    std::uint64_t told = 0;
+    spool.on_resume = [&](std::uint64_t present) { told = present; };
     transfer_failure_info failure;
-    REQUIRE(s.fetch_from(srv.url(), fast(), failure).ok());
+    REQUIRE(s.fetch_from(srv.url(), fast(), one_stream(), spool, no_retry, failure).ok());
+    CHECK(told == 120000);
     CHECK(sink.bytes == srv.body);
     CHECK(redist_test::slurp(part) == srv.body);
-    CHECK(s.tee_complete());
+    const auto log = srv.server->log();
+    REQUIRE(log.size() == 2);
+    CHECK(log[1].range == std::optional<std::string>("bytes=120000-"));
 }
 
-TEST_CASE("artifact_stream: wrong bytes empty the .part tee", "[artifact_stream]") {
+TEST_CASE("artifact_stream: wrong bytes remove the .part spool", "[artifact_stream]") {
     const hash_thread_mode mode(GENERATE(false, true));
     auto& srv = server();
     const fs::path dir = redist_test::scratch("tee-corrupt");
@@ -586,14 +661,13 @@ TEST_CASE("artifact_stream: wrong bytes empty the .part tee", "[artifact_stream]
     srv.server->set_faults(R"({"/a.bin": {"corrupt_byte_at": 5}})");
     memory_sink sink;
     artifact_stream s({srv.body.size(), srv.sha}, sink);
-    s.set_tee(part);
-    REQUIRE(s.resume_or_restart().ok());
+    REQUIRE(s.restart().ok());
     transfer_failure_info failure;
-    auto done = s.fetch_from(srv.url(), fast(), failure);
+    auto done = s.fetch_from(srv.url(), fast(), one_stream(), part_spool(part), no_retry, failure);
     REQUIRE_FALSE(done.ok());
     CHECK(done.error_value().code == error_code::integrity);
     CHECK(s.received() == 0);
-    CHECK(fs::file_size(part) == 0);
+    CHECK_FALSE(fs::exists(part));
 }
 
 // ---- file_sink -------------------------------------------------------------------------------

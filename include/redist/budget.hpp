@@ -42,7 +42,7 @@ struct run_limits {
 // Per-stage time of one run, summed over the artifacts (and the threads of a
 // stage). busy: working; wait: blocked on the stage before or after it.
 struct stage_time {
-    std::string stage;  // "transfer" (busy: the archive hash and cache copy), "decoder", "extractor", "writers"
+    std::string stage;  // "transfer" (busy: the archive hash), "decoder", "extractor", "writers"
     double busy_seconds = 0;
     double wait_seconds = 0;
     // transfer: bytes received; decoder: bytes decoded; extractor: file data

@@ -131,9 +131,16 @@ result<void> download_verified(const download_target& t, const mirror_request& r
     source_run run(request.sources);
     run.observer = request.observer;
     run.component = t.relative_path;
-    run.on_next_source = [&] { stream.next_source(); };
-    auto fetched = try_sources(
-        t.urls, run, [&](source_attempt& at) { return stream.fetch_from(at.url, request.transfer, at.failure); });
+    // One stream, no spool: the sink's file holds the bytes, and a retry
+    // or the next source continues after them.
+    segment_options one_stream;
+    one_stream.connections = 1;
+    const spool_location no_spool;
+    auto fetched = try_sources(t.urls, run, [&](source_attempt& at) {
+        at.retried_inside = true;
+        return stream.fetch_from(at.url, request.transfer, one_stream, no_spool, segment_retries(run, at.url),
+                                 at.failure);
+    });
     if (fetched.ok()) {
         auto committed = sink.commit();
         if (!committed.ok()) sink.discard();

@@ -362,60 +362,58 @@ public:
         return std::optional<std::vector<unpacked_entry>>();
     }
 
-    // Mirrors first, then the base, through the one source driver: transient
-    // failures retried with backoff, resuming with a Range request where the
-    // bytes so far are kept; wrong bytes or a 404 move on to the next source.
-    // Large archives come over several ranged connections at once (a CDN
-    // caps each one); small ones, file:// and --connections 1 over one.
-    // An explicit --connections N splits anything of at least two segments.
+    // Mirrors first, then the base, through the one source driver and the
+    // one downloader: transient failures retried with backoff, resuming
+    // where the bytes so far are kept; wrong bytes or a 404 move on to the
+    // next source. Large archives come over several ranged connections at
+    // once (a CDN caps each one); small ones, file:// and --connections 1
+    // over one. An explicit --connections N splits anything of at least two segments.
     segment_options split_options() const {
         segment_options segments;
+        if (request_.connections == 1) segments.connections = 1;
         if (request_.connections > 1) {
             segments.connections = request_.connections;
             segments.min_total_bytes = 2 * segments.min_segment_bytes;
         }
         return segments;
     }
-    bool split_download() const { return request_.connections != 1 && a_.size >= split_options().min_total_bytes; }
+    bool split_download() const {
+        const segment_options segments = split_options();
+        return segments.connections > 1 && a_.size >= segments.min_total_bytes;
+    }
 
     result<std::vector<unpacked_entry>> download_archive(artifact_stream& stream, stage_sink& sink) {
-        const bool split = split_download();
-        // A cache that cannot hold a split download is bypassed with a warning:
-        // the spool moves beside the stage. (A single stream's tee that fails
-        // is dropped quietly: tee_complete() then keeps it out of the cache.)
-        const auto bypass = [this](const error& why) {
+        REDIST_TRY_VOID(stream.restart());
+        // The spool: the cache's .part (resumable), for every download. A
+        // cache that cannot hold it is bypassed with a warning: a split
+        // download goes on in a temp spool beside the stage, one stream
+        // without a spool. No cache: a temp spool for a split download only
+        // (one stream needs none).
+        spool_location spool;
+        if (cache_) spool.part_file = cache_->partial_path(a_.sha256);
+        if (cache_ || split_download()) spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory
+        spool.on_fallback = [this](const error& why) {
             spooled_in_cache_ = false;
             if (request_.observer) request_.observer->on_cache_bypass({a_.component, why});
         };
-        if (cache_ && !split) stream.set_tee(cache_->partial_path(a_.sha256));
-        // split: the downloader resumes from its spool instead
-        REDIST_TRY(const bool resumed, stream.resume_or_restart());
-        if (resumed && stream.received() > 0 && request_.observer)
-            request_.observer->on_resume({a_.component, stream.received(), a_.size});
-        const segment_options segments = split_options();
-        spool_location spool;
-        if (cache_) spool.part_file = cache_->partial_path(a_.sha256);
-        spool.temp_dir = sink.stage().parent_path();  // the prefix's staging directory, ours
-        spool.on_fallback = bypass;
-        // The split download finds what an earlier run kept (its .part and
+        // The downloader finds what an earlier run kept (its .part and
         // "<part>.segments") only once it opens its spool: said then, once.
         spool.on_resume = [this, said = false](std::uint64_t present) mutable {
             if (!std::exchange(said, true) && request_.observer)
                 request_.observer->on_resume({a_.component, present, a_.size});
         };
+        const segment_options segments = split_options();
         source_run run(request_.sources);
         run.observer = request_.observer;
         run.component = a_.component;
-        run.on_next_source = [&] { stream.next_source(); };
         auto fetched = try_sources(
             urls_, run,
             [&](source_attempt& at) {
                 progress(fetch_stage::downloading, stream.received());
-                if (!split) return stream.fetch_from(at.url, request_.transfer, at.failure);
                 // The downloader retries each request itself, through the run's policy and observer.
                 at.retried_inside = true;
-                return stream.fetch_split(at.url, request_.transfer, segments, spool, segment_retries(run, at.url),
-                                          at.failure);
+                return stream.fetch_from(at.url, request_.transfer, segments, spool,
+                                         segment_retries(run, at.url, &out_.report.requests), at.failure);
             },
             &out_.report.requests);
         if (!fetched.ok()) {
@@ -426,7 +424,7 @@ public:
         // The archive is verified: keep it even if unpacking fails (disk full,
         // unsafe entry...), so that a retry needs no download.
         request_.budget->mark("downloaded");
-        if (cache_ && ((split && spooled_in_cache_) || stream.tee_complete())) {
+        if (cache_ && spooled_in_cache_) {
             REDIST_TRY_VOID(cache_->publish(a_.sha256));
             published_ = true;
         }
@@ -474,8 +472,7 @@ public:
         if (!entries) {
             REDIST_TRY(entries, download_archive(stream, sink));
         }
-        request_.budget->add_time(profile_stage::transfer, stream.hash_and_tee_ns(), stream.sink_ns(),
-                                  stream.received());
+        request_.budget->add_time(profile_stage::transfer, stream.hash_ns(), stream.sink_ns(), stream.received());
         if (!expected_tar_sha256_.empty()) REDIST_TRY_VOID(check_tar(sink.tar_sha256()));
         return stage_entries(sink, *entries, out_.report.from_cache || published_);
     }

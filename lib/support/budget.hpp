@@ -33,8 +33,8 @@
 
 namespace redist {
 
-// transfer: busy is the archive hash and the cache copy (a thread of its own on
-// 4 cores or more), wait is the unpacker being behind. count: not a stage.
+// transfer: busy is the archive hash (a thread of its own on 4 cores or
+// more), wait is the unpacker being behind. count: not a stage.
 enum class profile_stage : std::uint8_t { transfer, decoder, extractor, writers, count };
 
 class run_budget {

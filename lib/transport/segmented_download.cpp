@@ -53,7 +53,8 @@ constexpr std::string_view kRecordMagic = "redist-segments 1";
 
 // ---- the spool file ----------------------------------------------------------
 
-bool no_room(int err) { return err == ENOSPC || err == EDQUOT; }
+// EFBIG: the file may not grow (a size limit, RLIMIT_FSIZE), as good as no room.
+bool no_room(int err) { return err == ENOSPC || err == EDQUOT || err == EFBIG; }
 
 // `out_of_space` is set when the write failed for lack of room (ENOSPC, EDQUOT).
 result<void> pwrite_all(int fd, const std::byte* data, std::size_t size, std::uint64_t offset, const fs::path& path,
@@ -129,7 +130,7 @@ result<void> deliver_spooled(int fd, const fs::path& path, std::uint64_t from, s
 // and the caller is told to start over by a second on_response (partial = false).
 result<void> empty_spool(int fd, const fs::path& path, const fs::path& part_file, std::uint64_t expected_size,
                          download_callbacks& callbacks, bool ranged) {
-    if (::ftruncate(fd, 0) != 0) return errno_error("cannot truncate the download spool", path, errno);
+    if (fd >= 0 && ::ftruncate(fd, 0) != 0) return errno_error("cannot truncate the download spool", path, errno);
     if (!part_file.empty() && ranged)
         REDIST_TRY_VOID(atomic_write(segment_record_path(part_file), segment_record_to_text({expected_size, {}}),
                                      durability::none));
@@ -611,20 +612,30 @@ struct single_stream {
     const std::string& url;
     std::uint64_t expected_size;  // 0: unknown
     const transfer_options& transfer;
-    int fd;
+    int fd;  // -1: no spool
     const fs::path& spool_path;
     download_callbacks& callbacks;
-    bool& responded;              // the caller's on_response has been called
-    std::uint64_t delivered = 0;  // handed to on_data
-    std::uint64_t spooled = 0;    // contiguous bytes in the spool (>= delivered)
-    bool spool_full = false;      // a write failed for lack of room
-    std::string validator{};      // ETag (else Last-Modified) of the response the bytes so far came from
-    fs::path part_file{};         // the spool's resume record goes with it (empty: a temp spool)
-    bool changed = false;         // the last attempt found the file changed (start_over)
+    bool& responded;                   // the caller's on_response has been called
+    std::uint64_t delivered = 0;       // handed to on_data (or held by the consumer)
+    std::uint64_t spooled = 0;         // contiguous bytes written to the spool; without one, = delivered
+    bool spool_full = false;           // a write failed for lack of room
+    std::string validator{};           // ETag (else Last-Modified) of the response the bytes so far started with
+    fs::path part_file{};              // the spool's resume record goes with it (empty: a temp spool)
+    bool changed = false;              // the last attempt found the file changed (start_over)
+    std::vector<std::byte> pending{};  // delivered, not yet written: spooled + pending.size() == delivered
+    clock_type::time_point last_write{};
+    // A write failed for lack of room: true when the .part was given up
+    // (spool_location::temp_dir) and the stream goes on without a spool.
+    std::function<bool(const error& why)> give_up{};
 
-    result<void> attempt(segmented_stats& stats, transfer_failure_info& info, bool& progressed);
+    result<void> attempt(segmented_stats& stats, transfer_failure_info& info);
+    result<void> accept(const response_info& r, std::uint64_t& skip);
+    result<void> take(const std::byte* data, std::size_t n, segmented_stats& stats);
+    result<void> write(const std::byte* data, std::size_t n);
+    result<void> flush();
     result<void> deliver_spooled();
     result<void> start_over();
+    void drop_spool();  // no spool from now on: every byte goes to on_data only
 };
 
 // The bytes so far belong to another version of the file than the one now
@@ -634,89 +645,151 @@ struct single_stream {
 result<void> single_stream::start_over() {
     changed = true;
     spooled = delivered = 0;
+    pending.clear();
     validator.clear();
     REDIST_TRY_VOID(empty_spool(fd, spool_path, part_file, expected_size, callbacks, false));
     return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url));
 }
 
+void single_stream::drop_spool() {
+    fd = -1;
+    part_file.clear();
+    spooled = delivered;
+}
+
 result<void> single_stream::deliver_spooled() {
+    if (fd < 0 || delivered >= spooled) return {};
     std::unique_ptr<std::byte[]> buffer;
     REDIST_TRY_VOID(redist::deliver_spooled(fd, spool_path, delivered, spooled, callbacks, buffer));
     delivered = spooled;
     return {};
 }
 
-result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_info& info, bool& progressed) {
+result<void> single_stream::write(const std::byte* data, std::size_t n) {
+    last_write = clock_type::now();
+    auto written = pwrite_all(fd, data, n, spooled, spool_path, spool_full);
+    if (written.ok()) {
+        spooled += n;
+        return {};
+    }
+    if (!spool_full || !give_up || !give_up(written.error_value())) return written;
+    drop_spool();
+    return {};
+}
+
+result<void> single_stream::flush() {
+    if (pending.empty()) return {};
+    auto written = write(pending.data(), pending.size());
+    pending.clear();
+    return written;
+}
+
+// The response to a request for bytes `spooled`.. (see the header for the rules).
+result<void> single_stream::accept(const response_info& r, std::uint64_t& skip) {
+    const std::string v = response_version(r);
+    bool tell = !responded;
+    if (spooled > 0 && r.partial && versions_differ(validator, v)) return start_over();
+    if (spooled > 0 && !r.partial) {
+        if (!validator.empty() && v == validator) {
+            skip = delivered;  // the whole file, of the same version: what the consumer has is skipped
+            spooled = delivered;
+        } else {
+            // Maybe another version: start over with this body, no request lost.
+            if (fd >= 0 && ::ftruncate(fd, 0) != 0)
+                return errno_error("cannot truncate the download spool", spool_path, errno);
+            if (!part_file.empty()) remove_segment_record(part_file);
+            tell = tell || delivered > 0;
+            spooled = delivered = 0;
+            validator.clear();
+        }
+    }
+    if (validator.empty()) validator = v;
+    if (expected_size > 0) REDIST_TRY_VOID(check_content_length(r, expected_size - (r.partial ? spooled : 0), url));
+    if (tell) {
+        responded = true;
+        response_info whole = r;
+        whole.partial = delivered > 0;
+        if (r.content_length >= 0)
+            whole.content_length = r.content_length + static_cast<std::int64_t>(r.partial ? spooled : 0);
+        if (expected_size > 0) whole.content_length = static_cast<std::int64_t>(expected_size);
+        if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(whole));
+    }
+    return r.partial ? deliver_spooled() : result<void>{};
+}
+
+// A piece of the body: into the spool, 256 KiB at a time as the ranged path
+// writes (a larger piece as it is), and to on_data at once. The piece that
+// reaches half the file writes the batch first, so that a process killed
+// there (the crash tests' "mid-download" pause, artifact_stream::feed)
+// leaves every byte it received in the .part.
+result<void> single_stream::take(const std::byte* data, std::size_t n, segmented_stats& stats) {
+    if (expected_size > 0 && n > expected_size - delivered)
+        return make_error(error_code::integrity, "more bytes than expected")
+            .with_url(sanitize_url(url))
+            .with_expected_actual(std::to_string(expected_size), "at least " + std::to_string(delivered + n));
+    stats.received_bytes += n;
+    if (fd >= 0 && pending.empty() && n >= kSpoolBatch) {
+        REDIST_TRY_VOID(write(data, n));
+    } else if (fd >= 0) {
+        if (pending.empty()) pending.reserve(kSpoolBatch);
+        pending.insert(pending.end(), data, data + n);
+        const bool half = delivered < expected_size / 2 && delivered + n >= expected_size / 2;
+        if (pending.size() >= kSpoolBatch || half) REDIST_TRY_VOID(flush());
+    }
+    delivered += n;
+    if (fd < 0) spooled = delivered;  // no spool, or none any more (give_up)
+    return callbacks.on_data ? callbacks.on_data(data, n) : result<void>{};
+}
+
+result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_info& info) {
     std::uint64_t skip = 0;
     download_callbacks cb;
-    cb.on_response = [&](const response_info& r) -> result<void> {
-        // Bytes of one version of the file only: a retry that finds another
-        // one starts over, as the ranged path does.
-        const std::string v = response_version(r);
-        if (spooled > 0 && versions_differ(validator, v)) return start_over();
-        if (!v.empty()) validator = v;
-        if (!r.partial && spooled > 0) {
-            // The server sent the whole file: what the caller already has is skipped.
-            skip = delivered;
-            spooled = delivered;
-        }
-        if (expected_size > 0) REDIST_TRY_VOID(check_content_length(r, expected_size - (r.partial ? spooled : 0), url));
-        if (!responded) {
-            responded = true;
-            response_info whole = r;
-            whole.partial = false;
-            if (r.content_length >= 0)
-                whole.content_length = r.content_length + static_cast<std::int64_t>(r.partial ? spooled : 0);
-            else if (expected_size > 0) whole.content_length = static_cast<std::int64_t>(expected_size);
-            if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(whole));
-        }
-        return r.partial ? deliver_spooled() : result<void>{};
-    };
+    cb.on_response = [&](const response_info& r) { return accept(r, skip); };
     cb.on_data = [&](const std::byte* data, std::size_t n) -> result<void> {
         const auto dropped = static_cast<std::size_t>(std::min<std::uint64_t>(skip, n));
         skip -= dropped;
-        data += dropped;
-        n -= dropped;
-        if (n == 0) return {};
-        if (expected_size > 0 && n > expected_size - spooled)
-            return make_error(error_code::integrity, "more bytes than expected")
-                .with_url(sanitize_url(url))
-                .with_expected_actual(std::to_string(expected_size), "at least " + std::to_string(spooled + n));
-        REDIST_TRY_VOID(pwrite_all(fd, data, n, spooled, spool_path, spool_full));
-        spooled += n;
-        stats.received_bytes += n;
-        progressed = true;
-        if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(data, n));
-        delivered = spooled;
-        return {};
+        if (n == dropped) return {};
+        return take(data + dropped, n - dropped, stats);
+    };
+    // A stalled or crawling transfer: the spool gets what came so far (at
+    // most every kIdleWrite), so a kill or a resume loses none of it.
+    cb.on_idle = [&]() -> result<void> {
+        if (!pending.empty() && clock_type::now() - last_write >= kIdleWrite) REDIST_TRY_VOID(flush());
+        return callbacks.on_idle ? callbacks.on_idle() : result<void>{};
     };
     ++stats.requests;
-    return download(url, transfer, cb, spooled, &info);
+    last_write = clock_type::now();
+    auto outcome = download(url, transfer, cb, spooled, &info);
+    // Before any return: a resumable spool holds every byte delivered, and
+    // the next request starts after them. A failed write wins: it is not
+    // the source's, and the spool is behind what the consumer has.
+    if (auto flushed = flush(); !flushed.ok()) return flushed;
+    return outcome;
 }
 
 result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry, segmented_stats& stats,
                                transfer_failure_info* failure) {
     if (s.expected_size > 0 && s.spooled == s.expected_size) {
-        // Everything is in the spool already: no request at all.
+        // Everything is in the spool (or with the consumer) already: no request at all.
         if (!s.responded) {
             s.responded = true;
             response_info whole;
             whole.content_length = static_cast<std::int64_t>(s.expected_size);
+            whole.partial = s.delivered > 0;
             if (s.callbacks.on_response) REDIST_TRY_VOID(s.callbacks.on_response(whole));
         }
         return s.deliver_spooled();
     }
     for (int failures = 0;;) {
         transfer_failure_info info;
-        bool progressed = false;
-        auto outcome = s.attempt(stats, info, progressed);
+        auto outcome = s.attempt(stats, info);
         if (outcome.ok() && (s.expected_size == 0 || s.spooled == s.expected_size)) return {};
         if (outcome.ok()) {
             outcome = make_error(error_code::network, "the body ended early").with_url(sanitize_url(s.url));
             info.transient = true;
         }
         if (std::exchange(s.changed, false)) info.transient = true;  // from byte 0, on the same source
-        failures = progressed ? 1 : failures + 1;
+        ++failures;  // every failed request on the source, as try_sources counts attempts
         const auto delay = retry_delay(retry, failures, outcome.error_value(), info);
         if (!delay) {
             if (failure != nullptr) *failure = info;
@@ -843,14 +916,16 @@ std::uint64_t present_bytes(const segment_record& r) {
 }
 
 // Gives up the cache's .part (removed with its record: a cache that cannot
-// hold the download would only fill up again) for a temp spool in
-// spool.temp_dir, telling the caller why. The caller continues from the
-// bytes it has already been given.
-result<void> fall_back_to_temp(opened_spool& s, const spool_location& spool, const error& why) {
+// hold the download would only fill up again), telling the caller why: a
+// split download goes on in a temp spool in spool.temp_dir, one stream
+// without a spool. The caller continues from the bytes it has already been given.
+result<void> give_up_part(opened_spool& s, const spool_location& spool, const error& why, bool ranged) {
     s.fd.reset();
     ::unlink(spool.part_file.c_str());
     remove_segment_record(spool.part_file);
-    REDIST_TRY_VOID(open_temp(s, spool.temp_dir));
+    s.part_file.clear();
+    s.path.clear();
+    if (ranged) REDIST_TRY_VOID(open_temp(s, spool.temp_dir));
     s.present.ranges.clear();
     if (spool.on_fallback) spool.on_fallback(why);
     return {};
@@ -869,11 +944,12 @@ std::optional<error> lacks_room(const opened_spool& s, std::uint64_t expected_si
         .with_path(s.path.string());
 }
 
-result<opened_spool> open_spool(const spool_location& spool, std::uint64_t expected_size) {
+// The spool: the .part, else (a split download) a temp file, else none.
+result<opened_spool> open_spool(const spool_location& spool, std::uint64_t expected_size, bool ranged) {
     opened_spool s;
     s.present.size = expected_size;
     if (spool.part_file.empty()) {
-        REDIST_TRY_VOID(open_temp(s, spool.temp_dir));
+        if (ranged && !spool.temp_dir.empty()) REDIST_TRY_VOID(open_temp(s, spool.temp_dir));
         return s;
     }
     s.path = spool.part_file;
@@ -893,7 +969,7 @@ result<opened_spool> open_spool(const spool_location& spool, std::uint64_t expec
         }
     }
     if (!spool.temp_dir.empty()) {
-        if (auto why = lacks_room(s, expected_size)) REDIST_TRY_VOID(fall_back_to_temp(s, spool, *why));
+        if (auto why = lacks_room(s, expected_size)) REDIST_TRY_VOID(give_up_part(s, spool, *why, ranged));
     }
     return s;
 }
@@ -939,7 +1015,7 @@ result<void> run_segments(const std::string& url, std::uint64_t expected_size, c
         }
         if (!outcome.ok() && can_fall_back(s, spool, run.spool_full())) {
             // Go on in a temp spool from the first byte not delivered yet.
-            REDIST_TRY_VOID(fall_back_to_temp(s, spool, outcome.error_value()));
+            REDIST_TRY_VOID(give_up_part(s, spool, outcome.error_value(), true));
             continue;
         }
         if (!outcome.ok() && !run.fallback()) return outcome;
@@ -958,19 +1034,24 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
                                            const spool_location& spool, download_callbacks& callbacks,
                                            const segment_retry_hook& retry, transfer_failure_info* failure) {
     if (failure != nullptr) *failure = {};
-    REDIST_TRY(opened_spool s, open_spool(spool, expected_size));
+    // A local file (file://, an image layout) is read in one stream, not in ranges.
+    const bool may_split = !is_local_url(url) && segments.connections > 1 && expected_size > 0 &&
+                           expected_size >= segments.min_total_bytes;
+    REDIST_TRY(opened_spool s, open_spool(spool, expected_size, may_split));
     segmented_stats stats;
     stats.reused_bytes = present_bytes(s.present);
     if (stats.reused_bytes > 0 && spool.on_resume) spool.on_resume(stats.reused_bytes);
     bool responded = false;
-    single_stream one{url, expected_size, transfer, s.fd.get(), s.path, callbacks, responded};
+    single_stream one{url, expected_size, transfer, s.fd ? s.fd.get() : -1, s.path, callbacks, responded};
     one.part_file = s.part_file;
     one.spooled = prefix_of(s.present);
+    if (!s.fd) {
+        if (expected_size > 0 && spool.consumer_has > expected_size)
+            return make_error(error_code::integrity, "more bytes than expected").with_url(sanitize_url(url));
+        one.delivered = one.spooled = spool.consumer_has;
+    }
 
-    // A local file (file://, an image layout) is read in one stream, not in ranges.
-    const bool split = !is_local_url(url) && segments.connections > 1 && expected_size > 0 &&
-                       expected_size >= segments.min_total_bytes && one.spooled < expected_size;
-    if (split) {
+    if (may_split && s.fd && one.spooled < expected_size) {
         stats.segmented = true;
         if (!s.part_file.empty()) {
             // Before the first out-of-order byte: from now on the .part's
@@ -994,16 +1075,14 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         }
         // The server ignores ranges: one stream from what the caller has.
     }
-    for (;;) {
-        auto streamed = run_single_stream(one, retry, stats, failure);
-        if (streamed.ok()) break;
-        if (!can_fall_back(s, spool, one.spool_full)) return std::move(streamed).error_value();
-        REDIST_TRY_VOID(fall_back_to_temp(s, spool, streamed.error_value()));
-        one.fd = s.fd.get();
-        one.part_file = s.part_file;
-        one.spool_full = false;
-        one.spooled = one.delivered;
-    }
+    // A .part that fills up is given up where the write failed: the stream
+    // goes on in the same request, without a spool.
+    one.give_up = [&](const error& why) {
+        if (!can_fall_back(s, spool, true)) return false;
+        (void)give_up_part(s, spool, why, false);  // cannot fail: no temp spool to open
+        return true;
+    };
+    REDIST_TRY_VOID(run_single_stream(one, retry, stats, failure));
     if (!s.part_file.empty()) remove_segment_record(s.part_file);
     return stats;
 }

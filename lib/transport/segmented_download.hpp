@@ -1,5 +1,6 @@
-// Internal: one large artifact over several HTTP connections at once,
-// reassembled in order for the hash and the decoder.
+// Internal: the one downloader of an artifact's bytes. One stream, or one
+// large artifact over several HTTP connections at once, reassembled in order
+// for the hash and the decoder; one retry loop (the caller's hook) either way.
 //
 // Why: CDNs often cap each connection (nginx `limit_rate`); one stream of a
 // 313 MiB archive then takes 30 s while xz decodes it in 7. Byte ranges over
@@ -20,6 +21,12 @@
 //    thread only, one byte stream from byte 0. Memory is bounded (libcurl's
 //    buffers, 256 KiB per connection and one 1 MiB read buffer); the bytes wait on disk, in the
 //    spool, which is the cache's .part file anyway.
+//  * One stream (file://, small files, connections <= 1, a server ignoring
+//    ranges) writes the spool 256 KiB at a time too, handing each piece to
+//    on_data as it arrives. Without a spool (spool_location names neither a
+//    .part nor a temp_dir, or only a temp_dir for a download that is not
+//    split) nothing is written: the consumer holds the bytes, and a retry
+//    asks for "Range: bytes=<delivered>-".
 //  * A failed chunk keeps what it wrote and is retried from there when the
 //    caller's retry hook says so; the other chunks go on.
 //  * One request goes first; the other connections open when it is answered
@@ -95,27 +102,35 @@ struct download_split_options {
     int connections = 0;
 };
 
-// Where the bytes wait between the network and on_data.
+// Where the bytes wait between the network and on_data. Neither part_file nor
+// temp_dir: no spool, which means one stream (never split), nothing written.
 struct spool_location {
     // The cache's "<hex>.part": resumable; "<part>.segments" is kept beside it.
     // Opened with O_NOFOLLOW; must be a regular file with one link owned by us.
     std::filesystem::path part_file;
-    // Without a part_file: an unlinked O_TMPFILE in this directory (no resume).
+    // Without a part_file: an unlinked O_TMPFILE in this directory (no
+    // resume) for a split download; one stream then needs no spool at all.
     // With one: the fallback when the part_file's filesystem cannot hold the
     // download (it has less room free than the bytes still missing, or a
     // write fails with ENOSPC or EDQUOT): the .part and its record are
-    // removed, and the download goes on in a temp spool here from the first
-    // byte the caller has not had yet (nothing it had is fetched again).
+    // removed, and the download goes on from the first byte the caller has
+    // not had yet (nothing it had is fetched again), in a temp spool here
+    // (ranges) or without a spool (one stream).
     std::filesystem::path temp_dir;
     // Told why, when the part_file is given up for temp_dir. May be empty.
     std::function<void(const error& why)> on_fallback;
     // Told the bytes an earlier run left in the part_file (the record's, or
     // the .part's size), when there are some, before any request. May be empty.
     std::function<void(std::uint64_t bytes_present)> on_resume;
+    // Without a spool: the consumer already holds the file's first bytes
+    // (a dead process's file it adopted); the first request asks for the
+    // rest. Ignored when a spool is used (its bytes are delivered from 0).
+    std::uint64_t consumer_has = 0;
 };
 
-// Asked after each failed request of a chunk (attempt = 1, 2, ... failures of
-// that chunk in a row without progress; `e` the request's error): how long to
+// Asked after each failed request (attempt = 1, 2, ...: failures of a chunk
+// in a row without progress; of one stream, every failed request, as
+// try_sources counts attempts; `e` the request's error): how long to
 // wait before trying again, or nullopt to give up (the whole download fails
 // with that error). The one used by the tools is segment_retries()
 // (sources.hpp): the run's retry policy, reporting each retry as it is made.
@@ -134,7 +149,7 @@ struct segmented_stats {
 
 // ---- the checks every response of an artifact download passes -----------
 // One place for them: each request of segmented_download (one stream or a
-// range) and artifact_stream (sources.hpp).
+// range).
 
 // The version of the file a response's body belongs to: its ETag, else its
 // Last-Modified; empty when the server sends neither.
@@ -148,21 +163,30 @@ bool versions_differ(std::string_view kept, std::string_view now);
 result<void> check_content_length(const response_info& r, std::uint64_t expected_body, const std::string& url);
 
 // Downloads `url` (expected_size bytes; 0 = unknown, which means one stream)
-// into the spool, calling callbacks.on_response once (status of the first
-// response, content_length = expected_size or the server's, partial = false:
-// the stream always starts at byte 0) and then callbacks.on_data with every
-// byte of the file from byte 0, in order, on the calling thread. Bytes found
-// in the spool from an earlier run are delivered from there first.
+// through the spool, if any, calling callbacks.on_response (content_length =
+// expected_size or the server's) and then callbacks.on_data with every byte
+// of the file in order, on the calling thread, from byte 0, or from
+// spool.consumer_has without a spool. on_response's `partial` says which:
+// false, the bytes that follow start at byte 0 and the consumer drops what
+// it had; true, they follow the consumer's. Bytes found in the spool from an
+// earlier run are delivered from there first. callbacks.on_idle is called
+// while one stream waits for bytes.
 //
-// A response of another version of the file (ETag, else Last-Modified) than
-// the bytes so far means the file changed: the spool is emptied, on_response
-// is called again (partial = false) before any byte of the new version, and
-// the caller drops what it had; the download starts over from byte 0, on
-// the same source, when the retry hook allows it (asked as for a transient
-// network failure). Two versions are never mixed.
+// One version of the file, never two mixed (the version is the ETag, else
+// the Last-Modified, of the response that the bytes so far started with):
+//  - a 206 of another known version means the file changed: the spool is
+//    emptied, on_response is called again (partial = false) before any byte
+//    of the new version, and the download starts over from byte 0, on the
+//    same source, when the retry hook allows it (asked as for a transient
+//    network failure);
+//  - a 200 to a Range request (the server ignores ranges) carrying the same
+//    known version continues: the bytes the consumer has are skipped, none
+//    is delivered twice; any other 200 (a version unknown on either side, or
+//    another one) starts over with its body (on_response, partial = false),
+//    without another request.
 //
 // One stream is used for file:// URLs, expected_size < min_total_bytes,
-// connections <= 1, and servers that ignore ranges.
+// connections <= 1, no spool, and servers that ignore ranges.
 //
 // On success the spool holds the whole file and "<part>.segments" is gone, so
 // the caller can verify and rename the .part. On failure the spool and its

@@ -213,11 +213,12 @@ retry_decision decide_retry(const source_run& run, const std::string& url, int a
     return d;
 }
 
-segment_retry_hook segment_retries(const source_run& run, const std::string& url) {
-    return [&run, url](int attempt, const error& e,
-                       const transfer_failure_info& failure) -> std::optional<std::chrono::milliseconds> {
+segment_retry_hook segment_retries(const source_run& run, const std::string& url, int* requests) {
+    return [&run, url, requests](int attempt, const error& e,
+                                 const transfer_failure_info& failure) -> std::optional<std::chrono::milliseconds> {
         const retry_decision d = decide_retry(run, url, attempt, e, failure);
         if (d.what != retry_decision::action::retry) return std::nullopt;
+        if (requests != nullptr) ++*requests;
         return d.delay;
     };
 }
@@ -252,7 +253,6 @@ result<sources_outcome> try_sources(const std::vector<std::string>& urls, const 
         }
         notify_source_change(run, urls, i, here);
         remember_failure(last, std::move(*here));
-        if (run.on_next_source) run.on_next_source();
     }
     count();
     if (!last) return make_error(error_code::not_found, "no source to try");
@@ -339,18 +339,12 @@ void file_sink::discard() noexcept {
 
 // ---- artifact_stream ---------------------------------------------------------------------
 
-namespace {
-// The tee is written in pieces of this size (see tee_pending_).
-constexpr std::size_t kTeeBatch = 1u << 20;
-constexpr auto kIdleTeeWrite = std::chrono::milliseconds(250);
-}  // namespace
-
-// The transfer thread's serial work per byte used to be SHA-256, the cache
-// copy's write() and the hand-off to the unpacker: on 16 cores that capped a
-// loopback download near 500 MiB/s, and the decoder waited for input. With
-// cores to spare, the transfer thread now only copies each piece here, and
-// this worker hashes it and writes the tee, in order, while the unpacker
-// already decodes. Bounded: the transfer waits while kQueueBytes are queued.
+// The transfer thread's serial work per byte used to be SHA-256 and the
+// hand-off to the unpacker: on 16 cores that capped a loopback download near
+// 500 MiB/s, and the decoder waited for input. With cores to spare, the
+// transfer thread now only copies each piece here, and this worker hashes
+// it, in order, while the unpacker already decodes. Bounded: the transfer
+// waits while kQueueBytes are queued.
 class artifact_stream::hash_worker {
 public:
     static constexpr std::size_t kQueueBytes = 2u << 20;
@@ -396,7 +390,7 @@ public:
         }
     }
 
-    // Returns once every byte pushed so far has been through hash_and_tee.
+    // Returns once every byte pushed so far has been hashed.
     void settle() {
         std::unique_lock lock(mutex_);
         idle_.wait(lock, [&] { return queue_.empty() && !busy_; });
@@ -445,94 +439,44 @@ artifact_stream::artifact_stream(expected_artifact expected, byte_sink& sink)
     if (wanted) {
         try {
             hash_worker_ = std::make_unique<hash_worker>(
-                [this](const std::byte* data, std::size_t size) { hash_and_tee(data, size); });
+                [this](const std::byte* data, std::size_t size) { hash(data, size); });
         } catch (const std::system_error&) {  // NOLINT(bugprone-empty-catch): no thread, hash inline
         }
     }
 }
 
-// A .part kept for a later resume gets every byte received.
-artifact_stream::~artifact_stream() { settle(); }
+artifact_stream::~artifact_stream() = default;
 
 void artifact_stream::settle() {
     if (hash_worker_) hash_worker_->settle();
-    flush_tee();
 }
 
-void artifact_stream::hash_and_tee(const std::byte* data, std::size_t size) {
+void artifact_stream::hash(const std::byte* data, std::size_t size) {
     const auto started = std::chrono::steady_clock::now();
     hasher_.update(data, size);
-    if (tee_) {
-        if (tee_pending_.empty() && size >= kTeeBatch) {
-            write_tee(data, size);  // a large piece already (file://, the hash worker's): no copy
-        } else {
-            if (tee_pending_.empty()) tee_pending_.reserve(kTeeBatch);
-            tee_pending_.insert(tee_pending_.end(), data, data + size);
-            if (tee_pending_.size() >= kTeeBatch) flush_tee();
-        }
-    }
-    hash_and_tee_ns_ += ns_since(started);
-}
-
-void artifact_stream::flush_tee() noexcept {
-    if (!tee_pending_.empty()) write_tee(tee_pending_.data(), tee_pending_.size());
-    tee_pending_.clear();
-}
-
-void artifact_stream::write_tee(const std::byte* data, std::size_t size) noexcept {
-    // Disk full (often because of what we are unpacking): the cache copy is
-    // given up, not the download -- the hash must still decide about these bytes.
-    if (tee_ && !write_all(tee_.get(), data, size, tee_path_).ok()) drop_tee();
+    hash_ns_ += ns_since(started);
 }
 
 result<void> artifact_stream::restart() {
-    // Not settle(): the tee starts over in a new file, so the bytes it has not
-    // written yet are dropped rather than written into the file it replaces.
-    if (hash_worker_) hash_worker_->settle();
-    tee_pending_.clear();
+    settle();
     REDIST_TRY_VOID(sink_.restart());
     hasher_ = sha256_hasher();
     received_ = 0;
     verified_ = false;
     resumed_ = false;
-    changed_ = false;
     paused_mid_download_ = false;
-    tee_.reset();
-    tee_dropped_ = false;
-    if (!tee_path_.empty()) {
-        // Never through a planted symlink: a new file of our own.
-        REDIST_TRY(const int fd, open_cache_file(tee_path_, cache_file_access::create_fresh));
-        tee_ = unique_fd(fd);
-    }
     return {};
 }
 
 result<bool> artifact_stream::resume_or_restart() {
-    settle();  // the .part is checked and replayed below
-    // Only a regular file of ours, with one link, is resumed.
-    if (!tee_path_.empty() && resumable_cache_file(tee_path_, expected_.size)) {
-        tee_.reset();
-        REDIST_TRY_VOID(sink_.restart());
+    settle();
+    if (auto held = sink_.held_bytes(expected_.size)) {
         hasher_ = sha256_hasher();
         received_ = 0;
         verified_ = false;
-        tee_dropped_ = false;
-        REDIST_TRY_VOID(replay(tee_path_, /*into_sink=*/true));
-        REDIST_TRY(const int fd, open_cache_file(tee_path_, cache_file_access::append));
-        tee_ = unique_fd(fd);
-        resumed_ = received_ > 0;
-        return true;
-    }
-    if (tee_path_.empty()) {
-        if (auto held = sink_.held_bytes(expected_.size)) {
-            hasher_ = sha256_hasher();
-            received_ = 0;
-            verified_ = false;
-            auto replayed = replay(*held, /*into_sink=*/false);
-            if (replayed.ok()) {
-                resumed_ = received_ > 0;
-                return true;
-            }
+        if (replay(*held, /*into_sink=*/false).ok()) {
+            resumed_ = received_ > 0;
+            return true;
         }
     }
     REDIST_TRY_VOID(restart());
@@ -550,7 +494,6 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     std::vector<std::byte> buffer(1u << 20);
     settle();
-    unique_fd saved_tee = std::move(tee_);  // replayed bytes are already in the tee
     result<void> outcome;
     for (;;) {
         const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
@@ -573,15 +516,7 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
         if (!outcome.ok()) break;
     }
     settle();
-    tee_ = std::move(saved_tee);
     return outcome;
-}
-
-void artifact_stream::drop_tee() noexcept {
-    tee_pending_.clear();
-    tee_.reset();
-    ::unlink(tee_path_.c_str());
-    tee_dropped_ = true;
 }
 
 result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
@@ -591,40 +526,23 @@ result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
     }
     received_ += size;
     if (hash_worker_) hash_worker_->push(data, size);
-    else hash_and_tee(data, size);
+    else hash(data, size);
     const auto handing = std::chrono::steady_clock::now();
     auto written = sink_.write(data, size);
     sink_ns_ += ns_since(handing);
     REDIST_TRY_VOID(std::move(written));
     if (!paused_mid_download_ && received_ >= expected_.size / 2) {
         paused_mid_download_ = true;
-        // The tests kill the process here: what it received so far is in
-        // the .part, as after a stall (on_idle).
+        // The tests kill the process here: what it received so far, but for
+        // the downloader's last unwritten batch, is in the .part.
         settle();
         debug_pause("mid-download");
     }
     return {};
 }
 
-result<void> artifact_stream::accept_response(const response_info& info, std::uint64_t resume_from,
-                                              const std::string& url) {
-    const std::string this_validator = response_version(info);
-    if (resume_from > 0 && !info.partial) {
-        // The server ignored the Range: start over cleanly with this body.
-        REDIST_TRY_VOID(restart());
-    } else if (resume_from > 0 && versions_differ(validator_, this_validator)) {
-        changed_ = true;  // the file changed under us: the bytes so far are worthless
-        return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url));
-    }
-    validator_ = this_validator;
-    REDIST_TRY_VOID(check_content_length(info, expected_.size - (info.partial ? resume_from : 0), url));
-    if (progress_) progress_(received_);
-    return {};
-}
-
 result<void> artifact_stream::verify(const std::string& source) {
     settle();
-    tee_.reset();
     const std::uint64_t size = received_;
     auto checked = check_integrity(expected_.size, expected_.sha256, size, hasher_.finish_hex(), source);
     if (!checked.ok()) {
@@ -645,24 +563,18 @@ error cancelled_error() {
 }
 }  // namespace
 
-download_callbacks artifact_stream::body_callbacks(const std::string& url, std::uint64_t resume_from,
-                                                   std::chrono::steady_clock::time_point& last_report) {
+download_callbacks artifact_stream::body_callbacks(std::chrono::steady_clock::time_point& last_report) {
     download_callbacks callbacks;
-    callbacks.on_response = [this, &url, resume_from](const response_info& info) {
-        return accept_response(info, resume_from, url);
+    // partial = false: the bytes that follow start at byte 0 (a spool
+    // delivers from there; the file changed; a server ignored the Range).
+    callbacks.on_response = [this](const response_info& info) -> result<void> {
+        if (!info.partial && received_ > 0) REDIST_TRY_VOID(restart());
+        if (progress_) progress_(received_);
+        return {};
     };
-    // A stalled or crawling transfer: the tee gets what came so far (at most
-    // every kIdleTeeWrite), so a kill or a resume loses none of it.
-    // A stop asked for (set_cancel) ends a stalled transfer too, its bytes in the tee.
+    // A stop asked for (set_cancel) ends a stalled transfer too.
     callbacks.on_idle = [this]() -> result<void> {
-        if (cancelled(cancel_)) {
-            settle();
-            return cancelled_error();
-        }
-        const auto now = std::chrono::steady_clock::now();
-        if (now - last_idle_tee_write_ < kIdleTeeWrite) return {};
-        last_idle_tee_write_ = now;
-        settle();
+        if (cancelled(cancel_)) return cancelled_error();
         return {};
     };
     callbacks.on_data = [this, &last_report](const std::byte* data, std::size_t size) -> result<void> {
@@ -678,19 +590,6 @@ download_callbacks artifact_stream::body_callbacks(const std::string& url, std::
     return callbacks;
 }
 
-result<void> artifact_stream::check_complete(const std::string& where) {
-    if (received_ < expected_.size) {
-        // The body ended early without a transport error (no Content-Length).
-        auto e = make_error(error_code::integrity, "size mismatch: the body ended early")
-                     .with_url(where)
-                     .with_expected_actual(std::to_string(expected_.size) + " bytes",
-                                           std::to_string(received_) + " bytes");
-        REDIST_TRY_VOID(restart());
-        return e;
-    }
-    return verify(where);
-}
-
 bool artifact_stream::retry_without_resumed_bytes(const result<void>& outcome) noexcept {
     const bool retry = !outcome.ok() && outcome.error_value().code == error_code::integrity && resumed_bytes_failed_ &&
                        received_ == 0;
@@ -699,70 +598,39 @@ bool artifact_stream::retry_without_resumed_bytes(const result<void>& outcome) n
 }
 
 result<void> artifact_stream::fetch_from(const std::string& url, const transfer_options& options,
-                                         transfer_failure_info& failure) {
-    auto outcome = fetch_from_once(url, options, failure);
-    if (retry_without_resumed_bytes(outcome)) outcome = fetch_from_once(url, options, failure);
+                                         const segment_options& segments, const spool_location& spool,
+                                         const segment_retry_hook& retry, transfer_failure_info& failure) {
+    auto outcome = fetch_once(url, options, segments, spool, retry, failure);
+    if (retry_without_resumed_bytes(outcome)) outcome = fetch_once(url, options, segments, spool, retry, failure);
     return outcome;
 }
 
-result<void> artifact_stream::fetch_from_once(const std::string& url, const transfer_options& options,
-                                              transfer_failure_info& failure) {
+result<void> artifact_stream::fetch_once(const std::string& url, const transfer_options& options,
+                                         const segment_options& segments, const spool_location& spool,
+                                         const segment_retry_hook& retry, transfer_failure_info& failure) {
     if (cancelled(cancel_)) return cancelled_error();
     const std::string where = sanitize_url(url);
-    const std::uint64_t resume_from = received_;
-    if (resume_from == expected_.size && resume_from > 0) return verify(where);  // a complete .part: just verify it
-    changed_ = false;
+    spool_location here = spool;
+    here.consumer_has = received_;  // used without a spool
     auto last_report = std::chrono::steady_clock::now();
-    download_callbacks callbacks = body_callbacks(url, resume_from, last_report);
-    // The one place an artifact body is downloaded over one connection.
-    auto downloaded = download(url, options, callbacks, resume_from, &failure);
-    if (!downloaded.ok()) {
-        error e = std::move(downloaded).error_value();
-        if (changed_) failure.transient = true;  // retried from byte 0
-        if (changed_ || e.code == error_code::integrity) REDIST_TRY_VOID(restart());
-        if (e.code == error_code::integrity && e.url.empty()) e.url = where;
-        return e;
-    }
-    return check_complete(where);
-}
-
-result<void> artifact_stream::fetch_split(const std::string& url, const transfer_options& options,
-                                          const segment_options& segments, const spool_location& spool,
-                                          const segment_retry_hook& retry, transfer_failure_info& failure) {
-    auto outcome = fetch_split_once(url, options, segments, spool, retry, failure);
-    if (retry_without_resumed_bytes(outcome)) outcome = fetch_split_once(url, options, segments, spool, retry, failure);
-    return outcome;
-}
-
-result<void> artifact_stream::fetch_split_once(const std::string& url, const transfer_options& options,
-                                               const segment_options& segments, const spool_location& spool,
-                                               const segment_retry_hook& retry, transfer_failure_info& failure) {
-    if (cancelled(cancel_)) return cancelled_error();
-    const std::string where = sanitize_url(url);
-    // Every byte comes again from 0 (see the header): start over unless
-    // nothing was fed since the last restart (the first attempt).
-    if (received_ > 0) REDIST_TRY_VOID(restart());
-    auto last_report = std::chrono::steady_clock::now();
-    download_callbacks callbacks = body_callbacks(url, 0, last_report);
-    // A second response (partial = false) after bytes came: the file changed
-    // and the downloader starts over; so does the stream.
-    callbacks.on_response = [this, &url](const response_info& info) { return accept_response(info, received_, url); };
+    download_callbacks callbacks = body_callbacks(last_report);
     auto drop_spool = [&] {
         if (spool.part_file.empty()) return;
         ::unlink(spool.part_file.c_str());
         remove_segment_record(spool.part_file);
     };
-    auto downloaded = segmented_download(url, expected_.size, options, segments, spool, callbacks, retry, &failure);
+    auto downloaded = segmented_download(url, expected_.size, options, segments, here, callbacks, retry, &failure);
     if (!downloaded.ok()) {
         error e = std::move(downloaded).error_value();
         if (e.code == error_code::integrity) {
+            REDIST_TRY_VOID(restart());
             drop_spool();
             if (e.url.empty()) e.url = where;
         }
         return e;
     }
-    resumed_ = downloaded->reused_bytes > 0;  // the spool's bytes from an earlier run went through the hash
-    auto checked = check_complete(where);
+    if (downloaded->reused_bytes > 0) resumed_ = true;  // the spool's bytes from an earlier run went through the hash
+    auto checked = verify(where);
     if (!checked.ok()) drop_spool();
     return checked;
 }

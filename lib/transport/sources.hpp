@@ -146,9 +146,6 @@ struct source_run {
     std::string component;                  // for the events
     std::shared_ptr<source_health> health;  // may be null: no source is skipped
     bool offline = false;                   // only file:// URLs are tried
-    // Called when a source is given up (a retry on the same source keeps
-    // state such as bytes received so far); may be empty.
-    std::function<void()> on_next_source;
 };
 
 // What to do after attempt `attempt` on `url` failed with `e`: the policy's
@@ -163,7 +160,9 @@ retry_decision decide_retry(const source_run& run, const std::string& url, int a
 // `url`: decide_retry for every failed request, so that a retry inside one
 // connection is reported like any other. The attempt that ran the download
 // sets source_attempt::retried_inside. `run` must outlive the hook.
-segment_retry_hook segment_retries(const source_run& run, const std::string& url);
+// `requests` (if given; it must outlive the hook too) counts each retry
+// decided: one more request, as try_sources counts its attempts.
+segment_retry_hook segment_retries(const source_run& run, const std::string& url, int* requests = nullptr);
 
 struct sources_outcome {
     std::size_t source = 0;  // the URL that succeeded
@@ -183,23 +182,20 @@ result<sources_outcome> try_sources(const std::vector<std::string>& urls, const 
 
 // ---- the artifact stream -------------------------------------------------------------
 //
-// One artifact's bytes, from any source, in one pass as they arrive:
-// counted against the manifest's size (never more), hashed, appended to an
-// optional tee file (the cache's .part), and handed to a byte_sink (the
-// unpacker writing a stage for fetch; a plain file for mirror).
+// One artifact's bytes, from any source, in one pass as they arrive from the
+// one downloader (segmented_download.hpp: one stream or ranges, its spool,
+// its retries): counted against the manifest's size (never more), hashed,
+// and handed to a byte_sink (the unpacker writing a stage for fetch; a plain
+// file for mirror).
 //
 // The rules it keeps (pinned by tests/sources_test.cpp):
-//   - resume: a later attempt sends "Range: bytes=<received>-" and keeps
-//     the bytes so far; a 200 to that (the server ignored the Range) starts
-//     over with the new body; a 206 whose ETag (else Last-Modified) differs
-//     from the one the bytes so far came from means the file changed: the
-//     bytes are dropped and the attempt fails as transient (retried from 0);
-//   - a Content-Length that disagrees with what is left is an integrity
-//     failure before the body is read; a body that ends early without a
-//     transport error (no Content-Length) is "truncated";
-//   - an integrity failure drops the bytes (the next source starts over); a
-//     network failure keeps them (the next attempt or source resumes, and
-//     the tee file stays for the next process).
+//   - the downloader resumes: its spool (the cache's .part) or, without one,
+//     the bytes the stream holds ("Range: bytes=<received>-"); a response
+//     that starts over (the file changed, a 200 of an unknown version)
+//     restarts the sink and the hash before its first byte;
+//   - an integrity failure drops the bytes and the spool's .part (the next
+//     source starts over); a network failure keeps them (the next source
+//     resumes, and the .part stays for the next process).
 
 // Where the bytes go besides the hash. Not thread-safe; one per stream.
 class byte_sink {
@@ -256,128 +252,89 @@ public:
     artifact_stream(const artifact_stream&) = delete;
     artifact_stream& operator=(const artifact_stream&) = delete;
 
-    // Tee every byte into this file (the cache's .part) from the next restart().
-    void set_tee(std::filesystem::path part_file) { tee_path_ = std::move(part_file); }
     // Called with the bytes received so far: after each response's headers,
     // then at most every 200 ms while the body streams.
     void set_progress(std::function<void(std::uint64_t)> progress) { progress_ = std::move(progress); }
     // Checked before each attempt and between chunks: set, the transfer stops (cancelled).
     void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }
 
-    // From byte 0: restarts the sink and the hash, truncates the tee.
+    // From byte 0: restarts the sink and the hash.
     result<void> restart();
-    // Continues from the bytes an earlier process left: the tee file
-    // (replayed through the hash and the sink), else the sink's own held
-    // bytes (hashed only). Starts from 0 when there are none. Returns
+    // Continues from the bytes the sink holds from an earlier process (hashed
+    // only, not written again); starts from 0 when there are none. Returns
     // whether bytes were resumed.
     result<bool> resume_or_restart();
 
-    // One attempt from `url`, resuming at received(): the only place an
-    // artifact body is downloaded (a segmented downloader plugs in here).
-    // Fills `failure` as download() does. After the last byte the size and
-    // SHA-256 are checked. When they do not match and the stream had resumed
-    // bytes an earlier process left (the .part, a dead process's file), those
-    // bytes are what is suspect, not the source: they are dropped and the
-    // artifact is downloaded again from byte 0, from the same URL, once in
-    // this call. Only a mismatch of bytes that all came from `url` in this
-    // process is an integrity failure. Outcomes: ok (verified) | network |
-    // not_found | integrity | cancelled | filesystem | the sink's error.
-    result<void> fetch_from(const std::string& url, const transfer_options& options, transfer_failure_info& failure);
-    // One attempt from `url` over several ranged connections (see
-    // segmented_download.hpp): the downloader owns the spool (the cache's
-    // .part, with its resume record), so no tee may be set. It delivers every
-    // byte from 0, including those an earlier run left in the spool, so the
-    // hash and the sink start over (the caller restarts them once before the
-    // first attempt; a file that changed under the downloader restarts them
-    // again, see segmented_download.hpp). Wrong bytes (integrity) remove the
-    // spool's .part and record; when the spool held bytes of an earlier run,
-    // the artifact is downloaded again from byte 0 once, as in fetch_from.
-    // Outcomes as fetch_from.
-    result<void> fetch_split(const std::string& url, const transfer_options& options, const segment_options& segments,
-                             const spool_location& spool, const segment_retry_hook& retry,
-                             transfer_failure_info& failure);
+    // One attempt from `url` through the one downloader (segmented_download):
+    // its spool, split into `segments` when it may, its retries through
+    // `retry` (the caller sets source_attempt::retried_inside). Without a
+    // spool it continues from received(); with one, from byte 0 (the spool
+    // holds the bytes so far). Fills `failure` as download() does. After the
+    // last byte the size and SHA-256 are checked. Wrong bytes (integrity)
+    // remove the spool's .part and record. When they do not match and the
+    // stream had resumed bytes an earlier process left (the .part, a dead
+    // process's file), those bytes are what is suspect, not the source: they
+    // are dropped and the artifact is downloaded again from byte 0, from the
+    // same URL, once in this call. Only a mismatch of bytes that all came
+    // from `url` in this process is an integrity failure. Outcomes: ok
+    // (verified) | network | not_found | integrity | cancelled | filesystem |
+    // the sink's error.
+    result<void> fetch_from(const std::string& url, const transfer_options& options, const segment_options& segments,
+                            const spool_location& spool, const segment_retry_hook& retry,
+                            transfer_failure_info& failure);
     // Streams a local file (a cached blob) through hash and sink, from 0, and
     // verifies it. An unreadable or odd file (symlink, FIFO) is an integrity
     // failure: treated like wrong bytes. Outcomes as fetch_from.
     result<void> fetch_file(const std::filesystem::path& path, const std::string& source);
-    // A new source: forget the validator (ETag) the bytes so far came from.
-    void next_source() { validator_.clear(); }
 
     std::uint64_t received() const { return received_; }
     bool verified() const { return verified_; }
-    // For --profile: time feed() spent hashing and writing the tee, and
-    // handing bytes to the sink (which waits while the unpacker is behind).
-    std::uint64_t hash_and_tee_ns() {
+    // For --profile: time spent hashing, and handing bytes to the sink
+    // (which waits while the unpacker is behind).
+    std::uint64_t hash_ns() {
         settle();
-        return hash_and_tee_ns_;
+        return hash_ns_;
     }
     std::uint64_t sink_ns() const { return sink_ns_; }
-    // The tee file holds every byte received (false after a failed write dropped it).
-    bool tee_complete() {
-        settle();
-        return !tee_path_.empty() && !tee_dropped_;
-    }
 
     // Feeds bytes (used by fetch_from; public for tests). Outcomes: ok |
     // integrity (more bytes than the manifest's size) | the sink's error.
     result<void> feed(const std::byte* data, std::size_t size);
-    // Checks the response headers of an attempt that asked for bytes
-    // resume_from.. (used by fetch_from; public for tests).
-    result<void> accept_response(const response_info& info, std::uint64_t resume_from, const std::string& url);
     // After the last byte: size and SHA-256. Outcomes: ok | integrity.
     result<void> verify(const std::string& source);
 
 private:
-    result<void> fetch_from_once(const std::string& url, const transfer_options& options,
-                                 transfer_failure_info& failure);
-    result<void> fetch_split_once(const std::string& url, const transfer_options& options,
-                                  const segment_options& segments, const spool_location& spool,
-                                  const segment_retry_hook& retry, transfer_failure_info& failure);
+    result<void> fetch_once(const std::string& url, const transfer_options& options, const segment_options& segments,
+                            const spool_location& spool, const segment_retry_hook& retry,
+                            transfer_failure_info& failure);
     // After a failed attempt: true (once) when it failed because bytes an
     // earlier process left turned out wrong; the stream is at byte 0 again.
     bool retry_without_resumed_bytes(const result<void>& outcome) noexcept;
     result<void> replay(const std::filesystem::path& path, bool into_sink);
-    // The callbacks of one attempt that asked for bytes resume_from..
-    download_callbacks body_callbacks(const std::string& url, std::uint64_t resume_from,
-                                      std::chrono::steady_clock::time_point& last_report);
-    // After a transfer that returned ok: the body must have been complete.
-    result<void> check_complete(const std::string& where);
-    void drop_tee() noexcept;
+    download_callbacks body_callbacks(std::chrono::steady_clock::time_point& last_report);
 
     expected_artifact expected_;
     byte_sink& sink_;
     sha256_hasher hasher_;
     std::uint64_t received_ = 0;
-    std::uint64_t hash_and_tee_ns_ = 0;
+    std::uint64_t hash_ns_ = 0;
     std::uint64_t sink_ns_ = 0;
     bool verified_ = false;
     // The bytes so far include bytes an earlier process left (resume_or_restart,
-    // or a segmented spool's reused ranges); cleared by restart().
+    // or a spool's reused ranges); cleared by restart().
     bool resumed_ = false;
     // verify() found a mismatch while resumed_ was set (then restarted).
     bool resumed_bytes_failed_ = false;
-    std::filesystem::path tee_path_;
-    unique_fd tee_;
-    bool tee_dropped_ = false;
-    // Tee bytes not yet written: libcurl hands the body over in 16 KiB
-    // pieces, and a write() per piece was 20,000 system calls for 323 MiB.
-    std::vector<std::byte> tee_pending_;
-    std::chrono::steady_clock::time_point last_idle_tee_write_{};
-    void write_tee(const std::byte* data, std::size_t size) noexcept;
-    void flush_tee() noexcept;  // writes tee_pending_
-    std::string validator_;     // ETag or Last-Modified of the response the bytes so far came from
-    bool changed_ = false;      // the last response said the file changed under us
     bool paused_mid_download_ = false;
     std::function<void(std::uint64_t)> progress_;
     const std::atomic<bool>* cancel_ = nullptr;
 
-    // Hashing and the tee on a thread of their own (see sources.cpp). Every
-    // member function but feed() settles it before it touches hasher_, tee_,
-    // tee_pending_, tee_dropped_ or hash_and_tee_ns_. Declared last: stopped first.
+    // Hashing on a thread of its own (see sources.cpp). Every member
+    // function but feed() settles it before it touches hasher_ or hash_ns_.
+    // Declared last: stopped first.
     class hash_worker;
-    void hash_and_tee(const std::byte* data, std::size_t size);
-    // Returns once every byte fed so far is hashed and in the tee (the
-    // worker idle, tee_pending_ written).
+    void hash(const std::byte* data, std::size_t size);
+    // Returns once every byte fed so far is hashed.
     void settle();
     std::unique_ptr<hash_worker> hash_worker_;
 };

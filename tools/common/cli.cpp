@@ -284,7 +284,7 @@ void add_install_flags(CLI::App& app, install_flags& options) {
         ->type_name("N");
     app.add_flag("--profile", options.profile,
                  "Print per-stage busy and wait times to stderr at the end: transfer (busy: hashing the "
-                 "archive and writing its cache copy; wait: the unpacker is behind), decoder (busy: decoding xz "
+                 "archive; wait: the unpacker is behind), decoder (busy: decoding xz "
                  "blocks, on any thread), extractor, writers");
     app.add_flag("--no-recompressed", options.no_recompressed,
                  "Never install a mirror's recompressed (.tar.zst) copies. By default, where the manifest's "
