@@ -395,6 +395,35 @@ TEST_CASE("an interrupted segmented download resumes with fewer bytes", "[segmen
     CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
 }
 
+TEST_CASE("a caller can stop a ranged download whose head of the line stalls", "[segmented]") {
+    // The first request stalls after 1000 bytes for longer than the test
+    // waits; the others finish. Nothing can be delivered, so only on_idle
+    // can say "stop" (Ctrl-C): before, the ranged path never called it, and
+    // the run went on until the stall detector retried the chunk.
+    auto& f = shared_fixture();
+    f.server->set_faults(R"({"/blob.bin": {"stall_after": 1000, "stall_seconds": 30, "times": 1}})");
+    const fs::path dir = redist_test::scratch("stop-stalled");
+    redist::spool_location spool;
+    spool.part_file = dir / "blob.part";
+    sink s;
+    int idle_calls = 0;
+    s.callbacks.on_idle = [&]() -> redist::result<void> {
+        if (++idle_calls < 3) return {};
+        return redist::make_error(error_code::cancelled, "stopped by the test");
+    };
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::cancelled);
+    CHECK(idle_calls == 3);
+    CHECK(s.bytes < kSize);
+    // What the connections wrote stays for a resume.
+    CHECK(fs::exists(redist::segment_record_path(spool.part_file)));
+    (void)f.server->log();  // waits for the request cut short to be logged
+    f.server->set_faults("{}");
+    f.server->reset();
+}
+
 TEST_CASE("the resume record follows the writes while the consumer is busy", "[segmented]") {
     // The consumer (the hash and the decoder, in fetch) takes its time over
     // the first bytes while the connections download the rest. A kill then

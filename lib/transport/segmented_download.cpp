@@ -492,6 +492,9 @@ void segmented_run::fetch(chunk& c) {
         return {};
     };
     cb.on_idle = [&]() -> result<void> {
+        // The run stops (the caller cancelled, a fatal chunk): a stalled
+        // request ends at once rather than at its next byte.
+        if (stop_) return make_error(error_code::cancelled, "segmented download stopped");
         if (pending.empty()) {
             // Nothing to write, but bytes written less than kRecordInterval
             // before the transfer went quiet are not in the record yet: a
@@ -576,9 +579,17 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
     while (delivered < size_) {
         std::unique_lock lock(mutex_);
         const auto others_due = [&] { return ranges_confirmed_ && !whole_stream_ && threads.size() < n; };
-        progress_cv_.wait_for(lock, std::chrono::seconds(1),
-                              [&] { return stop_.load() || contiguous_end() > delivered || others_due(); });
+        const bool woken = progress_cv_.wait_for(
+            lock, kIdleWrite, [&] { return stop_.load() || contiguous_end() > delivered || others_due(); });
         if (stop_) break;
+        if (!woken && callbacks.on_idle) {
+            // Nothing to deliver for a while (the head of the line stalls):
+            // the caller may still stop the run (Ctrl-C), as one stream's can.
+            lock.unlock();
+            outcome = callbacks.on_idle();
+            if (!outcome.ok()) break;
+            continue;
+        }
         if (others_due()) open_the_others();
         const std::uint64_t available = contiguous_end();
         const bool finished_unrecorded = finished_ != recorded_finished_;

@@ -58,10 +58,12 @@
 //
 // Known limits: every chunk is a new connection (download_range() keeps no
 // connection cache: one TLS handshake per chunk, ~25 for a 313 MiB archive);
-// stopping (a caller error, a fatal chunk) waits for each running request's
-// next byte, so a stalled one holds it up to transfer_options'
-// stall_timeout_seconds; no work stealing at the tail (the last chunks run
-// at one connection's rate each).
+// stopping (a caller error, a fatal chunk) ends a request that stalls
+// mid-body within about a second (its on_idle), but one still waiting for
+// its response holds it up to transfer_options' stall_timeout_seconds; no
+// work stealing at the tail (the last chunks run at one connection's rate
+// each). While nothing can be delivered, callbacks.on_idle is called about
+// every 250 ms on the calling thread, so the caller can stop a stalled run.
 #pragma once
 
 #include <chrono>
