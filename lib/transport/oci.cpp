@@ -534,7 +534,9 @@ result<std::string> fetch_document(const oci_url& where, const transfer_options&
         });
 }
 
-result<void> deliver(const std::string& body, download_callbacks& callbacks, std::uint64_t resume_from) {
+}  // namespace
+
+result<void> deliver_document(const std::string& body, download_callbacks& callbacks, std::uint64_t resume_from) {
     if (resume_from > body.size()) return make_error(error_code::network, "cannot resume past the document's end");
     response_info info;
     info.status = 200;
@@ -547,8 +549,6 @@ result<void> deliver(const std::string& body, download_callbacks& callbacks, std
     return {};
 }
 
-}  // namespace
-
 result<void> oci_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                           std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
                           transfer_failure_info* failure) {
@@ -559,7 +559,7 @@ result<void> oci_download(const std::string& url, const transfer_options& option
     if (where.what == oci_url::kind::document) {
         if (range_last) return make_error(error_code::internal, "a document is not fetched in ranges");
         REDIST_TRY(const std::string body, fetch_document(where, options, failure));
-        return deliver(body, callbacks, resume_from);
+        return deliver_document(body, callbacks, resume_from);
     }
     if (where.what != oci_url::kind::blob)
         return make_error(error_code::network, "a registry URL names no blob or document here")

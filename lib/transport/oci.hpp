@@ -103,6 +103,11 @@ result<void> check_oci_blob(std::string_view bytes, const std::string& digest, s
 // Outcomes: ok | bad_manifest | not_found | what `blob` returns.
 result<std::string> oci_release_document(std::string_view manifest, const std::string& title, const std::string& source,
                                          const std::function<result<std::string>(const oci_layer&)>& blob);
+// A document held in memory (a release's manifest or copy record) to
+// `callbacks` as download() would send it: from resume_from, partial when
+// resuming. The one delivery for registries and image layouts.
+// Outcomes: ok | network (resume_from past the end) | a callback's error.
+result<void> deliver_document(const std::string& body, download_callbacks& callbacks, std::uint64_t resume_from);
 // The label of a document name ("redistrib_<label>.json" or
 // "recompressed_<label>.json"; the label a valid tag), or nullopt: the one
 // rule for registry and image-layout URLs.

@@ -257,16 +257,7 @@ result<void> oci_layout_download(const std::string& url, const transfer_options&
     if (at.what == oci_url::kind::document) {
         if (range_last) return make_error(error_code::internal, "a document is not fetched in ranges");
         REDIST_TRY(const std::string body, layout_document(at));
-        if (resume_from > body.size()) return make_error(error_code::network, "cannot resume past the document's end");
-        response_info info;
-        info.status = 200;
-        info.content_length = static_cast<std::int64_t>(body.size() - resume_from);
-        info.partial = resume_from > 0;
-        if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(info));
-        if (callbacks.on_data && body.size() > resume_from)
-            REDIST_TRY_VOID(callbacks.on_data(reinterpret_cast<const std::byte*>(body.data()) + resume_from,
-                                              body.size() - resume_from));
-        return {};
+        return deliver_document(body, callbacks, resume_from);
     }
     if (at.what != oci_url::kind::blob)
         return make_error(error_code::network, "an image layout URL names no blob or document here").with_url(url);
