@@ -1568,22 +1568,20 @@ private:
             if (hash_ && hash_->threaded()) {
                 // Shared with the strand that hashes it.
                 const std::size_t size = decoded.size;
-                auto block = std::make_shared<const byte_buffer>(std::move(decoded));
-                return put_part(block, 0, size, false);
+                return hand_on(std::make_shared<const byte_buffer>(std::move(decoded)), 0, size);
             }
             if (hash_) hash_->add(nullptr, decoded.bytes.get(), decoded.size);
             return queue_.push(std::move(decoded));
         }
         bool put_part(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size) override {
-            return put_part(block, offset, size, true);
+            return within_cap(size) && hand_on(block, offset, size);
         }
         byte_buffer spare(std::size_t capacity) override { return queue_.spare_or_make(capacity); }
         bool over_limit = false;
 
     private:
-        bool put_part(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size,
-                      bool count) {
-            if (count && !within_cap(size)) return false;
+        // Counted already: to the hash and the extractor.
+        bool hand_on(const std::shared_ptr<const byte_buffer>& block, std::size_t offset, std::size_t size) {
             if (hash_) hash_->add(block, block->bytes.get() + offset, size);
             return queue_.push(chunk::part_of(block, offset, size));
         }
