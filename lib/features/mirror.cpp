@@ -75,11 +75,17 @@ bool is_plain_name(std::string_view name) {
     });
 }
 
+// Creates the directories above `path`. Outcomes: ok | filesystem.
+result<void> create_parent(const fs::path& path) {
+    std::error_code ec;
+    create_directories_masked(path.parent_path(), ec);
+    if (ec) return errno_error("cannot create directory", path.parent_path(), ec.value());
+    return {};
+}
+
 // Writes `bytes` to `final_path` atomically (temp file, fsync, rename).
 result<void> write_file_atomically(const fs::path& final_path, std::string_view bytes) {
-    std::error_code ec;
-    create_directories_masked(final_path.parent_path(), ec);
-    if (ec) return errno_error("cannot create directory", final_path.parent_path(), ec.value());
+    REDIST_TRY_VOID(create_parent(final_path));
     return atomic_write(final_path, bytes, durability::contents);
 }
 
@@ -89,9 +95,7 @@ std::optional<bool> existing_matches(const fs::path& path, std::uint64_t size, c
     std::error_code ec;
     const auto st = fs::symlink_status(path, ec);
     if (ec || !fs::is_regular_file(st)) return std::nullopt;
-    const auto actual_size = fs::file_size(path, ec);
-    if (ec) return false;
-    if (actual_size != size) return false;
+    if (fs::file_size(path, ec) != size || ec) return false;
     auto digest = sha256_file(path);
     return digest.ok() && *digest == sha256;
 }
@@ -118,9 +122,7 @@ struct download_target {
 // integrity | filesystem | cancelled.
 result<void> download_verified(const download_target& t, const mirror_request& request,
                                const std::atomic<bool>* cancel) {
-    std::error_code ec;
-    create_directories_masked(t.final_path.parent_path(), ec);
-    if (ec) return errno_error("cannot create directory", t.final_path.parent_path(), ec.value());
+    REDIST_TRY_VOID(create_parent(t.final_path));
     file_sink sink(t.final_path);
     artifact_stream stream({t.size, t.sha256}, sink);
     stream.set_cancel(cancel);
@@ -402,12 +404,6 @@ std::optional<std::string> copy_path_of(std::string_view rel) {
     return copy;
 }
 
-std::string lower_hex(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(),
-                   [](char c) { return c >= 'A' && c <= 'F' ? char(c - 'A' + 'a') : c; });
-    return s;
-}
-
 // The sidecar of a release (recompressed.hpp; the client reads it with the
 // same model code).
 std::string sidecar_json(const resolved_release& release, const std::vector<mirrored_copy>& copies) {
@@ -460,8 +456,8 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
         e.copy = true;
         emit(request, e);
     };
-    if (const auto it = previous.find(lower_hex(original.sha256));
-        it != previous.end() && it->second.relative_path == copy_path) {
+    // Both keys are lower case: the manifest parser and parse_recompressed store them so.
+    if (const auto it = previous.find(original.sha256); it != previous.end() && it->second.relative_path == copy_path) {
         mirrored_copy c = it->second;
         emit_copy(mirror_step::checking, mirror_status::downloaded, c.size);
         REDIST_TRY(const auto present, target.present(as_artifact(c)));
@@ -473,15 +469,12 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
     }
     if (cancel) return make_error(error_code::cancelled, "cancelled");
     mirrored_copy c;
-    c.original_sha256 = lower_hex(original.sha256);
+    c.original_sha256 = original.sha256;
     c.relative_path = copy_path;
-    c.status = mirror_status::downloaded;
     REDIST_TRY(const mirror_target::local_file source, target.local_original(original, request, &cancel));
     emit_copy(mirror_step::recompressing, c.status, 0);
     const fs::path staged = target.staging_path(copy_path);
-    std::error_code ec;
-    create_directories_masked(staged.parent_path(), ec);
-    if (ec) return errno_error("cannot create directory", staged.parent_path(), ec.value());
+    REDIST_TRY_VOID(create_parent(staged));
     file_sink sink(staged);
     auto made = [&]() -> result<recompressed> {
         (void)sink.held_bytes(0);  // removes the .part files of killed runs; a copy is never resumed
@@ -493,7 +486,7 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
         auto committed = sink.commit();
         if (!committed.ok()) made = std::move(committed).error_value();
     }
-    if (source.temporary) fs::remove(source.path, ec);
+    if (std::error_code ec; source.temporary) fs::remove(source.path, ec);
     if (!made.ok()) {
         sink.discard();
         error e = std::move(made).error_value();
@@ -632,7 +625,7 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
         std::set<std::string> originals;
         for (const auto& p : picks) {
             const auto copy = copy_path_of(p.art.relative_path);
-            if (copy && !copies.owner.count(*copy) && originals.insert(lower_hex(p.art.sha256)).second)
+            if (copy && !copies.owner.count(*copy) && originals.insert(p.art.sha256).second)
                 copies.owner.emplace(*copy, p.art.relative_path);
         }
     }
