@@ -40,6 +40,13 @@ std::string field(std::string_view text) {
     return out;
 }
 
+// "major.minor.patch" of an encoded version: `major_unit` 10000 for
+// major*10000 + minor*100 + patch, 1000 for major*1000 + minor*100 + patch.
+std::string dotted(long long v, long long major_unit) {
+    return std::to_string(v / major_unit) + "." + std::to_string(v / 100 % (major_unit / 100)) + "." +
+           std::to_string(v % 100);
+}
+
 class prober {
 public:
     explicit prober(const std::function<void(std::string_view)>& emit) : emit_(emit) {}
@@ -125,12 +132,7 @@ void prober::op_probe(const std::string& i, const std::string& kind, const std::
         case check_data::probe_kind::cudnn_get_version: {
             raw = static_cast<long long>(reinterpret_cast<std::size_t (*)()>(f)());
             // cuDNN 9 encodes major*10000 + minor*100 + patch; cuDNN 8 and older major*1000 + minor*100 + patch.
-            if (raw >= 90000)
-                version = std::to_string(raw / 10000) + "." + std::to_string(raw / 100 % 100) + "." +
-                          std::to_string(raw % 100);
-            else
-                version = std::to_string(raw / 1000) + "." + std::to_string(raw / 100 % 10) + "." +
-                          std::to_string(raw % 100);
+            version = dotted(raw, raw >= 90000 ? 10000 : 1000);
             break;
         }
         case check_data::probe_kind::cuda_runtime_get_version: {
@@ -155,11 +157,7 @@ void prober::op_probe(const std::string& i, const std::string& kind, const std::
             if (reinterpret_cast<int (*)(int*)>(f)(&v) != 0) return say({"fail", i, "ncclGetVersion failed"});
             raw = v;
             // 2.9 and later: major*10000 + minor*100 + patch; before: major*1000 + minor*100 + patch.
-            if (v >= 20900)
-                version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-                          std::to_string(v % 100);
-            else
-                version = std::to_string(v / 1000) + "." + std::to_string(v / 100 % 10) + "." + std::to_string(v % 100);
+            version = dotted(v, v >= 20900 ? 10000 : 1000);
             break;
         }
     }
