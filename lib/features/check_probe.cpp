@@ -61,18 +61,22 @@ public:
         say({"gpu", i, std::to_string(index), std::to_string(major), std::to_string(minor), name});
     }
 
-    void* open(const std::string& path, std::string& err) {
-        if (auto it = handles_.find(path); it != handles_.end()) return it->second;
+    // isolated: another copy of a library we may have loaded already (a
+    // shadowing candidate) goes into a fresh link-map namespace (dlmopen), so
+    // that the two copies never mix and ours stays what the other checks see.
+    void* open(const std::string& path, std::string& err, bool isolated = false) {
+        if (auto it = handles_.find(path); it != handles_.end() && !isolated) return it->second;
         dlerror();
         // Quick: only the called function's library is mapped, and its
         // functions are bound on first call (see check_depth).
-        void* h = dlopen(path.c_str(), quick_ ? RTLD_LAZY | RTLD_LOCAL : RTLD_NOW | RTLD_GLOBAL);
+        void* h = isolated ? dlmopen(LM_ID_NEWLM, path.c_str(), (quick_ ? RTLD_LAZY : RTLD_NOW) | RTLD_LOCAL)
+                           : dlopen(path.c_str(), quick_ ? RTLD_LAZY | RTLD_LOCAL : RTLD_NOW | RTLD_GLOBAL);
         if (!h) {
             const char* e = dlerror();
-            err = e ? e : "dlopen failed";
+            err = e ? e : isolated ? "dlmopen failed" : "dlopen failed";
             return nullptr;
         }
-        handles_[path] = h;
+        if (!isolated) handles_[path] = h;
         return h;
     }
 
@@ -103,22 +107,9 @@ void prober::op_load(const std::string& i, const std::string& path) {
     else say({"fail", i, err});
 }
 
-// isolated: another copy of a library we may have loaded already (a
-// shadowing candidate) goes into a fresh link-map namespace (dlmopen), so
-// that the two copies never mix and ours stays what the other checks see.
 void prober::op_probe(const std::string& i, const std::string& kind, const std::string& path, bool isolated) {
     std::string err;
-    void* h = nullptr;
-    if (isolated) {
-        dlerror();
-        h = dlmopen(LM_ID_NEWLM, path.c_str(), (quick_ ? RTLD_LAZY : RTLD_NOW) | RTLD_LOCAL);
-        if (!h) {
-            const char* e = dlerror();
-            err = e ? e : "dlmopen failed";
-        }
-    } else {
-        h = open(path, err);
-    }
+    void* h = open(path, err, isolated);
     if (!h) return say({"fail", i, err});
     const auto k = static_cast<check_data::probe_kind>(std::atoi(kind.c_str()));
     const char* symbol = nullptr;
@@ -175,13 +166,11 @@ struct cuda_api {
     int (*attribute)(int*, int, int) = nullptr;
     int (*name)(char*, int, int) = nullptr;
     int (*retain)(void**, int) = nullptr;
-    int (*release)(int) = nullptr;
     int (*set_current)(void*) = nullptr;
     int (*mem_alloc)(unsigned long long*, std::size_t) = nullptr;
     int (*mem_free)(unsigned long long) = nullptr;
     int (*htod)(unsigned long long, const void*, std::size_t) = nullptr;
     int (*dtoh)(void*, unsigned long long, std::size_t) = nullptr;
-    int (*sync)() = nullptr;
     int (*error_string)(int, const char**) = nullptr;
 
     std::string describe(int rc) const {
@@ -201,13 +190,11 @@ bool load_cuda(prober& p, const std::string& path, cuda_api& api, std::string& e
     api.attribute = p.sym<decltype(api.attribute)>(h, "cuDeviceGetAttribute");
     api.name = p.sym<decltype(api.name)>(h, "cuDeviceGetName");
     api.retain = p.sym<decltype(api.retain)>(h, "cuDevicePrimaryCtxRetain");
-    api.release = p.sym<decltype(api.release)>(h, "cuDevicePrimaryCtxRelease_v2");
     api.set_current = p.sym<decltype(api.set_current)>(h, "cuCtxSetCurrent");
     api.mem_alloc = p.sym<decltype(api.mem_alloc)>(h, "cuMemAlloc_v2");
     api.mem_free = p.sym<decltype(api.mem_free)>(h, "cuMemFree_v2");
     api.htod = p.sym<decltype(api.htod)>(h, "cuMemcpyHtoD_v2");
     api.dtoh = p.sym<decltype(api.dtoh)>(h, "cuMemcpyDtoH_v2");
-    api.sync = p.sym<decltype(api.sync)>(h, "cuCtxSynchronize");
     api.error_string = p.sym<decltype(api.error_string)>(h, "cuGetErrorString");
     return true;
 }
