@@ -21,17 +21,11 @@
 //   before the manifest; the copy is made from the verified original only.
 #include "redist/mirror.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -155,11 +149,6 @@ result<void> download_verified(const download_target& t, const mirror_request& r
     return e;
 }
 
-struct picked {
-    const component* comp = nullptr;
-    artifact art;
-};
-
 constexpr std::size_t max_mirrored_manifest_bytes = 64u << 20;  // as for a fetched manifest
 
 bool is_manifest_name(std::string_view name) {
@@ -232,10 +221,10 @@ result<claim_map> read_claims(const fs::path& redist_dir) {
 // only by this release's own manifest may be replaced: that is a repair).
 // Outcomes: ok | bad_manifest (source = this release's manifest URL,
 // json_path = the artifact's relative_path).
-result<void> check_claims(const resolved_release& release, const std::vector<picked>& picks, const claim_map& claims) {
+result<void> check_claims(const resolved_release& release, const std::vector<artifact>& picks,
+                          const claim_map& claims) {
     const std::string own = "redistrib_" + release.label + ".json";
-    for (const auto& p : picks) {
-        const artifact& a = p.art;
+    for (const artifact& a : picks) {
         auto refuse = [&](const std::string& why) {
             return make_error(error_code::bad_manifest, "relative_path '" + a.relative_path + "' " + why)
                 .with_source(sanitize_url(release.manifest_url))
@@ -255,7 +244,7 @@ result<void> check_claims(const resolved_release& release, const std::vector<pic
 
 // The artifacts of one release that the request selects, deduplicated by
 // relative_path. Outcomes: ok | not_found | bad_manifest.
-result<std::vector<picked>> select_for_mirror(const resolved_release& release, const mirror_request& request) {
+result<std::vector<artifact>> select_for_mirror(const resolved_release& release, const mirror_request& request) {
     const manifest& m = release.parsed;
     const std::string what = release.product + " " + release.label;
     const std::set<std::string> wanted(request.components.begin(), request.components.end());
@@ -269,7 +258,7 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
         return std::move(e).with_source(sanitize_url(release.manifest_url));
     }
 
-    std::vector<picked> out;
+    std::vector<artifact> out;
     std::map<std::string, std::size_t> by_path;
     std::set<std::string> platforms_hit;
     std::set<int> majors_hit;
@@ -288,7 +277,7 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
             }
             platforms_hit.insert(a.platform);
             if (auto it = by_path.find(a.relative_path); it != by_path.end()) {
-                if (out[it->second].art.sha256 != a.sha256 || out[it->second].art.size != a.size)
+                if (out[it->second].sha256 != a.sha256 || out[it->second].size != a.size)
                     return make_error(error_code::bad_manifest,
                                       "one relative_path with two different hashes or sizes: " + a.relative_path)
                         .with_source(sanitize_url(release.manifest_url))
@@ -296,7 +285,7 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
                 continue;
             }
             by_path.emplace(a.relative_path, out.size());
-            out.push_back({&c, a});
+            out.push_back(a);
         }
     }
 
@@ -348,7 +337,7 @@ public:
     virtual ~mirror_target() = default;
     // Refuses picks that would replace what the target keeps for another
     // release. Outcomes: ok | bad_manifest.
-    virtual result<void> admit(const resolved_release& release, const std::vector<picked>& picks) = 0;
+    virtual result<void> admit(const resolved_release& release, const std::vector<artifact>& picks) = 0;
     // Where the artifact is reported to be (a path in a directory; empty for a registry).
     virtual fs::path path_of(const artifact& a) const = 0;
     // nullopt: absent; true: present with the right size and SHA-256; false: present, wrong.
@@ -359,7 +348,7 @@ public:
     // copies (out.copies), then its manifest (and the listing), so that the
     // release and its copies are advertised only when complete.
     // Outcomes: ok | filesystem | network | bad_manifest.
-    virtual result<void> publish(const resolved_release& release, const std::vector<picked>& picks,
+    virtual result<void> publish(const resolved_release& release, const std::vector<artifact>& picks,
                                  mirrored_release& out) = 0;
 
     // ---- recompressed copies (the copy is an `artifact` named by its relative_path, size and sha256)
@@ -569,7 +558,7 @@ result<mirrored_pair> mirror_file(const mirror_request& request, const std::opti
 // first failure stops the others (cancelled) and is returned; files and
 // copies come back in manifest order.
 result<void> mirror_files(const mirror_request& request, const resolved_release& release, mirror_target& target,
-                          const std::vector<picked>& picks, const copy_context& copies, mirrored_release& out) {
+                          const std::vector<artifact>& picks, const copy_context& copies, mirrored_release& out) {
     REDIST_TRY(const auto cache,
                request.sources.cache_dir
                    ? blob_cache::open_if_possible(*request.sources.cache_dir, request.sources.shared_cache)
@@ -577,7 +566,7 @@ result<void> mirror_files(const mirror_request& request, const resolved_release&
     std::vector<std::optional<result<mirrored_pair>>> results(picks.size());
     std::atomic<bool> cancel{false};
     for_each_index(picks.size(), request.jobs, &cancel, [&](std::size_t i) {
-        results[i] = mirror_file(request, cache, release, target, picks[i].art, copies, cancel);
+        results[i] = mirror_file(request, cache, release, target, picks[i], copies, cancel);
         if (!results[i]->ok()) cancel = true;
     });
 
@@ -610,7 +599,7 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
         return make_error(error_code::bad_manifest, "release label is not a plain file name: '" + release.label + "'")
             .with_source(sanitize_url(release.manifest_url));
 
-    REDIST_TRY(const std::vector<picked> picks, select_for_mirror(release, request));
+    REDIST_TRY(const std::vector<artifact> picks, select_for_mirror(release, request));
     REDIST_TRY_VOID(target.admit(release, picks));
 
     mirrored_release out;
@@ -624,9 +613,9 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
             for (const auto& a : c.artifacts) copies.listed.insert(a.relative_path);
         std::set<std::string> originals;
         for (const auto& p : picks) {
-            const auto copy = copy_path_of(p.art.relative_path);
-            if (copy && !copies.owner.count(*copy) && originals.insert(p.art.sha256).second)
-                copies.owner.emplace(*copy, p.art.relative_path);
+            const auto copy = copy_path_of(p.relative_path);
+            if (copy && !copies.owner.count(*copy) && originals.insert(p.sha256).second)
+                copies.owner.emplace(*copy, p.relative_path);
         }
     }
     REDIST_TRY_VOID(mirror_files(request, release, target, picks, copies, out));
@@ -647,7 +636,7 @@ class directory_target final : public mirror_target {
 public:
     directory_target(fs::path redist_dir, claim_map claims)
         : redist_dir_(std::move(redist_dir)), claims_(std::move(claims)) {}
-    result<void> admit(const resolved_release& release, const std::vector<picked>& picks) override {
+    result<void> admit(const resolved_release& release, const std::vector<artifact>& picks) override {
         return check_claims(release, picks, claims_);
     }
     fs::path path_of(const artifact& a) const override { return redist_dir_ / fs::path(a.relative_path); }
@@ -658,7 +647,7 @@ public:
         t.final_path = redist_dir_ / fs::path(t.relative_path);
         return download_verified(t, request, cancel);
     }
-    result<void> publish(const resolved_release& release, const std::vector<picked>& /*picks*/,
+    result<void> publish(const resolved_release& release, const std::vector<artifact>& /*picks*/,
                          mirrored_release& out) override {
         if (!out.copies.empty()) {  // before the manifest; every copy it lists is in place
             const std::string sidecar = sidecar_json(release, out.copies);
@@ -736,7 +725,7 @@ public:
     }
     oci_target(const oci_target&) = delete;
     oci_target& operator=(const oci_target&) = delete;
-    result<void> admit(const resolved_release& /*release*/, const std::vector<picked>& /*picks*/) override {
+    result<void> admit(const resolved_release& /*release*/, const std::vector<artifact>& /*picks*/) override {
         return {};  // blobs are named by their digest: one release cannot replace another's
     }
     fs::path path_of(const artifact& /*a*/) const override { return {}; }
@@ -773,7 +762,7 @@ public:
         fs::remove(t.final_path, ec);
         return pushed;
     }
-    result<void> publish(const resolved_release& release, const std::vector<picked>& picks,
+    result<void> publish(const resolved_release& release, const std::vector<artifact>& picks,
                          mirrored_release& out) override;
     // The tag's own, then those of the same label in the repositories of
     // mount_from (their copies are mounted rather than made again).
@@ -829,7 +818,7 @@ private:
     mutable std::mutex mutex_;       // one request at a time on the store
 };
 
-result<void> oci_target::publish(const resolved_release& release, const std::vector<picked>& picks,
+result<void> oci_target::publish(const resolved_release& release, const std::vector<artifact>& picks,
                                  mirrored_release& out) {
     const std::lock_guard lock(mutex_);
     const std::string& text = release.manifest_text;  // stored verbatim: the trust comes from these bytes
@@ -838,7 +827,7 @@ result<void> oci_target::publish(const resolved_release& release, const std::vec
     const oci_release_layer json_layer{release.manifest_sha256, "redistrib_" + release.label + ".json", text.size()};
     std::vector<oci_release_layer> archives;
     archives.reserve(picks.size() + out.copies.size());
-    for (const auto& p : picks) archives.push_back({p.art.sha256, p.art.relative_path, p.art.size});
+    for (const auto& p : picks) archives.push_back({p.sha256, p.relative_path, p.size});
     // The copies, stored by mirror_copy, and the sidecar that lists them: one tag points at all or none.
     std::optional<oci_release_layer> sidecar_layer;
     if (!out.copies.empty()) {
