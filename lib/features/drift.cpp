@@ -1,14 +1,10 @@
 // drift.cpp — the per-URL history of what upstream served, in the cache.
 #include "redist/drift.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
-#include <cstring>
-#include <ctime>
 #include <simdjson.h>
 
 #include "archive/sha256.hpp"

@@ -12,8 +12,6 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
-#include <ctime>
 #include <memory>
 #include <new>
 #include <optional>
