@@ -379,8 +379,7 @@ public:
                 ::execve(argv[0], argv.data(), envp.data());
                 ::_exit(127);
             }
-            std::vector<std::string> args(ops.begin(), ops.end());
-            const int rc = run_check_probe(args, [](std::string_view line) {
+            const int rc = run_check_probe(ops, [](std::string_view line) {
                 if (!write_all(1, std::string(line) + '\n', "stdout").ok()) ::_exit(3);
             });
             ::_exit(rc);

@@ -445,9 +445,9 @@ result<sbom_document> collect_sbom(const sbom_request& request) {
     if (root.get() < 0) return errno_error("cannot open", request.prefix, errno);
 
     sbom_document doc;
-    doc.name = std::filesystem::absolute(request.prefix).lexically_normal().filename().string();
-    if (doc.name.empty())
-        doc.name = std::filesystem::absolute(request.prefix).lexically_normal().parent_path().filename().string();
+    const auto prefix = std::filesystem::absolute(request.prefix).lexically_normal();
+    doc.name = prefix.filename().string();
+    if (doc.name.empty()) doc.name = prefix.parent_path().filename().string();
     if (doc.name.empty()) doc.name = "prefix";
     doc.created = request.created.empty() ? utc_now_iso8601() : request.created;
     doc.tool_version = request.tool_version;
