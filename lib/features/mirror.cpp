@@ -41,6 +41,7 @@
 #include "redist/urls.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
+#include "support/safe_path.hpp"
 #include "transport/oci.hpp"
 #include "transport/oci_layout.hpp"
 #include "transport/sources.hpp"
@@ -60,14 +61,6 @@ const char* to_string(mirror_status status) noexcept {
 }
 
 namespace {
-
-bool is_plain_name(std::string_view name) {
-    if (name.empty() || name == "." || name == "..") return false;
-    return std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-               c == '-' || c == '+';
-    });
-}
 
 // Creates the directories above `path`. Outcomes: ok | filesystem.
 result<void> create_parent(const fs::path& path) {
@@ -595,7 +588,7 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     if (!rr.sources.offline) rr.sources.mirrors.clear();
     rr.observer = request.observer;
     REDIST_TRY(const resolved_release release, resolve_release(rr, request.transfer));
-    if (!is_plain_name(release.label))
+    if (name_problem(release.label))
         return make_error(error_code::bad_manifest, "release label is not a plain file name: '" + release.label + "'")
             .with_source(sanitize_url(release.manifest_url));
 
@@ -937,14 +930,14 @@ result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request
 }  // namespace
 
 result<mirror_report> mirror_releases(const mirror_request& request) {
-    if (!is_plain_name(request.product))
+    if (name_problem(request.product))
         return make_error(error_code::usage,
                           "the product must be a plain name like 'cudnn', not '" + request.product + "'");
     if (request.versions.empty()) return make_error(error_code::usage, "no versions to mirror");
     if (request.platforms.empty()) return make_error(error_code::usage, "no platforms to mirror");
     if (request.dest.empty()) return make_error(error_code::usage, "no destination directory");
     for (const auto& p : request.mount_from)
-        if (!is_plain_name(p))
+        if (name_problem(p))
             return make_error(error_code::usage, "a product to mount from must be a plain name, not '" + p + "'");
 
     mirror_report report;
