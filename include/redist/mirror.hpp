@@ -95,7 +95,7 @@ enum class recompression : std::uint8_t {
 struct mirror_request {
     std::filesystem::path dest;           // the mirror root (created if needed), or a registry:
                                           // oci://HOST[:PORT]/NAMESPACE, oci+http://... (see urls.hpp)
-    std::string product;                  // "cudnn": [A-Za-z0-9._-], not "." or ".."
+    std::string product;                  // "cudnn": 1-128 of [A-Za-z0-9._+-], not "." or ".."
     std::vector<std::string> versions;    // specs, each "9.27.0", "9.27", "9" or "latest"
     std::vector<std::string> platforms;   // at least one, e.g. "linux-x86_64", "linux-sbsa"
     std::vector<int> cuda_majors;         // empty: every variant offered; else only these

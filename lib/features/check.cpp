@@ -140,35 +140,18 @@ bool is_driver_library(const std::string& filename) {
     return stem == "libcuda.so" || stem == "libnvidia-ml.so";
 }
 
-std::vector<std::string> split_list(std::string_view text) {
-    std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        const auto colon = text.find_first_of(":;", start);
-        const auto end = colon == std::string_view::npos ? text.size() : colon;
-        if (end > start) out.emplace_back(text.substr(start, end - start));
-        if (colon == std::string_view::npos) break;
-        start = colon + 1;
-    }
-    return out;
-}
-
 std::string replace_all(std::string s, std::string_view from, std::string_view to) {
     for (std::size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size())
         s.replace(at, from.size(), to);
     return s;
 }
 
+// The CUDA major of a receipt: its variant's ("cuda12"), else the cuda product's release.
 std::optional<int> cuda_major_of(const receipt& r) {
-    if (r.variant && r.variant->rfind("cuda", 0) == 0) {
-        const auto parts = version_parts(r.variant->substr(4));
-        if (!parts.empty()) return parts[0];
-    }
-    if (r.product == "cuda") {
-        const auto parts = version_parts(r.release_label);
-        if (!parts.empty()) return parts[0];
-    }
-    return std::nullopt;
+    std::vector<int> parts;
+    if (r.variant && r.variant->starts_with("cuda")) parts = version_parts(r.variant->substr(4));
+    if (parts.empty() && r.product == "cuda") parts = version_parts(r.release_label);
+    return parts.empty() ? std::nullopt : std::optional<int>(parts[0]);
 }
 
 // A machine file of at most `limit` bytes (read_file reads past the size of
@@ -218,7 +201,7 @@ public:
           default_dirs_(o.default_dirs),
           ld_cache_path_(o.ld_so_cache),
           shun_(std::move(shun)) {
-        for (auto& d : split_list(o.ld_library_path)) ld_library_path_.emplace_back(d);
+        for (auto& d : elf::split_path_list(o.ld_library_path, ":;")) ld_library_path_.emplace_back(d);
     }
 
     // Where `name`, needed by an object of `cls`/`machine` in `origin` with
@@ -226,10 +209,7 @@ public:
     std::string find(const std::string& name, int cls, unsigned machine, const fs::path& origin,
                      const std::vector<std::string>& rpath, const std::vector<std::string>& runpath,
                      std::string* via = nullptr) {
-        auto fits = [&](const fs::path& p) {
-            const auto id = ident(p);
-            return id.elf_class == cls && id.machine == machine && !inside(p, shun_);
-        };
+        auto fits = [&](const fs::path& p) { return matches(p, cls, machine) && !inside(p, shun_); };
         if (name.find('/') != std::string::npos) return fits(name) ? name : "";
         auto try_dirs = [&](const std::vector<fs::path>& dirs, const char* how) -> std::string {
             for (const auto& d : dirs) {
@@ -267,25 +247,21 @@ public:
     // Every copy of `name` in LD_LIBRARY_PATH and ld.so.cache, with where it was seen.
     std::vector<std::pair<std::string, std::string>> all_copies(const std::string& name, int cls, unsigned machine) {
         std::vector<std::pair<std::string, std::string>> out;
-        for (const auto& d : ld_library_path_) {
-            fs::path p = d / name;
-            const auto id = ident(p);
-            if (id.elf_class == cls && id.machine == machine) out.emplace_back(p.string(), "LD_LIBRARY_PATH");
-        }
-        for (const auto& e : cache_entries(name)) {
-            const auto id = ident(e);
-            if (id.elf_class == cls && id.machine == machine) out.emplace_back(e, "ld.so.cache");
-        }
+        for (const auto& d : ld_library_path_)
+            if (matches(d / name, cls, machine)) out.emplace_back((d / name).string(), "LD_LIBRARY_PATH");
+        for (const auto& e : cache_entries(name))
+            if (matches(e, cls, machine)) out.emplace_back(e, "ld.so.cache");
         return out;
     }
 
     const std::vector<fs::path>& ld_library_path() const { return ld_library_path_; }
 
 private:
-    elf::elf_ident ident(const fs::path& p) {
-        auto key = p.string();
-        if (auto it = idents_.find(key); it != idents_.end()) return it->second;
-        return idents_[key] = elf::read_elf_ident(p);
+    // Whether `p` is an ELF file of this class and machine (read once per path).
+    bool matches(const fs::path& p, int cls, unsigned machine) {
+        auto it = idents_.find(p.string());
+        if (it == idents_.end()) it = idents_.emplace(p.string(), elf::read_elf_ident(p)).first;
+        return it->second.elf_class == cls && it->second.machine == machine;
     }
 
     std::vector<std::string> cache_entries(const std::string& name) {
@@ -325,7 +301,7 @@ struct system_driver {
 system_driver find_system_driver(const check_options& o, int cls, unsigned machine) {
     system_driver d;
     const auto prefix = canonical_prefix(o.prefix);
-    for (const auto& dir : split_list(o.ld_library_path))
+    for (const auto& dir : elf::split_path_list(o.ld_library_path, ":;"))
         if (!inside(dir, prefix)) d.ld_path += (d.ld_path.empty() ? "" : ":") + dir;
     check_options system = o;
     system.ld_library_path = d.ld_path;
@@ -341,14 +317,18 @@ system_driver find_system_driver(const check_options& o, int cls, unsigned machi
 
 // ---- the child process ------------------------------------------------------------
 
-struct child_line {
-    std::string kind;  // begin, ok, fail, driver, gpu
-    std::size_t op = 0;
-    std::vector<std::string> fields;
+// What the child said about one operation.
+struct op_result {
+    bool begun = false;
+    bool done = false;
+    bool ok = false;
+    std::vector<std::string> fields;  // ok: the fields; fail: [message]
+    std::optional<int> driver_version;
+    std::vector<driver_info::gpu> gpus;
 };
 
 struct child_outcome {
-    std::vector<child_line> lines;
+    std::vector<op_result> ops;  // by operation index
     bool timed_out = false;
     bool cancelled = false;  // killed because nobody wants the answer any more
     int signal = 0;          // killed by this signal
@@ -399,15 +379,8 @@ public:
                 ::execve(argv[0], argv.data(), envp.data());
                 ::_exit(127);
             }
-            std::vector<std::string> args(ops.begin(), ops.end());
-            const int rc = run_check_probe(args, [](std::string_view line) {
-                std::string l(line);
-                l += '\n';
-                for (std::size_t off = 0; off < l.size();) {
-                    const ssize_t n = ::write(1, l.data() + off, l.size() - off);
-                    if (n <= 0) ::_exit(3);
-                    off += static_cast<std::size_t>(n);
-                }
+            const int rc = run_check_probe(ops, [](std::string_view line) {
+                if (!write_all(1, std::string(line) + '\n', "stdout").ok()) ::_exit(3);
             });
             ::_exit(rc);
         }
@@ -429,10 +402,12 @@ public:
         }
     }
 
-    // Reads the child's lines until it exits. `cancel_fd`: once readable,
-    // the child is killed (out.cancelled); the caller no longer wants it.
-    child_outcome wait(int cancel_fd = -1) {
+    // Reads the child's lines about its `n_ops` operations until it exits.
+    // `cancel_fd`: once readable, the child is killed (out.cancelled); the
+    // caller no longer wants it.
+    child_outcome wait(std::size_t n_ops, int cancel_fd = -1) {
         child_outcome out;
+        out.ops.resize(n_ops);
         out.spawn_error = spawn_error_;
         if (pid_ <= 0) return out;
         std::string buffer;
@@ -472,27 +447,35 @@ public:
         if (WIFSIGNALED(status)) out.signal = WTERMSIG(status);
         else if (WIFEXITED(status)) out.exit_status = WEXITSTATUS(status);
         std::istringstream lines(buffer);
-        std::string line;
-        while (std::getline(lines, line)) {
-            std::vector<std::string> parts;
-            std::size_t start = 0;
-            for (;;) {
+        for (std::string line; std::getline(lines, line);) {
+            std::vector<std::string> parts;  // kind (begin, ok, fail, driver, gpu), operation, fields
+            for (std::size_t start = 0;;) {
                 const auto tab = line.find('\t', start);
                 parts.push_back(line.substr(start, tab == std::string::npos ? std::string::npos : tab - start));
                 if (tab == std::string::npos) break;
                 start = tab + 1;
             }
             if (parts.size() < 2) continue;
-            child_line cl;
-            cl.kind = parts[0];
-            cl.op = static_cast<std::size_t>(std::strtoul(parts[1].c_str(), nullptr, 10));
-            cl.fields.assign(parts.begin() + 2, parts.end());
-            out.lines.push_back(std::move(cl));
+            const auto op = static_cast<std::size_t>(std::strtoul(parts[1].c_str(), nullptr, 10));
+            if (op < n_ops) take_line(out.ops[op], parts[0], {parts.begin() + 2, parts.end()});
         }
         return out;
     }
 
 private:
+    static void take_line(op_result& o, const std::string& kind, std::vector<std::string> fields) {
+        if (kind == "begin") o.begun = true;
+        else if (kind == "ok" || kind == "fail") {
+            o.done = true;
+            o.ok = kind == "ok";
+            o.fields = std::move(fields);
+        } else if (kind == "driver" && !fields.empty()) {
+            o.driver_version = std::atoi(fields[0].c_str());
+        } else if (kind == "gpu" && fields.size() >= 4) {
+            o.gpus.push_back(
+                {std::atoi(fields[0].c_str()), std::atoi(fields[1].c_str()), std::atoi(fields[2].c_str()), fields[3]});
+        }
+    }
     // SIGKILL to the child's whole process group (and to the child itself,
     // in case it had not joined it yet). Only before the child is reaped.
     void kill_group() const {
@@ -513,36 +496,6 @@ private:
     std::chrono::steady_clock::time_point started_;
 };
 
-// What the child said about each operation.
-struct op_result {
-    bool begun = false;
-    bool done = false;
-    bool ok = false;
-    std::vector<std::string> fields;  // ok: the fields; fail: [message]
-    std::optional<int> driver_version;
-    std::vector<driver_info::gpu> gpus;
-};
-
-std::vector<op_result> collect(const child_outcome& out, std::size_t n_ops) {
-    std::vector<op_result> r(n_ops);
-    for (const auto& l : out.lines) {
-        if (l.op >= n_ops) continue;
-        auto& o = r[l.op];
-        if (l.kind == "begin") o.begun = true;
-        else if (l.kind == "ok" || l.kind == "fail") {
-            o.done = true;
-            o.ok = l.kind == "ok";
-            o.fields = l.fields;
-        } else if (l.kind == "driver" && !l.fields.empty()) {
-            o.driver_version = std::atoi(l.fields[0].c_str());
-        } else if (l.kind == "gpu" && l.fields.size() >= 4) {
-            o.gpus.push_back({std::atoi(l.fields[0].c_str()), std::atoi(l.fields[1].c_str()),
-                              std::atoi(l.fields[2].c_str()), l.fields[3]});
-        }
-    }
-    return r;
-}
-
 // Why an operation has no result: the child died or hung on it.
 std::string child_death(const child_outcome& out) {
     if (!out.spawn_error.empty()) return "could not start the check process: " + out.spawn_error;
@@ -553,6 +506,13 @@ std::string child_death(const child_outcome& out) {
                strsignal(out.signal) + ")";
     if (out.exit_status == 127) return "the check helper could not be executed";
     return "the check process exited with status " + std::to_string(out.exit_status);
+}
+
+// An operation's failure: the child's message, or why it died; for an
+// operation that succeeded, its first field (the driver's: why no GPU is usable).
+std::string op_failure(const child_outcome& out, const op_result& r) {
+    if (!r.done) return child_death(out);
+    return r.fields.empty() ? "" : r.fields[0];
 }
 
 // ---- the checks ------------------------------------------------------------------
@@ -572,13 +532,6 @@ struct child_job {
         ops.insert(ops.end(), op);
         meta.push_back(std::move(m));
     }
-};
-
-// What the driver child said.
-struct driver_answer {
-    std::optional<int> cuda;
-    std::vector<driver_info::gpu> gpus;
-    std::string error;
 };
 
 struct elf_file {
@@ -602,9 +555,11 @@ private:
     std::vector<child_job> plan_children(bool full);
     bool can_reuse(const driver_info& asked, bool full) const;
     void plan_loaders(std::vector<child_job>& jobs, std::size_t loaders);
-    void collect_children(std::vector<child_job>& jobs, driver_answer& driver);
-    void apply(const op_meta& m, const op_result& res, const std::string& failure, driver_answer& driver);
+    void collect_children(std::vector<child_job>& jobs, driver_info& driver);
+    void apply(const op_meta& m, const op_result& res, const std::string& failure, driver_info& driver);
     void apply_probe(const elf_file& f, const op_result& res, const std::string& failure);
+    void compare_version(const receipt& r, const std::string& path, const std::string& version,
+                         const std::string& claim, const std::string& failure_lead);
     void check_resolution();
     void check_symbol_versions(const elf_file& f, const std::string& dep, const std::string& found);
     const std::vector<std::string>* defined_versions(const std::string& path);
@@ -617,9 +572,7 @@ private:
     void check_runtime_dependencies();
     void find_shadow_candidates();
     void check_shadows();
-    void evaluate_driver(const std::optional<int>& driver_cuda, const std::vector<driver_info::gpu>& gpus,
-                         const std::string& driver_error);
-    const check_data::version_probe* probe_for(const std::string& filename) const;
+    void evaluate_driver(driver_info d);
 
     const check_options& o_;
     std::vector<receipt> receipts_;
@@ -636,7 +589,6 @@ private:
     };
     std::vector<shadow_candidate> shadows_;
     std::map<std::string, std::optional<std::vector<std::string>>> version_defs_;  // by resolved path
-    std::string libcuda_;
     system_driver driver_;
     std::set<std::size_t> not_loaded_;            // files the full check must not load (needing_prefix_driver)
     const driver_info* reused_driver_ = nullptr;  // o_.driver_asked, when can_reuse() said so
@@ -644,8 +596,9 @@ private:
     unsigned host_machine_ = 0;
 };
 
-const check_data::version_probe* checker::probe_for(const std::string& filename) const {
-    const auto [stem, version] = split_so_name(filename);
+// The version probe of a library, by its file name; nullptr when it has none.
+const check_data::version_probe* probe_for(const std::string& filename) {
+    const auto stem = split_so_name(filename).first;
     for (const auto& p : check_data::version_probes)
         if (stem == p.library) return &p;
     return nullptr;
@@ -743,8 +696,6 @@ void checker::check_symbol_versions(const elf_file& f, const std::string& dep, c
     }
 }
 
-// Shared libraries in dependency order (dependencies first), by the prefix
-// files their DT_NEEDED resolve to.
 // The installed shared libraries of this machine, by file name and SONAME.
 std::map<std::string, std::size_t> checker::libraries_by_name() const {
     std::map<std::string, std::size_t> by_name;
@@ -757,6 +708,8 @@ std::map<std::string, std::size_t> checker::libraries_by_name() const {
     return by_name;
 }
 
+// Shared libraries in dependency order (dependencies first), by the prefix
+// files their DT_NEEDED resolve to.
 std::vector<std::size_t> checker::load_order() const {
     const auto by_name = libraries_by_name();
     std::vector<std::size_t> order;
@@ -821,13 +774,7 @@ void checker::check_header_versions() {
                 version = std::to_string(*ma) + "." + std::to_string(*mi) + "." + std::to_string(*pa);
             }
             if (version.empty()) continue;  // not the header we know: nothing to claim
-            if (versions_agree(version_parts(version), version_parts(r.component_version)))
-                add("version", check_severity::info, r.component, at->path,
-                    at->path + " says " + version + ": matches " + r.component + " " + r.component_version);
-            else
-                add("version", check_severity::failure, r.component, at->path,
-                    at->path + " says " + version + ", but the receipt says " + r.component + " " +
-                        r.component_version);
+            compare_version(r, at->path, version, at->path + " says " + version, "");
         }
     }
 }
@@ -867,7 +814,6 @@ void checker::find_shadow_candidates() {
         std::error_code ec;
         const auto ours = fs::canonical(f.abs, ec);
         const auto prefix = fs::canonical(o_.prefix, ec).string() + "/";
-        const auto [stem, version] = split_so_name(f.abs.filename().string());
         for (const auto& [path, where] : resolver_->all_copies(f.info.soname, f.info.elf_class, f.info.machine)) {
             std::error_code ec2;
             const auto theirs = fs::canonical(path, ec2);
@@ -876,9 +822,7 @@ void checker::find_shadow_candidates() {
             // The version from the real file's name (libcudnn.so.9.10.2), else ask the copy itself.
             const auto [s2, v] = split_so_name(theirs.filename().string());
             if (version_parts(v).size() >= 2) c.version = v;
-            else
-                for (const auto& p : check_data::version_probes)
-                    if (p.library == stem) c.probe = &p;
+            else c.probe = probe_for(f.abs.filename().string());
             shadows_.push_back(std::move(c));
         }
     }
@@ -910,27 +854,23 @@ void checker::check_shadows() {
     }
 }
 
-void checker::evaluate_driver(const std::optional<int>& driver_cuda, const std::vector<driver_info::gpu>& gpus,
-                              const std::string& driver_error) {
-    driver_info d;
+// `d`: the driver child's answer (or the one reused).
+void checker::evaluate_driver(driver_info d) {
     d.kernel_module = kernel_module_version(o_.driver_version_file);
-    d.cuda_version = driver_cuda;
-    d.gpus = gpus;
-    d.libcuda = libcuda_;
-    d.error = driver_error;
-    if (libcuda_.empty() && !d.kernel_module) {
+    d.libcuda = driver_.libcuda;
+    if (d.libcuda.empty() && !d.kernel_module) {
         add("driver", check_severity::warning, "", "",
             "no NVIDIA driver found (libcuda.so.1 is not on the loader path, no /proc/driver/nvidia/version): "
             "nothing can run on a GPU here (fine on a build machine)");
         return;
     }
-    if (driver_cuda)
+    if (d.cuda_version)
         add("driver", check_severity::info, "", "",
             "driver " + d.kernel_module.value_or("(kernel module version unknown)") + " supports CUDA " +
-                cuda_version_string(*driver_cuda) + " (" + libcuda_ + ")");
-    if (!driver_error.empty())
+                cuda_version_string(*d.cuda_version) + " (" + d.libcuda + ")");
+    if (!d.error.empty())
         add("driver", check_severity::warning, "", "",
-            (driver_cuda ? "the driver answered, but no GPU is usable: " : "cannot ask the driver: ") + driver_error);
+            (d.cuda_version ? "the driver answered, but no GPU is usable: " : "cannot ask the driver: ") + d.error);
     std::set<std::string> said;
     for (const auto& r : receipts_) {
         const auto major = cuda_major_of(r);
@@ -941,7 +881,7 @@ void checker::evaluate_driver(const std::optional<int>& driver_cuda, const std::
         }
     }
     // Quick: no cuInit, so no GPU list to judge (see check_depth).
-    if (report_.depth == check_depth::full && gpus.empty() && driver_cuda && driver_error.empty())
+    if (report_.depth == check_depth::full && d.gpus.empty() && d.cuda_version && d.error.empty())
         add("gpu", check_severity::warning, "", "", "the driver reports no GPU");
 }
 
@@ -959,7 +899,6 @@ std::vector<child_job> checker::plan_children(bool full) {
     child_job& probes = jobs[loaders];
     child_job& driver = jobs[loaders + 1];
     driver_ = find_system_driver(o_, host_class_, host_machine_);
-    libcuda_ = driver_.libcuda;
     driver.ld_path = driver_.ld_path;
     if (!full) driver.flags = {"--quick"};
     if (!o_.load) return jobs;
@@ -983,16 +922,17 @@ std::vector<child_job> checker::plan_children(bool full) {
         if (shadows_[k].probe)
             probes.add({"probe-isolated", std::to_string(static_cast<int>(shadows_[k].probe->kind)), shadows_[k].path},
                        {"shadow", k});
-    if (libcuda_.empty()) return jobs;
+    if (driver_.libcuda.empty()) return jobs;
     if (o_.driver_asked && can_reuse(*o_.driver_asked, full)) reused_driver_ = o_.driver_asked;
-    else driver.add({"driver", libcuda_, driver_.nvml}, {"driver", 0});
+    else driver.add({"driver", driver_.libcuda, driver_.nvml}, {"driver", 0});
     if (!o_.gpu) return jobs;
     for (std::size_t i = 0; i < files_.size(); ++i) {
         const auto [stem, v] = split_so_name(files_[i].abs.filename().string());
         if (!files_[i].info.is_shared_library() || v.empty() || not_loaded_.count(i)) continue;
-        if (stem == "libcudnn.so") probes.add({"gpu-cudnn", files_[i].abs.string(), libcuda_}, {"gpu", i});
+        const std::string& cuda = driver_.libcuda;
+        if (stem == "libcudnn.so") probes.add({"gpu-cudnn", files_[i].abs.string(), cuda}, {"gpu", i});
         else if (stem == "libcudart.so") probes.add({"gpu-cudart", files_[i].abs.string()}, {"gpu", i});
-        else if (stem == "libcublas.so") probes.add({"gpu-cublas", files_[i].abs.string(), libcuda_}, {"gpu", i});
+        else if (stem == "libcublas.so") probes.add({"gpu-cublas", files_[i].abs.string(), cuda}, {"gpu", i});
     }
     return jobs;
 }
@@ -1003,7 +943,7 @@ std::vector<child_job> checker::plan_children(bool full) {
 // which one). A full check needs an answer asked at full depth (cuInit when
 // NVML cannot list the GPUs).
 bool checker::can_reuse(const driver_info& asked, bool full) const {
-    if (asked.libcuda.empty() || asked.libcuda != libcuda_) return false;
+    if (asked.libcuda.empty() || asked.libcuda != driver_.libcuda) return false;
     return !full || asked.depth == check_depth::full;
 }
 
@@ -1071,27 +1011,32 @@ void checker::apply_probe(const elf_file& f, const op_result& res, const std::st
         return;
     }
     if (res.fields.size() < 2) return;
-    const std::string& got = res.fields[0];
-    const std::string call = std::string(p->symbol) + "() = " + res.fields[1] + " (" + got + ")";
-    if (versions_agree(version_parts(got), version_parts(r.component_version)))
-        add("version", check_severity::info, r.component, f.rel,
-            call + ": matches " + r.component + " " + r.component_version);
+    const std::string call = std::string(p->symbol) + "() = " + res.fields[1] + " (" + res.fields[0] + ")";
+    compare_version(r, f.rel, res.fields[0], call, f.rel + ": ");
+}
+
+// A version the installed files state (`claim`: what states it) against the
+// receipt's; `failure_lead` opens the failure's message.
+void checker::compare_version(const receipt& r, const std::string& path, const std::string& version,
+                              const std::string& claim, const std::string& failure_lead) {
+    if (versions_agree(version_parts(version), version_parts(r.component_version)))
+        add("version", check_severity::info, r.component, path,
+            claim + ": matches " + r.component + " " + r.component_version);
     else
-        add("version", check_severity::failure, r.component, f.rel,
-            f.rel + ": " + call + ", but the receipt says " + r.component + " " + r.component_version);
+        add("version", check_severity::failure, r.component, path,
+            failure_lead + claim + ", but the receipt says " + r.component + " " + r.component_version);
 }
 
 // One operation's outcome (`failure`: the child's message, or why it died).
-void checker::apply(const op_meta& m, const op_result& res, const std::string& failure, driver_answer& driver) {
+void checker::apply(const op_meta& m, const op_result& res, const std::string& failure, driver_info& driver) {
     if (m.what == "shadow") {
         if (res.ok && !res.fields.empty()) shadows_[m.file].version = res.fields[0];
         return;
     }
     if (m.what == "driver") {
-        driver.cuda = res.driver_version;
+        driver.cuda_version = res.driver_version;
         driver.gpus = res.gpus;
-        if (!res.ok) driver.error = failure;
-        else if (!res.fields.empty() && !res.fields[0].empty()) driver.error = res.fields[0];
+        driver.error = failure;
         return;
     }
     const elf_file& f = files_[m.file];
@@ -1108,20 +1053,15 @@ void checker::apply(const op_meta& m, const op_result& res, const std::string& f
     }
 }
 
-void checker::collect_children(std::vector<child_job>& jobs, driver_answer& driver) {
+void checker::collect_children(std::vector<child_job>& jobs, driver_info& driver) {
     for (auto& j : jobs) {
         if (!j.child) continue;
-        const auto out = j.child->wait();
-        const auto results = collect(out, j.meta.size());
+        const auto out = j.child->wait(j.meta.size());
         for (std::size_t k = 0; k < j.meta.size(); ++k) {
-            const auto& res = results[k];
-            std::string failure = res.done ? (res.fields.empty() ? "" : res.fields[0])
-                                           : (res.begun ? child_death(out) : std::string());
-            if (!res.done && !res.begun) {
-                if (!out.spawn_error.empty() || k == 0) failure = child_death(out);
-                else continue;  // never reached: the operation that killed the child is reported
-            }
-            apply(j.meta[k], res, failure, driver);
+            const auto& res = out.ops[k];
+            // Never reached: the operation that killed the child is reported.
+            if (!res.done && !res.begun && out.spawn_error.empty() && k != 0) continue;
+            apply(j.meta[k], res, op_failure(out, res), driver);
         }
     }
 }
@@ -1154,12 +1094,12 @@ result<check_report> checker::run() {
     check_file_versions();
     check_header_versions();
 
-    driver_answer driver;
+    driver_info driver;
     collect_children(jobs, driver);
-    if (reused_driver_) driver = {reused_driver_->cuda_version, reused_driver_->gpus, reused_driver_->error};
+    if (reused_driver_) driver = *reused_driver_;
     check_shadows();
-    evaluate_driver(driver.cuda, driver.gpus, driver.error);
-    if (o_.gpu && libcuda_.empty())
+    evaluate_driver(std::move(driver));
+    if (o_.gpu && driver_.libcuda.empty())
         add("gpu-run", check_severity::failure, "", "", "--gpu: no NVIDIA driver (libcuda.so.1) to run on");
     report_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     return std::move(report_);
@@ -1236,12 +1176,10 @@ driver_info ask_driver(const check_options& o, check_depth depth, int cancel_fd)
     if (depth == check_depth::quick) args.emplace_back("--quick");
     args.insert(args.end(), {"driver", system.libcuda, system.nvml});
     child_process child(o, args, system.ld_path);
-    const auto out = child.wait(cancel_fd);
-    const auto r = collect(out, 1);
-    d.cuda_version = r[0].driver_version;
-    d.gpus = r[0].gpus;
-    if (!r[0].done) d.error = child_death(out);
-    else if (!r[0].fields.empty()) d.error = r[0].fields[0];
+    const auto out = child.wait(1, cancel_fd);
+    d.cuda_version = out.ops[0].driver_version;
+    d.gpus = out.ops[0].gpus;
+    d.error = op_failure(out, out.ops[0]);
     return d;
 }
 
@@ -1301,8 +1239,7 @@ result<check_report> run_checks(const check_options& options) {
     if (!options.components.empty()) {
         std::vector<receipt> chosen;
         for (const auto& name : options.components) {
-            auto it = std::find_if(receipts.begin(), receipts.end(),
-                                   [&](const receipt& r) { return r.component == name; });
+            auto it = std::ranges::find(receipts, name, &receipt::component);
             if (it == receipts.end())
                 return make_error(error_code::not_found, "component '" + name + "' is not installed in this prefix")
                     .with_path(options.prefix.string());

@@ -40,6 +40,13 @@ std::string field(std::string_view text) {
     return out;
 }
 
+// "major.minor.patch" of an encoded version: `major_unit` 10000 for
+// major*10000 + minor*100 + patch, 1000 for major*1000 + minor*100 + patch.
+std::string dotted(long long v, long long major_unit) {
+    return std::to_string(v / major_unit) + "." + std::to_string(v / 100 % (major_unit / 100)) + "." +
+           std::to_string(v % 100);
+}
+
 class prober {
 public:
     explicit prober(const std::function<void(std::string_view)>& emit) : emit_(emit) {}
@@ -54,18 +61,22 @@ public:
         say({"gpu", i, std::to_string(index), std::to_string(major), std::to_string(minor), name});
     }
 
-    void* open(const std::string& path, std::string& err) {
-        if (auto it = handles_.find(path); it != handles_.end()) return it->second;
+    // isolated: another copy of a library we may have loaded already (a
+    // shadowing candidate) goes into a fresh link-map namespace (dlmopen), so
+    // that the two copies never mix and ours stays what the other checks see.
+    void* open(const std::string& path, std::string& err, bool isolated = false) {
+        if (auto it = handles_.find(path); it != handles_.end() && !isolated) return it->second;
         dlerror();
         // Quick: only the called function's library is mapped, and its
         // functions are bound on first call (see check_depth).
-        void* h = dlopen(path.c_str(), quick_ ? RTLD_LAZY | RTLD_LOCAL : RTLD_NOW | RTLD_GLOBAL);
+        void* h = isolated ? dlmopen(LM_ID_NEWLM, path.c_str(), (quick_ ? RTLD_LAZY : RTLD_NOW) | RTLD_LOCAL)
+                           : dlopen(path.c_str(), quick_ ? RTLD_LAZY | RTLD_LOCAL : RTLD_NOW | RTLD_GLOBAL);
         if (!h) {
             const char* e = dlerror();
-            err = e ? e : "dlopen failed";
+            err = e ? e : isolated ? "dlmopen failed" : "dlopen failed";
             return nullptr;
         }
-        handles_[path] = h;
+        if (!isolated) handles_[path] = h;
         return h;
     }
 
@@ -96,22 +107,9 @@ void prober::op_load(const std::string& i, const std::string& path) {
     else say({"fail", i, err});
 }
 
-// isolated: another copy of a library we may have loaded already (a
-// shadowing candidate) goes into a fresh link-map namespace (dlmopen), so
-// that the two copies never mix and ours stays what the other checks see.
 void prober::op_probe(const std::string& i, const std::string& kind, const std::string& path, bool isolated) {
     std::string err;
-    void* h = nullptr;
-    if (isolated) {
-        dlerror();
-        h = dlmopen(LM_ID_NEWLM, path.c_str(), (quick_ ? RTLD_LAZY : RTLD_NOW) | RTLD_LOCAL);
-        if (!h) {
-            const char* e = dlerror();
-            err = e ? e : "dlmopen failed";
-        }
-    } else {
-        h = open(path, err);
-    }
+    void* h = open(path, err, isolated);
     if (!h) return say({"fail", i, err});
     const auto k = static_cast<check_data::probe_kind>(std::atoi(kind.c_str()));
     const char* symbol = nullptr;
@@ -125,12 +123,7 @@ void prober::op_probe(const std::string& i, const std::string& kind, const std::
         case check_data::probe_kind::cudnn_get_version: {
             raw = static_cast<long long>(reinterpret_cast<std::size_t (*)()>(f)());
             // cuDNN 9 encodes major*10000 + minor*100 + patch; cuDNN 8 and older major*1000 + minor*100 + patch.
-            if (raw >= 90000)
-                version = std::to_string(raw / 10000) + "." + std::to_string(raw / 100 % 100) + "." +
-                          std::to_string(raw % 100);
-            else
-                version = std::to_string(raw / 1000) + "." + std::to_string(raw / 100 % 10) + "." +
-                          std::to_string(raw % 100);
+            version = dotted(raw, raw >= 90000 ? 10000 : 1000);
             break;
         }
         case check_data::probe_kind::cuda_runtime_get_version: {
@@ -155,11 +148,7 @@ void prober::op_probe(const std::string& i, const std::string& kind, const std::
             if (reinterpret_cast<int (*)(int*)>(f)(&v) != 0) return say({"fail", i, "ncclGetVersion failed"});
             raw = v;
             // 2.9 and later: major*10000 + minor*100 + patch; before: major*1000 + minor*100 + patch.
-            if (v >= 20900)
-                version = std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
-                          std::to_string(v % 100);
-            else
-                version = std::to_string(v / 1000) + "." + std::to_string(v / 100 % 10) + "." + std::to_string(v % 100);
+            version = dotted(v, v >= 20900 ? 10000 : 1000);
             break;
         }
     }
@@ -177,13 +166,11 @@ struct cuda_api {
     int (*attribute)(int*, int, int) = nullptr;
     int (*name)(char*, int, int) = nullptr;
     int (*retain)(void**, int) = nullptr;
-    int (*release)(int) = nullptr;
     int (*set_current)(void*) = nullptr;
     int (*mem_alloc)(unsigned long long*, std::size_t) = nullptr;
     int (*mem_free)(unsigned long long) = nullptr;
     int (*htod)(unsigned long long, const void*, std::size_t) = nullptr;
     int (*dtoh)(void*, unsigned long long, std::size_t) = nullptr;
-    int (*sync)() = nullptr;
     int (*error_string)(int, const char**) = nullptr;
 
     std::string describe(int rc) const {
@@ -203,13 +190,11 @@ bool load_cuda(prober& p, const std::string& path, cuda_api& api, std::string& e
     api.attribute = p.sym<decltype(api.attribute)>(h, "cuDeviceGetAttribute");
     api.name = p.sym<decltype(api.name)>(h, "cuDeviceGetName");
     api.retain = p.sym<decltype(api.retain)>(h, "cuDevicePrimaryCtxRetain");
-    api.release = p.sym<decltype(api.release)>(h, "cuDevicePrimaryCtxRelease_v2");
     api.set_current = p.sym<decltype(api.set_current)>(h, "cuCtxSetCurrent");
     api.mem_alloc = p.sym<decltype(api.mem_alloc)>(h, "cuMemAlloc_v2");
     api.mem_free = p.sym<decltype(api.mem_free)>(h, "cuMemFree_v2");
     api.htod = p.sym<decltype(api.htod)>(h, "cuMemcpyHtoD_v2");
     api.dtoh = p.sym<decltype(api.dtoh)>(h, "cuMemcpyDtoH_v2");
-    api.sync = p.sym<decltype(api.sync)>(h, "cuCtxSynchronize");
     api.error_string = p.sym<decltype(api.error_string)>(h, "cuGetErrorString");
     return true;
 }

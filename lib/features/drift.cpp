@@ -1,14 +1,10 @@
 // drift.cpp — the per-URL history of what upstream served, in the cache.
 #include "redist/drift.hpp"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
-#include <cstring>
-#include <ctime>
 #include <simdjson.h>
 
 #include "archive/sha256.hpp"
@@ -34,12 +30,6 @@ result<std::optional<std::string>> read_limited(const fs::path& path, std::size_
     if (::lstat(path.c_str(), &st) != 0 && errno == ENOENT) return std::optional<std::string>{};
     REDIST_TRY(std::string body, read_file(path, limit, follow_links::no, error_code::bad_manifest));
     return std::optional<std::string>(std::move(body));
-}
-
-// Readers see the old or the new file, never half; a crash may lose the
-// newest entry, which only means it is recorded again next time.
-result<void> write_atomically(const fs::path& path, std::string_view body) {
-    return atomic_write(path, body, durability::contents);
 }
 
 bool plausible_timestamp(std::string_view s) {
@@ -165,7 +155,9 @@ result<void> drift_store::record(std::string_view url, std::string_view sha256, 
         if (h.seen.size() > kMaxHistoryEntries)
             h.seen.erase(h.seen.begin(), h.seen.end() - static_cast<std::ptrdiff_t>(kMaxHistoryEntries));
     }
-    return write_atomically(path, url_history_to_json(h));
+    // Readers see the old or the new file, never half; a crash may lose the
+    // newest entry, which only means it is recorded again next time.
+    return atomic_write(path, url_history_to_json(h), durability::contents);
 }
 
 result<void> drift_store::record_manifest(std::string_view url, std::string_view body, std::string_view now) const {
@@ -176,7 +168,8 @@ result<void> drift_store::record_manifest(std::string_view url, std::string_view
     if (body.size() <= kMaxKeptDocumentBytes) {
         const fs::path path = cache_.history_documents_dir() / sha256;
         struct stat st {};
-        if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) REDIST_TRY_VOID(write_atomically(path, body));
+        if (::lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode))
+            REDIST_TRY_VOID(atomic_write(path, body, durability::contents));
     }
     return record(url, sha256, body.size(), now);
 }

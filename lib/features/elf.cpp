@@ -44,20 +44,9 @@ using elf_ptr = std::unique_ptr<Elf, elf_closer>;
 
 error bad(const std::string& what) { return make_error(error_code::bad_archive, "not a usable ELF file: " + what); }
 
-std::vector<std::string> split_path_list(std::string_view text) {
-    std::vector<std::string> out;
-    std::size_t start = 0;
-    while (start <= text.size()) {
-        const auto colon = text.find(':', start);
-        const auto end = colon == std::string_view::npos ? text.size() : colon;
-        if (end > start) out.emplace_back(text.substr(start, end - start));
-        if (colon == std::string_view::npos) break;
-        start = colon + 1;
-    }
-    return out;
-}
+bool has_elf_magic(std::string_view head) noexcept { return head.starts_with("\177ELF"); }
 
-// A string-table reader over raw bytes (the program-header fallback).
+// A string-table reader over raw bytes (the program-header fallback, ld.so.cache).
 std::optional<std::string> string_at(std::string_view table, std::uint64_t offset) {
     if (offset >= table.size()) return std::nullopt;
     const auto rest = table.substr(static_cast<std::size_t>(offset));
@@ -69,22 +58,23 @@ std::optional<std::string> string_at(std::string_view table, std::uint64_t offse
 // Applies one dynamic entry; `str` maps a string-table offset to its text.
 template <class StrFn>
 result<void> apply_dyn(elf_info& info, const GElf_Dyn& dyn, StrFn&& str) {
-    switch (dyn.d_tag) {
-        case DT_NEEDED:
-        case DT_SONAME:
-        case DT_RPATH:
-        case DT_RUNPATH: {
-            std::optional<std::string> s = str(dyn.d_un.d_val);
-            if (!s) return bad("a dynamic entry points outside its string table");
-            if (dyn.d_tag == DT_NEEDED) info.needed.push_back(std::move(*s));
-            else if (dyn.d_tag == DT_SONAME) info.soname = std::move(*s);
-            else if (dyn.d_tag == DT_RPATH) info.rpath = split_path_list(*s);
-            else info.runpath = split_path_list(*s);
-            break;
-        }
-        default: break;
-    }
+    if (dyn.d_tag != DT_NEEDED && dyn.d_tag != DT_SONAME && dyn.d_tag != DT_RPATH && dyn.d_tag != DT_RUNPATH) return {};
+    std::optional<std::string> s = str(dyn.d_un.d_val);
+    if (!s) return bad("a dynamic entry points outside its string table");
+    if (dyn.d_tag == DT_NEEDED) info.needed.push_back(std::move(*s));
+    else if (dyn.d_tag == DT_SONAME) info.soname = std::move(*s);
+    else if (dyn.d_tag == DT_RPATH) info.rpath = split_path_list(*s);
+    else info.runpath = split_path_list(*s);
     return {};
+}
+
+// A string of the section `link` (elf_strptr bounds the offset).
+std::optional<std::string> section_string(Elf* e, std::size_t link, std::size_t off) {
+    const char* s = elf_strptr(e, link, off);
+    if (!s) return std::nullopt;
+    const std::size_t len = strnlen(s, max_name + 1);
+    if (len > max_name) return std::nullopt;
+    return std::string(s, len);
 }
 
 // SHT_DYNAMIC, the usual way: libelf converts the entries and bounds elf_strptr.
@@ -105,13 +95,8 @@ result<bool> read_dynamic_section(Elf* e, elf_info& info) {
             GElf_Dyn dyn;
             if (!gelf_getdyn(data, static_cast<int>(i), &dyn)) return bad("unreadable dynamic entry");
             if (dyn.d_tag == DT_NULL) break;
-            REDIST_TRY_VOID(apply_dyn(info, dyn, [&](std::uint64_t off) -> std::optional<std::string> {
-                const char* s = elf_strptr(e, link, static_cast<std::size_t>(off));
-                if (!s) return std::nullopt;
-                const std::size_t len = strnlen(s, max_name + 1);
-                if (len > max_name) return std::nullopt;
-                return std::string(s, len);
-            }));
+            REDIST_TRY_VOID(apply_dyn(
+                info, dyn, [&](std::uint64_t off) { return section_string(e, link, static_cast<std::size_t>(off)); }));
         }
         info.has_dynamic = true;
         return true;
@@ -125,14 +110,6 @@ constexpr std::size_t max_version_entries = 1u << 14;
 // against the data's size themselves; this keeps the cast exact.
 bool offset_ok(std::size_t off, const Elf_Data* data) {
     return off <= data->d_size && off <= static_cast<std::size_t>(std::numeric_limits<int>::max());
-}
-
-std::optional<std::string> section_string(Elf* e, std::size_t link, std::size_t off) {
-    const char* s = elf_strptr(e, link, off);
-    if (!s) return std::nullopt;
-    const std::size_t len = strnlen(s, max_name + 1);
-    if (len > max_name) return std::nullopt;
-    return std::string(s, len);
 }
 
 // SHT_GNU_verneed: a chain of Verneed records (one per file), each with a
@@ -248,7 +225,6 @@ result<elf_info> parse_elf_handle(Elf* e, std::size_t file_size) {
     if (!gelf_getehdr(e, &ehdr)) return bad(std::string("bad ELF header (") + elf_errmsg(-1) + ")");
     elf_info info;
     info.elf_class = gelf_getclass(e);
-    info.data = ehdr.e_ident[EI_DATA];
     info.machine = ehdr.e_machine;
     info.type = ehdr.e_type;
 
@@ -277,11 +253,14 @@ result<elf_info> parse_elf_handle(Elf* e, std::size_t file_size) {
 
 }  // namespace
 
-bool has_elf_magic(std::string_view head) noexcept {
-    return head.size() >= 4 && head.substr(0, 4) == std::string_view(
-                                                        "\x7f"
-                                                        "ELF",
-                                                        4);
+std::vector<std::string> split_path_list(std::string_view text, std::string_view separators) {
+    std::vector<std::string> out;
+    for (std::size_t start = 0; start <= text.size();) {
+        const auto end = std::min(text.find_first_of(separators, start), text.size());
+        if (end > start) out.emplace_back(text.substr(start, end - start));
+        start = end + 1;
+    }
+    return out;
 }
 
 result<elf_info> parse_elf(std::string_view bytes) {
@@ -322,11 +301,8 @@ elf_ident read_elf_ident(const std::filesystem::path& path) noexcept {
     auto fd = open_regular(path, follow_links::yes);
     if (!fd.ok()) return out;
     unsigned char h[20] = {};
-    const ssize_t n = ::pread(fd->get(), h, sizeof h, 0);
-    if (n != static_cast<ssize_t>(sizeof h) || std::memcmp(h,
-                                                           "\x7f"
-                                                           "ELF",
-                                                           4) != 0)
+    if (::pread(fd->get(), h, sizeof h, 0) != static_cast<ssize_t>(sizeof h) ||
+        !has_elf_magic(std::string_view(reinterpret_cast<const char*>(h), sizeof h)))
         return out;
     out.elf_class = h[EI_CLASS];
     // e_machine sits at offset 18 in both classes, in the file's byte order.
@@ -383,24 +359,17 @@ result<std::vector<ld_cache_entry>> parse_ld_cache(std::string_view bytes, std::
     const std::string_view cache = bytes.substr(base);
     const std::uint64_t nlibs = load_u32(cache, 20);
     if (nlibs > (cache.size() - new_header_size) / new_entry_size) return bad_cache("entry count larger than the file");
-    // Strings are NUL-terminated and addressed from the start of the new header.
-    auto str = [&](std::uint32_t off) -> std::optional<std::string> {
-        if (off >= cache.size()) return std::nullopt;
-        const auto rest = cache.substr(off);
-        const auto nul = rest.find('\0');
-        if (nul == std::string_view::npos || nul > max_name) return std::nullopt;
-        return std::string(rest.substr(0, nul));
-    };
     std::vector<ld_cache_entry> out;
     out.reserve(static_cast<std::size_t>(nlibs));
     for (std::uint64_t i = 0; i < nlibs; ++i) {
         const std::size_t at = new_header_size + static_cast<std::size_t>(i) * new_entry_size;
         const std::uint32_t flags = load_u32(cache, at);
-        auto key = str(load_u32(cache, at + 4));
-        auto value = str(load_u32(cache, at + 8));
+        // Strings are NUL-terminated and addressed from the start of the new header.
+        auto key = string_at(cache, load_u32(cache, at + 4));
+        auto value = string_at(cache, load_u32(cache, at + 8));
         if (!key || !value) return bad_cache("entry " + std::to_string(i) + " points outside the file");
         if (want_flags && flags != want_flags) continue;
-        out.push_back({std::move(*key), std::move(*value), flags});
+        out.push_back({std::move(*key), std::move(*value)});
     }
     return out;
 }

@@ -18,7 +18,6 @@ namespace redist::elf {
 
 struct elf_info {
     int elf_class = 0;         // ELFCLASS32 / ELFCLASS64
-    int data = 0;              // ELFDATA2LSB / ELFDATA2MSB
     unsigned machine = 0;      // EM_X86_64, EM_AARCH64, ...
     unsigned type = 0;         // ET_DYN, ET_EXEC, ...
     bool has_interp = false;   // PT_INTERP: a program (possibly PIE), not only a library
@@ -40,8 +39,9 @@ struct elf_info {
     bool is_shared_library() const { return type == 3 /* ET_DYN */ && !has_interp; }
 };
 
-// True when the bytes start with the ELF magic.
-bool has_elf_magic(std::string_view head) noexcept;
+// The non-empty entries of a search path list: DT_RPATH/DT_RUNPATH split on
+// ':', LD_LIBRARY_PATH on ':' and ';' (as ld.so splits it).
+std::vector<std::string> split_path_list(std::string_view text, std::string_view separators = ":");
 
 // Parses an ELF image held in memory. Outcomes: ok | bad_archive (not ELF,
 // truncated, or inconsistent; the message says what).
@@ -68,7 +68,6 @@ elf_ident read_elf_ident(const std::filesystem::path& path) noexcept;
 struct ld_cache_entry {
     std::string soname;  // "libz.so.1"
     std::string path;    // "/lib/x86_64-linux-gnu/libz.so.1"
-    std::uint32_t flags = 0;
 };
 
 // The flags value of libraries for this machine in the cache (FLAG_ELF_LIBC6

@@ -21,17 +21,11 @@
 //   before the manifest; the copy is made from the verified original only.
 #include "redist/mirror.hpp"
 
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
-#include <cmath>
-#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -47,6 +41,7 @@
 #include "redist/urls.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
+#include "support/safe_path.hpp"
 #include "transport/oci.hpp"
 #include "transport/oci_layout.hpp"
 #include "transport/sources.hpp"
@@ -67,19 +62,17 @@ const char* to_string(mirror_status status) noexcept {
 
 namespace {
 
-bool is_plain_name(std::string_view name) {
-    if (name.empty() || name == "." || name == "..") return false;
-    return std::all_of(name.begin(), name.end(), [](char c) {
-        return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' ||
-               c == '-' || c == '+';
-    });
+// Creates the directories above `path`. Outcomes: ok | filesystem.
+result<void> create_parent(const fs::path& path) {
+    std::error_code ec;
+    create_directories_masked(path.parent_path(), ec);
+    if (ec) return errno_error("cannot create directory", path.parent_path(), ec.value());
+    return {};
 }
 
 // Writes `bytes` to `final_path` atomically (temp file, fsync, rename).
 result<void> write_file_atomically(const fs::path& final_path, std::string_view bytes) {
-    std::error_code ec;
-    create_directories_masked(final_path.parent_path(), ec);
-    if (ec) return errno_error("cannot create directory", final_path.parent_path(), ec.value());
+    REDIST_TRY_VOID(create_parent(final_path));
     return atomic_write(final_path, bytes, durability::contents);
 }
 
@@ -89,9 +82,7 @@ std::optional<bool> existing_matches(const fs::path& path, std::uint64_t size, c
     std::error_code ec;
     const auto st = fs::symlink_status(path, ec);
     if (ec || !fs::is_regular_file(st)) return std::nullopt;
-    const auto actual_size = fs::file_size(path, ec);
-    if (ec) return false;
-    if (actual_size != size) return false;
+    if (fs::file_size(path, ec) != size || ec) return false;
     auto digest = sha256_file(path);
     return digest.ok() && *digest == sha256;
 }
@@ -118,9 +109,7 @@ struct download_target {
 // integrity | filesystem | cancelled.
 result<void> download_verified(const download_target& t, const mirror_request& request,
                                const std::atomic<bool>* cancel) {
-    std::error_code ec;
-    create_directories_masked(t.final_path.parent_path(), ec);
-    if (ec) return errno_error("cannot create directory", t.final_path.parent_path(), ec.value());
+    REDIST_TRY_VOID(create_parent(t.final_path));
     file_sink sink(t.final_path);
     artifact_stream stream({t.size, t.sha256}, sink);
     stream.set_cancel(cancel);
@@ -152,11 +141,6 @@ result<void> download_verified(const download_target& t, const mirror_request& r
     if (e.code == error_code::integrity && e.path.empty()) e.path = t.final_path.string();
     return e;
 }
-
-struct picked {
-    const component* comp = nullptr;
-    artifact art;
-};
 
 constexpr std::size_t max_mirrored_manifest_bytes = 64u << 20;  // as for a fetched manifest
 
@@ -230,10 +214,10 @@ result<claim_map> read_claims(const fs::path& redist_dir) {
 // only by this release's own manifest may be replaced: that is a repair).
 // Outcomes: ok | bad_manifest (source = this release's manifest URL,
 // json_path = the artifact's relative_path).
-result<void> check_claims(const resolved_release& release, const std::vector<picked>& picks, const claim_map& claims) {
+result<void> check_claims(const resolved_release& release, const std::vector<artifact>& picks,
+                          const claim_map& claims) {
     const std::string own = "redistrib_" + release.label + ".json";
-    for (const auto& p : picks) {
-        const artifact& a = p.art;
+    for (const artifact& a : picks) {
         auto refuse = [&](const std::string& why) {
             return make_error(error_code::bad_manifest, "relative_path '" + a.relative_path + "' " + why)
                 .with_source(sanitize_url(release.manifest_url))
@@ -253,7 +237,7 @@ result<void> check_claims(const resolved_release& release, const std::vector<pic
 
 // The artifacts of one release that the request selects, deduplicated by
 // relative_path. Outcomes: ok | not_found | bad_manifest.
-result<std::vector<picked>> select_for_mirror(const resolved_release& release, const mirror_request& request) {
+result<std::vector<artifact>> select_for_mirror(const resolved_release& release, const mirror_request& request) {
     const manifest& m = release.parsed;
     const std::string what = release.product + " " + release.label;
     const std::set<std::string> wanted(request.components.begin(), request.components.end());
@@ -267,7 +251,7 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
         return std::move(e).with_source(sanitize_url(release.manifest_url));
     }
 
-    std::vector<picked> out;
+    std::vector<artifact> out;
     std::map<std::string, std::size_t> by_path;
     std::set<std::string> platforms_hit;
     std::set<int> majors_hit;
@@ -286,7 +270,7 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
             }
             platforms_hit.insert(a.platform);
             if (auto it = by_path.find(a.relative_path); it != by_path.end()) {
-                if (out[it->second].art.sha256 != a.sha256 || out[it->second].art.size != a.size)
+                if (out[it->second].sha256 != a.sha256 || out[it->second].size != a.size)
                     return make_error(error_code::bad_manifest,
                                       "one relative_path with two different hashes or sizes: " + a.relative_path)
                         .with_source(sanitize_url(release.manifest_url))
@@ -294,7 +278,7 @@ result<std::vector<picked>> select_for_mirror(const resolved_release& release, c
                 continue;
             }
             by_path.emplace(a.relative_path, out.size());
-            out.push_back({&c, a});
+            out.push_back(a);
         }
     }
 
@@ -346,7 +330,7 @@ public:
     virtual ~mirror_target() = default;
     // Refuses picks that would replace what the target keeps for another
     // release. Outcomes: ok | bad_manifest.
-    virtual result<void> admit(const resolved_release& release, const std::vector<picked>& picks) = 0;
+    virtual result<void> admit(const resolved_release& release, const std::vector<artifact>& picks) = 0;
     // Where the artifact is reported to be (a path in a directory; empty for a registry).
     virtual fs::path path_of(const artifact& a) const = 0;
     // nullopt: absent; true: present with the right size and SHA-256; false: present, wrong.
@@ -357,7 +341,7 @@ public:
     // copies (out.copies), then its manifest (and the listing), so that the
     // release and its copies are advertised only when complete.
     // Outcomes: ok | filesystem | network | bad_manifest.
-    virtual result<void> publish(const resolved_release& release, const std::vector<picked>& picks,
+    virtual result<void> publish(const resolved_release& release, const std::vector<artifact>& picks,
                                  mirrored_release& out) = 0;
 
     // ---- recompressed copies (the copy is an `artifact` named by its relative_path, size and sha256)
@@ -400,12 +384,6 @@ std::optional<std::string> copy_path_of(std::string_view rel) {
     if (copy.empty() || artifact_path_problem(copy) != nullptr || mirror_path_problem(copy) != nullptr)
         return std::nullopt;
     return copy;
-}
-
-std::string lower_hex(std::string s) {
-    std::transform(s.begin(), s.end(), s.begin(),
-                   [](char c) { return c >= 'A' && c <= 'F' ? char(c - 'A' + 'a') : c; });
-    return s;
 }
 
 // The sidecar of a release (recompressed.hpp; the client reads it with the
@@ -460,8 +438,8 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
         e.copy = true;
         emit(request, e);
     };
-    if (const auto it = previous.find(lower_hex(original.sha256));
-        it != previous.end() && it->second.relative_path == copy_path) {
+    // Both keys are lower case: the manifest parser and parse_recompressed store them so.
+    if (const auto it = previous.find(original.sha256); it != previous.end() && it->second.relative_path == copy_path) {
         mirrored_copy c = it->second;
         emit_copy(mirror_step::checking, mirror_status::downloaded, c.size);
         REDIST_TRY(const auto present, target.present(as_artifact(c)));
@@ -473,15 +451,12 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
     }
     if (cancel) return make_error(error_code::cancelled, "cancelled");
     mirrored_copy c;
-    c.original_sha256 = lower_hex(original.sha256);
+    c.original_sha256 = original.sha256;
     c.relative_path = copy_path;
-    c.status = mirror_status::downloaded;
     REDIST_TRY(const mirror_target::local_file source, target.local_original(original, request, &cancel));
     emit_copy(mirror_step::recompressing, c.status, 0);
     const fs::path staged = target.staging_path(copy_path);
-    std::error_code ec;
-    create_directories_masked(staged.parent_path(), ec);
-    if (ec) return errno_error("cannot create directory", staged.parent_path(), ec.value());
+    REDIST_TRY_VOID(create_parent(staged));
     file_sink sink(staged);
     auto made = [&]() -> result<recompressed> {
         (void)sink.held_bytes(0);  // removes the .part files of killed runs; a copy is never resumed
@@ -493,7 +468,7 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
         auto committed = sink.commit();
         if (!committed.ok()) made = std::move(committed).error_value();
     }
-    if (source.temporary) fs::remove(source.path, ec);
+    if (std::error_code ec; source.temporary) fs::remove(source.path, ec);
     if (!made.ok()) {
         sink.discard();
         error e = std::move(made).error_value();
@@ -576,7 +551,7 @@ result<mirrored_pair> mirror_file(const mirror_request& request, const std::opti
 // first failure stops the others (cancelled) and is returned; files and
 // copies come back in manifest order.
 result<void> mirror_files(const mirror_request& request, const resolved_release& release, mirror_target& target,
-                          const std::vector<picked>& picks, const copy_context& copies, mirrored_release& out) {
+                          const std::vector<artifact>& picks, const copy_context& copies, mirrored_release& out) {
     REDIST_TRY(const auto cache,
                request.sources.cache_dir
                    ? blob_cache::open_if_possible(*request.sources.cache_dir, request.sources.shared_cache)
@@ -584,7 +559,7 @@ result<void> mirror_files(const mirror_request& request, const resolved_release&
     std::vector<std::optional<result<mirrored_pair>>> results(picks.size());
     std::atomic<bool> cancel{false};
     for_each_index(picks.size(), request.jobs, &cancel, [&](std::size_t i) {
-        results[i] = mirror_file(request, cache, release, target, picks[i].art, copies, cancel);
+        results[i] = mirror_file(request, cache, release, target, picks[i], copies, cancel);
         if (!results[i]->ok()) cancel = true;
     });
 
@@ -613,11 +588,11 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     if (!rr.sources.offline) rr.sources.mirrors.clear();
     rr.observer = request.observer;
     REDIST_TRY(const resolved_release release, resolve_release(rr, request.transfer));
-    if (!is_plain_name(release.label))
+    if (name_problem(release.label))
         return make_error(error_code::bad_manifest, "release label is not a plain file name: '" + release.label + "'")
             .with_source(sanitize_url(release.manifest_url));
 
-    REDIST_TRY(const std::vector<picked> picks, select_for_mirror(release, request));
+    REDIST_TRY(const std::vector<artifact> picks, select_for_mirror(release, request));
     REDIST_TRY_VOID(target.admit(release, picks));
 
     mirrored_release out;
@@ -631,9 +606,9 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
             for (const auto& a : c.artifacts) copies.listed.insert(a.relative_path);
         std::set<std::string> originals;
         for (const auto& p : picks) {
-            const auto copy = copy_path_of(p.art.relative_path);
-            if (copy && !copies.owner.count(*copy) && originals.insert(lower_hex(p.art.sha256)).second)
-                copies.owner.emplace(*copy, p.art.relative_path);
+            const auto copy = copy_path_of(p.relative_path);
+            if (copy && !copies.owner.count(*copy) && originals.insert(p.sha256).second)
+                copies.owner.emplace(*copy, p.relative_path);
         }
     }
     REDIST_TRY_VOID(mirror_files(request, release, target, picks, copies, out));
@@ -654,7 +629,7 @@ class directory_target final : public mirror_target {
 public:
     directory_target(fs::path redist_dir, claim_map claims)
         : redist_dir_(std::move(redist_dir)), claims_(std::move(claims)) {}
-    result<void> admit(const resolved_release& release, const std::vector<picked>& picks) override {
+    result<void> admit(const resolved_release& release, const std::vector<artifact>& picks) override {
         return check_claims(release, picks, claims_);
     }
     fs::path path_of(const artifact& a) const override { return redist_dir_ / fs::path(a.relative_path); }
@@ -665,7 +640,7 @@ public:
         t.final_path = redist_dir_ / fs::path(t.relative_path);
         return download_verified(t, request, cancel);
     }
-    result<void> publish(const resolved_release& release, const std::vector<picked>& /*picks*/,
+    result<void> publish(const resolved_release& release, const std::vector<artifact>& /*picks*/,
                          mirrored_release& out) override {
         if (!out.copies.empty()) {  // before the manifest; every copy it lists is in place
             const std::string sidecar = sidecar_json(release, out.copies);
@@ -743,7 +718,7 @@ public:
     }
     oci_target(const oci_target&) = delete;
     oci_target& operator=(const oci_target&) = delete;
-    result<void> admit(const resolved_release& /*release*/, const std::vector<picked>& /*picks*/) override {
+    result<void> admit(const resolved_release& /*release*/, const std::vector<artifact>& /*picks*/) override {
         return {};  // blobs are named by their digest: one release cannot replace another's
     }
     fs::path path_of(const artifact& /*a*/) const override { return {}; }
@@ -780,7 +755,7 @@ public:
         fs::remove(t.final_path, ec);
         return pushed;
     }
-    result<void> publish(const resolved_release& release, const std::vector<picked>& picks,
+    result<void> publish(const resolved_release& release, const std::vector<artifact>& picks,
                          mirrored_release& out) override;
     // The tag's own, then those of the same label in the repositories of
     // mount_from (their copies are mounted rather than made again).
@@ -836,7 +811,7 @@ private:
     mutable std::mutex mutex_;       // one request at a time on the store
 };
 
-result<void> oci_target::publish(const resolved_release& release, const std::vector<picked>& picks,
+result<void> oci_target::publish(const resolved_release& release, const std::vector<artifact>& picks,
                                  mirrored_release& out) {
     const std::lock_guard lock(mutex_);
     const std::string& text = release.manifest_text;  // stored verbatim: the trust comes from these bytes
@@ -845,7 +820,7 @@ result<void> oci_target::publish(const resolved_release& release, const std::vec
     const oci_release_layer json_layer{release.manifest_sha256, "redistrib_" + release.label + ".json", text.size()};
     std::vector<oci_release_layer> archives;
     archives.reserve(picks.size() + out.copies.size());
-    for (const auto& p : picks) archives.push_back({p.art.sha256, p.art.relative_path, p.art.size});
+    for (const auto& p : picks) archives.push_back({p.sha256, p.relative_path, p.size});
     // The copies, stored by mirror_copy, and the sidecar that lists them: one tag points at all or none.
     std::optional<oci_release_layer> sidecar_layer;
     if (!out.copies.empty()) {
@@ -955,14 +930,14 @@ result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request
 }  // namespace
 
 result<mirror_report> mirror_releases(const mirror_request& request) {
-    if (!is_plain_name(request.product))
+    if (name_problem(request.product))
         return make_error(error_code::usage,
                           "the product must be a plain name like 'cudnn', not '" + request.product + "'");
     if (request.versions.empty()) return make_error(error_code::usage, "no versions to mirror");
     if (request.platforms.empty()) return make_error(error_code::usage, "no platforms to mirror");
     if (request.dest.empty()) return make_error(error_code::usage, "no destination directory");
     for (const auto& p : request.mount_from)
-        if (!is_plain_name(p))
+        if (name_problem(p))
             return make_error(error_code::usage, "a product to mount from must be a plain name, not '" + p + "'");
 
     mirror_report report;

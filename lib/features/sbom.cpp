@@ -12,8 +12,6 @@
 #include <array>
 #include <cctype>
 #include <cerrno>
-#include <cstring>
-#include <ctime>
 #include <memory>
 #include <new>
 #include <optional>
@@ -24,6 +22,7 @@
 #include "redist/json_writer.hpp"
 #include "support/hex.hpp"
 #include "support/posix_file.hpp"
+#include "support/safe_path.hpp"
 #include "support/timestamp.hpp"
 
 namespace redist {
@@ -137,22 +136,35 @@ std::map<std::string, std::string> license_refs(const sbom_document& doc) {
     return refs;
 }
 
+// SHA-1, which SPDX 2.3 requires beside SHA-256 (sha256_hasher).
+class sha1_hasher {
+public:
+    sha1_hasher() : ctx_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
+        if (!ctx_ || EVP_DigestInit_ex(ctx_.get(), EVP_sha1(), nullptr) != 1) throw std::bad_alloc();
+    }
+    void update(std::string_view bytes) {
+        if (EVP_DigestUpdate(ctx_.get(), bytes.data(), bytes.size()) != 1) throw std::bad_alloc();
+    }
+    std::string finish_hex() {
+        std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
+        unsigned len = 0;
+        if (EVP_DigestFinal_ex(ctx_.get(), md.data(), &len) != 1) throw std::bad_alloc();
+        return to_hex(md.data(), len);
+    }
+
+private:
+    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx_;
+};
+
 // SPDX 2.3 §7.9: SHA-1 over the sorted, concatenated SHA-1s of the package's files.
 std::string verification_code(const std::vector<sbom_file>& files) {
     std::vector<std::string> sums;
     sums.reserve(files.size());
     for (const auto& f : files) sums.push_back(f.sha1);
     std::sort(sums.begin(), sums.end());
-    std::string joined;
-    for (const auto& s : sums) joined += s;
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> ctx(EVP_MD_CTX_new(), EVP_MD_CTX_free);
-    std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
-    unsigned len = 0;
-    if (!ctx || EVP_DigestInit_ex(ctx.get(), EVP_sha1(), nullptr) != 1 ||
-        EVP_DigestUpdate(ctx.get(), joined.data(), joined.size()) != 1 ||
-        EVP_DigestFinal_ex(ctx.get(), md.data(), &len) != 1)
-        throw std::bad_alloc();
-    return to_hex(md.data(), len);
+    sha1_hasher h;
+    for (const auto& s : sums) h.update(s);
+    return h.finish_hex();
 }
 
 void spdx_checksum(json_writer& w, const char* algorithm, const std::string& value) {
@@ -364,42 +376,6 @@ std::string render_cyclonedx(const sbom_document& doc, const std::string& digest
 
 // ---- reading the prefix -------------------------------------------------------------
 
-// Receipt paths are relative and '/'-separated; anything else is corrupt.
-bool plausible_relative(std::string_view path) {
-    if (path.empty() || path.front() == '/') return false;
-    std::size_t start = 0;
-    while (start <= path.size()) {
-        const auto end = std::min(path.find('/', start), path.size());
-        const auto seg = path.substr(start, end - start);
-        if (seg.empty() || seg == "." || seg == "..") return false;
-        start = end + 1;
-    }
-    return path.find('\0') == std::string_view::npos;
-}
-
-class dual_hasher {
-public:
-    dual_hasher() : sha1_(EVP_MD_CTX_new(), EVP_MD_CTX_free), sha256_(EVP_MD_CTX_new(), EVP_MD_CTX_free) {
-        if (!sha1_ || !sha256_ || EVP_DigestInit_ex(sha1_.get(), EVP_sha1(), nullptr) != 1 ||
-            EVP_DigestInit_ex(sha256_.get(), EVP_sha256(), nullptr) != 1)
-            throw std::bad_alloc();
-    }
-    void update(const char* data, std::size_t n) {
-        EVP_DigestUpdate(sha1_.get(), data, n);
-        EVP_DigestUpdate(sha256_.get(), data, n);
-    }
-    std::pair<std::string, std::string> finish() { return {hex(sha1_.get()), hex(sha256_.get())}; }
-
-private:
-    static std::string hex(EVP_MD_CTX* ctx) {
-        std::array<unsigned char, EVP_MAX_MD_SIZE> md{};
-        unsigned len = 0;
-        EVP_DigestFinal_ex(ctx, md.data(), &len);
-        return to_hex(md.data(), len);
-    }
-    std::unique_ptr<EVP_MD_CTX, decltype(&EVP_MD_CTX_free)> sha1_, sha256_;
-};
-
 // Opens `rel` beneath the directory `root_fd`: no "..", no absolute symlink
 // and no symlink leaving the tree on the way (RESOLVE_BENEATH), and the file
 // itself is not followed if it is a symlink (O_NOFOLLOW).
@@ -412,7 +388,8 @@ int open_beneath(int root_fd, const std::string& rel) {
 
 result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefix, const installed_file& f) {
     const std::string shown = (prefix / f.path).string();
-    if (!plausible_relative(f.path))
+    // Receipt paths are plain relative paths (read_receipts checks them too); anything else is corrupt.
+    if (relative_path_problem(f.path) != nullptr)
         return make_error(error_code::bad_manifest, "receipt lists an invalid path '" + f.path + "'").with_path(shown);
     unique_fd fd(open_beneath(root_fd, f.path));
     if (fd.get() < 0) {
@@ -426,7 +403,8 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
         return make_error(error_code::integrity, "installed file is no longer a regular file").with_path(shown);
     // The SBOM states the plain SHA-256 (and SHA-1); a receipt may record a
     // large file by its piece list (see file_digester), checked in the same pass.
-    dual_hasher h;
+    sha1_hasher sha1;
+    sha256_hasher sha256;
     std::optional<file_digester> recorded;
     if (f.piece_size != 0) recorded.emplace(f.piece_size);
     std::vector<char> buf(1u << 20);
@@ -436,19 +414,20 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
         if (n < 0 && errno == EINTR) continue;
         if (n < 0) return errno_error("cannot read", shown, errno);
         if (n == 0) break;
-        h.update(buf.data(), static_cast<std::size_t>(n));
+        sha1.update({buf.data(), static_cast<std::size_t>(n)});
+        sha256.update(buf.data(), static_cast<std::size_t>(n));
         if (recorded) recorded->update(buf.data(), static_cast<std::size_t>(n));
         total += static_cast<std::uint64_t>(n);
     }
-    auto [sha1, sha256] = h.finish();
-    const std::string as_recorded = recorded ? recorded->finish_hex() : sha256;
+    std::string digest = sha256.finish_hex();
+    const std::string as_recorded = recorded ? recorded->finish_hex() : digest;
     if (auto same = check_integrity(f.size, f.sha256, total, as_recorded, shown); !same.ok()) {
         error e = std::move(same).error_value();
         e.url.clear();  // check_integrity names a URL; here it is a file
         e.message = "installed file differs from its receipt: " + e.message + " (run `redist verify`)";
         return std::move(e).with_path(shown);
     }
-    return sbom_file{f.path, total, std::move(sha256), std::move(sha1)};
+    return sbom_file{f.path, total, std::move(digest), sha1.finish_hex()};
 }
 
 }  // namespace
@@ -466,9 +445,9 @@ result<sbom_document> collect_sbom(const sbom_request& request) {
     if (root.get() < 0) return errno_error("cannot open", request.prefix, errno);
 
     sbom_document doc;
-    doc.name = std::filesystem::absolute(request.prefix).lexically_normal().filename().string();
-    if (doc.name.empty())
-        doc.name = std::filesystem::absolute(request.prefix).lexically_normal().parent_path().filename().string();
+    const auto prefix = std::filesystem::absolute(request.prefix).lexically_normal();
+    doc.name = prefix.filename().string();
+    if (doc.name.empty()) doc.name = prefix.parent_path().filename().string();
     if (doc.name.empty()) doc.name = "prefix";
     doc.created = request.created.empty() ? utc_now_iso8601() : request.created;
     doc.tool_version = request.tool_version;

@@ -223,6 +223,8 @@ class MirrorSelection(unittest.TestCase):
         support.run_tool("redist", "mirror", "cudnn", "9.27.0", check=2)           # no --dest
         support.run_tool("redist", "mirror", "../x", "9.27.0", "--dest", self.dest, "--platform", "linux-x86_64",
                          "--base-url", support.file_base_url(), check=2)           # product is a file name
+        support.run_tool("redist", "mirror", "a" * 129, "9.27.0", "--dest", self.dest, "--platform", "linux-x86_64",
+                         "--base-url", support.file_base_url(), check=2)           # longer than a name may be
 
 
 class MirrorCorruptUpstream(unittest.TestCase):
