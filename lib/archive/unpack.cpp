@@ -1,5 +1,5 @@
-// unpack.cpp — the streaming unpacker: bounded queues, an xz decoder thread
-// and a libarchive extractor thread. See lib/archive/unpack.hpp.
+// unpack.cpp — the streaming unpacker; unpack.hpp draws its threads and
+// queues (input_ and tar_ below are the two bounded queues).
 //
 // Why we decode xz ourselves: Debian's libarchive 3.6.2 decodes xz on one
 // thread only, and its read filter sits in the same thread as the disk
@@ -7,16 +7,6 @@
 // archive on the run's shared pool, and even for a single-block archive it
 // keeps hashing and writing files off the decoder's core. decode_zstd does
 // the same for the frames of a tar.zst.
-//
-// Threads and ownership:
-//   write()   --[input_ queue]-->  decoder thread (xz and zstd; their blocks or
-//   frames decode on the pool)  --[tar_ queue]-->
-//   extractor thread (libarchive read from the queue, checks, namespace
-//   changes) --[file_jobs]--> the run's writer pool (file data: pwrite and
-//   SHA-256; see "file writers" below).
-// For tar.gz the extractor reads input_ directly and lets libarchive's
-// filters decode. Zip needs random access, so its bytes are
-// spooled to `<stage>.zip.part` and extracted in finish().
 //
 // Errors: the first failure wins (fail()), and aborts both queues and the
 // writers' admission so that every blocked push/pop/reserve returns at once;
@@ -51,7 +41,7 @@
 
 #include "archive/sha256.hpp"
 #include "archive/xz_decode.hpp"
-#include "redist/printable.hpp"  // valid_utf8
+#include "redist/printable.hpp"
 #include "support/budget.hpp"
 #include "support/posix_file.hpp"
 #include "support/stopwatch.hpp"
@@ -239,6 +229,11 @@ struct archive_write_deleter {
 using archive_reader = std::unique_ptr<archive, archive_read_deleter>;
 using archive_writer = std::unique_ptr<archive, archive_write_deleter>;
 
+std::string error_text(archive* a, const char* fallback = "unknown libarchive error") {
+    const char* s = archive_error_string(a);
+    return s ? s : fallback;
+}
+
 // ---- entry-name validation -----------------------------------------------------
 
 // Calls f(segment) for each '/'-separated segment of `text`, empty and "."
@@ -326,33 +321,8 @@ std::optional<std::string> check_symlink_target(std::string_view target, std::si
     return std::nullopt;
 }
 
-// Archive bytes shown to a person: C0 controls, DEL and (UTF-8 encoded) C1
-// controls become \xNN, so that an entry name cannot send escape sequences
-// to the user's terminal. Everything else, UTF-8 included, is kept.
-// (safe_path.hpp's printable() also truncates, which entry paths must not.)
-std::string printable(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    const auto escape = [&](unsigned char c) {
-        static const char digits[] = "0123456789abcdef";
-        out += "\\x";
-        out += digits[c >> 4];
-        out += digits[c & 15];
-    };
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (c < 0x20 || c == 0x7f) {
-            escape(c);
-        } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                   static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-            escape(c);
-            escape(static_cast<unsigned char>(text[++i]));
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out;
-}
+// Archive bytes in errors, escaped in full: entry paths must not be cut.
+std::string printable(std::string_view text) { return redist::printable(text, no_length_limit, backslashes::keep); }
 
 // The name of the reserved metadata directory at the prefix's root.
 constexpr std::string_view kReservedDir = ".redist";
@@ -421,6 +391,16 @@ constexpr std::size_t kBlockBytes = 1u << 20;
 constexpr std::size_t kSpareBlocks = 4;  // recycled block buffers kept per unpacker
 constexpr std::uint64_t kSplitBytes = 8u << 20;
 constexpr unsigned kMaxInlineWriterThreads = 2;  // pools this small: inline writes (above)
+
+// A pool reservation, released when this goes unless its new owner took it
+// over (pool = nullptr).
+struct reservation {
+    work_pool* pool;
+    std::size_t bytes, slots;
+    ~reservation() {
+        if (pool) pool->release(bytes, slots);
+    }
+};
 
 // What the extractor and the write tasks of one unpacker share. Held by
 // shared_ptr: a task may still release its last reference after the
@@ -542,14 +522,7 @@ public:
         // Inline mode: the data went through write_now; only the end marker comes here.
         if (state_->inline_writes) return end_of_data();
         if (meta_.split) return add_split(std::move(block));
-        bool schedule = false;
-        {
-            std::lock_guard lock(mutex_);
-            queue_.push_back(std::move(block));
-            schedule = !scheduled_;
-            scheduled_ = true;
-        }
-        if (schedule) state_->pool->post([self = shared_from_this()] { self->drain(); });
+        if (enqueue(strand_, std::move(block))) state_->pool->post([self = shared_from_this()] { self->drain(); });
     }
 
     // Valid once the file finished (write_state::wait_idle returned).
@@ -577,19 +550,36 @@ private:
         return errno_error(what, printable(meta_.path), err).with_source(state_->source);
     }
 
-    // The strand: one worker at a time runs it, blocks in order.
+    // Blocks in offset order, drained by one pool task at a time.
+    struct strand {
+        std::deque<block_ptr> queue;  // under mutex_
+        bool scheduled = false;       // under mutex_
+    };
+
+    // Queues `block`; true when the strand needs a task to drain it.
+    bool enqueue(strand& s, block_ptr block) {
+        std::lock_guard lock(mutex_);
+        s.queue.push_back(std::move(block));
+        return !std::exchange(s.scheduled, true);
+    }
+
+    // Takes the strand's next block; false (the strand idle again) when none is queued.
+    bool dequeue(strand& s, block_ptr& block) {
+        std::lock_guard lock(mutex_);
+        if (s.queue.empty()) {
+            s.scheduled = false;
+            return false;
+        }
+        block = std::move(s.queue.front());
+        s.queue.pop_front();
+        return true;
+    }
+
+    // The file's strand: hashes and writes its blocks.
     void drain() noexcept {
         for (;;) {
             block_ptr block;
-            {
-                std::lock_guard lock(mutex_);
-                if (queue_.empty()) {
-                    scheduled_ = false;
-                    return;
-                }
-                block = std::move(queue_.front());
-                queue_.pop_front();
-            }
+            if (!dequeue(strand_, block)) return;
             if (!block) return end_of_data();  // nothing follows the end marker
             guarded([&]() -> result<void> {
                 hash_at(block->data(), block->size, block->offset);
@@ -619,15 +609,7 @@ private:
             self->release_one();
         });
         for (std::uint64_t k = block->offset / receipt_piece_bytes; k * receipt_piece_bytes < end; ++k) {
-            piece_lane& lane = pieces_[k];
-            bool schedule = false;
-            {
-                std::lock_guard lock(mutex_);
-                lane.queue.push_back(block);
-                schedule = !lane.scheduled;
-                lane.scheduled = true;
-            }
-            if (!schedule) continue;
+            if (!enqueue(pieces_[k].blocks, block)) continue;
             outstanding_.fetch_add(1, std::memory_order_relaxed);
             state_->pool->post([self = shared_from_this(), k] {
                 self->drain_piece(k);
@@ -643,15 +625,7 @@ private:
         const std::uint64_t piece_end = piece_begin + receipt_piece_bytes;
         for (;;) {
             block_ptr block;
-            {
-                std::lock_guard lock(mutex_);
-                if (lane.queue.empty()) {
-                    lane.scheduled = false;
-                    return;
-                }
-                block = std::move(lane.queue.front());
-                lane.queue.pop_front();
-            }
+            if (!dequeue(lane.blocks, block)) return;
             guarded([&]() -> result<void> {
                 const std::uint64_t from = std::max(block->offset, piece_begin);
                 const std::uint64_t to = std::min(block->offset + block->size, piece_end);
@@ -746,13 +720,11 @@ private:
     unique_fd fd_;
     const file_meta meta_;
     std::mutex mutex_;
-    std::deque<block_ptr> queue_;
-    bool scheduled_ = false;
+    strand strand_;
     std::atomic<int> outstanding_{1};  // the strand (or, split, the extractor) until its end marker, plus tasks
     // A split file's digest pieces, laid out from its declared size.
     struct piece_lane {
-        std::deque<block_ptr> queue;          // blocks overlapping the piece, in offset order (under mutex_)
-        bool scheduled = false;               // under mutex_
+        strand blocks;                        // the blocks overlapping the piece
         std::optional<sha256_hasher> hasher;  // owned by the piece's strand, created by its first block
         std::uint64_t hashed = 0;             // bytes of the piece hashed, holes included
     };
@@ -867,11 +839,6 @@ private:
         return {};
     }
 
-    static std::string error_text(archive* a) {
-        const char* s = archive_error_string(a);
-        return s ? s : "unknown libarchive error";
-    }
-
     error unsafe(const std::string& message, const std::string& original) const {
         return make_error(error_code::unsafe_archive, printable(message))
             .with_path(printable(original))
@@ -879,10 +846,9 @@ private:
     }
 
     error read_error(archive* in, const std::string& original) const {
-        error e = make_error(error_code::bad_archive, printable(error_text(in)));
-        e.path = printable(original);
-        e.source = options_.source;
-        return e;
+        return make_error(error_code::bad_archive, printable(error_text(in)))
+            .with_path(printable(original))
+            .with_source(options_.source);
     }
 
     error os_error(const std::string& what, const std::string& path, int err) const {
@@ -1167,17 +1133,8 @@ private:
 
     result<block_ptr> new_block(std::uint64_t offset, std::uint64_t wanted) {
         const auto capacity = static_cast<std::size_t>(std::clamp<std::uint64_t>(wanted, 1, kBlockBytes));
-        const auto waited = std::chrono::steady_clock::now();
-        if (!state_->pool->reserve(capacity, 0, state_->stop))
-            return make_error(error_code::cancelled, "unpacking stopped");
-        wait_ns_ += ns_since(waited);
-        struct unreserve {
-            work_pool* pool;
-            std::size_t bytes;
-            ~unreserve() {
-                if (pool) pool->release(bytes, 0);
-            }
-        } undo{state_->pool, capacity};  // until the block owns the reservation
+        REDIST_TRY_VOID(reserve(capacity, 0));
+        reservation undo{state_->pool, capacity, 0};  // until the block owns the reservation
         auto block = std::make_shared<data_block>();
         block->capacity = capacity;
         block->bytes = state_->take_buffer(capacity);
@@ -1185,6 +1142,15 @@ private:
         block->state = state_;  // from here on, the block releases what was reserved
         undo.pool = nullptr;
         return block;
+    }
+
+    // Waits for the pool to admit `bytes` of buffers and `slots` open files.
+    result<void> reserve(std::size_t bytes, std::size_t slots) {
+        const auto waited = std::chrono::steady_clock::now();
+        if (!state_->pool->reserve(bytes, slots, state_->stop))
+            return make_error(error_code::cancelled, "unpacking stopped");
+        wait_ns_ += ns_since(waited);
+        return {};
     }
 
     // Opens (creating when missing) the directory `dir` (stage-relative,
@@ -1251,15 +1217,8 @@ private:
         const std::string dir = slash == std::string::npos ? std::string() : rel.substr(0, slash);
         const std::string name = slash == std::string::npos ? rel : rel.substr(slash + 1);
         REDIST_TRY(const int at, open_dir(dir, original));
-        const auto waited = std::chrono::steady_clock::now();
-        if (!state_->pool->reserve(0, 1, state_->stop)) return make_error(error_code::cancelled, "unpacking stopped");
-        wait_ns_ += ns_since(waited);
-        struct slot_guard {
-            work_pool* pool;
-            ~slot_guard() {
-                if (pool) pool->release(0, 1);
-            }
-        } slot{state_->pool};
+        REDIST_TRY_VOID(reserve(0, 1));
+        reservation slot{state_->pool, 0, 1};
         for (int attempt = 0; attempt < 2; ++attempt) {
             unique_fd fd(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
             if (fd) {
@@ -1701,8 +1660,7 @@ private:
         }
         read_source src{&queue, {}};
         if (archive_read_open(in.get(), &src, nullptr, &read_callback, nullptr) != ARCHIVE_OK) {
-            fail(make_error(error_code::bad_archive,
-                            archive_error_string(in.get()) ? archive_error_string(in.get()) : "cannot open archive"));
+            fail(make_error(error_code::bad_archive, error_text(in.get(), "cannot open archive")));
             return;
         }
         extractor ex(stage_, options_, writes_);
@@ -1747,8 +1705,7 @@ private:
         // sizes sit only in data descriptors.
         archive_read_support_format_zip_seekable(in.get());
         if (archive_read_open_filename(in.get(), spool_path_.c_str(), kZipReadBlock) != ARCHIVE_OK)
-            return make_error(error_code::bad_archive, archive_error_string(in.get()) ? archive_error_string(in.get())
-                                                                                      : "cannot open zip archive")
+            return make_error(error_code::bad_archive, error_text(in.get(), "cannot open zip archive"))
                 .with_source(options_.source);
         extractor ex(stage_, options_, writes_);
         auto r = ex.run(in.get());
