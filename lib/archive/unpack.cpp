@@ -31,7 +31,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -432,8 +431,7 @@ struct write_state {
 
     // Full-size block buffers are recycled, so that a steady stream does
     // not allocate (and page-fault in) a fresh 1 MiB per block, freed on
-    // another thread. (On 2 cores this did not measurably change system
-    // time.)
+    // another thread.
     std::unique_ptr<std::byte[]> take_buffer(std::size_t capacity) {
         if (capacity == kBlockBytes) {
             std::lock_guard lock(spare_mutex);
@@ -493,10 +491,9 @@ class file_job : public std::enable_shared_from_this<file_job> {
 public:
     file_job(std::shared_ptr<write_state> state, unique_fd fd, file_meta meta)
         : state_(std::move(state)), fd_(std::move(fd)), meta_(std::move(meta)) {
-        if (!meta_.split) return;  // split files have a declared size (see write_regular)
-        const std::uint64_t count = (*meta_.declared_size + receipt_piece_bytes - 1) / receipt_piece_bytes;
-        piece_storage_ = std::make_unique<piece_lane[]>(count);
-        pieces_ = std::span<piece_lane>(piece_storage_.get(), count);
+        // Split files have a declared size (see write_regular).
+        if (meta_.split)
+            pieces_ = std::vector<piece_lane>((*meta_.declared_size + receipt_piece_bytes - 1) / receipt_piece_bytes);
     }
 
     // Extractor, inline mode: hashes and writes `size` bytes at `offset`.
@@ -728,8 +725,7 @@ private:
         std::optional<sha256_hasher> hasher;  // owned by the piece's strand, created by its first block
         std::uint64_t hashed = 0;             // bytes of the piece hashed, holes included
     };
-    std::unique_ptr<piece_lane[]> piece_storage_;
-    std::span<piece_lane> pieces_;
+    std::vector<piece_lane> pieces_;
     // Owned by the strand, then read after the file finished.
     file_digester hasher_{receipt_piece_bytes};
     std::uint64_t hashed_ = 0;
@@ -776,7 +772,7 @@ public:
         std::vector<unpacked_entry> out;
         out.reserve(entries_.size());
         for (std::size_t i = 0; i < entries_.size(); ++i) {
-            if (replaced_[i]) continue;
+            if (index_.at(entries_[i].path) != i) continue;  // replaced by a later entry
             if (jobs_[i]) {
                 entries_[i].sha256 = jobs_[i]->sha256();
                 entries_[i].piece_size = jobs_[i]->piece_size();
@@ -805,14 +801,10 @@ private:
             out_.reset(archive_write_disk_new());
         }
         if (!out_) return make_error(error_code::internal, "archive_write_disk_new failed");
-        // SECURE_SYMLINKS: never write through a symlink already on disk.
-        // SECURE_NODOTDOT: never accept ".." in the path handed to libarchive.
-        // No SECURE_NOABSOLUTEPATHS: we hand libarchive absolute paths under the
-        // stage on purpose; the *original* entry name was checked for being
-        // absolute (and for "..") by split_entry_name() before the rewrite,
-        // which is what that flag would have protected.
-        // No ARCHIVE_EXTRACT_OWNER: owners are never restored (files belong to
-        // whoever installs). PERM restores the mode bits as archived (minus
+        // SECURE_SYMLINKS and SECURE_NODOTDOT, the second line of defence of
+        // unpack.hpp; not NOABSOLUTEPATHS (split_entry_name() checked the
+        // original name before it was made absolute under the stage), nor
+        // OWNER (files belong to whoever installs). PERM restores the mode bits as archived (minus
         // setuid/setgid/sticky, cleared below) and ignores the umask; TIME
         // restores mtimes. Directory modes and times are applied by
         // libarchive's deferred fixup at archive_write_close(), so a read-only
@@ -976,7 +968,7 @@ private:
         }
         std::string target_rel = join_segments(segments_, tfirst);
         auto it = index_.find(target_rel);
-        if (it == index_.end() || replaced_[it->second] ||
+        if (it == index_.end() ||
             (entries_[it->second].kind != entry_kind::regular && entries_[it->second].kind != entry_kind::hardlink))
             return unsafe("hardlink target is not an earlier file of the archive", original);
         // The target's digest may still be in the works: share its job, and
@@ -1108,11 +1100,7 @@ private:
     // Data that libarchive returned from inside a decoded xz block (it points
     // into the chunk its read callback handed over, not into a buffer of its
     // own) becomes a slice that holds the block: no copy on this one thread.
-    // (16 cores, one archive: the decoder used to hand its last block on
-    // 0.13 s after decoding it, behind the extractor's copies; now at once.
-    // The wall time did not change measurably: bench/RESULTS.md.)
-    // Such a block
-    // carries its lease of the decoders' memory until the last slice is
+    // Such a block carries its lease of the decoders' memory until the last slice is
     // written, so that memory, not the pool's admission, bounds it. Anything
     // else (streamed 1 MiB chunks without a lease, libarchive's own gzip/zstd
     // buffers, zip) is copied into admitted blocks.
@@ -1235,16 +1223,11 @@ private:
 
     // 5. Remember it. A later entry with the same path replaces the earlier one.
     void remember(unpacked_entry record, std::shared_ptr<file_job> job) {
-        if (auto it = index_.find(record.path); it != index_.end()) {
-            replaced_[it->second] = true;
-            index_.erase(it);
-        }
         if (record.kind == entry_kind::symlink) symlinks_.insert(record.path);
         else symlinks_.erase(record.path);
-        index_.emplace(record.path, entries_.size());
+        index_.insert_or_assign(record.path, entries_.size());
         entries_.push_back(std::move(record));
         jobs_.push_back(std::move(job));
-        replaced_.push_back(false);
     }
 
     std::string stage_;                                      // canonical, absolute, no trailing slash
@@ -1259,9 +1242,8 @@ private:
     std::optional<std::string> top_;
     std::vector<std::string_view> segments_;  // scratch
     std::vector<unpacked_entry> entries_;
-    std::vector<std::shared_ptr<file_job>> jobs_;  // per entry: the job with its digest (regular, hardlink)
-    std::vector<bool> replaced_;
-    std::unordered_map<std::string, std::size_t> index_;  // stage-relative path -> entries_
+    std::vector<std::shared_ptr<file_job>> jobs_;         // per entry: the job with its digest (regular, hardlink)
+    std::unordered_map<std::string, std::size_t> index_;  // stage-relative path -> its latest entry in entries_
     std::unordered_set<std::string> symlinks_;
     std::uint64_t output_ = 0;  // decoded bytes so far, for max_output_bytes
     std::uint64_t wait_ns_ = 0;
@@ -1369,29 +1351,24 @@ public:
 
     ~unpacker_impl() override { cancel(); }
 
+    // A thread that cannot start throws std::system_error: start() reports it.
     result<void> start_workers() {
-        try {
-            switch (options_.format) {
-                case archive_format::tar_xz:
-                case archive_format::tar_zst:
-                    decoder_ = std::thread([this] { guarded([this] { decode_stream(); }); });
-                    extractor_ = std::thread([this] { guarded([this] { extract_stream(tar_); }); });
-                    break;
-                case archive_format::tar_gz:
-                    extractor_ = std::thread([this] { guarded([this] { extract_stream(input_); }); });
-                    break;
-                case archive_format::zip: {
-                    spool_path_ = stage_ + ".zip.part";
-                    spool_ = unique_fd(::open(spool_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-                    if (spool_.get() < 0) return errno_error("cannot create spool file", spool_path_, errno);
-                    break;
-                }
-                case archive_format::unknown:
-                    return make_error(error_code::bad_archive, "unsupported archive format")
-                        .with_source(options_.source);
-            }
-        } catch (const std::system_error& e) {
-            return make_error(error_code::internal, std::string("cannot start thread: ") + e.what());
+        switch (options_.format) {
+            case archive_format::tar_xz:
+            case archive_format::tar_zst:
+                decoder_ = std::thread([this] { guarded([this] { return decode_stream(); }); });
+                extractor_ = std::thread([this] { guarded([this] { return extract_stream(tar_); }); });
+                break;
+            case archive_format::tar_gz:
+                extractor_ = std::thread([this] { guarded([this] { return extract_stream(input_); }); });
+                break;
+            case archive_format::zip:
+                spool_path_ = stage_ + ".zip.part";
+                spool_ = unique_fd(::open(spool_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+                if (!spool_) return errno_error("cannot create spool file", spool_path_, errno);
+                break;
+            case archive_format::unknown:
+                return make_error(error_code::bad_archive, "unsupported archive format").with_source(options_.source);
         }
         return {};
     }
@@ -1401,14 +1378,12 @@ public:
         if (failed_.load(std::memory_order_acquire)) return current_error();
         if (size == 0) return {};
         if (options_.format == archive_format::zip) return spool(data, size);
-        bool pushed = false;
         try {
-            pushed = input_.push_copy(data, size);
+            if (input_.push_copy(data, size)) return {};
         } catch (const std::bad_alloc&) {
             fail(make_error(error_code::internal, "out of memory"));
         }
-        if (!pushed) return current_error();
-        return {};
+        return current_error();
     }
 
     result<std::vector<unpacked_entry>> finish() override {
@@ -1436,12 +1411,12 @@ public:
     }
 
 private:
-    // Runs a thread body; an exception (bad_alloc from a queue or a hasher)
-    // becomes the recorded error instead of std::terminate.
+    // Runs a thread body; its error, or an exception (bad_alloc from a queue
+    // or a hasher) instead of std::terminate, becomes the recorded error.
     template <class F>
     void guarded(F&& body) noexcept {
         try {
-            body();
+            if (auto r = body(); !r) fail(std::move(r).error_value());
         } catch (const std::bad_alloc&) {
             fail(make_error(error_code::internal, "out of memory"));
         } catch (const std::exception& e) {
@@ -1490,10 +1465,7 @@ private:
         spool_path_.clear();
     }
 
-    // ---- xz decoder thread
-    // decode_xz (xz_decode.hpp) parses the stream here and decodes its blocks
-    // on the run's pool, under the run's decoder memory; the output goes to
-    // the extractor through tar_, in order.
+    // ---- decoder thread (tar.xz, tar.zst)
     class queue_input final : public xz_input {
     public:
         explicit queue_input(chunk_queue& queue) : queue_(queue) {}
@@ -1564,7 +1536,7 @@ private:
     // through tar_, in order. A tar.zst's tar stream is hashed on the way
     // (tar_sha256()): a recompressed copy must decode to the tar its mirror
     // recorded.
-    void decode_stream() {
+    result<void> decode_stream() {
         // The ticket goes back when decoding ends: the decoders' memory limit grows.
         struct leave {
             std::unique_ptr<run_budget::ticket>& ticket;
@@ -1592,15 +1564,15 @@ private:
         o.stop = &failed_;
         o.mark = [budget = budget_.get()](const char* event) { budget->mark(event); };
         auto r = zstd ? decode_zstd(in, out, o) : decode_xz(in, out, o);
-        if (!r) {
-            if (out.over_limit) fail(expansion_error(options_.max_output_bytes));
-            else fail(std::move(r).error_value());
-            return;
+        if (!r) {  // recorded now: tar_hash's strand drops what it holds once stopped
+            fail(out.over_limit ? expansion_error(options_.max_output_bytes) : std::move(r).error_value());
+            return {};
         }
         if (zstd) tar_sha256_ = tar_hash.finish();
         budget_->add_time(profile_stage::decoder, r->busy_ns, r->wait_ns, r->decoded);
         budget_->mark("decoded");
         tar_.close();
+        return {};
     }
 
     // ---- extractor thread (tar streams)
@@ -1642,13 +1614,10 @@ private:
         return ARCHIVE_FATAL;
     }
 
-    void extract_stream(chunk_queue& queue) {
+    result<void> extract_stream(chunk_queue& queue) {
         const auto started = std::chrono::steady_clock::now();
         archive_reader in(archive_read_new());
-        if (!in) {
-            fail(make_error(error_code::internal, "archive_read_new failed"));
-            return;
-        }
+        if (!in) return make_error(error_code::internal, "archive_read_new failed");
         archive_read_support_format_tar(in.get());
         if (options_.format == archive_format::tar_gz) {
             // xz and zstd streams were decoded before (tar_). Explicit filters, not archive_read_support_filter_all():
@@ -1659,10 +1628,8 @@ private:
             archive_read_support_filter_bzip2(in.get());
         }
         read_source src{&queue, {}};
-        if (archive_read_open(in.get(), &src, nullptr, &read_callback, nullptr) != ARCHIVE_OK) {
-            fail(make_error(error_code::bad_archive, error_text(in.get(), "cannot open archive")));
-            return;
-        }
+        if (archive_read_open(in.get(), &src, nullptr, &read_callback, nullptr) != ARCHIVE_OK)
+            return make_error(error_code::bad_archive, error_text(in.get(), "cannot open archive"));
         extractor ex(stage_, options_, writes_);
         ex.read_from(&src.current);
         auto r = ex.run(in.get());
@@ -1671,10 +1638,7 @@ private:
         const std::uint64_t total_ns = ns_since(started);
         budget_->add_time(profile_stage::extractor, total_ns > wait_ns ? total_ns - wait_ns : 0, wait_ns,
                           ex.copied_bytes());
-        if (!r) {
-            fail(std::move(r).error_value());
-            return;
-        }
+        if (!r) return r;
         // The tar end marker may come before the end of the data (block
         // padding). Drain the rest so the xz decoder reaches the end of the
         // stream and verifies its checks, rather than blocking on a full queue.
@@ -1683,10 +1647,11 @@ private:
         chunk scratch;
         for (;;) {
             const auto got = queue.pop(scratch);
-            if (got == chunk_queue::pop_result::aborted) return;
+            if (got == chunk_queue::pop_result::aborted) return {};  // the failure is recorded
             if (got == chunk_queue::pop_result::end) break;
         }
         entries_ = ex.take_entries();
+        return {};
     }
 
     // ---- zip: spool, then extract with the seekable reader

@@ -23,7 +23,7 @@
 // rewrite the earlier file behind its recorded hash). The name ".redist" is
 // reserved at the stage root: no entry may live there, and no symlink may
 // point into it (it is where the prefix keeps receipts, journal and lock).
-// Entry names in errors have their control characters escaped (\xNN).
+// Entry names in errors are escaped whole by printable() (redist/printable.hpp).
 //
 // Unverified bytes are bounded: with max_output_bytes set, the decoded tar
 // stream (xz) and the contents of the files written (holes of sparse files

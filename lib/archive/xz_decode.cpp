@@ -312,10 +312,8 @@ public:
     // Waits for the tasks still queued (their units are discarded), so that
     // nothing outlives the caller's pool and gate unintentionally.
     ~unit_scheduler() {
-        if (options_.memory && !pending_.empty()) {
-            options_.memory->wait(
-                [&] { return std::all_of(pending_.begin(), pending_.end(), [](const auto& b) { return b->done; }); });
-        }
+        if (options_.memory && !pending_.empty())
+            options_.memory->wait([&] { return std::ranges::all_of(pending_, [](const auto& b) { return b->done; }); });
     }
 
 protected:
