@@ -1065,15 +1065,14 @@ private:
                 return expansion_error(options_.max_output_bytes);
             auto at = static_cast<std::uint64_t>(offset);
             const auto* bytes = static_cast<const std::byte*>(buf);
+            pos = at + len;
             if (state_->inline_writes) {
                 REDIST_TRY_VOID(job.write_now(bytes, len, at));
-                pos = at + len;
                 continue;
             }
             if (auto slice = slice_of(bytes, len, at)) {
                 if (block) job.add(std::exchange(block, nullptr));
                 job.add(std::move(slice));
-                pos = at + len;
                 continue;
             }
             while (len > 0) {
@@ -1089,7 +1088,6 @@ private:
                 bytes += n;
                 len -= n;
             }
-            pos = at;
         }
         if (block) job.add(std::move(block));
         // The end of the data may be a hole: it counts against the cap too.
