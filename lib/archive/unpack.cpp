@@ -825,7 +825,7 @@ private:
             // ARCHIVE_WARN here (e.g. a malformed pax attribute or a name that
             // cannot be converted) is treated as failure: we would rather stop
             // than install a tree that differs from what the archive meant.
-            if (r < ARCHIVE_OK) return read_error(in, "");
+            if (r < ARCHIVE_OK) return bad_data(error_text(in), "");
             REDIST_TRY_VOID(write_entry(in, entry));
         }
         return {};
@@ -837,8 +837,8 @@ private:
             .with_source(options_.source);
     }
 
-    error read_error(archive* in, const std::string& original) const {
-        return make_error(error_code::bad_archive, printable(error_text(in)))
+    error bad_data(const std::string& message, const std::string& original) const {
+        return make_error(error_code::bad_archive, printable(message))
             .with_path(printable(original))
             .with_source(options_.source);
     }
@@ -1055,11 +1055,9 @@ private:
             la_int64_t offset = 0;
             const int r = archive_read_data_block(in, &buf, &len, &offset);
             if (r == ARCHIVE_EOF) break;
-            if (r < ARCHIVE_OK) return read_error(in, original);
+            if (r < ARCHIVE_OK) return bad_data(error_text(in), original);
             if (offset < 0 || static_cast<std::uint64_t>(offset) < pos)
-                return make_error(error_code::bad_archive, "overlapping data blocks")
-                    .with_path(printable(original))
-                    .with_source(options_.source);
+                return bad_data("overlapping data blocks", original);
             // Holes count: they cost hashing time, and a dense copy later.
             if (!within_cap(static_cast<std::uint64_t>(offset) - pos + len))
                 return expansion_error(options_.max_output_bytes);
