@@ -697,14 +697,12 @@ private:
 // frame header records its content size when the writer knew it (zstd -c of
 // a file, ZSTD_compress2, recompress_xz_to_zstd), but never the frame's
 // compressed size: the frame's blocks are walked as they arrive (each block
-// header says how many bytes follow) to find where it ends. A frame goes to
-// the pool when its content size is known, non-zero, within
-// kMaxParallelFrame, its window within the decoders' cap, and its bytes and
-// output within max_block_memory and the output cap. Anything else streams
-// on the calling thread with the run's one streaming decoder, which also
-// gives every malformed header or block its libzstd error: a frame whose
-// walk finds a reserved block type, an oversized block, or more bytes than
-// its content size can need streams from the bytes read so far.
+// header says how many bytes follow) to find where it ends. A frame that
+// does not go to the pool (goes_to_pool) streams on the calling thread with
+// the run's one streaming decoder, which also gives every malformed header
+// or block its libzstd error: a frame whose walk finds a reserved block
+// type, an oversized block, or more bytes than its content size can need
+// streams from the bytes read so far.
 class frame_decoder : unit_scheduler {
 public:
     frame_decoder(xz_input& in, xz_output& out, const xz_decode_options& options)
