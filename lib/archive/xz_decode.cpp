@@ -517,16 +517,12 @@ public:
     }
 
     result<xz_decode_stats> run() {
-        bool first = true;
-        for (;;) {
+        for (bool first = true;; first = false) {
             REDIST_TRY_VOID(stream(first));
-            first = false;
             ++stats_.streams;
-            auto more = skip_padding();
-            if (!more) return std::move(more).error_value();
-            if (!*more) break;
+            REDIST_TRY(const bool more, skip_padding());
+            if (!more) return stats_;
         }
-        return stats_;
     }
 
 private:
@@ -538,9 +534,8 @@ private:
         if (!first) std::memcpy(header.data(), next_magic_.data(), 4);
         REDIST_TRY_VOID(read_exact(header.data() + have, header.size() - have));
         lzma_stream_flags flags{};
-        if (const lzma_ret r = lzma_stream_header_decode(&flags, header.data()); r != LZMA_OK) {
+        if (const lzma_ret r = lzma_stream_header_decode(&flags, header.data()); r != LZMA_OK)
             return first ? lzma_failure(r) : bad("corrupt xz data");
-        }
         if (!lzma_check_is_supported(flags.check)) return bad("unsupported xz check");
         const std::unique_ptr<lzma_index_hash, index_hash_end> hashes(lzma_index_hash_init(nullptr, nullptr));
         if (!hashes) return make_error(error_code::internal, "xz decoder out of memory");
@@ -585,9 +580,8 @@ private:
         auto job = std::make_shared<xz_block>();
         const std::uint64_t body = options->body_size();
         const std::uint64_t out_size = options->block.uncompressed_size;
-        if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options->block), out_size) != LZMA_OK) {
+        if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options->block), out_size) != LZMA_OK)
             return bad("corrupt xz data");
-        }
         // Room in this stream's window, then memory: both wait for earlier
         // blocks, which this thread hands on meanwhile.
         REDIST_TRY_VOID(make_room());
@@ -642,9 +636,8 @@ private:
         ++stats_.stream_blocks;
         // lzma_code filled in the sizes the header left out.
         if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options.block), options.block.uncompressed_size) !=
-            LZMA_OK) {
+            LZMA_OK)
             return bad("corrupt xz data");
-        }
         return {};
     }
 
@@ -669,9 +662,8 @@ private:
         lzma_stream_flags flags{};
         if (lzma_stream_footer_decode(&flags, footer.data()) != LZMA_OK ||
             lzma_stream_flags_compare(&header_flags, &flags) != LZMA_OK ||
-            flags.backward_size != lzma_index_hash_size(hashes)) {
+            flags.backward_size != lzma_index_hash_size(hashes))
             return bad("corrupt xz data");
-        }
         return {};
     }
 
@@ -682,9 +674,8 @@ private:
             const auto s = in_.fill();
             if (s == xz_input::status::stopped) return stopped();
             if (s == xz_input::status::end) return false;
-            if (auto r = in_.read(next_magic_.data(), 4); r != xz_input::status::ok) {
+            if (auto r = in_.read(next_magic_.data(), 4); r != xz_input::status::ok)
                 return r == xz_input::status::stopped ? stopped() : bad("corrupt xz data");
-            }
             if (next_magic_ != std::array<std::uint8_t, 4>{}) return true;
         }
     }
