@@ -1669,8 +1669,7 @@ private:
             return make_error(error_code::bad_archive, error_text(in.get(), "cannot open zip archive"))
                 .with_source(options_.source);
         extractor ex(stage_, options_, writes_);
-        auto r = ex.run(in.get());
-        if (!r) return r;
+        REDIST_TRY_VOID(ex.run(in.get()));
         entries_ = ex.take_entries();
         return {};
     }

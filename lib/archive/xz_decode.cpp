@@ -472,8 +472,7 @@ protected:
     }
 
     result<void> put(byte_buffer&& buffer) {
-        const std::size_t n = buffer.size;
-        return hand_to_output(n, [&] { return out_.put(std::move(buffer)); });
+        return hand_to_output(buffer.size, [&] { return out_.put(std::move(buffer)); });
     }
 
     // Gives `n` decoded bytes to the output through `hand` (false: the output
