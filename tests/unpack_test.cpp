@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <clocale>
 #include <csignal>
 #include <cstdio>
 #include <cstring>
@@ -735,6 +736,21 @@ TEST_CASE("a file replaced after being hardlinked leaves entries that match the 
     CHECK(read_file(stage / "a") == "second, longer");
     CHECK(read_file(stage / "b") == "first");
     check_entries_match_disk(stage, *r);
+}
+
+TEST_CASE("bidi overrides in entry names are escaped in errors, and long names are not cut", "[unpack]") {
+    // U+202E would make a terminal show the rest of the name reversed. The
+    // archive is built (and read) in a UTF-8 locale: in "C", libarchive's pax
+    // writer cannot convert the name.
+    struct utf8_locale {
+        std::string before = std::setlocale(LC_CTYPE, nullptr);
+        utf8_locale() { REQUIRE(std::setlocale(LC_CTYPE, "C.UTF-8")); }
+        ~utf8_locale() { std::setlocale(LC_CTYPE, before.c_str()); }
+    } locale;
+    const std::string tail(300, 'y');
+    expect_unsafe("escape_bidi",
+                  {{"top/", kind::dir, "", 0755}, {"top/\xe2\x80\xae/../" + tail, kind::file, "x", 0644}},
+                  "top/\\u{202E}/../" + tail);
 }
 
 TEST_CASE("control characters in entry names are escaped in errors", "[unpack]") {

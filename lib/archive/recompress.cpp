@@ -80,7 +80,6 @@ private:
 
 result<void> start_xz(lzma_stream& stream, unsigned threads) {
     lzma_mt mt{};
-    mt.flags = 0;
     mt.threads = threads == 0 ? 1 : threads;
     mt.memlimit_threading = std::uint64_t{1} << 30;  // more threads only while they fit in 1 GiB
     mt.memlimit_stop = UINT64_MAX;                   // the input was verified against its manifest

@@ -1,4 +1,4 @@
-// verify.cpp — streaming SHA-256 through OpenSSL's EVP interface.
+// sha256.cpp — streaming SHA-256 through OpenSSL's EVP interface.
 #include "archive/sha256.hpp"
 
 #include <fcntl.h>
@@ -9,7 +9,6 @@
 #include <algorithm>
 #include <array>
 #include <cerrno>
-#include <cstring>
 #include <new>
 #include <vector>
 
@@ -20,7 +19,6 @@ namespace redist {
 
 namespace {
 
-constexpr std::size_t kDigestSize = 32;
 // Large reads keep syscall overhead negligible next to the hashing itself.
 constexpr std::size_t kReadBuffer = 1u << 20;
 
@@ -101,15 +99,12 @@ std::string sha256_hasher::finish_hex() {
 }
 
 std::array<unsigned char, 32> sha256_hasher::finish_bytes() {
-    std::array<unsigned char, EVP_MAX_MD_SIZE> digest{};
-    unsigned int length = 0;
-    EVP_DigestFinal_ex(ctx_.get(), digest.data(), &length);
+    std::array<unsigned char, 32> digest{};  // SHA-256 writes exactly 32 bytes
+    EVP_DigestFinal_ex(ctx_.get(), digest.data(), nullptr);
     // Reset so the hasher can be reused (the contract in sha256.hpp).
     init_sha256(ctx_.get());
     bytes_ = 0;
-    std::array<unsigned char, kDigestSize> out{};
-    std::copy_n(digest.begin(), out.size(), out.begin());
-    return out;
+    return digest;
 }
 
 std::string sha256_hex(std::string_view bytes) {
@@ -165,39 +160,25 @@ std::string piece_list_hex(const std::vector<std::array<unsigned char, 32>>& pie
 
 result<std::string> file_digest(const std::filesystem::path& path, std::uint64_t piece_size) {
     file_digester digester(piece_size);
-    auto read = stream_file(path, UINT64_MAX, digester);
-    if (!read) return std::move(read).error_value();
+    REDIST_TRY_VOID(stream_file(path, UINT64_MAX, digester));
     return digester.finish_hex();
 }
 
 result<std::string> file_digest(int fd, std::uint64_t piece_size, const std::filesystem::path& shown_as) {
     file_digester digester(piece_size);
-    auto read = stream_fd(fd, shown_as, UINT64_MAX, digester);
-    if (!read) return std::move(read).error_value();
+    REDIST_TRY_VOID(stream_fd(fd, shown_as, UINT64_MAX, digester));
     return digester.finish_hex();
 }
 
-namespace {
-
-// Hashes exactly bytes [offset, offset + length) of `path` into `hasher`; a
-// file that ends sooner is an error that says where it ended.
-result<void> hash_exact_range(const std::filesystem::path& path, std::uint64_t offset, std::uint64_t length,
-                              sha256_hasher& hasher) {
+result<std::array<unsigned char, 32>> sha256_file_range(const std::filesystem::path& path, std::uint64_t offset,
+                                                        std::uint64_t length) {
+    sha256_hasher hasher;
     REDIST_TRY(const std::uint64_t read, stream_file(path, length, hasher, offset));
     if (read != length) {
         return make_error(error_code::filesystem, "file is shorter than expected")
             .with_path(path.string())
             .with_expected_actual(std::to_string(offset + length), std::to_string(offset + read));
     }
-    return {};
-}
-
-}  // namespace
-
-result<std::array<unsigned char, 32>> sha256_file_range(const std::filesystem::path& path, std::uint64_t offset,
-                                                        std::uint64_t length) {
-    sha256_hasher hasher;
-    REDIST_TRY_VOID(hash_exact_range(path, offset, length, hasher));
     return hasher.finish_bytes();
 }
 
@@ -210,12 +191,8 @@ result<void> check_integrity(std::uint64_t expected_size, std::string_view expec
             .with_expected_actual(std::to_string(expected_size), std::to_string(actual_size));
     }
     // Manifests are lower-case, but compare case-insensitively to be safe.
-    bool same = expected_sha256.size() == actual_sha256.size();
-    for (std::size_t i = 0; same && i < expected_sha256.size(); ++i) {
-        auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-        same = lower(expected_sha256[i]) == lower(actual_sha256[i]);
-    }
-    if (!same) {
+    const auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
+    if (!std::ranges::equal(expected_sha256, actual_sha256, {}, lower, lower)) {
         return make_error(error_code::integrity, "sha256 mismatch")
             .with_url(std::string(where))
             .with_expected_actual(std::string(expected_sha256), std::string(actual_sha256));

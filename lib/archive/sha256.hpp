@@ -111,8 +111,7 @@ result<std::string> file_digest(int fd, std::uint64_t piece_size, const std::fil
 result<std::array<unsigned char, 32>> sha256_file_range(const std::filesystem::path& path, std::uint64_t offset,
                                                         std::uint64_t length);
 
-// Hashes a file by streaming it. Outcomes: ok (hex digest) | filesystem
-// (cannot open or read; error.path set).
+// file_digest(path, 0): the plain SHA-256 of a file.
 result<std::string> sha256_file(const std::filesystem::path& path);
 
 // Checks an archive's final size and digest against the manifest. Outcomes:

@@ -1,5 +1,5 @@
-// unpack.cpp — the streaming unpacker: bounded queues, an xz decoder thread
-// and a libarchive extractor thread. See lib/archive/unpack.hpp.
+// unpack.cpp — the streaming unpacker; unpack.hpp draws its threads and
+// queues (input_ and tar_ below are the two bounded queues).
 //
 // Why we decode xz ourselves: Debian's libarchive 3.6.2 decodes xz on one
 // thread only, and its read filter sits in the same thread as the disk
@@ -7,16 +7,6 @@
 // archive on the run's shared pool, and even for a single-block archive it
 // keeps hashing and writing files off the decoder's core. decode_zstd does
 // the same for the frames of a tar.zst.
-//
-// Threads and ownership:
-//   write()   --[input_ queue]-->  decoder thread (xz and zstd; their blocks or
-//   frames decode on the pool)  --[tar_ queue]-->
-//   extractor thread (libarchive read from the queue, checks, namespace
-//   changes) --[file_jobs]--> the run's writer pool (file data: pwrite and
-//   SHA-256; see "file writers" below).
-// For tar.gz the extractor reads input_ directly and lets libarchive's
-// filters decode. Zip needs random access, so its bytes are
-// spooled to `<stage>.zip.part` and extracted in finish().
 //
 // Errors: the first failure wins (fail()), and aborts both queues and the
 // writers' admission so that every blocked push/pop/reserve returns at once;
@@ -41,7 +31,6 @@
 #include <functional>
 #include <mutex>
 #include <optional>
-#include <span>
 #include <string_view>
 #include <system_error>
 #include <thread>
@@ -51,7 +40,7 @@
 
 #include "archive/sha256.hpp"
 #include "archive/xz_decode.hpp"
-#include "redist/printable.hpp"  // valid_utf8
+#include "redist/printable.hpp"
 #include "support/budget.hpp"
 #include "support/posix_file.hpp"
 #include "support/stopwatch.hpp"
@@ -239,6 +228,11 @@ struct archive_write_deleter {
 using archive_reader = std::unique_ptr<archive, archive_read_deleter>;
 using archive_writer = std::unique_ptr<archive, archive_write_deleter>;
 
+std::string error_text(archive* a, const char* fallback = "unknown libarchive error") {
+    const char* s = archive_error_string(a);
+    return s ? s : fallback;
+}
+
 // ---- entry-name validation -----------------------------------------------------
 
 // Calls f(segment) for each '/'-separated segment of `text`, empty and "."
@@ -326,33 +320,8 @@ std::optional<std::string> check_symlink_target(std::string_view target, std::si
     return std::nullopt;
 }
 
-// Archive bytes shown to a person: C0 controls, DEL and (UTF-8 encoded) C1
-// controls become \xNN, so that an entry name cannot send escape sequences
-// to the user's terminal. Everything else, UTF-8 included, is kept.
-// (safe_path.hpp's printable() also truncates, which entry paths must not.)
-std::string printable(std::string_view text) {
-    std::string out;
-    out.reserve(text.size());
-    const auto escape = [&](unsigned char c) {
-        static const char digits[] = "0123456789abcdef";
-        out += "\\x";
-        out += digits[c >> 4];
-        out += digits[c & 15];
-    };
-    for (std::size_t i = 0; i < text.size(); ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (c < 0x20 || c == 0x7f) {
-            escape(c);
-        } else if (c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
-                   static_cast<unsigned char>(text[i + 1]) <= 0x9f) {
-            escape(c);
-            escape(static_cast<unsigned char>(text[++i]));
-        } else {
-            out += static_cast<char>(c);
-        }
-    }
-    return out;
-}
+// Archive bytes in errors, escaped in full: entry paths must not be cut.
+std::string printable(std::string_view text) { return redist::printable(text, no_length_limit, backslashes::keep); }
 
 // The name of the reserved metadata directory at the prefix's root.
 constexpr std::string_view kReservedDir = ".redist";
@@ -422,6 +391,16 @@ constexpr std::size_t kSpareBlocks = 4;  // recycled block buffers kept per unpa
 constexpr std::uint64_t kSplitBytes = 8u << 20;
 constexpr unsigned kMaxInlineWriterThreads = 2;  // pools this small: inline writes (above)
 
+// A pool reservation, released when this goes unless its new owner took it
+// over (pool = nullptr).
+struct reservation {
+    work_pool* pool;
+    std::size_t bytes, slots;
+    ~reservation() {
+        if (pool) pool->release(bytes, slots);
+    }
+};
+
 // What the extractor and the write tasks of one unpacker share. Held by
 // shared_ptr: a task may still release its last reference after the
 // unpacker has seen its file finish.
@@ -452,8 +431,7 @@ struct write_state {
 
     // Full-size block buffers are recycled, so that a steady stream does
     // not allocate (and page-fault in) a fresh 1 MiB per block, freed on
-    // another thread. (On 2 cores this did not measurably change system
-    // time.)
+    // another thread.
     std::unique_ptr<std::byte[]> take_buffer(std::size_t capacity) {
         if (capacity == kBlockBytes) {
             std::lock_guard lock(spare_mutex);
@@ -513,10 +491,9 @@ class file_job : public std::enable_shared_from_this<file_job> {
 public:
     file_job(std::shared_ptr<write_state> state, unique_fd fd, file_meta meta)
         : state_(std::move(state)), fd_(std::move(fd)), meta_(std::move(meta)) {
-        if (!meta_.split) return;  // split files have a declared size (see write_regular)
-        const std::uint64_t count = (*meta_.declared_size + receipt_piece_bytes - 1) / receipt_piece_bytes;
-        piece_storage_ = std::make_unique<piece_lane[]>(count);
-        pieces_ = std::span<piece_lane>(piece_storage_.get(), count);
+        // Split files have a declared size (see write_regular).
+        if (meta_.split)
+            pieces_ = std::vector<piece_lane>((*meta_.declared_size + receipt_piece_bytes - 1) / receipt_piece_bytes);
     }
 
     // Extractor, inline mode: hashes and writes `size` bytes at `offset`.
@@ -542,14 +519,7 @@ public:
         // Inline mode: the data went through write_now; only the end marker comes here.
         if (state_->inline_writes) return end_of_data();
         if (meta_.split) return add_split(std::move(block));
-        bool schedule = false;
-        {
-            std::lock_guard lock(mutex_);
-            queue_.push_back(std::move(block));
-            schedule = !scheduled_;
-            scheduled_ = true;
-        }
-        if (schedule) state_->pool->post([self = shared_from_this()] { self->drain(); });
+        if (enqueue(strand_, std::move(block))) state_->pool->post([self = shared_from_this()] { self->drain(); });
     }
 
     // Valid once the file finished (write_state::wait_idle returned).
@@ -577,19 +547,36 @@ private:
         return errno_error(what, printable(meta_.path), err).with_source(state_->source);
     }
 
-    // The strand: one worker at a time runs it, blocks in order.
+    // Blocks in offset order, drained by one pool task at a time.
+    struct strand {
+        std::deque<block_ptr> queue;  // under mutex_
+        bool scheduled = false;       // under mutex_
+    };
+
+    // Queues `block`; true when the strand needs a task to drain it.
+    bool enqueue(strand& s, block_ptr block) {
+        std::lock_guard lock(mutex_);
+        s.queue.push_back(std::move(block));
+        return !std::exchange(s.scheduled, true);
+    }
+
+    // Takes the strand's next block; false (the strand idle again) when none is queued.
+    bool dequeue(strand& s, block_ptr& block) {
+        std::lock_guard lock(mutex_);
+        if (s.queue.empty()) {
+            s.scheduled = false;
+            return false;
+        }
+        block = std::move(s.queue.front());
+        s.queue.pop_front();
+        return true;
+    }
+
+    // The file's strand: hashes and writes its blocks.
     void drain() noexcept {
         for (;;) {
             block_ptr block;
-            {
-                std::lock_guard lock(mutex_);
-                if (queue_.empty()) {
-                    scheduled_ = false;
-                    return;
-                }
-                block = std::move(queue_.front());
-                queue_.pop_front();
-            }
+            if (!dequeue(strand_, block)) return;
             if (!block) return end_of_data();  // nothing follows the end marker
             guarded([&]() -> result<void> {
                 hash_at(block->data(), block->size, block->offset);
@@ -619,15 +606,7 @@ private:
             self->release_one();
         });
         for (std::uint64_t k = block->offset / receipt_piece_bytes; k * receipt_piece_bytes < end; ++k) {
-            piece_lane& lane = pieces_[k];
-            bool schedule = false;
-            {
-                std::lock_guard lock(mutex_);
-                lane.queue.push_back(block);
-                schedule = !lane.scheduled;
-                lane.scheduled = true;
-            }
-            if (!schedule) continue;
+            if (!enqueue(pieces_[k].blocks, block)) continue;
             outstanding_.fetch_add(1, std::memory_order_relaxed);
             state_->pool->post([self = shared_from_this(), k] {
                 self->drain_piece(k);
@@ -643,15 +622,7 @@ private:
         const std::uint64_t piece_end = piece_begin + receipt_piece_bytes;
         for (;;) {
             block_ptr block;
-            {
-                std::lock_guard lock(mutex_);
-                if (lane.queue.empty()) {
-                    lane.scheduled = false;
-                    return;
-                }
-                block = std::move(lane.queue.front());
-                lane.queue.pop_front();
-            }
+            if (!dequeue(lane.blocks, block)) return;
             guarded([&]() -> result<void> {
                 const std::uint64_t from = std::max(block->offset, piece_begin);
                 const std::uint64_t to = std::min(block->offset + block->size, piece_end);
@@ -746,18 +717,15 @@ private:
     unique_fd fd_;
     const file_meta meta_;
     std::mutex mutex_;
-    std::deque<block_ptr> queue_;
-    bool scheduled_ = false;
+    strand strand_;
     std::atomic<int> outstanding_{1};  // the strand (or, split, the extractor) until its end marker, plus tasks
     // A split file's digest pieces, laid out from its declared size.
     struct piece_lane {
-        std::deque<block_ptr> queue;          // blocks overlapping the piece, in offset order (under mutex_)
-        bool scheduled = false;               // under mutex_
+        strand blocks;                        // the blocks overlapping the piece
         std::optional<sha256_hasher> hasher;  // owned by the piece's strand, created by its first block
         std::uint64_t hashed = 0;             // bytes of the piece hashed, holes included
     };
-    std::unique_ptr<piece_lane[]> piece_storage_;
-    std::span<piece_lane> pieces_;
+    std::vector<piece_lane> pieces_;
     // Owned by the strand, then read after the file finished.
     file_digester hasher_{receipt_piece_bytes};
     std::uint64_t hashed_ = 0;
@@ -804,7 +772,7 @@ public:
         std::vector<unpacked_entry> out;
         out.reserve(entries_.size());
         for (std::size_t i = 0; i < entries_.size(); ++i) {
-            if (replaced_[i]) continue;
+            if (index_.at(entries_[i].path) != i) continue;  // replaced by a later entry
             if (jobs_[i]) {
                 entries_[i].sha256 = jobs_[i]->sha256();
                 entries_[i].piece_size = jobs_[i]->piece_size();
@@ -833,14 +801,10 @@ private:
             out_.reset(archive_write_disk_new());
         }
         if (!out_) return make_error(error_code::internal, "archive_write_disk_new failed");
-        // SECURE_SYMLINKS: never write through a symlink already on disk.
-        // SECURE_NODOTDOT: never accept ".." in the path handed to libarchive.
-        // No SECURE_NOABSOLUTEPATHS: we hand libarchive absolute paths under the
-        // stage on purpose; the *original* entry name was checked for being
-        // absolute (and for "..") by split_entry_name() before the rewrite,
-        // which is what that flag would have protected.
-        // No ARCHIVE_EXTRACT_OWNER: owners are never restored (files belong to
-        // whoever installs). PERM restores the mode bits as archived (minus
+        // SECURE_SYMLINKS and SECURE_NODOTDOT, the second line of defence of
+        // unpack.hpp; not NOABSOLUTEPATHS (split_entry_name() checked the
+        // original name before it was made absolute under the stage), nor
+        // OWNER (files belong to whoever installs). PERM restores the mode bits as archived (minus
         // setuid/setgid/sticky, cleared below) and ignores the umask; TIME
         // restores mtimes. Directory modes and times are applied by
         // libarchive's deferred fixup at archive_write_close(), so a read-only
@@ -861,15 +825,10 @@ private:
             // ARCHIVE_WARN here (e.g. a malformed pax attribute or a name that
             // cannot be converted) is treated as failure: we would rather stop
             // than install a tree that differs from what the archive meant.
-            if (r < ARCHIVE_OK) return read_error(in, "");
+            if (r < ARCHIVE_OK) return bad_data(error_text(in), "");
             REDIST_TRY_VOID(write_entry(in, entry));
         }
         return {};
-    }
-
-    static std::string error_text(archive* a) {
-        const char* s = archive_error_string(a);
-        return s ? s : "unknown libarchive error";
     }
 
     error unsafe(const std::string& message, const std::string& original) const {
@@ -878,11 +837,10 @@ private:
             .with_source(options_.source);
     }
 
-    error read_error(archive* in, const std::string& original) const {
-        error e = make_error(error_code::bad_archive, printable(error_text(in)));
-        e.path = printable(original);
-        e.source = options_.source;
-        return e;
+    error bad_data(const std::string& message, const std::string& original) const {
+        return make_error(error_code::bad_archive, printable(message))
+            .with_path(printable(original))
+            .with_source(options_.source);
     }
 
     error os_error(const std::string& what, const std::string& path, int err) const {
@@ -1010,7 +968,7 @@ private:
         }
         std::string target_rel = join_segments(segments_, tfirst);
         auto it = index_.find(target_rel);
-        if (it == index_.end() || replaced_[it->second] ||
+        if (it == index_.end() ||
             (entries_[it->second].kind != entry_kind::regular && entries_[it->second].kind != entry_kind::hardlink))
             return unsafe("hardlink target is not an earlier file of the archive", original);
         // The target's digest may still be in the works: share its job, and
@@ -1097,25 +1055,22 @@ private:
             la_int64_t offset = 0;
             const int r = archive_read_data_block(in, &buf, &len, &offset);
             if (r == ARCHIVE_EOF) break;
-            if (r < ARCHIVE_OK) return read_error(in, original);
+            if (r < ARCHIVE_OK) return bad_data(error_text(in), original);
             if (offset < 0 || static_cast<std::uint64_t>(offset) < pos)
-                return make_error(error_code::bad_archive, "overlapping data blocks")
-                    .with_path(printable(original))
-                    .with_source(options_.source);
+                return bad_data("overlapping data blocks", original);
             // Holes count: they cost hashing time, and a dense copy later.
             if (!within_cap(static_cast<std::uint64_t>(offset) - pos + len))
                 return expansion_error(options_.max_output_bytes);
             auto at = static_cast<std::uint64_t>(offset);
             const auto* bytes = static_cast<const std::byte*>(buf);
+            pos = at + len;
             if (state_->inline_writes) {
                 REDIST_TRY_VOID(job.write_now(bytes, len, at));
-                pos = at + len;
                 continue;
             }
             if (auto slice = slice_of(bytes, len, at)) {
                 if (block) job.add(std::exchange(block, nullptr));
                 job.add(std::move(slice));
-                pos = at + len;
                 continue;
             }
             while (len > 0) {
@@ -1131,7 +1086,6 @@ private:
                 bytes += n;
                 len -= n;
             }
-            pos = at;
         }
         if (block) job.add(std::move(block));
         // The end of the data may be a hole: it counts against the cap too.
@@ -1142,11 +1096,7 @@ private:
     // Data that libarchive returned from inside a decoded xz block (it points
     // into the chunk its read callback handed over, not into a buffer of its
     // own) becomes a slice that holds the block: no copy on this one thread.
-    // (16 cores, one archive: the decoder used to hand its last block on
-    // 0.13 s after decoding it, behind the extractor's copies; now at once.
-    // The wall time did not change measurably: bench/RESULTS.md.)
-    // Such a block
-    // carries its lease of the decoders' memory until the last slice is
+    // Such a block carries its lease of the decoders' memory until the last slice is
     // written, so that memory, not the pool's admission, bounds it. Anything
     // else (streamed 1 MiB chunks without a lease, libarchive's own gzip/zstd
     // buffers, zip) is copied into admitted blocks.
@@ -1167,17 +1117,8 @@ private:
 
     result<block_ptr> new_block(std::uint64_t offset, std::uint64_t wanted) {
         const auto capacity = static_cast<std::size_t>(std::clamp<std::uint64_t>(wanted, 1, kBlockBytes));
-        const auto waited = std::chrono::steady_clock::now();
-        if (!state_->pool->reserve(capacity, 0, state_->stop))
-            return make_error(error_code::cancelled, "unpacking stopped");
-        wait_ns_ += ns_since(waited);
-        struct unreserve {
-            work_pool* pool;
-            std::size_t bytes;
-            ~unreserve() {
-                if (pool) pool->release(bytes, 0);
-            }
-        } undo{state_->pool, capacity};  // until the block owns the reservation
+        REDIST_TRY_VOID(reserve(capacity, 0));
+        reservation undo{state_->pool, capacity, 0};  // until the block owns the reservation
         auto block = std::make_shared<data_block>();
         block->capacity = capacity;
         block->bytes = state_->take_buffer(capacity);
@@ -1185,6 +1126,15 @@ private:
         block->state = state_;  // from here on, the block releases what was reserved
         undo.pool = nullptr;
         return block;
+    }
+
+    // Waits for the pool to admit `bytes` of buffers and `slots` open files.
+    result<void> reserve(std::size_t bytes, std::size_t slots) {
+        const auto waited = std::chrono::steady_clock::now();
+        if (!state_->pool->reserve(bytes, slots, state_->stop))
+            return make_error(error_code::cancelled, "unpacking stopped");
+        wait_ns_ += ns_since(waited);
+        return {};
     }
 
     // Opens (creating when missing) the directory `dir` (stage-relative,
@@ -1251,15 +1201,8 @@ private:
         const std::string dir = slash == std::string::npos ? std::string() : rel.substr(0, slash);
         const std::string name = slash == std::string::npos ? rel : rel.substr(slash + 1);
         REDIST_TRY(const int at, open_dir(dir, original));
-        const auto waited = std::chrono::steady_clock::now();
-        if (!state_->pool->reserve(0, 1, state_->stop)) return make_error(error_code::cancelled, "unpacking stopped");
-        wait_ns_ += ns_since(waited);
-        struct slot_guard {
-            work_pool* pool;
-            ~slot_guard() {
-                if (pool) pool->release(0, 1);
-            }
-        } slot{state_->pool};
+        REDIST_TRY_VOID(reserve(0, 1));
+        reservation slot{state_->pool, 0, 1};
         for (int attempt = 0; attempt < 2; ++attempt) {
             unique_fd fd(::openat(at, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
             if (fd) {
@@ -1276,16 +1219,11 @@ private:
 
     // 5. Remember it. A later entry with the same path replaces the earlier one.
     void remember(unpacked_entry record, std::shared_ptr<file_job> job) {
-        if (auto it = index_.find(record.path); it != index_.end()) {
-            replaced_[it->second] = true;
-            index_.erase(it);
-        }
         if (record.kind == entry_kind::symlink) symlinks_.insert(record.path);
         else symlinks_.erase(record.path);
-        index_.emplace(record.path, entries_.size());
+        index_.insert_or_assign(record.path, entries_.size());
         entries_.push_back(std::move(record));
         jobs_.push_back(std::move(job));
-        replaced_.push_back(false);
     }
 
     std::string stage_;                                      // canonical, absolute, no trailing slash
@@ -1300,9 +1238,8 @@ private:
     std::optional<std::string> top_;
     std::vector<std::string_view> segments_;  // scratch
     std::vector<unpacked_entry> entries_;
-    std::vector<std::shared_ptr<file_job>> jobs_;  // per entry: the job with its digest (regular, hardlink)
-    std::vector<bool> replaced_;
-    std::unordered_map<std::string, std::size_t> index_;  // stage-relative path -> entries_
+    std::vector<std::shared_ptr<file_job>> jobs_;         // per entry: the job with its digest (regular, hardlink)
+    std::unordered_map<std::string, std::size_t> index_;  // stage-relative path -> its latest entry in entries_
     std::unordered_set<std::string> symlinks_;
     std::uint64_t output_ = 0;  // decoded bytes so far, for max_output_bytes
     std::uint64_t wait_ns_ = 0;
@@ -1410,29 +1347,24 @@ public:
 
     ~unpacker_impl() override { cancel(); }
 
+    // A thread that cannot start throws std::system_error: start() reports it.
     result<void> start_workers() {
-        try {
-            switch (options_.format) {
-                case archive_format::tar_xz:
-                case archive_format::tar_zst:
-                    decoder_ = std::thread([this] { guarded([this] { decode_stream(); }); });
-                    extractor_ = std::thread([this] { guarded([this] { extract_stream(tar_); }); });
-                    break;
-                case archive_format::tar_gz:
-                    extractor_ = std::thread([this] { guarded([this] { extract_stream(input_); }); });
-                    break;
-                case archive_format::zip: {
-                    spool_path_ = stage_ + ".zip.part";
-                    spool_ = unique_fd(::open(spool_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
-                    if (spool_.get() < 0) return errno_error("cannot create spool file", spool_path_, errno);
-                    break;
-                }
-                case archive_format::unknown:
-                    return make_error(error_code::bad_archive, "unsupported archive format")
-                        .with_source(options_.source);
-            }
-        } catch (const std::system_error& e) {
-            return make_error(error_code::internal, std::string("cannot start thread: ") + e.what());
+        switch (options_.format) {
+            case archive_format::tar_xz:
+            case archive_format::tar_zst:
+                decoder_ = std::thread([this] { guarded([this] { return decode_stream(); }); });
+                extractor_ = std::thread([this] { guarded([this] { return extract_stream(tar_); }); });
+                break;
+            case archive_format::tar_gz:
+                extractor_ = std::thread([this] { guarded([this] { return extract_stream(input_); }); });
+                break;
+            case archive_format::zip:
+                spool_path_ = stage_ + ".zip.part";
+                spool_ = unique_fd(::open(spool_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+                if (!spool_) return errno_error("cannot create spool file", spool_path_, errno);
+                break;
+            case archive_format::unknown:
+                return make_error(error_code::bad_archive, "unsupported archive format").with_source(options_.source);
         }
         return {};
     }
@@ -1442,14 +1374,12 @@ public:
         if (failed_.load(std::memory_order_acquire)) return current_error();
         if (size == 0) return {};
         if (options_.format == archive_format::zip) return spool(data, size);
-        bool pushed = false;
         try {
-            pushed = input_.push_copy(data, size);
+            if (input_.push_copy(data, size)) return {};
         } catch (const std::bad_alloc&) {
             fail(make_error(error_code::internal, "out of memory"));
         }
-        if (!pushed) return current_error();
-        return {};
+        return current_error();
     }
 
     result<std::vector<unpacked_entry>> finish() override {
@@ -1477,12 +1407,12 @@ public:
     }
 
 private:
-    // Runs a thread body; an exception (bad_alloc from a queue or a hasher)
-    // becomes the recorded error instead of std::terminate.
+    // Runs a thread body; its error, or an exception (bad_alloc from a queue
+    // or a hasher) instead of std::terminate, becomes the recorded error.
     template <class F>
     void guarded(F&& body) noexcept {
         try {
-            body();
+            if (auto r = body(); !r) fail(std::move(r).error_value());
         } catch (const std::bad_alloc&) {
             fail(make_error(error_code::internal, "out of memory"));
         } catch (const std::exception& e) {
@@ -1531,10 +1461,7 @@ private:
         spool_path_.clear();
     }
 
-    // ---- xz decoder thread
-    // decode_xz (xz_decode.hpp) parses the stream here and decodes its blocks
-    // on the run's pool, under the run's decoder memory; the output goes to
-    // the extractor through tar_, in order.
+    // ---- decoder thread (tar.xz, tar.zst)
     class queue_input final : public xz_input {
     public:
         explicit queue_input(chunk_queue& queue) : queue_(queue) {}
@@ -1605,7 +1532,7 @@ private:
     // through tar_, in order. A tar.zst's tar stream is hashed on the way
     // (tar_sha256()): a recompressed copy must decode to the tar its mirror
     // recorded.
-    void decode_stream() {
+    result<void> decode_stream() {
         // The ticket goes back when decoding ends: the decoders' memory limit grows.
         struct leave {
             std::unique_ptr<run_budget::ticket>& ticket;
@@ -1633,15 +1560,15 @@ private:
         o.stop = &failed_;
         o.mark = [budget = budget_.get()](const char* event) { budget->mark(event); };
         auto r = zstd ? decode_zstd(in, out, o) : decode_xz(in, out, o);
-        if (!r) {
-            if (out.over_limit) fail(expansion_error(options_.max_output_bytes));
-            else fail(std::move(r).error_value());
-            return;
+        if (!r) {  // recorded now: tar_hash's strand drops what it holds once stopped
+            fail(out.over_limit ? expansion_error(options_.max_output_bytes) : std::move(r).error_value());
+            return {};
         }
         if (zstd) tar_sha256_ = tar_hash.finish();
         budget_->add_time(profile_stage::decoder, r->busy_ns, r->wait_ns, r->decoded);
         budget_->mark("decoded");
         tar_.close();
+        return {};
     }
 
     // ---- extractor thread (tar streams)
@@ -1683,13 +1610,10 @@ private:
         return ARCHIVE_FATAL;
     }
 
-    void extract_stream(chunk_queue& queue) {
+    result<void> extract_stream(chunk_queue& queue) {
         const auto started = std::chrono::steady_clock::now();
         archive_reader in(archive_read_new());
-        if (!in) {
-            fail(make_error(error_code::internal, "archive_read_new failed"));
-            return;
-        }
+        if (!in) return make_error(error_code::internal, "archive_read_new failed");
         archive_read_support_format_tar(in.get());
         if (options_.format == archive_format::tar_gz) {
             // xz and zstd streams were decoded before (tar_). Explicit filters, not archive_read_support_filter_all():
@@ -1700,11 +1624,8 @@ private:
             archive_read_support_filter_bzip2(in.get());
         }
         read_source src{&queue, {}};
-        if (archive_read_open(in.get(), &src, nullptr, &read_callback, nullptr) != ARCHIVE_OK) {
-            fail(make_error(error_code::bad_archive,
-                            archive_error_string(in.get()) ? archive_error_string(in.get()) : "cannot open archive"));
-            return;
-        }
+        if (archive_read_open(in.get(), &src, nullptr, &read_callback, nullptr) != ARCHIVE_OK)
+            return make_error(error_code::bad_archive, error_text(in.get(), "cannot open archive"));
         extractor ex(stage_, options_, writes_);
         ex.read_from(&src.current);
         auto r = ex.run(in.get());
@@ -1713,10 +1634,7 @@ private:
         const std::uint64_t total_ns = ns_since(started);
         budget_->add_time(profile_stage::extractor, total_ns > wait_ns ? total_ns - wait_ns : 0, wait_ns,
                           ex.copied_bytes());
-        if (!r) {
-            fail(std::move(r).error_value());
-            return;
-        }
+        if (!r) return r;
         // The tar end marker may come before the end of the data (block
         // padding). Drain the rest so the xz decoder reaches the end of the
         // stream and verifies its checks, rather than blocking on a full queue.
@@ -1725,10 +1643,11 @@ private:
         chunk scratch;
         for (;;) {
             const auto got = queue.pop(scratch);
-            if (got == chunk_queue::pop_result::aborted) return;
+            if (got == chunk_queue::pop_result::aborted) return {};  // the failure is recorded
             if (got == chunk_queue::pop_result::end) break;
         }
         entries_ = ex.take_entries();
+        return {};
     }
 
     // ---- zip: spool, then extract with the seekable reader
@@ -1747,12 +1666,10 @@ private:
         // sizes sit only in data descriptors.
         archive_read_support_format_zip_seekable(in.get());
         if (archive_read_open_filename(in.get(), spool_path_.c_str(), kZipReadBlock) != ARCHIVE_OK)
-            return make_error(error_code::bad_archive, archive_error_string(in.get()) ? archive_error_string(in.get())
-                                                                                      : "cannot open zip archive")
+            return make_error(error_code::bad_archive, error_text(in.get(), "cannot open zip archive"))
                 .with_source(options_.source);
         extractor ex(stage_, options_, writes_);
-        auto r = ex.run(in.get());
-        if (!r) return r;
+        REDIST_TRY_VOID(ex.run(in.get()));
         entries_ = ex.take_entries();
         return {};
     }

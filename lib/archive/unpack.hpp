@@ -23,7 +23,7 @@
 // rewrite the earlier file behind its recorded hash). The name ".redist" is
 // reserved at the stage root: no entry may live there, and no symlink may
 // point into it (it is where the prefix keeps receipts, journal and lock).
-// Entry names in errors have their control characters escaped (\xNN).
+// Entry names in errors are escaped whole by printable() (redist/printable.hpp).
 //
 // Unverified bytes are bounded: with max_output_bytes set, the decoded tar
 // stream (xz) and the contents of the files written (holes of sparse files
@@ -32,13 +32,10 @@
 // of defence (NOABSOLUTEPATHS cannot be: entries are rewritten to absolute paths under the stage, after the original
 // names were checked). Owners are never restored; setuid/setgid/sticky bits are dropped.
 //
-// Formats: tar.xz is decoded block by block on the run's worker pool (a block
-// without recorded sizes streams on the decoder thread); tar.zst frame by
-// frame on the same pool, when a frame records its content size and the pool
-// has three threads or more (otherwise one libzstd stream decoder on the
-// decoder thread), hashing the tar stream on the way (then in order as a
-// strand on the pool, beside the frames); tar.gz by
-// libarchive's filters in the extractor thread; zip is spooled to
+// Formats: tar.xz block by block and tar.zst frame by frame on the run's
+// worker pool, as xz_decode.hpp describes (zstd frames only with a pool of
+// three threads or more), the tar.zst's tar stream hashed on the way; tar.gz
+// by libarchive's filters in the extractor thread; zip is spooled to
 // "<stage>.zip.part" beside the stage (removed afterwards) and extracted at
 // finish(), because zip needs random access.
 #pragma once

@@ -65,6 +65,17 @@ error lzma_failure(lzma_ret ret) {
     }
 }
 
+// An lzma_stream that frees its decoder with its owner.
+struct owned_lzma_stream {
+    lzma_stream strm = LZMA_STREAM_INIT;
+    owned_lzma_stream() = default;
+    owned_lzma_stream(const owned_lzma_stream&) = delete;
+    owned_lzma_stream& operator=(const owned_lzma_stream&) = delete;
+    ~owned_lzma_stream() { lzma_end(&strm); }
+};
+
+using zstd_dctx = std::unique_ptr<ZSTD_DCtx, std::size_t (*)(ZSTD_DCtx*)>;
+
 // ---- input: pieces from xz_input, read by byte count -----------------------
 class reader {
 public:
@@ -88,7 +99,8 @@ public:
     }
 
     // Copies exactly n bytes; ok, or end/stopped if the input ran out first.
-    xz_input::status read(std::byte* dst, std::size_t n) {
+    xz_input::status read(void* to, std::size_t n) {
+        auto* dst = static_cast<std::byte*>(to);
         while (n > 0) {
             const auto s = fill();
             if (s != xz_input::status::ok) return s;
@@ -127,9 +139,8 @@ struct block_options {
     block_options& operator=(const block_options&) = delete;
     ~block_options() { lzma_filters_free(filters.data(), nullptr); }
 
-    // `header` holds block.header_size bytes, the size byte first.
+    // Once. `header` holds block.header_size bytes, the size byte first.
     lzma_ret decode(const std::uint8_t* header, std::uint32_t header_size, lzma_check check) {
-        for (auto& f : filters) f = lzma_filter{LZMA_VLI_UNKNOWN, nullptr};
         block.version = 1;
         block.header_size = header_size;
         block.check = check;
@@ -201,7 +212,7 @@ protected:
 
 // An xz block whose header records its sizes.
 struct xz_block final : pool_unit {
-    block_options options;
+    std::unique_ptr<block_options> options;  // on the heap: block.filters points into it
     // Whether the worker may keep this block's decoder afterwards: only when
     // its memory is within what the budget set aside per worker.
     bool keep_decoder = true;
@@ -215,22 +226,14 @@ private:
         return result == LZMA_OK;
     }
 
-    // One decoder per pool worker, kept between blocks: re-initializing a
-    // block decoder on the same lzma_stream reuses its dictionary when the
-    // size matches, where lzma_block_buffer_decode would allocate (and
-    // page-fault) 8 MiB or more for every block.
-    struct worker_decoder {
-        lzma_stream strm = LZMA_STREAM_INIT;
-        worker_decoder() = default;
-        worker_decoder(const worker_decoder&) = delete;
-        worker_decoder& operator=(const worker_decoder&) = delete;
-        ~worker_decoder() { lzma_end(&strm); }
-    };
-
     lzma_ret decode_on_this_thread(const part_options& parts) {
-        thread_local worker_decoder decoder;
+        // One decoder per pool worker, kept between blocks: re-initializing a
+        // block decoder on the same lzma_stream reuses its dictionary when the
+        // size matches, where lzma_block_buffer_decode would allocate (and
+        // page-fault) 8 MiB or more for every block.
+        thread_local owned_lzma_stream decoder;
         lzma_stream& strm = decoder.strm;
-        lzma_ret r = lzma_block_decoder(&strm, &options.block);
+        lzma_ret r = lzma_block_decoder(&strm, &options->block);
         if (r != LZMA_OK) return r;
         strm.next_in = reinterpret_cast<const std::uint8_t*>(input.bytes.get());
         strm.avail_in = input.size;
@@ -267,23 +270,15 @@ struct zstd_frame final : pool_unit {
     error failure() const override { return zstd_failure(why); }
 
 private:
-    // One decoder context per pool worker, kept between frames (a few hundred
-    // KiB: the frame is decoded straight into its output, with no window).
-    struct worker_context {
-        ZSTD_DCtx* dctx = ZSTD_createDCtx();
-        worker_context() = default;
-        worker_context(const worker_context&) = delete;
-        worker_context& operator=(const worker_context&) = delete;
-        ~worker_context() { ZSTD_freeDCtx(dctx); }
-    };
-
     bool decode(const part_options&) override {
-        thread_local worker_context context;
-        if (!context.dctx) {
+        // One decoder context per pool worker, kept between frames (a few hundred
+        // KiB: the frame is decoded straight into its output, with no window).
+        thread_local const zstd_dctx dctx(ZSTD_createDCtx(), ZSTD_freeDCtx);
+        if (!dctx) {
             why = "cannot create a zstd decoder";
             return false;
         }
-        const std::size_t n = ZSTD_decompressDCtx(context.dctx, output.bytes.get(), out_size, input.bytes.get(),
+        const std::size_t n = ZSTD_decompressDCtx(dctx.get(), output.bytes.get(), out_size, input.bytes.get(),
                                                   input.size);
         if (ZSTD_isError(n)) {
             why = ZSTD_getErrorName(n);
@@ -317,10 +312,8 @@ public:
     // Waits for the tasks still queued (their units are discarded), so that
     // nothing outlives the caller's pool and gate unintentionally.
     ~unit_scheduler() {
-        if (options_.memory && !pending_.empty()) {
-            options_.memory->wait(
-                [&] { return std::all_of(pending_.begin(), pending_.end(), [](const auto& b) { return b->done; }); });
-        }
+        if (options_.memory && !pending_.empty())
+            options_.memory->wait([&] { return std::ranges::all_of(pending_, [](const auto& b) { return b->done; }); });
     }
 
 protected:
@@ -328,14 +321,19 @@ protected:
 
     error input_error(xz_input::status s) const { return s == xz_input::status::stopped ? stopped() : bad(truncated_); }
 
+    // Exactly n bytes of the container (a header, the footer), however they arrive.
+    result<void> read_exact(void* dst, std::size_t n) {
+        const auto s = in_.read(dst, n);
+        if (s == xz_input::status::ok) return {};
+        return input_error(s);
+    }
+
     // The head unit is finished (or there is none): checked under the gate's lock.
     bool head_done() const { return !pending_.empty() && pending_.front()->done; }
 
     // Room in this stream's window: waits for earlier units, handing them on.
     result<void> make_room() {
-        while (pending_.size() >= max_pending_) {
-            if (auto r = hand_on_head(); !r) return r;
-        }
+        while (pending_.size() >= max_pending_) REDIST_TRY_VOID(hand_on_head());
         return {};
     }
 
@@ -354,8 +352,8 @@ protected:
     // decoder memory beyond what the worker keeps anyway.
     result<void> lease_output(pool_unit& job, std::uint64_t out_size, std::uint64_t extra_state) {
         job.output = byte_buffer::from_gate(*options_.memory, round_up(out_size));
-        if (auto r = cover(job.output.lease, job.output.capacity, job.input.lease.bytes()); !r) return r;
-        if (auto r = cover(job.work, extra_state, job.input.lease.bytes() + job.output.lease.bytes()); !r) return r;
+        REDIST_TRY_VOID(cover(job.output.lease, job.output.capacity, job.input.lease.bytes()));
+        REDIST_TRY_VOID(cover(job.work, extra_state, job.input.lease.bytes() + job.output.lease.bytes()));
         job.out_size = static_cast<std::size_t>(out_size);
         return {};
     }
@@ -399,7 +397,7 @@ protected:
                 break;
             }
             if (stopping()) return stopped();
-            if (auto r = hand_on_head(); !r) return r;
+            REDIST_TRY_VOID(hand_on_head());
         }
         return {};
     }
@@ -410,7 +408,7 @@ protected:
     result<void> read_body(std::byte* dst, std::size_t n) {
         while (n > 0) {
             if (in_.available() == 0) {
-                if (auto r = hand_on_finished(); !r) return r;
+                REDIST_TRY_VOID(hand_on_finished());
                 const auto s = in_.fill(true);
                 if (s == xz_input::status::woken) continue;
                 if (s != xz_input::status::ok) return input_error(s);
@@ -425,9 +423,7 @@ protected:
 
     // Hands on the finished units at the head of the line; never waits for one.
     result<void> hand_on_finished() {
-        while (!pending_.empty() && options_.memory->test([&] { return head_done(); })) {
-            if (auto r = hand_on_head(); !r) return r;
-        }
+        while (!pending_.empty() && options_.memory->test([&] { return head_done(); })) REDIST_TRY_VOID(hand_on_head());
         return {};
     }
 
@@ -450,7 +446,7 @@ protected:
             if (stopping()) return stopped();
             if (done) break;
             const std::size_t upto = job->produced.load();
-            if (auto r = put_part(job, handed, upto - handed); !r) return r;
+            REDIST_TRY_VOID(put_part(job, handed, upto - handed));
             handed = upto;
             if (options_.mark) options_.mark("xz block part handed on");
         }
@@ -471,15 +467,12 @@ protected:
     }
 
     result<void> drain() {
-        while (!pending_.empty()) {
-            if (auto r = hand_on_head(); !r) return r;
-        }
+        while (!pending_.empty()) REDIST_TRY_VOID(hand_on_head());
         return {};
     }
 
     result<void> put(byte_buffer&& buffer) {
-        const std::size_t n = buffer.size;
-        return hand_to_output(n, [&] { return out_.put(std::move(buffer)); });
+        return hand_to_output(buffer.size, [&] { return out_.put(std::move(buffer)); });
     }
 
     // Gives `n` decoded bytes to the output through `hand` (false: the output
@@ -523,16 +516,12 @@ public:
     }
 
     result<xz_decode_stats> run() {
-        bool first = true;
-        for (;;) {
-            if (auto r = stream(first); !r) return std::move(r).error_value();
-            first = false;
+        for (bool first = true;; first = false) {
+            REDIST_TRY_VOID(stream(first));
             ++stats_.streams;
-            auto more = skip_padding();
-            if (!more) return std::move(more).error_value();
-            if (!*more) break;
+            REDIST_TRY(const bool more, skip_padding());
+            if (!more) return stats_;
         }
-        return stats_;
     }
 
 private:
@@ -542,45 +531,33 @@ private:
         std::array<std::uint8_t, kStreamHeaderSize> header{};
         const std::size_t have = first ? 0 : 4;
         if (!first) std::memcpy(header.data(), next_magic_.data(), 4);
-        if (auto s = in_.read(reinterpret_cast<std::byte*>(header.data() + have), header.size() - have);
-            s != xz_input::status::ok)
-            return input_error(s);
+        REDIST_TRY_VOID(read_exact(header.data() + have, header.size() - have));
         lzma_stream_flags flags{};
-        if (const lzma_ret r = lzma_stream_header_decode(&flags, header.data()); r != LZMA_OK) {
+        if (const lzma_ret r = lzma_stream_header_decode(&flags, header.data()); r != LZMA_OK)
             return first ? lzma_failure(r) : bad("corrupt xz data");
-        }
         if (!lzma_check_is_supported(flags.check)) return bad("unsupported xz check");
-        index_hash hashes;
+        const std::unique_ptr<lzma_index_hash, index_hash_end> hashes(lzma_index_hash_init(nullptr, nullptr));
+        if (!hashes) return make_error(error_code::internal, "xz decoder out of memory");
         for (;;) {
             std::uint8_t size_byte = 0;
-            if (auto s = in_.read(reinterpret_cast<std::byte*>(&size_byte), 1); s != xz_input::status::ok) {
-                return input_error(s);
-            }
+            REDIST_TRY_VOID(read_exact(&size_byte, 1));
             if (size_byte == 0) break;  // the index indicator
-            if (auto r = block(size_byte, flags.check, hashes.get()); !r) return r;
+            REDIST_TRY_VOID(block(size_byte, flags.check, hashes.get()));
         }
-        if (auto r = drain(); !r) return r;
-        if (auto r = index(hashes.get()); !r) return r;
+        REDIST_TRY_VOID(drain());
+        REDIST_TRY_VOID(index(hashes.get()));
         return footer(flags, hashes.get());
     }
 
-    struct index_hash {
-        lzma_index_hash* hash = lzma_index_hash_init(nullptr, nullptr);
-        index_hash() = default;
-        index_hash(const index_hash&) = delete;
-        index_hash& operator=(const index_hash&) = delete;
-        ~index_hash() { lzma_index_hash_end(hash, nullptr); }
-        lzma_index_hash* get() const { return hash; }
+    struct index_hash_end {
+        void operator()(lzma_index_hash* hash) const noexcept { lzma_index_hash_end(hash, nullptr); }
     };
 
     result<void> block(std::uint8_t size_byte, lzma_check check, lzma_index_hash* hashes) {
-        if (!hashes) return make_error(error_code::internal, "xz decoder out of memory");
         std::array<std::uint8_t, LZMA_BLOCK_HEADER_SIZE_MAX> header{};
         header[0] = size_byte;
         const std::uint32_t header_size = lzma_block_header_size_decode(size_byte);
-        if (auto s = in_.read(reinterpret_cast<std::byte*>(header.data() + 1), header_size - 1);
-            s != xz_input::status::ok)
-            return input_error(s);
+        REDIST_TRY_VOID(read_exact(header.data() + 1, header_size - 1));
         auto options = std::make_unique<block_options>();
         if (const lzma_ret r = options->decode(header.data(), header_size, check); r != LZMA_OK) return lzma_failure(r);
         const std::uint64_t state = lzma_raw_decoder_memusage(options->filters.data());
@@ -602,25 +579,20 @@ private:
         auto job = std::make_shared<xz_block>();
         const std::uint64_t body = options->body_size();
         const std::uint64_t out_size = options->block.uncompressed_size;
-        if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options->block), out_size) != LZMA_OK) {
+        if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options->block), out_size) != LZMA_OK)
             return bad("corrupt xz data");
-        }
         // Room in this stream's window, then memory: both wait for earlier
         // blocks, which this thread hands on meanwhile.
-        if (auto r = make_room(); !r) return r;
-        if (auto r = lease_input(*job, body); !r) return r;
+        REDIST_TRY_VOID(make_room());
+        REDIST_TRY_VOID(lease_input(*job, body));
         job->input.size = static_cast<std::size_t>(body);
-        if (auto r = read_body(job->input.bytes.get(), job->input.size); !r) return r;
+        REDIST_TRY_VOID(read_body(job->input.bytes.get(), job->input.size));
         const std::uint64_t extra_state = state > options_.worker_state_allowance
                                               ? state - options_.worker_state_allowance
                                               : 0;
-        if (auto r = lease_output(*job, out_size, extra_state); !r) return r;
+        REDIST_TRY_VOID(lease_output(*job, out_size, extra_state));
         job->keep_decoder = state <= options_.worker_state_allowance;
-        // The task's own copy of the options: block.filters points into them.
-        job->options.block = options->block;
-        job->options.filters = options->filters;
-        job->options.block.filters = job->options.filters.data();
-        for (auto& f : options->filters) f = lzma_filter{LZMA_VLI_UNKNOWN, nullptr};  // now the job's
+        job->options = std::move(options);
         post(job, "xz block began", "xz block decoded");
         return {};
     }
@@ -629,18 +601,15 @@ private:
         // liblzma's block decoder has no memory limit of its own: a header
         // may ask for a 4 GiB dictionary, which it would allocate.
         if (state > max_state_) return bad("xz data needs more memory than allowed (see --max-memory)");
-        if (auto r = drain(); !r) return r;
+        REDIST_TRY_VOID(drain());
         memory_gate::lease lease;
         if (options_.memory) {
             lease = options_.memory->acquire(state + options_.stream_chunk, [&] { return stopping(); });
             if (!lease) return stopped();
         }
-        lzma_stream strm = LZMA_STREAM_INIT;
+        owned_lzma_stream decoder;
+        lzma_stream& strm = decoder.strm;
         if (const lzma_ret r = lzma_block_decoder(&strm, &options.block); r != LZMA_OK) return lzma_failure(r);
-        struct end_guard {
-            lzma_stream* s;
-            ~end_guard() { lzma_end(s); }
-        } guard{&strm};
         byte_buffer out = out_.spare(options_.stream_chunk);
         strm.next_out = reinterpret_cast<std::uint8_t*>(out.bytes.get());
         strm.avail_out = out.capacity;
@@ -666,15 +635,13 @@ private:
         ++stats_.stream_blocks;
         // lzma_code filled in the sizes the header left out.
         if (lzma_index_hash_append(hashes, lzma_block_unpadded_size(&options.block), options.block.uncompressed_size) !=
-            LZMA_OK) {
+            LZMA_OK)
             return bad("corrupt xz data");
-        }
         return {};
     }
 
     // The index, from the indicator byte (already read) on.
     result<void> index(lzma_index_hash* hashes) {
-        if (!hashes) return make_error(error_code::internal, "xz decoder out of memory");
         const std::uint8_t indicator = 0;
         std::size_t pos = 0;
         lzma_ret r = lzma_index_hash_decode(hashes, &indicator, &pos, 1);
@@ -690,15 +657,12 @@ private:
 
     result<void> footer(const lzma_stream_flags& header_flags, lzma_index_hash* hashes) {
         std::array<std::uint8_t, kStreamHeaderSize> footer{};
-        if (auto s = in_.read(reinterpret_cast<std::byte*>(footer.data()), footer.size()); s != xz_input::status::ok) {
-            return input_error(s);
-        }
+        REDIST_TRY_VOID(read_exact(footer.data(), footer.size()));
         lzma_stream_flags flags{};
         if (lzma_stream_footer_decode(&flags, footer.data()) != LZMA_OK ||
             lzma_stream_flags_compare(&header_flags, &flags) != LZMA_OK ||
-            flags.backward_size != lzma_index_hash_size(hashes)) {
+            flags.backward_size != lzma_index_hash_size(hashes))
             return bad("corrupt xz data");
-        }
         return {};
     }
 
@@ -709,9 +673,8 @@ private:
             const auto s = in_.fill();
             if (s == xz_input::status::stopped) return stopped();
             if (s == xz_input::status::end) return false;
-            if (auto r = in_.read(reinterpret_cast<std::byte*>(next_magic_.data()), 4); r != xz_input::status::ok) {
+            if (auto r = in_.read(next_magic_.data(), 4); r != xz_input::status::ok)
                 return r == xz_input::status::stopped ? stopped() : bad("corrupt xz data");
-            }
             if (next_magic_ != std::array<std::uint8_t, 4>{}) return true;
         }
     }
@@ -724,14 +687,12 @@ private:
 // frame header records its content size when the writer knew it (zstd -c of
 // a file, ZSTD_compress2, recompress_xz_to_zstd), but never the frame's
 // compressed size: the frame's blocks are walked as they arrive (each block
-// header says how many bytes follow) to find where it ends. A frame goes to
-// the pool when its content size is known, non-zero, within
-// kMaxParallelFrame, its window within the decoders' cap, and its bytes and
-// output within max_block_memory and the output cap. Anything else streams
-// on the calling thread with the run's one streaming decoder, which also
-// gives every malformed header or block its libzstd error: a frame whose
-// walk finds a reserved block type, an oversized block, or more bytes than
-// its content size can need streams from the bytes read so far.
+// header says how many bytes follow) to find where it ends. A frame that
+// does not go to the pool (goes_to_pool) streams on the calling thread with
+// the run's one streaming decoder, which also gives every malformed header
+// or block its libzstd error: a frame whose walk finds a reserved block
+// type, an oversized block, or more bytes than its content size can need
+// streams from the bytes read so far.
 class frame_decoder : unit_scheduler {
 public:
     frame_decoder(xz_input& in, xz_output& out, const xz_decode_options& options)
@@ -747,10 +708,10 @@ public:
                 if (first) return input_error(s);  // no frame at all
                 break;
             }
-            if (auto r = frame(); !r) return std::move(r).error_value();
+            REDIST_TRY_VOID(frame());
             ++stats_.streams;
         }
-        if (auto r = drain(); !r) return std::move(r).error_value();
+        REDIST_TRY_VOID(drain());
         return stats_;
     }
 
@@ -763,15 +724,15 @@ private:
     result<void> frame() {
         if (!options_.pool) return streamed(nullptr, 0);
         std::array<std::byte, ZSTD_FRAMEHEADERSIZE_MAX> header{};
-        if (auto r = read_body(header.data(), kMagicSize); !r) return r;
+        REDIST_TRY_VOID(read_body(header.data(), kMagicSize));
         std::uint32_t magic = 0;
         std::memcpy(&magic, header.data(), kMagicSize);                             // little-endian, as the format
         if (magic != ZSTD_MAGICNUMBER) return streamed(header.data(), kMagicSize);  // skippable, legacy or not zstd
         const std::size_t prefix = ZSTD_FRAMEHEADERSIZE_PREFIX(ZSTD_f_zstd1);
-        if (auto r = read_body(header.data() + kMagicSize, prefix - kMagicSize); !r) return r;
+        REDIST_TRY_VOID(read_body(header.data() + kMagicSize, prefix - kMagicSize));
         const std::size_t header_size = ZSTD_frameHeaderSize(header.data(), prefix);
         if (ZSTD_isError(header_size) || header_size > header.size()) return streamed(header.data(), prefix);
-        if (auto r = read_body(header.data() + prefix, header_size - prefix); !r) return r;
+        REDIST_TRY_VOID(read_body(header.data() + prefix, header_size - prefix));
         ZSTD_frameHeader zfh{};
         if (ZSTD_getFrameHeader(&zfh, header.data(), header_size) != 0 || !goes_to_pool(zfh))
             return streamed(header.data(), header_size);
@@ -796,8 +757,8 @@ private:
 
     result<void> to_pool(const ZSTD_frameHeader& zfh, const std::byte* header, std::size_t header_size) {
         auto job = std::make_shared<zstd_frame>();
-        if (auto r = make_room(); !r) return r;
-        if (auto r = lease_input(*job, frame_bound(zfh)); !r) return r;
+        REDIST_TRY_VOID(make_room());
+        REDIST_TRY_VOID(lease_input(*job, frame_bound(zfh)));
         std::byte* const bytes = job->input.bytes.get();
         const std::size_t room = job->input.capacity;
         std::memcpy(bytes, header, header_size);
@@ -806,7 +767,7 @@ private:
         // size), then `size` bytes, or 1 byte for an RLE block.
         for (bool last = false; !last;) {
             if (size + kBlockHeaderSize > room) return streamed(bytes, size);
-            if (auto r = read_body(bytes + size, kBlockHeaderSize); !r) return r;
+            REDIST_TRY_VOID(read_body(bytes + size, kBlockHeaderSize));
             const auto* b = reinterpret_cast<const std::uint8_t*>(bytes + size);
             const std::uint32_t block = b[0] | (std::uint32_t{b[1]} << 8) | (std::uint32_t{b[2]} << 16);
             size += kBlockHeaderSize;
@@ -815,17 +776,17 @@ private:
             const std::size_t block_size = block >> 3;
             const std::size_t body = type == 1 ? 1 : block_size;
             if (type == 3 || block_size > ZSTD_BLOCKSIZE_MAX || size + body > room) return streamed(bytes, size);
-            if (auto r = read_body(bytes + size, body); !r) return r;
+            REDIST_TRY_VOID(read_body(bytes + size, body));
             size += body;
         }
         if (zfh.checksumFlag) {
             if (size + kChecksumSize > room) return streamed(bytes, size);
-            if (auto r = read_body(bytes + size, kChecksumSize); !r) return r;
+            REDIST_TRY_VOID(read_body(bytes + size, kChecksumSize));
             size += kChecksumSize;
         }
         job->input.size = size;
         trim(job->input);
-        if (auto r = lease_output(*job, zfh.frameContentSize, 0); !r) return r;
+        REDIST_TRY_VOID(lease_output(*job, zfh.frameContentSize, 0));
         post(job, "zstd frame began", "zstd frame decoded");
         return {};
     }
@@ -843,7 +804,7 @@ private:
     // before it: its first `prefix_size` bytes at `prefix` (already read),
     // the rest from the input, up to the frame's end.
     result<void> streamed(const std::byte* prefix, std::size_t prefix_size) {
-        if (auto r = drain(); !r) return r;
+        REDIST_TRY_VOID(drain());
         byte_buffer out = out_.spare(options_.stream_chunk);
         ZSTD_outBuffer dst{out.bytes.get(), out.capacity, 0};
         ZSTD_inBuffer src{prefix, prefix_size, 0};
@@ -875,7 +836,7 @@ private:
         return {};
     }
 
-    std::unique_ptr<ZSTD_DCtx, std::size_t (*)(ZSTD_DCtx*)> dctx_;
+    zstd_dctx dctx_;
 };
 
 }  // namespace

@@ -19,11 +19,9 @@
 // uncompressed sizes (xz -T, and NVIDIA's multi-block archives) is read
 // whole and decoded by one pool task (lzma_block_decoder on the worker's kept
 // stream), and handed on whole when it is done, or in parts as it decodes if
-// it is the block that the stream waits for (part_bytes: one slow block of
-// incompressible data otherwise holds back everything the consumer could
-// already do with its first bytes). A block
-// without sizes (a single-threaded xz's one block) is decoded on the calling
-// thread as it streams, as a plain stream decoder would. Each block's check
+// it is the block that the stream waits for (see part_bytes). A block without
+// sizes (a single-threaded xz's one block) is decoded on the calling thread
+// as it streams, as a plain stream decoder would. Each block's check
 // is verified by liblzma; the index is verified against the blocks with
 // lzma_index_hash, and the footer against the header and the index size.
 //
