@@ -409,6 +409,21 @@ TEST_CASE("tar.gz, tar.zst and zip unpack", "[unpack]") {
     }
 }
 
+TEST_CASE("a zip's spool file never follows a link planted in its place", "[unpack]") {
+    std::vector<spec> tree;
+    for (const auto& s : reference_tree())
+        if (s.type != kind::hardlink) tree.push_back(s);
+    const fs::path stage = fresh_stage("zip_planted");
+    const fs::path victim = stage.parent_path() / "victim";
+    std::ofstream(victim) << "not to be touched";
+    fs::create_symlink(victim, stage.parent_path() / "stage.zip.part");
+    auto r = unpack(build(tree, container::zip), stage, opts(redist::archive_format::zip));
+    REQUIRE_OK(r);
+    CHECK(read_file(victim) == "not to be touched");
+    CHECK(read_file(stage / "lib/libfoo.so") == kLib);
+    fs::permissions(stage / "locked", fs::perms::owner_all);
+}
+
 TEST_CASE("strip_top_level off keeps the top directory", "[unpack]") {
     const fs::path stage = fresh_stage("nostrip");
     auto o = opts(redist::archive_format::tar_xz);

@@ -1359,8 +1359,11 @@ public:
                 extractor_ = std::thread([this] { guarded([this] { return extract_stream(input_); }); });
                 break;
             case archive_format::zip:
+                // A leftover (or planted) entry is removed, never opened: a link is not followed.
                 spool_path_ = stage_ + ".zip.part";
-                spool_ = unique_fd(::open(spool_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600));
+                ::unlink(spool_path_.c_str());
+                spool_ = unique_fd(
+                    ::open(spool_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
                 if (!spool_) return errno_error("cannot create spool file", spool_path_, errno);
                 break;
             case archive_format::unknown:
