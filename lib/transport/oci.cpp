@@ -77,20 +77,10 @@ bool valid_repository(std::string_view repo) {
     return true;
 }
 
-bool valid_tag(std::string_view tag) {
-    if (tag.empty() || tag.size() > 128 || !(is_alnum(tag.front()) || tag.front() == '_')) return false;
-    return std::all_of(tag.begin(), tag.end(), [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == '-'; });
-}
-
 bool valid_registry(std::string_view host) {
     if (host.empty() || host.size() > 255) return false;
     return std::all_of(host.begin(), host.end(),
                        [](char c) { return is_alnum(c) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']'; });
-}
-
-bool valid_digest(std::string_view digest) {
-    return digest.size() == 71 && digest.starts_with("sha256:") && is_sha256_hex(digest.substr(7)) &&
-           std::none_of(digest.begin() + 7, digest.end(), [](char c) { return c >= 'A' && c <= 'F'; });
 }
 
 std::string base64(std::string_view in) {
@@ -135,7 +125,15 @@ std::string host_of(std::string_view url) {
 
 }  // namespace
 
-bool valid_oci_digest(std::string_view digest) { return valid_digest(digest); }
+bool valid_oci_digest(std::string_view digest) {
+    return digest.size() == 71 && digest.starts_with("sha256:") && is_sha256_hex(digest.substr(7)) &&
+           std::none_of(digest.begin() + 7, digest.end(), [](char c) { return c >= 'A' && c <= 'F'; });
+}
+
+bool valid_oci_tag(std::string_view tag) {
+    if (tag.empty() || tag.size() > 128 || !(is_alnum(tag.front()) || tag.front() == '_')) return false;
+    return std::all_of(tag.begin(), tag.end(), [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == '-'; });
+}
 
 result<void> check_oci_blob(std::string_view bytes, const std::string& digest, std::uint64_t size,
                             const std::string& shown) {
@@ -157,13 +155,12 @@ result<std::string> oci_release_document(std::string_view manifest, const std::s
         return make_error(error_code::bad_manifest, "manifest larger than 64 MiB").with_url(source);
     return blob(*layer);
 }
-bool valid_oci_tag(std::string_view tag) { return valid_tag(tag); }
 
 std::optional<std::string> oci_document_label(std::string_view name) {
     for (const std::string_view prefix : {std::string_view("redistrib_"), std::string_view("recompressed_")}) {
         if (!name.starts_with(prefix) || !name.ends_with(".json") || name.size() <= prefix.size() + 5) continue;
         std::string label(name.substr(prefix.size(), name.size() - prefix.size() - 5));
-        if (valid_tag(label)) return label;
+        if (valid_oci_tag(label)) return label;
     }
     return std::nullopt;
 }
@@ -190,7 +187,7 @@ result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::
         out.head = path.substr(0, b);
         out.what = oci_url::kind::blob;
         out.reference = std::string(path.substr(b + blobs.size()));
-        if (!valid_digest(out.reference))
+        if (!valid_oci_digest(out.reference))
             return make_error(error_code::usage, "a blob is named sha256:<64 lower-case hex digits>");
         return std::optional(std::move(out));
     }
@@ -296,7 +293,7 @@ result<std::vector<std::string>> parse_tags_list(std::string_view body, std::str
     const auto tag_reader = [&](json::value& item) -> result<void> {
         std::string tag;
         REDIST_TRY_VOID(item.get(tag));
-        if (!valid_tag(tag)) return item.bad("not a tag");
+        if (!valid_oci_tag(tag)) return item.bad("not a tag");
         tags.push_back(std::move(tag));
         return {};
     };
@@ -319,7 +316,7 @@ result<std::vector<oci_layer>> parse_image_manifest(std::string_view body, std::
                               {"annotations", [&](json::value& v) {
                                    return v.read_object({{kTitle, [&](json::value& t) { return t.get(l.title); }}});
                                }}}));
-        if (!valid_digest(l.digest)) return item.bad("digest is not sha256:<64 lower-case hex digits>");
+        if (!valid_oci_digest(l.digest)) return item.bad("digest is not sha256:<64 lower-case hex digits>");
         layers.push_back(std::move(l));
         return {};
     };

@@ -43,6 +43,16 @@ std::chrono::milliseconds to_ms(double seconds) {
     return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000.0)));
 }
 
+// The error to report when every source failed: an integrity failure
+// (somebody served wrong bytes) or not-found says more than a later
+// transient one. Keeps the better of `kept` and `e`.
+void remember_failure(std::optional<error>& kept, error e) {
+    const auto rank = [](error_code c) {
+        return c == error_code::integrity ? 3 : c == error_code::network ? 2 : c == error_code::not_found ? 1 : 4;
+    };
+    if (!kept || rank(e.code) >= rank(kept->code)) kept = std::move(e);
+}
+
 }  // namespace
 
 retry_policy::retry_policy(const source_policy& sources, jitter_source jitter)
@@ -68,13 +78,6 @@ retry_decision retry_policy::next(int attempt, const attempt_failure& failure) c
     const double j = std::clamp(jitter_(), 0.0, 1.0);
     seconds *= 0.5 + 0.5 * j;
     return {action::retry, to_ms(seconds)};
-}
-
-void remember_failure(std::optional<error>& kept, error e) {
-    const auto rank = [](error_code c) {
-        return c == error_code::integrity ? 3 : c == error_code::network ? 2 : c == error_code::not_found ? 1 : 4;
-    };
-    if (!kept || rank(e.code) >= rank(kept->code)) kept = std::move(e);
 }
 
 // ---- source_health -----------------------------------------------------------------------
@@ -131,35 +134,28 @@ namespace {
 void notify_retry(const source_run& run, const std::string& url, const error& e, int next_attempt,
                   const retry_decision& d, bool retry_after) {
     if (!run.observer) return;
-    retry_event ev;
-    ev.component = run.component;
-    ev.url = sanitize_url(url);
-    ev.reason = e;
-    ev.next_attempt = next_attempt;
-    ev.attempts = run.policy.attempts_per_source();
-    ev.delay_seconds = std::chrono::duration<double>(d.delay).count();
-    ev.retry_after = retry_after;
-    run.observer->on_retry(ev);
+    run.observer->on_retry({.component = run.component,
+                            .url = sanitize_url(url),
+                            .reason = e,
+                            .next_attempt = next_attempt,
+                            .attempts = run.policy.attempts_per_source(),
+                            .delay_seconds = std::chrono::duration<double>(d.delay).count(),
+                            .retry_after = retry_after});
 }
 
 void notify_source_change(const source_run& run, const std::vector<std::string>& urls, std::size_t from,
                           const std::optional<error>& why) {
     if (!run.observer || from + 1 >= urls.size()) return;
-    source_change_event ev;
-    ev.component = run.component;
-    ev.from_url = sanitize_url(urls[from]);
-    ev.to_url = sanitize_url(urls[from + 1]);
-    if (why) ev.reason = *why;
-    run.observer->on_source_change(ev);
+    run.observer->on_source_change({.component = run.component,
+                                    .from_url = sanitize_url(urls[from]),
+                                    .to_url = sanitize_url(urls[from + 1]),
+                                    .reason = why.value_or(error{})});
 }
 
 void notify_skip(const source_run& run, const std::string& url, const error& e) {
     if (!run.observer) return;
-    source_skip_event ev;
-    ev.source = source_health::origin_of(url);
-    ev.failures = run.health ? run.health->limit() : 0;
-    ev.reason = e;
-    run.observer->on_source_skip(ev);
+    run.observer->on_source_skip(
+        {.source = source_health::origin_of(url), .failures = run.health ? run.health->limit() : 0, .reason = e});
 }
 
 enum class source_result : std::uint8_t { ok, next, fail };
