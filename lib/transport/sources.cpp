@@ -16,6 +16,7 @@
 #include <random>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "redist/cache.hpp"
 #include "redist/urls.hpp"
@@ -586,18 +587,15 @@ download_callbacks artifact_stream::body_callbacks(std::chrono::steady_clock::ti
     return callbacks;
 }
 
-bool artifact_stream::retry_without_resumed_bytes(const result<void>& outcome) noexcept {
-    const bool retry = !outcome.ok() && outcome.error_value().code == error_code::integrity && resumed_bytes_failed_ &&
-                       received_ == 0;
-    resumed_bytes_failed_ = false;
-    return retry;
-}
-
 result<void> artifact_stream::fetch_from(const std::string& url, const transfer_options& options,
                                          const segment_options& segments, const spool_location& spool,
                                          const segment_retry_hook& retry, transfer_failure_info& failure) {
     auto outcome = fetch_once(url, options, segments, spool, retry, failure);
-    if (retry_without_resumed_bytes(outcome)) outcome = fetch_once(url, options, segments, spool, retry, failure);
+    // Bytes an earlier process left turned out wrong (verify() put the
+    // stream back at byte 0): once more, with bytes from `url` only.
+    const bool resumed_bytes_failed = std::exchange(resumed_bytes_failed_, false);
+    if (!outcome.ok() && outcome.error_value().code == error_code::integrity && resumed_bytes_failed && received_ == 0)
+        outcome = fetch_once(url, options, segments, spool, retry, failure);
     return outcome;
 }
 

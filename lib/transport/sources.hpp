@@ -299,9 +299,6 @@ private:
     result<void> fetch_once(const std::string& url, const transfer_options& options, const segment_options& segments,
                             const spool_location& spool, const segment_retry_hook& retry,
                             transfer_failure_info& failure);
-    // After a failed attempt: true (once) when it failed because bytes an
-    // earlier process left turned out wrong; the stream is at byte 0 again.
-    bool retry_without_resumed_bytes(const result<void>& outcome) noexcept;
     result<void> replay(const std::filesystem::path& path, bool into_sink);
     download_callbacks body_callbacks(std::chrono::steady_clock::time_point& last_report);
 

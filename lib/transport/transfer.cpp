@@ -117,7 +117,6 @@ struct transfer_state {
     CURL* curl = nullptr;
     download_callbacks* callbacks = nullptr;
     std::string safe_url;
-    bool file_url = false;
     std::uint64_t resume_from = 0;
     std::optional<std::uint64_t> range_last;  // download_range(): the last byte asked for
 
@@ -214,16 +213,12 @@ size_t header_callback(char* buffer, size_t size, size_t nitems, void* userdata)
     return total;
 }
 
-bool is_success(const transfer_state& st) {
-    return (st.file_url && st.status == 0) || (st.status >= 200 && st.status < 300);
-}
-
 // Runs once before the first body byte (or after an empty 2xx body). Returns
 // false if the transfer must stop; the reason is left in `st`.
 bool start_response(transfer_state& st) {
     st.started = true;
     curl_easy_getinfo(st.curl, CURLINFO_RESPONSE_CODE, &st.status);
-    if (!is_success(st)) {
+    if (st.status < 200 || st.status >= 300) {
         st.http_error = true;
         return false;
     }
@@ -232,15 +227,14 @@ bool start_response(transfer_state& st) {
     curl_off_t length = -1;
     if (curl_easy_getinfo(st.curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK)
         info.content_length = length;
-    // file:// honours a range by seeking; HTTP says so with 206.
-    info.partial = st.file_url ? st.resume_from > 0 : st.status == 206;
+    info.partial = st.status == 206;
     info.etag = st.etag;
     info.last_modified = st.last_modified;
 
     // A 206 for a different range than we asked for would splice the wrong
     // bytes onto the partial file; refuse it (the hash would catch it later,
     // but only after downloading everything).
-    if (!st.file_url && st.status == 206) {
+    if (st.status == 206) {
         // The range asked for, exactly: the same first byte and, for a bounded range, the same last byte.
         const auto bounds = content_range_bounds(st.content_range, st.range_last.has_value());
         if (!bounds || bounds->first != static_cast<long long>(st.resume_from) ||
@@ -550,7 +544,6 @@ result<void> perform_download(const std::string& url, const std::vector<std::str
     st.curl = handle.get();
     st.callbacks = &callbacks;
     st.safe_url = safe_url;
-    st.file_url = is_file_url(url);
     st.resume_from = resume_from;
     st.range_last = range_last;
     st.stall_seconds = options.stall_timeout_seconds;
@@ -584,7 +577,6 @@ result<void> perform_download(const std::string& url, const std::vector<std::str
 
     long status = 0;
     curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &status);
-    std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
 
     if (rc == CURLE_ABORTED_BY_CALLBACK && st.stalled) {
         set_failure(failure, true, status, std::nullopt);
@@ -616,7 +608,7 @@ result<void> perform_download(const std::string& url, const std::vector<std::str
         return make_error(error_code::network, message).with_url(safe_url);
     }
     std::string message = std::string(curl_easy_strerror(rc));
-    if (detail != message) message += ": " + detail;
+    if (errbuf[0] != '\0' && message != errbuf) message += std::string(": ") + errbuf;
     if (status != 0) message += " (HTTP " + std::to_string(status) + ")";
     if (!redirected.empty()) message += " [redirected to " + redirected + "]";
     return make_error(error_code::network, std::move(message)).with_url(safe_url);
