@@ -35,11 +35,11 @@ result<void> read_open_file(int fd, const std::string& safe_url, const transfer_
                             std::optional<std::uint64_t> range_last, transfer_failure_info* failure);
 
 struct http_request {
-    std::string method = "GET";        // GET, HEAD (both follow redirects), POST, PUT (never follow)
-    std::string url;                   // http or https
-    std::vector<std::string> headers;  // "Name: value"
-    std::string body;                  // sent for POST and PUT unless body_file is set
-    std::filesystem::path body_file;   // PUT: streamed from this regular file
+    std::string method = "GET";          // GET, HEAD (both follow redirects), POST, PUT (never follow)
+    std::string url;                     // http or https
+    std::vector<std::string> headers{};  // "Name: value"
+    std::string body{};                  // sent for POST and PUT unless body_file is set
+    std::filesystem::path body_file{};   // PUT: streamed from this regular file
     std::size_t max_response_bytes = 4u << 20;
 };
 

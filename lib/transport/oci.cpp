@@ -444,8 +444,7 @@ result<std::string> authorization(const oci_url& where, const std::string& actio
         const std::lock_guard lock(tokens().mutex);
         if (auto it = tokens().headers.find(key); it != tokens().headers.end()) return it->second;
     }
-    http_request probe;
-    probe.url = std::string(where.https ? "https://" : "http://") + where.registry + "/v2/";
+    const http_request probe{.url = std::string(where.https ? "https://" : "http://") + where.registry + "/v2/"};
     transfer_failure_info probe_failure;
     auto answered = send_request(probe, options, &probe_failure);
     if (failure != nullptr) *failure = probe_failure;
@@ -489,10 +488,7 @@ result<http_response> get_small(const oci_url& where, const std::string& url, st
                                 transfer_failure_info* failure) {
     for (int attempt = 0;; ++attempt) {
         REDIST_TRY(const std::string auth, authorization(where, "pull", options, failure));
-        http_request request;
-        request.url = url;
-        request.headers = with(auth, accept);
-        request.max_response_bytes = max_bytes;
+        const http_request request{.url = url, .headers = with(auth, accept), .max_response_bytes = max_bytes};
         REDIST_TRY(http_response response, send_request(request, options, failure));
         if (response.status == 401 && attempt == 0) {
             forget_authorization(where, "pull");
@@ -613,9 +609,7 @@ result<std::vector<std::string>> oci_pusher::headers() {
 }
 
 result<bool> oci_pusher::has_blob(const std::string& sha256, std::uint64_t size) {
-    http_request request;
-    request.method = "HEAD";
-    request.url = url_.api("blobs/sha256:" + sha256);
+    http_request request{.method = "HEAD", .url = url_.api("blobs/sha256:" + sha256)};
     REDIST_TRY(request.headers, headers());
     REDIST_TRY(const http_response response, send_request(request, options_));
     if (response.status == 404) return false;
@@ -624,9 +618,7 @@ result<bool> oci_pusher::has_blob(const std::string& sha256, std::uint64_t size)
 }
 
 result<void> oci_pusher::upload(const std::string& sha256, const std::filesystem::path& file, std::string_view bytes) {
-    http_request start;
-    start.method = "POST";
-    start.url = url_.api("blobs/uploads/");
+    http_request start{.method = "POST", .url = url_.api("blobs/uploads/")};
     REDIST_TRY(start.headers, headers());
     REDIST_TRY(const http_response started, send_request(start, options_));
     if (started.status != 202 || started.location.empty())
@@ -639,9 +631,9 @@ result<void> oci_pusher::upload(const std::string& sha256, const std::filesystem
     else if (!location.starts_with(url_.https ? "https://" : "http"))
         return make_error(error_code::network, "the registry gave an unusable upload location")
             .with_url(sanitize_url(start.url));
-    http_request put;
-    put.method = "PUT";
-    put.url = location + (location.find('?') == std::string::npos ? "?" : "&") + "digest=sha256:" + sha256;
+    http_request put{.method = "PUT",
+                     .url = location + (location.find('?') == std::string::npos ? "?" : "&") +
+                            "digest=sha256:" + sha256};
     // The upload location may lie on another host (storage): credentials only for the registry's own.
     if (host_of(location) == host_of(start.url)) put.headers = start.headers;
     put.headers.emplace_back("Content-Type: application/octet-stream");
@@ -664,27 +656,24 @@ result<void> oci_pusher::push_blob(const std::string& sha256, std::string_view b
 
 result<bool> oci_pusher::mount_blob(const std::string& sha256, const std::string& from) {
     if (from == url_.repository || !valid_repository(from)) return false;
-    http_request start;
-    start.method = "POST";
-    start.url = url_.api("blobs/uploads/?mount=sha256:" + sha256 + "&from=" + query_escape(from));
+    http_request start{.method = "POST",
+                       .url = url_.api("blobs/uploads/?mount=sha256:" + sha256 + "&from=" + query_escape(from))};
     REDIST_TRY(start.headers, headers());
     REDIST_TRY(const http_response started, send_request(start, options_));
     if (started.status == 201) return true;
     // 202: the registry opened an upload session instead; close it (best effort).
     if (started.status == 202 && started.location.starts_with("/")) {
-        http_request cancel;
-        cancel.method = "DELETE";
-        cancel.url = std::string(url_.https ? "https://" : "http://") + url_.registry + started.location;
-        cancel.headers = start.headers;
+        const http_request cancel{.method = "DELETE",
+                                  .url = std::string(url_.https ? "https://" : "http://") + url_.registry +
+                                         started.location,
+                                  .headers = start.headers};
         (void)send_request(cancel, options_);
     }
     return false;
 }
 
 result<std::optional<std::string>> oci_pusher::tag_digest(const std::string& tag) {
-    http_request request;
-    request.method = "HEAD";
-    request.url = url_.api("manifests/" + tag);
+    http_request request{.method = "HEAD", .url = url_.api("manifests/" + tag)};
     REDIST_TRY(request.headers, headers());
     request.headers.emplace_back(kAccept);
     REDIST_TRY(const http_response response, send_request(request, options_));
@@ -694,9 +683,7 @@ result<std::optional<std::string>> oci_pusher::tag_digest(const std::string& tag
 }
 
 result<void> oci_pusher::put_manifest(const std::string& tag, const std::string& json, std::string_view media_type) {
-    http_request request;
-    request.method = "PUT";
-    request.url = url_.api("manifests/" + tag);
+    http_request request{.method = "PUT", .url = url_.api("manifests/" + tag)};
     REDIST_TRY(request.headers, headers());
     request.headers.push_back("Content-Type: " + std::string(media_type));
     request.body = json;

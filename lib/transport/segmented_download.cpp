@@ -638,7 +638,6 @@ struct single_stream {
     result<void> flush();
     result<void> deliver_spooled();
     result<void> start_over();
-    void drop_spool();  // no spool from now on: every byte goes to on_data only
 };
 
 // The bytes so far belong to another version of the file than the one now
@@ -652,12 +651,6 @@ result<void> single_stream::start_over() {
     validator.clear();
     REDIST_TRY_VOID(empty_spool(fd, spool_path, part_file, expected_size, callbacks, false));
     return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url));
-}
-
-void single_stream::drop_spool() {
-    fd = -1;
-    part_file.clear();
-    spooled = delivered;
 }
 
 result<void> single_stream::deliver_spooled() {
@@ -676,7 +669,10 @@ result<void> single_stream::write(const std::byte* data, std::size_t n) {
         return {};
     }
     if (!spool_full || !give_up || !give_up(written.error_value())) return written;
-    drop_spool();
+    // No spool from now on: every byte goes to on_data only.
+    fd = -1;
+    part_file.clear();
+    spooled = delivered;
     return {};
 }
 
@@ -952,14 +948,11 @@ result<opened_spool> open_spool(const spool_location& spool, std::uint64_t expec
     REDIST_TRY(s.fd, open_part_file(spool.part_file, fresh));
     if (fresh) {
         remove_segment_record(spool.part_file);
+    } else if (auto present = present_ranges(s.fd.get(), spool.part_file, expected_size)) {
+        s.present = std::move(*present);
     } else {
-        if (auto present = present_ranges(s.fd.get(), spool.part_file, expected_size)) {
-            s.present = std::move(*present);
-        } else {
-            remove_segment_record(spool.part_file);
-            if (::ftruncate(s.fd.get(), 0) != 0)
-                return errno_error("cannot truncate the download spool", s.path, errno);
-        }
+        remove_segment_record(spool.part_file);
+        if (::ftruncate(s.fd.get(), 0) != 0) return errno_error("cannot truncate the download spool", s.path, errno);
     }
     if (!spool.temp_dir.empty()) {
         if (auto why = lacks_room(s, expected_size)) REDIST_TRY_VOID(give_up_part(s, spool, *why, ranged));
@@ -977,12 +970,12 @@ bool can_fall_back(const opened_spool& s, const spool_location& spool, bool spoo
 }
 
 // The ranged part of segmented_download: from the bytes in the spool on.
-// Returns ok with `delivered` at the size, or ok with `*ranges_ignored` set
-// and `delivered` where one stream must go on, or the error.
-result<void> run_segments(const std::string& url, std::uint64_t expected_size, const transfer_options& transfer,
+// Returns whether the server ignored ranges (one stream must go on from
+// one.delivered; else all of it was delivered), or the error.
+result<bool> run_segments(const std::string& url, std::uint64_t expected_size, const transfer_options& transfer,
                           const segment_options& segments, const spool_location& spool, opened_spool& s,
                           single_stream& one, download_callbacks& callbacks, const segment_retry_hook& retry,
-                          transfer_failure_info* failure, segmented_stats& stats, bool& ranges_ignored) {
+                          transfer_failure_info* failure, segmented_stats& stats) {
     std::uint64_t delivered = 0;
     if (one.spooled > 0) {
         REDIST_TRY_VOID(one.deliver_spooled());
@@ -1001,7 +994,7 @@ result<void> run_segments(const std::string& url, std::uint64_t expected_size, c
             why.transient = true;
             if (failure != nullptr) *failure = why;
             const auto delay = retry_delay(retry, ++changes, outcome.error_value(), why);
-            if (!delay) return outcome;
+            if (!delay) return std::move(outcome).error_value();
             ++stats.retries;
             std::this_thread::sleep_for(*delay);
             continue;
@@ -1011,12 +1004,11 @@ result<void> run_segments(const std::string& url, std::uint64_t expected_size, c
             REDIST_TRY_VOID(give_up_part(s, spool, outcome.error_value(), true));
             continue;
         }
-        if (!outcome.ok() && !run.fallback()) return outcome;
-        ranges_ignored = run.fallback();
+        if (!outcome.ok() && !run.fallback()) return std::move(outcome).error_value();
         stats.segmented = !run.fallback() && !run.whole_stream();
         one.delivered = delivered;
         one.spooled = delivered;
-        return {};
+        return run.fallback();
     }
 }
 
@@ -1057,9 +1049,8 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         whole.status = 206;
         whole.content_length = static_cast<std::int64_t>(expected_size);
         if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(whole));
-        bool ranges_ignored = false;
-        REDIST_TRY_VOID(run_segments(url, expected_size, transfer, segments, spool, s, one, callbacks, retry, failure,
-                                     stats, ranges_ignored));
+        REDIST_TRY(const bool ranges_ignored, run_segments(url, expected_size, transfer, segments, spool, s, one,
+                                                           callbacks, retry, failure, stats));
         one.fd = s.fd.get();
         one.part_file = s.part_file;
         if (!ranges_ignored) {
