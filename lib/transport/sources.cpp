@@ -336,11 +336,10 @@ void file_sink::discard() noexcept {
 
 // ---- artifact_stream ---------------------------------------------------------------------
 
-// The transfer thread's serial work per byte used to be SHA-256 and the
-// hand-off to the unpacker: on 16 cores that capped a loopback download near
-// 500 MiB/s, and the decoder waited for input. With cores to spare, the
-// transfer thread now only copies each piece here, and this worker hashes
-// it, in order, while the unpacker already decodes. Bounded: the transfer
+// SHA-256 on the transfer thread, besides the hand-off to the unpacker,
+// capped a loopback download near 500 MiB/s on 16 cores. With cores to
+// spare, the transfer thread only copies each piece here, and this worker
+// hashes it, in order, while the unpacker decodes. Bounded: the transfer
 // waits while kQueueBytes are queued.
 class artifact_stream::hash_worker {
 public:
