@@ -9,10 +9,6 @@
 //   small (a handful), and the threads sleep in poll() nearly all the time.
 // - Bounded ranges ("bytes=A-B") rather than open ones cut short: nothing is
 //   sent that we do not keep, and connections end cleanly.
-// - In-order delivery reads back from the spool (page cache) instead of
-//   buffering chunks in memory: memory stays bounded however far the
-//   network runs ahead of the decoder.
-// - The caller's callbacks run on the calling thread only.
 #include "transport/segmented_download.hpp"
 
 #include <fcntl.h>

@@ -7,13 +7,10 @@
 // - The write callback returns the byte count it consumed, or
 //   CURL_WRITEFUNC_ERROR to abort; curl_easy_perform then returns
 //   CURLE_WRITE_ERROR and the reason is whatever we stored in transfer_state.
-// - No exception may cross a C callback: every user callback runs inside
-//   try/catch and an exception becomes a stored internal error.
-// - Bytes are delivered raw: no Accept-Encoding, so what we hash is exactly
-//   what the manifest describes.
-// - file:// is not libcurl's business here: we read local files ourselves
-//   (see read_file_url), so that the path means exactly what it says and a
-//   FIFO or device cannot block us.
+// - No exception may cross a C callback: every user callback runs through
+//   guarded(), and an exception becomes a stored internal error.
+// - Bytes are delivered raw (configure()), and file:// is read here, not by
+//   libcurl (read_file_url).
 #include "redist/transfer.hpp"
 #include "redist/urls.hpp"
 #include "support/posix_file.hpp"
@@ -116,24 +113,24 @@ bool is_https_url(std::string_view url) { return iequals_prefix(url, "https:"); 
 struct transfer_state {
     CURL* curl = nullptr;
     download_callbacks* callbacks = nullptr;
-    std::string safe_url;
+    std::string safe_url{};
     std::uint64_t resume_from = 0;
-    std::optional<std::uint64_t> range_last;  // download_range(): the last byte asked for
+    std::optional<std::uint64_t> range_last{};  // download_range(): the last byte asked for
 
     // Headers of the current response. Reset at each status line, because
     // with redirects (and 1xx) the header callback sees several responses.
-    std::string reason;
-    std::string etag;
-    std::string last_modified;
-    std::string content_range;
-    std::optional<long> retry_after;
+    std::string reason{};
+    std::string etag{};
+    std::string last_modified{};
+    std::string content_range{};
+    std::optional<long> retry_after{};
     http_response* response = nullptr;  // send_request(): the headers it reports
     std::size_t max_body = 0;           // send_request(): the most body bytes taken
 
     bool started = false;     // on_response has been called
     bool http_error = false;  // aborted because the status was not 2xx
     long status = 0;
-    std::optional<error> callback_error;  // returned unchanged by download()
+    std::optional<error> callback_error{};  // returned unchanged by download()
 
     // Stall detection: the last time the byte count moved.
     std::chrono::steady_clock::time_point last_progress = std::chrono::steady_clock::now();
@@ -540,13 +537,12 @@ result<void> perform_download(const std::string& url, const std::vector<std::str
     const curl_easy handle(curl_easy_init());
     if (!handle) return make_error(error_code::internal, "curl_easy_init failed").with_url(safe_url);
 
-    transfer_state st;
-    st.curl = handle.get();
-    st.callbacks = &callbacks;
-    st.safe_url = safe_url;
-    st.resume_from = resume_from;
-    st.range_last = range_last;
-    st.stall_seconds = options.stall_timeout_seconds;
+    transfer_state st{.curl = handle.get(),
+                      .callbacks = &callbacks,
+                      .safe_url = safe_url,
+                      .resume_from = resume_from,
+                      .range_last = range_last,
+                      .stall_seconds = options.stall_timeout_seconds};
 
     char errbuf[CURL_ERROR_SIZE] = {};
     curl_slist_ptr headers;
@@ -742,13 +738,12 @@ result<http_response> send_request(const http_request& request, const transfer_o
 
     http_response response;
     download_callbacks no_callbacks;
-    transfer_state st;
-    st.curl = handle.get();
-    st.callbacks = &no_callbacks;
-    st.safe_url = safe_url;
-    st.stall_seconds = options.stall_timeout_seconds;
-    st.response = &response;
-    st.max_body = request.max_response_bytes;
+    transfer_state st{.curl = handle.get(),
+                      .callbacks = &no_callbacks,
+                      .safe_url = safe_url,
+                      .response = &response,
+                      .max_body = request.max_response_bytes,
+                      .stall_seconds = options.stall_timeout_seconds};
 
     char errbuf[CURL_ERROR_SIZE] = {};
     curl_slist_ptr headers;
