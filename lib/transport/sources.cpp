@@ -106,8 +106,7 @@ std::optional<error> source_health::skipped(const std::string& url) const {
     if (origin.empty()) return std::nullopt;
     std::lock_guard lock(mutex_);
     const auto it = sources_.find(origin);
-    if (it == sources_.end() || !it->second.skipped) return std::nullopt;
-    return it->second.skipped;
+    return it == sources_.end() ? std::nullopt : it->second.skipped;
 }
 
 bool source_health::failed(const std::string& url, const error& why) {
@@ -173,13 +172,9 @@ source_result attempts_on(const std::string& url, std::size_t index, const sourc
             return source_result::ok;
         }
         error e = std::move(done).error_value();
-        retry_decision d;
-        if (a.retried_inside) {
-            // Decided on (and reported) inside the attempt: no retry here.
-            d = run.policy.next(n, {e.code, false, std::nullopt});
-        } else {
-            d = decide_retry(run, url, n, e, a.failure);
-        }
+        // An attempt that retried inside decided on (and reported) its retries: none here.
+        const retry_decision d = a.retried_inside ? run.policy.next(n, {e.code, false, std::nullopt})
+                                                  : decide_retry(run, url, n, e, a.failure);
         if (d.what == retry_decision::action::fail) {
             last = std::move(e);
             return source_result::fail;
