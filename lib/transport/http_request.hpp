@@ -35,13 +35,12 @@ result<void> read_open_file(int fd, const std::string& safe_url, const transfer_
                             std::optional<std::uint64_t> range_last, transfer_failure_info* failure);
 
 struct http_request {
-    std::string method = "GET";        // GET, HEAD, POST, PUT
-    std::string url;                   // http or https
-    std::vector<std::string> headers;  // "Name: value"
-    std::string body;                  // sent for POST and PUT unless body_file is set
-    std::filesystem::path body_file;   // PUT: streamed from this regular file
+    std::string method = "GET";          // GET, HEAD (both follow redirects), POST, PUT (never follow)
+    std::string url;                     // http or https
+    std::vector<std::string> headers{};  // "Name: value"
+    std::string body{};                  // sent for POST and PUT unless body_file is set
+    std::filesystem::path body_file{};   // PUT: streamed from this regular file
     std::size_t max_response_bytes = 4u << 20;
-    bool follow_redirects = true;  // GET and HEAD only; POST and PUT never follow
 };
 
 struct http_response {
@@ -51,7 +50,6 @@ struct http_response {
     std::string www_authenticate;
     std::string link;
     std::string docker_content_digest;
-    std::string content_type;
     std::int64_t content_length = -1;
 };
 

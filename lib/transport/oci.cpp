@@ -77,20 +77,10 @@ bool valid_repository(std::string_view repo) {
     return true;
 }
 
-bool valid_tag(std::string_view tag) {
-    if (tag.empty() || tag.size() > 128 || !(is_alnum(tag.front()) || tag.front() == '_')) return false;
-    return std::all_of(tag.begin(), tag.end(), [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == '-'; });
-}
-
 bool valid_registry(std::string_view host) {
     if (host.empty() || host.size() > 255) return false;
     return std::all_of(host.begin(), host.end(),
                        [](char c) { return is_alnum(c) || c == '.' || c == '-' || c == ':' || c == '[' || c == ']'; });
-}
-
-bool valid_digest(std::string_view digest) {
-    return digest.size() == 71 && digest.starts_with("sha256:") && is_sha256_hex(digest.substr(7)) &&
-           std::none_of(digest.begin() + 7, digest.end(), [](char c) { return c >= 'A' && c <= 'F'; });
 }
 
 std::string base64(std::string_view in) {
@@ -135,7 +125,15 @@ std::string host_of(std::string_view url) {
 
 }  // namespace
 
-bool valid_oci_digest(std::string_view digest) { return valid_digest(digest); }
+bool valid_oci_digest(std::string_view digest) {
+    return digest.size() == 71 && digest.starts_with("sha256:") && is_sha256_hex(digest.substr(7)) &&
+           std::none_of(digest.begin() + 7, digest.end(), [](char c) { return c >= 'A' && c <= 'F'; });
+}
+
+bool valid_oci_tag(std::string_view tag) {
+    if (tag.empty() || tag.size() > 128 || !(is_alnum(tag.front()) || tag.front() == '_')) return false;
+    return std::all_of(tag.begin(), tag.end(), [](char c) { return is_alnum(c) || c == '_' || c == '.' || c == '-'; });
+}
 
 result<void> check_oci_blob(std::string_view bytes, const std::string& digest, std::uint64_t size,
                             const std::string& shown) {
@@ -157,13 +155,12 @@ result<std::string> oci_release_document(std::string_view manifest, const std::s
         return make_error(error_code::bad_manifest, "manifest larger than 64 MiB").with_url(source);
     return blob(*layer);
 }
-bool valid_oci_tag(std::string_view tag) { return valid_tag(tag); }
 
 std::optional<std::string> oci_document_label(std::string_view name) {
     for (const std::string_view prefix : {std::string_view("redistrib_"), std::string_view("recompressed_")}) {
         if (!name.starts_with(prefix) || !name.ends_with(".json") || name.size() <= prefix.size() + 5) continue;
         std::string label(name.substr(prefix.size(), name.size() - prefix.size() - 5));
-        if (valid_tag(label)) return label;
+        if (valid_oci_tag(label)) return label;
     }
     return std::nullopt;
 }
@@ -190,7 +187,7 @@ result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::
         out.head = path.substr(0, b);
         out.what = oci_url::kind::blob;
         out.reference = std::string(path.substr(b + blobs.size()));
-        if (!valid_digest(out.reference))
+        if (!valid_oci_digest(out.reference))
             return make_error(error_code::usage, "a blob is named sha256:<64 lower-case hex digits>");
         return std::optional(std::move(out));
     }
@@ -296,7 +293,7 @@ result<std::vector<std::string>> parse_tags_list(std::string_view body, std::str
     const auto tag_reader = [&](json::value& item) -> result<void> {
         std::string tag;
         REDIST_TRY_VOID(item.get(tag));
-        if (!valid_tag(tag)) return item.bad("not a tag");
+        if (!valid_oci_tag(tag)) return item.bad("not a tag");
         tags.push_back(std::move(tag));
         return {};
     };
@@ -319,7 +316,7 @@ result<std::vector<oci_layer>> parse_image_manifest(std::string_view body, std::
                               {"annotations", [&](json::value& v) {
                                    return v.read_object({{kTitle, [&](json::value& t) { return t.get(l.title); }}});
                                }}}));
-        if (!valid_digest(l.digest)) return item.bad("digest is not sha256:<64 lower-case hex digits>");
+        if (!valid_oci_digest(l.digest)) return item.bad("digest is not sha256:<64 lower-case hex digits>");
         layers.push_back(std::move(l));
         return {};
     };
@@ -447,8 +444,7 @@ result<std::string> authorization(const oci_url& where, const std::string& actio
         const std::lock_guard lock(tokens().mutex);
         if (auto it = tokens().headers.find(key); it != tokens().headers.end()) return it->second;
     }
-    http_request probe;
-    probe.url = std::string(where.https ? "https://" : "http://") + where.registry + "/v2/";
+    const http_request probe{.url = std::string(where.https ? "https://" : "http://") + where.registry + "/v2/"};
     transfer_failure_info probe_failure;
     auto answered = send_request(probe, options, &probe_failure);
     if (failure != nullptr) *failure = probe_failure;
@@ -492,10 +488,7 @@ result<http_response> get_small(const oci_url& where, const std::string& url, st
                                 transfer_failure_info* failure) {
     for (int attempt = 0;; ++attempt) {
         REDIST_TRY(const std::string auth, authorization(where, "pull", options, failure));
-        http_request request;
-        request.url = url;
-        request.headers = with(auth, accept);
-        request.max_response_bytes = max_bytes;
+        const http_request request{.url = url, .headers = with(auth, accept), .max_response_bytes = max_bytes};
         REDIST_TRY(http_response response, send_request(request, options, failure));
         if (response.status == 401 && attempt == 0) {
             forget_authorization(where, "pull");
@@ -616,9 +609,7 @@ result<std::vector<std::string>> oci_pusher::headers() {
 }
 
 result<bool> oci_pusher::has_blob(const std::string& sha256, std::uint64_t size) {
-    http_request request;
-    request.method = "HEAD";
-    request.url = url_.api("blobs/sha256:" + sha256);
+    http_request request{.method = "HEAD", .url = url_.api("blobs/sha256:" + sha256)};
     REDIST_TRY(request.headers, headers());
     REDIST_TRY(const http_response response, send_request(request, options_));
     if (response.status == 404) return false;
@@ -627,9 +618,7 @@ result<bool> oci_pusher::has_blob(const std::string& sha256, std::uint64_t size)
 }
 
 result<void> oci_pusher::upload(const std::string& sha256, const std::filesystem::path& file, std::string_view bytes) {
-    http_request start;
-    start.method = "POST";
-    start.url = url_.api("blobs/uploads/");
+    http_request start{.method = "POST", .url = url_.api("blobs/uploads/")};
     REDIST_TRY(start.headers, headers());
     REDIST_TRY(const http_response started, send_request(start, options_));
     if (started.status != 202 || started.location.empty())
@@ -642,9 +631,9 @@ result<void> oci_pusher::upload(const std::string& sha256, const std::filesystem
     else if (!location.starts_with(url_.https ? "https://" : "http"))
         return make_error(error_code::network, "the registry gave an unusable upload location")
             .with_url(sanitize_url(start.url));
-    http_request put;
-    put.method = "PUT";
-    put.url = location + (location.find('?') == std::string::npos ? "?" : "&") + "digest=sha256:" + sha256;
+    http_request put{.method = "PUT",
+                     .url = location + (location.find('?') == std::string::npos ? "?" : "&") +
+                            "digest=sha256:" + sha256};
     // The upload location may lie on another host (storage): credentials only for the registry's own.
     if (host_of(location) == host_of(start.url)) put.headers = start.headers;
     put.headers.emplace_back("Content-Type: application/octet-stream");
@@ -667,27 +656,24 @@ result<void> oci_pusher::push_blob(const std::string& sha256, std::string_view b
 
 result<bool> oci_pusher::mount_blob(const std::string& sha256, const std::string& from) {
     if (from == url_.repository || !valid_repository(from)) return false;
-    http_request start;
-    start.method = "POST";
-    start.url = url_.api("blobs/uploads/?mount=sha256:" + sha256 + "&from=" + query_escape(from));
+    http_request start{.method = "POST",
+                       .url = url_.api("blobs/uploads/?mount=sha256:" + sha256 + "&from=" + query_escape(from))};
     REDIST_TRY(start.headers, headers());
     REDIST_TRY(const http_response started, send_request(start, options_));
     if (started.status == 201) return true;
     // 202: the registry opened an upload session instead; close it (best effort).
     if (started.status == 202 && started.location.starts_with("/")) {
-        http_request cancel;
-        cancel.method = "DELETE";
-        cancel.url = std::string(url_.https ? "https://" : "http://") + url_.registry + started.location;
-        cancel.headers = start.headers;
+        const http_request cancel{.method = "DELETE",
+                                  .url = std::string(url_.https ? "https://" : "http://") + url_.registry +
+                                         started.location,
+                                  .headers = start.headers};
         (void)send_request(cancel, options_);
     }
     return false;
 }
 
 result<std::optional<std::string>> oci_pusher::tag_digest(const std::string& tag) {
-    http_request request;
-    request.method = "HEAD";
-    request.url = url_.api("manifests/" + tag);
+    http_request request{.method = "HEAD", .url = url_.api("manifests/" + tag)};
     REDIST_TRY(request.headers, headers());
     request.headers.emplace_back(kAccept);
     REDIST_TRY(const http_response response, send_request(request, options_));
@@ -697,9 +683,7 @@ result<std::optional<std::string>> oci_pusher::tag_digest(const std::string& tag
 }
 
 result<void> oci_pusher::put_manifest(const std::string& tag, const std::string& json, std::string_view media_type) {
-    http_request request;
-    request.method = "PUT";
-    request.url = url_.api("manifests/" + tag);
+    http_request request{.method = "PUT", .url = url_.api("manifests/" + tag)};
     REDIST_TRY(request.headers, headers());
     request.headers.push_back("Content-Type: " + std::string(media_type));
     request.body = json;

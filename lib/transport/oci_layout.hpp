@@ -71,11 +71,7 @@ public:
     // Outcomes: ok | usage (a bad URL or product) | filesystem (a symlink
     // or a non-directory where a layout directory belongs).
     static result<std::unique_ptr<oci_layout_writer>> open(const std::string& base, const std::string& product);
-    oci_layout_writer(const oci_layout_writer&) = delete;
-    oci_layout_writer& operator=(const oci_layout_writer&) = delete;
-    oci_layout_writer(oci_layout_writer&&) = delete;
-    oci_layout_writer& operator=(oci_layout_writer&&) = delete;
-    ~oci_layout_writer() override;
+    ~oci_layout_writer() override;  // neither copied nor moved (oci_store; the destructor removes scratch())
     // Present as a regular file (not a symlink) with this size and SHA-256.
     result<bool> has_blob(const std::string& sha256, std::uint64_t size) override;
     // Moves the verified file (in scratch()) into blobs/sha256/.

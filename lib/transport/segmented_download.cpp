@@ -9,10 +9,6 @@
 //   small (a handful), and the threads sleep in poll() nearly all the time.
 // - Bounded ranges ("bytes=A-B") rather than open ones cut short: nothing is
 //   sent that we do not keep, and connections end cleanly.
-// - In-order delivery reads back from the spool (page cache) instead of
-//   buffering chunks in memory: memory stays bounded however far the
-//   network runs ahead of the decoder.
-// - The caller's callbacks run on the calling thread only.
 #include "transport/segmented_download.hpp"
 
 #include <fcntl.h>
@@ -23,9 +19,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <charconv>
 #include <condition_variable>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -149,54 +145,52 @@ std::optional<std::chrono::milliseconds> retry_delay(const segment_retry_hook& r
     return retry(failures, e, info);
 }
 
-result<unique_fd> open_temp_spool(const fs::path& dir) {
-    unique_fd fd(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
-    if (fd) return fd;
-    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
-        return errno_error("cannot create a temporary download spool in", dir, errno);
-    // No O_TMPFILE on this filesystem: a named file, unlinked at once.
-    std::string name = (dir / "redist-spool.XXXXXX").string();
-    fd.reset(::mkostemp(name.data(), O_CLOEXEC));
-    if (!fd) return errno_error("cannot create a temporary download spool in", dir, errno);
-    ::unlink(name.c_str());
-    return fd;
-}
-
-// Byte ranges already in a .part, from its record or (no record) its size.
-segment_record present_ranges(int fd, const fs::path& part, std::uint64_t expected_size, bool& start_over) {
-    start_over = false;
-    segment_record none;
-    none.size = expected_size;
+// Byte ranges already in a .part, from its record or (no record) its size;
+// nullopt: start over (the .part and its record are not to be trusted).
+std::optional<segment_record> present_ranges(int fd, const fs::path& part, std::uint64_t expected_size) {
     struct stat st {};
-    if (::fstat(fd, &st) != 0) {
-        start_over = true;
-        return none;
-    }
+    if (::fstat(fd, &st) != 0) return std::nullopt;
     const auto file_size = static_cast<std::uint64_t>(st.st_size);
     const fs::path record = segment_record_path(part);
     struct stat rst {};
     if (::lstat(record.c_str(), &rst) != 0 && errno == ENOENT) {
         // No record: a sequentially written .part (one stream, or an older redist).
-        if (expected_size != 0 && file_size > expected_size) {
-            start_over = true;
-            return none;
-        }
-        if (file_size > 0) none.ranges.emplace_back(0, file_size);
-        return none;
+        if (expected_size != 0 && file_size > expected_size) return std::nullopt;
+        segment_record sequential{expected_size, {}};
+        if (file_size > 0) sequential.ranges.emplace_back(0, file_size);
+        return sequential;
     }
     // Not a symlink, not a FIFO, at most 64 KiB: else unreadable, and we start over.
     auto text = read_file(record, kMaxRecordBytes, follow_links::no);
-    if (!text.ok()) {
-        start_over = true;
-        return none;
-    }
+    if (!text.ok()) return std::nullopt;
     auto parsed = parse_segment_record(*text, record.string());
     if (!parsed.ok() || parsed->size != expected_size || expected_size == 0 ||
-        (!parsed->ranges.empty() && parsed->ranges.back().second > file_size)) {
-        start_over = true;  // a record we did not write, or for another file: trust nothing
-        return none;
-    }
+        (!parsed->ranges.empty() && parsed->ranges.back().second > file_size))
+        return std::nullopt;  // a record we did not write, or for another file: trust nothing
     return std::move(parsed).value();
+}
+
+// ---- the checks every response passes -------------------------------------------
+// One place for them: each request (one stream or a range).
+
+// The version of the file a response's body belongs to: its ETag, else its
+// Last-Modified; empty when the server sends neither.
+std::string response_version(const response_info& r) { return !r.etag.empty() ? r.etag : r.last_modified; }
+
+// Bytes of version `kept` cannot be joined by a response of version `now`:
+// both are known and differ (the file changed between two requests).
+bool versions_differ(std::string_view kept, std::string_view now) {
+    return !kept.empty() && !now.empty() && kept != now;
+}
+
+// A response that announces another body size than the `expected_body`
+// bytes asked for is wrong bytes, refused before its body is read.
+// Outcomes: ok (no Content-Length, or that one) | integrity.
+result<void> check_content_length(const response_info& r, std::uint64_t expected_body, const std::string& url) {
+    if (r.content_length < 0 || static_cast<std::uint64_t>(r.content_length) == expected_body) return {};
+    return make_error(error_code::integrity, "size mismatch: Content-Length disagrees with the manifest's size")
+        .with_url(sanitize_url(url))
+        .with_expected_actual(std::to_string(expected_body), std::to_string(r.content_length));
 }
 
 // ---- shared state of one segmented download ----------------------------------
@@ -222,23 +216,16 @@ std::vector<chunk> plan_chunks(std::uint64_t from, std::uint64_t size, const seg
     for (std::uint64_t x = from; x < size;) {
         while (r < present.ranges.size() && present.ranges[r].second <= x) ++r;
         if (r < present.ranges.size() && present.ranges[r].first <= x) {
-            chunk c;
-            c.start = x;
-            c.end = std::min(size, present.ranges[r].second);
-            c.done = c.end - c.start;
-            c.st = chunk::state::done;
-            out.push_back(c);
-            x = c.end;
+            const std::uint64_t end = std::min(size, present.ranges[r].second);
+            out.push_back({.start = x, .end = end, .done = end - x, .st = chunk::state::done});
+            x = end;
             continue;
         }
         std::uint64_t end = x + std::clamp(x / n, lo, hi);
         if (r < present.ranges.size()) end = std::min(end, present.ranges[r].first);
         end = std::min(end, size);
         if (size - end < lo / 2) end = size;  // no tiny last chunk
-        chunk c;
-        c.start = x;
-        c.end = end;
-        out.push_back(c);
+        out.push_back({.start = x, .end = end});
         x = end;
     }
     return out;
@@ -646,7 +633,6 @@ struct single_stream {
     result<void> flush();
     result<void> deliver_spooled();
     result<void> start_over();
-    void drop_spool();  // no spool from now on: every byte goes to on_data only
 };
 
 // The bytes so far belong to another version of the file than the one now
@@ -660,12 +646,6 @@ result<void> single_stream::start_over() {
     validator.clear();
     REDIST_TRY_VOID(empty_spool(fd, spool_path, part_file, expected_size, callbacks, false));
     return make_error(error_code::network, "the file changed during the download").with_url(sanitize_url(url));
-}
-
-void single_stream::drop_spool() {
-    fd = -1;
-    part_file.clear();
-    spooled = delivered;
 }
 
 result<void> single_stream::deliver_spooled() {
@@ -684,7 +664,10 @@ result<void> single_stream::write(const std::byte* data, std::size_t n) {
         return {};
     }
     if (!spool_full || !give_up || !give_up(written.error_value())) return written;
-    drop_spool();
+    // No spool from now on: every byte goes to on_data only.
+    fd = -1;
+    part_file.clear();
+    spooled = delivered;
     return {};
 }
 
@@ -811,32 +794,14 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
     }
 }
 
+// Decimal digits only, no leading zero, at most 19 of them (no overflow).
 bool parse_u64(std::string_view text, std::uint64_t& out) {
-    if (text.empty() || text.size() > 19) return false;
-    out = 0;
-    for (char c : text) {
-        if (c < '0' || c > '9') return false;
-        out = out * 10 + static_cast<std::uint64_t>(c - '0');
-    }
-    return !(text.size() > 1 && text.front() == '0');
+    if (text.empty() || text.size() > 19 || (text.size() > 1 && text.front() == '0')) return false;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), out);
+    return ec == std::errc() && end == text.data() + text.size();
 }
 
 }  // namespace
-
-// ---- the checks every response passes ---------------------------------------------
-
-std::string response_version(const response_info& r) { return !r.etag.empty() ? r.etag : r.last_modified; }
-
-bool versions_differ(std::string_view kept, std::string_view now) {
-    return !kept.empty() && !now.empty() && kept != now;
-}
-
-result<void> check_content_length(const response_info& r, std::uint64_t expected_body, const std::string& url) {
-    if (r.content_length < 0 || static_cast<std::uint64_t>(r.content_length) == expected_body) return {};
-    return make_error(error_code::integrity, "size mismatch: Content-Length disagrees with the manifest's size")
-        .with_url(sanitize_url(url))
-        .with_expected_actual(std::to_string(expected_body), std::to_string(r.content_length));
-}
 
 // ---- the record ------------------------------------------------------------------
 
@@ -913,10 +878,19 @@ struct opened_spool {
     segment_record present;  // ranges already there
 };
 
+// An unlinked temp file in `dir` (no record, no resume).
 result<void> open_temp(opened_spool& s, const fs::path& dir) {
     s.path = dir;
     s.part_file.clear();
-    REDIST_TRY(s.fd, open_temp_spool(dir));
+    s.fd.reset(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
+    if (s.fd) return {};
+    if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
+        return errno_error("cannot create a temporary download spool in", dir, errno);
+    // No O_TMPFILE on this filesystem: a named file, unlinked at once.
+    std::string name = (dir / "redist-spool.XXXXXX").string();
+    s.fd.reset(::mkostemp(name.data(), O_CLOEXEC));
+    if (!s.fd) return errno_error("cannot create a temporary download spool in", dir, errno);
+    ::unlink(name.c_str());
     return {};
 }
 
@@ -969,15 +943,11 @@ result<opened_spool> open_spool(const spool_location& spool, std::uint64_t expec
     REDIST_TRY(s.fd, open_part_file(spool.part_file, fresh));
     if (fresh) {
         remove_segment_record(spool.part_file);
+    } else if (auto present = present_ranges(s.fd.get(), spool.part_file, expected_size)) {
+        s.present = std::move(*present);
     } else {
-        bool start_over = false;
-        s.present = present_ranges(s.fd.get(), spool.part_file, expected_size, start_over);
-        if (start_over) {
-            remove_segment_record(spool.part_file);
-            if (::ftruncate(s.fd.get(), 0) != 0)
-                return errno_error("cannot truncate the download spool", s.path, errno);
-            s.present.ranges.clear();
-        }
+        remove_segment_record(spool.part_file);
+        if (::ftruncate(s.fd.get(), 0) != 0) return errno_error("cannot truncate the download spool", s.path, errno);
     }
     if (!spool.temp_dir.empty()) {
         if (auto why = lacks_room(s, expected_size)) REDIST_TRY_VOID(give_up_part(s, spool, *why, ranged));
@@ -995,12 +965,12 @@ bool can_fall_back(const opened_spool& s, const spool_location& spool, bool spoo
 }
 
 // The ranged part of segmented_download: from the bytes in the spool on.
-// Returns ok with `delivered` at the size, or ok with `*ranges_ignored` set
-// and `delivered` where one stream must go on, or the error.
-result<void> run_segments(const std::string& url, std::uint64_t expected_size, const transfer_options& transfer,
+// Returns whether the server ignored ranges (one stream must go on from
+// one.delivered; else all of it was delivered), or the error.
+result<bool> run_segments(const std::string& url, std::uint64_t expected_size, const transfer_options& transfer,
                           const segment_options& segments, const spool_location& spool, opened_spool& s,
                           single_stream& one, download_callbacks& callbacks, const segment_retry_hook& retry,
-                          transfer_failure_info* failure, segmented_stats& stats, bool& ranges_ignored) {
+                          transfer_failure_info* failure, segmented_stats& stats) {
     std::uint64_t delivered = 0;
     if (one.spooled > 0) {
         REDIST_TRY_VOID(one.deliver_spooled());
@@ -1019,7 +989,7 @@ result<void> run_segments(const std::string& url, std::uint64_t expected_size, c
             why.transient = true;
             if (failure != nullptr) *failure = why;
             const auto delay = retry_delay(retry, ++changes, outcome.error_value(), why);
-            if (!delay) return outcome;
+            if (!delay) return std::move(outcome).error_value();
             ++stats.retries;
             std::this_thread::sleep_for(*delay);
             continue;
@@ -1029,12 +999,11 @@ result<void> run_segments(const std::string& url, std::uint64_t expected_size, c
             REDIST_TRY_VOID(give_up_part(s, spool, outcome.error_value(), true));
             continue;
         }
-        if (!outcome.ok() && !run.fallback()) return outcome;
-        ranges_ignored = run.fallback();
+        if (!outcome.ok() && !run.fallback()) return std::move(outcome).error_value();
         stats.segmented = !run.fallback() && !run.whole_stream();
         one.delivered = delivered;
         one.spooled = delivered;
-        return {};
+        return run.fallback();
     }
 }
 
@@ -1075,9 +1044,8 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         whole.status = 206;
         whole.content_length = static_cast<std::int64_t>(expected_size);
         if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(whole));
-        bool ranges_ignored = false;
-        REDIST_TRY_VOID(run_segments(url, expected_size, transfer, segments, spool, s, one, callbacks, retry, failure,
-                                     stats, ranges_ignored));
+        REDIST_TRY(const bool ranges_ignored, run_segments(url, expected_size, transfer, segments, spool, s, one,
+                                                           callbacks, retry, failure, stats));
         one.fd = s.fd.get();
         one.part_file = s.part_file;
         if (!ranges_ignored) {

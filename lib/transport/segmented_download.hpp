@@ -99,11 +99,6 @@ struct segment_options {
     std::uint64_t max_segment_bytes = 32ull << 20;
 };
 
-// Command-line knob for the tools (fetch's --connections N); 0 = default.
-struct download_split_options {
-    int connections = 0;
-};
-
 // Where the bytes wait between the network and on_data. Neither part_file nor
 // temp_dir: no spool, which means one stream (never split), nothing written.
 struct spool_location {
@@ -148,21 +143,6 @@ struct segmented_stats {
     int requests = 0;                  // HTTP requests (or file:// reads) made
     int retries = 0;                   // requests that were repeats after a failure
 };
-
-// ---- the checks every response of an artifact download passes -----------
-// One place for them: each request of segmented_download (one stream or a
-// range).
-
-// The version of the file a response's body belongs to: its ETag, else its
-// Last-Modified; empty when the server sends neither.
-std::string response_version(const response_info& r);
-// Bytes of version `kept` cannot be joined by a response of version `now`:
-// both are known and differ (the file changed between two requests).
-bool versions_differ(std::string_view kept, std::string_view now);
-// A response that announces another body size than the `expected_body`
-// bytes asked for is wrong bytes, refused before its body is read.
-// Outcomes: ok (no Content-Length, or that one) | integrity.
-result<void> check_content_length(const response_info& r, std::uint64_t expected_body, const std::string& url);
 
 // Downloads `url` (expected_size bytes; 0 = unknown, which means one stream)
 // through the spool, if any, calling callbacks.on_response (content_length =

@@ -16,6 +16,7 @@
 #include <random>
 #include <string_view>
 #include <thread>
+#include <utility>
 
 #include "redist/cache.hpp"
 #include "redist/urls.hpp"
@@ -41,6 +42,16 @@ bool moves_on(error_code code) {
 
 std::chrono::milliseconds to_ms(double seconds) {
     return std::chrono::milliseconds(static_cast<std::int64_t>(std::llround(seconds * 1000.0)));
+}
+
+// The error to report when every source failed: an integrity failure
+// (somebody served wrong bytes) or not-found says more than a later
+// transient one. Keeps the better of `kept` and `e`.
+void remember_failure(std::optional<error>& kept, error e) {
+    const auto rank = [](error_code c) {
+        return c == error_code::integrity ? 3 : c == error_code::network ? 2 : c == error_code::not_found ? 1 : 4;
+    };
+    if (!kept || rank(e.code) >= rank(kept->code)) kept = std::move(e);
 }
 
 }  // namespace
@@ -70,13 +81,6 @@ retry_decision retry_policy::next(int attempt, const attempt_failure& failure) c
     return {action::retry, to_ms(seconds)};
 }
 
-void remember_failure(std::optional<error>& kept, error e) {
-    const auto rank = [](error_code c) {
-        return c == error_code::integrity ? 3 : c == error_code::network ? 2 : c == error_code::not_found ? 1 : 4;
-    };
-    if (!kept || rank(e.code) >= rank(kept->code)) kept = std::move(e);
-}
-
 // ---- source_health -----------------------------------------------------------------------
 
 std::shared_ptr<source_health> make_source_health() { return std::make_shared<source_health>(); }
@@ -102,8 +106,7 @@ std::optional<error> source_health::skipped(const std::string& url) const {
     if (origin.empty()) return std::nullopt;
     std::lock_guard lock(mutex_);
     const auto it = sources_.find(origin);
-    if (it == sources_.end() || !it->second.skipped) return std::nullopt;
-    return it->second.skipped;
+    return it == sources_.end() ? std::nullopt : it->second.skipped;
 }
 
 bool source_health::failed(const std::string& url, const error& why) {
@@ -131,35 +134,28 @@ namespace {
 void notify_retry(const source_run& run, const std::string& url, const error& e, int next_attempt,
                   const retry_decision& d, bool retry_after) {
     if (!run.observer) return;
-    retry_event ev;
-    ev.component = run.component;
-    ev.url = sanitize_url(url);
-    ev.reason = e;
-    ev.next_attempt = next_attempt;
-    ev.attempts = run.policy.attempts_per_source();
-    ev.delay_seconds = std::chrono::duration<double>(d.delay).count();
-    ev.retry_after = retry_after;
-    run.observer->on_retry(ev);
+    run.observer->on_retry({.component = run.component,
+                            .url = sanitize_url(url),
+                            .reason = e,
+                            .next_attempt = next_attempt,
+                            .attempts = run.policy.attempts_per_source(),
+                            .delay_seconds = std::chrono::duration<double>(d.delay).count(),
+                            .retry_after = retry_after});
 }
 
 void notify_source_change(const source_run& run, const std::vector<std::string>& urls, std::size_t from,
                           const std::optional<error>& why) {
     if (!run.observer || from + 1 >= urls.size()) return;
-    source_change_event ev;
-    ev.component = run.component;
-    ev.from_url = sanitize_url(urls[from]);
-    ev.to_url = sanitize_url(urls[from + 1]);
-    if (why) ev.reason = *why;
-    run.observer->on_source_change(ev);
+    run.observer->on_source_change({.component = run.component,
+                                    .from_url = sanitize_url(urls[from]),
+                                    .to_url = sanitize_url(urls[from + 1]),
+                                    .reason = why.value_or(error{})});
 }
 
 void notify_skip(const source_run& run, const std::string& url, const error& e) {
     if (!run.observer) return;
-    source_skip_event ev;
-    ev.source = source_health::origin_of(url);
-    ev.failures = run.health ? run.health->limit() : 0;
-    ev.reason = e;
-    run.observer->on_source_skip(ev);
+    run.observer->on_source_skip(
+        {.source = source_health::origin_of(url), .failures = run.health ? run.health->limit() : 0, .reason = e});
 }
 
 enum class source_result : std::uint8_t { ok, next, fail };
@@ -176,13 +172,9 @@ source_result attempts_on(const std::string& url, std::size_t index, const sourc
             return source_result::ok;
         }
         error e = std::move(done).error_value();
-        retry_decision d;
-        if (a.retried_inside) {
-            // Decided on (and reported) inside the attempt: no retry here.
-            d = run.policy.next(n, {e.code, false, std::nullopt});
-        } else {
-            d = decide_retry(run, url, n, e, a.failure);
-        }
+        // An attempt that retried inside decided on (and reported) its retries: none here.
+        const retry_decision d = a.retried_inside ? run.policy.next(n, {e.code, false, std::nullopt})
+                                                  : decide_retry(run, url, n, e, a.failure);
         if (d.what == retry_decision::action::fail) {
             last = std::move(e);
             return source_result::fail;
@@ -339,11 +331,10 @@ void file_sink::discard() noexcept {
 
 // ---- artifact_stream ---------------------------------------------------------------------
 
-// The transfer thread's serial work per byte used to be SHA-256 and the
-// hand-off to the unpacker: on 16 cores that capped a loopback download near
-// 500 MiB/s, and the decoder waited for input. With cores to spare, the
-// transfer thread now only copies each piece here, and this worker hashes
-// it, in order, while the unpacker already decodes. Bounded: the transfer
+// SHA-256 on the transfer thread, besides the hand-off to the unpacker,
+// capped a loopback download near 500 MiB/s on 16 cores. With cores to
+// spare, the transfer thread only copies each piece here, and this worker
+// hashes it, in order, while the unpacker decodes. Bounded: the transfer
 // waits while kQueueBytes are queued.
 class artifact_stream::hash_worker {
 public:
@@ -590,18 +581,15 @@ download_callbacks artifact_stream::body_callbacks(std::chrono::steady_clock::ti
     return callbacks;
 }
 
-bool artifact_stream::retry_without_resumed_bytes(const result<void>& outcome) noexcept {
-    const bool retry = !outcome.ok() && outcome.error_value().code == error_code::integrity && resumed_bytes_failed_ &&
-                       received_ == 0;
-    resumed_bytes_failed_ = false;
-    return retry;
-}
-
 result<void> artifact_stream::fetch_from(const std::string& url, const transfer_options& options,
                                          const segment_options& segments, const spool_location& spool,
                                          const segment_retry_hook& retry, transfer_failure_info& failure) {
     auto outcome = fetch_once(url, options, segments, spool, retry, failure);
-    if (retry_without_resumed_bytes(outcome)) outcome = fetch_once(url, options, segments, spool, retry, failure);
+    // Bytes an earlier process left turned out wrong (verify() put the
+    // stream back at byte 0): once more, with bytes from `url` only.
+    const bool resumed_bytes_failed = std::exchange(resumed_bytes_failed_, false);
+    if (!outcome.ok() && outcome.error_value().code == error_code::integrity && resumed_bytes_failed && received_ == 0)
+        outcome = fetch_once(url, options, segments, spool, retry, failure);
     return outcome;
 }
 

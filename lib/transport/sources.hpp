@@ -87,11 +87,6 @@ private:
     jitter_source jitter_;
 };
 
-// The error to report when every source failed: an integrity failure
-// (somebody served wrong bytes) or not-found says more than a later
-// transient one. Keeps the better of `kept` and `e`.
-void remember_failure(std::optional<error>& kept, error e);
-
 // What try_sources hands the attempt function, and what it reports back.
 struct source_attempt {
     const std::string& url;
@@ -213,10 +208,7 @@ public:
     virtual result<void> write(const std::byte* data, std::size_t size) = 0;
     // Bytes the sink already holds from an earlier process, as a file to be
     // hashed (not written again); nullopt: none, start from byte 0.
-    virtual std::optional<std::filesystem::path> held_bytes(std::uint64_t max_size) {
-        (void)max_size;
-        return std::nullopt;
-    }
+    virtual std::optional<std::filesystem::path> held_bytes(std::uint64_t /*max_size*/) { return std::nullopt; }
 };
 
 // A plain file: "<final>.part.<pid>" beside `final_path`, renamed into
@@ -307,9 +299,6 @@ private:
     result<void> fetch_once(const std::string& url, const transfer_options& options, const segment_options& segments,
                             const spool_location& spool, const segment_retry_hook& retry,
                             transfer_failure_info& failure);
-    // After a failed attempt: true (once) when it failed because bytes an
-    // earlier process left turned out wrong; the stream is at byte 0 again.
-    bool retry_without_resumed_bytes(const result<void>& outcome) noexcept;
     result<void> replay(const std::filesystem::path& path, bool into_sink);
     download_callbacks body_callbacks(std::chrono::steady_clock::time_point& last_report);
 

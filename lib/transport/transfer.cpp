@@ -7,13 +7,10 @@
 // - The write callback returns the byte count it consumed, or
 //   CURL_WRITEFUNC_ERROR to abort; curl_easy_perform then returns
 //   CURLE_WRITE_ERROR and the reason is whatever we stored in transfer_state.
-// - No exception may cross a C callback: every user callback runs inside
-//   try/catch and an exception becomes a stored internal error.
-// - Bytes are delivered raw: no Accept-Encoding, so what we hash is exactly
-//   what the manifest describes.
-// - file:// is not libcurl's business here: we read local files ourselves
-//   (see read_file_url), so that the path means exactly what it says and a
-//   FIFO or device cannot block us.
+// - No exception may cross a C callback: every user callback runs through
+//   guarded(), and an exception becomes a stored internal error.
+// - Bytes are delivered raw (configure()), and file:// is read here, not by
+//   libcurl (read_file_url).
 #include "redist/transfer.hpp"
 #include "redist/urls.hpp"
 #include "support/posix_file.hpp"
@@ -31,7 +28,6 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <ctime>
 #include <exception>
 #include <memory>
@@ -43,60 +39,16 @@ namespace redist {
 
 namespace {
 
-// ---- RAII for the C handles (move-only, like vcpkg's CurlEasyHandle) ------
+// ---- RAII for the C handles -------------------------------------------------
 
-class curl_easy {
-public:
-    curl_easy() : handle_(curl_easy_init()) {}
-    ~curl_easy() {
-        if (handle_ != nullptr) curl_easy_cleanup(handle_);
-    }
-    curl_easy(curl_easy&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
-    curl_easy& operator=(curl_easy&& other) noexcept {
-        if (this != &other) {
-            if (handle_ != nullptr) curl_easy_cleanup(handle_);
-            handle_ = std::exchange(other.handle_, nullptr);
-        }
-        return *this;
-    }
-    curl_easy(const curl_easy&) = delete;
-    curl_easy& operator=(const curl_easy&) = delete;
-
-    CURL* get() const noexcept { return handle_; }
-    explicit operator bool() const noexcept { return handle_ != nullptr; }
-
-private:
-    CURL* handle_;
+struct curl_easy_cleaner {
+    void operator()(CURL* h) const { curl_easy_cleanup(h); }
 };
-
-class curl_slist_ptr {
-public:
-    curl_slist_ptr() = default;
-    ~curl_slist_ptr() { curl_slist_free_all(list_); }
-    curl_slist_ptr(curl_slist_ptr&& other) noexcept : list_(std::exchange(other.list_, nullptr)) {}
-    curl_slist_ptr& operator=(curl_slist_ptr&& other) noexcept {
-        if (this != &other) {
-            curl_slist_free_all(list_);
-            list_ = std::exchange(other.list_, nullptr);
-        }
-        return *this;
-    }
-    curl_slist_ptr(const curl_slist_ptr&) = delete;
-    curl_slist_ptr& operator=(const curl_slist_ptr&) = delete;
-
-    // curl_slist_append returns null on allocation failure and leaves the
-    // old list intact; report that instead of losing the list.
-    bool append(const char* line) {
-        curl_slist* next = curl_slist_append(list_, line);
-        if (next == nullptr) return false;
-        list_ = next;
-        return true;
-    }
-    curl_slist* get() const noexcept { return list_; }
-
-private:
-    curl_slist* list_ = nullptr;
+struct curl_slist_cleaner {
+    void operator()(curl_slist* list) const { curl_slist_free_all(list); }
 };
+using curl_easy = std::unique_ptr<CURL, curl_easy_cleaner>;
+using curl_slist_ptr = std::unique_ptr<curl_slist, curl_slist_cleaner>;
 
 // ---- small helpers ---------------------------------------------------------
 
@@ -132,15 +84,17 @@ std::optional<long> parse_retry_after(std::string_view value) {
     return when > now ? static_cast<long>(when - now) : 0L;
 }
 
-// "bytes START-END/TOTAL" -> {START, END}; nullopt if unparsable.
-std::optional<std::pair<long long, long long>> content_range_bounds(std::string_view value) {
+// "bytes START-END/TOTAL" -> {START, END}; nullopt if unparsable. Without
+// `bounded` (an open range was asked for) only "bytes START-" must parse,
+// and END is 0.
+std::optional<std::pair<long long, long long>> content_range_bounds(std::string_view value, bool bounded) {
     value = trim(value);
     if (!iequals_prefix(value, "bytes ")) return std::nullopt;
     value.remove_prefix(6);
     value = trim(value);
     long long bounds[2] = {0, 0};
     std::size_t i = 0;
-    for (int which = 0; which < 2; ++which) {
+    for (int which = 0; which < (bounded ? 2 : 1); ++which) {
         const std::size_t first = i;
         for (; i < value.size() && value[i] >= '0' && value[i] <= '9'; ++i) {
             if (bounds[which] > (1LL << 55)) return std::nullopt;
@@ -152,22 +106,6 @@ std::optional<std::pair<long long, long long>> content_range_bounds(std::string_
     return std::pair{bounds[0], bounds[1]};
 }
 
-// "bytes START-END/TOTAL" -> START; -1 if unparsable.
-long long content_range_start(std::string_view value) {
-    value = trim(value);
-    if (!iequals_prefix(value, "bytes ")) return -1;
-    value.remove_prefix(6);
-    value = trim(value);
-    long long start = 0;
-    std::size_t i = 0;
-    for (; i < value.size() && value[i] >= '0' && value[i] <= '9'; ++i) {
-        if (start > (1LL << 55)) return -1;
-        start = start * 10 + (value[i] - '0');
-    }
-    if (i == 0 || i >= value.size() || value[i] != '-') return -1;
-    return start;
-}
-
 bool is_https_url(std::string_view url) { return iequals_prefix(url, "https:"); }
 
 // ---- per-transfer state shared with the C callbacks ------------------------
@@ -175,25 +113,24 @@ bool is_https_url(std::string_view url) { return iequals_prefix(url, "https:"); 
 struct transfer_state {
     CURL* curl = nullptr;
     download_callbacks* callbacks = nullptr;
-    std::string safe_url;
-    bool file_url = false;
+    std::string safe_url{};
     std::uint64_t resume_from = 0;
-    std::optional<std::uint64_t> range_last;  // download_range(): the last byte asked for
+    std::optional<std::uint64_t> range_last{};  // download_range(): the last byte asked for
 
     // Headers of the current response. Reset at each status line, because
     // with redirects (and 1xx) the header callback sees several responses.
-    std::string reason;
-    std::string etag;
-    std::string last_modified;
-    std::string content_range;
-    std::optional<long> retry_after;
+    std::string reason{};
+    std::string etag{};
+    std::string last_modified{};
+    std::string content_range{};
+    std::optional<long> retry_after{};
     http_response* response = nullptr;  // send_request(): the headers it reports
     std::size_t max_body = 0;           // send_request(): the most body bytes taken
 
     bool started = false;     // on_response has been called
     bool http_error = false;  // aborted because the status was not 2xx
     long status = 0;
-    std::optional<error> callback_error;  // returned unchanged by download()
+    std::optional<error> callback_error{};  // returned unchanged by download()
 
     // Stall detection: the last time the byte count moved.
     std::chrono::steady_clock::time_point last_progress = std::chrono::steady_clock::now();
@@ -210,6 +147,24 @@ error callback_exception(const char* which) {
     } catch (...) {
         return make_error(error_code::internal, std::string(which) + " threw an unknown exception");
     }
+}
+
+// Runs a user callback: what it returns, or the exception it threw as an
+// internal error (none may cross a C callback).
+template <class F>
+result<void> guarded(const char* which, F&& callback) {
+    try {
+        return callback();
+    } catch (...) {
+        return callback_exception(which);
+    }
+}
+
+// A callback's outcome: true when ok, else false with its error kept for download().
+bool kept_ok(transfer_state& st, result<void> outcome) {
+    if (outcome.ok()) return true;
+    st.callback_error = std::move(outcome).error_value();
+    return false;
 }
 
 size_t header_callback(char* buffer, size_t size, size_t nitems, void* userdata) {
@@ -247,7 +202,6 @@ size_t header_callback(char* buffer, size_t size, size_t nitems, void* userdata)
             else if (is("www-authenticate")) r.www_authenticate = std::string(value);
             else if (is("link")) r.link = std::string(value);
             else if (is("docker-content-digest")) r.docker_content_digest = std::string(value);
-            else if (is("content-type")) r.content_type = std::string(value);
         }
     } catch (...) {
         st->callback_error = callback_exception("header parsing");
@@ -256,16 +210,12 @@ size_t header_callback(char* buffer, size_t size, size_t nitems, void* userdata)
     return total;
 }
 
-bool is_success(const transfer_state& st) {
-    return (st.file_url && st.status == 0) || (st.status >= 200 && st.status < 300);
-}
-
 // Runs once before the first body byte (or after an empty 2xx body). Returns
 // false if the transfer must stop; the reason is left in `st`.
 bool start_response(transfer_state& st) {
     st.started = true;
     curl_easy_getinfo(st.curl, CURLINFO_RESPONSE_CODE, &st.status);
-    if (!is_success(st)) {
+    if (st.status < 200 || st.status >= 300) {
         st.http_error = true;
         return false;
     }
@@ -274,51 +224,30 @@ bool start_response(transfer_state& st) {
     curl_off_t length = -1;
     if (curl_easy_getinfo(st.curl, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &length) == CURLE_OK)
         info.content_length = length;
-    // file:// honours a range by seeking; HTTP says so with 206.
-    info.partial = st.file_url ? st.resume_from > 0 : st.status == 206;
+    info.partial = st.status == 206;
     info.etag = st.etag;
     info.last_modified = st.last_modified;
 
     // A 206 for a different range than we asked for would splice the wrong
     // bytes onto the partial file; refuse it (the hash would catch it later,
     // but only after downloading everything).
-    if (!st.file_url && st.status == 206 && st.range_last) {
-        // A bounded range must come back exactly: same first and last byte.
-        const auto bounds = content_range_bounds(st.content_range);
+    if (st.status == 206) {
+        // The range asked for, exactly: the same first byte and, for a bounded range, the same last byte.
+        const auto bounds = content_range_bounds(st.content_range, st.range_last.has_value());
         if (!bounds || bounds->first != static_cast<long long>(st.resume_from) ||
-            bounds->second != static_cast<long long>(*st.range_last)) {
+            (st.range_last && bounds->second != static_cast<long long>(*st.range_last))) {
             st.callback_error = make_error(error_code::network,
                                            "HTTP 206 with unexpected Content-Range '" + st.content_range +
                                                "' (asked for bytes=" + std::to_string(st.resume_from) + "-" +
-                                               std::to_string(*st.range_last) + ")")
-                                    .with_url(st.safe_url);
-            return false;
-        }
-    } else if (!st.file_url && st.status == 206) {
-        const long long start = content_range_start(st.content_range);
-        if (start != static_cast<long long>(st.resume_from)) {
-            st.callback_error = make_error(error_code::network,
-                                           "HTTP 206 with unexpected Content-Range '" + st.content_range +
-                                               "' (asked for bytes=" + std::to_string(st.resume_from) + "-)")
+                                               (st.range_last ? std::to_string(*st.range_last) : "") + ")")
                                     .with_url(st.safe_url);
             return false;
         }
     }
     if (st.callback_error) return false;
 
-    if (st.callbacks->on_response) {
-        try {
-            auto r = st.callbacks->on_response(info);
-            if (!r.ok()) {
-                st.callback_error = std::move(r).error_value();
-                return false;
-            }
-        } catch (...) {
-            st.callback_error = callback_exception("on_response callback");
-            return false;
-        }
-    }
-    return true;
+    return !st.callbacks->on_response ||
+           kept_ok(st, guarded("on_response callback", [&] { return st.callbacks->on_response(info); }));
 }
 
 size_t write_callback(char* data, size_t size, size_t nmemb, void* userdata) {
@@ -326,17 +255,10 @@ size_t write_callback(char* data, size_t size, size_t nmemb, void* userdata) {
     const std::size_t total = size * nmemb;
     if (!st->started && !start_response(*st)) return CURL_WRITEFUNC_ERROR;
     if (total == 0 || !st->callbacks->on_data) return total;
-    try {
-        auto r = st->callbacks->on_data(reinterpret_cast<const std::byte*>(data), total);
-        if (!r.ok()) {
-            st->callback_error = std::move(r).error_value();
-            return CURL_WRITEFUNC_ERROR;
-        }
-    } catch (...) {
-        st->callback_error = callback_exception("on_data callback");
-        return CURL_WRITEFUNC_ERROR;
-    }
-    return total;
+    const bool ok = kept_ok(*st, guarded("on_data callback", [&] {
+        return st->callbacks->on_data(reinterpret_cast<const std::byte*>(data), total);
+    }));
+    return ok ? total : CURL_WRITEFUNC_ERROR;
 }
 
 // Our own stall detector: "no body byte for N seconds". CURLOPT_LOW_SPEED_*
@@ -351,18 +273,9 @@ int xferinfo_callback(void* userdata, curl_off_t /*dltotal*/, curl_off_t dlnow, 
         st->last_progress = now;
         return 0;
     }
-    if (st->started && st->callbacks->on_idle) {
-        try {
-            auto r = st->callbacks->on_idle();
-            if (!r.ok()) {
-                st->callback_error = std::move(r).error_value();
-                return 1;
-            }
-        } catch (...) {
-            st->callback_error = callback_exception("on_idle callback");
-            return 1;
-        }
-    }
+    if (st->started && st->callbacks->on_idle &&
+        !kept_ok(*st, guarded("on_idle callback", [&] { return st->callbacks->on_idle(); })))
+        return 1;
     if (st->stall_seconds > 0 && now - st->last_progress >= std::chrono::seconds(st->stall_seconds)) {
         st->stalled = true;
         return 1;  // non-zero aborts with CURLE_ABORTED_BY_CALLBACK
@@ -459,14 +372,22 @@ result<void> configure(CURL* h, const std::string& url, const transfer_options& 
 
     // We hash the raw bytes: ask for no content coding. (CURLOPT_ACCEPT_ENCODING
     // stays unset so curl never decodes either.)
-    if (!headers.append("Accept-Encoding: identity"))
+    // curl_slist_append returns null on allocation failure and leaves the
+    // old list intact; report that instead of losing the list.
+    const auto append = [&](const char* line) {
+        curl_slist* next = curl_slist_append(headers.get(), line);
+        if (next == nullptr) return false;
+        (void)headers.release();
+        headers.reset(next);
+        return true;
+    };
+    if (!append("Accept-Encoding: identity"))
         return make_error(error_code::internal, "out of memory building request headers");
     // Custom headers (a registry's Authorization): CURLOPT_UNRESTRICTED_AUTH
     // stays off, so libcurl sends Authorization only to the host, port and
     // scheme of `url`, never to where a redirect leads (blob storage).
     for (const auto& line : extra_headers)
-        if (!headers.append(line.c_str()))
-            return make_error(error_code::internal, "out of memory building request headers");
+        if (!append(line.c_str())) return make_error(error_code::internal, "out of memory building request headers");
     REDIST_SETOPT(h, CURLOPT_HTTPHEADER, headers.get());
 
     // CURLOPT_RANGE rather than CURLOPT_RESUME_FROM_LARGE: with the latter,
@@ -516,11 +437,8 @@ result<void> read_open_file(int fd, const std::string& safe_url, const transfer_
     response_info info;
     info.content_length = static_cast<std::int64_t>(end - resume_from);
     info.partial = resume_from > 0 || range_last.has_value();
-    try {
-        if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(info));
-    } catch (...) {
-        return callback_exception("on_response callback");
-    }
+    if (callbacks.on_response)
+        REDIST_TRY_VOID(guarded("on_response callback", [&] { return callbacks.on_response(info); }));
     if (resume_from > 0 && ::lseek(fd, static_cast<off_t>(resume_from), SEEK_SET) < 0)
         return os_error("cannot seek in file", errno);
     ::posix_fadvise(fd, 0, 0, POSIX_FADV_SEQUENTIAL);
@@ -541,11 +459,9 @@ result<void> read_open_file(int fd, const std::string& safe_url, const transfer_
         }
         if (n == 0) break;  // it shrank meanwhile: the caller's size check tells
         left -= static_cast<std::uint64_t>(n);
-        try {
-            if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer.get(), static_cast<std::size_t>(n)));
-        } catch (...) {
-            return callback_exception("on_data callback");
-        }
+        if (callbacks.on_data)
+            REDIST_TRY_VOID(guarded("on_data callback",
+                                    [&] { return callbacks.on_data(buffer.get(), static_cast<std::size_t>(n)); }));
     }
     return {};
 }
@@ -604,10 +520,6 @@ std::string ca_bundle(const transfer_options& options) {
     return {};  // libcurl's built-in default (the system store)
 }
 
-}  // namespace
-
-namespace {
-
 result<void> perform_download(const std::string& url, const std::vector<std::string>& extra_headers,
                               const transfer_options& options, download_callbacks& callbacks, std::uint64_t resume_from,
                               std::optional<std::uint64_t> range_last, transfer_failure_info* failure) {
@@ -622,17 +534,15 @@ result<void> perform_download(const std::string& url, const std::vector<std::str
         return read_file_url(url, safe_url, options, callbacks, resume_from, failure);
     }
 
-    curl_easy handle;
+    const curl_easy handle(curl_easy_init());
     if (!handle) return make_error(error_code::internal, "curl_easy_init failed").with_url(safe_url);
 
-    transfer_state st;
-    st.curl = handle.get();
-    st.callbacks = &callbacks;
-    st.safe_url = safe_url;
-    st.file_url = is_file_url(url);
-    st.resume_from = resume_from;
-    st.range_last = range_last;
-    st.stall_seconds = options.stall_timeout_seconds;
+    transfer_state st{.curl = handle.get(),
+                      .callbacks = &callbacks,
+                      .safe_url = safe_url,
+                      .resume_from = resume_from,
+                      .range_last = range_last,
+                      .stall_seconds = options.stall_timeout_seconds};
 
     char errbuf[CURL_ERROR_SIZE] = {};
     curl_slist_ptr headers;
@@ -663,7 +573,6 @@ result<void> perform_download(const std::string& url, const std::vector<std::str
 
     long status = 0;
     curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &status);
-    std::string detail = errbuf[0] != '\0' ? std::string(errbuf) : std::string(curl_easy_strerror(rc));
 
     if (rc == CURLE_ABORTED_BY_CALLBACK && st.stalled) {
         set_failure(failure, true, status, std::nullopt);
@@ -695,7 +604,7 @@ result<void> perform_download(const std::string& url, const std::vector<std::str
         return make_error(error_code::network, message).with_url(safe_url);
     }
     std::string message = std::string(curl_easy_strerror(rc));
-    if (detail != message) message += ": " + detail;
+    if (errbuf[0] != '\0' && message != errbuf) message += std::string(": ") + errbuf;
     if (status != 0) message += " (HTTP " + std::to_string(status) + ")";
     if (!redirected.empty()) message += " [redirected to " + redirected + "]";
     return make_error(error_code::network, std::move(message)).with_url(safe_url);
@@ -758,10 +667,6 @@ result<std::string> fetch_text(const std::string& url, const transfer_options& o
 
 namespace {
 
-struct request_body {
-    std::FILE* file = nullptr;
-};
-
 size_t response_body_callback(char* data, size_t size, size_t nmemb, void* userdata) {
     auto* st = static_cast<transfer_state*>(userdata);
     const std::size_t total = size * nmemb;
@@ -777,22 +682,22 @@ size_t response_body_callback(char* data, size_t size, size_t nmemb, void* userd
 }
 
 size_t request_read_callback(char* buffer, size_t size, size_t nitems, void* userdata) {
-    auto* body = static_cast<request_body*>(userdata);
-    const std::size_t n = std::fread(buffer, 1, size * nitems, body->file);
-    if (n == 0 && std::ferror(body->file)) return CURL_READFUNC_ABORT;
+    auto* file = static_cast<std::FILE*>(userdata);
+    const std::size_t n = std::fread(buffer, 1, size * nitems, file);
+    if (n == 0 && std::ferror(file)) return CURL_READFUNC_ABORT;
     return n;
 }
 
 // The method and body of a request, after configure().
-result<void> configure_method(CURL* h, const http_request& request, request_body& body, std::uint64_t file_size) {
-    const bool may_follow = (request.method == "GET" || request.method == "HEAD") && request.follow_redirects;
+result<void> configure_method(CURL* h, const http_request& request, std::FILE* body_file, std::uint64_t file_size) {
+    const bool may_follow = request.method == "GET" || request.method == "HEAD";
     REDIST_SETOPT(h, CURLOPT_FOLLOWLOCATION, may_follow ? 1L : 0L);
     if (request.method == "HEAD") {
         REDIST_SETOPT(h, CURLOPT_NOBODY, 1L);
-    } else if (body.file != nullptr) {
+    } else if (body_file != nullptr) {
         REDIST_SETOPT(h, CURLOPT_UPLOAD, 1L);  // PUT
         REDIST_SETOPT(h, CURLOPT_READFUNCTION, &request_read_callback);
-        REDIST_SETOPT(h, CURLOPT_READDATA, &body);
+        REDIST_SETOPT(h, CURLOPT_READDATA, body_file);
         REDIST_SETOPT(h, CURLOPT_INFILESIZE_LARGE, static_cast<curl_off_t>(file_size));
     } else if (request.method == "POST" || request.method == "PUT") {
         REDIST_SETOPT(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
@@ -814,49 +719,38 @@ result<http_response> send_request(const http_request& request, const transfer_o
     const std::string safe_url = sanitize_url(request.url);
     if (!iequals_prefix(request.url, "http://") && !is_https_url(request.url))
         return make_error(error_code::internal, "send_request() takes http(s) URLs only").with_url(safe_url);
-    curl_easy handle;
+    const curl_easy handle(curl_easy_init());
     if (!handle) return make_error(error_code::internal, "curl_easy_init failed").with_url(safe_url);
 
-    request_body body;
     std::uint64_t file_size = 0;
     struct file_closer {
         void operator()(std::FILE* f) const { std::fclose(f); }
     };
     std::unique_ptr<std::FILE, file_closer> file;
     if (!request.body_file.empty()) {
-        const int fd = ::open(request.body_file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         struct stat info {};
-        if (fd < 0 || ::fstat(fd, &info) != 0 || !S_ISREG(info.st_mode)) {
-            const int en = fd < 0 ? errno : EINVAL;
-            if (fd >= 0) ::close(fd);
-            return make_error(error_code::filesystem, std::string("cannot read: ") + std::strerror(en))
-                .with_path(request.body_file.string());
-        }
-        file.reset(::fdopen(fd, "rb"));
-        if (!file) {
-            ::close(fd);
-            return make_error(error_code::internal, "fdopen failed").with_path(request.body_file.string());
-        }
-        body.file = file.get();
+        REDIST_TRY(unique_fd fd, open_regular(request.body_file, follow_links::no, &info));
+        file.reset(::fdopen(fd.get(), "rb"));
+        if (!file) return make_error(error_code::internal, "fdopen failed").with_path(request.body_file.string());
+        (void)fd.release();  // the FILE owns it now
         file_size = static_cast<std::uint64_t>(info.st_size);
     }
 
     http_response response;
     download_callbacks no_callbacks;
-    transfer_state st;
-    st.curl = handle.get();
-    st.callbacks = &no_callbacks;
-    st.safe_url = safe_url;
-    st.stall_seconds = options.stall_timeout_seconds;
-    st.response = &response;
-    st.max_body = request.max_response_bytes;
+    transfer_state st{.curl = handle.get(),
+                      .callbacks = &no_callbacks,
+                      .safe_url = safe_url,
+                      .response = &response,
+                      .max_body = request.max_response_bytes,
+                      .stall_seconds = options.stall_timeout_seconds};
 
     char errbuf[CURL_ERROR_SIZE] = {};
     curl_slist_ptr headers;
     {
         auto configured = configure(handle.get(), request.url, options, st, headers, errbuf, {}, ca_bundle(options),
                                     request.headers);
-        if (configured.ok()) configured = configure_method(handle.get(), request, body, file_size);
+        if (configured.ok()) configured = configure_method(handle.get(), request, file.get(), file_size);
         if (configured.ok() &&
             curl_easy_setopt(handle.get(), CURLOPT_WRITEFUNCTION, &response_body_callback) != CURLE_OK)
             configured = make_error(error_code::internal, "curl_easy_setopt(CURLOPT_WRITEFUNCTION) failed");
