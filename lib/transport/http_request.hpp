@@ -35,7 +35,7 @@ result<void> read_open_file(int fd, const std::string& safe_url, const transfer_
                             std::optional<std::uint64_t> range_last, transfer_failure_info* failure);
 
 struct http_request {
-    std::string method = "GET";          // GET, HEAD (both follow redirects), POST, PUT (never follow)
+    std::string method = "GET";          // GET, HEAD (both follow redirects), POST, PUT, DELETE (never follow)
     std::string url;                     // http or https
     std::vector<std::string> headers{};  // "Name: value"
     std::string body{};                  // sent for POST and PUT unless body_file is set

@@ -594,6 +594,19 @@ result<std::vector<std::string>> oci_list_tags(const std::string& base, const st
 
 // ---- pushing -------------------------------------------------------------------------------
 
+namespace {
+
+// An upload session's Location as an absolute URL (a path on the registry, or
+// a URL, maybe on a storage host); empty when it is neither.
+std::string session_url(const oci_url& registry, const std::string& location) {
+    if (location.starts_with("/"))
+        return std::string(registry.https ? "https://" : "http://") + registry.registry + location;
+    if (location.starts_with(registry.https ? "https://" : "http")) return location;
+    return {};
+}
+
+}  // namespace
+
 result<oci_pusher> oci_pusher::open(const std::string& base, const std::string& product,
                                     const transfer_options& options) {
     REDIST_TRY(oci_url where, parse_oci_url(join_url(join_url(base, product), "redist/")));
@@ -624,11 +637,8 @@ result<void> oci_pusher::upload(const std::string& sha256, const std::filesystem
     if (started.status != 202 || started.location.empty())
         return make_error(error_code::network, "the registry refused an upload: HTTP " + std::to_string(started.status))
             .with_url(sanitize_url(start.url));
-    // Location may be a path on the registry or an absolute URL.
-    std::string location = started.location;
-    if (location.starts_with("/"))
-        location = std::string(url_.https ? "https://" : "http://") + url_.registry + location;
-    else if (!location.starts_with(url_.https ? "https://" : "http"))
+    const std::string location = session_url(url_, started.location);
+    if (location.empty())
         return make_error(error_code::network, "the registry gave an unusable upload location")
             .with_url(sanitize_url(start.url));
     http_request put{.method = "PUT",
@@ -662,11 +672,10 @@ result<bool> oci_pusher::mount_blob(const std::string& sha256, const std::string
     REDIST_TRY(const http_response started, send_request(start, options_));
     if (started.status == 201) return true;
     // 202: the registry opened an upload session instead; close it (best effort).
-    if (started.status == 202 && started.location.starts_with("/")) {
-        const http_request cancel{.method = "DELETE",
-                                  .url = std::string(url_.https ? "https://" : "http://") + url_.registry +
-                                         started.location,
-                                  .headers = start.headers};
+    const std::string session = started.status == 202 ? session_url(url_, started.location) : std::string();
+    if (!session.empty()) {
+        http_request cancel{.method = "DELETE", .url = session};
+        if (host_of(session) == host_of(start.url)) cancel.headers = start.headers;
         (void)send_request(cancel, options_);
     }
     return false;

@@ -703,6 +703,8 @@ result<void> configure_method(CURL* h, const http_request& request, std::FILE* b
         REDIST_SETOPT(h, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(request.body.size()));
         REDIST_SETOPT(h, CURLOPT_POSTFIELDS, request.body.c_str());
         if (request.method == "PUT") REDIST_SETOPT(h, CURLOPT_CUSTOMREQUEST, "PUT");
+    } else if (request.method == "DELETE") {
+        REDIST_SETOPT(h, CURLOPT_CUSTOMREQUEST, "DELETE");
     } else if (request.method != "GET") {
         return make_error(error_code::internal, "send_request: unsupported method " + request.method);
     }

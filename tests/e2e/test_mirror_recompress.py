@@ -235,6 +235,12 @@ class RegistryMirror(RecompressBase):
         # A repository without the blobs: the registry answers 202 and they are uploaded as usual.
         first = self.mirror(self.registry.url, "--mount-from", "cudnnx", product="cudnn")
         self.assertEqual(sorted(f["status"] for f in first["releases"][0]["files"]), ["downloaded", "downloaded"])
+        # The upload sessions those 202s opened were closed (DELETE), not left to the registry's purge:
+        # distribution removes a closed session's data and start time (its empty folders stay).
+        uploads = os.path.join(self.registry.storage, "docker", "registry", "v2", "repositories", "nvidia", "cudnn",
+                               "_uploads")
+        self.assertEqual([os.path.join(d, f) for d, _, files in os.walk(uploads) for f in files
+                          if f in ("data", "startedat")], [])
         # The second product's archives are gone upstream: only a mount can place them.
         for rel in (XZ_REL, GZ_REL):
             os.remove(os.path.join(self.upstream, "cudnnx", "redist", rel))
