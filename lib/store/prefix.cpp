@@ -52,6 +52,7 @@ result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::f
     lock.prefix_ = prefix;
     lock.fd_ = held_lock_fd(new unique_fd(std::move(fd)));
     REDIST_TRY_VOID(recover_prefix(prefix));
+    discard_stages(lock);  // under the lock, every stage is a leftover of a dead process
     return lock;
 }
 
@@ -224,11 +225,7 @@ result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_
     // Until the journal exists nothing has changed in the prefix: a refusal
     // drops the stages too, so no stage outlives a failed run.
     const auto abandon = [&staged](error e) -> error {
-        for (const auto& s : staged) {
-            std::error_code ec;
-            fs::remove_all(s.stage_dir, ec);
-            fs::remove(s.stage_dir.string() + ".receipt.json", ec);
-        }
+        for (const auto& s : staged) remove_stage(s.stage_dir);
         return e;
     };
     std::vector<located_receipt> existing;
@@ -414,10 +411,7 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
     // A receipt that cannot be read blocks its own component only. Which
     // files it lists is unknown: they are never deleted here, but a file it
     // shares with a component that goes is deleted with that one.
-    for (auto& u : unreadable)
-        for (const auto& ref : which)
-            if (ref.component == u.component && (ref.product.empty() || u.product.empty() || ref.product == u.product))
-                return std::move(u.why);
+    REDIST_TRY_VOID(repaired_receipts(prefix, unreadable, {}, which));
     std::map<std::string, std::set<std::string>> products_of;  // component -> products that have it
     for (const auto& e : receipts) products_of[e.r.component].insert(e.r.product);
     std::vector<component_key> targets;
@@ -425,14 +419,14 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
         const auto found = products_of.find(ref.component);
         const bool known = found != products_of.end() && (ref.product.empty() || found->second.count(ref.product));
         if (!known) {
-            std::string installed;
-            for (const auto& e : receipts) installed += (installed.empty() ? "" : ", ") + e.r.component;
-            const std::string what = ref.product.empty() ? "component " + printable(ref.component, 64)
-                                                         : "component " + printable(ref.component, 64) +
-                                                               " of product " + printable(ref.product, 64);
             std::vector<std::string> names;
-            names.reserve(receipts.size());
-            for (const auto& e : receipts) names.push_back(e.r.component);
+            std::string installed;
+            for (const auto& e : receipts) {
+                names.push_back(e.r.component);
+                installed += (installed.empty() ? "" : ", ") + e.r.component;
+            }
+            const std::string what = "component " + printable(ref.component, 64) +
+                                     (ref.product.empty() ? "" : " of product " + printable(ref.product, 64));
             return make_error(error_code::not_found, what + " is not installed" + did_you_mean(ref.component, names) +
                                                          " (installed: " + (installed.empty() ? "none" : installed) +
                                                          ")")
