@@ -334,7 +334,6 @@ public:
         staged.stage_dir = stage;
         fill_receipt(release_, a_, sanitize_url(urls_.back()), staged.new_receipt);
         staged.new_receipt.files = std::move(**files);
-        staged.new_receipt.installed_at.clear();
         out_.report.from_cache = true;
         out_.report.from_tree = true;
         out_.report.url = sanitize_url(urls_.back());

@@ -72,10 +72,6 @@ result<void> lock_platform(const project_file& project, const project_product& p
     return {};
 }
 
-}  // namespace
-
-namespace {
-
 // Resolves `spec` for `p` and locks its artifacts on every listed platform.
 result<locked_product> resolve_product(const project_file& project, const project_product& p, const std::string& spec,
                                        const project_resolve_options& options, std::vector<std::string>& notes) {
