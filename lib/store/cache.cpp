@@ -393,26 +393,19 @@ fs::path anchored(int fd, const fs::path& path) {
     return fs::path("/proc/self/fd") / std::to_string(fd);
 }
 
-std::optional<open_failure> resolve_root(const fs::path& root, fs::path& absolute) {
-    if (root.empty())
-        return open_failure{make_error(error_code::filesystem,
-                                       "no cache directory: HOME is unset and the user has no home directory; "
-                                       "pass --cache-dir DIR (or set REDIST_CACHE_DIR), or --no-cache"),
-                            false};
-    std::error_code ec;
-    absolute = fs::absolute(root, ec).lexically_normal();
-    if (ec) return open_failure{errno_error("cannot resolve cache directory", root, ec.value()), false};
-    if (absolute.filename().empty()) absolute = absolute.parent_path();  // "dir/" -> "dir"
-    return std::nullopt;
-}
-
 }  // namespace
 
 struct cache_dir_handles : checked_dirs {};
 
 result<blob_cache> blob_cache::open_checked(const fs::path& root, bool shared, bool& refused) {
-    fs::path absolute;
-    if (auto failed = resolve_root(root, absolute)) return std::move(failed->err);
+    if (root.empty())
+        return make_error(error_code::filesystem,
+                          "no cache directory: HOME is unset and the user has no home directory; "
+                          "pass --cache-dir DIR (or set REDIST_CACHE_DIR), or --no-cache");
+    std::error_code ec;
+    fs::path absolute = fs::absolute(root, ec).lexically_normal();
+    if (ec) return errno_error("cannot resolve cache directory", root, ec.value());
+    if (absolute.filename().empty()) absolute = absolute.parent_path();  // "dir/" -> "dir"
     auto dirs = prepare_cache_dirs(absolute, shared);
     if (auto* f = std::get_if<open_failure>(&dirs)) {
         refused = f->refused;
