@@ -975,11 +975,8 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
         }
         // The list is written before the directory is renamed into place, so a
         // tree under its final name always has a list.
-        const fs::path list_path = tmp / ".redist-tree.json";
-        unique_fd out(::open(list_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-        if (out.get() < 0) return abandon();
-        const bool written = write_all(out.get(), tree_list_json(list), list_path).ok();
-        if (!out.close(tmp_path).ok() || !written || ::rename(tmp_path.c_str(), final_dir.c_str()) != 0)
+        if (!atomic_write(tmp / ".redist-tree.json", tree_list_json(list), durability::none).ok() ||
+            ::rename(tmp_path.c_str(), final_dir.c_str()) != 0)
             return abandon();
     } catch (...) {
         // Best effort (std::bad_alloc): no tree is recorded.
