@@ -344,15 +344,6 @@ constexpr struct {
                  {"locks", nullptr},  {"history", "urls"}, {"history", "documents"}};
 using checked_dirs = std::array<unique_fd, std::size(k_subdirs)>;
 
-// Opens (creating) root/name, or root/name/below when `below` is set,
-// checking each directory on the way (open_cache_dir); returns the last one.
-std::variant<unique_fd, open_failure> open_cache_subdir(int root_fd, const fs::path& root, const char* name,
-                                                        const char* below, bool shared) {
-    auto dir = open_cache_dir(root_fd, name, root / name, shared);
-    if (below == nullptr || std::holds_alternative<open_failure>(dir)) return dir;
-    return open_cache_dir(std::get<unique_fd>(dir).get(), below, root / name / below, shared);
-}
-
 // Creates what is missing and checks every directory of the cache (see
 // "Trust" in cache.hpp), keeping each open.
 std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root, bool shared) {
@@ -378,7 +369,10 @@ std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root
     const int root_fd = std::get<unique_fd>(top).get();
     checked_dirs out;
     for (std::size_t i = 0; i < out.size(); ++i) {
-        auto dir = open_cache_subdir(root_fd, root, k_subdirs[i].name, k_subdirs[i].below, shared);
+        const auto& sub = k_subdirs[i];
+        auto dir = open_cache_dir(root_fd, sub.name, root / sub.name, shared);  // each level is checked
+        if (sub.below && std::holds_alternative<unique_fd>(dir))
+            dir = open_cache_dir(std::get<unique_fd>(dir).get(), sub.below, root / sub.name / sub.below, shared);
         if (auto* f = std::get_if<open_failure>(&dir)) return std::move(*f);
         out[i] = std::move(std::get<unique_fd>(dir));
     }
