@@ -142,6 +142,25 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
 
 namespace {
 
+// The problem with a file that no read can change, or nullopt when only its
+// digest is left to check.
+std::optional<std::string> shape_problem(const fs::path& p, const installed_file& f) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) return "missing";
+    if (f.kind == entry_kind::symlink) {
+        if (!S_ISLNK(st.st_mode)) return "type changed (expected a symlink)";
+        std::error_code link_ec;
+        const auto target = fs::read_symlink(p, link_ec);
+        if (link_ec || target.string() != f.link_target)
+            return "symlink target changed (expected " + f.link_target + ", found " + target.string() + ")";
+        return "";
+    }
+    if (!S_ISREG(st.st_mode)) return "type changed (expected a regular file)";
+    if (static_cast<std::uint64_t>(st.st_size) != f.size)
+        return "size changed (expected " + std::to_string(f.size) + ", found " + std::to_string(st.st_size) + ")";
+    return std::nullopt;
+}
+
 // The real prefix behind the planner's interface.
 class disk_view final : public prefix_view {
 public:
@@ -158,13 +177,7 @@ public:
 
     bool holds(const std::string& relative, const installed_file& file) const override {
         const fs::path p = prefix_ / relative;
-        struct stat st {};
-        if (::lstat(p.c_str(), &st) != 0) return false;
-        if (file.kind == entry_kind::symlink) {
-            std::error_code ec;
-            return S_ISLNK(st.st_mode) && fs::read_symlink(p, ec).string() == file.link_target;
-        }
-        if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != file.size) return false;
+        if (const auto problem = shape_problem(p, file)) return problem->empty();  // "": the symlink as recorded
         auto digest = file_digest(p, file.piece_size);
         return digest.ok() && *digest == file.sha256;
     }
@@ -283,25 +296,6 @@ struct digest_check {
     std::vector<std::array<unsigned char, 32>> pieces;
     std::vector<std::string> piece_errors;  // "" when the piece was read
 };
-
-// The problem with a file that no read can change, or nullopt when only its
-// digest is left to check.
-std::optional<std::string> shape_problem(const fs::path& p, const installed_file& f) {
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0) return "missing";
-    if (f.kind == entry_kind::symlink) {
-        if (!S_ISLNK(st.st_mode)) return "type changed (expected a symlink)";
-        std::error_code link_ec;
-        const auto target = fs::read_symlink(p, link_ec);
-        if (link_ec || target.string() != f.link_target)
-            return "symlink target changed (expected " + f.link_target + ", found " + target.string() + ")";
-        return "";
-    }
-    if (!S_ISREG(st.st_mode)) return "type changed (expected a regular file)";
-    if (static_cast<std::uint64_t>(st.st_size) != f.size)
-        return "size changed (expected " + std::to_string(f.size) + ", found " + std::to_string(st.st_size) + ")";
-    return std::nullopt;
-}
 
 // Hashes every piece of every check on up to `threads` threads. Each piece is
 // one job, so that one large library does not leave the other cores idle. A
