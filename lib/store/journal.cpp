@@ -89,18 +89,11 @@ const char* journal_path_problem(std::string_view p, journal_role role) {
     return "unknown role";
 }
 
-namespace {
-
-error corrupt_journal(std::string json_path, std::string_view p, const char* why) {
-    return make_error(error_code::bad_manifest, "corrupt commit journal: '" + printable(p) + "' is " + why)
-        .with_json_path(std::move(json_path));
-}
-
-}  // namespace
-
 result<void> check_journal(const journal& j) {
     const auto check = [](const std::string& where, std::string_view p, journal_role role) -> result<void> {
-        if (const char* why = journal_path_problem(p, role)) return corrupt_journal(where, p, why);
+        if (const char* why = journal_path_problem(p, role))
+            return make_error(error_code::bad_manifest, "corrupt commit journal: '" + printable(p) + "' is " + why)
+                .with_json_path(where);
         return {};
     };
     for (std::size_t i = 0; i < j.mkdirs.size(); ++i) {
