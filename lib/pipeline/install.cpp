@@ -820,8 +820,7 @@ result<install_report> install(const install_request& request_in) {
         }
     }
     REDIST_TRY(std::vector<staged_component> staged, run_jobs(request, lock, cache, plan, todo, results));
-    for (std::size_t r = 0; r < request.releases.size(); ++r)
-        out.releases.push_back({request.releases[r].product, request.releases[r].label, {}});
+    for (const auto& release : request.releases) out.releases.push_back({release.product, release.label, {}});
     for (std::size_t k = 0; k < plan.items.size(); ++k)
         if (plan.items[k].action != plan_action::remove)
             out.releases[plan.items[k].release].components.push_back(std::move(results[k].report));

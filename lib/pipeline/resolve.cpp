@@ -63,11 +63,9 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
     run.observer = observer;
     // A document is small: a server that does not send it at once is down (fail fast, see transfer.hpp).
     transfer_options short_timeouts = options;
-    if (options.connect_timeout_seconds <= 0 ||
-        options.connect_timeout_seconds > options.document_connect_timeout_seconds)
-        short_timeouts.connect_timeout_seconds = options.document_connect_timeout_seconds;
-    if (options.stall_timeout_seconds <= 0 || options.stall_timeout_seconds > options.document_stall_timeout_seconds)
-        short_timeouts.stall_timeout_seconds = options.document_stall_timeout_seconds;
+    const auto cap = [](long& seconds, long most) { seconds = seconds <= 0 || seconds > most ? most : seconds; };
+    cap(short_timeouts.connect_timeout_seconds, options.document_connect_timeout_seconds);
+    cap(short_timeouts.stall_timeout_seconds, options.document_stall_timeout_seconds);
     auto fetched = try_sources({url}, run, [&](source_attempt& at) -> result<void> {
         auto got = fetch_text(at.url, short_timeouts, max_bytes, &at.failure);
         if (got.ok()) {
