@@ -262,44 +262,36 @@ result<void> scan_located_receipts(const fs::path& prefix, std::vector<located_r
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(dir, ec))) return {};
     if (!is_directory_no_follow(dir)) return corrupt_receipt(dir, "the receipts directory is not a directory");
-    const auto json_stem = [](const fs::path& p) -> std::optional<std::string> {
+    // One receipt file (`product` empty for the legacy layout); a file that
+    // is not <component>.json is skipped.
+    const auto read_one = [&](const fs::path& p, const std::string& product) -> result<void> {
         const std::string name = p.filename().string();
-        if (is_atomic_write_temp(name) || name.size() <= 5 || name.compare(name.size() - 5, 5, ".json") != 0)
-            return std::nullopt;
-        return name.substr(0, name.size() - 5);
-    };
-    const auto read_one = [&](const fs::path& p, const std::string& product, const std::string& stem) {
+        if (is_atomic_write_temp(name) || name.size() <= 5 || !name.ends_with(".json")) return {};
+        const std::string stem = name.substr(0, name.size() - 5);
+        if (name_problem(stem)) return corrupt_receipt(p, "not a component name");
         auto r = read_receipt_file(p, product, stem);
         if (r.ok()) {
             out.push_back(std::move(r).value());
-            return;
+            return {};
         }
         error e = blocked_component(std::move(r).error_value(), product, stem);
         if (e.source.empty() && e.path.empty()) e.source = p.string();
         unreadable.push_back({product, stem,
                               product.empty() ? legacy_receipt_rel_path(stem) : receipt_rel_path(product, stem),
                               std::move(e)});
+        return {};
     };
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
         const fs::path& p = entry.path();
-        const std::string name = p.filename().string();
         std::error_code sec;
-        const auto status = entry.symlink_status(sec);
-        if (fs::is_directory(status)) {
-            if (name_problem(name)) return corrupt_receipt(p, "not a product directory");
-            for (const auto& inner : fs::directory_iterator(p, ec)) {
-                const auto stem = json_stem(inner.path());
-                if (!stem) continue;
-                if (name_problem(*stem)) return corrupt_receipt(inner.path(), "not a component name");
-                read_one(inner.path(), name, *stem);
-            }
-            if (ec) return fs_error("cannot list receipts", p, ec);
+        if (!fs::is_directory(entry.symlink_status(sec))) {
+            REDIST_TRY_VOID(read_one(p, ""));
             continue;
         }
-        const auto stem = json_stem(p);
-        if (!stem) continue;
-        if (name_problem(*stem)) return corrupt_receipt(p, "not a component name");
-        read_one(p, "", *stem);
+        const std::string product = p.filename().string();
+        if (name_problem(product)) return corrupt_receipt(p, "not a product directory");
+        for (const auto& inner : fs::directory_iterator(p, ec)) REDIST_TRY_VOID(read_one(inner.path(), product));
+        if (ec) return fs_error("cannot list receipts", p, ec);
     }
     if (ec) return fs_error("cannot list receipts", dir, ec);
     std::sort(out.begin(), out.end(), [](const located_receipt& a, const located_receipt& b) {
