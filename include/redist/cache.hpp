@@ -211,7 +211,9 @@ private:
     // Removes trees/<hex>/; returns the bytes of its files (shared with
     // hardlinked prefixes, so not all of them are freed on disk).
     std::uint64_t remove_tree(const std::string& sha256) const;
-    static blob_cache from_checked(const std::filesystem::path& root, bool shared, struct cache_dir_handles&& opened);
+    // open() and open_if_possible(): `refused` is set when the cache is
+    // untrusted, as opposed to missing or impossible to create.
+    static result<blob_cache> open_checked(const std::filesystem::path& root, bool shared, bool& refused);
 
     std::filesystem::path root_;
     bool shared_ = false;

@@ -334,7 +334,6 @@ public:
         staged.stage_dir = stage;
         fill_receipt(release_, a_, sanitize_url(urls_.back()), staged.new_receipt);
         staged.new_receipt.files = std::move(**files);
-        staged.new_receipt.installed_at.clear();
         out_.report.from_cache = true;
         out_.report.from_tree = true;
         out_.report.url = sanitize_url(urls_.back());
@@ -821,8 +820,7 @@ result<install_report> install(const install_request& request_in) {
         }
     }
     REDIST_TRY(std::vector<staged_component> staged, run_jobs(request, lock, cache, plan, todo, results));
-    for (std::size_t r = 0; r < request.releases.size(); ++r)
-        out.releases.push_back({request.releases[r].product, request.releases[r].label, {}});
+    for (const auto& release : request.releases) out.releases.push_back({release.product, release.label, {}});
     for (std::size_t k = 0; k < plan.items.size(); ++k)
         if (plan.items[k].action != plan_action::remove)
             out.releases[plan.items[k].release].components.push_back(std::move(results[k].report));

@@ -63,11 +63,9 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
     run.observer = observer;
     // A document is small: a server that does not send it at once is down (fail fast, see transfer.hpp).
     transfer_options short_timeouts = options;
-    if (options.connect_timeout_seconds <= 0 ||
-        options.connect_timeout_seconds > options.document_connect_timeout_seconds)
-        short_timeouts.connect_timeout_seconds = options.document_connect_timeout_seconds;
-    if (options.stall_timeout_seconds <= 0 || options.stall_timeout_seconds > options.document_stall_timeout_seconds)
-        short_timeouts.stall_timeout_seconds = options.document_stall_timeout_seconds;
+    const auto cap = [](long& seconds, long most) { seconds = seconds <= 0 || seconds > most ? most : seconds; };
+    cap(short_timeouts.connect_timeout_seconds, options.document_connect_timeout_seconds);
+    cap(short_timeouts.stall_timeout_seconds, options.document_stall_timeout_seconds);
     auto fetched = try_sources({url}, run, [&](source_attempt& at) -> result<void> {
         auto got = fetch_text(at.url, short_timeouts, max_bytes, &at.failure);
         if (got.ok()) {
@@ -206,47 +204,35 @@ result<resolved_release> resolve_release(const release_request& request, const t
     } else {
         if (request.product.empty()) return make_error(error_code::usage, "a product is required");
         const std::string spec = request.version_spec.empty() ? "latest" : request.version_spec;
-        std::optional<error> last_error;
-        bool fetched = false;
-        for (const auto& base : bases_in_order(request.sources, request.base_url)) {
+        // One base: the spec as an exact label first (that skips the index
+        // entirely), else the base's own index, with the run's retries,
+        // timeouts and source health.
+        const auto from_base = [&](const std::string& base) -> result<std::string> {
             if (spec != "latest") {
-                // Try the spec as an exact label first: that skips the index entirely.
                 out.manifest_url = manifest_url(base, request.product, spec);
                 auto direct = fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
-                if (direct.ok()) {
-                    text = std::move(direct).value();
-                    fetched = true;
-                    break;
-                }
-                if (direct.error_value().code != error_code::not_found) {
-                    last_error = std::move(direct).error_value();
-                    continue;
-                }
+                if (direct.ok() || direct.error_value().code != error_code::not_found) return direct;
             }
-            // This base's index only, with the run's retries, timeouts and source health.
             source_policy index_sources = request.sources;
             index_sources.mirrors.clear();
-            auto labels = list_versions(base, request.product, options, index_sources, request.observer);
-            if (!labels.ok()) {
-                last_error = std::move(labels).error_value();
-                continue;
-            }
-            auto label = resolve_version_spec(spec, *labels);
-            if (!label.ok()) {
-                last_error = std::move(label).error_value().with_url(index_url(base, request.product));
-                continue;
-            }
+            REDIST_TRY(const auto labels,
+                       list_versions(base, request.product, options, index_sources, request.observer));
+            auto label = resolve_version_spec(spec, labels);
+            if (!label.ok()) return std::move(label).error_value().with_url(index_url(base, request.product));
             out.manifest_url = manifest_url(base, request.product, *label);
-            auto manifest_text = fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
-            if (!manifest_text.ok()) {
-                last_error = std::move(manifest_text).error_value();
-                continue;
+            return fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
+        };
+        std::optional<error> last_error;
+        for (const auto& base : bases_in_order(request.sources, request.base_url)) {
+            auto fetched = from_base(base);
+            if (fetched.ok()) {
+                text = std::move(fetched).value();
+                last_error.reset();
+                break;
             }
-            text = std::move(manifest_text).value();
-            fetched = true;
-            break;
+            last_error = std::move(fetched).error_value();
         }
-        if (!fetched) return with_product_hint(*last_error, request.product);
+        if (last_error) return with_product_hint(*last_error, request.product);
     }
     const auto first_char = text.find_first_not_of(" \t\r\n");
     if (first_char == std::string::npos)

@@ -54,8 +54,7 @@ result<void> lock_platform(const project_file& project, const project_product& p
     if (choice.cuda_major && !wanted)
         notes.push_back("products." + p.name + ": no project.cuda; locking CUDA " + std::to_string(*choice.cuda_major) +
                         " for " + platform + " (" + choice.reason + ")");
-    const std::optional<int> major = choice.cuda_major;
-    auto selection = select_artifacts(release.parsed, {platform, major, components});
+    auto selection = select_artifacts(release.parsed, {platform, choice.cuda_major, components});
     if (!selection.ok()) {
         error e = std::move(selection).error_value();
         e.message = "products." + p.name + " on " + platform + ": " + e.message;
@@ -71,10 +70,6 @@ result<void> lock_platform(const project_file& project, const project_product& p
     }
     return {};
 }
-
-}  // namespace
-
-namespace {
 
 // Resolves `spec` for `p` and locks its artifacts on every listed platform.
 result<locked_product> resolve_product(const project_file& project, const project_product& p, const std::string& spec,

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -332,19 +333,16 @@ bool resumable_cache_file(const fs::path& path, std::uint64_t max_size) {
 
 namespace {
 
-// The checked directories of a cache, open.
-struct checked_dirs {
-    unique_fd blobs, trees, documents, locks, history_urls, history_documents;
-};
-
-// Opens (creating) root/name, or root/name/below when `below` is set,
-// checking each directory on the way (open_cache_dir); returns the last one.
-std::variant<unique_fd, open_failure> open_cache_subdir(int root_fd, const fs::path& root, const char* name,
-                                                        const char* below, bool shared) {
-    auto dir = open_cache_dir(root_fd, name, root / name, shared);
-    if (below == nullptr || std::holds_alternative<open_failure>(dir)) return dir;
-    return open_cache_dir(std::get<unique_fd>(dir).get(), below, root / name / below, shared);
-}
+// The directories of a cache below its root, each opened and checked. The
+// drift history (drift.hpp) is part of the cache: its directories are
+// checked here, with the others, before anything is written into them.
+// blob_cache::from_checked names its members in this order.
+constexpr struct {
+    const char* name;
+    const char* below;  // or nullptr
+} k_subdirs[] = {{"blobs", "sha256"}, {"trees", nullptr},  {"documents", nullptr},
+                 {"locks", nullptr},  {"history", "urls"}, {"history", "documents"}};
+using checked_dirs = std::array<unique_fd, std::size(k_subdirs)>;
 
 // Creates what is missing and checks every directory of the cache (see
 // "Trust" in cache.hpp), keeping each open.
@@ -370,19 +368,13 @@ std::variant<checked_dirs, open_failure> prepare_cache_dirs(const fs::path& root
     }
     const int root_fd = std::get<unique_fd>(top).get();
     checked_dirs out;
-    // The drift history (drift.hpp) is part of the cache: its directories are
-    // checked here, with the others, before anything is written into them.
-    const struct {
-        const char* name;
-        const char* below;
-        unique_fd* slot;
-    } subs[] = {{"blobs", "sha256", &out.blobs},        {"trees", nullptr, &out.trees},
-                {"documents", nullptr, &out.documents}, {"locks", nullptr, &out.locks},
-                {"history", "urls", &out.history_urls}, {"history", "documents", &out.history_documents}};
-    for (const auto& sub : subs) {
-        auto dir = open_cache_subdir(root_fd, root, sub.name, sub.below, shared);
+    for (std::size_t i = 0; i < out.size(); ++i) {
+        const auto& sub = k_subdirs[i];
+        auto dir = open_cache_dir(root_fd, sub.name, root / sub.name, shared);  // each level is checked
+        if (sub.below && std::holds_alternative<unique_fd>(dir))
+            dir = open_cache_dir(std::get<unique_fd>(dir).get(), sub.below, root / sub.name / sub.below, shared);
         if (auto* f = std::get_if<open_failure>(&dir)) return std::move(*f);
-        *sub.slot = std::move(std::get<unique_fd>(dir));
+        out[i] = std::move(std::get<unique_fd>(dir));
     }
     return out;
 }
@@ -395,57 +387,45 @@ fs::path anchored(int fd, const fs::path& path) {
     return fs::path("/proc/self/fd") / std::to_string(fd);
 }
 
-std::optional<open_failure> resolve_root(const fs::path& root, fs::path& absolute) {
-    if (root.empty())
-        return open_failure{make_error(error_code::filesystem,
-                                       "no cache directory: HOME is unset and the user has no home directory; "
-                                       "pass --cache-dir DIR (or set REDIST_CACHE_DIR), or --no-cache"),
-                            false};
-    std::error_code ec;
-    absolute = fs::absolute(root, ec).lexically_normal();
-    if (ec) return open_failure{errno_error("cannot resolve cache directory", root, ec.value()), false};
-    if (absolute.filename().empty()) absolute = absolute.parent_path();  // "dir/" -> "dir"
-    return std::nullopt;
-}
-
 }  // namespace
 
-struct cache_dir_handles {
-    checked_dirs dirs;
-};
+struct cache_dir_handles : checked_dirs {};
 
-blob_cache blob_cache::from_checked(const fs::path& absolute, bool shared, cache_dir_handles&& opened) {
-    checked_dirs& dirs = opened.dirs;
+result<blob_cache> blob_cache::open_checked(const fs::path& root, bool shared, bool& refused) {
+    if (root.empty())
+        return make_error(error_code::filesystem,
+                          "no cache directory: HOME is unset and the user has no home directory; "
+                          "pass --cache-dir DIR (or set REDIST_CACHE_DIR), or --no-cache");
+    std::error_code ec;
+    fs::path absolute = fs::absolute(root, ec).lexically_normal();
+    if (ec) return errno_error("cannot resolve cache directory", root, ec.value());
+    if (absolute.filename().empty()) absolute = absolute.parent_path();  // "dir/" -> "dir"
+    auto dirs = prepare_cache_dirs(absolute, shared);
+    if (auto* f = std::get_if<open_failure>(&dirs)) {
+        refused = f->refused;
+        return std::move(f->err);
+    }
     blob_cache cache;
     cache.root_ = absolute;
     cache.shared_ = shared;
-    cache.blobs_ = absolute / "blobs" / "sha256";
-    cache.trees_ = absolute / "trees";
-    cache.documents_ = absolute / "documents";
-    cache.locks_ = absolute / "locks";
-    cache.history_urls_ = absolute / "history" / "urls";
-    cache.history_documents_ = absolute / "history" / "documents";
-    if (shared) {
-        // Not ours: reach each directory through its descriptor (see cache.hpp).
-        auto handles = std::make_shared<cache_dir_handles>();
-        handles->dirs = std::move(dirs);
-        cache.blobs_ = anchored(handles->dirs.blobs.get(), cache.blobs_);
-        cache.trees_ = anchored(handles->dirs.trees.get(), cache.trees_);
-        cache.documents_ = anchored(handles->dirs.documents.get(), cache.documents_);
-        cache.locks_ = anchored(handles->dirs.locks.get(), cache.locks_);
-        cache.history_urls_ = anchored(handles->dirs.history_urls.get(), cache.history_urls_);
-        cache.history_documents_ = anchored(handles->dirs.history_documents.get(), cache.history_documents_);
-        cache.handles_ = std::move(handles);
+    fs::path* const paths[] = {&cache.blobs_, &cache.trees_,        &cache.documents_,
+                               &cache.locks_, &cache.history_urls_, &cache.history_documents_};
+    static_assert(std::size(paths) == std::size(k_subdirs));
+    for (std::size_t i = 0; i < std::size(paths); ++i) {
+        const auto& sub = k_subdirs[i];
+        const fs::path plain = sub.below ? absolute / sub.name / sub.below : absolute / sub.name;
+        // Shared, not ours: each directory is reached through its descriptor (see cache.hpp).
+        *paths[i] = shared ? anchored(std::get<checked_dirs>(dirs)[i].get(), plain) : plain;
     }
+    if (shared)
+        cache.handles_ = std::make_shared<cache_dir_handles>(
+            cache_dir_handles{std::move(std::get<checked_dirs>(dirs))});
     return cache;
 }
 
 result<blob_cache> blob_cache::open(const fs::path& root, bool shared) {
-    fs::path absolute;
-    if (auto failed = resolve_root(root, absolute)) return std::move(failed->err);
-    auto dirs = prepare_cache_dirs(absolute, shared);
-    if (auto* f = std::get_if<open_failure>(&dirs)) return std::move(f->err);
-    return from_checked(absolute, shared, cache_dir_handles{std::move(std::get<checked_dirs>(dirs))});
+    bool refused = false;
+    return open_checked(root, shared, refused);
 }
 
 result<std::optional<blob_cache>> blob_cache::open_if_possible(const std::optional<fs::path>& root, bool shared) {
@@ -454,15 +434,11 @@ result<std::optional<blob_cache>> blob_cache::open_if_possible(const std::option
 }
 
 result<std::optional<blob_cache>> blob_cache::open_if_possible(const fs::path& root, bool shared) {
-    fs::path absolute;
-    if (auto failed = resolve_root(root, absolute)) return std::optional<blob_cache>();
-    auto dirs = prepare_cache_dirs(absolute, shared);
-    if (auto* f = std::get_if<open_failure>(&dirs)) {
-        if (f->refused) return std::move(f->err);
-        return std::optional<blob_cache>();
-    }
-    return std::optional<blob_cache>(
-        from_checked(absolute, shared, cache_dir_handles{std::move(std::get<checked_dirs>(dirs))}));
+    bool refused = false;
+    auto cache = open_checked(root, shared, refused);
+    if (cache.ok()) return std::optional<blob_cache>(std::move(cache).value());
+    if (refused) return std::move(cache).error_value();
+    return std::optional<blob_cache>();
 }
 
 fs::path blob_cache::blob_path(const std::string& sha256) const { return blobs_ / sha256; }
@@ -759,12 +735,10 @@ std::optional<std::string> blob_cache::load_document(const std::string& url, std
     // A document is input like any download: no symlinks, no FIFOs, bounded,
     // and, in a shared cache, only what we wrote (a manifest decides which
     // hashes are trusted, so one planted by another user must not be used).
-    auto opened = open_cache_file(documents_ / sha256_hex(url), cache_file_access::read);
-    if (!opened.ok()) return std::nullopt;
-    unique_fd fd(*opened);
     struct stat st {};
-    if (::fstat(fd.get(), &st) != 0 || (shared_ && !written_by_us(st))) return std::nullopt;
-    auto text = read_fd(fd.get(), static_cast<std::uint64_t>(st.st_size), max_bytes, documents_);
+    const auto fd = open_regular(documents_ / sha256_hex(url), follow_links::no, &st);
+    if (!fd.ok() || (shared_ && !written_by_us(st))) return std::nullopt;
+    auto text = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), max_bytes, documents_);
     if (!text.ok()) return std::nullopt;
     return std::move(text).value();
 }
@@ -815,41 +789,31 @@ bool parse_tree_record(simdjson::ondemand::object obj, tree_record& r) {
     installed_file& f = r.file;
     for (auto field : obj) {
         std::string_view key;
-        std::string_view sv;
-        std::uint64_t n = 0;
-        std::int64_t i = 0;
         if (field.unescaped_key().get(key)) return false;
         auto v = field.value();
-        if (key == "path") {
+        std::string_view sv;
+        std::uint64_t n = 0;
+        std::string* text = key == "path"     ? &f.path
+                            : key == "sha256" ? &f.sha256
+                            : key == "target" ? &f.link_target
+                                              : nullptr;
+        std::int64_t* time = key == "mtime_ns" ? &r.mtime : key == "ctime_ns" ? &r.ctime : nullptr;
+        if (text) {
             if (v.get_string().get(sv)) return false;
-            f.path = sv;
+            *text = sv;
+        } else if (time) {
+            if (v.get_int64().get(*time)) return false;
+        } else if (key == "size" || key == "ino") {
+            if (v.get_uint64().get(key == "size" ? f.size : r.ino)) return false;
         } else if (key == "type") {
             if (v.get_string().get(sv) || (sv != "symlink" && sv != "file")) return false;
             f.kind = sv == "symlink" ? entry_kind::symlink : entry_kind::regular;
-        } else if (key == "size") {
-            if (v.get_uint64().get(n)) return false;
-            f.size = n;
-        } else if (key == "sha256") {
-            if (v.get_string().get(sv)) return false;
-            f.sha256 = sv;
         } else if (key == "piece_size") {
             if (v.get_uint64().get(n) || n == 0 || !valid_piece_size(n)) return false;
             f.piece_size = n;
-        } else if (key == "target") {
-            if (v.get_string().get(sv)) return false;
-            f.link_target = sv;
         } else if (key == "mode") {
             if (v.get_uint64().get(n) || n > 07777) return false;
             f.mode = static_cast<unsigned>(n);
-        } else if (key == "ino") {
-            if (v.get_uint64().get(n)) return false;
-            r.ino = n;
-        } else if (key == "mtime_ns") {
-            if (v.get_int64().get(i)) return false;
-            r.mtime = i;
-        } else if (key == "ctime_ns") {
-            if (v.get_int64().get(i)) return false;
-            r.ctime = i;
         } else return false;
     }
     return true;
@@ -1005,11 +969,8 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
         }
         // The list is written before the directory is renamed into place, so a
         // tree under its final name always has a list.
-        const fs::path list_path = tmp / ".redist-tree.json";
-        unique_fd out(::open(list_path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644));
-        if (out.get() < 0) return abandon();
-        const bool written = write_all(out.get(), tree_list_json(list), list_path).ok();
-        if (!out.close(tmp_path).ok() || !written || ::rename(tmp_path.c_str(), final_dir.c_str()) != 0)
+        if (!atomic_write(tmp / ".redist-tree.json", tree_list_json(list), durability::none).ok() ||
+            ::rename(tmp_path.c_str(), final_dir.c_str()) != 0)
             return abandon();
     } catch (...) {
         // Best effort (std::bad_alloc): no tree is recorded.
@@ -1048,9 +1009,6 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         if (!shared_) remove_tree(sha256);
         return outcome();
     };
-    auto stage_error = [&](const char* what, const fs::path& path) -> result<outcome> {
-        return errno_error(what, path, errno);
-    };
 
     // The list decides what gets installed, so it must be one we wrote: in
     // a directory and a file owned by us (or root) that nobody else can
@@ -1058,14 +1016,12 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
     if (!dir_opened || !S_ISDIR(dir_st.st_mode) || (dir_st.st_uid != ::geteuid() && dir_st.st_uid != 0) ||
         (dir_st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
         return reject();
-    auto opened = open_cache_file(list_path, cache_file_access::read);
-    if (!opened.ok()) return reject();
     std::optional<tree_list> list;
     {
-        unique_fd fd(*opened);
         struct stat st {};
-        if (::fstat(fd.get(), &st) != 0 || !written_by_us(st)) return reject();
-        const auto text = read_fd(fd.get(), static_cast<std::uint64_t>(st.st_size), k_max_tree_list, list_path);
+        const auto fd = open_regular(list_path, follow_links::no, &st);
+        if (!fd.ok() || !written_by_us(st)) return reject();
+        const auto text = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), k_max_tree_list, list_path);
         if (!text.ok()) return reject();
         list = parse_tree_list(text.value());
     }
@@ -1084,14 +1040,14 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
                 .with_path(to.parent_path().string());
         if (f.kind == entry_kind::symlink) {
             // Made from the (validated) list, not copied from the tree.
-            if (::symlink(f.link_target.c_str(), to.c_str()) != 0) return stage_error("cannot create symlink", to);
+            if (::symlink(f.link_target.c_str(), to.c_str()) != 0)
+                return errno_error("cannot create symlink", to, errno);
             continue;
         }
-        auto source = open_cache_file(dir / f.path, cache_file_access::read);
-        if (!source.ok()) return reject();
-        unique_fd in(*source);
         struct stat st {};
-        if (::fstat(in.get(), &st) != 0 || static_cast<std::uint64_t>(st.st_size) != f.size) return reject();
+        auto source = open_regular(dir / f.path, follow_links::no, &st);
+        if (!source.ok() || static_cast<std::uint64_t>(st.st_size) != f.size) return reject();
+        const unique_fd in = std::move(source).value();
         // Not shared, the cache is ours (checked by open): nobody but us and
         // root could have written this file. What remains are our own (or
         // root's) edits, and those change the ctime even when the size and
@@ -1112,18 +1068,18 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
             // Not shared: only we (or root) can write the cache's file, so it is hashed in place.
             if (!as_recorded && !digest_matches(in.get(), f, dir / f.path)) return reject();
             if (::link((dir / f.path).c_str(), to.c_str()) != 0)
-                return stage_error("cannot place file from the cache", to);
+                return errno_error("cannot place file from the cache", to, errno);
             continue;
         }
         unique_fd out(::open(to.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
-        if (out.get() < 0) return stage_error("cannot place file from the cache", to);
+        if (out.get() < 0) return errno_error("cannot place file from the cache", to, errno);
         if (!clone_or_copy(in.get(), out.get(), st.st_size, mode != link_mode::copy, mode != link_mode::reflink))
             return placing_error(mode, errno, root_, stage, to);
         // The copy is ours now: hashing it (not the cache's file) leaves no
         // window for a swap between the check and the use.
         if (!as_recorded && !digest_matches(out.get(), f, to)) return reject();
         if (::fchmod(out.get(), f.mode & 0777) != 0 || !out.close(to).ok())
-            return stage_error("cannot place file from the cache", to);
+            return errno_error("cannot place file from the cache", to, errno);
     }
     if (hardlink && !list->hardlinked) {
         // From now on the tree shares inodes with a prefix: see link_mode.

@@ -131,21 +131,18 @@ result<staged_claims> claim_staged_files(const std::vector<planned_stage>& stage
     for (const auto& s : staged) {
         for (const auto& f : s.r->files) {
             REDIST_TRY_VOID(check_staged_path(f.path));
-            const auto kept = kept_owners.find(f.path);
-            if (kept != kept_owners.end() && !same_content(*kept->second.file, f)) {
-                return make_error(error_code::conflict, "components " + owner_label(*kept->second.r, *s.r) + " and " +
-                                                            owner_label(*s.r, *kept->second.r) +
-                                                            " install different files at the same path")
+            const auto clash = [&](const owner& other, const char* verb) {
+                return make_error(error_code::conflict, "components " + owner_label(*other.r, *s.r) + " and " +
+                                                            owner_label(*s.r, *other.r) + " " + verb +
+                                                            " different files at the same path")
                     .with_path(f.path);
-            }
+            };
+            const auto kept = kept_owners.find(f.path);
+            if (kept != kept_owners.end() && !same_content(*kept->second.file, f))
+                return clash(kept->second, "install");
             const auto [it, inserted] = claims.owners.emplace(f.path, owner{s.r, &f});
             if (!inserted) {
-                if (!same_content(*it->second.file, f)) {
-                    return make_error(error_code::conflict, "components " + owner_label(*it->second.r, *s.r) + " and " +
-                                                                owner_label(*s.r, *it->second.r) +
-                                                                " ship different files at the same path")
-                        .with_path(f.path);
-                }
+                if (!same_content(*it->second.file, f)) return clash(it->second, "ship");
                 continue;  // identical: the first component's copy is moved, this one stays in its stage
             }
             for (const auto& parent : parents_of(f.path)) claims.dirs.insert(parent);

@@ -89,18 +89,11 @@ const char* journal_path_problem(std::string_view p, journal_role role) {
     return "unknown role";
 }
 
-namespace {
-
-error corrupt_journal(std::string json_path, std::string_view p, const char* why) {
-    return make_error(error_code::bad_manifest, "corrupt commit journal: '" + printable(p) + "' is " + why)
-        .with_json_path(std::move(json_path));
-}
-
-}  // namespace
-
 result<void> check_journal(const journal& j) {
     const auto check = [](const std::string& where, std::string_view p, journal_role role) -> result<void> {
-        if (const char* why = journal_path_problem(p, role)) return corrupt_journal(where, p, why);
+        if (const char* why = journal_path_problem(p, role))
+            return make_error(error_code::bad_manifest, "corrupt commit journal: '" + printable(p) + "' is " + why)
+                .with_json_path(where);
         return {};
     };
     for (std::size_t i = 0; i < j.mkdirs.size(); ++i) {
@@ -213,10 +206,7 @@ private:
 void remove_stages(const fs::path& prefix, const journal& j) {
     for (const auto& rel : j.stages) {
         auto stage = confined_join(prefix, rel);
-        if (!stage.ok()) continue;  // check_journal() refused such a journal already
-        std::error_code ec;
-        fs::remove_all(*stage, ec);  // does not follow symlinks inside
-        fs::remove(stage->string() + ".receipt.json", ec);
+        if (stage.ok()) remove_stage(*stage);  // else check_journal() refused such a journal already
     }
 }
 
@@ -325,9 +315,9 @@ result<void> run_transaction(const fs::path& prefix, const journal& j) {
 // so that the prefix is never left waiting for a hand to free space.
 result<void> recover_prefix(const fs::path& prefix) {
     const fs::path path = journal_path(prefix);
-    if (exists_no_follow(path)) {
-        struct stat st {};
-        if (::lstat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) == 0) {
+        if (!S_ISREG(st.st_mode))
             return make_error(error_code::bad_manifest, "corrupt commit journal: not a regular file")
                 .with_source(path.string());
         REDIST_TRY(const std::string text, read_file(path, max_journal_bytes));
@@ -341,13 +331,8 @@ result<void> recover_prefix(const fs::path& prefix) {
         }
         if (::unlink(path.c_str()) != 0 && errno != ENOENT) return errno_error("cannot remove", path, errno);
     }
-    // Under the lock, every stage is a leftover of a dead process.
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(staging_dir(prefix), ec)) {
-        std::error_code ignored;
-        fs::remove_all(entry.path(), ignored);
-    }
     // Temp files of atomic writes that never got renamed.
+    std::error_code ec;
     for (const auto& entry : fs::recursive_directory_iterator(receipts_dir(prefix), ec)) {
         if (is_atomic_write_temp(entry.path().filename().string())) {
             std::error_code ignored;

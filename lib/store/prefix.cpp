@@ -52,6 +52,7 @@ result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::f
     lock.prefix_ = prefix;
     lock.fd_ = held_lock_fd(new unique_fd(std::move(fd)));
     REDIST_TRY_VOID(recover_prefix(prefix));
+    discard_stages(lock);  // under the lock, every stage is a leftover of a dead process
     return lock;
 }
 
@@ -141,6 +142,25 @@ result<void> prepare_stage(staged_component& staged, const std::vector<unpacked_
 
 namespace {
 
+// The problem with a file that no read can change, or nullopt when only its
+// digest is left to check.
+std::optional<std::string> shape_problem(const fs::path& p, const installed_file& f) {
+    struct stat st {};
+    if (::lstat(p.c_str(), &st) != 0) return "missing";
+    if (f.kind == entry_kind::symlink) {
+        if (!S_ISLNK(st.st_mode)) return "type changed (expected a symlink)";
+        std::error_code link_ec;
+        const auto target = fs::read_symlink(p, link_ec);
+        if (link_ec || target.string() != f.link_target)
+            return "symlink target changed (expected " + f.link_target + ", found " + target.string() + ")";
+        return "";
+    }
+    if (!S_ISREG(st.st_mode)) return "type changed (expected a regular file)";
+    if (static_cast<std::uint64_t>(st.st_size) != f.size)
+        return "size changed (expected " + std::to_string(f.size) + ", found " + std::to_string(st.st_size) + ")";
+    return std::nullopt;
+}
+
 // The real prefix behind the planner's interface.
 class disk_view final : public prefix_view {
 public:
@@ -157,13 +177,7 @@ public:
 
     bool holds(const std::string& relative, const installed_file& file) const override {
         const fs::path p = prefix_ / relative;
-        struct stat st {};
-        if (::lstat(p.c_str(), &st) != 0) return false;
-        if (file.kind == entry_kind::symlink) {
-            std::error_code ec;
-            return S_ISLNK(st.st_mode) && fs::read_symlink(p, ec).string() == file.link_target;
-        }
-        if (!S_ISREG(st.st_mode) || static_cast<std::uint64_t>(st.st_size) != file.size) return false;
+        if (const auto problem = shape_problem(p, file)) return problem->empty();  // "": the symlink as recorded
         auto digest = file_digest(p, file.piece_size);
         return digest.ok() && *digest == file.sha256;
     }
@@ -224,11 +238,7 @@ result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_
     // Until the journal exists nothing has changed in the prefix: a refusal
     // drops the stages too, so no stage outlives a failed run.
     const auto abandon = [&staged](error e) -> error {
-        for (const auto& s : staged) {
-            std::error_code ec;
-            fs::remove_all(s.stage_dir, ec);
-            fs::remove(s.stage_dir.string() + ".receipt.json", ec);
-        }
+        for (const auto& s : staged) remove_stage(s.stage_dir);
         return e;
     };
     std::vector<located_receipt> existing;
@@ -286,25 +296,6 @@ struct digest_check {
     std::vector<std::array<unsigned char, 32>> pieces;
     std::vector<std::string> piece_errors;  // "" when the piece was read
 };
-
-// The problem with a file that no read can change, or nullopt when only its
-// digest is left to check.
-std::optional<std::string> shape_problem(const fs::path& p, const installed_file& f) {
-    struct stat st {};
-    if (::lstat(p.c_str(), &st) != 0) return "missing";
-    if (f.kind == entry_kind::symlink) {
-        if (!S_ISLNK(st.st_mode)) return "type changed (expected a symlink)";
-        std::error_code link_ec;
-        const auto target = fs::read_symlink(p, link_ec);
-        if (link_ec || target.string() != f.link_target)
-            return "symlink target changed (expected " + f.link_target + ", found " + target.string() + ")";
-        return "";
-    }
-    if (!S_ISREG(st.st_mode)) return "type changed (expected a regular file)";
-    if (static_cast<std::uint64_t>(st.st_size) != f.size)
-        return "size changed (expected " + std::to_string(f.size) + ", found " + std::to_string(st.st_size) + ")";
-    return std::nullopt;
-}
 
 // Hashes every piece of every check on up to `threads` threads. Each piece is
 // one job, so that one large library does not leave the other cores idle. A
@@ -414,10 +405,7 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
     // A receipt that cannot be read blocks its own component only. Which
     // files it lists is unknown: they are never deleted here, but a file it
     // shares with a component that goes is deleted with that one.
-    for (auto& u : unreadable)
-        for (const auto& ref : which)
-            if (ref.component == u.component && (ref.product.empty() || u.product.empty() || ref.product == u.product))
-                return std::move(u.why);
+    REDIST_TRY_VOID(repaired_receipts(prefix, unreadable, {}, which));
     std::map<std::string, std::set<std::string>> products_of;  // component -> products that have it
     for (const auto& e : receipts) products_of[e.r.component].insert(e.r.product);
     std::vector<component_key> targets;
@@ -425,14 +413,14 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
         const auto found = products_of.find(ref.component);
         const bool known = found != products_of.end() && (ref.product.empty() || found->second.count(ref.product));
         if (!known) {
-            std::string installed;
-            for (const auto& e : receipts) installed += (installed.empty() ? "" : ", ") + e.r.component;
-            const std::string what = ref.product.empty() ? "component " + printable(ref.component, 64)
-                                                         : "component " + printable(ref.component, 64) +
-                                                               " of product " + printable(ref.product, 64);
             std::vector<std::string> names;
-            names.reserve(receipts.size());
-            for (const auto& e : receipts) names.push_back(e.r.component);
+            std::string installed;
+            for (const auto& e : receipts) {
+                names.push_back(e.r.component);
+                installed += (installed.empty() ? "" : ", ") + e.r.component;
+            }
+            const std::string what = "component " + printable(ref.component, 64) +
+                                     (ref.product.empty() ? "" : " of product " + printable(ref.product, 64));
             return make_error(error_code::not_found, what + " is not installed" + did_you_mean(ref.component, names) +
                                                          " (installed: " + (installed.empty() ? "none" : installed) +
                                                          ")")

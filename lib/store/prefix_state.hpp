@@ -27,6 +27,13 @@ inline error fs_error(const std::string& what, const fs::path& path, const std::
     return make_error(error_code::filesystem, what + ": " + ec.message()).with_path(path.string());
 }
 
+// Removes a stage (never following a symlink inside) and the receipt written beside it.
+inline void remove_stage(const fs::path& stage) {
+    std::error_code ec;
+    fs::remove_all(stage, ec);
+    fs::remove(stage.string() + ".receipt.json", ec);
+}
+
 inline bool is_directory_no_follow(const fs::path& p) {
     struct stat st {};
     return ::lstat(p.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
@@ -73,8 +80,8 @@ const char* journal_path_problem(std::string_view p, journal_role role);
 result<void> run_transaction(const fs::path& prefix, const journal& j);
 
 // Completes an interrupted commit (or rolls it back when none of its files
-// was moved and it cannot be completed), then removes leftover stages and
-// temp files. Runs under the prefix lock.
+// was moved and it cannot be completed), then removes leftover temp files.
+// Runs under the prefix lock.
 result<void> recover_prefix(const fs::path& prefix);
 
 // Every receipt file, new layout and legacy, in a stable order. A receipt

@@ -117,6 +117,18 @@ json::value_fn read_digest(std::string& out) {
     };
 }
 
+// An array of strings; with `paths`, each a plain relative path.
+json::value_fn read_strings(std::vector<std::string>& out, bool paths) {
+    return [&out, paths](json::value& v) -> result<void> {
+        return v.for_each([&out, paths](json::value& item) -> result<void> {
+            std::string s;
+            REDIST_TRY_VOID(paths ? item.get_relative_path(s) : item.get(s));
+            out.push_back(std::move(s));
+            return result<void>();
+        });
+    };
+}
+
 result<void> read_installed_file(json::value& item, installed_file& f) {
     std::string type = "file";
     std::uint64_t mode = 0;
@@ -194,23 +206,8 @@ result<receipt> receipt_from_json(std::string_view text, std::string_view source
                   return result<void>();
               });
           }},
-         {"exclude",
-          [&](json::value& v) -> result<void> {
-              return v.for_each([&](json::value& item) -> result<void> {
-                  std::string glob;
-                  REDIST_TRY_VOID(item.get(glob));
-                  r.exclude.push_back(std::move(glob));
-                  return result<void>();
-              });
-          }},
-         {"excluded", [&](json::value& v) -> result<void> {
-              return v.for_each([&](json::value& item) -> result<void> {
-                  std::string path;
-                  REDIST_TRY_VOID(item.get_relative_path(path));
-                  r.excluded.push_back(std::move(path));
-                  return result<void>();
-              });
-          }}});
+         {"exclude", read_strings(r.exclude, false)},
+         {"excluded", read_strings(r.excluded, true)}});
     if (!read.ok()) return std::move(read).error_value();
     if (schema != 1 && schema != 2)
         return make_error(error_code::bad_manifest, "unsupported receipt schema " + std::to_string(schema))
@@ -265,44 +262,36 @@ result<void> scan_located_receipts(const fs::path& prefix, std::vector<located_r
     std::error_code ec;
     if (!fs::exists(fs::symlink_status(dir, ec))) return {};
     if (!is_directory_no_follow(dir)) return corrupt_receipt(dir, "the receipts directory is not a directory");
-    const auto json_stem = [](const fs::path& p) -> std::optional<std::string> {
+    // One receipt file (`product` empty for the legacy layout); a file that
+    // is not <component>.json is skipped.
+    const auto read_one = [&](const fs::path& p, const std::string& product) -> result<void> {
         const std::string name = p.filename().string();
-        if (is_atomic_write_temp(name) || name.size() <= 5 || name.compare(name.size() - 5, 5, ".json") != 0)
-            return std::nullopt;
-        return name.substr(0, name.size() - 5);
-    };
-    const auto read_one = [&](const fs::path& p, const std::string& product, const std::string& stem) {
+        if (is_atomic_write_temp(name) || name.size() <= 5 || !name.ends_with(".json")) return {};
+        const std::string stem = name.substr(0, name.size() - 5);
+        if (name_problem(stem)) return corrupt_receipt(p, "not a component name");
         auto r = read_receipt_file(p, product, stem);
         if (r.ok()) {
             out.push_back(std::move(r).value());
-            return;
+            return {};
         }
         error e = blocked_component(std::move(r).error_value(), product, stem);
         if (e.source.empty() && e.path.empty()) e.source = p.string();
         unreadable.push_back({product, stem,
                               product.empty() ? legacy_receipt_rel_path(stem) : receipt_rel_path(product, stem),
                               std::move(e)});
+        return {};
     };
     for (const auto& entry : fs::directory_iterator(dir, ec)) {
         const fs::path& p = entry.path();
-        const std::string name = p.filename().string();
         std::error_code sec;
-        const auto status = entry.symlink_status(sec);
-        if (fs::is_directory(status)) {
-            if (name_problem(name)) return corrupt_receipt(p, "not a product directory");
-            for (const auto& inner : fs::directory_iterator(p, ec)) {
-                const auto stem = json_stem(inner.path());
-                if (!stem) continue;
-                if (name_problem(*stem)) return corrupt_receipt(inner.path(), "not a component name");
-                read_one(inner.path(), name, *stem);
-            }
-            if (ec) return fs_error("cannot list receipts", p, ec);
+        if (!fs::is_directory(entry.symlink_status(sec))) {
+            REDIST_TRY_VOID(read_one(p, ""));
             continue;
         }
-        const auto stem = json_stem(p);
-        if (!stem) continue;
-        if (name_problem(*stem)) return corrupt_receipt(p, "not a component name");
-        read_one(p, "", *stem);
+        const std::string product = p.filename().string();
+        if (name_problem(product)) return corrupt_receipt(p, "not a product directory");
+        for (const auto& inner : fs::directory_iterator(p, ec)) REDIST_TRY_VOID(read_one(inner.path(), product));
+        if (ec) return fs_error("cannot list receipts", p, ec);
     }
     if (ec) return fs_error("cannot list receipts", dir, ec);
     std::sort(out.begin(), out.end(), [](const located_receipt& a, const located_receipt& b) {
@@ -313,45 +302,26 @@ result<void> scan_located_receipts(const fs::path& prefix, std::vector<located_r
     return {};
 }
 
-namespace {
-
-// Every receipt; the first that cannot be read fails all (for the callers
-// that must see every component: remove all, sbom, sync).
-result<std::vector<located_receipt>> read_located_receipts(const fs::path& prefix) {
-    std::vector<located_receipt> out;
-    std::vector<unreadable_receipt> unreadable;
-    REDIST_TRY_VOID(scan_located_receipts(prefix, out, unreadable));
-    if (!unreadable.empty()) return std::move(unreadable.front().why);
-    return out;
-}
-
-// Legacy receipts beside new ones of the same key are leftovers: the new
-// layout wins (`located` is sorted, so equal keys are adjacent).
-std::vector<receipt> newest_receipts(std::vector<located_receipt> located) {
-    std::vector<receipt> out;
-    for (std::size_t i = 0; i < located.size(); ++i) {
-        if (!out.empty() && key_of(out.back()) == key_of(located[i].r)) {
-            if (segment_count(located[i].rel_path) == 4) out.back() = std::move(located[i].r);
-            continue;
-        }
-        out.push_back(std::move(located[i].r));
-    }
-    return out;
-}
-
-}  // namespace
-
 result<receipt_scan> scan_receipts(const fs::path& prefix) {
     std::vector<located_receipt> located;
     receipt_scan scan;
     REDIST_TRY_VOID(scan_located_receipts(prefix, located, scan.unreadable));
-    scan.receipts = newest_receipts(std::move(located));
+    // Legacy receipts beside new ones of the same key are leftovers: the new
+    // layout wins (`located` is sorted, so equal keys are adjacent).
+    for (auto& l : located) {
+        if (!scan.receipts.empty() && key_of(scan.receipts.back()) == key_of(l.r)) {
+            if (segment_count(l.rel_path) == 4) scan.receipts.back() = std::move(l.r);
+            continue;
+        }
+        scan.receipts.push_back(std::move(l.r));
+    }
     return scan;
 }
 
 result<std::vector<receipt>> read_receipts(const fs::path& prefix) {
-    REDIST_TRY(std::vector<located_receipt> located, read_located_receipts(prefix));
-    return newest_receipts(std::move(located));
+    REDIST_TRY(receipt_scan scan, scan_receipts(prefix));
+    if (!scan.unreadable.empty()) return std::move(scan.unreadable.front().why);
+    return std::move(scan.receipts);
 }
 
 }  // namespace redist
