@@ -34,19 +34,16 @@ struct lock_args {
 
 // A usage error, or 0: the two forms of `redist lock` take different options.
 int check_lock_form(const lock_args& args) {
-    const auto usage = [](const std::string& why) {
-        return report_error(redist::make_error(redist::error_code::usage, why));
-    };
     if (args.product.empty() != args.version.empty())
-        return usage("give PRODUCT and VERSION, or neither to lock the project (redist.toml)");
+        return usage_error("give PRODUCT and VERSION, or neither to lock the project (redist.toml)");
     const bool single = !args.product.empty();
     const auto& p = args.project;
     if (single && (!p.file.empty() || !p.lock_file.empty() || p.upgrade || p.strict))
-        return usage(
+        return usage_error(
             "--file, --lock-file, --upgrade and --strict lock a project: run `redist lock` without "
             "PRODUCT VERSION");
     if (!single && (!args.platforms.empty() || !args.cuda.empty() || !args.components.empty() || !args.output.empty()))
-        return usage(
+        return usage_error(
             "--platform, --cuda, --component and --output lock one release: give PRODUCT VERSION (a "
             "project's platforms, CUDA variant and components are in redist.toml)");
     return 0;
@@ -62,9 +59,7 @@ int cmd_lock(lock_args args) {
     if (args.product.empty()) return run_project_lock(args.project);
     const std::string output = args.output.empty() ? "redist.lock" : args.output;
     if (args.json && output == "-")
-        return report_error(redist::make_error(redist::error_code::usage,
-                                               "--json summarizes the lock written to a file; with -o - the lock "
-                                               "itself is the output"));
+        return usage_error("--json summarizes the lock written to a file; with -o - the lock itself is the output");
     // A project's lock is redist sync's; a single-release lock never replaces it.
     if (output != "-" && holds_project_lock(output))
         return report_error(redist::make_error(redist::error_code::bad_manifest,
@@ -99,9 +94,8 @@ int cmd_lock(lock_args args) {
         summary.release_label = lock->release_label;
         summary.artifacts = lock->artifacts;
         print_lock_json(output, {summary});
-        return 0;
     }
-    if (args.quiet) return 0;
+    if (args.json || args.quiet) return 0;
     std::printf("locked %s %s: %zu artifacts -> %s\n", printable(lock->product).c_str(),
                 printable(lock->release_label).c_str(), lock->artifacts.size(), printable(output).c_str());
     return 0;

@@ -37,46 +37,40 @@ std::map<artifact_key, const artifact*> artifacts_by_key(const component& c) {
 void diff_artifacts(const component& old_c, const component& new_c, std::vector<artifact_change>& out) {
     const auto before = artifacts_by_key(old_c);
     const auto after = artifacts_by_key(new_c);
-    auto base = [&](const artifact& a, artifact_change_kind kind, const std::string& key) {
+    // One change; platform and variant are the newer artifact's where there is one.
+    const auto change = [&](artifact_change_kind kind, const std::string& key, const artifact* was,
+                            const artifact* now) {
         artifact_change ch;
         ch.kind = kind;
         ch.component = key;
-        ch.platform = a.platform;
-        ch.variant = a.variant;
-        return ch;
+        ch.platform = (now ? now : was)->platform;
+        ch.variant = (now ? now : was)->variant;
+        if (was) {
+            ch.old_relative_path = was->relative_path;
+            ch.old_sha256 = was->sha256;
+            ch.old_size = was->size;
+        }
+        if (now) {
+            ch.new_relative_path = now->relative_path;
+            ch.new_sha256 = now->sha256;
+            ch.new_size = now->size;
+        }
+        out.push_back(std::move(ch));
     };
     for (const auto& [k, a] : before) {
-        auto it = after.find(k);
+        const auto it = after.find(k);
         if (it == after.end()) {
-            auto ch = base(*a, artifact_change_kind::removed, old_c.key);
-            ch.old_relative_path = a->relative_path;
-            ch.old_sha256 = a->sha256;
-            ch.old_size = a->size;
-            out.push_back(std::move(ch));
+            change(artifact_change_kind::removed, old_c.key, a, nullptr);
             continue;
         }
         const artifact& b = *it->second;
         if (a->relative_path == b.relative_path && a->sha256 == b.sha256 && a->size == b.size) continue;
-        auto ch = base(b,
-                       a->relative_path == b.relative_path ? artifact_change_kind::replaced_in_place
-                                                           : artifact_change_kind::rebuilt,
-                       new_c.key);
-        ch.old_relative_path = a->relative_path;
-        ch.new_relative_path = b.relative_path;
-        ch.old_sha256 = a->sha256;
-        ch.new_sha256 = b.sha256;
-        ch.old_size = a->size;
-        ch.new_size = b.size;
-        out.push_back(std::move(ch));
+        change(a->relative_path == b.relative_path ? artifact_change_kind::replaced_in_place
+                                                   : artifact_change_kind::rebuilt,
+               new_c.key, a, &b);
     }
-    for (const auto& [k, b] : after) {
-        if (before.count(k)) continue;
-        auto ch = base(*b, artifact_change_kind::added, new_c.key);
-        ch.new_relative_path = b->relative_path;
-        ch.new_sha256 = b->sha256;
-        ch.new_size = b->size;
-        out.push_back(std::move(ch));
-    }
+    for (const auto& [k, b] : after)
+        if (!before.count(k)) change(artifact_change_kind::added, new_c.key, nullptr, b);
 }
 
 struct facets {

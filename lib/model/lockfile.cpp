@@ -59,8 +59,20 @@ std::string lockfile_to_json(const lockfile& lock) {
 
 namespace {
 
+json::value_fn str(std::string& out) {
+    return [&out](json::value& v) -> result<void> { return v.get(out); };
+}
+
+// A SHA-256 field, kept as written.
+json::value_fn sha256_str(std::string& out) {
+    return [&out](json::value& v) -> result<void> {
+        REDIST_TRY_VOID(v.get(out));
+        if (!is_sha256_hex(out)) return result<void>(v.bad("not a SHA-256"));
+        return result<void>();
+    };
+}
+
 result<void> read_artifact(json::value& item, locked_artifact& a) {
-    const auto str = [](std::string& out) { return [&out](json::value& v) -> result<void> { return v.get(out); }; };
     auto read = item.read_object({
         {"component", [&](json::value& v) -> result<void> { return v.get_name(a.entry.component, "component"); }, true},
         {"version", str(a.version)},
@@ -74,20 +86,9 @@ result<void> read_artifact(json::value& item, locked_artifact& a) {
          },
          true},  // required: `redist lock` always writes it, and the archive format comes from it
         {"url", str(a.url), true},
-        {"sha256",
-         [&](json::value& v) -> result<void> {
-             REDIST_TRY_VOID(v.get(a.entry.sha256));
-             if (!is_sha256_hex(a.entry.sha256)) return result<void>(v.bad("not a SHA-256"));
-             return result<void>();
-         },
-         true},
+        {"sha256", sha256_str(a.entry.sha256), true},
         {"size", [&](json::value& v) -> result<void> { return v.get(a.entry.size); }, true},
-        {"tar_sha256",
-         [&](json::value& v) -> result<void> {
-             REDIST_TRY_VOID(v.get(a.tar_sha256));
-             if (!is_sha256_hex(a.tar_sha256)) return result<void>(v.bad("not a SHA-256"));
-             return result<void>();
-         }},
+        {"tar_sha256", sha256_str(a.tar_sha256)},
     });
     if (!read.ok()) return read;
     if (a.url.empty()) return item.bad("url is empty");
@@ -100,7 +101,6 @@ result<void> read_artifact(json::value& item, locked_artifact& a) {
 result<lockfile> lockfile_from_json(std::string_view text, std::string_view source) {
     lockfile lock;
     std::uint64_t version = 0;
-    const auto str = [](std::string& out) { return [&out](json::value& v) -> result<void> { return v.get(out); }; };
     auto read = json::read_document(
         text, source, "lock file",
         {{"lock_version", [&](json::value& v) -> result<void> { return v.get(version); }, true},
@@ -274,6 +274,24 @@ std::optional<std::string> locked_key(const std::vector<locked_artifact>& artifa
     return std::nullopt;
 }
 
+// The plan that installs the locked artifacts for `platform` as they are
+// (never re-resolved), from the directory of the locked manifest.
+release_plan locked_plan(const std::string& product, const std::string& label, const std::string& manifest_url,
+                         const std::vector<locked_artifact>& artifacts, const std::string& platform) {
+    release_plan plan;
+    plan.product = product;
+    plan.label = label;
+    plan.artifact_base_url = url_directory(manifest_url);
+    plan.from_lock = true;
+    for (const auto& a : artifacts) {
+        if (a.entry.platform != platform) continue;
+        plan.component_versions[a.entry.component] = a.version;
+        if (!a.tar_sha256.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
+        plan.artifacts.push_back(a.entry);
+    }
+    return plan;
+}
+
 }  // namespace
 
 result<release_plan> plan_from_lock(const lockfile& lock, const std::string& platform, std::optional<int> cuda_major,
@@ -293,17 +311,7 @@ result<release_plan> plan_from_lock(const lockfile& lock, const std::string& pla
         }
         std::erase_if(artifacts, [&](const locked_artifact& a) { return !keys.count(a.entry.component); });
     }
-    release_plan plan;
-    plan.product = lock.product;
-    plan.label = lock.release_label;
-    plan.artifact_base_url = url_directory(lock.manifest_url);
-    plan.from_lock = true;
-    for (auto& a : artifacts) {
-        plan.component_versions[a.entry.component] = a.version;
-        if (!a.tar_sha256.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
-        plan.artifacts.push_back(std::move(a.entry));
-    }
-    return plan;
+    return locked_plan(lock.product, lock.release_label, lock.manifest_url, artifacts, platform);
 }
 
 // ---- version 2: the project lock ------------------------------------------------------
@@ -363,7 +371,6 @@ result<void> read_cuda_major(json::value& v, std::optional<int>& out) {
 }
 
 result<void> read_locked_product(json::value& item, locked_product& p) {
-    const auto str = [](std::string& out) { return [&out](json::value& v) -> result<void> { return v.get(out); }; };
     auto read = item.read_object({
         {"name", [&](json::value& v) -> result<void> { return v.get_name(p.name, "product"); }, true},
         {"version", [&](json::value& v) -> result<void> { return v.get_name(p.version_spec, "version"); }, true},
@@ -372,13 +379,7 @@ result<void> read_locked_product(json::value& item, locked_product& p) {
         {"release_label",
          [&](json::value& v) -> result<void> { return v.get_name_or_empty(p.release_label, "release label"); }},
         {"manifest_url", str(p.manifest_url), true},
-        {"manifest_sha256",
-         [&](json::value& v) -> result<void> {
-             REDIST_TRY_VOID(v.get(p.manifest_sha256));
-             if (!is_sha256_hex(p.manifest_sha256)) return result<void>(v.bad("not a SHA-256"));
-             return result<void>();
-         },
-         true},
+        {"manifest_sha256", sha256_str(p.manifest_sha256), true},
         {"artifacts",
          [&](json::value& v) -> result<void> {
              return v.for_each([&](json::value& a) -> result<void> {
@@ -483,20 +484,8 @@ result<std::vector<release_plan>> plans_for_platform(const project_lock& lock, c
                           "the lock file has nothing for platform " + platform + " (it locks: " + have + ")");
     }
     std::vector<release_plan> plans;
-    for (const auto& p : lock.products) {
-        release_plan plan;
-        plan.product = p.name;
-        plan.label = p.release_label;
-        plan.artifact_base_url = url_directory(p.manifest_url);
-        plan.from_lock = true;
-        for (const auto& a : p.artifacts) {
-            if (a.entry.platform != platform) continue;
-            plan.component_versions[a.entry.component] = a.version;
-            if (!a.tar_sha256.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
-            plan.artifacts.push_back(a.entry);
-        }
-        plans.push_back(std::move(plan));
-    }
+    for (const auto& p : lock.products)
+        plans.push_back(locked_plan(p.name, p.release_label, p.manifest_url, p.artifacts, platform));
     return plans;
 }
 

@@ -59,13 +59,15 @@ using json::type_name;
 
 // ---- small helpers ----------------------------------------------------------
 
+char ascii_lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+bool equal_icase(std::string_view a, std::string_view b) noexcept {
+    return a.size() == b.size() &&
+           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return ascii_lower(x) == ascii_lower(y); });
+}
+
 bool ends_with_icase(std::string_view text, std::string_view suffix) noexcept {
-    if (text.size() < suffix.size()) return false;
-    const auto tail = text.substr(text.size() - suffix.size());
-    return std::equal(tail.begin(), tail.end(), suffix.begin(), [](char a, char b) {
-        const auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-        return lower(a) == lower(b);
-    });
+    return text.size() >= suffix.size() && equal_icase(text.substr(text.size() - suffix.size()), suffix);
 }
 
 // Keys are attacker-controlled text that ends up in one-line messages:
@@ -89,14 +91,19 @@ std::string child_path(std::string_view parent, std::string_view key) {
     return out;
 }
 
+int hex_value(char c) noexcept {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
 // Returns the lower-cased digest, or nullopt if `text` is not `digits` hex digits.
 std::optional<std::string> normalize_hex(std::string_view text, std::size_t digits) {
-    if (text.size() != digits) return std::nullopt;
+    if (text.size() != digits || !std::all_of(text.begin(), text.end(), [](char c) { return hex_value(c) >= 0; }))
+        return std::nullopt;
     std::string out(text);
-    for (auto& c : out) {
-        if (c >= 'A' && c <= 'F') c = static_cast<char>(c - 'A' + 'a');
-        else if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'))) return std::nullopt;
-    }
+    std::transform(out.begin(), out.end(), out.begin(), ascii_lower);
     return out;
 }
 
@@ -138,13 +145,6 @@ const char* raw_relative_path_problem(std::string_view p) noexcept {
         start = end + 1;
     }
     return nullptr;
-}
-
-int hex_value(char c) noexcept {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
 }
 
 }  // namespace
@@ -590,12 +590,7 @@ result<manifest> parse_manifest(std::string_view json, std::string_view source) 
 }
 
 bool is_sha256_hex(std::string_view text) noexcept {
-    if (text.size() != 64) return false;
-    for (const char c : text) {
-        const bool hex = (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-        if (!hex) return false;
-    }
-    return true;
+    return text.size() == 64 && std::all_of(text.begin(), text.end(), [](char c) { return hex_value(c) >= 0; });
 }
 
 }  // namespace redist
@@ -657,17 +652,11 @@ result<void> read_copy(json::value& item, recompressed_copy& c) {
     });
 }
 
-bool equal_hex_icase(std::string_view a, std::string_view b) noexcept {
-    return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
-               return (x >= 'A' && x <= 'Z' ? x - 'A' + 'a' : x) == (y >= 'A' && y <= 'Z' ? y - 'A' + 'a' : y);
-           });
-}
-
 }  // namespace
 
 const recompressed_copy* recompressed_record::find(std::string_view original_sha256) const noexcept {
     for (const auto& c : copies)
-        if (equal_hex_icase(c.original_sha256, original_sha256)) return &c;
+        if (equal_icase(c.original_sha256, original_sha256)) return &c;
     return nullptr;
 }
 
@@ -754,7 +743,7 @@ result<void> check_recompressed_for(const recompressed_record& record, const man
         return result<void>(
             make_error(error_code::bad_manifest, why).with_source(std::string(source)).with_json_path(path));
     };
-    if (!equal_hex_icase(record.manifest_sha256, manifest_sha256))
+    if (!equal_icase(record.manifest_sha256, manifest_sha256))
         return bad("the record is for another manifest (SHA-256 " + record.manifest_sha256 + ", the manifest's " +
                        std::string(manifest_sha256) + ")",
                    "manifest_sha256");
@@ -768,7 +757,7 @@ result<void> check_recompressed_for(const recompressed_record& record, const man
         const artifact* original = nullptr;
         for (const auto& comp : m.components)
             for (const auto& a : comp.artifacts)
-                if (!original && equal_hex_icase(a.sha256, c.original_sha256)) original = &a;
+                if (!original && equal_icase(a.sha256, c.original_sha256)) original = &a;
         if (!original) return bad("no artifact of the manifest has this SHA-256", at + ".original_sha256");
         const std::string expected = recompressed_copy_path(original->relative_path);
         if (expected.empty()) return bad("the original is not a .tar.xz/.txz archive", at + ".original_sha256");

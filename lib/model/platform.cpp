@@ -67,10 +67,8 @@ bool is_tegra(const host_probe& probe) {
     // The device tree "compatible" property is a list of NUL-separated
     // strings ("nvidia,p3737-0000\0nvidia,tegra234\0"); std::string::find
     // sees across the NULs.
-    if (const auto compatible = probe.read_file("/proc/device-tree/compatible")) {
-        return compatible->find("tegra") != std::string::npos;
-    }
-    return false;
+    const auto compatible = probe.read_file("/proc/device-tree/compatible");
+    return compatible && compatible->find("tegra") != std::string::npos;
 }
 
 // Leading decimal number of "13.0.1" -> 13; nullopt if there is none or it

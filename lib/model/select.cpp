@@ -14,10 +14,7 @@ namespace {
 
 std::string join(const std::vector<std::string>& items) {
     std::string out;
-    for (const auto& item : items) {
-        if (!out.empty()) out += ", ";
-        out += item;
-    }
+    for (const auto& item : items) out += (out.empty() ? "" : ", ") + item;
     return out.empty() ? std::string("none") : out;
 }
 
@@ -40,9 +37,6 @@ std::string size_text(std::uint64_t bytes) {
     return buf;
 }
 
-// fetch_default on a release that is no library family: the refusal, with
-// the largest components on the platform (one artifact each: the largest)
-// and the two ways out.
 // Per component offered on `platform`: its largest artifact's size and its key.
 std::vector<std::pair<std::uint64_t, std::string>> platform_sizes(const manifest& m, const std::string& platform) {
     std::vector<std::pair<std::uint64_t, std::string>> sizes;
@@ -55,6 +49,9 @@ std::vector<std::pair<std::uint64_t, std::string>> platform_sizes(const manifest
     return sizes;
 }
 
+// fetch_default on a release that is no library family: the refusal, with
+// the largest components on the platform (one artifact each: the largest)
+// and the two ways out.
 error component_choice_needed(const manifest& m, const std::string& platform) {
     auto sizes = platform_sizes(m, platform);
     std::uint64_t total = 0;
@@ -98,14 +95,10 @@ result<std::vector<const component*>> requested_components(const manifest& m, co
             if (family || !is_driver_component(c.key)) out.push_back(&c);
         return out;
     }
-    for (const auto& name : wanted) {
-        const bool known = std::any_of(m.components.begin(), m.components.end(),
-                                       [&](const component& c) { return c.key == name; });
-        if (!known) return unknown_component(m, name);
-    }
-    for (const auto& c : m.components) {
+    for (const auto& name : wanted)
+        if (!m.find_component(name)) return unknown_component(m, name);
+    for (const auto& c : m.components)
         if (std::find(wanted.begin(), wanted.end(), c.key) != wanted.end()) out.push_back(&c);
-    }
     return out;
 }
 
@@ -128,11 +121,8 @@ std::string offered_variants(const component& c, const std::string& platform) {
     bool plain = false;
     for (const auto& a : c.artifacts) {
         if (a.platform != platform) continue;
-        if (a.variant) {
-            add_unique(variants, *a.variant);
-        } else {
-            plain = true;
-        }
+        if (a.variant) add_unique(variants, *a.variant);
+        else plain = true;
     }
     if (plain) variants.push_back("none (plain artifact)");
     return join(variants);
@@ -177,9 +167,7 @@ std::vector<int> available_cuda_majors(const manifest& m, const std::string& pla
                                        const std::vector<std::string>& components) {
     std::set<int> majors;
     for (const auto& c : m.components) {
-        if (!components.empty() && std::find(components.begin(), components.end(), c.key) == components.end()) {
-            continue;
-        }
+        if (!components.empty() && std::ranges::find(components, c.key) == components.end()) continue;
         for (const auto& a : c.artifacts) {
             if (a.platform != platform) continue;
             if (const auto major = a.cuda_major()) majors.insert(*major);
@@ -213,9 +201,8 @@ result<selection> select_artifacts(const manifest& m, const selection_request& r
     }
     if (on_platform.empty()) {
         std::vector<std::string> platforms;
-        for (const component* c : candidates) {
+        for (const component* c : candidates)
             for (const auto& a : c->artifacts) add_unique(platforms, a.platform);
-        }
         return make_error(error_code::not_found, "nothing for platform '" + request.platform + "'" +
                                                      did_you_mean(request.platform, platforms) +
                                                      " (available platforms: " + join(platforms) + ")");

@@ -120,9 +120,8 @@ std::string label_from_href(std::string_view href) {
 
 bool iequals_prefix(std::string_view text, std::size_t pos, std::string_view word) noexcept {
     if (text.size() - pos < word.size()) return false;
-    for (std::size_t i = 0; i < word.size(); ++i) {
+    for (std::size_t i = 0; i < word.size(); ++i)
         if (lower(text[pos + i]) != word[i]) return false;
-    }
     return true;
 }
 
@@ -166,15 +165,21 @@ std::string_view scan_tag_for_href(std::string_view html, std::size_t& pos) {
     return href;
 }
 
+// Newest first, each label once (compare_versions).
+void sort_newest_first(std::vector<std::string>& labels) {
+    std::sort(labels.begin(), labels.end(),
+              [](const std::string& x, const std::string& y) { return compare_versions(x, y) > 0; });
+    labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+}
+
 }  // namespace
 
 int compare_versions(std::string_view a, std::string_view b) noexcept {
     const auto fa = split_fields(a);
     const auto fb = split_fields(b);
     const std::size_t common = std::min(fa.size(), fb.size());
-    for (std::size_t i = 0; i < common; ++i) {
+    for (std::size_t i = 0; i < common; ++i)
         if (const int c = compare_field(fa[i], fb[i]); c != 0) return c;
-    }
     if (fa.size() != fb.size()) return fa.size() < fb.size() ? -1 : 1;
     // Equal field by field but different text ("25.06" vs "25.6"): break the
     // tie on the bytes so that only identical labels compare equal and the
@@ -206,26 +211,19 @@ std::vector<std::string> parse_index_html(std::string_view html) {
             }
         }
     }
-    std::sort(labels.begin(), labels.end(),
-              [](const std::string& x, const std::string& y) { return compare_versions(x, y) > 0; });
-    labels.erase(std::unique(labels.begin(), labels.end()), labels.end());
+    sort_newest_first(labels);
     return labels;
 }
 
 result<std::string> resolve_version_spec(std::string_view spec, const std::vector<std::string>& labels) {
     std::vector<std::string> sorted = labels;
-    std::sort(sorted.begin(), sorted.end(),
-              [](const std::string& x, const std::string& y) { return compare_versions(x, y) > 0; });
-    sorted.erase(std::unique(sorted.begin(), sorted.end()), sorted.end());
+    sort_newest_first(sorted);
 
     auto available = [&]() {
         if (sorted.empty()) return std::string("none");
         constexpr std::size_t shown = 10;
         std::string list;
-        for (std::size_t i = 0; i < sorted.size() && i < shown; ++i) {
-            if (i > 0) list += ", ";
-            list += sorted[i];
-        }
+        for (std::size_t i = 0; i < sorted.size() && i < shown; ++i) list += (i > 0 ? ", " : "") + sorted[i];
         if (sorted.size() > shown) list += ", \u2026 (" + std::to_string(sorted.size() - shown) + " more)";
         return list;
     };
@@ -242,9 +240,8 @@ result<std::string> resolve_version_spec(std::string_view spec, const std::vecto
                                                      "' (expected \"latest\" or fields like 9, 9.27, 9.27.0)");
         }
     }
-    for (const auto& label : sorted) {
+    for (const auto& label : sorted)
         if (label == spec) return label;
-    }
     // `sorted` is newest first, so the first match is the newest.
     for (const auto& label : sorted) {
         const auto fields = split_fields(label);

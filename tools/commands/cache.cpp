@@ -72,58 +72,40 @@ int list_cache(const redist::blob_cache& cache, const std::filesystem::path& roo
     return 0;
 }
 
-// "freed 1.2 GiB in DIR", unless --quiet.
-void print_freed(const cache_args& args, const std::filesystem::path& root, std::uint64_t freed) {
-    if (!args.quiet) std::printf("freed %s in %s\n", human_size(freed).c_str(), printable(root.string()).c_str());
-}
-
-int prune_cache(const redist::blob_cache& cache, const std::filesystem::path& root, const cache_args& args) {
-    const std::string& older_than = args.older_than;
-    auto age = parse_duration(older_than);
-    if (!age)
-        return report_error(redist::make_error(redist::error_code::usage,
-                                               "--older-than takes a duration like 30d, 12h, 45m or 90s, not '" +
-                                                   printable(older_than) + "'"));
-    auto freed = cache.prune(*age);
-    if (!freed.ok()) return report_error(freed.error_value());
-    print_freed(args, root, *freed);
+// clean --dry-run: what clean would free, removing nothing.
+int preview_clean(const redist::blob_cache& cache, const std::filesystem::path& root, bool quiet) {
+    auto entries = cache.list();
+    if (!entries.ok()) return report_error(entries.error_value());
+    std::uint64_t total = 0;
+    for (const auto& e : *entries) total += e.size;
+    if (!quiet)
+        std::printf("would free %s (%zu %s) in %s\n", human_size(total).c_str(), entries->size(),
+                    entries->size() == 1 ? "entry" : "entries", printable(root.string()).c_str());
     return 0;
 }
 
-// --max-size: least recently used entries go first (blob_cache::prune_to_size).
-int prune_cache_to_size(const redist::blob_cache& cache, const std::filesystem::path& root, const cache_args& args) {
-    auto freed = cache.prune_to_size(*args.max_size);
+// clean: everything (what prune removes with no age limit); prune: by
+// --max-size (least recently used entries first, blob_cache::prune_to_size)
+// or by --older-than. Then "freed 1.2 GiB in DIR", unless --quiet.
+int free_space(const redist::blob_cache& cache, const std::filesystem::path& root, const cache_args& args) {
+    redist::result<std::uint64_t> freed = std::uint64_t{0};
+    if (args.action == "clean") freed = cache.prune(std::chrono::seconds(0));
+    else if (args.max_size) freed = cache.prune_to_size(*args.max_size);
+    else if (const auto age = parse_duration(args.older_than)) freed = cache.prune(*age);
+    else
+        return usage_error("--older-than takes a duration like 30d, 12h, 45m or 90s, not '" +
+                           printable(args.older_than) + "'");
     if (!freed.ok()) return report_error(freed.error_value());
-    print_freed(args, root, *freed);
-    return 0;
-}
-
-// clean: everything (what prune removes with no age limit); --dry-run only says what.
-int clean_cache(const redist::blob_cache& cache, const std::filesystem::path& root, const cache_args& args) {
-    if (args.dry_run) {
-        auto entries = cache.list();
-        if (!entries.ok()) return report_error(entries.error_value());
-        std::uint64_t total = 0;
-        for (const auto& e : *entries) total += e.size;
-        if (!args.quiet)
-            std::printf("would free %s (%zu %s) in %s\n", human_size(total).c_str(), entries->size(),
-                        entries->size() == 1 ? "entry" : "entries", printable(root.string()).c_str());
-        return 0;
-    }
-    auto freed = cache.prune(std::chrono::seconds(0));
-    if (!freed.ok()) return report_error(freed.error_value());
-    print_freed(args, root, *freed);
+    if (!args.quiet) std::printf("freed %s in %s\n", human_size(*freed).c_str(), printable(root.string()).c_str());
     return 0;
 }
 
 int run_cache(const cache_args& args) {
-    // A bare prune used to empty the cache: prune now needs a criterion, clean empties it.
     if (args.action == "prune" && args.older_than.empty() && !args.max_size)
-        return report_error(redist::make_error(redist::error_code::usage,
-                                               "cache prune needs a criterion: --older-than DURATION (30d, 12h) or "
-                                               "--max-size SIZE (20G); `redist cache clean` removes everything"));
-    if (args.dry_run && args.action != "clean")
-        return report_error(redist::make_error(redist::error_code::usage, "--dry-run goes with cache clean"));
+        return usage_error(
+            "cache prune needs a criterion: --older-than DURATION (30d, 12h) or --max-size SIZE (20G); `redist cache "
+            "clean` removes everything");
+    if (args.dry_run && args.action != "clean") return usage_error("--dry-run goes with cache clean");
     const auto root = redist::default_cache_dir(args.cache_dir);
     if (args.action == "dir" && !root.empty()) {  // no home: open() below says why
         std::printf("%s\n", root.c_str());
@@ -132,14 +114,10 @@ int run_cache(const cache_args& args) {
     auto cache = redist::blob_cache::open(root, args.shared);
     if (!cache.ok()) return report_error(cache.error_value());
     if (args.action == "list") return list_cache(*cache, root, args.json);
-    if (args.action == "clean") return clean_cache(*cache, root, args);
-    if (args.max_size) {
-        if (!args.older_than.empty())
-            return report_error(
-                redist::make_error(redist::error_code::usage, "--max-size and --older-than do not combine"));
-        return prune_cache_to_size(*cache, root, args);
-    }
-    return prune_cache(*cache, root, args);
+    if (args.action == "clean" && args.dry_run) return preview_clean(*cache, root, args.quiet);
+    if (args.action == "prune" && args.max_size && !args.older_than.empty())
+        return usage_error("--max-size and --older-than do not combine");
+    return free_space(*cache, root, args);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 // summary; exit 0 when nothing failed, 11 when a check failed (or, with
 // --strict, warned), 3 when the prefix has no receipts.
 #include "commands/check.hpp"
+#include "commands/commands.hpp"
 
 #include <errno.h>
 #include <unistd.h>
@@ -25,6 +26,11 @@ int check_probe_main(int argc, char** argv) {
     });
 }
 
+namespace {
+
+// The executable that serves __check-probe: redist-check-probe beside this
+// tool, else `redist` beside it or this one; empty when there is none (the
+// library then forks without exec).
 fs::path check_helper_path() {
     std::error_code ec;
     fs::path self = fs::read_symlink("/proc/self/exe", ec);
@@ -40,6 +46,8 @@ fs::path check_helper_path() {
     if (self.filename() == "redist") return self;
     return {};
 }
+
+}  // namespace
 
 redist::check_options default_check_options(const fs::path& prefix) {
     redist::check_options o;

@@ -11,16 +11,9 @@
 
 namespace redist_tools {
 
-void add_check_command(CLI::App& app, command_runner& selected);
-
 // `redist __check-probe OPS...`: the child side of the checks (hidden; the
 // library starts it with a clean environment). Call from main() before parsing.
 int check_probe_main(int argc, char** argv);
-
-// The executable that serves __check-probe: redist-check-probe beside this
-// tool, else `redist` beside it or this one; empty when there is none (the
-// library then forks without exec).
-std::filesystem::path check_helper_path();
 
 // Options for the checks the tools run: the helper, $LD_LIBRARY_PATH.
 redist::check_options default_check_options(const std::filesystem::path& prefix);

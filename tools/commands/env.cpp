@@ -14,8 +14,9 @@
 #include <memory>
 #include <random>
 #include <set>
+#include <string_view>
 
-#include "common/cli.hpp"
+#include "commands/commands.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"
@@ -60,30 +61,21 @@ std::string var_stem(const std::string& product) {
     return out;
 }
 
-// ---- quoting, one function per target language --------------------------------
+// ---- quoting, per target language (POSIX sh: redist::shell_quote) ---------------
 
-// POSIX sh: single quotes protect everything but the single quote itself.
-std::string sh_quote(const std::string& s) { return redist::shell_quote(s); }
-
-// fish: inside single quotes only \ and ' are special.
-std::string fish_quote(const std::string& s) {
-    std::string out = "'";
+// `s` between two `mark`s, with a backslash before each character of
+// `special`: fish single quotes (\ and '), CMake quoted arguments (\, " and
+// $, variable references).
+std::string quote(const std::string& s, char mark, std::string_view special) {
+    std::string out(1, mark);
     for (char c : s) {
-        if (c == '\\' || c == '\'') out += '\\';
+        if (special.find(c) != std::string_view::npos) out += '\\';
         out += c;
     }
-    return out + "'";
+    return out + mark;
 }
-
-// CMake quoted argument: \ " and $ (variable references) are special.
-std::string cmake_quote(const std::string& s) {
-    std::string out = "\"";
-    for (char c : s) {
-        if (c == '\\' || c == '"' || c == '$') out += '\\';
-        out += c;
-    }
-    return out + "\"";
-}
+std::string fish_quote(const std::string& s) { return quote(s, '\'', "\\'"); }
+std::string cmake_quote(const std::string& s) { return quote(s, '"', "\\\"$"); }
 
 // ---- rendering ------------------------------------------------------------------
 
@@ -91,9 +83,9 @@ void print_sh(const std::vector<env_var>& vars) {
     for (const auto& v : vars) {
         if (v.is_list())
             // ${X:+:$X}: no stray ':' (which would mean "current directory") when X is unset or empty.
-            std::printf("export %s=%s\"${%s:+:$%s}\"\n", v.name.c_str(), sh_quote(v.joined()).c_str(), v.name.c_str(),
-                        v.name.c_str());
-        else std::printf("export %s=%s\n", v.name.c_str(), sh_quote(v.value).c_str());
+            std::printf("export %s=%s\"${%s:+:$%s}\"\n", v.name.c_str(), redist::shell_quote(v.joined()).c_str(),
+                        v.name.c_str(), v.name.c_str());
+        else std::printf("export %s=%s\n", v.name.c_str(), redist::shell_quote(v.value).c_str());
     }
 }
 
@@ -197,9 +189,8 @@ int run_env(env_args args) {
         const char* env_file = std::getenv("GITHUB_ENV");
         const char* path_file = std::getenv("GITHUB_PATH");
         if (!env_file || !*env_file || !path_file || !*path_file)
-            return report_error(redist::make_error(redist::error_code::usage,
-                                                   "--format github needs $GITHUB_ENV and $GITHUB_PATH "
-                                                   "(set by GitHub Actions in every step)"));
+            return usage_error(
+                "--format github needs $GITHUB_ENV and $GITHUB_PATH (set by GitHub Actions in every step)");
     }
     std::error_code ec;
     fs::path prefix = fs::absolute(args.prefix, ec).lexically_normal();
@@ -237,9 +228,7 @@ int run_env(env_args args) {
             std::error_code dir_ec;
             if (!fs::is_directory(d, dir_ec)) continue;
             // lib64 is often a symlink to lib: list the directory once.
-            bool dup = false;
-            for (const auto& p : seen) dup = dup || fs::equivalent(p, d, dir_ec);
-            if (dup) continue;
+            if (std::ranges::any_of(seen, [&](const fs::path& p) { return fs::equivalent(p, d, dir_ec); })) continue;
             seen.push_back(d);
             out.push_back(d.string());
         }

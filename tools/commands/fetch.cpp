@@ -11,8 +11,7 @@ namespace {
 
 int run_fetch_command(const fetch_options& fetch) {
     if (fetch.source.manifest.empty() && fetch.product.empty() && fetch.locked.empty())
-        return report_error(
-            redist::make_error(redist::error_code::usage, "fetch needs PRODUCT [VERSION], or --manifest PATH|URL"));
+        return usage_error("fetch needs PRODUCT [VERSION], or --manifest PATH|URL");
     return run_fetch(fetch);
 }
 

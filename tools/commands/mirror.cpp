@@ -7,7 +7,7 @@
 #include <memory>
 #include <mutex>
 
-#include "common/cli.hpp"
+#include "commands/commands.hpp"
 #include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/json_writer.hpp"
@@ -113,9 +113,7 @@ redist::error explain_not_cached(redist::error e, const redist::mirror_request& 
 }
 
 int run_mirror(const mirror_args& args) {
-    if (args.dest.empty()) {
-        return report_error(redist::make_error(redist::error_code::usage, "--dest DIR or --to DIR|URL is required"));
-    }
+    if (args.dest.empty()) return usage_error("--dest DIR or --to DIR|URL is required");
     redist::mirror_request req;
     req.dest = args.dest;
     req.product = args.product;

@@ -91,9 +91,7 @@ int run_outdated(outdated_args args) {
     auto project = read_project(args);
     if (!project.ok()) return report_error(project.error_value());
     if (args.prefix.empty() && *project) args.prefix = (*project)->prefix.string();
-    if (args.prefix.empty())
-        return report_error(
-            redist::make_error(redist::error_code::usage, "--prefix is required outside a project (no ./redist.toml)"));
+    if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
     auto receipts = redist::read_receipts(args.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
     if (receipts->empty())

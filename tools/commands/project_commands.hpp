@@ -1,23 +1,17 @@
-// The project, drift and SBOM subcommands, each in its own
-// file under tools/commands/, and the pieces they share with `redist fetch`.
+// What the project, drift, lock and SBOM subcommands (tools/commands/) share
+// with each other and with `redist fetch`.
 #pragma once
 
 #include <cstdio>
 #include <string>
 #include <vector>
 
-#include "common/cli.hpp"
+#include "commands/commands.hpp"
 #include "redist/diff.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
 
 namespace redist_tools {
-
-void add_sbom_command(CLI::App& app, command_runner& selected);
-void add_diff_command(CLI::App& app, command_runner& selected);
-void add_outdated_command(CLI::App& app, command_runner& selected);
-void add_init_command(CLI::App& app, command_runner& selected);
-void add_sync_command(CLI::App& app, command_runner& selected);  // tools/commands/sync.cpp
 
 // How `redist sync` and `redist lock` (without PRODUCT VERSION) find a
 // project and keep its lock (tools/commands/sync.cpp).

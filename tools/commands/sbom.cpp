@@ -69,9 +69,8 @@ int run_sbom(const sbom_args& args) {
     const auto format = redist::parse_sbom_format(args.format);
     if (!format.ok()) return report_error(format.error_value());
     if (args.json && args.output == "-")
-        return report_error(redist::make_error(redist::error_code::usage,
-                                               "--json summarizes the document written with -o FILE; without -o the "
-                                               "document itself is the output"));
+        return usage_error(
+            "--json summarizes the document written with -o FILE; without -o the document itself is the output");
     redist::sbom_request req;
     req.prefix = args.prefix;
     req.tool_version = REDIST_VERSION;

@@ -35,10 +35,8 @@ redist::result<std::vector<artifact_row>> select_rows(const redist::resolved_rel
                                                       const selection_options& selection) {
     const redist::manifest& m = release.parsed;
     const std::set<std::string> wanted(selection.components.begin(), selection.components.end());
-    for (const auto& name : wanted) {
-        if (m.find_component(name)) continue;
-        return redist::unknown_component(m, name).with_source(release.manifest_url);
-    }
+    for (const auto& name : wanted)
+        if (!m.find_component(name)) return redist::unknown_component(m, name).with_source(release.manifest_url);
     std::vector<artifact_row> rows;
     for (const auto& c : m.components) {
         if (!wanted.empty() && !wanted.count(c.key)) continue;
@@ -54,10 +52,8 @@ redist::result<std::vector<artifact_row>> select_rows(const redist::resolved_rel
         std::vector<std::string> platforms;
         for (const auto& c : m.components)
             for (const auto& a : c.artifacts)
-                if (std::find(platforms.begin(), platforms.end(), a.platform) == platforms.end())
-                    platforms.push_back(a.platform);
-        const bool offered = std::find(platforms.begin(), platforms.end(), selection.platform) != platforms.end();
-        if (!offered)
+                if (std::ranges::find(platforms, a.platform) == platforms.end()) platforms.push_back(a.platform);
+        if (std::ranges::find(platforms, selection.platform) == platforms.end())
             return redist::make_error(redist::error_code::not_found,
                                       "no artifact for platform '" + printable(selection.platform) + "'" +
                                           redist::did_you_mean(selection.platform, platforms))
@@ -112,10 +108,8 @@ void print_table(const redist::resolved_release& release, const std::vector<arti
 }
 
 int run_show(const show_args& args) {
-    if (args.source.manifest.empty() && (args.product.empty() || args.version.empty())) {
-        return report_error(
-            redist::make_error(redist::error_code::usage, "show needs PRODUCT VERSION, or --manifest PATH|URL"));
-    }
+    if (args.source.manifest.empty() && (args.product.empty() || args.version.empty()))
+        return usage_error("show needs PRODUCT VERSION, or --manifest PATH|URL");
     auto release = redist::resolve_release(make_release_request(args.source, args.product, args.version),
                                            args.source.transfer());
     if (!release.ok()) return report_error(release.error_value());

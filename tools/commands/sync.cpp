@@ -114,15 +114,14 @@ redist::result<loaded_project> load_project(const project_lock_options& o) {
     REDIST_TRY(auto project_roots, redist::project_local_roots(out.project));
     out.roots = o.source.local_roots();
     out.roots.insert(out.roots.end(), project_roots.begin(), project_roots.end());
-    for (const auto& name : o.products) {
-        std::vector<std::string> names;
-        for (const auto& p : out.project.products) names.push_back(p.name);
-        if (std::find(names.begin(), names.end(), name) == names.end())
+    std::vector<std::string> names;
+    for (const auto& p : out.project.products) names.push_back(p.name);
+    for (const auto& name : o.products)
+        if (std::ranges::find(names, name) == names.end())
             return redist::make_error(redist::error_code::usage, "--product " + name +
                                                                      ": not a product of the project" +
                                                                      redist::did_you_mean(name, names))
                 .with_source(out.file);
-    }
     return out;
 }
 
@@ -382,13 +381,10 @@ int run_sync(sync_args args) {
     redist::project_file* project = &loaded->project;
     const std::string& lock_path = loaded->lock_path;
 
-    std::string platform = args.platform;
-    if (platform.empty()) {
-        auto host = redist::detect_host_platform(redist::host_probe::system());
-        if (!host.ok()) return report_error(host.error_value());
-        platform = *host;
-    }
-    if (std::find(project->platforms.begin(), project->platforms.end(), platform) == project->platforms.end())
+    const auto chosen = effective_platform(args.platform);
+    if (!chosen.ok()) return report_error(chosen.error_value());
+    const std::string& platform = *chosen;
+    if (std::ranges::find(project->platforms, platform) == project->platforms.end())
         return report_error(
             redist::make_error(redist::error_code::usage, "platform " + platform + " is not in project.platforms")
                 .with_source(loaded->file));
@@ -415,7 +411,7 @@ int run_sync(sync_args args) {
     req.releases = std::move(plans).value();
     req.exclude = project->exclude;
     for (const auto& g : args.exclude)
-        if (std::find(req.exclude.begin(), req.exclude.end(), g) == req.exclude.end()) req.exclude.push_back(g);
+        if (std::ranges::find(req.exclude, g) == req.exclude.end()) req.exclude.push_back(g);
     req.keep_unlisted = args.keep_unlisted;
     req.transfer = sources.transfer;
     req.sources = sources.sources;

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <iostream>
+#include <string_view>
 #include <utility>
 
 #include "redist/cache.hpp"
@@ -51,21 +51,14 @@ redist::transfer_options source_options::transfer() const {
 }
 
 std::vector<std::string> source_options::effective_mirrors() const {
-    std::vector<std::string> out = mirrors;
-    if (out.empty()) {
-        // $REDIST_MIRRORS: whitespace- or comma-separated base URLs.
-        if (const char* env = std::getenv("REDIST_MIRRORS"); env && *env) {
-            std::string item;
-            for (const char* c = env;; ++c) {
-                if (*c == '\0' || *c == ',' || *c == ' ' || *c == '\t' || *c == '\n') {
-                    if (!item.empty()) out.push_back(item);
-                    item.clear();
-                    if (*c == '\0') break;
-                } else {
-                    item += *c;
-                }
-            }
-        }
+    const char* env = std::getenv("REDIST_MIRRORS");
+    if (!mirrors.empty() || !env) return mirrors;
+    // $REDIST_MIRRORS: whitespace- or comma-separated base URLs.
+    std::vector<std::string> out;
+    std::string item;
+    for (const char c : std::string(env) + ',') {
+        if (std::string_view(", \t\n").find(c) == std::string_view::npos) item += c;
+        else if (!item.empty()) out.push_back(std::exchange(item, {}));
     }
     return out;
 }
@@ -313,14 +306,18 @@ redist::release_request make_release_request(const source_options& source, const
     return req;
 }
 
-redist::result<std::string> effective_platform(const selection_options& selection) {
-    if (!selection.platform.empty()) return selection.platform;
+redist::result<std::string> effective_platform(const std::string& platform) {
+    if (!platform.empty()) return platform;
     return redist::detect_host_platform(redist::host_probe::system());
 }
 
 int report_error(const redist::error& e) {
     std::fprintf(stderr, "%s: error: %s\n", tool_name.c_str(), printable(e.describe()).c_str());
     return redist::exit_code_for(e.code);
+}
+
+int usage_error(const std::string& message) {
+    return report_error(redist::make_error(redist::error_code::usage, message));
 }
 
 namespace {
@@ -388,11 +385,7 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
     }
     try {
         app.parse(argc, argv);
-    } catch (const CLI::CallForHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForAllHelp& e) {
-        return app.exit(e);
-    } catch (const CLI::CallForVersion& e) {
+    } catch (const CLI::Success& e) {  // --help, --help-all, --version
         return app.exit(e);
     } catch (const CLI::ParseError& e) {
         if (auto extras = describe_extras(app)) {

@@ -127,7 +127,7 @@ redist::result<redist::resolved_release> resolve_installed_release(const source_
                                                                    const std::string& label);
 
 // The platform to use: --platform, else the host's.
-redist::result<std::string> effective_platform(const selection_options& selection);
+redist::result<std::string> effective_platform(const std::string& platform);
 
 // --json (with what it prints) and -q/--quiet ("print only errors"): the
 // same two flags, in the same words, on every command that prints a report.
@@ -141,6 +141,8 @@ int run_fetch(const fetch_options& options);
 
 // Prints "<tool>: error: <one line>" to stderr and returns the exit code for it.
 int report_error(const redist::error& e);
+// report_error() of a usage error (exit 2) with this message.
+int usage_error(const std::string& message);
 
 // Wraps a tool's main: parses, runs, maps CLI11 and library errors to exit
 // codes. `body` returns an exit code.
@@ -171,14 +173,6 @@ CLI::Validator cuda_major_transform();
 // For every --platform: one of redist::known_platforms(), else a usage error
 // with the likely intent (redist::platform_problem).
 CLI::Validator platform_check();
-
-// Subcommands that live in their own files (tools/commands/<name>.cpp)
-// register themselves with add_<name>_command(app, selected): when the
-// subcommand is parsed, its final callback stores in `selected` the function
-// that runs it and returns the exit code.
-using command_runner = std::function<int()>;
-void add_env_command(CLI::App& app, command_runner& selected);
-void add_mirror_command(CLI::App& app, command_runner& selected);
 
 // Name of the running tool ("redist", "cudnn-fetch"), for messages.
 extern std::string tool_name;

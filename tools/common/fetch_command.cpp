@@ -62,10 +62,6 @@ void print_json_report(const redist::install_report& report, const std::optional
     std::printf("%s\n", w.str().c_str());
 }
 
-}  // namespace
-
-namespace {
-
 // VERSION beside --manifest or --locked must name the release they hold
 // (it is not used to resolve anything). Outcomes: ok | usage.
 redist::result<void> check_version_agrees(const fetch_options& options, const std::string& label,
@@ -171,13 +167,12 @@ redist::result<redist::release_plan> plan_from_lock(const fetch_options& options
         for (const auto& note : notes)
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
     const auto upstream = reread_locked_manifest(options, lock);
+    if (!upstream.ok() && !options.install.quiet)
+        std::fprintf(stderr, "%s: warning: cannot re-read the locked manifest (%s); installing the locked hashes\n",
+                     tool_name.c_str(), printable(upstream.error_value().describe()).c_str());
     // Drift watching: with a lock file, upstream drift is an error.
     if (upstream.ok()) REDIST_TRY_VOID(watch_manifest_drift(options.source, true, options.install.quiet, *upstream));
-    if (!upstream.ok()) {
-        if (!options.install.quiet)
-            std::fprintf(stderr, "%s: warning: cannot re-read the locked manifest (%s); installing the locked hashes\n",
-                         tool_name.c_str(), printable(upstream.error_value().describe()).c_str());
-    } else if (upstream->manifest_sha256 != lock.manifest_sha256) {
+    if (upstream.ok() && upstream->manifest_sha256 != lock.manifest_sha256) {
         if (!options.install.quiet)
             std::fprintf(stderr,
                          "%s: warning: the upstream manifest changed since it was locked (%s); "
@@ -206,12 +201,6 @@ redist::result<redist::release_plan> plan_from_lock(const fetch_options& options
     return locked;
 }
 
-}  // namespace
-
-namespace {
-
-// Before downloading: warn when the driver or a GPU here cannot run the
-// chosen CUDA variant, so that nobody waits for 800 MB they cannot use.
 // REDIST_PROFILE=1 asks for --profile without changing the command line (CI).
 bool profile_requested() {
     const char* env = std::getenv("REDIST_PROFILE");
@@ -237,6 +226,8 @@ void print_profile(const redist::run_profile& p) {
     }
 }
 
+// Before downloading: warn when the driver or a GPU here cannot run the
+// chosen CUDA variant, so that nobody waits for 800 MB they cannot use.
 void preflight(const redist::release_plan& plan, redist::driver_query& driver_query) {
     std::optional<int> major;
     std::string version = plan.label;
@@ -325,47 +316,6 @@ int report_interrupt(const redist::install_request& req, std::uint64_t received)
     return redist::exit_code_for(redist::error_code::cancelled);
 }
 
-}  // namespace
-
-int run_fetch(const fetch_options& options) {
-    const bool chatty = !options.install.quiet && !options.install.json;
-    // The driver is asked once, from the start (a child process, 20-25 ms
-    // with a real GPU): the preflight reads the answer before the download,
-    // and the post-install check reuses it rather than asking after the
-    // install, where the answer set the check's time. The preflight judges
-    // GPUs even where only cuInit lists them, so it asks at full depth. It
-    // loads the system's libcuda and NVML, never the prefix's (which it is
-    // told, so that no path into it is taken: find_system_driver).
-    std::optional<redist::driver_query> driver_query;
-    if (!options.install.quiet || !options.no_check)
-        driver_query.emplace(default_check_options(options.prefix), options.install.quiet && !options.check
-                                                                        ? redist::check_depth::quick
-                                                                        : redist::check_depth::full);
-    const auto platform = effective_platform(options.selection);
-    if (!platform.ok()) return report_error(platform.error_value());
-    auto planned = options.locked.empty() ? plan_from_manifest(options, *platform, chatty)
-                                          : plan_from_lock(options, *platform, chatty);
-    if (!planned.ok()) return report_error(planned.error_value());
-    if (!options.install.quiet)
-        preflight(*planned, *driver_query);  // independent of --no-check, which is about the prefix
-
-    redist::install_request req;
-    req.prefix = options.prefix;
-    req.releases.push_back(std::move(planned).value());
-    req.transfer = options.source.transfer();
-    req.sources = options.source.policy();
-    std::optional<redist::install_report> report;
-    if (const int code = run_install(options.install, req, report, *platform); code != 0 || !report) return code;
-    record_artifacts(options.source, options.install.quiet, *report);  // drift watching
-
-    std::optional<redist::check_report> checked;
-    if (!options.no_check) checked = post_install_check(options, *report, driver_query ? &*driver_query : nullptr);
-    if (options.install.json) print_json_report(*report, checked);
-    return checked ? render_post_install_check(options, *checked) : 0;
-}
-
-namespace {
-
 // --dry-run: a line per artifact (action, product, component, size), then the totals.
 void print_plan(const install_flags& flags, const redist::install_plan& plan) {
     if (flags.json) {
@@ -407,6 +357,43 @@ void print_plan(const install_flags& flags, const redist::install_plan& plan) {
 }
 
 }  // namespace
+
+int run_fetch(const fetch_options& options) {
+    const bool chatty = !options.install.quiet && !options.install.json;
+    // The driver is asked once, from the start (a child process, 20-25 ms
+    // with a real GPU): the preflight reads the answer before the download,
+    // and the post-install check reuses it rather than asking after the
+    // install, where the answer set the check's time. The preflight judges
+    // GPUs even where only cuInit lists them, so it asks at full depth. It
+    // loads the system's libcuda and NVML, never the prefix's (which it is
+    // told, so that no path into it is taken: find_system_driver).
+    std::optional<redist::driver_query> driver_query;
+    if (!options.install.quiet || !options.no_check)
+        driver_query.emplace(default_check_options(options.prefix), options.install.quiet && !options.check
+                                                                        ? redist::check_depth::quick
+                                                                        : redist::check_depth::full);
+    const auto platform = effective_platform(options.selection.platform);
+    if (!platform.ok()) return report_error(platform.error_value());
+    auto planned = options.locked.empty() ? plan_from_manifest(options, *platform, chatty)
+                                          : plan_from_lock(options, *platform, chatty);
+    if (!planned.ok()) return report_error(planned.error_value());
+    if (!options.install.quiet)
+        preflight(*planned, *driver_query);  // independent of --no-check, which is about the prefix
+
+    redist::install_request req;
+    req.prefix = options.prefix;
+    req.releases.push_back(std::move(planned).value());
+    req.transfer = options.source.transfer();
+    req.sources = options.source.policy();
+    std::optional<redist::install_report> report;
+    if (const int code = run_install(options.install, req, report, *platform); code != 0 || !report) return code;
+    record_artifacts(options.source, options.install.quiet, *report);  // drift watching
+
+    std::optional<redist::check_report> checked;
+    if (!options.no_check) checked = post_install_check(options, *report, driver_query ? &*driver_query : nullptr);
+    if (options.install.json) print_json_report(*report, checked);
+    return checked ? render_post_install_check(options, *checked) : 0;
+}
 
 int run_install(const install_flags& flags, redist::install_request& req, std::optional<redist::install_report>& report,
                 const std::string& platform, const std::function<redist::error(redist::error)>& explain) {

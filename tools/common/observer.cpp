@@ -13,18 +13,6 @@
 
 namespace redist_tools {
 
-std::string describe_retry(const redist::retry_event& e) {
-    char delay[32];
-    std::snprintf(delay, sizeof delay, "%.1f s", e.delay_seconds);
-    return std::string("retrying in ") + delay + (e.retry_after ? " (the server's Retry-After)" : "") + " after " +
-           e.reason.describe() + " (attempt " + std::to_string(e.next_attempt) + " of " + std::to_string(e.attempts) +
-           ")";
-}
-
-std::string describe_source_change(const redist::source_change_event& e) {
-    return "trying the next source (" + e.to_url + ") after " + e.reason.describe();
-}
-
 void console_observer::line(const std::string& text) {
     if (quiet_) return;
     std::lock_guard lock(mutex_);
@@ -43,12 +31,18 @@ void console_observer::on_blob_wait(const redist::blob_wait_event& e) {
     line(e.component + ": waiting for another process downloading the same archive");
 }
 
+// "<component>: retrying in 1.2 s after <reason> (attempt 2 of 4)".
 void console_observer::on_retry(const redist::retry_event& e) {
-    line((e.component.empty() ? e.url : e.component) + ": " + describe_retry(e));
+    char delay[32];
+    std::snprintf(delay, sizeof delay, "%.1f s", e.delay_seconds);
+    line((e.component.empty() ? e.url : e.component) + ": retrying in " + delay +
+         (e.retry_after ? " (the server's Retry-After)" : "") + " after " + e.reason.describe() + " (attempt " +
+         std::to_string(e.next_attempt) + " of " + std::to_string(e.attempts) + ")");
 }
 
 void console_observer::on_source_change(const redist::source_change_event& e) {
-    line((e.component.empty() ? e.from_url : e.component) + ": " + describe_source_change(e));
+    line((e.component.empty() ? e.from_url : e.component) + ": trying the next source (" + e.to_url + ") after " +
+         e.reason.describe());
 }
 
 void console_observer::on_source_skip(const redist::source_skip_event& e) {
@@ -79,6 +73,11 @@ void console_observer::on_mirror(const redist::mirror_event& e) {
 
 // ---- progress ------------------------------------------------------------------------
 
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+// Columns of the terminal on `fd` (TIOCGWINSZ), else $COLUMNS, else 80.
 int terminal_width(int fd) {
     winsize ws{};
     if (::ioctl(fd, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0) return ws.ws_col;
@@ -89,10 +88,6 @@ int terminal_width(int fd) {
     }
     return 80;
 }
-
-namespace {
-
-using clock_type = std::chrono::steady_clock;
 
 // At most width - 1 columns: a line that reaches the last column makes some
 // terminals wrap, and the redraw would move up one line too few.

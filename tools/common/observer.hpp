@@ -42,14 +42,6 @@ private:
     std::mutex mutex_;
 };
 
-// "retrying in 1.2 s after <reason> (attempt 2 of 4)", for tests and tools.
-std::string describe_retry(const redist::retry_event& e);
-// "trying <to> after <reason>".
-std::string describe_source_change(const redist::source_change_event& e);
-
-// Columns of the terminal on `fd` (TIOCGWINSZ), else $COLUMNS, else 80.
-int terminal_width(int fd);
-
 // The lines of a live progress display, from the components' states: at most
 // max_bars bars of the components downloading now (the earliest started),
 // then one total bar (bytes done of all, rate, ETA, how many are done and
