@@ -46,6 +46,7 @@
 #include "redist/json_writer.hpp"
 #include "redist/printable.hpp"
 #include "redist/recompressed.hpp"
+#include "support/hex.hpp"
 #include "support/json_reader.hpp"
 #include "support/json_type.hpp"
 #include "support/safe_path.hpp"
@@ -89,13 +90,6 @@ std::string child_path(std::string_view parent, std::string_view key) {
     if (!out.empty()) out += '.';
     out += display_key(key);
     return out;
-}
-
-int hex_value(char c) noexcept {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
 }
 
 // Returns the lower-cased digest, or nullopt if `text` is not `digits` hex digits.

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 
+#include "support/hex.hpp"
 #include "support/safe_path.hpp"
 
 namespace redist {
@@ -66,13 +67,6 @@ bool iequals_prefix(std::string_view text, std::string_view prefix) noexcept {
            });
 }
 
-int hex_digit(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
 // `path` is `root` or lies below it (both lexically normal).
 bool at_or_under(const std::filesystem::path& root, const std::filesystem::path& path) {
     return path == root || is_strictly_under(root, path);
@@ -95,8 +89,8 @@ std::optional<std::string> file_url_to_path(std::string_view url, std::string& p
     path.clear();
     path.reserve(url.size());
     for (std::size_t i = 0; i < url.size(); ++i) {
-        if (url[i] == '%' && i + 2 < url.size() && hex_digit(url[i + 1]) >= 0 && hex_digit(url[i + 2]) >= 0) {
-            const char c = static_cast<char>(hex_digit(url[i + 1]) * 16 + hex_digit(url[i + 2]));
+        if (url[i] == '%' && i + 2 < url.size() && hex_value(url[i + 1]) >= 0 && hex_value(url[i + 2]) >= 0) {
+            const char c = static_cast<char>(hex_value(url[i + 1]) * 16 + hex_value(url[i + 2]));
             if (c == '/' || c == '\0') return "file URL with an encoded '/' or NUL in its path";
             path += c;
             i += 2;

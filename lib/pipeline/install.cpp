@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <random>
@@ -30,6 +29,7 @@
 #include "store/stage.hpp"
 #include "support/budget.hpp"
 #include "support/debug_pause.hpp"
+#include "support/hex.hpp"
 #include "support/parallel.hpp"
 #include "support/safe_path.hpp"
 #include "transport/sources.hpp"
@@ -243,11 +243,6 @@ std::vector<std::string> artifact_urls(const install_request& request, const rel
         urls.push_back(mirror_artifact_url(m, release.product, a.relative_path, a.sha256));
     urls.push_back(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
     return urls;
-}
-
-bool equal_hex(std::string_view a, std::string_view b) {
-    return a.size() == b.size() &&
-           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
 }
 
 // The lock's tar_sha256 of `a`, or "" when the lock pins none (or there is no lock).

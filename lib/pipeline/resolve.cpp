@@ -3,7 +3,6 @@
 #include "redist/resolve.hpp"
 
 #include <algorithm>
-#include <cctype>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -16,6 +15,7 @@
 #include "redist/suggest.hpp"
 #include "redist/urls.hpp"
 #include "redist/version.hpp"
+#include "support/hex.hpp"
 #include "support/safe_path.hpp"
 #include "transport/oci.hpp"
 #include "transport/sources.hpp"
@@ -81,11 +81,6 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
     if (!fetched.ok()) return std::move(fetched).error_value();
     if (cache && !is_local_url(url)) cache->store_document(url, text);
     return text;
-}
-
-bool equal_hex(std::string_view a, std::string_view b) {
-    return a.size() == b.size() &&
-           std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) { return std::tolower(x) == std::tolower(y); });
 }
 
 // The bases to try, in order: mirrors first, then the base URL.
