@@ -367,15 +367,21 @@ protected:
         const auto* mark = options_.mark ? &options_.mark : nullptr;
         const pool_unit::part_options parts{options_.part_bytes, gate, &options_.part_decoded};
         options_.pool->post(
-            [job, gate, input, mark, parts, began, ended] {
+            [task_unit = job, gate, input, mark, parts, began, ended]() mutable {
                 if (mark) (*mark)(began);
-                job->run(parts);
+                task_unit->run(parts);
                 if (mark) (*mark)(ended);
-                job->work.reset();
+                task_unit->work.reset();
+                // The task's reference goes before `done` is set: pending_ holds
+                // the unit until the decoder sees it done, so the last reference,
+                // and with it the output's lease, is the decoder's: a failed
+                // stream gives every lease back before decode_* returns.
+                pool_unit* const unit = task_unit.get();
+                task_unit.reset();
                 // Under the gate's lock: the decoder outlives every unit that
                 // is not done yet (its destructor waits for them there).
                 gate->signal([&] {
-                    job->done = true;
+                    unit->done = true;
                     input->wake();
                 });
             },
