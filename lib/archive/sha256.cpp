@@ -191,8 +191,7 @@ result<void> check_integrity(std::uint64_t expected_size, std::string_view expec
             .with_expected_actual(std::to_string(expected_size), std::to_string(actual_size));
     }
     // Manifests are lower-case, but compare case-insensitively to be safe.
-    const auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; };
-    if (!std::ranges::equal(expected_sha256, actual_sha256, {}, lower, lower)) {
+    if (!equal_hex(expected_sha256, actual_sha256)) {
         return make_error(error_code::integrity, "sha256 mismatch")
             .with_url(std::string(where))
             .with_expected_actual(std::string(expected_sha256), std::string(actual_sha256));

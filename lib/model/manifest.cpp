@@ -650,7 +650,7 @@ result<void> read_copy(json::value& item, recompressed_copy& c) {
 
 const recompressed_copy* recompressed_record::find(std::string_view original_sha256) const noexcept {
     for (const auto& c : copies)
-        if (equal_icase(c.original_sha256, original_sha256)) return &c;
+        if (equal_hex(c.original_sha256, original_sha256)) return &c;
     return nullptr;
 }
 
@@ -737,7 +737,7 @@ result<void> check_recompressed_for(const recompressed_record& record, const man
         return result<void>(
             make_error(error_code::bad_manifest, why).with_source(std::string(source)).with_json_path(path));
     };
-    if (!equal_icase(record.manifest_sha256, manifest_sha256))
+    if (!equal_hex(record.manifest_sha256, manifest_sha256))
         return bad("the record is for another manifest (SHA-256 " + record.manifest_sha256 + ", the manifest's " +
                        std::string(manifest_sha256) + ")",
                    "manifest_sha256");
@@ -751,7 +751,7 @@ result<void> check_recompressed_for(const recompressed_record& record, const man
         const artifact* original = nullptr;
         for (const auto& comp : m.components)
             for (const auto& a : comp.artifacts)
-                if (!original && equal_icase(a.sha256, c.original_sha256)) original = &a;
+                if (!original && equal_hex(a.sha256, c.original_sha256)) original = &a;
         if (!original) return bad("no artifact of the manifest has this SHA-256", at + ".original_sha256");
         const std::string expected = recompressed_copy_path(original->relative_path);
         if (expected.empty()) return bad("the original is not a .tar.xz/.txz archive", at + ".original_sha256");
