@@ -10,6 +10,7 @@
 #                [BASE_URL <url>]       # default: $REDIST_BASE_URL, else NVIDIA's server
 #                [MANIFEST <path|url>]  # a redistrib_<v>.json instead of resolving VERSION
 #                [LOCKFILE <file>]      # passed as `redist fetch --locked <file>`
+#                [TRUSTED_KEY <pem>...] # keys that sign a mirror's recompressed copies (--trusted-key)
 #                [NAMESPACE <ns>]       # target namespace, default: upper-case product
 #                [GLOBAL]               # make the imported targets IMPORTED_GLOBAL
 #                [CHECK])               # fail the configure when the post-install checks fail
@@ -235,7 +236,7 @@ function(redist_fetch product)
     return()
   endif()
   cmake_parse_arguments(PARSE_ARGV 1 arg "GLOBAL;CHECK"
-    "VERSION;CUDA;PLATFORM;PREFIX;BASE_URL;MANIFEST;LOCKFILE;NAMESPACE" "COMPONENTS")
+    "VERSION;CUDA;PLATFORM;PREFIX;BASE_URL;MANIFEST;LOCKFILE;NAMESPACE" "COMPONENTS;TRUSTED_KEY")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "redist_fetch(${product}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
   endif()
@@ -277,6 +278,12 @@ function(redist_fetch product)
   endif()
   set(components ${arg_COMPONENTS})
   list(JOIN components "," components_csv)
+  # Relative key files are taken from the current source dir, like LOCKFILE.
+  set(trusted_keys "")
+  foreach(key IN LISTS arg_TRUSTED_KEY)
+    get_filename_component(key "${key}" ABSOLUTE BASE_DIR "${CMAKE_CURRENT_SOURCE_DIR}")
+    list(APPEND trusted_keys "${key}")
+  endforeach()
 
   set(request "redist_fetch stamp v1\n")
   foreach(field IN ITEMS product prefix components_csv manifest manifest_hash lockfile lockfile_hash)
@@ -287,6 +294,9 @@ function(redist_fetch product)
   endforeach()
   if(arg_CHECK)  # only when set, so that existing stamps stay valid
     string(APPEND request "CHECK=ON\n")
+  endif()
+  if(trusted_keys)  # likewise
+    string(APPEND request "TRUSTED_KEY=${trusted_keys}\n")
   endif()
   string(SHA256 prefix_hash "${prefix}")
   string(SUBSTRING "${prefix_hash}" 0 12 prefix_hash)
@@ -329,6 +339,9 @@ function(redist_fetch product)
     if(lockfile)
       list(APPEND cmd --locked "${lockfile}")
     endif()
+    foreach(key IN LISTS trusted_keys)
+      list(APPEND cmd --trusted-key "${key}")
+    endforeach()
     # CHECK: `redist fetch --check` makes a failed post-install check (a
     # missing dependency, a library that does not load, mixed versions, a
     # driver too old for the variant: see `redist check --help`) exit 11,

@@ -38,6 +38,12 @@ TEST_CASE("oci URLs: the base layout maps onto a repository, its tags and its bl
     CHECK(sidecar->reference == "9.19.0");
     CHECK(sidecar->title == "recompressed_9.19.0.json");
     CHECK(sidecar->repository == "nvidia/cudnn");
+    // Its signature: the layer so titled.
+    auto signature = parse_oci_url("oci+http://127.0.0.1:5000/nvidia/cudnn/redist/recompressed_9.19.0.json.sig");
+    REQUIRE(signature.ok());
+    CHECK(signature->what == oci_url::kind::document);
+    CHECK(signature->reference == "9.19.0");
+    CHECK(signature->title == "recompressed_9.19.0.json.sig");
 
     auto tags = parse_oci_url("oci://registry.example/nvidia/cudnn/redist/");
     REQUIRE(tags.ok());
@@ -50,7 +56,8 @@ TEST_CASE("oci URLs: credentials, queries, odd names and traversal are refused")
           "oci://host/ns/%2e%2e", "oci:///ns", "http://host/ns", "oci://host/ns/cudnn/blobs/sha256:ABC",
           "oci://host/ns/cudnn/redist/redistrib_..json", "oci://host/ns/cudnn/redist/other.json",
           "oci://host/ns/cudnn/redist/recompressed_.json", "oci://host/ns/cudnn/redist/recompressed_-x.json",
-          "oci://host/ns/cudnn/redist/recompressed_9.0.tar.zst"}) {
+          "oci://host/ns/cudnn/redist/recompressed_9.0.tar.zst", "oci://host/ns/cudnn/redist/recompressed_.json.sig",
+          "oci://host/ns/cudnn/redist/redistrib_9.0.json.sig", "oci://host/ns/cudnn/redist/recompressed_9.0.sig"}) {
         INFO(bad);
         auto parsed = parse_oci_url(bad);
         REQUIRE_FALSE(parsed.ok());
@@ -127,16 +134,20 @@ TEST_CASE("a release's image manifest reads back: the JSON layer first, archives
     CHECK_FALSE(parse_image_manifest(R"({"schemaVersion":2,"layers":[{"digest":"sha256:AB","size":1}]})", "m").ok());
 }
 
-TEST_CASE("a release's image manifest with recompressed copies ends with the sidecar layer") {
+TEST_CASE("a release's image manifest with recompressed copies ends with the sidecar and signature layers") {
     const oci_release_layer json{kHex, "redistrib_9.19.0.json", 10};
     const std::vector<oci_release_layer> archives{{std::string(64, 'a'), "cudnn/a.tar.xz", 99},
                                                   {std::string(64, 'b'), "cudnn/a.tar.zst", 120}};
     const oci_release_layer sidecar{std::string(64, 'c'), "recompressed_9.19.0.json", 300};
+    const oci_release_layer signature{std::string(64, 'e'), "recompressed_9.19.0.json.sig", 64};
     for (const bool standard : {false, true}) {
-        const std::string text = oci_release_manifest(json, archives, "9.19.0", standard, sidecar);
+        const std::string text = oci_release_manifest(json, archives, "9.19.0", standard, sidecar, signature);
         auto layers = parse_image_manifest(text, "m");
         REQUIRE(layers.ok());
-        REQUIRE(layers->size() == 4);
+        REQUIRE(layers->size() == 5);
+        CHECK((*layers)[4].title == "recompressed_9.19.0.json.sig");
+        CHECK((*layers)[4].media_type == (standard ? "application/vnd.oci.image.layer.v1.tar"
+                                                   : "application/vnd.redist.recompressed.signature.v1"));
         CHECK((*layers)[2].title == "cudnn/a.tar.zst");
         CHECK((*layers)[3].title == "recompressed_9.19.0.json");
         CHECK((*layers)[3].digest == "sha256:" + std::string(64, 'c'));

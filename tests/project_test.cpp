@@ -2,9 +2,13 @@
 // the column and the key.
 #include <catch2/catch.hpp>
 
+#include <sys/stat.h>
+
+#include <filesystem>
 #include <tuple>
 
 #include "redist/project.hpp"
+#include "support.hpp"
 
 using namespace redist;
 
@@ -234,4 +238,69 @@ TEST_CASE("base-url and mirrors: http(s), or a local directory inside the projec
         CHECK(refused.error_value().code == error_code::bad_manifest);
         CHECK(refused.error_value().json_path == json_path);
     }
+}
+
+TEST_CASE("a project's trusted keys are files inside its directory") {
+    auto p = parse_project(
+        "[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
+        "trusted-keys = [\"keys/mirror.pub\"]\n[products.cudnn]\nversion = \"9\"\n",
+        "/work/app/redist.toml");
+    REQUIRE(p.ok());
+    REQUIRE(p->trusted_keys.size() == 1);
+    CHECK(p->trusted_keys[0] == "/work/app/keys/mirror.pub");
+    for (const char* key : {"../mirror.pub", "/etc/ssl/mirror.pub", "keys/../../x.pub"}) {
+        INFO(key);
+        const error e = parse_error(std::string("[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n") +
+                                    "trusted-keys = [\"" + key + "\"]\n[products.cudnn]\nversion = \"9\"\n");
+        CHECK(e.json_path == "project.trusted-keys[0]");
+        CHECK(e.message.find("inside the project's directory") != std::string::npos);
+    }
+}
+
+TEST_CASE("the user's config.toml: every key, relative paths from its directory") {
+    auto c = parse_user_config(
+        "base-url = \"https://mirror.internal/compute\"\n"
+        "mirrors = [\"oci://registry.internal/nvidia\", \"local\"]\n"
+        "cache-dir = \"cache\"\nretries = 6\n"
+        "trusted-keys = [\"mirror.pub\", \"/etc/redist/old.pub\"]\n",
+        "/home/u/.config/redist/config.toml");
+    REQUIRE(c.ok());
+    CHECK(c->base_url == "https://mirror.internal/compute");
+    CHECK(c->mirrors ==
+          std::vector<std::string>{"oci://registry.internal/nvidia", "file:///home/u/.config/redist/local"});
+    CHECK(c->cache_dir == "/home/u/.config/redist/cache");
+    CHECK(c->retries == 6);
+    CHECK(c->trusted_keys ==
+          std::vector<std::filesystem::path>{"/home/u/.config/redist/mirror.pub", "/etc/redist/old.pub"});
+    auto empty = parse_user_config("", "/c/config.toml");
+    REQUIRE(empty.ok());
+    CHECK(empty->base_url.empty());
+    CHECK_FALSE(empty->retries);
+}
+
+TEST_CASE("the user's config.toml: unknown keys and bad values name the line and key") {
+    const auto fails = [](const std::string& text, const std::string& key) {
+        auto c = parse_user_config(text, "/c/config.toml");
+        REQUIRE_FALSE(c.ok());
+        CHECK(c.error_value().code == error_code::bad_manifest);
+        CHECK(c.error_value().json_path == key);
+        CHECK(c.error_value().source.rfind("/c/config.toml:", 0) == 0);
+    };
+    fails("mirror = [\"x\"]\n", "mirror");
+    fails("retries = 0\n", "retries");
+    fails("retries = \"6\"\n", "retries");
+    fails("mirrors = \"https://x\"\n", "mirrors");
+    fails("trusted-keys = [\"a\", \"a\"]\n", "trusted-keys[1]");
+    fails("[project]\nprefix = \"x\"\n", "project");
+}
+
+TEST_CASE("the user's config file: absent is empty, a FIFO fails at once") {
+    CHECK(read_user_config("").value().path.empty());
+    CHECK(read_user_config("/nonexistent/redist/config.toml").value().path.empty());
+    const auto dir = redist_test::scratch("config_fifo");
+    const auto fifo = dir / "config.toml";
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    auto r = read_user_config(fifo);
+    REQUIRE_FALSE(r.ok());
+    CHECK(r.error_value().code == error_code::filesystem);
 }

@@ -18,12 +18,12 @@ const std::string D(64, 'd');
 
 std::string copy_json(const std::string& original = A, const std::string& path = "c/x-1.tar.zst",
                       const std::string& extra = "") {
-    return R"({"original_sha256": ")" + original + R"(", "relative_path": ")" + path +
+    return R"({"original_sha256": ")" + original + R"(", "original_size": "5", "relative_path": ")" + path +
            R"(", "compression": "zstd", "sha256": ")" + B + R"(", "size": "10", "tar_sha256": ")" + C +
            R"(", "tar_size": "20")" + extra + "}";
 }
 
-std::string doc(const std::string& copies, const std::string& head = R"("format": "redist-recompressed-1")") {
+std::string doc(const std::string& copies, const std::string& head = R"("format": "redist-recompressed-2")") {
     return "{" + head + R"(, "release_label": "1.0", "manifest_sha256": ")" + D + R"(", "copies": [)" + copies + "]}";
 }
 
@@ -83,8 +83,10 @@ TEST_CASE("recompressed: unknown keys are skipped, an empty copy list is valid")
     CHECK(empty->copies.empty());
 }
 
-TEST_CASE("recompressed: the format must be redist-recompressed-1") {
-    CHECK(parse_error(doc(copy_json(), R"("format": "redist-recompressed-2")")).json_path == "format");
+TEST_CASE("recompressed: the format must be redist-recompressed-2") {
+    // Version 1 records named no original's size: a signature could not bind it.
+    CHECK(parse_error(doc(copy_json(), R"("format": "redist-recompressed-1")")).json_path == "format");
+    CHECK(parse_error(doc(copy_json(), R"("format": "redist-recompressed-3")")).json_path == "format");
     CHECK(parse_error(R"({"release_label": "1.0", "manifest_sha256": ")" + D + R"(", "copies": []})")
               .message.find("format") != std::string::npos);
 }
@@ -99,8 +101,8 @@ TEST_CASE("recompressed: broken JSON and duplicate keys are refused") {
 
 TEST_CASE("recompressed: every copy field is required and checked") {
     const std::string good = copy_json();
-    for (const char* key :
-         {"original_sha256", "relative_path", "compression", "sha256", "size", "tar_sha256", "tar_size"}) {
+    for (const char* key : {"original_sha256", "original_size", "relative_path", "compression", "sha256", "size",
+                            "tar_sha256", "tar_size"}) {
         // Renaming a key drops it.
         std::string broken = good;
         const std::string quoted = std::string("\"") + key + "\"";
@@ -137,10 +139,10 @@ TEST_CASE("recompressed: a second copy of one original is refused") {
 }
 
 TEST_CASE("recompressed: the manifest digest and label are checked") {
-    CHECK(parse_error(R"({"format": "redist-recompressed-1", "release_label": "1.0", "manifest_sha256": "x", )"
+    CHECK(parse_error(R"({"format": "redist-recompressed-2", "release_label": "1.0", "manifest_sha256": "x", )"
                       R"("copies": []})")
               .json_path == "manifest_sha256");
-    CHECK(parse_error(R"({"format": "redist-recompressed-1", "release_label": "../x", "manifest_sha256": ")" + D +
+    CHECK(parse_error(R"({"format": "redist-recompressed-2", "release_label": "../x", "manifest_sha256": ")" + D +
                       R"(", "copies": []})")
               .json_path == "release_label");
 }
@@ -152,6 +154,7 @@ TEST_CASE("recompressed: documents over 4 MiB are refused") {
 
 TEST_CASE("recompressed: copy paths and the document name") {
     CHECK(redist::recompressed_document_name("9.19.0") == "recompressed_9.19.0.json");
+    CHECK(redist::recompressed_signature_name("9.19.0") == "recompressed_9.19.0.json.sig");
     CHECK(redist::recompressed_copy_path("a/b-1.tar.xz") == "a/b-1.tar.zst");
     CHECK(redist::recompressed_copy_path("a/b-1.txz") == "a/b-1.tar.zst");
     CHECK(redist::recompressed_copy_path("a/b-1.zip").empty());
@@ -182,6 +185,12 @@ TEST_CASE("recompressed: a record is checked against the manifest it belongs to"
     REQUIRE_FALSE(moved.ok());
     CHECK(moved.error_value().json_path == "copies[0].relative_path");
 
+    auto resized = one_artifact_manifest();
+    resized.components[0].artifacts[0].size = 6;
+    auto size = redist::check_recompressed_for(*r, resized, D, "s");
+    REQUIRE_FALSE(size.ok());
+    CHECK(size.error_value().json_path == "copies[0].original_size");
+
     auto zip = redist::check_recompressed_for(*r, one_artifact_manifest("c/x-1.zip"), D, "s");
     REQUIRE_FALSE(zip.ok());
     CHECK(zip.error_value().json_path == "copies[0].original_sha256");
@@ -193,7 +202,7 @@ TEST_CASE("recompressed: a record is checked against the manifest it belongs to"
     CHECK(unknown.error_value().json_path == "copies[0].original_sha256");
 }
 
-TEST_CASE("recompressed: a lock pins the copy's tar, and old locks stay valid") {
+TEST_CASE("recompressed: a lock pins the copy's tar and its signer, and old locks stay valid") {
     redist::resolved_release release;
     release.product = "c";
     release.label = "1.0";
@@ -215,10 +224,16 @@ TEST_CASE("recompressed: a lock pins the copy's tar, and old locks stay valid") 
     auto record = redist::parse_recompressed(doc(copy_json()), "s");
     REQUIRE(record.ok());
     release.recompressed = *record;
+    // Copies no trusted key signed are never pinned.
+    auto unsigned_lock = redist::make_lockfile(release, {"linux-x86_64"}, {}, {});
+    REQUIRE(unsigned_lock.ok());
+    CHECK(unsigned_lock->artifacts[0].tar_sha256.empty());
+    release.recompressed_signer = B;
     auto pinned = redist::make_lockfile(release, {"linux-x86_64"}, {}, {});
     REQUIRE(pinned.ok());
     REQUIRE(pinned->artifacts.size() == 1);
     CHECK(pinned->artifacts[0].tar_sha256 == C);
+    CHECK(pinned->artifacts[0].copy_key == B);
     const std::string text = redist::lockfile_to_json(*pinned);
     auto back = redist::lockfile_from_json(text, "redist.lock");
     REQUIRE(back.ok());
@@ -227,6 +242,12 @@ TEST_CASE("recompressed: a lock pins the copy's tar, and old locks stay valid") 
     auto plan = redist::plan_from_lock(*back, "linux-x86_64", std::nullopt, {});
     REQUIRE(plan.ok());
     CHECK(plan->locked_tar_sha256.at(A) == C);
+    // A pin without its signer (a lock from before signatures) is not honoured.
+    auto keyless = *back;
+    keyless.artifacts[0].copy_key.clear();
+    auto keyless_plan = redist::plan_from_lock(keyless, "linux-x86_64", std::nullopt, {});
+    REQUIRE(keyless_plan.ok());
+    CHECK(keyless_plan->locked_tar_sha256.empty());
 
     std::string bad = text;
     bad.replace(bad.find(C), 64, "nope");

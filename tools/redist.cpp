@@ -67,6 +67,7 @@ int cmd_lock(lock_args args) {
                                                "lock elsewhere with -o FILE, or lock the project with `redist lock`")
                                 .with_path(output));
     const auto& source = args.project.source;
+    if (auto keys = load_trusted_keys(source); !keys.ok()) return report_error(keys.error_value());
     // One --cuda N with the cuda product: "latest" is the newest N.x, as for fetch.
     auto spec = redist::release_spec_for_cuda(
         args.product, args.version, args.cuda.size() == 1 ? std::optional<int>(args.cuda.front()) : std::nullopt);
@@ -108,6 +109,7 @@ void add_lock_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("PRODUCT", args->product, "cudnn, cuda, ... (none: lock the project)");
     cmd->add_option("VERSION", args->version, "9.27.0, 9.27, 9 or latest");
     add_source_options(*cmd, args->project.source);
+    add_trust_option(*cmd, args->project.source);
     add_project_lock_options(*cmd, args->project);
     cmd->add_option("--platform", args->platforms, "Platforms to lock (repeatable; default: this machine's)")
         ->check(platform_check())
@@ -153,8 +155,12 @@ int main(int argc, char** argv) {
     app.footer(std::string("\nEnvironment:\n  REDIST_BASE_URL  default for --base-url\n"
                            "  REDIST_MIRRORS  default for --mirror (base URLs, comma- or space-separated)\n"
                            "  REDIST_CACHE_DIR, XDG_CACHE_HOME  where the download cache lives (~/.cache/redist)\n"
+                           "  REDIST_TRUSTED_KEYS  default for --trusted-key (key files, ':'-separated)\n"
                            "  SSL_CERT_FILE, CURL_CA_BUNDLE  CA bundle for HTTPS\n"
                            "  http_proxy, https_proxy, no_proxy  proxies (through libcurl)\n\n"
+                           "Defaults of your own: $XDG_CONFIG_HOME/redist/config.toml (else ~/.config/redist/)\n"
+                           "with base-url, mirrors, cache-dir, retries and trusted-keys; the command line, a\n"
+                           "project's redist.toml and the variables above come first.\n\n"
                            "`redist COMMAND --help` says more about each command.\n\n") +
                exit_code_help);
 

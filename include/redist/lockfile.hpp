@@ -3,13 +3,15 @@
 //   {"lock_version": 1, "product": "cudnn", "release_label": "9.27.0",
 //    "manifest_url": "...", "manifest_sha256": "...",
 //    "artifacts": [{"component", "version", "platform", "variant", "relative_path",
-//                   "url", "sha256", "size", "tar_sha256"}, ...]}
+//                   "url", "sha256", "size", "tar_sha256", "copy_key"}, ...]}
 //
-// "tar_sha256" (optional) is written when the release was resolved through a
-// mirror with recompressed copies (recompressed.hpp): the SHA-256 of the
-// archive's decoded tar. Installing from the lock then uses a copy only when
-// it decodes to exactly that tar; an artifact locked without one is
-// installed from its original, never from a copy.
+// "tar_sha256" and "copy_key" (optional) are written when the release was
+// resolved through a mirror with recompressed copies (recompressed.hpp)
+// whose record a trusted key signed: the SHA-256 of the archive's decoded
+// tar, and the fingerprint of that key (signing.hpp). Installing from the
+// lock then uses a copy only when its record is signed by a key trusted
+// then, and it decodes to exactly that tar; an artifact locked without both
+// is installed from its original, never from a copy.
 //
 // Artifacts are sorted (platform, variant, component) so that a re-lock of
 // the same request produces the same bytes.
@@ -48,7 +50,13 @@ struct locked_artifact {
     std::string version;     // the component's version
     std::string url;         // absolute URL it was resolved to
     std::string tar_sha256;  // the decoded tar of a mirror's recompressed copy; "" when none was recorded
+    std::string copy_key;    // the fingerprint of the trusted key that signed that copy's record
 };
+
+// `a` of `release` as a lock records it: its component's version, its
+// sanitized URL and, where the release has a copy of it signed by a trusted
+// key, that copy's decoded tar and the key.
+locked_artifact lock_artifact(const resolved_release& release, const artifact& a);
 
 struct lockfile {
     std::string product;

@@ -113,10 +113,12 @@ struct resolved_release {
     std::string artifact_base_url;  // the manifest's directory
     manifest parsed;
     // The copies of the sidecar read beside the manifest (release_request::
-    // recompressed), checked against it (check_recompressed_for); none when
-    // there is none, it is unusable, or it was not asked for.
+    // recompressed), checked against it (check_recompressed_for) and signed
+    // by a trusted key (source_policy::trusted_keys); none when there is
+    // none, it is unusable or not so signed, or it was not asked for.
     recompressed_record recompressed;
     std::string recompressed_base_url;  // the directory the sidecar came from (the manifest's, a mirror's)
+    std::string recompressed_signer;    // the fingerprint of the trusted key that signed it (signing.hpp)
 };
 
 // What to install from one release: its artifacts (from select_artifacts or

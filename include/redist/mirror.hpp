@@ -112,6 +112,11 @@ struct mirror_request {
     // from the base), as for fetch: the same source driver.
     source_policy sources;
     recompression recompress = recompression::none;
+    // With recompress: the operator's Ed25519 private key (PEM, signing.hpp)
+    // that signs each release's sidecar. Clients install a copy only under a
+    // signature by a key they trust; without one, copies are made and
+    // recorded, but no client uses them. Read before anything is fetched.
+    std::optional<std::filesystem::path> sign_key;
     // A registry target: other products under the same namespace whose
     // repositories a missing blob is mounted from (no download, no upload)
     // before it is fetched. Products as `product` (plain names).
@@ -134,9 +139,10 @@ struct mirrored_file {
 
 // One recompressed copy, as its sidecar records it.
 struct mirrored_copy {
-    std::string original_sha256;  // the manifest's sha256 of the original
-    std::string relative_path;    // the original's with .tar.zst for .tar.xz/.txz
-    std::filesystem::path path;   // where it is in the mirror (empty for a registry)
+    std::string original_sha256;      // the manifest's sha256 of the original
+    std::uint64_t original_size = 0;  // and its size
+    std::string relative_path;        // the original's with .tar.zst for .tar.xz/.txz
+    std::filesystem::path path;       // where it is in the mirror (empty for a registry)
     std::string compression = "zstd";
     std::string sha256;  // of the copy
     std::uint64_t size = 0;
@@ -155,6 +161,7 @@ struct mirrored_release {
                                          // selections appears once
     std::vector<mirrored_copy> copies;   // with recompress: one per .tar.xz/.txz original (sha256), in order
     std::filesystem::path sidecar_path;  // recompressed_<label>.json in the mirror (empty: none, or a registry)
+    std::string signed_by;               // the sidecar's signer (signing.hpp fingerprint); "": unsigned or none
 };
 
 struct mirror_report {

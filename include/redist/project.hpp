@@ -53,6 +53,9 @@ struct project_file {
     std::optional<int> cuda;             // the CUDA major for products with variants; nullopt: decide per product
     std::string base_url;                // empty: the default (or $REDIST_BASE_URL); a local one as file://
     std::vector<std::string> mirrors;
+    // Public keys (PEM files inside the project's directory, absolute) that
+    // sign a mirror's recompressed copies (signing.hpp); added to the user's.
+    std::vector<std::filesystem::path> trusted_keys;
     std::vector<std::string> exclude;       // archive-relative globs
     std::vector<project_product> products;  // at least one, sorted by name
 };
@@ -66,6 +69,44 @@ inline constexpr std::size_t kMaxProjectFileBytes = 1u << 20;
 // what is wrong). Never throws, never crashes on any input (fuzzed:
 // tests/fuzz/project_fuzz.cpp).
 result<project_file> parse_project(std::string_view text, const std::filesystem::path& path);
+
+// The user's own defaults (as uv.toml or .condarc): config.toml in
+// $XDG_CONFIG_HOME/redist/ (else ~/.config/redist/), every key optional:
+//
+//   base-url = "https://mirror.internal/compute"   # after --base-url, a project's, $REDIST_BASE_URL
+//   mirrors = ["oci://registry.internal/nvidia"]   # after --mirror, a project's, $REDIST_MIRRORS
+//   cache-dir = "/var/cache/redist"                # after --cache-dir, $REDIST_CACHE_DIR
+//   retries = 6                                    # after --retries
+//   trusted-keys = ["mirror.pub"]                  # added to --trusted-key, $REDIST_TRUSTED_KEYS
+//
+// A relative path (a local base-url or mirror, cache-dir, a key) is taken
+// from the file's directory. The command line and the project file come
+// before it, and so do the environment variables.
+struct user_config {
+    std::filesystem::path path;  // the file read ("" when there is none)
+    std::string base_url;        // a URL (a local directory as file://); "" when unset
+    std::vector<std::string> mirrors;
+    std::filesystem::path cache_dir;  // "" when unset
+    std::optional<int> retries;       // 1..100
+    std::vector<std::filesystem::path> trusted_keys;
+};
+
+// Where the user's config file is: $XDG_CONFIG_HOME/redist/config.toml when
+// XDG_CONFIG_HOME is absolute, else $HOME/.config/redist/config.toml; ""
+// with neither.
+std::filesystem::path user_config_path();
+
+// Parses and validates config.toml text (the same TOML reader and limits as
+// the project file). Outcomes: ok | bad_manifest (source
+// "<path>:<line>:<column>", json_path the key; an unknown key is refused,
+// naming the known ones). Fuzzed with the project reader (project_fuzz).
+result<user_config> parse_user_config(std::string_view text, const std::filesystem::path& path);
+
+// Reads and parses the file at `path` (user_config_path()): a user_config
+// with an empty path when there is no file. The file is read as every input
+// is (a regular file, at most 1 MiB, a FIFO never blocks). Outcomes: ok |
+// filesystem (cannot read it) | bad_manifest (as parse_user_config).
+result<user_config> read_user_config(const std::filesystem::path& path);
 
 // The commented starter file `redist init` writes, listing `platforms`.
 std::string starter_project(const std::vector<std::string>& platforms);

@@ -1,16 +1,22 @@
 // redist/recompressed.hpp — a mirror's recompressed copies: the sidecar
 // document recompressed_<label>.json beside redistrib_<label>.json.
 //
-//   {"format": "redist-recompressed-1", "release_label": "9.19.0",
+//   {"format": "redist-recompressed-2", "release_label": "9.19.0",
 //    "manifest_sha256": "<SHA-256 of the redistrib_<label>.json bytes>",
-//    "copies": [{"original_sha256", "relative_path", "compression": "zstd",
-//                "sha256", "size", "tar_sha256", "tar_size"}, ...]}
+//    "copies": [{"original_sha256", "original_size", "relative_path",
+//                "compression": "zstd", "sha256", "size", "tar_sha256",
+//                "tar_size"}, ...]}
 //
-// `redist mirror --recompress zstd` writes it; fetch and sync read it from
-// the directory the manifest was read from and may install a copy instead of
-// its original archive (install.hpp). NVIDIA's manifest stays byte for byte,
-// so --manifest-sha256 and locks keep pinning it. What a copy is trusted on:
-// SECURITY.md.
+// and its detached Ed25519 signature, recompressed_<label>.json.sig (64 raw
+// bytes, signing.hpp). `redist mirror --recompress zstd --sign-key KEY`
+// writes both; fetch, lock and sync read them from the directory the
+// manifest was read from and may install a copy instead of its original
+// archive (install.hpp) only when the record's signature is by a key the
+// user trusts (source_policy::trusted_keys). The record binds NVIDIA's
+// manifest (its SHA-256), each original (SHA-256 and size) and what its copy
+// decodes to (the tar's SHA-256 and size): a mirror is transport, and a copy
+// is never trusted on the mirror's word alone. NVIDIA's manifest stays byte
+// for byte, so --manifest-sha256 and locks keep pinning it. SECURITY.md.
 #pragma once
 
 #include <cstdint>
@@ -25,12 +31,13 @@ namespace redist {
 struct manifest;  // manifest.hpp
 
 struct recompressed_copy {
-    std::string original_sha256;  // the manifest's sha256 of the original archive (lower case)
-    std::string relative_path;    // the original's, with .tar.xz/.txz replaced by .tar.zst
-    std::string sha256;           // of the copy's bytes (lower case)
-    std::uint64_t size = 0;       // the copy's bytes
-    std::string tar_sha256;       // of the decoded tar stream (lower case)
-    std::uint64_t tar_size = 0;   // the decoded tar stream's bytes
+    std::string original_sha256;      // the manifest's sha256 of the original archive (lower case)
+    std::uint64_t original_size = 0;  // the manifest's size of the original archive
+    std::string relative_path;        // the original's, with .tar.xz/.txz replaced by .tar.zst
+    std::string sha256;               // of the copy's bytes (lower case)
+    std::uint64_t size = 0;           // the copy's bytes
+    std::string tar_sha256;           // of the decoded tar stream (lower case)
+    std::uint64_t tar_size = 0;       // the decoded tar stream's bytes
 };
 
 struct recompressed_record {
@@ -43,11 +50,14 @@ struct recompressed_record {
     const recompressed_copy* find(std::string_view original_sha256) const noexcept;
 };
 
-inline constexpr std::string_view kRecompressedFormat = "redist-recompressed-1";
+inline constexpr std::string_view kRecompressedFormat = "redist-recompressed-2";
 inline constexpr std::size_t kMaxRecompressedBytes = 4u << 20;
 
 // "recompressed_<label>.json".
 std::string recompressed_document_name(std::string_view label);
+// "recompressed_<label>.json.sig": the record's detached signature.
+std::string recompressed_signature_name(std::string_view label);
+inline constexpr std::size_t kRecompressedSignatureBytes = 64;
 
 // The copy's relative_path for an original: ".tar.xz"/".txz" replaced by
 // ".tar.zst"; empty when the original is no .tar.xz/.txz (it gets no copy).
@@ -59,7 +69,7 @@ std::string recompressed_to_json(const recompressed_record& record);
 // Parses a sidecar. `source` (its URL) is only used in errors.
 // Outcomes: ok | bad_manifest (source and json_path name the problem):
 // broken JSON, a duplicate key, a missing field, a format other than
-// redist-recompressed-1, a compression other than zstd, a digest that is not
+// redist-recompressed-2, a compression other than zstd, a digest that is not
 // 64 hex digits, a size that is not a decimal string that fits 64 bits, a
 // relative_path that fails artifact_path_problem() or does not end in
 // .tar.zst, a second copy of one original, a document over 4 MiB.
@@ -69,7 +79,8 @@ result<recompressed_record> parse_recompressed(std::string_view json, std::strin
 // Whether the record belongs to `m`, whose bytes hash to `manifest_sha256`:
 // the same manifest_sha256 (either case), the manifest's release_label when
 // both have one, and every copy the copy of one .tar.xz/.txz artifact of `m`
-// (its relative_path recompressed_copy_path() of that artifact's).
+// of the recorded size (its relative_path recompressed_copy_path() of that
+// artifact's).
 // Outcomes: ok | bad_manifest (source = `source`, json_path names the field).
 result<void> check_recompressed_for(const recompressed_record& record, const manifest& m,
                                     std::string_view manifest_sha256, std::string_view source);

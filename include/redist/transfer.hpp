@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/signing.hpp"
 
 namespace redist {
 
@@ -132,6 +133,9 @@ struct source_policy {
     double max_backoff_seconds = 20;
     long max_retry_after_seconds = 60;  // a longer Retry-After moves on to the next source
     bool shared_cache = false;  // --shared-cache: the cache may belong to others; re-verify all of it (cache.hpp)
+    // The keys whose signature makes a mirror's recompressed copies usable
+    // (recompressed.hpp, signing.hpp); empty: no copy is ever used.
+    std::vector<trusted_key> trusted_keys{};
     // Shared by the copies of this policy (one per run); null: every
     // try_sources call keeps its own.
     std::shared_ptr<source_health> health = make_source_health();

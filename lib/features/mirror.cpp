@@ -19,6 +19,11 @@
 // - With --recompress, a copy is advertised by the release's sidecar
 //   (recompressed_<label>.json), written after every copy is in place and
 //   before the manifest; the copy is made from the verified original only.
+//   With --sign-key the sidecar is signed (recompressed_<label>.json.sig):
+//   the signature is what clients trust, so a record is signed only when
+//   this run made its copies from verified originals, or when it was signed
+//   by the same key before. A record merely found in the target (planted by
+//   anyone who can write there) is never reused, let alone signed.
 #include "redist/mirror.hpp"
 
 #include <unistd.h>
@@ -38,6 +43,7 @@
 #include "redist/install.hpp"
 #include "redist/recompressed.hpp"
 #include "redist/select.hpp"
+#include "redist/signing.hpp"
 #include "redist/urls.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
@@ -85,6 +91,12 @@ std::optional<bool> existing_matches(const fs::path& path, std::uint64_t size, c
     if (fs::file_size(path, ec) != size || ec) return false;
     auto digest = sha256_file(path);
     return digest.ok() && *digest == sha256;
+}
+
+// Writes `bytes` to `path` unless it holds them already.
+result<void> write_if_changed(const fs::path& path, std::string_view bytes) {
+    const auto same = existing_matches(path, bytes.size(), sha256_hex(bytes));
+    return same && *same ? result<void>() : write_file_atomically(path, bytes);
 }
 
 void emit(const mirror_request& request, const mirror_event& event) {
@@ -166,9 +178,9 @@ const char* mirror_path_problem(std::string_view rel) {
         const auto end = std::min(rel.find('/', start), rel.size());
         const std::string_view segment = rel.substr(start, end - start);
         if (segment == "index.html" || is_manifest_name(segment) ||
-            (segment.starts_with("recompressed_") && segment.ends_with(".json")))
+            (segment.starts_with("recompressed_") && (segment.ends_with(".json") || segment.ends_with(".json.sig"))))
             return "names a file the mirror keeps for itself (index.html, a redistrib_*.json manifest or a "
-                   "recompressed_*.json sidecar)";
+                   "recompressed_*.json sidecar or its signature)";
         if (segment.find(".part.") != std::string_view::npos || is_atomic_write_temp(segment))
             return "names a temporary file (.part. or .tmp.)";
         start = end + 1;
@@ -345,10 +357,14 @@ public:
                                  mirrored_release& out) = 0;
 
     // ---- recompressed copies (the copy is an `artifact` named by its relative_path, size and sha256)
-    // The sidecars the target holds now whose records may be reused (not
-    // trusted: a reused copy is checked by present()); unreadable ones are
+    // The sidecars the target holds now, each with its signature ("" when
+    // it has none), whose records may be reused when signed by the run's own
+    // key (a reused copy is then checked by present()); unreadable ones are
     // left out.
-    virtual std::vector<std::string> sidecars(const std::string& label) = 0;
+    struct found_sidecar {
+        std::string record, signature;
+    };
+    virtual std::vector<found_sidecar> sidecars(const std::string& label) = 0;
     // A verified local file of the original `t` names, to make the copy from:
     // the one in place, or one fetched into private scratch (`temporary`: the
     // caller removes it). Outcomes as download_verified.
@@ -372,6 +388,10 @@ public:
     // Whether present() found the blob only by mounting it from another
     // repository (a registry).
     virtual bool mounted(const std::string& /*sha256*/) const { return false; }
+
+    // The operator's key (--sign-key) that signs every sidecar, or null:
+    // sidecars are then unsigned, and no client installs their copies.
+    const signing_key* signer = nullptr;
 };
 
 // ---- recompressed copies -----------------------------------------------------------------
@@ -387,27 +407,42 @@ std::optional<std::string> copy_path_of(std::string_view rel) {
 }
 
 // The sidecar of a release (recompressed.hpp; the client reads it with the
-// same model code).
-std::string sidecar_json(const resolved_release& release, const std::vector<mirrored_copy>& copies) {
+// same model code) and, with a key, its signature.
+struct sidecar_documents {
+    std::string record;
+    std::optional<std::string> signature;
+};
+result<sidecar_documents> make_sidecar(const resolved_release& release, const std::vector<mirrored_copy>& copies,
+                                       const signing_key* signer) {
     recompressed_record record;
     record.release_label = release.label;
     record.manifest_sha256 = release.manifest_sha256;
     record.copies.reserve(copies.size());
     for (const auto& c : copies)
-        record.copies.push_back({c.original_sha256, c.relative_path, c.sha256, c.size, c.tar_sha256, c.tar_size});
-    return recompressed_to_json(record);
+        record.copies.push_back(
+            {c.original_sha256, c.original_size, c.relative_path, c.sha256, c.size, c.tar_sha256, c.tar_size});
+    sidecar_documents out{recompressed_to_json(record), std::nullopt};
+    if (signer) {
+        REDIST_TRY(out.signature, signer->sign(out.record));
+    }
+    return out;
 }
 
-// The records of a sidecar already in the mirror, by original sha256, for
-// not making a copy again. Only what the mirror may reuse after checking the
-// copy's size and SHA-256 against the record: a sidecar that does not parse
-// (parse_recompressed) gives nothing (its copies are made again).
-void read_previous_copies(std::string_view text, std::map<std::string, mirrored_copy>& out) {
-    auto record = parse_recompressed(text, "recompressed sidecar");
+// The records of a sidecar already in the target, by original sha256, for
+// not making a copy again: only those of a sidecar the run's own key signed
+// (a previous run of this operator verified them), and only after checking
+// the copy's size and SHA-256 against the record (present()). Anything else
+// -- unsigned, signed by another key, not parsing -- gives nothing: its
+// copies are made again from the verified originals.
+void read_previous_copies(const mirror_target::found_sidecar& found, const signing_key* signer,
+                          std::map<std::string, mirrored_copy>& out) {
+    if (!signer || !find_signer({signer->public_key()}, found.record, found.signature)) return;
+    auto record = parse_recompressed(found.record, "recompressed sidecar");
     if (!record.ok()) return;
     for (auto& r : record.value().copies) {
         mirrored_copy c;
         c.original_sha256 = std::move(r.original_sha256);
+        c.original_size = r.original_size;
         c.relative_path = std::move(r.relative_path);
         c.sha256 = std::move(r.sha256);
         c.size = r.size;
@@ -439,7 +474,8 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
         emit(request, e);
     };
     // Both keys are lower case: the manifest parser and parse_recompressed store them so.
-    if (const auto it = previous.find(original.sha256); it != previous.end() && it->second.relative_path == copy_path) {
+    if (const auto it = previous.find(original.sha256);
+        it != previous.end() && it->second.relative_path == copy_path && it->second.original_size == original.size) {
         mirrored_copy c = it->second;
         emit_copy(mirror_step::checking, mirror_status::downloaded, c.size);
         REDIST_TRY(const auto present, target.present(as_artifact(c)));
@@ -452,6 +488,7 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
     if (cancel) return make_error(error_code::cancelled, "cancelled");
     mirrored_copy c;
     c.original_sha256 = original.sha256;
+    c.original_size = original.size;
     c.relative_path = copy_path;
     REDIST_TRY(const mirror_target::local_file source, target.local_original(original, request, &cancel));
     emit_copy(mirror_step::recompressing, c.status, 0);
@@ -601,7 +638,8 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     out.manifest_sha256 = release.manifest_sha256;
     copy_context copies;
     if (request.recompress != recompression::none) {
-        for (const auto& text : target.sidecars(release.label)) read_previous_copies(text, copies.previous);
+        for (const auto& found : target.sidecars(release.label))
+            read_previous_copies(found, target.signer, copies.previous);
         for (const auto& c : release.parsed.components)
             for (const auto& a : c.artifacts) copies.listed.insert(a.relative_path);
         std::set<std::string> originals;
@@ -643,10 +681,17 @@ public:
     result<void> publish(const resolved_release& release, const std::vector<artifact>& /*picks*/,
                          mirrored_release& out) override {
         if (!out.copies.empty()) {  // before the manifest; every copy it lists is in place
-            const std::string sidecar = sidecar_json(release, out.copies);
+            REDIST_TRY(const sidecar_documents sidecar, make_sidecar(release, out.copies, signer));
             out.sidecar_path = redist_dir_ / recompressed_document_name(release.label);
-            const auto same = existing_matches(out.sidecar_path, sidecar.size(), sha256_hex(sidecar));
-            if (!same || !*same) REDIST_TRY_VOID(write_file_atomically(out.sidecar_path, sidecar));
+            REDIST_TRY_VOID(write_if_changed(out.sidecar_path, sidecar.record));
+            // A signature of an older record would only fail on clients: replaced, or removed.
+            const fs::path sig = redist_dir_ / recompressed_signature_name(release.label);
+            if (sidecar.signature) {
+                REDIST_TRY_VOID(write_if_changed(sig, *sidecar.signature));
+                out.signed_by = signer->public_key().fingerprint;
+            } else if (std::error_code ec; !fs::remove(sig, ec) && ec) {
+                return errno_error("cannot remove", sig, ec.value());
+            }
         }
         const std::string& text = release.manifest_text;  // the bytes exactly as published
         const std::string manifest_name = "redistrib_" + release.label + ".json";
@@ -662,17 +707,19 @@ public:
         return write_mirror_index(redist_dir_);
     }
 
-    std::vector<std::string> sidecars(const std::string& /*label*/) override {
+    std::vector<found_sidecar> sidecars(const std::string& /*label*/) override {
         // Every release's: a copy of an original two releases share is made once.
-        std::vector<std::string> texts;
+        std::vector<found_sidecar> found;
         std::error_code ec;
         for (const auto& entry : fs::directory_iterator(redist_dir_, ec)) {
             const std::string name = entry.path().filename().string();
             if (!name.starts_with("recompressed_") || !name.ends_with(".json")) continue;
             auto text = read_file(entry.path(), kMaxRecompressedBytes, follow_links::no);
-            if (text.ok()) texts.push_back(std::move(text).value());
+            if (!text.ok()) continue;
+            auto sig = read_file(redist_dir_ / (name + ".sig"), kRecompressedSignatureBytes, follow_links::no);
+            found.push_back({std::move(text).value(), sig.ok() ? std::move(sig).value() : std::string()});
         }
-        return texts;
+        return found;
     }
     result<local_file> local_original(download_target& t, const mirror_request& /*request*/,
                                       const std::atomic<bool>* /*cancel*/) override {
@@ -759,17 +806,19 @@ public:
                          mirrored_release& out) override;
     // The tag's own, then those of the same label in the repositories of
     // mount_from (their copies are mounted rather than made again).
-    std::vector<std::string> sidecars(const std::string& label) override {
+    std::vector<found_sidecar> sidecars(const std::string& label) override {
         std::vector<std::string> products{product_};
         for (const auto& repo : mount_from_) products.push_back(repo.substr(repo.rfind('/') + 1));
-        std::vector<std::string> texts;
+        std::vector<found_sidecar> found;
         for (const auto& product : products) {
             const std::string url = join_url(join_url(documents_, product), "redist/") +
                                     recompressed_document_name(label);
             auto text = fetch_text(url, transfer_, kMaxRecompressedBytes);
-            if (text.ok()) texts.push_back(std::move(text).value());
+            if (!text.ok()) continue;
+            auto sig = fetch_text(url + ".sig", transfer_, kRecompressedSignatureBytes);
+            found.push_back({std::move(text).value(), sig.ok() ? std::move(sig).value() : std::string()});
         }
-        return texts;
+        return found;
     }
     result<local_file> local_original(download_target& t, const mirror_request& request,
                                       const std::atomic<bool>* cancel) override {
@@ -823,17 +872,24 @@ result<void> oci_target::publish(const resolved_release& release, const std::vec
     for (const auto& p : picks) archives.push_back({p.sha256, p.relative_path, p.size});
     // The copies, stored by mirror_copy, and the sidecar that lists them: one tag points at all or none.
     std::optional<oci_release_layer> sidecar_layer;
+    std::optional<oci_release_layer> signature_layer;
     if (!out.copies.empty()) {
         for (const auto& c : out.copies) archives.push_back({c.sha256, c.relative_path, c.size});
-        const std::string sidecar = sidecar_json(release, out.copies);
-        sidecar_layer = oci_release_layer{sha256_hex(sidecar), recompressed_document_name(release.label),
-                                          sidecar.size()};
-        REDIST_TRY_VOID(ensure_blob(sidecar_layer->sha256, sidecar));
+        REDIST_TRY(const sidecar_documents sidecar, make_sidecar(release, out.copies, signer));
+        sidecar_layer = oci_release_layer{sha256_hex(sidecar.record), recompressed_document_name(release.label),
+                                          sidecar.record.size()};
+        REDIST_TRY_VOID(ensure_blob(sidecar_layer->sha256, sidecar.record));
+        if (sidecar.signature) {  // a layer of its own: skopeo copy keeps every layer of a tag
+            signature_layer = oci_release_layer{sha256_hex(*sidecar.signature),
+                                                recompressed_signature_name(release.label), sidecar.signature->size()};
+            REDIST_TRY_VOID(ensure_blob(signature_layer->sha256, *sidecar.signature));
+            out.signed_by = signer->public_key().fingerprint;
+        }
     }
     REDIST_TRY(const auto tagged, store_->tag_digest(release.label));
     for (const bool standard_types : {false, true}) {
         const std::string manifest = oci_release_manifest(json_layer, archives, release.label, standard_types,
-                                                          sidecar_layer);
+                                                          sidecar_layer, signature_layer);
         if (tagged && *tagged == "sha256:" + sha256_hex(manifest)) {
             out.manifest_status = mirror_status::up_to_date;
             return {};
@@ -942,7 +998,15 @@ result<mirror_report> mirror_releases(const mirror_request& request) {
 
     mirror_report report;
     report.product = request.product;
+    // The key first: a run that cannot sign fails before it downloads anything.
+    std::optional<signing_key> signer;
+    if (request.sign_key) {
+        if (request.recompress == recompression::none)
+            return make_error(error_code::usage, "a signing key signs recompressed copies: it needs --recompress");
+        REDIST_TRY(signer, signing_key::read(*request.sign_key));
+    }
     REDIST_TRY(const std::unique_ptr<mirror_target> target, open_target(request, report));
+    target->signer = signer ? &*signer : nullptr;
     for (const auto& spec : request.versions) {
         REDIST_TRY(mirrored_release r, mirror_one(request, spec, *target, report.bytes_downloaded, report.copies_made));
         report.releases.push_back(std::move(r));

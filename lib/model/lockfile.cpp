@@ -37,12 +37,26 @@ void write_artifacts(json_writer& w, const std::vector<locked_artifact>& artifac
         w.field("sha256", a->entry.sha256);
         w.field("size", a->entry.size);
         if (!a->tar_sha256.empty()) w.field("tar_sha256", a->tar_sha256);
+        if (!a->copy_key.empty()) w.field("copy_key", a->copy_key);
         w.end_object();
     }
     w.end_array();
 }
 
 }  // namespace
+
+locked_artifact lock_artifact(const resolved_release& release, const artifact& a) {
+    locked_artifact locked;
+    locked.entry = a;
+    if (const auto* c = release.parsed.find_component(a.component)) locked.version = c->version;
+    locked.url = sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
+    // resolve_release keeps a mirror's copies only when a trusted key signed them.
+    if (const auto* copy = release.recompressed.find(a.sha256); copy && !release.recompressed_signer.empty()) {
+        locked.tar_sha256 = copy->tar_sha256;
+        locked.copy_key = release.recompressed_signer;
+    }
+    return locked;
+}
 
 std::string lockfile_to_json(const lockfile& lock) {
     json_writer w(2);
@@ -89,6 +103,7 @@ result<void> read_artifact(json::value& item, locked_artifact& a) {
         {"sha256", sha256_str(a.entry.sha256), true},
         {"size", [&](json::value& v) -> result<void> { return v.get(a.entry.size); }, true},
         {"tar_sha256", sha256_str(a.tar_sha256)},
+        {"copy_key", sha256_str(a.copy_key)},
     });
     if (!read.ok()) return read;
     if (a.url.empty()) return item.bad("url is empty");
@@ -246,12 +261,7 @@ result<lockfile> make_lockfile(const resolved_release& release, const std::vecto
                 return std::move(selection).error_value().with_source(sanitize_url(release.manifest_url));
             for (const auto& a : selection->artifacts) {
                 if (!seen.insert(a.platform + "/" + a.variant.value_or("") + "/" + a.component).second) continue;
-                locked_artifact locked;
-                locked.entry = a;
-                if (const auto* c = release.parsed.find_component(a.component)) locked.version = c->version;
-                locked.url = sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
-                if (const auto* copy = release.recompressed.find(a.sha256)) locked.tar_sha256 = copy->tar_sha256;
-                lock.artifacts.push_back(std::move(locked));
+                lock.artifacts.push_back(lock_artifact(release, a));
             }
         }
     }
@@ -286,7 +296,10 @@ release_plan locked_plan(const std::string& product, const std::string& label, c
     for (const auto& a : artifacts) {
         if (a.entry.platform != platform) continue;
         plan.component_versions[a.entry.component] = a.version;
-        if (!a.tar_sha256.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
+        // A tar pinned without the key that signed it (a lock written before
+        // copies needed a trusted signature) is not honoured: its copy is
+        // not used, and the original is installed.
+        if (!a.tar_sha256.empty() && !a.copy_key.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
         plan.artifacts.push_back(a.entry);
     }
     return plan;

@@ -623,6 +623,7 @@ result<void> read_copy(json::value& item, recompressed_copy& c) {
     std::string compression;
     return item.read_object({
         {"original_sha256", read_digest(c.original_sha256), true},
+        {"original_size", read_decimal_size(c.original_size), true},
         {"relative_path",
          [&](json::value& v) -> result<void> {
              REDIST_TRY_VOID(v.get(c.relative_path));
@@ -658,6 +659,8 @@ std::string recompressed_document_name(std::string_view label) {
     return "recompressed_" + std::string(label) + ".json";
 }
 
+std::string recompressed_signature_name(std::string_view label) { return recompressed_document_name(label) + ".sig"; }
+
 std::string recompressed_copy_path(std::string_view original) {
     for (const std::string_view suffix : {std::string_view(".tar.xz"), std::string_view(".txz")})
         if (ends_with_icase(original, suffix))
@@ -680,6 +683,7 @@ std::string recompressed_to_json(const recompressed_record& record) {
     for (const auto& c : record.copies) {
         w.begin_object();
         w.field("original_sha256", lower(c.original_sha256));
+        w.field("original_size", std::to_string(c.original_size));
         w.field("relative_path", c.relative_path);
         w.field("compression", "zstd");
         w.field("sha256", lower(c.sha256));
@@ -753,6 +757,9 @@ result<void> check_recompressed_for(const recompressed_record& record, const man
             for (const auto& a : comp.artifacts)
                 if (!original && equal_hex(a.sha256, c.original_sha256)) original = &a;
         if (!original) return bad("no artifact of the manifest has this SHA-256", at + ".original_sha256");
+        if (original->size != c.original_size)
+            return bad("the manifest's size of this original is " + std::to_string(original->size),
+                       at + ".original_size");
         const std::string expected = recompressed_copy_path(original->relative_path);
         if (expected.empty()) return bad("the original is not a .tar.xz/.txz archive", at + ".original_sha256");
         if (c.relative_path != expected)

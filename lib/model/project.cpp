@@ -30,12 +30,14 @@
 #include "redist/platform.hpp"
 #include "redist/printable.hpp"
 #include "redist/urls.hpp"
+#include "support/posix_file.hpp"
 #include "support/safe_path.hpp"
 
 #include <algorithm>
 #include <cctype>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <set>
 
 namespace redist {
@@ -158,6 +160,18 @@ result<void> parse_project_table(const validator& v, const toml::table& t, proje
                            project_source(v, *node.as_array()->get(i), full + "[" + std::to_string(i) + "]",
                                           out.path.parent_path()));
             }
+        } else if (k == "trusted-keys") {
+            REDIST_TRY(const auto keys, v.strings(node, full));
+            const fs::path root = fs::absolute(out.path.parent_path().empty() ? fs::path(".") : out.path.parent_path())
+                                      .lexically_normal();
+            for (std::size_t i = 0; i < keys.size(); ++i) {
+                const fs::path file = (root / keys[i]).lexically_normal();
+                // As for local sources: a cloned project names files of its own, never /etc/...
+                if (keys[i].find('\0') != std::string::npos || !is_strictly_under(root, file))
+                    return v.fail(node.as_array()->get(i)->source(), full + "[" + std::to_string(i) + "]",
+                                  "a key file inside the project's directory (name others with --trusted-key)");
+                out.trusted_keys.push_back(file);
+            }
         } else if (k == "exclude") {
             REDIST_TRY(out.exclude, v.strings(node, full));
             for (std::size_t i = 0; i < out.exclude.size(); ++i) {
@@ -168,7 +182,7 @@ result<void> parse_project_table(const validator& v, const toml::table& t, proje
             }
         } else {
             return v.fail(key.source(), full,
-                          "unknown key (known: prefix, platforms, cuda, base-url, mirrors, exclude)");
+                          "unknown key (known: prefix, platforms, cuda, base-url, mirrors, trusted-keys, exclude)");
         }
     }
     return {};
@@ -340,10 +354,9 @@ std::pair<std::size_t, const char*> precheck(std::string_view text) {
     return {0, nullptr};
 }
 
-}  // namespace
-
-result<project_file> parse_project(std::string_view text, const fs::path& path) {
-    const validator v{path.string()};
+// The TOML text as a table, through the guards at the top of this file.
+// Outcomes: ok | bad_manifest (source = "<path>[:<line>[:<column>]]").
+result<toml::table> parse_toml(std::string_view text, const validator& v) {
     if (text.size() > kMaxProjectFileBytes)
         return make_error(error_code::bad_manifest, "larger than " + std::to_string(kMaxProjectFileBytes) + " bytes")
             .with_source(v.source);
@@ -358,7 +371,86 @@ result<project_file> parse_project(std::string_view text, const fs::path& path) 
         const auto& err = parsed.error();
         return v.fail(err.source(), "", std::string(err.description()));
     }
-    const toml::table& root = parsed.table();
+    return std::move(parsed).table();
+}
+
+// A config file's path value: absolute as written, else from `dir`.
+result<fs::path> config_path(const validator& v, const toml::node& n, const std::string& key, const fs::path& dir) {
+    REDIST_TRY(const std::string text, v.string(n, key));
+    if (text.find('\0') != std::string::npos) return v.fail(n.source(), key, "contains a NUL byte");
+    const fs::path p(text);
+    return (p.is_absolute() ? p : dir / p).lexically_normal();
+}
+
+// A config file's source: a URL as written (http(s)://, file://, oci://,
+// oci-layout:), or a local directory as a file:// URL.
+result<std::string> config_source(const validator& v, const toml::node& n, const std::string& key,
+                                  const fs::path& dir) {
+    REDIST_TRY(const std::string text, v.string(n, key));
+    if (text.find('\0') != std::string::npos) return v.fail(n.source(), key, "contains a NUL byte");
+    if (text.find("://") != std::string::npos || is_oci_layout_url(text)) return text;
+    const fs::path p(text);
+    return to_url((p.is_absolute() ? p : dir / p).lexically_normal().string());
+}
+
+}  // namespace
+
+fs::path user_config_path() {
+    if (const char* xdg = std::getenv("XDG_CONFIG_HOME"); xdg && *xdg == '/')
+        return fs::path(xdg) / "redist" / "config.toml";
+    if (const char* home = std::getenv("HOME"); home && *home == '/')
+        return fs::path(home) / ".config" / "redist" / "config.toml";
+    return {};
+}
+
+result<user_config> parse_user_config(std::string_view text, const fs::path& path) {
+    const validator v{path.string()};
+    REDIST_TRY(const toml::table root, parse_toml(text, v));
+    user_config out;
+    out.path = path;
+    const fs::path dir = fs::absolute(path.parent_path().empty() ? fs::path(".") : path.parent_path());
+    for (auto&& [key, node] : root) {
+        const std::string k(key.str());
+        if (k == "base-url") {
+            REDIST_TRY(out.base_url, config_source(v, node, k, dir));
+        } else if (k == "mirrors") {
+            REDIST_TRY(const auto items, v.strings(node, k));
+            for (std::size_t i = 0; i < items.size(); ++i) {
+                REDIST_TRY(auto url,
+                           config_source(v, *node.as_array()->get(i), k + "[" + std::to_string(i) + "]", dir));
+                out.mirrors.push_back(std::move(url));
+            }
+        } else if (k == "cache-dir") {
+            REDIST_TRY(out.cache_dir, config_path(v, node, k, dir));
+        } else if (k == "retries") {
+            const auto* n = node.as_integer();
+            if (!n || n->get() < 1 || n->get() > 100)
+                return v.fail(node.source(), k, "expected a number of attempts from 1 to 100");
+            out.retries = static_cast<int>(n->get());
+        } else if (k == "trusted-keys") {
+            REDIST_TRY(const auto items, v.strings(node, k));
+            for (std::size_t i = 0; i < items.size(); ++i) {
+                REDIST_TRY(auto key_file,
+                           config_path(v, *node.as_array()->get(i), k + "[" + std::to_string(i) + "]", dir));
+                out.trusted_keys.push_back(std::move(key_file));
+            }
+        } else {
+            return v.fail(key.source(), k, "unknown key (known: base-url, mirrors, cache-dir, retries, trusted-keys)");
+        }
+    }
+    return out;
+}
+
+result<user_config> read_user_config(const fs::path& path) {
+    std::error_code ec;
+    if (path.empty() || !fs::exists(fs::symlink_status(path, ec))) return user_config{};
+    REDIST_TRY(const std::string text, read_file(path, kMaxProjectFileBytes, follow_links::yes));
+    return parse_user_config(text, path);
+}
+
+result<project_file> parse_project(std::string_view text, const fs::path& path) {
+    const validator v{path.string()};
+    REDIST_TRY(const toml::table root, parse_toml(text, v));
     project_file out;
     out.path = path;
     bool has_project = false, has_prefix = false;
@@ -411,6 +503,8 @@ std::string starter_project(const std::vector<std::string>& platforms) {
            "# Where releases come from (default: NVIDIA's server); mirrors are tried first.\n"
            "# base-url = \"https://developer.download.nvidia.com/compute\"\n"
            "# mirrors = [\"https://mirror.example.com/compute\"]\n"
+           "# Public keys whose signature makes a mirror's recompressed copies usable (docs/fleet.md).\n"
+           "# trusted-keys = [\"keys/mirror.pub\"]\n"
            "# Archive entries not to install, relative to the prefix.\n"
            "# exclude = [\"lib/*_static*.a\"]\n"
            "\n"

@@ -91,9 +91,24 @@ std::vector<std::string> bases_in_order(const source_policy& sources, const std:
     return out;
 }
 
-// The mirror's recompressed-copy record beside the manifest, checked
-// against it. Absent: no copies, silently; anything else wrong: no copies,
-// one observer event. A copy is only ever an alternative to the original.
+// Why a record whose signature is `signature` (nullopt: none served) is not
+// signed by a trusted key, or "" when it is (`signer` is then set).
+std::string untrusted_because(const source_policy& sources, std::string_view record,
+                              const std::optional<std::string>& signature, std::string& signer) {
+    if (!signature) return "it is not signed";
+    if (sources.trusted_keys.empty()) return "no key is trusted (--trusted-key, REDIST_TRUSTED_KEYS, trusted-keys)";
+    if (signature->size() != kRecompressedSignatureBytes) return "its signature is not 64 bytes";
+    const trusted_key* key = find_signer(sources.trusted_keys, record, *signature);
+    if (!key) return "its signature is by no trusted key";
+    signer = key->fingerprint;
+    return {};
+}
+
+// The mirror's recompressed-copy record beside the manifest and its
+// signature, checked against the manifest and the trusted keys. Absent: no
+// copies, silently; anything else wrong, or not signed by a trusted key: no
+// copies, one observer event saying why. A copy is only ever an alternative
+// to the original, and only on a trusted key's word: a mirror is transport.
 void read_recompressed(const release_request& request, const transfer_options& options,
                        const std::optional<blob_cache>& cache, resolved_release& out) {
     const std::string dir = url_directory(out.manifest_url);
@@ -115,8 +130,20 @@ void read_recompressed(const release_request& request, const transfer_options& o
     if (!record.ok()) return give_up(std::move(record).error_value());
     auto belongs = check_recompressed_for(*record, out.parsed, out.manifest_sha256, sanitize_url(url));
     if (!belongs.ok()) return give_up(std::move(belongs).error_value());
+    // The signature is read only now: a release without copies costs no request for it.
+    std::optional<std::string> signature;
+    const std::string sig_url = join_url(dir, recompressed_signature_name(label));
+    auto sig = fetch_document(sig_url, options, request.sources, cache, request.observer, "recompressed-copy signature",
+                              kRecompressedSignatureBytes);
+    if (sig.ok()) signature = std::move(sig).value();
+    else if (sig.error_value().code != error_code::not_found) return give_up(std::move(sig).error_value());
+    std::string signer;
+    if (const std::string why = untrusted_because(request.sources, *text, signature, signer); !why.empty())
+        return give_up(make_error(error_code::integrity, "the mirror's recompressed copies are not used: " + why)
+                           .with_url(sanitize_url(url)));
     out.recompressed = std::move(record).value();
     out.recompressed_base_url = dir;
+    out.recompressed_signer = std::move(signer);
 }
 
 }  // namespace

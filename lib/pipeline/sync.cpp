@@ -61,12 +61,7 @@ result<void> lock_platform(const project_file& project, const project_product& p
         return std::move(e).with_source(sanitize_url(release.manifest_url));
     }
     for (const auto& a : selection->artifacts) {
-        locked_artifact locked;
-        locked.entry = a;
-        if (const auto* c = release.parsed.find_component(a.component)) locked.version = c->version;
-        locked.url = sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
-        if (const auto* copy = release.recompressed.find(a.sha256)) locked.tar_sha256 = copy->tar_sha256;
-        out.artifacts.push_back(std::move(locked));
+        out.artifacts.push_back(lock_artifact(release, a));
     }
     return {};
 }

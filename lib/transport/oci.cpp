@@ -39,6 +39,7 @@ constexpr std::string_view kTitle = "org.opencontainers.image.title";
 constexpr std::string_view kJsonLayerType = "application/vnd.nvidia.redistrib.manifest.v1+json";
 constexpr std::string_view kArchiveLayerType = "application/vnd.nvidia.redistrib.archive.v1";
 constexpr std::string_view kRecompressedLayerType = "application/vnd.redist.recompressed.v1+json";
+constexpr std::string_view kSignatureLayerType = "application/vnd.redist.recompressed.signature.v1";
 constexpr std::string_view kStandardLayerType = "application/vnd.oci.image.layer.v1.tar";
 constexpr std::string_view kConfigType = "application/vnd.oci.image.config.v1+json";
 constexpr std::size_t kMaxManifestBytes = oci_max_manifest_bytes;
@@ -157,9 +158,15 @@ result<std::string> oci_release_document(std::string_view manifest, const std::s
 }
 
 std::optional<std::string> oci_document_label(std::string_view name) {
-    for (const std::string_view prefix : {std::string_view("redistrib_"), std::string_view("recompressed_")}) {
-        if (!name.starts_with(prefix) || !name.ends_with(".json") || name.size() <= prefix.size() + 5) continue;
-        std::string label(name.substr(prefix.size(), name.size() - prefix.size() - 5));
+    struct form {
+        std::string_view prefix, suffix;
+    };
+    for (const form f :
+         {form{"redistrib_", ".json"}, form{"recompressed_", ".json"}, form{"recompressed_", ".json.sig"}}) {
+        if (!name.starts_with(f.prefix) || !name.ends_with(f.suffix) ||
+            name.size() <= f.prefix.size() + f.suffix.size())
+            continue;
+        std::string label(name.substr(f.prefix.size(), name.size() - f.prefix.size() - f.suffix.size()));
         if (valid_oci_tag(label)) return label;
     }
     return std::nullopt;
@@ -176,8 +183,8 @@ result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::
         auto label = oci_document_label(name);
         if (!label)
             return make_error(error_code::usage, std::string(store) +
-                                                     " holds only redistrib_<label>.json and recompressed_<label>.json "
-                                                     "documents and blobs by digest");
+                                                     " holds only redistrib_<label>.json and recompressed_<label>.json"
+                                                     "[.sig] documents and blobs by digest");
         out.what = oci_url::kind::document;
         out.reference = std::move(*label);
         out.title = std::string(name);
@@ -705,7 +712,8 @@ result<void> oci_pusher::put_manifest(const std::string& tag, const std::string&
 
 std::string oci_release_manifest(const oci_release_layer& json_layer, const std::vector<oci_release_layer>& archives,
                                  const std::string& label, bool standard_types,
-                                 const std::optional<oci_release_layer>& recompressed) {
+                                 const std::optional<oci_release_layer>& recompressed,
+                                 const std::optional<oci_release_layer>& signature) {
     json_writer w;
     const auto descriptor = [&](std::string_view type, const oci_release_layer& l) {
         w.begin_object();
@@ -727,6 +735,7 @@ std::string oci_release_manifest(const oci_release_layer& json_layer, const std:
     descriptor(standard_types ? kStandardLayerType : kJsonLayerType, json_layer);
     for (const auto& a : archives) descriptor(standard_types ? kStandardLayerType : kArchiveLayerType, a);
     if (recompressed) descriptor(standard_types ? kStandardLayerType : kRecompressedLayerType, *recompressed);
+    if (signature) descriptor(standard_types ? kStandardLayerType : kSignatureLayerType, *signature);
     w.end_array();
     w.key("annotations").begin_object().field("org.opencontainers.image.version", label).end_object();
     w.end_object();

@@ -108,8 +108,9 @@ result<std::string> oci_release_document(std::string_view manifest, const std::s
 // resuming. The one delivery for registries and image layouts.
 // Outcomes: ok | network (resume_from past the end) | a callback's error.
 result<void> deliver_document(const std::string& body, download_callbacks& callbacks, std::uint64_t resume_from);
-// The label of a document name ("redistrib_<label>.json" or
-// "recompressed_<label>.json"; the label a valid tag), or nullopt: the one
+// The label of a document name ("redistrib_<label>.json",
+// "recompressed_<label>.json" or its signature "recompressed_<label>.json.sig";
+// the label a valid tag), or nullopt: the one
 // rule for registry and image-layout URLs.
 std::optional<std::string> oci_document_label(std::string_view name);
 inline constexpr std::size_t oci_max_manifest_bytes = 4u << 20;
@@ -206,8 +207,8 @@ private:
 };
 
 // The image manifest of a release: config "{}", the JSON layer first, then
-// the archives (and recompressed copies), then the recompressed sidecar when
-// given. standard_types: only the image-spec's own media types (for
+// the archives (and recompressed copies), then the recompressed sidecar and
+// its signature when given. standard_types: only the image-spec's own media types (for
 // registries that refuse others).
 struct oci_release_layer {
     std::string sha256, title;
@@ -215,7 +216,8 @@ struct oci_release_layer {
 };
 std::string oci_release_manifest(const oci_release_layer& json_layer, const std::vector<oci_release_layer>& archives,
                                  const std::string& label, bool standard_types,
-                                 const std::optional<oci_release_layer>& recompressed = std::nullopt);
+                                 const std::optional<oci_release_layer>& recompressed = std::nullopt,
+                                 const std::optional<oci_release_layer>& signature = std::nullopt);
 inline constexpr std::string_view oci_manifest_media_type = "application/vnd.oci.image.manifest.v1+json";
 inline constexpr std::string_view oci_empty_config = "{}";
 

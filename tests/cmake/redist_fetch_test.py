@@ -240,6 +240,17 @@ def run_project_checks(args, state: str, work: str, nginx_base: str):
     if res.returncode != 0:
         cs.check("redist_fetch(cudnn): " in res.stderr, f"unexpected failure:\n{res.stderr}")
 
+    # 8. TRUSTED_KEY files are passed through as --trusted-key <absolute path>, each.
+    keys_build = os.path.join(work, "build-keys")
+    res = cs.run(cs.configure_args(args, source, keys_build, *common,
+                                   "-DTEST_TRUSTED_KEYS=keys/a.pub;/etc/redist/b.pub", "-DTEST_CONFIGURE_ONLY=ON"),
+                 env_=env, check=False)
+    last = tool_calls(log)[-1]
+    cs.check(f"--trusted-key {os.path.join(source, 'keys', 'a.pub')} --trusted-key /etc/redist/b.pub" in last,
+             f"TRUSTED_KEY not passed as --trusted-key: {last}")
+    cs.check(res.returncode != 0 and "a.pub" in res.stderr, f"a missing key file did not fail the configure:\n"
+             f"{res.stderr}")
+
 
 def test_example(args):
     install = cs.install_dir(args)

@@ -244,7 +244,7 @@ def in_namespace(request_uri: str, ns: str) -> bool:
 _SCRUBBED = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDNN_HOME",
              "http_proxy", "https_proxy", "all_proxy", "ftp_proxy",
              "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "FTP_PROXY",
-             "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR")
+             "CURL_CA_BUNDLE", "SSL_CERT_FILE", "SSL_CERT_DIR", "REDIST_TRUSTED_KEYS")
 
 
 def tool_env(env: dict | None = None) -> dict:
@@ -739,3 +739,35 @@ class BackgroundTool:
             t.join(timeout=5)
         for stream in (self.proc.stdout, self.proc.stderr):
             stream.close()
+
+
+# ---- Ed25519 keys that sign a mirror's recompressed copies (openssl, as an operator would) ----
+
+def make_key_pair(directory: str, name: str = "mirror") -> tuple[str, str]:
+    """`openssl genpkey -algorithm ed25519` into <directory>/<name>.key and its
+    public half (`openssl pkey -pubout`) into <name>.pub."""
+    os.makedirs(directory, exist_ok=True)
+    key, pub = os.path.join(directory, name + ".key"), os.path.join(directory, name + ".pub")
+    subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", key], check=True, capture_output=True)
+    subprocess.run(["openssl", "pkey", "-in", key, "-pubout", "-out", pub], check=True, capture_output=True)
+    return key, pub
+
+
+def sign_file(key: str, path: str) -> str:
+    """The detached signature <path>.sig, as `openssl pkeyutl -sign -rawin` writes it."""
+    subprocess.run(["openssl", "pkeyutl", "-sign", "-inkey", key, "-rawin", "-in", path, "-out", path + ".sig"],
+                   check=True, capture_output=True)
+    return path + ".sig"
+
+
+def verify_signature(pub: str, path: str, sig: str) -> bool:
+    """Whether openssl accepts `sig` as pub's signature of the file at `path`."""
+    return subprocess.run(["openssl", "pkeyutl", "-verify", "-pubin", "-inkey", pub, "-rawin", "-in", path,
+                           "-sigfile", sig], capture_output=True).returncode == 0
+
+
+def key_fingerprint(pub: str) -> str:
+    """What redist names a key by: the SHA-256 of its DER public key."""
+    der = subprocess.run(["openssl", "pkey", "-pubin", "-in", pub, "-outform", "DER"], check=True,
+                         capture_output=True).stdout
+    return hashlib.sha256(der).hexdigest()

@@ -1,7 +1,8 @@
 """A fleet's mirror with recompressed copies, through the real tools: for a
 registry (oci+http://), an OCI image layout (oci-layout:DIR) and a directory
-served by nginx, `redist mirror ... --recompress zstd` then `cudnn-fetch
---mirror X` with an unreachable upstream installs the copies: the tree is
+served by nginx, `redist mirror ... --recompress zstd --sign-key KEY` then `cudnn-fetch
+--mirror X --trusted-key KEY.pub` with an unreachable upstream installs the
+copies (and without the key, the originals): the tree is
 the one the original archives give (files, modes, symlinks), and each
 receipt names the copy's SHA-256 and the tar's. A tampered copy blob in the
 registry is discarded: the original is installed, with one line saying so."""
@@ -26,19 +27,22 @@ class FleetBase(unittest.TestCase):
     def setUp(self):
         self.scratch = support.make_scratch_dir(self.id())
         self.env = dict(ENV, XDG_CACHE_HOME=os.path.join(self.scratch, "cache"))
+        self.key, self.pub = support.make_key_pair(self.scratch)
 
     def mirror(self, to):
-        """Mirrors the demo release to `to` with copies; the copies it reports."""
+        """Mirrors the demo release to `to` with copies, signed; the copies it reports."""
         res = support.run_tool("redist", "mirror", "cudnn", LABEL, "--to", to, "--base-url",
                                support.file_base_url(), *PLATFORM, "--recompress", "zstd", "--json",
-                               env=self.env, check=0)
-        copies = json.loads(res.stdout)["releases"][0]["copies"]
-        self.assertTrue(copies, res.stdout)
-        return copies
+                               "--sign-key", self.key, env=self.env, check=0)
+        release = json.loads(res.stdout)["releases"][0]
+        self.assertTrue(release["copies"], res.stdout)
+        self.assertEqual(release["signed_by"], support.key_fingerprint(self.pub))
+        return release["copies"]
 
-    def install(self, mirror, prefix):
+    def install(self, mirror, prefix, trust=True):
+        keys = ("--trusted-key", self.pub) if trust else ()
         return support.run_tool("cudnn-fetch", LABEL, "--mirror", mirror, "--base-url", UNREACHABLE,
-                                "--prefix", prefix, *PLATFORM, "--no-cache", "--retries", "1",
+                                "--prefix", prefix, *PLATFORM, "--no-cache", "--retries", "1", *keys,
                                 env=self.env, check=0)
 
     def receipts(self, prefix):
@@ -73,6 +77,13 @@ class FleetBase(unittest.TestCase):
         self.assertGreater(used, 0)  # cudnn-fetch installs cudnn; cudnn_jit is mirrored, not installed
         self.assertEqual(self.tree(prefix), self.reference_tree(), support.diff_snapshots(
             self.tree(prefix), self.reference_tree()))
+        # Without the operator's key, the same mirror is transport only: the originals, with one line.
+        plain = os.path.join(self.scratch, "untrusting")
+        res = self.install(install_from or mirror, plain, trust=False)
+        lines = [l for l in res.stderr.splitlines() if "recompressed copies are not used" in l]
+        self.assertEqual(len(lines), 1, res.stderr)
+        self.assertTrue(all("copy_sha256" not in r for r in self.receipts(plain)))
+        self.assertEqual(self.tree(plain), self.reference_tree())
 
 
 class DirectoryOverHttp(FleetBase):

@@ -1,8 +1,11 @@
-"""`redist mirror --recompress zstd`: beside each .tar.xz original a
-multi-frame zstd copy of the same tar stream, described by the sidecar
-recompressed_<label>.json, in a directory and in a registry; re-runs
-recompress nothing; a registry mounts blobs from another product's
-repository instead of downloading them (--mount-from)."""
+"""`redist mirror --recompress zstd --sign-key KEY`: beside each .tar.xz
+original a multi-frame zstd copy of the same tar stream, described by the
+sidecar recompressed_<label>.json and its Ed25519 signature (which openssl
+verifies), in a directory and in a registry; re-runs recompress nothing; a
+record the run's key did not sign (planted, or unsigned) is never reused:
+its copy is made again from the verified original; a registry mounts blobs
+from another product's repository instead of downloading them
+(--mount-from)."""
 
 import gzip
 import hashlib
@@ -70,11 +73,13 @@ class RecompressBase(unittest.TestCase):
         self.xz = write_upstream(self.upstream, products=("cudnn", "cudnnx"))
         self.tar = lzma.decompress(self.xz)
         self.env = dict(ENV, XDG_CACHE_HOME=os.path.join(self.scratch, "cache"))
+        self.key, self.pub = support.make_key_pair(self.scratch)
 
-    def mirror(self, to, *extra, product="cudnn"):
+    def mirror(self, to, *extra, product="cudnn", sign=True):
+        keys = ("--sign-key", self.key) if sign else ()
         res = support.run_tool("redist", "mirror", product, LABEL, "--to", to, "--platform", PLATFORM,
                                "--base-url", support.file_base_url(self.upstream), "--recompress", "zstd",
-                               "--json", *extra, env=self.env, check=0)
+                               "--json", *keys, *extra, env=self.env, check=0)
         return json.loads(res.stdout)
 
     def check_sidecar(self, sidecar, copy):
@@ -82,11 +87,12 @@ class RecompressBase(unittest.TestCase):
         with open(manifest, "rb") as f:
             manifest_sha = sha256(f.read())
         self.assertEqual(sidecar, {
-            "format": "redist-recompressed-1",
+            "format": "redist-recompressed-2",
             "release_label": LABEL,
             "manifest_sha256": manifest_sha,
             "copies": [{
                 "original_sha256": sha256(self.xz),
+                "original_size": str(len(self.xz)),
                 "relative_path": ZST_REL,
                 "compression": "zstd",
                 "sha256": sha256(copy),
@@ -114,8 +120,12 @@ class DirectoryMirror(RecompressBase):
         self.assertRegex(listing, r"# Zstandard Frames: *[2-9]", listing)
         self.assertNotRegex(listing, r"Decompressed Size: *(Unknown|-)", listing)
 
-        self.check_sidecar(support.load_json(os.path.join(redist, f"recompressed_{LABEL}.json")), copy)
-        self.assertEqual(release["sidecar_path"], os.path.join(redist, f"recompressed_{LABEL}.json"))
+        sidecar = os.path.join(redist, f"recompressed_{LABEL}.json")
+        self.check_sidecar(support.load_json(sidecar), copy)
+        self.assertEqual(release["sidecar_path"], sidecar)
+        # The record's signature is the operator's, and openssl accepts it.
+        self.assertEqual(release["signed_by"], support.key_fingerprint(self.pub))
+        self.assertTrue(support.verify_signature(self.pub, sidecar, sidecar + ".sig"))
         # NVIDIA's manifest stays byte for byte.
         with open(os.path.join(self.upstream, "cudnn", "redist", f"redistrib_{LABEL}.json"), "rb") as a, \
                 open(os.path.join(redist, f"redistrib_{LABEL}.json"), "rb") as b:
@@ -130,7 +140,7 @@ class DirectoryMirror(RecompressBase):
         self.assertEqual(support.tree_snapshot(dest), before)
         plain = support.run_tool("redist", "mirror", "cudnn", LABEL, "--to", dest, "--platform", PLATFORM,
                                  "--base-url", support.file_base_url(self.upstream), "--recompress", "zstd",
-                                 env=self.env, check=0)
+                                 "--sign-key", self.key, env=self.env, check=0)
         self.assertIn(f"up to date  {ZST_REL}", plain.stdout)
         self.assertIn("1 zstd copy, 0 recompressed", plain.stdout)
 
@@ -143,13 +153,55 @@ class DirectoryMirror(RecompressBase):
             self.check_sidecar(support.load_json(os.path.join(redist, f"recompressed_{LABEL}.json")), f.read())
 
         # A sidecar that does not parse is not trusted for anything: the copy is made again, the sidecar rewritten.
-        for garbage in (b"{", b'{"format": "redist-recompressed-1", "copies": [{"sha256": 1}]}'):
+        for garbage in (b"{", b'{"format": "redist-recompressed-2", "copies": [{"sha256": 1}]}'):
             with open(os.path.join(redist, f"recompressed_{LABEL}.json"), "wb") as f:
                 f.write(garbage)
             again = self.mirror(dest)
             self.assertEqual(again["copies_made"], 1)
             with open(os.path.join(redist, ZST_REL), "rb") as f:
                 self.check_sidecar(support.load_json(os.path.join(redist, f"recompressed_{LABEL}.json")), f.read())
+
+    def test_a_planted_record_is_never_reused_nor_signed(self):
+        # Anyone who can write the target plants a record and a copy of another tar, consistent with each other.
+        dest = os.path.join(self.scratch, "mirror")
+        self.mirror(dest)
+        redist = os.path.join(dest, "cudnn", "redist")
+        sidecar = os.path.join(redist, f"recompressed_{LABEL}.json")
+        evil_tar = self.tar + b"\0" * 1024  # another tar stream
+        evil = subprocess.run(["zstd", "-q", "-c"], input=evil_tar, capture_output=True, check=True).stdout
+        with open(os.path.join(redist, ZST_REL), "wb") as f:
+            f.write(evil)
+        record = support.load_json(sidecar)
+        record["copies"][0].update(sha256=sha256(evil), size=str(len(evil)), tar_sha256=sha256(evil_tar),
+                                   tar_size=str(len(evil_tar)))
+        support.save_json(sidecar, record)
+        os.remove(sidecar + ".sig")  # unsigned, as a planter without the key leaves it
+        out = self.mirror(dest)
+        self.assertEqual(out["copies_made"], 1)  # made again from the verified original
+        with open(os.path.join(redist, ZST_REL), "rb") as f:
+            copy = f.read()
+        self.assertEqual(subprocess.run(["zstd", "-dc"], input=copy, capture_output=True, check=True).stdout,
+                         self.tar)
+        self.check_sidecar(support.load_json(sidecar), copy)
+        self.assertTrue(support.verify_signature(self.pub, sidecar, sidecar + ".sig"))
+
+    def test_without_a_key_the_record_is_unsigned_and_said_so(self):
+        dest = os.path.join(self.scratch, "mirror")
+        self.mirror(dest)  # signed first
+        sidecar = os.path.join(dest, "cudnn", "redist", f"recompressed_{LABEL}.json")
+        self.assertTrue(os.path.exists(sidecar + ".sig"))
+        res = support.run_tool("redist", "mirror", "cudnn", LABEL, "--to", dest, "--platform", PLATFORM,
+                               "--base-url", support.file_base_url(self.upstream), "--recompress", "zstd",
+                               env=self.env, check=0)
+        self.assertIn("not signed", res.stderr)
+        self.assertIn("1 recompressed", res.stdout)  # a record signed by no key of this run is not reused
+        self.assertFalse(os.path.exists(sidecar + ".sig"))  # no stale signature is left beside the record
+        # A key that cannot sign fails before anything is fetched.
+        public_only = support.run_tool("redist", "mirror", "cudnn", LABEL, "--to", dest, "--platform", PLATFORM,
+                                       "--base-url", support.file_base_url(self.upstream), "--recompress", "zstd",
+                                       "--sign-key", self.pub, env=self.env, check=None)
+        self.assertEqual(public_only.returncode, 2, public_only.stderr)
+        self.assertIn(self.pub, public_only.stderr)
 
     def test_one_sidecar_entry_per_original(self):
         # The same archive under two paths: one copy, one entry (the client refuses a second entry).
@@ -215,6 +267,11 @@ class RegistryMirror(RecompressBase):
         self.assertIn(ZST_REL, layers)
         sidecar_layer = layers[f"recompressed_{LABEL}.json"]
         self.assertEqual(sidecar_layer["mediaType"], "application/vnd.redist.recompressed.v1+json")
+        signature_layer = layers[f"recompressed_{LABEL}.json.sig"]
+        self.assertEqual(signature_layer["mediaType"], "application/vnd.redist.recompressed.signature.v1")
+        self.assertTrue(support.verify_signature(
+            self.pub, self.registry.blob_data_path(sidecar_layer["digest"][len("sha256:"):]),
+            self.registry.blob_data_path(signature_layer["digest"][len("sha256:"):])))
         with open(self.registry.blob_data_path(layers[ZST_REL]["digest"][len("sha256:"):]), "rb") as f:
             copy = f.read()
         self.assertEqual(subprocess.run(["zstd", "-dc"], input=copy, capture_output=True, check=True).stdout,

@@ -1,10 +1,13 @@
-"""A mirror's recompressed copies (recompressed_<label>.json beside the
-manifest, .tar.zst copies beside the archives), installed by `redist fetch`
-from file:// mirrors this test writes: a good copy is used (the tree equals the
-original's, the receipt names both digests); a copy with wrong bytes, a copy
-whose tar is not the recorded one, a record for another manifest, or a copy
-the lock refuses is discarded with one line and the original installed, and
-nothing of it reaches the prefix; no record means no line at all."""
+"""A mirror's recompressed copies (recompressed_<label>.json and its
+signature beside the manifest, .tar.zst copies beside the archives),
+installed by `redist fetch` from file:// mirrors this test writes: a good copy
+signed by a trusted key is used (the tree equals the original's, the receipt
+names both digests); an unsigned record, one signed by an untrusted key, or
+no trusted key at all, a copy with wrong bytes, a copy whose tar is not the
+recorded one, a record for another manifest, or a copy the lock refuses is
+discarded with one line and the original installed, and nothing of it
+reaches the prefix; no record means no line at all. A mirror is transport:
+serving NVIDIA's manifest byte for byte does not make its copies trusted."""
 
 from __future__ import annotations
 
@@ -67,15 +70,18 @@ class RecompressedCopies(unittest.TestCase):
             self.tar = lzma.decompress(f.read())
         self.sidecar = os.path.join(self.mirror, PRODUCT, "redist", f"recompressed_{LABEL}.json")
         self.copy_rel = self.original["relative_path"][: -len(".tar.xz")] + ".tar.zst"
+        self.key, self.pub = support.make_key_pair(self.dir)
 
     def write_copy(self, tar: bytes | None = None, damage: bool = False, recorded_tar: bytes | None = None,
-                   manifest_sha256: str | None = None) -> dict:
+                   manifest_sha256: str | None = None, key: str | None = "") -> dict:
         """Writes the copy of the selected archive (of `tar`, default the
-        original's) and its record; `damage` flips a byte after recording the
+        original's) and its record, signed by `key` (default the trusted
+        one; None: unsigned); `damage` flips a byte after recording the
         copy's digest; `recorded_tar` is the tar the record claims."""
         tar = self.tar if tar is None else tar
         data = zstd_frames(tar, self.dir)
-        entry = {"original_sha256": self.original["sha256"], "relative_path": self.copy_rel, "compression": "zstd",
+        entry = {"original_sha256": self.original["sha256"], "original_size": self.original["size"],
+                 "relative_path": self.copy_rel, "compression": "zstd",
                  "sha256": hashlib.sha256(data).hexdigest(), "size": str(len(data)),
                  "tar_sha256": hashlib.sha256(recorded_tar if recorded_tar is not None else tar).hexdigest(),
                  "tar_size": str(len(tar))}
@@ -83,14 +89,24 @@ class RecompressedCopies(unittest.TestCase):
             data = data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
         with open(support.artifact_path(PRODUCT, self.copy_rel, self.mirror), "wb") as f:
             f.write(data)
-        support.save_json(self.sidecar, {"format": "redist-recompressed-1", "release_label": LABEL,
+        support.save_json(self.sidecar, {"format": "redist-recompressed-2", "release_label": LABEL,
                                          "manifest_sha256": manifest_sha256 or self.manifest_sha256,
                                          "copies": [entry]})
+        self.sign(key)
         return entry
 
-    def fetch(self, prefix: str, *extra, check=0):
+    def sign(self, key: str | None = ""):
+        """(Re-)signs the record as it is now: with `key` ("" the trusted one), or removes its signature."""
+        if key is None:
+            if os.path.exists(self.sidecar + ".sig"):
+                os.remove(self.sidecar + ".sig")
+            return
+        support.sign_file(key or self.key, self.sidecar)
+
+    def fetch(self, prefix: str, *extra, check=0, trust: bool = True):
+        keys = ("--trusted-key", self.pub) if trust else ()
         return support.run_tool("redist", "fetch", PRODUCT, LABEL, "--base-url", self.base, "--prefix", prefix,
-                                "--no-cache", *SELECT, *extra, check=check)
+                                "--no-cache", *SELECT, *keys, *extra, check=check)
 
     def receipt(self, prefix: str) -> dict:
         return support.load_json(os.path.join(prefix, ".redist", "receipts", PRODUCT, "cudnn.json"))
@@ -178,6 +194,7 @@ class RecompressedCopies(unittest.TestCase):
         record = support.load_json(self.sidecar)
         record["copies"][0]["relative_path"] = "../../../etc/x.tar.zst"
         support.save_json(self.sidecar, record)
+        self.sign()
         prefix = os.path.join(self.dir, "prefix")
         res = self.fetch(prefix)
         lines = [l for l in res.stderr.splitlines() if "recompressed" in l]
@@ -185,15 +202,17 @@ class RecompressedCopies(unittest.TestCase):
         self.assertIn("copies[0].relative_path", lines[0])
         self.assertNotIn("copy_sha256", self.receipt(prefix))
 
-    def lock(self) -> str:
+    def lock(self, trust: bool = True) -> str:
         path = os.path.join(self.dir, "redist.lock")
+        keys = ("--trusted-key", self.pub) if trust else ()
         support.run_tool("redist", "lock", PRODUCT, LABEL, "--base-url", self.base, "--platform", "linux-x86_64",
-                         "--component", "cudnn", "-o", path, check=0)
+                         "--component", "cudnn", "-o", path, *keys, check=0)
         return path
 
     def fetch_locked(self, prefix: str, lock: str, check=0):
         return support.run_tool("redist", "fetch", "--locked", lock, "--base-url", self.base, "--prefix", prefix,
-                                "--no-cache", "--platform", "linux-x86_64", "--cuda", "12", "--no-check", check=check)
+                                "--no-cache", "--platform", "linux-x86_64", "--cuda", "12", "--no-check",
+                                "--trusted-key", self.pub, check=check)
 
     def test_lock_pins_the_tar_and_refuses_another(self):
         self.write_copy()
@@ -201,6 +220,8 @@ class RecompressedCopies(unittest.TestCase):
         good_tar = hashlib.sha256(self.tar).hexdigest()
         pinned = [a for a in support.load_json(lock)["artifacts"] if a["sha256"] == self.original["sha256"]]
         self.assertEqual([a.get("tar_sha256") for a in pinned], [good_tar])
+        # The lock names the key that vouched for the copy.
+        self.assertEqual([a.get("copy_key") for a in pinned], [support.key_fingerprint(self.pub)])
         # The good copy matches the lock: used.
         prefix = os.path.join(self.dir, "good")
         self.fetch_locked(prefix, lock)
@@ -220,6 +241,98 @@ class RecompressedCopies(unittest.TestCase):
         prefix = os.path.join(self.dir, "prefix")
         res = self.fetch_locked(prefix, lock)
         self.assertNotIn("copy", res.stderr)
+        self.assertNotIn("copy_sha256", self.receipt(prefix))
+
+    # ---- a mirror is transport: only a trusted key's signature makes a copy usable ----
+
+    def assert_not_used(self, res, prefix: str, why: str):
+        self.assert_original_installed(prefix, res, "not used")
+        self.assertIn(why, res.stderr)
+        self.assertFalse(any("evil" in p for p in self.tree(prefix)))
+
+    def test_unsigned_copy_is_not_installed_even_with_the_manifest_pinned(self):
+        # The attack: NVIDIA's manifest byte for byte, plus a consistent record of a copy of another tar.
+        evil = tar_with_extra(self.tar, "include/evil.h", b"#error planted\n")
+        self.write_copy(tar=evil, key=None)
+        prefix = os.path.join(self.dir, "prefix")
+        res = self.fetch(prefix, "--manifest-sha256", self.manifest_sha256)
+        self.assertEqual(res.returncode, 0, res.stderr)
+        self.assert_not_used(res, prefix, "not signed")
+
+    def test_copy_signed_by_an_untrusted_key_is_not_installed(self):
+        other, _ = support.make_key_pair(self.dir, "other")
+        evil = tar_with_extra(self.tar, "include/evil.h", b"#error planted\n")
+        self.write_copy(tar=evil, key=other)
+        prefix = os.path.join(self.dir, "prefix")
+        self.assert_not_used(self.fetch(prefix), prefix, "by no trusted key")
+
+    def test_a_record_changed_after_signing_is_not_installed(self):
+        self.write_copy()
+        evil = tar_with_extra(self.tar, "include/evil.h", b"#error planted\n")
+        signature = open(self.sidecar + ".sig", "rb").read()
+        self.write_copy(tar=evil, key=None)  # a new record under the old signature
+        with open(self.sidecar + ".sig", "wb") as f:
+            f.write(signature)
+        prefix = os.path.join(self.dir, "prefix")
+        self.assert_not_used(self.fetch(prefix), prefix, "by no trusted key")
+
+    def test_without_a_trusted_key_the_original_is_installed(self):
+        self.write_copy()
+        prefix = os.path.join(self.dir, "prefix")
+        self.assert_not_used(self.fetch(prefix, trust=False), prefix, "no key is trusted")
+
+    def test_keys_from_the_environment_and_a_bad_key_file(self):
+        entry = self.write_copy()
+        prefix = os.path.join(self.dir, "prefix")
+        res = support.run_tool("redist", "fetch", PRODUCT, LABEL, "--base-url", self.base, "--prefix", prefix,
+                               "--no-cache", *SELECT, env={"REDIST_TRUSTED_KEYS": "/nonexistent.pub:" + self.pub},
+                               check=None)
+        self.assertNotEqual(res.returncode, 0)  # a key that cannot be read is an error, before any request
+        self.assertIn("/nonexistent.pub", res.stderr)
+        self.assertFalse(os.path.exists(prefix))
+        not_a_key = os.path.join(self.dir, "not-a-key.pem")
+        with open(not_a_key, "w") as f:
+            f.write("hello\n")
+        res = self.fetch(prefix, "--trusted-key", not_a_key, check=None)
+        self.assertEqual(res.returncode, 2, res.stderr)
+        self.assertIn("not-a-key.pem", res.stderr)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        res = support.run_tool("redist", "fetch", PRODUCT, LABEL, "--base-url", self.base, "--prefix", prefix,
+                               "--no-cache", *SELECT, env={"REDIST_TRUSTED_KEYS": self.pub}, check=0)
+        self.assertEqual(self.receipt(prefix)["copy_sha256"], entry["sha256"])
+
+    def test_a_key_from_the_users_config(self):
+        entry = self.write_copy()
+        config = os.path.join(self.dir, "config", "redist")
+        os.makedirs(config)
+        os.rename(self.pub, os.path.join(config, "mirror.pub"))
+        with open(os.path.join(config, "config.toml"), "w") as f:
+            f.write('trusted-keys = ["mirror.pub"]\n')  # relative to the file's directory
+        prefix = os.path.join(self.dir, "prefix")
+        support.run_tool("redist", "fetch", PRODUCT, LABEL, "--base-url", self.base, "--prefix", prefix,
+                         "--no-cache", *SELECT, env={"XDG_CONFIG_HOME": os.path.join(self.dir, "config")}, check=0)
+        self.assertEqual(self.receipt(prefix)["copy_sha256"], entry["sha256"])
+
+    def test_lock_through_an_unsigned_mirror_pins_no_copy(self):
+        evil = tar_with_extra(self.tar, "include/evil.h", b"#error planted\n")
+        self.write_copy(tar=evil, key=None)
+        lock = self.lock()
+        self.assertNotIn("tar_sha256", json.dumps(support.load_json(lock)))
+        prefix = os.path.join(self.dir, "prefix")
+        res = self.fetch_locked(prefix, lock)
+        self.assertNotIn("copy_sha256", self.receipt(prefix))
+        self.assertFalse(any("evil" in p for p in self.tree(prefix)), res.stderr)
+
+    def test_a_lock_pin_without_its_key_is_not_honoured(self):
+        # A lock written before copies needed a signature pins the tar alone: the original is installed.
+        self.write_copy()
+        lock = self.lock()
+        doc = support.load_json(lock)
+        for a in doc["artifacts"]:
+            a.pop("copy_key", None)
+        support.save_json(lock, doc)
+        prefix = os.path.join(self.dir, "prefix")
+        self.fetch_locked(prefix, lock)
         self.assertNotIn("copy_sha256", self.receipt(prefix))
 
     def test_no_record_no_line(self):

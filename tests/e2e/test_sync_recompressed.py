@@ -1,6 +1,7 @@
 """`redist sync` and a mirror's recompressed copies, as `redist fetch`: a
 project whose base-url is a file:// mirror with recompressed_<label>.json
-installs the .tar.zst copy (the receipt names both digests) and its
+installs the .tar.zst copy signed by a key the project trusts (its
+trusted-keys; the receipt names both digests) and its
 redist.lock pins the decoded tar (tar_sha256); `sync --locked` on a fresh
 prefix uses the copy again; a copy whose tar is not the one locked is
 discarded with one line and the original installed; --no-recompressed always
@@ -27,7 +28,8 @@ class SyncRecompressedCopies(fetch_tests.RecompressedCopies):
         with open(self.project, "w") as f:
             f.write("\n".join([
                 "[project]", 'prefix = "prefix"', 'platforms = ["linux-x86_64"]', 'cuda = "12"',
-                f'base-url = "{self.base}"', "", f"[products.{PRODUCT}]", f'version = "{LABEL}"',
+                f'base-url = "{self.base}"', f'trusted-keys = ["{os.path.basename(self.pub)}"]', "",
+                f"[products.{PRODUCT}]", f'version = "{LABEL}"',
                 'components = ["cudnn"]', ""]))
 
     def sync(self, prefix: str, *extra, check=0):
@@ -68,6 +70,15 @@ class SyncRecompressedCopies(fetch_tests.RecompressedCopies):
         res = self.sync(prefix, "--locked")
         self.assert_original_installed(prefix, res, "locked")
         self.assertFalse(any("evil" in p for p in self.tree(prefix)))
+
+    def test_a_project_key_outside_its_directory_is_refused(self):
+        with open(self.project) as f:
+            text = f.read()
+        with open(self.project, "w") as f:
+            f.write(text.replace(f'trusted-keys = ["{os.path.basename(self.pub)}"]', 'trusted-keys = ["../x.pub"]'))
+        res = self.sync(os.path.join(self.dir, "prefix"), check=None)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("project.trusted-keys[0]", res.stderr)
 
     def test_no_recompressed_installs_the_original(self):
         self.write_copy()

@@ -106,7 +106,7 @@ int run_cache(const cache_args& args) {
             "cache prune needs a criterion: --older-than DURATION (30d, 12h) or --max-size SIZE (20G); `redist cache "
             "clean` removes everything");
     if (args.dry_run && args.action != "clean") return usage_error("--dry-run goes with cache clean");
-    const auto root = redist::default_cache_dir(args.cache_dir);
+    const auto root = effective_cache_dir(args.cache_dir);
     if (args.action == "dir" && !root.empty()) {  // no home: open() below says why
         std::printf("%s\n", root.c_str());
         return 0;

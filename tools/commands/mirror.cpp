@@ -29,6 +29,7 @@ struct mirror_args {
     source_options source;
     bool from_cache = false;
     std::string recompress;
+    std::string sign_key;  // --sign-key FILE
     std::vector<std::string> mount_from;
     unsigned jobs = 1;
     bool json = false;
@@ -77,10 +78,12 @@ void print_json(const redist::mirror_report& report) {
         }
         w.end_array();
         w.field("sidecar_path", r.sidecar_path.string());
+        w.field("signed_by", r.signed_by);
         w.key("copies").begin_array();
         for (const auto& c : r.copies) {
             w.begin_object();
             w.field("original_sha256", c.original_sha256);
+            w.field("original_size", c.original_size);
             w.field("relative_path", c.relative_path);
             w.field("path", c.path.string());
             w.field("compression", c.compression);
@@ -123,10 +126,10 @@ int run_mirror(const mirror_args& args) {
     req.components = args.components;
     req.base_url = args.source.effective_base_url();
     req.transfer = args.source.transfer();
-    req.sources.attempts_per_source = args.source.retries;
+    req.sources.attempts_per_source = args.source.effective_retries();
     req.sources.mirrors = args.source.mirrors;  // tried before the base for archives (never for manifests)
     if (args.from_cache) {
-        req.sources.cache_dir = redist::default_cache_dir(args.source.cache_dir);
+        req.sources.cache_dir = effective_cache_dir(args.source.cache_dir);
         req.sources.offline = true;
         req.sources.shared_cache = args.source.shared_cache;
         // The cache keeps a manifest and an index under the URL they came
@@ -137,6 +140,7 @@ int run_mirror(const mirror_args& args) {
     }
     req.jobs = args.jobs;
     if (args.recompress == "zstd") req.recompress = redist::recompression::zstd;
+    if (!args.sign_key.empty()) req.sign_key = args.sign_key;
     req.mount_from = args.mount_from;
     if (req.platforms.empty()) {
         auto host = redist::detect_host_platform(redist::host_probe::system());
@@ -209,6 +213,16 @@ int run_mirror(const mirror_args& args) {
     if (args.recompress == "zstd")
         std::printf("; %zu zstd cop%s, %zu recompressed", copies, copies == 1 ? "y" : "ies", report->copies_made);
     std::printf("\n");
+    if (copies > 0 && args.sign_key.empty())
+        std::fprintf(stderr,
+                     "%s: warning: the copies are not signed (--sign-key KEY): clients install the originals, "
+                     "never an unsigned copy\n",
+                     tool_name.c_str());
+    for (const auto& r : report->releases)
+        if (!r.signed_by.empty()) {
+            std::printf("signed the copies' records with key %s\n", r.signed_by.c_str());
+            break;
+        }
     return 0;
 }
 
@@ -268,11 +282,17 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--recompress", args->recompress,
                     "Also store beside each .tar.xz/.txz archive a multi-frame zstd copy of its tar stream "
                     "(<path>.tar.zst) and record it in recompressed_<version>.json (the copy's SHA-256 and size, the "
-                    "tar's SHA-256). Clients that read the manifest from this mirror may install the copy instead: "
-                    "it decodes some ten times faster, and is checked against both digests. Copies already made "
-                    "are kept, not made again. The manifest stays byte for byte")
+                    "tar's SHA-256). Clients that read the manifest from this mirror and trust the record's "
+                    "signer (--sign-key) may install the copy instead: it decodes some ten times faster, and is "
+                    "checked against both digests. Copies recorded under the same key are kept, not made again. "
+                    "The manifest stays byte for byte")
         ->check(CLI::IsMember({"zstd"}))
         ->type_name("zstd");
+    cmd->add_option("--sign-key", args->sign_key,
+                    "With --recompress: the Ed25519 private key (PEM, `openssl genpkey -algorithm ed25519`) that "
+                    "signs each release's record (recompressed_<version>.json.sig). Clients use a copy only "
+                    "under a key they trust (--trusted-key): docs/fleet.md")
+        ->type_name("FILE");
     cmd->add_option("--mount-from", args->mount_from,
                     "Registry target: other products under the same NAMESPACE (e.g. cuda) whose repositories a "
                     "missing blob is mounted from instead of downloaded and uploaded; comma-separated")

@@ -110,6 +110,7 @@ redist::result<loaded_project> load_project(const project_lock_options& o) {
     REDIST_TRY(const std::string text, read_small_file(out.file, redist::kMaxProjectFileBytes, "project file"));
     const fs::path file = fs::absolute(out.file);
     REDIST_TRY(out.project, redist::parse_project(text, file));
+    REDIST_TRY_VOID(load_trusted_keys(o.source, out.project.trusted_keys));  // fail before any request
     out.lock_path = o.lock_file.empty() ? (file.parent_path() / "redist.lock").string() : o.lock_file;
     REDIST_TRY(auto project_roots, redist::project_local_roots(out.project));
     out.roots = o.source.local_roots();
@@ -160,6 +161,7 @@ redist::project_resolve_options project_sources(const source_options& source, co
     r.base_url = !source.base_url.empty() || project.base_url.empty() ? source.effective_base_url() : project.base_url;
     r.sources = source.policy();
     if (source.mirrors.empty() && !project.mirrors.empty()) r.sources.mirrors = project.mirrors;
+    if (auto keys = load_trusted_keys(source, project.trusted_keys); keys.ok()) r.sources.trusted_keys = *keys;
     r.transfer = source.transfer();
     r.observer = &observer;
     return r;
@@ -455,6 +457,7 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
                   "also those a plain `redist fetch` installed there)");
     add_install_flags(*cmd, args->install);
     add_source_options(*cmd, args->source);
+    add_trust_option(*cmd, args->source);
     cmd->footer(
         "\nredist.lock is authoritative (as uv's and pixi's locks): a product whose version spec and\n"
         "components are the ones locked installs its locked release, with no index or manifest\n"

@@ -43,6 +43,20 @@ std::string make_exit_code_help() {
 
 const std::string exit_code_help = make_exit_code_help();
 
+namespace {
+redist::user_config loaded_user_config;
+}  // namespace
+
+const redist::user_config& user_defaults() { return loaded_user_config; }
+
+std::filesystem::path effective_cache_dir(const std::string& cache_dir) {
+    const char* env = std::getenv("REDIST_CACHE_DIR");
+    if (cache_dir.empty() && !(env && *env) && !user_defaults().cache_dir.empty()) return user_defaults().cache_dir;
+    return redist::default_cache_dir(cache_dir);
+}
+
+int source_options::effective_retries() const { return retries ? *retries : user_defaults().retries.value_or(4); }
+
 redist::transfer_options source_options::transfer() const {
     redist::transfer_options t;
     t.ca_file = ca_file;
@@ -52,7 +66,8 @@ redist::transfer_options source_options::transfer() const {
 
 std::vector<std::string> source_options::effective_mirrors() const {
     const char* env = std::getenv("REDIST_MIRRORS");
-    if (!mirrors.empty() || !env) return mirrors;
+    if (!mirrors.empty()) return mirrors;
+    if (!env) return user_defaults().mirrors;
     // $REDIST_MIRRORS: whitespace- or comma-separated base URLs.
     std::vector<std::string> out;
     std::string item;
@@ -73,7 +88,7 @@ redist::source_policy source_options::policy() const {
     redist::source_policy p;
     p.mirrors = effective_mirrors();
     if (!no_cache) {
-        auto dir = redist::default_cache_dir(cache_dir);
+        auto dir = effective_cache_dir(cache_dir);
         if (!dir.empty()) {
             // The library goes on without a cache it cannot create or use
             // (an unwritable HOME): said once, not silently.
@@ -99,7 +114,9 @@ redist::source_policy source_options::policy() const {
     }
     p.shared_cache = shared_cache;
     p.offline = offline;
-    p.attempts_per_source = std::max(1, retries);
+    // A key that cannot be read was reported where the command started (load_trusted_keys).
+    if (auto keys = load_trusted_keys(*this); keys.ok()) p.trusted_keys = std::move(keys).value();
+    p.attempts_per_source = std::max(1, effective_retries());
     // One process, one run: every request of it shares what it learnt about dead sources.
     static const auto health = redist::make_source_health();
     p.health = health;
@@ -109,6 +126,7 @@ redist::source_policy source_options::policy() const {
 std::string source_options::effective_base_url() const {
     if (!base_url.empty()) return redist::to_url(base_url);
     if (const char* env = std::getenv("REDIST_BASE_URL"); env && *env) return redist::to_url(env);
+    if (!user_defaults().base_url.empty()) return user_defaults().base_url;
     return std::string(redist::default_base_url);
 }
 
@@ -192,6 +210,34 @@ void add_source_options(CLI::App& app, source_options& options) {
         ->type_name("S");
 }
 
+void add_trust_option(CLI::App& app, source_options& options) {
+    app.add_option("--trusted-key", options.trusted_keys,
+                   "An Ed25519 public key (PEM) whose signature makes a mirror's recompressed copies usable "
+                   "(repeatable; default: $REDIST_TRUSTED_KEYS, ':'-separated paths). Without a trusted "
+                   "signature, the originals are installed: docs/fleet.md")
+        ->type_name("FILE");
+}
+
+redist::result<std::vector<redist::trusted_key>> load_trusted_keys(const source_options& options,
+                                                                   const std::vector<std::filesystem::path>& extra) {
+    std::vector<std::string> paths = options.trusted_keys;
+    if (const char* env = std::getenv("REDIST_TRUSTED_KEYS"); env && *env) {
+        std::string item;
+        for (const char c : std::string(env) + ':') {
+            if (c != ':') item += c;
+            else if (!item.empty()) paths.push_back(std::exchange(item, {}));
+        }
+    }
+    for (const auto& p : extra) paths.push_back(p.string());
+    for (const auto& p : user_defaults().trusted_keys) paths.push_back(p.string());
+    std::vector<redist::trusted_key> keys;
+    for (const auto& path : paths) {
+        REDIST_TRY(auto key, redist::read_trusted_key(path));
+        keys.push_back(std::move(key));
+    }
+    return keys;
+}
+
 void add_selection_options(CLI::App& app, selection_options& options, bool platform_default_is_host) {
     app.add_option("--platform", options.platform,
                    std::string("Platform: linux-x86_64, linux-sbsa, linux-aarch64 (Jetson), windows-x86_64, ...") +
@@ -219,6 +265,7 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
         ->required()
         ->type_name("DIR");
     add_source_options(app, options.source);
+    add_trust_option(app, options.source);
     add_selection_options(app, options.selection, true);
     app.add_flag(
            "--all", options.all,
@@ -398,6 +445,9 @@ int run_tool(CLI::App& app, int argc, char** argv, const std::function<int()>& b
                      tool_name.c_str());
         return usage_exit;
     }
+    auto config = redist::read_user_config(redist::user_config_path());
+    if (!config.ok()) return report_error(config.error_value());
+    loaded_user_config = std::move(config).value();
     curl_global_init(CURL_GLOBAL_DEFAULT);
     int code = 0;
     try {

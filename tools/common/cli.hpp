@@ -15,8 +15,18 @@
 #include "redist/error.hpp"
 #include "redist/install.hpp"
 #include "redist/prefix.hpp"
+#include "redist/project.hpp"
 
 namespace redist_tools {
+
+// The user's config.toml (redist::user_config_path()), read once by
+// run_tool before any command runs (a broken file is that command's error);
+// empty when there is none. The command line, a project file and the
+// environment variables all come before it.
+const redist::user_config& user_defaults();
+// The cache directory: --cache-dir, else $REDIST_CACHE_DIR, else
+// config.toml's cache-dir, else redist::default_cache_dir()'s.
+std::filesystem::path effective_cache_dir(const std::string& cache_dir);
 
 // The "Exit codes:" section of every --help, made from
 // redist::exit_code_table() (the README's table is tested against it).
@@ -24,26 +34,36 @@ extern const std::string exit_code_help;
 
 // Options shared by every command that reads a release.
 struct source_options {
-    std::string base_url;              // --base-url, else $REDIST_BASE_URL, else NVIDIA's
-    std::string manifest;              // --manifest PATH|URL
-    std::string manifest_sha256;       // --manifest-sha256 HEX
-    std::string ca_file;               // --ca-file
-    std::vector<std::string> mirrors;  // --mirror (repeatable), else $REDIST_MIRRORS
-    std::string cache_dir;             // --cache-dir, else $REDIST_CACHE_DIR, $XDG_CACHE_HOME/redist
-    bool no_cache = false;             // --no-cache
-    bool shared_cache = false;         // --shared-cache: the cache may belong to others; re-verify what is used
-    bool offline = false;              // --offline
-    int retries = 4;                   // --retries: attempts per source
-    long stall_timeout = 60;           // --stall-timeout seconds
+    std::string base_url;                   // --base-url, else $REDIST_BASE_URL, else NVIDIA's
+    std::string manifest;                   // --manifest PATH|URL
+    std::string manifest_sha256;            // --manifest-sha256 HEX
+    std::string ca_file;                    // --ca-file
+    std::vector<std::string> mirrors;       // --mirror (repeatable), else $REDIST_MIRRORS
+    std::string cache_dir;                  // --cache-dir, else $REDIST_CACHE_DIR, $XDG_CACHE_HOME/redist
+    bool no_cache = false;                  // --no-cache
+    bool shared_cache = false;              // --shared-cache: the cache may belong to others; re-verify what is used
+    bool offline = false;                   // --offline
+    std::optional<int> retries;             // --retries: attempts per source (see effective_retries())
+    std::vector<std::string> trusted_keys;  // --trusted-key (repeatable), and $REDIST_TRUSTED_KEYS
+    long stall_timeout = 60;                // --stall-timeout seconds
     redist::transfer_options transfer() const;
     redist::source_policy policy() const;
     std::string effective_base_url() const;
-    std::vector<std::string> effective_mirrors() const;  // --mirror, else $REDIST_MIRRORS
+    std::vector<std::string> effective_mirrors() const;  // --mirror, else $REDIST_MIRRORS, else config.toml's
+    int effective_retries() const;                       // --retries, else config.toml's, else 4
     // The local directories among the base URL and the mirrors the user
     // named: where a lock's file:// URLs may point (redist::source_url_problem).
     std::vector<std::filesystem::path> local_roots() const;
 };
 void add_source_options(CLI::App& app, source_options& options);
+// --trusted-key FILE (repeatable): the public keys whose signature makes a
+// mirror's recompressed copies usable, for the commands that install or lock.
+void add_trust_option(CLI::App& app, source_options& options);
+// The keys of --trusted-key and $REDIST_TRUSTED_KEYS (paths, ':'-separated),
+// read once; `extra` (a project's) are added. A key that cannot be read is
+// an error naming the file.
+redist::result<std::vector<redist::trusted_key>> load_trusted_keys(
+    const source_options& options, const std::vector<std::filesystem::path>& extra = {});
 
 // Options that select artifacts.
 struct selection_options {

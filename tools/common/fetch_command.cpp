@@ -374,6 +374,7 @@ int run_fetch(const fetch_options& options) {
                                                                         : redist::check_depth::full);
     const auto platform = effective_platform(options.selection.platform);
     if (!platform.ok()) return report_error(platform.error_value());
+    if (auto keys = load_trusted_keys(options.source); !keys.ok()) return report_error(keys.error_value());
     auto planned = options.locked.empty() ? plan_from_manifest(options, *platform, chatty)
                                           : plan_from_lock(options, *platform, chatty);
     if (!planned.ok()) return report_error(planned.error_value());

@@ -1,0 +1,71 @@
+// redist/signing.hpp — Ed25519 keys that vouch for a mirror's recompressed
+// copies (recompressed.hpp), and the detached signatures they make.
+//
+// A key is a PEM file as `openssl genpkey -algorithm ed25519` writes it (the
+// private key, kept by the operator of the mirror) and `openssl pkey -in KEY
+// -pubout` derives (the public key, given to every client). A signature is
+// the 64 raw bytes `openssl pkeyutl -sign -rawin` writes, so that
+//
+//   openssl pkeyutl -verify -pubin -inkey KEY.pub -rawin -in RECORD -sigfile RECORD.sig
+//
+// accepts what redist signs, and redist accepts what openssl signs. A key is
+// named by its fingerprint: the SHA-256 of its public key's DER encoding,
+// `openssl pkey -pubin -in KEY.pub -outform DER | sha256sum`.
+#pragma once
+
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "redist/error.hpp"
+
+namespace redist {
+
+// A public key the user trusts to sign recompressed-copy records.
+struct trusted_key {
+    std::string source;       // where it was read from (a path), for messages
+    std::string public_key;   // the 32 raw bytes of the Ed25519 public key
+    std::string fingerprint;  // 64 lower-case hex digits (see above)
+};
+
+// Reads a trusted key from a PEM file: a public key, or a private key (its
+// public half is taken). Outcomes: ok | filesystem (cannot read; not a
+// regular file) | usage (not PEM, not an Ed25519 key, larger than 64 KiB);
+// the error names the file.
+result<trusted_key> read_trusted_key(const std::filesystem::path& pem_file);
+
+// The same from PEM text; `source` names it in errors.
+result<trusted_key> parse_trusted_key(std::string_view pem, std::string_view source);
+
+// The first of `keys` whose Ed25519 signature of `message` is `signature`
+// (64 raw bytes), or null: no key made it, or the signature is malformed.
+const trusted_key* find_signer(const std::vector<trusted_key>& keys, std::string_view message,
+                               std::string_view signature) noexcept;
+
+// A private Ed25519 key that signs (redist mirror --sign-key). Move-only;
+// its bytes are wiped when it is destroyed.
+class signing_key {
+public:
+    // Outcomes: ok | filesystem (cannot read) | usage (not a PEM Ed25519
+    // private key); the error names the file.
+    static result<signing_key> read(const std::filesystem::path& pem_file);
+
+    signing_key(signing_key&& other) noexcept;
+    signing_key& operator=(signing_key&& other) noexcept;
+    signing_key(const signing_key&) = delete;
+    signing_key& operator=(const signing_key&) = delete;
+    ~signing_key();
+
+    // The 64-byte signature of `message`. Outcomes: ok | internal (OpenSSL failed).
+    result<std::string> sign(std::string_view message) const;
+    // The public half, as a client trusts it.
+    const trusted_key& public_key() const noexcept { return public_; }
+
+private:
+    signing_key() = default;
+    std::string private_;  // the 32 raw bytes of the seed
+    trusted_key public_;
+};
+
+}  // namespace redist
