@@ -86,6 +86,7 @@ class OneRuleFromFiles(unittest.TestCase):
         self.assertRegex(fetch_res.stdout, r"(?m)^installed cudnn 9\.27\.0 into .*, variant cuda12$")
         self.assertNotIn("no CUDA toolkit found", lock_res.stdout + lock_res.stderr)
         self.assertIn(f"locking cuda12 for {PLATFORM} (detected CUDA 12.4", lock_res.stdout + lock_res.stderr)
+        self.assertIn(f"locked cudnn 9.27.0, {PLATFORM} cuda12: detected CUDA 12.4", lock_res.stdout)
         reason = {r["platform"]: r["reason"] for r in product["cuda_reasons"]}[PLATFORM]
         self.assertTrue(reason.startswith("cuda12: detected CUDA 12.4"), reason)
         self.assertIn(source, reason)
@@ -157,6 +158,10 @@ class MinorKeyedVariants(unittest.TestCase):
         res = support.run_tool("redist", "show", "cuda", "13.0.0", "--component", "cuda_compat", "--json",
                                "--base-url", self.base, "--platform", PLATFORM, check=0)
         self.assertEqual([a["variant"] for a in json.loads(res.stdout)["artifacts"]], ["cuda13.2"])
+
+    def test_plain_artifacts_name_the_cuda_version_asked(self):
+        res = self.fetch("--component", "cuda_cudart", "--cuda", "13.0", check=0)
+        self.assertRegex(res.stdout, rf"(?m)^cuda 13\.0\.0 .* for {PLATFORM}, CUDA 13\.0: --cuda 13\.0$")
 
     def test_another_major_is_refused_in_plain_words(self):
         # --manifest: no cuda release spec to contradict --cuda 12.

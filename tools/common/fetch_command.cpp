@@ -115,9 +115,13 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
     if (chatty) {
         std::printf("%s %s (%s) for %s", printable(release.product).c_str(), printable(release.label).c_str(),
                     printable(redist::sanitize_url(release.manifest_url)).c_str(), printable(platform).c_str());
-        if (choice.cuda_major)
-            std::printf(", %s: %s", printable(redist::variant_list(selection->artifacts)).c_str(),
-                        printable(choice.reason).c_str());
+        if (choice.cuda_major) {
+            // The variant keys as keyed (cuda12, cuda13.2); plain artifacts only: the CUDA version asked.
+            std::string keys = redist::variant_list(selection->artifacts);
+            if (keys.empty())
+                keys = "CUDA " + redist::to_string(redist::cuda_version{*choice.cuda_major, choice.cuda_minor});
+            std::printf(", %s: %s", printable(keys).c_str(), printable(choice.reason).c_str());
+        }
         std::printf("\n");
         if (options.selection.components.empty()) {
             std::uint64_t total = 0;
