@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     auto selection = redist::select_artifacts(release->parsed, {*platform, std::nullopt, {"cudnn"}});
     if (!selection.ok()) return fail(selection.error_value());
     std::printf("cudnn %s for %s", release->label.c_str(), platform->c_str());
-    if (selection->cuda_major) std::printf(" (CUDA %d)", *selection->cuda_major);
+    if (selection->cuda_major) std::printf(" (%s)", redist::variant_list(selection->artifacts).c_str());
     std::printf("\n");
 
     // 3. Install, with an observer (called from worker threads).

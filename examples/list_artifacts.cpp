@@ -56,7 +56,8 @@ int main(int argc, char* argv[]) {
     const auto chosen = redist::select_artifacts(m, request);
     if (!chosen) return fail(chosen.error_value());
     if (chosen->cuda_major_defaulted) {
-        std::fprintf(stderr, "list_artifacts: using cuda%d (newest available)\n", *chosen->cuda_major);
+        std::fprintf(stderr, "list_artifacts: using %s (newest available)\n",
+                     redist::variant_list(chosen->artifacts).c_str());
     }
     for (const auto& a : chosen->artifacts) print(a);
     return 0;

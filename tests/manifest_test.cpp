@@ -516,17 +516,44 @@ TEST_CASE("archive format detection", "[manifest][format]") {
     CHECK(m.components[0].artifacts[0].format == archive_format::tar_zst);
 }
 
-TEST_CASE("cuda_major parses cudaNN variants only", "[manifest][format]") {
+TEST_CASE("cuda_variant parses cudaN and cudaN.M variants only", "[manifest][format]") {
     redist::artifact a;
     CHECK_FALSE(a.cuda_major().has_value());
-    const std::map<std::string, std::optional<int>> cases{{"cuda11", 11},           {"cuda12", 12},
-                                                          {"cuda13", 13},           {"cuda9", 9},
-                                                          {"cuda", std::nullopt},   {"cuda12.4", std::nullopt},
-                                                          {"CUDA12", std::nullopt}, {"cuda-12", std::nullopt},
-                                                          {"rocm6", std::nullopt},  {"cuda99999", std::nullopt}};
+    CHECK_FALSE(a.cuda_variant().has_value());
+    const std::map<std::string, std::optional<int>> cases{{"cuda11", 11},
+                                                          {"cuda12", 12},
+                                                          {"cuda13", 13},
+                                                          {"cuda9", 9},
+                                                          {"cuda12.4", 12},
+                                                          {"cuda13.2", 13},
+                                                          {"cuda", std::nullopt},
+                                                          {"cuda12.", std::nullopt},
+                                                          {"cuda.4", std::nullopt},
+                                                          {"cuda12.4.1", std::nullopt},
+                                                          {"CUDA12", std::nullopt},
+                                                          {"cuda-12", std::nullopt},
+                                                          {"rocm6", std::nullopt},
+                                                          {"cuda99999", std::nullopt},
+                                                          {"cuda12.x", std::nullopt}};
     for (const auto& [variant, expected] : cases) {
         INFO(variant);
         a.variant = variant;
         CHECK(a.cuda_major() == expected);
     }
+    a.variant = "cuda13.2";
+    CHECK(a.cuda_variant() == redist::cuda_version{13, 2});
+    a.variant = "cuda13";
+    CHECK(a.cuda_variant() == redist::cuda_version{13, std::nullopt});
+}
+
+TEST_CASE("parse_cuda_version: N, N.M and N.M.P", "[manifest][format]") {
+    CHECK(redist::parse_cuda_version("12") == redist::cuda_version{12, std::nullopt});
+    CHECK(redist::parse_cuda_version("12.4") == redist::cuda_version{12, 4});
+    CHECK(redist::parse_cuda_version("12.4.1") == redist::cuda_version{12, 4});
+    for (const char* bad : {"", ".", "12.", ".4", "12..4", "12.4.1.0", "1234", "-12", "12a", " 12"}) {
+        INFO(bad);
+        CHECK_FALSE(redist::parse_cuda_version(bad).has_value());
+    }
+    CHECK(redist::to_string(redist::cuda_version{13, 2}) == "13.2");
+    CHECK(redist::to_string(redist::cuda_version{13, std::nullopt}) == "13");
 }

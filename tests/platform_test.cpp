@@ -15,14 +15,12 @@ using namespace std::string_literals;
 
 namespace {
 
-// A machine described by maps: files, environment and command outputs.
-// Commands are recorded so tests can check what detection ran.
+// A machine described by maps: files and environment. There is no way to
+// run a command: detection reads files only.
 struct fake_machine {
     std::string machine = "x86_64";
     std::map<std::string, std::string> files;
     std::map<std::string, std::string> env;
-    std::map<std::string, std::string> commands;  // command -> stdout
-    std::vector<std::string> ran;
 
     redist::host_probe probe() {
         redist::host_probe p;
@@ -32,15 +30,10 @@ struct fake_machine {
             if (it == files.end()) return std::nullopt;
             return it->second;
         };
+        p.is_file = [this](const std::string& path) { return files.count(path) != 0; };
         p.getenv = [this](const std::string& name) -> std::optional<std::string> {
             const auto it = env.find(name);
             if (it == env.end()) return std::nullopt;
-            return it->second;
-        };
-        p.run = [this](const std::string& command) -> std::optional<std::string> {
-            ran.push_back(command);
-            const auto it = commands.find(command);
-            if (it == commands.end()) return std::nullopt;
             return it->second;
         };
         return p;
@@ -61,12 +54,11 @@ std::string version_json(const std::string& version) {
 })json";
 }
 
-std::string nvcc_output(const std::string& release, const std::string& build) {
-    return "nvcc: NVIDIA (R) Cuda compiler driver\n"
-           "Copyright (c) 2005-2025 NVIDIA Corporation\n"
-           "Built on Wed_Jul_16_07:30:01_PM_PDT_2025\n"
-           "Cuda compilation tools, release " +
-           release + ", V" + build + "\nBuild cuda_13.0.r13.0/compiler.36260728_0\n";
+// include/cuda.h as a toolkit ships it, around its version line.
+std::string cuda_h(const std::string& number) {
+    return "#ifndef __cuda_cuda_h__\n#define __cuda_cuda_h__\n/**\n * CUDA API version number\n */\n"
+           "#define CUDA_VERSION " +
+           number + "\n#define CUDA_VERSION_MINOR 0\n#endif\n";
 }
 
 }  // namespace
@@ -141,29 +133,30 @@ TEST_CASE("detect_cuda: CUDA_HOME version.json", "[platform][cuda]") {
     m.files["/fake/cuda-12.8/version.json"] = version_json("12.8.1");
     // Lower-priority sources disagree, to prove the order.
     m.files["/usr/local/cuda/version.json"] = version_json("13.0.1");
-    m.commands["nvcc --version"] = nvcc_output("11.8", "11.8.89");
 
     const auto d = redist::detect_cuda(m.probe());
     REQUIRE(d.has_value());
     CHECK(d->major == 12);
+    CHECK(d->minor == std::optional<int>(8));
     CHECK(d->version == "12.8.1");
     CHECK(d->reason.find("CUDA_HOME=/fake/cuda-12.8") != std::string::npos);
     CHECK(d->reason.find("version.json") != std::string::npos);
-    CHECK(m.ran.empty());
 }
 
-TEST_CASE("detect_cuda: CUDA_HOME without version.json asks its nvcc", "[platform][cuda]") {
+TEST_CASE("detect_cuda: CUDA_HOME without version.json reads include/cuda.h", "[platform][cuda]") {
     fake_machine m;
-    m.env["CUDA_HOME"] = "/opt/cuda 13";  // a space, to exercise quoting
-    m.commands["'/opt/cuda 13/bin/nvcc' --version"] = nvcc_output("13.0", "13.0.88");
-    m.commands["nvcc --version"] = nvcc_output("11.8", "11.8.89");
+    m.env["CUDA_HOME"] = "/opt/cuda 13/";
+    m.files["/opt/cuda 13/include/cuda.h"] = cuda_h("13020");
+    m.files["/opt/cuda 13/bin/nvcc"] = "#!/bin/sh\n";  // found, never run
+    m.files["/usr/local/cuda/version.json"] = version_json("11.8.0");
 
     const auto d = redist::detect_cuda(m.probe());
     REQUIRE(d.has_value());
     CHECK(d->major == 13);
-    CHECK(d->version == "13.0.88");
+    CHECK(d->minor == std::optional<int>(2));
+    CHECK(d->version == "13.2");
     CHECK(d->reason.find("CUDA_HOME=/opt/cuda 13") != std::string::npos);
-    CHECK(d->reason.find("nvcc") != std::string::npos);
+    CHECK(d->reason.find("include/cuda.h") != std::string::npos);
 }
 
 TEST_CASE("detect_cuda: order of sources", "[platform][cuda]") {
@@ -186,25 +179,30 @@ TEST_CASE("detect_cuda: order of sources", "[platform][cuda]") {
         REQUIRE(d.has_value());
         CHECK(d->major == 13);
         CHECK(d->version == "13.0.1");
-        CHECK(d->reason.find("/usr/local/cuda/version.json") != std::string::npos);
+        CHECK(d->reason.find("/usr/local/cuda, version.json") != std::string::npos);
     }
-    SECTION("a malformed version.json falls through") {
+    SECTION("a malformed version.json falls through to cuda.h") {
         fake_machine m;
         m.files["/usr/local/cuda/version.json"] = R"({"cuda": {"name": "CUDA SDK"}})";
-        m.commands["nvcc --version"] = nvcc_output("12.4", "12.4.131");
+        m.files["/usr/local/cuda/include/cuda.h"] = cuda_h("12040");
         const auto d = redist::detect_cuda(m.probe());
         REQUIRE(d.has_value());
         CHECK(d->major == 12);
-        CHECK(d->version == "12.4.131");
-        CHECK(d->reason.find("PATH") != std::string::npos);
+        CHECK(d->version == "12.4");
     }
-    SECTION("nvcc without a V build number uses the release") {
+    SECTION("the toolkit of the first nvcc on PATH, found and never run") {
         fake_machine m;
-        m.commands["nvcc --version"] = "Cuda compilation tools, release 12.2\n";
+        m.env["PATH"] = "relative/bin:/usr/bin:/opt/cuda-12.2/bin/:/opt/cuda-13/bin";
+        m.files["relative/nvcc"] = "";
+        m.files["/opt/cuda-12.2/bin/nvcc"] = "";
+        m.files["/opt/cuda-12.2/include/cuda.h"] = cuda_h("12020");
+        m.files["/opt/cuda-13/bin/nvcc"] = "";
+        m.files["/opt/cuda-13/version.json"] = version_json("13.0.1");
         const auto d = redist::detect_cuda(m.probe());
         REQUIRE(d.has_value());
         CHECK(d->major == 12);
-        CHECK(d->version == "12.2");
+        CHECK(d->minor == std::optional<int>(2));
+        CHECK(d->reason.find("nvcc on PATH in /opt/cuda-12.2/bin") != std::string::npos);
     }
 }
 
@@ -214,9 +212,11 @@ TEST_CASE("detect_cuda: nothing found", "[platform][cuda]") {
 
     // Garbage everywhere is still nothing.
     m.env["CUDA_HOME"] = "/x";
+    m.env["PATH"] = "/x/bin";
+    m.files["/x/bin/nvcc"] = "";
     m.files["/x/version.json"] = "not json";
+    m.files["/x/include/cuda.h"] = "#define CUDA_VERSION_X 12040\n#define CUDA_VERSION abc\n";
     m.files["/usr/local/cuda/version.json"] = R"({"cuda": {"version": "banana"}})";
-    m.commands["nvcc --version"] = "command not found";
     CHECK_FALSE(redist::detect_cuda(m.probe()).has_value());
 }
 
@@ -241,9 +241,9 @@ TEST_CASE("host_probe::system reads the real machine", "[platform][system]") {
     CHECK(probe.getenv("PATH").has_value());
     CHECK_FALSE(probe.getenv("REDIST_SURELY_UNSET_VARIABLE_42").has_value());
 
-    CHECK(probe.run("printf 'hello\\nworld'") == std::string("hello\nworld"));
-    CHECK_FALSE(probe.run("exit 3").has_value());
-    CHECK_FALSE(probe.run("redist-no-such-command-xyz --version").has_value());
+    CHECK(probe.is_file(file));
+    CHECK_FALSE(probe.is_file(scratch.string()));
+    CHECK_FALSE(probe.is_file((scratch / "missing").string()));
 
     // Whatever this machine is, detection must not crash.
     (void)redist::detect_cuda(probe);

@@ -339,7 +339,7 @@ TEST_CASE("choose_cuda_variant: the newest variant every variant-only component 
     CHECK(*defaulted.cuda_major == 12);
     CHECK(redist::select_artifacts(m, {"linux-x86_64", defaulted.cuda_major, {}}).ok());
     // A detected CUDA 13 that the laggard lacks: the same default, saying why.
-    const redist::cuda_detection cuda13{13, "13.0.1", "CUDA_HOME=/usr/local/cuda"};
+    const redist::cuda_detection cuda13{13, 0, "13.0.1", "CUDA_HOME=/usr/local/cuda"};
     const auto detected = redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, cuda13);
     CHECK(detected.cuda_major == std::optional<int>(12));
     CHECK(detected.reason.find("detected CUDA 13.0.1") != std::string::npos);
@@ -349,5 +349,96 @@ TEST_CASE("choose_cuda_variant: the newest variant every variant-only component 
     CHECK(redist::choose_cuda_variant(m, "linux-x86_64", {"cudnn"}, std::nullopt, std::nullopt).cuda_major ==
           std::optional<int>(13));
     // An explicit major always wins.
-    CHECK(redist::choose_cuda_variant(m, "linux-x86_64", {}, 13, std::nullopt).cuda_major == std::optional<int>(13));
+    CHECK(redist::choose_cuda_variant(m, "linux-x86_64", {}, redist::cuda_version{13, {}}, std::nullopt).cuda_major ==
+          std::optional<int>(13));
+}
+
+// Variant keys may name a minor ("cuda13.2", as CUDA 13.2's cuda_compat is
+// keyed): a major request takes its own key, else its newest minor; a minor
+// request prefers its exact key, else the major's, else the nearest minor.
+TEST_CASE("select_artifacts: minor-keyed CUDA variants", "[select]") {
+    manifest m;
+    m.components.push_back(make_component("cuda_compat", {{"linux-x86_64", {"cuda13.2"}}}));
+    const auto variant_of = [&](const redist::selection_request& r) {
+        const auto s = select_ok(m, r);
+        REQUIRE(s.artifacts.size() == 1);
+        return s.artifacts[0].variant.value_or("plain");
+    };
+    CHECK(redist::available_cuda_majors(m, "linux-x86_64", {}) == std::vector<int>{13});
+    // Nothing asked, --cuda 13, --cuda 13.2: the one cuda13.2 artifact.
+    CHECK(variant_of({"linux-x86_64", std::nullopt, {"cuda_compat"}}) == "cuda13.2");
+    CHECK(variant_of({"linux-x86_64", 13, {"cuda_compat"}}) == "cuda13.2");
+    CHECK(variant_of({"linux-x86_64", 13, {"cuda_compat"}, redist::unnamed_components::every, 2}) == "cuda13.2");
+    CHECK(variant_of({"linux-x86_64", 13, {"cuda_compat"}, redist::unnamed_components::every, 0}) == "cuda13.2");
+    // Another major: refused, naming the variant as keyed, in plain grammar.
+    auto e = select_fails(m, {"linux-x86_64", 12, {"cuda_compat"}});
+    CHECK(contains(e.message, "component 'cuda_compat' has no cuda12 artifact for platform 'linux-x86_64'"));
+    CHECK(contains(e.message, "(available variants: cuda13.2)"));
+    e = select_fails(m, {"linux-x86_64", 12, {"cuda_compat"}, redist::unnamed_components::every, 4});
+    CHECK(contains(e.message, "has no cuda12.4 or other cuda12 artifact"));
+
+    manifest many;
+    many.components.push_back(
+        make_component("lib", {{"linux-x86_64", {"cuda12", "cuda13.0", "cuda13.1", "cuda13.4", "cuda13"}}}));
+    many.components.push_back(make_component("minors", {{"linux-x86_64", {"cuda13.1", "cuda13.4"}}}));
+    const auto pick = [&](std::optional<int> major, std::optional<int> minor) {
+        return describe(select_ok(many, {"linux-x86_64", major, {}, redist::unnamed_components::every, minor}));
+    };
+    CHECK(pick(13, std::nullopt) == "lib:linux-x86_64:cuda13 minors:linux-x86_64:cuda13.4 ");
+    CHECK(pick(13, 1) == "lib:linux-x86_64:cuda13.1 minors:linux-x86_64:cuda13.1 ");
+    CHECK(pick(13, 3) == "lib:linux-x86_64:cuda13 minors:linux-x86_64:cuda13.1 ");  // below, else above
+    CHECK(pick(13, 0) == "lib:linux-x86_64:cuda13.0 minors:linux-x86_64:cuda13.1 ");
+    CHECK(pick(std::nullopt, std::nullopt) == "lib:linux-x86_64:cuda13 minors:linux-x86_64:cuda13.4 ");
+    CHECK(redist::variant_list(select_ok(many, {"linux-x86_64", 13, {}}).artifacts) == "cuda13, cuda13.4");
+
+    // A variant-only component whose keys name no CUDA version: no variant
+    // can be chosen, and the message reads "has no plain artifact".
+    manifest odd;
+    odd.components.push_back(make_component("tool", {{"linux-x86_64", {"sm90"}}}));
+    e = select_fails(odd, {"linux-x86_64", std::nullopt, {"tool"}});
+    CHECK(contains(e.message, "component 'tool' has no plain artifact for platform 'linux-x86_64'"));
+}
+
+TEST_CASE("choose_cuda_variant: the toolkit's minor is preferred", "[select]") {
+    manifest m;
+    m.components.push_back(make_component("cuda_compat", {{"linux-x86_64", {"cuda13.0", "cuda13.2"}}}));
+    const redist::cuda_detection toolkit{13, 0, "13.0.1", "CUDA_HOME=/opt/cuda, version.json"};
+    const auto choice = redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, toolkit);
+    CHECK(choice.cuda_major == std::optional<int>(13));
+    CHECK(choice.cuda_minor == std::optional<int>(0));
+    CHECK(contains(choice.reason, "detected CUDA 13.0.1 (CUDA_HOME=/opt/cuda, version.json)"));
+    redist::selection_request r{"linux-x86_64", choice.cuda_major, {}};
+    r.cuda_minor = choice.cuda_minor;
+    CHECK(describe(select_ok(m, r)) == "cuda_compat:linux-x86_64:cuda13.0 ");
+    // Nothing detected: the newest minor of the newest major.
+    const auto newest = redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, std::nullopt);
+    CHECK(newest.cuda_major == std::optional<int>(13));
+    CHECK_FALSE(newest.cuda_minor.has_value());
+    CHECK(describe(select_ok(m, {"linux-x86_64", newest.cuda_major, {}})) == "cuda_compat:linux-x86_64:cuda13.2 ");
+    // An explicit N.M, named as asked.
+    const auto asked = redist::choose_cuda_variant(m, "linux-x86_64", {}, redist::cuda_version{13, 2}, toolkit,
+                                                   "project.cuda");
+    CHECK(asked.cuda_minor == std::optional<int>(2));
+    CHECK(asked.reason == "project.cuda 13.2");
+}
+
+// cuda_compat (the forward-compatibility driver libraries) is the driver's,
+// as nvidia_driver is: --all leaves it out and says so; named, it installs.
+TEST_CASE("select_artifacts: cuda_compat is a driver component", "[select]") {
+    CHECK(redist::is_driver_component("cuda_compat"));
+    CHECK(redist::is_driver_component("cuda_compat_orin"));
+    CHECK_FALSE(redist::is_driver_component("cuda_cudart"));
+    manifest m;
+    for (const char* key : {"cuda_cudart", "cuda_nvcc", "cuda_cupti", "cuda_nvrtc", "libcublas"})
+        m.components.push_back(make_component(key, {{"linux-x86_64", {}, true}}));
+    m.components.push_back(make_component("cuda_compat", {{"linux-x86_64", {"cuda13.2"}}}));
+    m.components.push_back(make_component("nvidia_driver", {{"linux-sbsa", {}, true}}));  // not on the platform
+    const auto all = select_ok(m, {"linux-x86_64", std::nullopt, {}, redist::unnamed_components::all});
+    CHECK(all.artifacts.size() == 5);
+    CHECK(all.left_out == std::vector<std::string>{"cuda_compat"});
+    CHECK(select_ok(m, {"linux-x86_64", std::nullopt, {}}).left_out.empty());
+    CHECK(select_ok(m, {"linux-x86_64", std::nullopt, {"cuda_compat"}, redist::unnamed_components::fetch_default})
+              .artifacts.size() == 1);
+    CHECK(select_fails(m, {"linux-x86_64", std::nullopt, {}, redist::unnamed_components::fetch_default}).code ==
+          redist::error_code::usage);
 }

@@ -109,6 +109,33 @@ TEST_CASE("project lock: written sorted, read back identical") {
     CHECK(again->products[0].cuda == 13);  // "cuda", sorted first
 }
 
+// Why each platform's CUDA variant was chosen is part of the lock; a lock
+// written before it existed still reads, with no reasons.
+TEST_CASE("project lock: the CUDA variant's reason per platform") {
+    project_lock lock = sample_lock();
+    const std::string old_text = project_lock_to_json(lock);
+    CHECK(old_text.find("cuda_reasons") == std::string::npos);
+    auto old = project_lock_from_json(old_text, "redist.lock");
+    REQUIRE(old.ok());
+    CHECK(old->products[0].cuda_reasons.empty());
+
+    lock.products[1].cuda_reasons["linux-x86_64"] = "cuda12: detected CUDA 12.4.1 (CUDA_HOME=/opt/cuda, version.json)";
+    lock.products[1].cuda_reasons["linux-sbsa"] = "cuda12: project.cuda 12";
+    const std::string text = project_lock_to_json(lock);
+    CHECK(text.find("\"cuda_reasons\"") != std::string::npos);
+    auto back = project_lock_from_json(text, "redist.lock");
+    REQUIRE(back.ok());
+    CHECK(back->products[0].cuda_reasons == lock.products[1].cuda_reasons);  // "cuda", sorted first
+    CHECK(project_lock_to_json(*back) == text);
+    // A platform given twice is refused, naming where.
+    std::string twice = text;
+    const std::string key = "\"platform\": ";
+    twice.replace(twice.find(key + "\"linux-x86_64\"") + key.size(), 14, "\"linux-sbsa\"");
+    const auto e = read_error(twice);
+    CHECK(e.message.find("two CUDA reasons") != std::string::npos);
+    CHECK(e.json_path.find("cuda_reasons[1]") != std::string::npos);
+}
+
 TEST_CASE("project lock: hostile or wrong documents are refused with their JSON path") {
     const std::string good = project_lock_to_json(sample_lock());
     CHECK(read_error("{\"lock_version\": 2, \"platforms\": [], \"products\": [], \"products\": []}")

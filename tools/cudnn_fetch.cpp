@@ -15,9 +15,10 @@ int main(int argc, char** argv) {
     app.add_option("VERSION", fetch.version, "9.27.0, 9.27, 9 or latest (default: latest)");
     add_fetch_flags(app, fetch);
     app.footer(
-        "\nThe CUDA variant: --cuda N wins; else the CUDA toolkit found ($CUDA_HOME, $CUDA_PATH,\n"
-        "/usr/local/cuda/version.json, nvcc on PATH); else the newest variant in the manifest.\n"
-        "The tool says which one it chose and why.\n"
+        "\nThe CUDA variant: --cuda N[.M] wins; else the CUDA toolkit found ($CUDA_HOME, $CUDA_PATH,\n"
+        "/usr/local/cuda, the directory of nvcc on PATH), read from its version.json or include/cuda.h\n"
+        "(nothing is run); else the newest variant every component offers. The tool says which one it\n"
+        "chose and why.\n"
         "Layout: --prefix /opt/cudnn gives /opt/cudnn/include/cudnn.h and /opt/cudnn/lib/libcudnn.so.9;\n"
         "LICENSE goes to /opt/cudnn/share/licenses/cudnn/. Receipts: /opt/cudnn/.redist/receipts/.\n\n"
         "Examples:\n  cudnn-fetch 9 --prefix /opt/cudnn\n"

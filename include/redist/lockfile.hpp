@@ -125,6 +125,10 @@ struct locked_product {
     std::string manifest_url;
     std::string manifest_sha256;
     std::vector<locked_artifact> artifacts;  // every listed platform
+    // Per platform with CUDA variants: the variant keys locked and why
+    // ("cuda12: detected CUDA 12.4.1 (CUDA_HOME=/opt/cuda, version.json)"),
+    // as "cuda_reasons": [{"platform", "reason"}]; absent in older locks.
+    std::map<std::string, std::string> cuda_reasons;
 };
 
 struct project_lock {

@@ -32,10 +32,26 @@ const char* to_string(archive_format format) noexcept;
 // ".tar.zst", ".zip"); anything else is unknown.
 archive_format archive_format_from_path(std::string_view relative_path) noexcept;
 
+// A CUDA version as a variant key, --cuda or a toolkit names it: a major
+// (12) and, where given, a minor (12.4).
+struct cuda_version {
+    int major = 0;
+    std::optional<int> minor;
+    bool operator==(const cuda_version&) const = default;
+};
+
+// "12" -> 12, "12.4" -> 12.4, "12.4.1" -> 12.4 (the patch level names no
+// variant); nullopt for anything else (at most 3 digits a number, no sign,
+// no empty part, nothing after the patch).
+std::optional<cuda_version> parse_cuda_version(std::string_view text) noexcept;
+
+// "12", "12.4".
+std::string to_string(const cuda_version& version);
+
 struct artifact {
     std::string component;               // key of the component ("cudnn")
     std::string platform;                // "linux-x86_64", "windows-x86_64", "source", ...
-    std::optional<std::string> variant;  // "cuda12", or none for a plain platform artifact
+    std::optional<std::string> variant;  // "cuda12", "cuda13.2", or none for a plain platform artifact
     std::string relative_path;           // validated by artifact_path_problem(): relative (no
                                          // leading "/", no "scheme:" or drive prefix), no ".."
                                          // or empty segment, no backslash, no control
@@ -45,7 +61,11 @@ struct artifact {
     std::uint64_t size = 0;              // bytes
     archive_format format = archive_format::unknown;
 
-    // "cuda12" -> 12; nullopt when there is no variant or it is not "cuda<N>".
+    // The CUDA version a variant key names: "cuda12" -> 12, "cuda13.2" ->
+    // 13.2; nullopt when there is no variant or it is neither "cuda<N>" nor
+    // "cuda<N>.<M>".
+    std::optional<cuda_version> cuda_variant() const;
+    // cuda_variant()'s major: "cuda12" -> 12, "cuda13.2" -> 13.
     std::optional<int> cuda_major() const;
 };
 

@@ -17,12 +17,15 @@ namespace redist {
 struct host_probe {
     // uname(2) machine field: "x86_64", "aarch64", ...
     std::function<std::string()> machine;
-    // Reads a whole file; nullopt if it does not exist or is unreadable.
+    // Reads a whole file; nullopt if it does not exist, is no regular file or
+    // is unreadable.
     std::function<std::optional<std::string>(const std::string& path)> read_file;
+    // Whether `path` names a regular file (a symlink to one counts).
+    std::function<bool(const std::string& path)> is_file;
     // Environment lookup; nullopt if unset.
     std::function<std::optional<std::string>(const std::string& name)> getenv;
-    // Runs a command and returns its stdout; nullopt if it cannot be run.
-    std::function<std::optional<std::string>(const std::string& command)> run;
+    // Nothing runs a command: what is found on the machine is read, never
+    // executed (installing never executes installed code).
 
     // The real machine.
     static host_probe system();
@@ -47,14 +50,17 @@ const std::vector<std::string>& known_platforms();
 std::optional<std::string> platform_problem(std::string_view platform);
 
 struct cuda_detection {
-    int major = 0;        // e.g. 13
-    std::string version;  // "13.0.1" where known
-    std::string reason;   // "CUDA_HOME=/usr/local/cuda (version.json: 13.0.1)"
+    int major = 0;             // e.g. 13
+    std::optional<int> minor;  // e.g. 0, where known
+    std::string version;       // "13.0.1" where known, "13.0" from cuda.h
+    std::string reason;        // "CUDA_HOME=/usr/local/cuda, version.json"
 };
 
-// Finds the installed CUDA toolkit, in order: $CUDA_HOME, $CUDA_PATH (each
-// via <dir>/version.json, then <dir>/bin/nvcc --version), then
-// /usr/local/cuda/version.json, then `nvcc --version` on PATH.
+// Finds the installed CUDA toolkit from its files alone, never running
+// anything: the first of $CUDA_HOME, $CUDA_PATH, /usr/local/cuda and the
+// directory above the first `nvcc` on PATH (<dir>/bin/nvcc: found, never run)
+// that holds a readable version.json ({"cuda": {"version": "13.0.1"}}) or,
+// failing that, include/cuda.h (`#define CUDA_VERSION 13000`: 13.0).
 // Returns nullopt when no toolkit is found.
 std::optional<cuda_detection> detect_cuda(const host_probe& probe);
 

@@ -69,16 +69,21 @@ result<resolved_release> resolve_release(const release_request& request, const t
 
 struct variant_choice {
     std::optional<int> cuda_major;  // nullopt: the selection has no variants at all
-    std::string reason;             // "--cuda 12", "detected CUDA 13.0 (CUDA_HOME=...)", "newest in the manifest"
+    std::optional<int> cuda_minor;  // the minor preferred (--cuda N.M, the toolkit's), if any
+    // Why: "--cuda 12", "project.cuda 12", "detected CUDA 12.4.1 (CUDA_HOME=/opt/cuda, version.json)",
+    // "no CUDA toolkit found; the newest variant every selected component offers (offered: 12, 13)".
+    std::string reason;
 };
 
-// The one CUDA variant rule (fetch, sync's lock): an explicit request (--cuda,
-// project.cuda) wins; next the detected toolkit, if every selected component
-// that has only variants offers that major; otherwise the newest such major,
-// as select_artifacts() defaults (else the newest offered, which
-// select_artifacts() then refuses naming the laggard).
+// The one CUDA variant rule (fetch, `redist lock`, sync), from files only:
+// an explicit request (`asked_by`: --cuda, project.cuda) wins; next the
+// detected toolkit (detect_cuda: its major, preferring its minor), if every
+// selected component that has only variants offers that major; otherwise
+// the newest such major, as select_artifacts() defaults (else the newest
+// offered, which select_artifacts() then refuses naming the laggard).
 variant_choice choose_cuda_variant(const manifest& m, const std::string& platform,
-                                   const std::vector<std::string>& components, std::optional<int> explicit_major,
-                                   const std::optional<cuda_detection>& detected);
+                                   const std::vector<std::string>& components,
+                                   const std::optional<cuda_version>& explicit_version,
+                                   const std::optional<cuda_detection>& detected, std::string_view asked_by = "--cuda");
 
 }  // namespace redist

@@ -28,6 +28,7 @@ struct selection_request {
     std::optional<int> cuda_major;        // e.g. 12; nullopt = let select() choose
     std::vector<std::string> components;  // empty = see `unnamed`
     unnamed_components unnamed = unnamed_components::every;
+    std::optional<int> cuda_minor = std::nullopt;  // with cuda_major: the minor preferred (12.4 prefers "cuda12.4")
 };
 
 // A release whose components are one library family: at most 4 components,
@@ -38,7 +39,8 @@ struct selection_request {
 bool is_library_family(const manifest& m);
 
 // Components that install or belong to the GPU driver (nvidia_driver,
-// nvidia_fs, fabricmanager, imex, driver_assistant, libnvidia_nscq): never
+// nvidia_fs, fabricmanager, imex, driver_assistant, libnvidia_nscq, and
+// cuda_compat*, the forward-compatibility driver libraries): never
 // installed unless named with --component.
 bool is_driver_component(std::string_view key);
 
@@ -56,18 +58,28 @@ struct selection {
     // The CUDA variant that was used for variant-specific components, if any
     // (the requested one, or the newest available when none was requested).
     std::optional<int> cuda_major;
+    std::optional<int> cuda_minor;      // the requested minor, if any
     bool cuda_major_defaulted = false;  // true when select() chose the newest
+    // unnamed_components::all: the driver's components on the platform that
+    // were left out (is_driver_component), in manifest order, for the tool to say so.
+    std::vector<std::string> left_out;
 };
 
+// The variant keys `artifacts` use, exactly as keyed, sorted and joined:
+// "cuda12", "cuda13, cuda13.2"; empty when none has a variant.
+std::string variant_list(const std::vector<artifact>& artifacts);
+
 // The CUDA major versions offered by the requested components on `platform`
-// (from their cuda<N> variant keys), ascending.
+// (from their cuda<N> and cuda<N>.<M> variant keys), ascending.
 std::vector<int> available_cuda_majors(const manifest& m, const std::string& platform,
                                        const std::vector<std::string>& components);
 
 // Picks one artifact per component for the platform and CUDA variant.
 // For each component on the platform:
-//   - with a variant requested: the "cuda<N>" artifact if present, else the
-//     plain (variant-less) artifact, which CUDA toolkit components use;
+//   - with a variant requested (major N, minor M where given): "cuda<N>.<M>",
+//     else "cuda<N>", else the nearest "cuda<N>.<x>" (the newest below M,
+//     else the oldest above; without M the newest), else the plain
+//     (variant-less) artifact, which CUDA toolkit components use;
 //   - with no variant requested: the newest variant offered by the requested
 //     components (reported in selection.cuda_major), else the plain artifact.
 //     "Newest" is the newest that every requested component lacking a plain

@@ -42,6 +42,10 @@ struct project_resolve_options {
     // SHA-256 or size) take the new bytes.
     bool upgrade_all = false;
     std::vector<std::string> upgrade;
+    // The CUDA toolkit found on this machine (detect_cuda), for products
+    // with variants where neither the product nor the project names a
+    // `cuda` (choose_cuda_variant); nullopt: none found, or not looked for.
+    std::optional<cuda_detection> detected_cuda;
 };
 
 struct project_resolution {

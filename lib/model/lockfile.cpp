@@ -355,6 +355,16 @@ std::string project_lock_to_json(const project_lock& lock) {
         w.field("release_label", p->release_label);
         w.field("manifest_url", p->manifest_url);
         w.field("manifest_sha256", p->manifest_sha256);
+        if (!p->cuda_reasons.empty()) {
+            w.key("cuda_reasons").begin_array();
+            for (const auto& [platform, reason] : p->cuda_reasons) {
+                w.begin_object();
+                w.field("platform", platform);
+                w.field("reason", reason);
+                w.end_object();
+            }
+            w.end_array();
+        }
         write_artifacts(w, p->artifacts);
         w.end_object();
     }
@@ -383,6 +393,20 @@ result<void> read_cuda_major(json::value& v, std::optional<int>& out) {
     return result<void>();
 }
 
+// "cuda_reasons": [{"platform": "linux-x86_64", "reason": "cuda12: --cuda 12"}, ...].
+result<void> read_cuda_reasons(json::value& v, std::map<std::string, std::string>& out) {
+    return v.for_each([&](json::value& item) -> result<void> {
+        std::string platform, reason;
+        REDIST_TRY_VOID(item.read_object({
+            {"platform", [&](json::value& f) -> result<void> { return f.get_name(platform, "platform"); }, true},
+            {"reason", [&](json::value& f) -> result<void> { return f.get(reason); }, true},
+        }));
+        if (!out.emplace(platform, std::move(reason)).second)
+            return result<void>(item.bad("platform '" + platform + "' has two CUDA reasons"));
+        return result<void>();
+    });
+}
+
 result<void> read_locked_product(json::value& item, locked_product& p) {
     auto read = item.read_object({
         {"name", [&](json::value& v) -> result<void> { return v.get_name(p.name, "product"); }, true},
@@ -393,6 +417,7 @@ result<void> read_locked_product(json::value& item, locked_product& p) {
          [&](json::value& v) -> result<void> { return v.get_name_or_empty(p.release_label, "release label"); }},
         {"manifest_url", str(p.manifest_url), true},
         {"manifest_sha256", sha256_str(p.manifest_sha256), true},
+        {"cuda_reasons", [&](json::value& v) -> result<void> { return read_cuda_reasons(v, p.cuda_reasons); }},
         {"artifacts",
          [&](json::value& v) -> result<void> {
              return v.for_each([&](json::value& a) -> result<void> {

@@ -547,18 +547,46 @@ archive_format archive_format_from_path(std::string_view relative_path) noexcept
     return archive_format::unknown;
 }
 
-std::optional<int> artifact::cuda_major() const {
+std::optional<cuda_version> parse_cuda_version(std::string_view text) noexcept {
+    // Up to three dot-separated numbers of 1-3 digits each.
+    int parts[3] = {0, 0, 0};
+    std::size_t count = 0;
+    std::size_t digits = 0;
+    for (const char c : text) {
+        if (c == '.') {
+            if (digits == 0 || ++count == 3) return std::nullopt;
+            digits = 0;
+        } else if (c >= '0' && c <= '9' && digits < 3) {
+            parts[count] = parts[count] * 10 + (c - '0');
+            ++digits;
+        } else {
+            return std::nullopt;
+        }
+    }
+    if (digits == 0) return std::nullopt;
+    cuda_version out;
+    out.major = parts[0];
+    if (count >= 1) out.minor = parts[1];
+    return out;
+}
+
+std::string to_string(const cuda_version& version) {
+    return std::to_string(version.major) + (version.minor ? "." + std::to_string(*version.minor) : "");
+}
+
+std::optional<cuda_version> artifact::cuda_variant() const {
     if (!variant) return std::nullopt;
     std::string_view v = *variant;
     if (v.substr(0, 4) != "cuda") return std::nullopt;
     v.remove_prefix(4);
-    if (v.empty() || v.size() > 4) return std::nullopt;
-    int major = 0;
-    for (const char c : v) {
-        if (c < '0' || c > '9') return std::nullopt;
-        major = major * 10 + (c - '0');
-    }
-    return major;
+    // "cuda12" or "cuda13.2"; never a patch level ("cuda12.4.1" is no variant key).
+    if (std::count(v.begin(), v.end(), '.') > 1) return std::nullopt;
+    return parse_cuda_version(v);
+}
+
+std::optional<int> artifact::cuda_major() const {
+    if (const auto v = cuda_variant()) return v->major;
+    return std::nullopt;
 }
 
 std::size_t manifest::artifact_count() const noexcept {

@@ -1,65 +1,38 @@
 #include "redist/platform.hpp"
 
+#include <sys/stat.h>
 #include <sys/utsname.h>
-#include <sys/wait.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <memory>
 #include <string_view>
 
 #include <simdjson.h>
 
+#include "redist/manifest.hpp"
 #include "redist/printable.hpp"
 #include "redist/suggest.hpp"
+#include "support/posix_file.hpp"
 
 namespace redist {
 
 namespace {
 
+// Every file is read through the one reader (read_file): regular files only,
+// bounded, never a FIFO or a device. What detection reads is small: a
+// version.json, a cuda.h (under 1 MiB), /etc/nv_tegra_release and the device
+// tree's compatible string.
+constexpr std::uint64_t kMaxProbeBytes = 4u << 20;
+
 std::optional<std::string> system_read_file(const std::string& path) {
-    // ifstream happily "opens" a directory on Linux and then fails to read;
-    // reject it up front so that a directory never reads as an empty file.
-    std::error_code ec;
-    if (std::filesystem::is_directory(path, ec)) return std::nullopt;
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return std::nullopt;
-    // /proc and /sys files report size 0, so read until EOF instead of
-    // trusting the size.
-    std::string text;
-    char buffer[4096];
-    while (in.read(buffer, sizeof buffer) || in.gcount() > 0) {
-        text.append(buffer, static_cast<std::size_t>(in.gcount()));
-        if (in.eof()) break;
-    }
-    if (in.bad()) return std::nullopt;
-    return text;
+    auto text = read_file(path, kMaxProbeBytes, follow_links::yes);
+    if (!text.ok()) return std::nullopt;
+    return std::move(text).value();
 }
 
-struct pipe_closer {
-    void operator()(std::FILE* f) const noexcept {
-        if (f != nullptr) pclose(f);
-    }
-};
-
-std::optional<std::string> system_run(const std::string& command) {
-    // stderr goes to /dev/null: the library never prints, and "sh: nvcc: not
-    // found" would otherwise land on the user's terminal.
-    const std::string wrapped = "( " + command + " ) 2>/dev/null";
-    std::unique_ptr<std::FILE, pipe_closer> pipe(popen(wrapped.c_str(), "r"));
-    if (!pipe) return std::nullopt;
-    std::string out;
-    char buffer[4096];
-    std::size_t n = 0;
-    while ((n = std::fread(buffer, 1, sizeof buffer, pipe.get())) > 0) out.append(buffer, n);
-    // pclose() gives the exit status; a command that is missing (sh exits 127)
-    // or fails must not count as having produced output.
-    const int status = pclose(pipe.release());
-    if (status == -1 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) return std::nullopt;
-    return out;
+bool system_is_file(const std::string& path) {
+    struct ::stat st {};
+    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
 bool is_tegra(const host_probe& probe) {
@@ -104,48 +77,66 @@ std::optional<std::string> version_from_version_json(const std::string& text) {
     return copy;
 }
 
-// `nvcc --version` ends with
-//   "Cuda compilation tools, release 13.0, V13.0.88"
-// The "V" build version is the more precise; "release X.Y" is the fallback.
-std::optional<std::string> version_from_nvcc_output(std::string_view out) {
-    const auto release = out.find("release ");
-    if (release == std::string_view::npos) return std::nullopt;
-    auto take_version = [&](std::size_t pos) {
-        std::size_t end = pos;
-        while (end < out.size() && ((out[end] >= '0' && out[end] <= '9') || out[end] == '.')) ++end;
-        std::string v(out.substr(pos, end - pos));
-        while (!v.empty() && v.back() == '.') v.pop_back();
-        return v;
-    };
-    const auto vpos = out.find(", V", release);
-    if (vpos != std::string_view::npos) {
-        std::string v = take_version(vpos + 3);
-        if (leading_major(v)) return v;
+// include/cuda.h of a toolkit: "#define CUDA_VERSION 12040" is 12.4
+// (major * 1000 + minor * 10). The first such line decides.
+std::optional<std::string> version_from_cuda_h(std::string_view text) {
+    constexpr std::string_view kDefine = "#define CUDA_VERSION";
+    for (std::size_t pos = text.find(kDefine); pos != std::string_view::npos; pos = text.find(kDefine, pos + 1)) {
+        std::size_t i = pos + kDefine.size();
+        if (i >= text.size() || (text[i] != ' ' && text[i] != '\t')) continue;
+        while (i < text.size() && (text[i] == ' ' || text[i] == '\t')) ++i;
+        long value = 0;
+        std::size_t digits = 0;
+        for (; i < text.size() && text[i] >= '0' && text[i] <= '9' && digits < 7; ++i, ++digits)
+            value = value * 10 + (text[i] - '0');
+        if (digits == 0 || value < 1000) return std::nullopt;
+        return std::to_string(value / 1000) + "." + std::to_string(value % 1000 / 10);
     }
-    std::string v = take_version(release + 8);
-    if (leading_major(v)) return v;
     return std::nullopt;
 }
 
 std::optional<cuda_detection> make_detection(const std::string& version, std::string reason) {
     const auto major = leading_major(version);
     if (!major) return std::nullopt;
-    return cuda_detection{*major, version, std::move(reason)};
+    cuda_detection out{*major, std::nullopt, version, std::move(reason)};
+    if (const auto parsed = parse_cuda_version(version.substr(0, version.find('.', version.find('.') + 1))))
+        out.minor = parsed->minor;
+    return out;
 }
 
-std::optional<cuda_detection> probe_toolkit_dir(const host_probe& probe, const std::string& var,
+// A toolkit directory's files: version.json, else include/cuda.h. `where`
+// says how the directory was found ("CUDA_HOME=/opt/cuda").
+std::optional<cuda_detection> probe_toolkit_dir(const host_probe& probe, const std::string& where,
                                                 const std::string& dir) {
     std::string base = dir;
     while (base.size() > 1 && base.back() == '/') base.pop_back();
     if (const auto text = probe.read_file(base + "/version.json")) {
-        if (const auto version = version_from_version_json(*text)) {
-            return make_detection(*version, var + "=" + dir + " (version.json: " + *version + ")");
-        }
+        if (const auto version = version_from_version_json(*text))
+            if (auto found = make_detection(*version, where + ", version.json")) return found;
     }
-    if (const auto out = probe.run(shell_quote(base + "/bin/nvcc") + " --version")) {
-        if (const auto version = version_from_nvcc_output(*out)) {
-            return make_detection(*version, var + "=" + dir + " (bin/nvcc --version: " + *version + ")");
-        }
+    if (const auto text = probe.read_file(base + "/include/cuda.h")) {
+        if (const auto version = version_from_cuda_h(*text))
+            if (auto found = make_detection(*version, where + ", include/cuda.h")) return found;
+    }
+    return std::nullopt;
+}
+
+// The toolkit of the first `nvcc` on PATH: the directory above its bin/.
+// The file is found, never run. Relative PATH entries are skipped (they
+// name a different directory in every working directory).
+std::optional<std::string> nvcc_toolkit_on_path(const host_probe& probe) {
+    const auto path = probe.getenv("PATH");
+    if (!path) return std::nullopt;
+    std::string_view rest = *path;
+    while (!rest.empty()) {
+        const auto colon = rest.find(':');
+        std::string dir(rest.substr(0, colon));
+        rest = colon == std::string_view::npos ? std::string_view() : rest.substr(colon + 1);
+        if (dir.empty() || dir.front() != '/') continue;
+        while (dir.size() > 1 && dir.back() == '/') dir.pop_back();
+        if (!probe.is_file || !probe.is_file(dir + "/nvcc")) continue;
+        const auto slash = dir.rfind('/');
+        return slash == 0 ? std::string("/") : dir.substr(0, slash);
     }
     return std::nullopt;
 }
@@ -165,7 +156,7 @@ host_probe host_probe::system() {
         if (value == nullptr) return std::nullopt;
         return std::string(value);
     };
-    probe.run = system_run;
+    probe.is_file = system_is_file;
     return probe;
 }
 
@@ -185,20 +176,11 @@ std::optional<cuda_detection> detect_cuda(const host_probe& probe) {
     for (const char* var : {"CUDA_HOME", "CUDA_PATH"}) {
         const auto dir = probe.getenv(var);
         if (!dir || dir->empty()) continue;
-        if (auto found = probe_toolkit_dir(probe, var, *dir)) return found;
+        if (auto found = probe_toolkit_dir(probe, std::string(var) + "=" + *dir, *dir)) return found;
     }
-    if (const auto text = probe.read_file("/usr/local/cuda/version.json")) {
-        if (const auto version = version_from_version_json(*text)) {
-            if (auto found = make_detection(*version, "/usr/local/cuda/version.json: " + *version)) return found;
-        }
-    }
-    if (const auto out = probe.run("nvcc --version")) {
-        if (const auto version = version_from_nvcc_output(*out)) {
-            if (auto found = make_detection(*version, "nvcc on PATH (nvcc --version: " + *version + ")")) {
-                return found;
-            }
-        }
-    }
+    if (auto found = probe_toolkit_dir(probe, "/usr/local/cuda", "/usr/local/cuda")) return found;
+    if (const auto dir = nvcc_toolkit_on_path(probe))
+        if (auto found = probe_toolkit_dir(probe, "nvcc on PATH in " + *dir + "/bin", *dir)) return found;
     return std::nullopt;
 }
 

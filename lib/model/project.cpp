@@ -498,7 +498,8 @@ std::string starter_project(const std::vector<std::string>& platforms) {
            list +
            "]\n"
            "# The CUDA major version, for products that ship one build per CUDA version (cuDNN, ...).\n"
-           "# Leave it out to use the installed toolkit's, or the newest offered.\n"
+           "# Leave it out to use the toolkit found here (CUDA_HOME, /usr/local/cuda, nvcc's directory on\n"
+           "# PATH; read from its version.json or include/cuda.h), or else the newest offered.\n"
            "cuda = \"12\"\n"
            "# Where releases come from (default: NVIDIA's server); mirrors are tried first.\n"
            "# base-url = \"https://developer.download.nvidia.com/compute\"\n"

@@ -107,12 +107,37 @@ bool has_platform(const component& c, const std::string& platform) {
                        [&](const artifact& a) { return a.platform == platform; });
 }
 
-const artifact* find_artifact(const component& c, const std::string& platform, std::optional<int> major) {
+// How well a variant key matches a request for CUDA `major` (and `minor`):
+// higher is better, 0 is no match. The exact minor, then the major's own key,
+// then the nearest minor: the newest below the request (built against an
+// older minor, it runs on this one), else the oldest above it.
+int variant_rank(const cuda_version& v, int major, std::optional<int> minor) {
+    if (v.major != major) return 0;
+    if (!v.minor) return minor ? 4000 : 5000;
+    if (minor && *v.minor == *minor) return 5000;
+    if (!minor || *v.minor < *minor) return 2000 + *v.minor;
+    return 2000 - *v.minor;
+}
+
+// With no major: the plain artifact. With one: the best-ranked variant of it.
+const artifact* find_artifact(const component& c, const std::string& platform, std::optional<int> major,
+                              std::optional<int> minor = std::nullopt) {
+    const artifact* best = nullptr;
+    int best_rank = 0;
     for (const auto& a : c.artifacts) {
         if (a.platform != platform) continue;
-        if (major ? a.cuda_major() == major : !a.variant.has_value()) return &a;
+        if (!major) {
+            if (!a.variant) return &a;
+            continue;
+        }
+        const auto v = a.cuda_variant();
+        const int rank = v ? variant_rank(*v, *major, minor) : 0;
+        if (rank > best_rank) {
+            best = &a;
+            best_rank = rank;
+        }
     }
-    return nullptr;
+    return best;
 }
 
 // What a component offers on a platform, for error messages: "cuda12, cuda13, plain".
@@ -128,6 +153,46 @@ std::string offered_variants(const component& c, const std::string& platform) {
     return join(variants);
 }
 
+// The default CUDA major: the newest that every variant-only component can
+// satisfy (components with a plain artifact fall back to it), so that
+// "every component" still works when one lags behind; if no such variant
+// exists, the newest offered, which then fails with the list of what each
+// component has; nullopt when nothing has a CUDA variant.
+std::optional<int> default_major(const std::vector<const component*>& on_platform, const std::string& platform) {
+    std::set<int> offered;
+    std::vector<const component*> variant_only;
+    for (const component* c : on_platform) {
+        bool plain = false;
+        for (const auto& a : c->artifacts) {
+            if (a.platform != platform) continue;
+            if (const auto major = a.cuda_major()) offered.insert(*major);
+            if (!a.variant) plain = true;
+        }
+        if (!plain) variant_only.push_back(c);
+    }
+    for (auto it = offered.rbegin(); it != offered.rend(); ++it) {
+        const bool everyone = std::all_of(variant_only.begin(), variant_only.end(), [&](const component* c) {
+            return find_artifact(*c, platform, *it) != nullptr;
+        });
+        if (everyone) return *it;
+    }
+    if (offered.empty()) return std::nullopt;
+    return *offered.rbegin();
+}
+
+// A component without an artifact for the request: "has no cuda12 artifact",
+// "has no cuda12.4 or other cuda12 artifact", "has no plain artifact".
+error no_artifact(const component& c, const std::string& platform, std::optional<int> major, std::optional<int> minor) {
+    std::string wanted = "plain";
+    if (major) {
+        const std::string key = "cuda" + std::to_string(*major);
+        wanted = minor ? key + "." + std::to_string(*minor) + " or other " + key : key;
+    }
+    return make_error(error_code::not_found, "component '" + c.key + "' has no " + wanted + " artifact for platform '" +
+                                                 platform + "' (available variants: " + offered_variants(c, platform) +
+                                                 ")");
+}
+
 }  // namespace
 
 bool is_library_family(const manifest& m) {
@@ -140,7 +205,9 @@ bool is_library_family(const manifest& m) {
 bool is_driver_component(std::string_view key) {
     static constexpr std::array<std::string_view, 6> driver{"nvidia_driver", "nvidia_fs",        "fabricmanager",
                                                             "imex",          "driver_assistant", "libnvidia_nscq"};
-    return std::find(driver.begin(), driver.end(), key) != driver.end();
+    // cuda_compat (and any cuda_compat_* of later releases) installs the
+    // driver's forward-compatibility libraries: the driver's to choose.
+    return std::find(driver.begin(), driver.end(), key) != driver.end() || key.starts_with("cuda_compat");
 }
 
 result<std::string> release_spec_for_cuda(std::string_view product, const std::string& spec,
@@ -176,6 +243,15 @@ std::vector<int> available_cuda_majors(const manifest& m, const std::string& pla
     return {majors.begin(), majors.end()};
 }
 
+std::string variant_list(const std::vector<artifact>& artifacts) {
+    std::set<std::string> keys;
+    for (const auto& a : artifacts)
+        if (a.variant) keys.insert(*a.variant);
+    std::string out;
+    for (const auto& k : keys) out += (out.empty() ? "" : ", ") + k;
+    return out;
+}
+
 result<selection> select_artifacts(const manifest& m, const selection_request& request) {
     if (request.platform.empty()) return make_error(error_code::usage, "no platform given");
     REDIST_TRY(const auto candidates, requested_components(m, request));
@@ -209,45 +285,21 @@ result<selection> select_artifacts(const manifest& m, const selection_request& r
     }
 
     selection out;
+    if (request.components.empty() && request.unnamed == unnamed_components::all)
+        for (const auto& c : m.components)
+            if (is_driver_component(c.key) && has_platform(c, request.platform)) out.left_out.push_back(c.key);
     out.cuda_major = request.cuda_major;
+    if (out.cuda_major) out.cuda_minor = request.cuda_minor;
     if (!out.cuda_major) {
-        // Default: the newest variant that every variant-only component can
-        // satisfy (components with a plain artifact fall back to it), so that
-        // "every component" still works when one lags behind; if no such
-        // variant exists, the newest offered, which then fails below with
-        // the list of what each component has.
-        std::set<int> offered;
-        std::vector<const component*> variant_only;
-        for (const component* c : on_platform) {
-            bool plain = false;
-            for (const auto& a : c->artifacts) {
-                if (a.platform != request.platform) continue;
-                if (const auto major = a.cuda_major()) offered.insert(*major);
-                if (!a.variant) plain = true;
-            }
-            if (!plain) variant_only.push_back(c);
-        }
-        for (auto it = offered.rbegin(); it != offered.rend() && !out.cuda_major; ++it) {
-            const bool everyone = std::all_of(variant_only.begin(), variant_only.end(), [&](const component* c) {
-                return find_artifact(*c, request.platform, *it) != nullptr;
-            });
-            if (everyone) out.cuda_major = *it;
-        }
-        if (!out.cuda_major && !offered.empty()) out.cuda_major = *offered.rbegin();
+        out.cuda_major = default_major(on_platform, request.platform);
         out.cuda_major_defaulted = out.cuda_major.has_value();
     }
 
     for (const component* c : on_platform) {
         const artifact* chosen = nullptr;
-        if (out.cuda_major) chosen = find_artifact(*c, request.platform, out.cuda_major);
+        if (out.cuda_major) chosen = find_artifact(*c, request.platform, out.cuda_major, out.cuda_minor);
         if (chosen == nullptr) chosen = find_artifact(*c, request.platform, std::nullopt);
-        if (chosen == nullptr) {
-            const std::string wanted = out.cuda_major ? "cuda" + std::to_string(*out.cuda_major) : "a plain";
-            return make_error(error_code::not_found,
-                              "component '" + c->key + "' has no " + wanted + " artifact for platform '" +
-                                  request.platform +
-                                  "' (available variants: " + offered_variants(*c, request.platform) + ")");
-        }
+        if (chosen == nullptr) return no_artifact(*c, request.platform, out.cuda_major, out.cuda_minor);
         out.artifacts.push_back(*chosen);
     }
     return out;

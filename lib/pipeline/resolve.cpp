@@ -301,11 +301,14 @@ result<resolved_release> resolve_release(const release_request& request, const t
 // ---- CUDA variant ------------------------------------------------------------------------
 
 variant_choice choose_cuda_variant(const manifest& m, const std::string& platform,
-                                   const std::vector<std::string>& components, std::optional<int> explicit_major,
-                                   const std::optional<cuda_detection>& detected) {
+                                   const std::vector<std::string>& components,
+                                   const std::optional<cuda_version>& explicit_version,
+                                   const std::optional<cuda_detection>& detected, std::string_view asked_by) {
+    if (explicit_version)
+        return {explicit_version->major, explicit_version->minor,
+                std::string(asked_by) + " " + to_string(*explicit_version)};
     const std::vector<int> offered = available_cuda_majors(m, platform, components);
-    if (explicit_major) return {explicit_major, "--cuda " + std::to_string(*explicit_major)};
-    if (offered.empty()) return {std::nullopt, "the selected artifacts have no CUDA variants"};
+    if (offered.empty()) return {std::nullopt, std::nullopt, "the selected artifacts have no CUDA variants"};
     // The newest variant every variant-only component offers, as
     // select_artifacts() defaults (else the newest, which then fails there
     // naming the laggard): one lagging component does not break the default.
@@ -317,12 +320,14 @@ variant_choice choose_cuda_variant(const manifest& m, const std::string& platfor
     if (detected) {
         const std::string found = "detected CUDA " + detected->version + " (" + detected->reason + ")";
         const bool has = std::find(offered.begin(), offered.end(), detected->major) != offered.end();
-        if (has && selects(detected->major).ok()) return {detected->major, found};
-        return {newest, found + " but the selected components do not all offer it (offered: " + offered_text +
-                            "); using CUDA " + std::to_string(newest)};
+        if (has && selects(detected->major).ok()) return {detected->major, detected->minor, found};
+        return {newest, std::nullopt,
+                found + " but the selected components do not all offer it (offered: " + offered_text +
+                    "); using CUDA " + std::to_string(newest)};
     }
-    return {newest, "no CUDA toolkit found; using the newest variant every selected component offers (offered: " +
-                        offered_text + ")"};
+    return {newest, std::nullopt,
+            "no CUDA toolkit found; using the newest variant every selected component offers (offered: " +
+                offered_text + ")"};
 }
 
 }  // namespace redist

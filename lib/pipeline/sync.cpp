@@ -41,24 +41,33 @@ result<std::vector<std::string>> manifest_components(const project_product& p, c
     return out;
 }
 
-// One product's artifacts on one platform, in the project's CUDA variant
-// when the product has variants there (else the newest it offers).
+// One product's artifacts on one platform, in the CUDA variant the one rule
+// picks (choose_cuda_variant, as fetch): the product's (else the project's)
+// `cuda`, else the toolkit found on this machine, else the newest every
+// component offers. The lock records why (locked_product::cuda_reasons).
 result<void> lock_platform(const project_file& project, const project_product& p, const resolved_release& release,
-                           const std::vector<std::string>& components, const std::string& platform, locked_product& out,
+                           const std::vector<std::string>& components, const std::string& platform,
+                           const std::optional<cuda_detection>& detected, locked_product& out,
                            std::vector<std::string>& notes) {
-    // The one CUDA variant rule (choose_cuda_variant), as fetch: the
-    // product's (else the project's) CUDA major, else the newest every
-    // component offers.
     const std::optional<int> wanted = cuda_of(project, p);
-    const auto choice = choose_cuda_variant(release.parsed, platform, components, wanted, std::nullopt);
-    if (choice.cuda_major && !wanted)
-        notes.push_back("products." + p.name + ": no project.cuda; locking CUDA " + std::to_string(*choice.cuda_major) +
-                        " for " + platform + " (" + choice.reason + ")");
-    auto selection = select_artifacts(release.parsed, {platform, choice.cuda_major, components});
+    const std::optional<cuda_version> asked = wanted ? std::optional<cuda_version>(cuda_version{*wanted, {}})
+                                                     : std::nullopt;
+    const auto choice = choose_cuda_variant(release.parsed, platform, components, asked, detected,
+                                            p.cuda ? "products." + p.name + ".cuda" : std::string("project.cuda"));
+    selection_request request{platform, choice.cuda_major, components};
+    request.cuda_minor = choice.cuda_minor;
+    auto selection = select_artifacts(release.parsed, request);
     if (!selection.ok()) {
         error e = std::move(selection).error_value();
         e.message = "products." + p.name + " on " + platform + ": " + e.message;
         return std::move(e).with_source(sanitize_url(release.manifest_url));
+    }
+    if (choice.cuda_major) {
+        const std::string keys = variant_list(selection->artifacts);
+        out.cuda_reasons[platform] = (keys.empty() ? "no variant" : keys) + ": " + choice.reason;
+        if (!wanted && !keys.empty())
+            notes.push_back("products." + p.name + ": locking " + keys + " for " + platform + " (" + choice.reason +
+                            ")");
     }
     for (const auto& a : selection->artifacts) {
         out.artifacts.push_back(lock_artifact(release, a));
@@ -103,7 +112,8 @@ result<locked_product> resolve_product(const project_file& project, const projec
     std::vector<std::string> platforms = project.platforms;
     std::sort(platforms.begin(), platforms.end());
     for (const auto& platform : platforms)
-        REDIST_TRY_VOID(lock_platform(project, p, *release, components, platform, locked, notes));
+        REDIST_TRY_VOID(
+            lock_platform(project, p, *release, components, platform, options.detected_cuda, locked, notes));
     return locked;
 }
 

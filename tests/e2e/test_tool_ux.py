@@ -267,7 +267,9 @@ class Names(unittest.TestCase):
         res = support.run_tool("redist", "lock", "--file", project, *base, "--json", check=0)
         self.assertEqual(json.loads(res.stdout), {"lock_file": os.path.join(self.scratch, "redist.lock"),
                                                   "products": [{"name": "cudnn", "release_label": LABEL,
-                                                                "artifacts": 1}]})
+                                                                "artifacts": 1, "cuda_reasons": [
+                                                                    {"platform": "linux-x86_64",
+                                                                     "reason": "cuda12: project.cuda 12"}]}]})
         res = support.run_tool("redist", "lock", "--file", project, *base, "--upgrade", "-q", check=0)
         self.assertEqual((res.stdout, res.stderr), ("", ""))
 

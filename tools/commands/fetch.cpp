@@ -28,8 +28,11 @@ void add_fetch_command(CLI::App& app, command_runner& selected) {
         "/opt/cudnn/lib.\nEach archive's top-level files (LICENSE, ...) go to <prefix>/share/licenses/<component>/.\n"
         "Receipts: <prefix>/.redist/receipts/<product>/<component>.json. Re-running is a no-op when they match.\n"
         "Without --component, a library family (cudnn) installs every component; any other release (the CUDA\n"
-        "toolkit) needs --component or --all (every component but the driver's). With the cuda product,\n"
-        "--cuda 12 and no VERSION install the newest 12.x release.\n\n"
+        "toolkit) needs --component or --all (every component but the driver's and cuda_compat). With the\n"
+        "cuda product, --cuda 12 and no VERSION install the newest 12.x release.\n"
+        "The CUDA variant, as for lock and sync: --cuda N[.M]; else the toolkit found ($CUDA_HOME,\n"
+        "$CUDA_PATH, /usr/local/cuda, nvcc's directory on PATH), read from its version.json or\n"
+        "include/cuda.h, never run; else the newest variant every component offers.\n\n"
         "Examples:\n  redist fetch cuda 12.9.1 --component cuda_nvcc,cuda_cudart --prefix /opt/cuda\n"
         "  redist fetch cudnn 9 --component cudnn,cudnn_jit --cuda 12 --prefix /opt/cudnn\n"
         "  redist fetch --locked redist.lock --prefix /opt/cudnn\n\n" +

@@ -42,7 +42,7 @@ redist::result<std::vector<artifact_row>> select_rows(const redist::resolved_rel
         if (!wanted.empty() && !wanted.count(c.key)) continue;
         for (const auto& a : c.artifacts) {
             if (!selection.platform.empty() && a.platform != selection.platform) continue;
-            if (selection.cuda && a.variant && a.cuda_major() != selection.cuda) continue;
+            if (selection.cuda && a.variant && a.cuda_major() != selection.cuda->major) continue;
             rows.emplace_back(&c, &a);
         }
     }

@@ -164,6 +164,9 @@ redist::project_resolve_options project_sources(const source_options& source, co
     if (auto keys = load_trusted_keys(source, project.trusted_keys); keys.ok()) r.sources.trusted_keys = *keys;
     r.transfer = source.transfer();
     r.observer = &observer;
+    // The one CUDA variant rule, as fetch: the toolkit found here, from its
+    // files (detect_cuda never runs anything), where no `cuda` is set.
+    r.detected_cuda = redist::detect_cuda(redist::host_probe::system());
     return r;
 }
 
@@ -247,8 +250,13 @@ int run_project_lock(const project_lock_options& options) {
     if (options.json) {
         print_lock_json(p->lock_path, lock->products);
     } else if (!options.quiet) {
-        for (const auto& product : lock->products)
-            std::printf("locked %s %s\n", printable(product.name).c_str(), printable(product.release_label).c_str());
+        for (const auto& product : lock->products) {
+            // The variant of each platform and why (the lock's cuda_reasons).
+            std::string variants;
+            for (const auto& [platform, reason] : product.cuda_reasons) variants += ", " + platform + " " + reason;
+            std::printf("locked %s %s%s\n", printable(product.name).c_str(), printable(product.release_label).c_str(),
+                        printable(variants).c_str());
+        }
     }
     return 0;
 }
@@ -263,6 +271,16 @@ void print_lock_json(const std::string& lock_file, const std::vector<redist::loc
         w.field("name", p.name);
         w.field("release_label", p.release_label);
         w.field("artifacts", static_cast<std::uint64_t>(p.artifacts.size()));
+        if (!p.cuda_reasons.empty()) {
+            w.key("cuda_reasons").begin_array();
+            for (const auto& [platform, reason] : p.cuda_reasons) {
+                w.begin_object();
+                w.field("platform", platform);
+                w.field("reason", reason);
+                w.end_object();
+            }
+            w.end_array();
+        }
         w.end_object();
     }
     w.end_array();

@@ -244,10 +244,17 @@ void add_selection_options(CLI::App& app, selection_options& options, bool platf
                        (platform_default_is_host ? " (default: this machine's)" : " (default: all)"))
         ->check(platform_check())
         ->type_name("P");
-    app.add_option("--cuda", options.cuda,
-                   "CUDA major version of the variant to use, e.g. 12 or 13 (12.4 means 12: variants are per major)")
-        ->transform(cuda_major_transform())
-        ->type_name("N");
+    app.add_option_function<std::string>(
+           "--cuda", [&options](const std::string& value) { options.cuda = redist::parse_cuda_version(value); },
+           "CUDA version of the variant to use, e.g. 12, 13 or 13.2: a major takes its own variant (cuda13), "
+           "else its newest minor-keyed one (cuda13.2); N.M prefers cuda<N>.<M>, else the major's")
+        ->check(CLI::Validator(
+            [](std::string& value) -> std::string {
+                if (redist::parse_cuda_version(value)) return {};
+                return "expected a CUDA version such as 12 or 12.4, got '" + printable(value) + "'";
+            },
+            "", "cuda version"))
+        ->type_name("N[.M]");
     app.add_option("--component", options.components,
                    "Components to use, comma-separated (default: all; `redist fetch` asks for a choice where the "
                    "release is not one library family, see --all)")

@@ -67,9 +67,9 @@ redist::result<std::vector<redist::trusted_key>> load_trusted_keys(
 
 // Options that select artifacts.
 struct selection_options {
-    std::string platform;                 // --platform, else the host's
-    std::optional<int> cuda;              // --cuda N
-    std::vector<std::string> components;  // --component a,b
+    std::string platform;                      // --platform, else the host's
+    std::optional<redist::cuda_version> cuda;  // --cuda N or N.M
+    std::vector<std::string> components;       // --component a,b
 };
 void add_selection_options(CLI::App& app, selection_options& options, bool platform_default_is_host);
 
@@ -186,8 +186,9 @@ public:
 // "1.4 GiB", "812 KiB", "17 B".
 std::string human_size(std::uint64_t bytes);
 
-// For --cuda: a CUDA version as people write it (12, 12.4, 12.4.1) becomes
-// its major (12). Variants are per major, so `--cuda 12.4` means cuda12.
+// For --cuda of `lock` and `mirror`: a CUDA version as people write it (12,
+// 12.4, 12.4.1) becomes its major (12): they take every variant of a major.
+// fetch's --cuda keeps the minor (add_selection_options).
 CLI::Validator cuda_major_transform();
 
 // For every --platform: one of redist::known_platforms(), else a usage error

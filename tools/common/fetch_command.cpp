@@ -62,6 +62,12 @@ void print_json_report(const redist::install_report& report, const std::optional
     std::printf("%s\n", w.str().c_str());
 }
 
+// --cuda's major, for what takes a major only (a lock's variants, a cuda release).
+std::optional<int> cuda_major(const selection_options& selection) {
+    if (!selection.cuda) return std::nullopt;
+    return selection.cuda->major;
+}
+
 // VERSION beside --manifest or --locked must name the release they hold
 // (it is not used to resolve anything). Outcomes: ok | usage.
 redist::result<void> check_version_agrees(const fetch_options& options, const std::string& label,
@@ -75,7 +81,7 @@ redist::result<void> check_version_agrees(const fetch_options& options, const st
 redist::result<redist::release_plan> plan_from_manifest(const fetch_options& options, const std::string& platform,
                                                         bool chatty) {
     REDIST_TRY(const std::string spec,
-               redist::release_spec_for_cuda(options.product, options.version, options.selection.cuda));
+               redist::release_spec_for_cuda(options.product, options.version, cuda_major(options.selection)));
     auto release_req = make_release_request(options.source, options.product, spec);
     console_observer observer(options.install.quiet);  // retries of the index and manifest
     release_req.observer = &observer;
@@ -94,15 +100,28 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
     redist::selection_request sel_req;
     sel_req.platform = platform;
     sel_req.cuda_major = choice.cuda_major;
+    sel_req.cuda_minor = choice.cuda_minor;
     sel_req.components = options.selection.components;
     sel_req.unnamed = options.all ? redist::unnamed_components::all : redist::unnamed_components::fetch_default;
     auto selection = redist::select_artifacts(m, sel_req);
     if (!selection.ok()) return std::move(selection).error_value().with_source(release.manifest_url);
+    if (!selection->left_out.empty() && !options.install.quiet) {
+        std::string names;
+        for (const auto& key : selection->left_out) names += (names.empty() ? "" : ", ") + key;
+        std::fprintf(stderr, "%s: note: --all leaves out the driver's components (%s); name them with --component\n",
+                     tool_name.c_str(), printable(names).c_str());
+    }
 
     if (chatty) {
         std::printf("%s %s (%s) for %s", printable(release.product).c_str(), printable(release.label).c_str(),
                     printable(redist::sanitize_url(release.manifest_url)).c_str(), printable(platform).c_str());
-        if (choice.cuda_major) std::printf(", CUDA %d: %s", *choice.cuda_major, printable(choice.reason).c_str());
+        if (choice.cuda_major) {
+            // The variant keys as keyed (cuda12, cuda13.2); plain artifacts only: the CUDA version asked.
+            std::string keys = redist::variant_list(selection->artifacts);
+            if (keys.empty())
+                keys = "CUDA " + redist::to_string(redist::cuda_version{*choice.cuda_major, choice.cuda_minor});
+            std::printf(", %s: %s", printable(keys).c_str(), printable(choice.reason).c_str());
+        }
         std::printf("\n");
         if (options.selection.components.empty()) {
             std::uint64_t total = 0;
@@ -161,8 +180,8 @@ redist::result<redist::release_plan> plan_from_lock(const fetch_options& options
     REDIST_TRY_VOID(redist::check_lock_sources(lock, options.locked, options.source.local_roots()));
     REDIST_TRY_VOID(check_version_agrees(options, lock.release_label, "--locked " + options.locked));
     std::vector<std::string> notes;
-    REDIST_TRY(auto locked,
-               redist::plan_from_lock(lock, platform, options.selection.cuda, options.selection.components, &notes));
+    REDIST_TRY(auto locked, redist::plan_from_lock(lock, platform, cuda_major(options.selection),
+                                                   options.selection.components, &notes));
     if (!options.install.quiet)
         for (const auto& note : notes)
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
@@ -193,9 +212,10 @@ redist::result<redist::release_plan> plan_from_lock(const fetch_options& options
         locked.copy_base_url = upstream->recompressed_base_url;
     }
     if (chatty) {
-        std::printf("%s %s from lock file %s for %s\n", printable(lock.product).c_str(),
+        const std::string variants = redist::variant_list(locked.artifacts);
+        std::printf("%s %s from lock file %s for %s%s%s\n", printable(lock.product).c_str(),
                     printable(lock.release_label).c_str(), printable(options.locked).c_str(),
-                    printable(platform).c_str());
+                    printable(platform).c_str(), variants.empty() ? "" : ", ", printable(variants).c_str());
         std::fflush(stdout);
     }
     return locked;

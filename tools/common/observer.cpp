@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <set>
 
 #include "common/cli.hpp"
 #include "common/printable.hpp"
@@ -242,16 +243,22 @@ namespace {
 void print_release_summary(const redist::release_report& release, const std::string& prefix, double seconds,
                            std::string& unchanged) {
     std::vector<const redist::component_report*> installed;
-    std::size_t name_width = 0, version_width = 0, from_cache = 0;
+    std::size_t name_width = 0, version_width = 0, variant_width = 0, from_cache = 0;
+    std::set<std::string> variants;
     std::uint64_t size = 0;
     for (const auto& c : release.components) {
         if (c.unchanged) {
-            unchanged += (unchanged.empty() ? "" : ", ") + printable(release.product) + " " + printable(c.component);
+            unchanged += (unchanged.empty() ? "" : ", ") + printable(release.product) + " " + printable(c.component) +
+                         (c.variant ? " " + printable(*c.variant) : "");
             continue;
         }
         installed.push_back(&c);
         name_width = std::max(name_width, printable(c.component).size());
         version_width = std::max(version_width, printable(c.version).size());
+        if (c.variant) {
+            variant_width = std::max(variant_width, printable(*c.variant).size());
+            variants.insert(printable(*c.variant));
+        }
         size += c.size;
         if (c.from_cache) ++from_cache;
     }
@@ -260,11 +267,16 @@ void print_release_summary(const redist::release_report& release, const std::str
                 printable(release.release_label).c_str(), prefix.c_str(), installed.size(),
                 installed.size() == 1 ? "" : "s", human_size(size).c_str(), seconds);
     if (from_cache) std::printf(" (%zu from the cache)", from_cache);
+    // The CUDA variants as keyed (cuda12, cuda13.2), where there are any.
+    std::string variant_text;
+    for (const auto& v : variants) variant_text += (variant_text.empty() ? "" : ", ") + v;
+    if (!variant_text.empty()) std::printf(", variant %s", variant_text.c_str());
     std::printf("\n");
     for (const auto* c : installed)
-        std::printf("  %-*s  %-*s  %9s  %zu files%s\n", static_cast<int>(name_width), printable(c->component).c_str(),
-                    static_cast<int>(version_width), printable(c->version).c_str(), human_size(c->size).c_str(),
-                    c->files,
+        std::printf("  %-*s  %-*s%s%-*s  %9s  %zu files%s\n", static_cast<int>(name_width),
+                    printable(c->component).c_str(), static_cast<int>(version_width), printable(c->version).c_str(),
+                    variant_width ? "  " : "", static_cast<int>(variant_width),
+                    c->variant ? printable(*c->variant).c_str() : "", human_size(c->size).c_str(), c->files,
                     c->from_tree    ? "  (cache tree)"
                     : c->from_cache ? "  (cache)"
                                     : "");
