@@ -16,7 +16,7 @@ _redist_subcommands="versions show fetch verify remove lock cache env mirror che
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
 _redist_install_opts="--force --dry-run --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --no-recompressed --profile --json --quiet -q"
-_redist_fetch_opts="--prefix $_redist_source_opts $_redist_select_opts --all --locked $_redist_install_opts --check --no-check"
+_redist_fetch_opts="--prefix $_redist_source_opts --trusted-key $_redist_select_opts --all --locked $_redist_install_opts --check --no-check"
 
 # Options of each subcommand (and of cudnn-fetch).
 _redist_opts_for() {
@@ -27,16 +27,16 @@ _redist_opts_for() {
         cudnn-fetch) echo "$_redist_fetch_opts --help -h --version" ;;
         verify) echo "--prefix --json --quiet -q --threads --help -h" ;;
         remove) echo "--prefix --product --component --quiet -q --json --help -h" ;;
-        lock) echo "$_redist_source_opts $_redist_select_opts --output -o --file --lock-file --upgrade --product --strict --json --quiet -q --help -h" ;;
+        lock) echo "$_redist_source_opts --trusted-key $_redist_select_opts --output -o --file --lock-file --upgrade --product --strict --json --quiet -q --help -h" ;;
         cache) echo "--cache-dir --older-than --max-size --dry-run --json --quiet -q --shared-cache --help -h" ;;
         env) echo "--prefix --format --json --quiet -q --help -h" ;;
         check) echo "--prefix --component --gpu --quick --json --strict --quiet -q --timeout --help -h" ;;
-        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --to --recompress --mount-from --json --quiet -q --help -h" ;;
+        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --to --recompress --sign-key --mount-from --json --quiet -q --help -h" ;;
         sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --json --quiet -q --help -h" ;;
         diff) echo "$_redist_source_opts --json --quiet -q --help -h" ;;
         outdated) echo "--prefix --file $_redist_source_opts --json --quiet -q --help -h" ;;
         init) echo "--file --platform --force --check --json --quiet -q --help -h" ;;
-        sync) echo "--file --lock-file --upgrade --product --platform --exclude --locked --frozen --keep-unlisted --prefix --allow-outside-prefix $_redist_install_opts $_redist_source_opts --help -h" ;;
+        sync) echo "--file --lock-file --upgrade --product --platform --exclude --locked --frozen --keep-unlisted --prefix --allow-outside-prefix $_redist_install_opts $_redist_source_opts --trusted-key --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
 }
@@ -45,7 +45,7 @@ _redist_opts_for() {
 _redist_takes_value() {
     case $1 in
         --prefix | --dest | --cache-dir | --manifest | --manifest-sha256 | --locked | --output | -o | --ca-file | --base-url | --mirror | --platform | --cuda | \
-            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout | --max-memory | --threads | --max-size | --lock-file | --exclude | --connections | --product | --to | --recompress | --mount-from)
+            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout | --max-memory | --threads | --max-size | --lock-file | --exclude | --connections | --product | --to | --recompress | --mount-from | --trusted-key | --sign-key)
             return 0 ;;
     esac
     return 1
@@ -67,7 +67,7 @@ _redist_complete_value() {
         --prefix | --dest | --cache-dir)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
-        --manifest | --ca-file | --locked | --output | -o | --file)
+        --manifest | --ca-file | --locked | --output | -o | --file | --trusted-key | --sign-key)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
         *) COMPREPLY=() ;;  # free-form: URLs, numbers, component names
