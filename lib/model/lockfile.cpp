@@ -287,6 +287,7 @@ release_plan locked_plan(const std::string& product, const std::string& label, c
         if (a.entry.platform != platform) continue;
         plan.component_versions[a.entry.component] = a.version;
         if (!a.tar_sha256.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
+        plan.locked_urls[a.entry.relative_path] = a.url;
         plan.artifacts.push_back(a.entry);
     }
     return plan;

@@ -97,6 +97,7 @@ redist::source_policy source_options::policy() const {
                              tool_name.c_str());
         }
     }
+    p.fallback_bases = fallback_bases();
     p.shared_cache = shared_cache;
     p.offline = offline;
     p.attempts_per_source = std::max(1, retries);
@@ -110,6 +111,12 @@ std::string source_options::effective_base_url() const {
     if (!base_url.empty()) return redist::to_url(base_url);
     if (const char* env = std::getenv("REDIST_BASE_URL"); env && *env) return redist::to_url(env);
     return std::string(redist::default_base_url);
+}
+
+std::vector<std::string> source_options::fallback_bases() const {
+    if (!base_url.empty()) return {};
+    if (const char* env = std::getenv("REDIST_BASE_URL"); env && *env) return {};
+    return {std::string(redist::bin_archive_base_url)};
 }
 
 installed_sources sources_for_installed(const source_options& source, const std::vector<redist::receipt>& receipts,
@@ -155,7 +162,7 @@ void add_source_options(CLI::App& app, source_options& options) {
     app.add_option("--base-url", options.base_url,
                    "Where products live: <base>/<product>/redist/. http(s)://, file:// or a local directory. "
                    "Default: $REDIST_BASE_URL, else " +
-                       std::string(redist::default_base_url))
+                       std::string(redist::default_base_url) + ", then " + std::string(redist::bin_archive_base_url))
         ->type_name("URL");
     app.add_option("--manifest", options.manifest,
                    "Use this redistrib_<version>.json (path or URL) instead of resolving a version; "

@@ -38,6 +38,9 @@ struct source_options {
     redist::transfer_options transfer() const;
     redist::source_policy policy() const;
     std::string effective_base_url() const;
+    // The bases tried after effective_base_url(): NVIDIA's bin-archive when
+    // no base is named (--base-url, $REDIST_BASE_URL), else none.
+    std::vector<std::string> fallback_bases() const;
     std::vector<std::string> effective_mirrors() const;  // --mirror, else $REDIST_MIRRORS
     // The local directories among the base URL and the mirrors the user
     // named: where a lock's file:// URLs may point (redist::source_url_problem).
