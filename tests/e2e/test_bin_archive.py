@@ -6,17 +6,20 @@ whose relative_paths climb into a content-addressed pool,
 Served by nginx on loopback from the test's own tree: such a release installs
 (`redist fetch`), locks (`redist lock`, `fetch --locked` uses the lock's
 resolved URLs), mirrors to a directory (the manifest byte for byte, the pool at
-<mirror>/pool/...) and to an image layout, and installs from both with the
-origin gone. A relative_path that would leave the origin is refused naming its
+<mirror>/pool/...), to an image layout and to a registry, and installs from
+each with the origin gone. A relative_path that would leave the origin is refused naming its
 JSON path. With no base named, the default sources are NVIDIA's classic host,
 then the bin-archive (never contacted here: --offline)."""
 
-import hashlib
 import json
 import os
+import sys
 import unittest
 
 import support
+
+sys.path.insert(0, os.path.join(support.source_dir(), "tests", "fixtures"))
+import registry_fixture  # noqa: E402
 
 LABEL = "9.0.0"
 UUID = "5B515474-7E78-11F1-8656-C51E4F4B317F"
@@ -30,14 +33,15 @@ JSON_PATH = "cudnn.linux-x86_64.cuda12.relative_path"
 FILES = {"include/cudnn.h": b"#define CUDNN_MAJOR 9\n", "lib/libcudnn.so.9": b"\x7fELF pool bytes\n"}
 
 
-def make_tree(root: str, relative_path: str = CLIMB, archive_at: str = IN_POOL) -> str:
-    """root/bin-archive/{release/cudnn/redist/redistrib_LABEL.json, <archive_at>};
+def make_tree(root: str, relative_path: str = CLIMB, archive_at: str = IN_POOL, product: str = "cudnn",
+              files: dict = FILES) -> str:
+    """root/bin-archive/{release/<product>/redist/redistrib_LABEL.json, <archive_at>};
     returns the manifest's path."""
-    data = support.write_xz_archive(os.path.join(root, "bin-archive"), archive_at, TOP, FILES)
+    data = support.write_xz_archive(os.path.join(root, "bin-archive"), archive_at, TOP, files)
     manifest = {
         "release_date": "2026-07-01",
         "release_label": LABEL,
-        "release_product": "cudnn",
+        "release_product": product,
         "cudnn": {
             "name": "NVIDIA CUDA Deep Neural Network library",
             "license": "cudnn",
@@ -45,7 +49,7 @@ def make_tree(root: str, relative_path: str = CLIMB, archive_at: str = IN_POOL) 
             "linux-x86_64": {"cuda12": support.artifact_entry(relative_path, data)},
         },
     }
-    path = os.path.join(root, "bin-archive", "release", "cudnn", "redist", f"redistrib_{LABEL}.json")
+    path = os.path.join(root, "bin-archive", "release", product, "redist", f"redistrib_{LABEL}.json")
     os.makedirs(os.path.dirname(path), exist_ok=True)
     support.save_json(path, manifest)
     return path
@@ -160,6 +164,22 @@ class Mirrors(BinArchiveBase):
         versions = self.run_redist("versions", "cudnn", "--base-url", dest, "--json", check=0)
         self.assertEqual(json.loads(versions.stdout), [LABEL])
 
+    def test_another_product_never_overwrites_a_pool_file(self):
+        make_tree(self.origin)
+        dest = os.path.join(self.scratch, "mirror")
+        self.mirror(dest)
+        pooled = os.path.join(dest, *IN_POOL.split("/"))
+        before = read_bytes(pooled)
+        # Another product's release (from another origin) names the same pool file with other bytes.
+        other = os.path.join(self.origin, "other")
+        make_tree(other, product="cudss", files={"include/cudss.h": b"other bytes\n"})
+        res = self.run_redist("mirror", "cudss", LABEL, "--to", dest, "--base-url",
+                              self.root_url + "/other/bin-archive/release", *PLATFORM)
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn(JSON_PATH, res.stderr)
+        self.assertIn("cudnn/redist/redistrib_9.0.0.json", res.stderr)
+        self.assertEqual(read_bytes(pooled), before)
+
     def test_image_layout_mirror_installs_alone(self):
         make_tree(self.origin)
         layout = "oci-layout:" + os.path.join(self.scratch, "layout")
@@ -175,6 +195,23 @@ class Mirrors(BinArchiveBase):
         self.assert_installed()
         second = os.path.join(self.scratch, "prefix2")
         self.fetch("--base-url", layout, prefix=second)
+        self.assert_installed(second)
+
+
+@unittest.skipUnless(os.access(registry_fixture.REGISTRY, os.X_OK),
+                     "docker-registry is not installed (scripts/install-deps.sh)")
+class RegistryMirror(BinArchiveBase):
+    def test_registry_mirror_installs_alone(self):
+        make_tree(self.origin)
+        registry = registry_fixture.Registry(os.path.join(self.scratch, "registry"))
+        registry.__enter__()
+        self.addCleanup(registry.__exit__)
+        self.run_redist("mirror", "cudnn", LABEL, "--to", registry.url, "--base-url", self.base, *PLATFORM, check=0)
+        support.rm_tree(self.origin)
+        self.fetch("--mirror", registry.url, "--base-url", UNREACHABLE)
+        self.assert_installed()
+        second = os.path.join(self.scratch, "prefix2")
+        self.fetch("--base-url", registry.url, prefix=second)
         self.assert_installed(second)
 
 
