@@ -73,6 +73,10 @@ TEST_CASE("a spec picks the newest match over every base, from the base that has
     CHECK(artifact_url(newest->artifact_base_url, newest->parsed.components[0].artifacts[0].relative_path, kHex) ==
           t.bin_archive + "/pool/linux-x86_64/U/cudnn-9.2.0.tar.xz");
 
+    auto exact = resolve_release(t.request("9.2.0", true), {});
+    REQUIRE(exact.ok());
+    CHECK(exact->artifact_base_url == t.bin_archive + "/cudnn/redist/");
+
     auto older = resolve_release(t.request("9.1", true), {});
     REQUIRE(older.ok());
     CHECK(older->label == "9.1.0");

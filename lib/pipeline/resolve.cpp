@@ -229,6 +229,22 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
     return with_product_hint(*last_error, product);
 }
 
+namespace {
+
+// With several bases of NVIDIA's (source_policy::fallback_bases): the label
+// `spec` names over all of them (the newest match), or `spec` itself when
+// none lists one (each base's own index then says why).
+std::string label_over_bases(const release_request& request, const transfer_options& options, const std::string& spec) {
+    source_policy index_sources = request.sources;
+    index_sources.mirrors.clear();
+    auto labels = list_versions(request.base_url, request.product, options, index_sources, request.observer);
+    if (!labels.ok()) return spec;
+    auto label = resolve_version_spec(spec, *labels);
+    return label.ok() ? std::move(label).value() : spec;
+}
+
+}  // namespace
+
 result<resolved_release> resolve_release(const release_request& request, const transfer_options& options) {
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
     resolved_release out;
@@ -240,15 +256,6 @@ result<resolved_release> resolve_release(const release_request& request, const t
     } else {
         if (request.product.empty()) return make_error(error_code::usage, "a product is required");
         std::string spec = request.version_spec.empty() ? "latest" : request.version_spec;
-        if (!request.sources.fallback_bases.empty()) {
-            // Several bases of NVIDIA's: the newest match over all of them,
-            // then fetched as an exact label from whichever has it.
-            source_policy index_sources = request.sources;
-            index_sources.mirrors.clear();
-            auto labels = list_versions(request.base_url, request.product, options, index_sources, request.observer);
-            if (labels.ok())
-                if (auto label = resolve_version_spec(spec, *labels); label.ok()) spec = std::move(label).value();
-        }
         // One base: the spec as an exact label first (that skips the index
         // entirely), else the base's own index, with the run's retries,
         // timeouts and source health.
@@ -270,17 +277,32 @@ result<resolved_release> resolve_release(const release_request& request, const t
         };
         std::optional<error> last_error;
         const auto bases = bases_in_order(request.sources, request.base_url);
-        for (std::size_t i = 0; i < bases.size(); ++i) {
-            auto fetched = from_base(bases[i]);
-            if (fetched.ok()) {
-                text = std::move(fetched).value();
-                // A base (not a mirror) answered: its artifacts live beside it.
-                if (i >= request.sources.mirrors.size()) answered_base = bases[i];
-                last_error.reset();
-                break;
+        // The manifest from the first base `attempt` gets it from.
+        const auto first_answer = [&](const auto& attempt) {
+            for (std::size_t i = 0; i < bases.size(); ++i) {
+                auto fetched = attempt(bases[i]);
+                if (fetched.ok()) {
+                    text = std::move(fetched).value();
+                    // A base (not a mirror) answered: its artifacts live beside it.
+                    if (i >= request.sources.mirrors.size()) answered_base = bases[i];
+                    last_error.reset();
+                    return true;
+                }
+                last_error = std::move(fetched).error_value();
             }
-            last_error = std::move(fetched).error_value();
+            return false;
+        };
+        bool found = false;
+        if (!request.sources.fallback_bases.empty()) {
+            // Several bases of NVIDIA's: an exact label from the first that
+            // has it (no index read), else the newest match over all of them.
+            found = spec != "latest" && first_answer([&](const std::string& base) {
+                        out.manifest_url = manifest_url(base, request.product, spec);
+                        return fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
+                    });
+            if (!found) spec = label_over_bases(request, options, spec);
         }
+        if (!found) first_answer(from_base);
         if (last_error) return with_product_hint(*last_error, request.product);
     }
     const auto first_char = text.find_first_not_of(" \t\r\n");
