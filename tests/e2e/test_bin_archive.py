@@ -134,6 +134,19 @@ class FromTheOrigin(BinArchiveBase):
         self.assert_installed()
 
 
+class Projects(BinArchiveBase):
+    def test_sync_installs_and_locks_the_resolved_url(self):
+        make_tree(self.origin)
+        project = os.path.join(self.scratch, "redist.toml")
+        with open(project, "w") as f:
+            f.write(f'[project]\nprefix = "nvidia"\nplatforms = ["linux-x86_64"]\ncuda = "12"\n'
+                    f'base-url = "{self.base}"\n\n[products.cudnn]\nversion = "9"\n')
+        self.run_redist("sync", "--file", project, "--platform", "linux-x86_64", "--no-cache", check=0)
+        self.assert_installed(os.path.join(self.scratch, "nvidia"))
+        lock = support.load_json(os.path.join(self.scratch, "redist.lock"))
+        self.assertEqual([a["url"] for p in lock["products"] for a in p["artifacts"]], [self.pool_url])
+
+
 class Mirrors(BinArchiveBase):
     def mirror(self, to):
         return self.run_redist("mirror", "cudnn", LABEL, "--to", to, "--base-url", self.base, *PLATFORM, check=0)
