@@ -371,16 +371,39 @@ TEST_CASE("malformed sizes", "[manifest][errors]") {
 
 TEST_CASE("unsafe relative paths", "[manifest][errors]") {
     const std::string path = "cudnn.linux-x86_64.cuda12.relative_path";
-    for (const std::string raw :
-         {R"("/etc/passwd")", R"("a/../../b.tar.xz")", R"("..")", R"("../x.zip")", R"("a/..")", R"("a\\b.zip")",
-          R"("")", R"("a\u0000b.zip")", R"("a\u001fb.zip")", R"("a\nb.zip")", R"("a\u007fb.zip")",
-          R"("https://evil.example/x.zip")", R"("C:/x.zip")", R"("a//b.zip")", R"("a/")"}) {
+    for (const std::string raw : {R"("/etc/passwd")",
+                                  R"("a/../../b.tar.xz")",
+                                  R"("..")",
+                                  R"("../../../../x.zip")",
+                                  R"("a/..")",
+                                  R"("a\\b.zip")",
+                                  R"("")",
+                                  R"("a\u0000b.zip")",
+                                  R"("a\u001fb.zip")",
+                                  R"("a\nb.zip")",
+                                  R"("a\u007fb.zip")",
+                                  R"("https://evil.example/x.zip")",
+                                  R"("C:/x.zip")",
+                                  R"("a//b.zip")",
+                                  R"("a/")",
+                                  R"("//evil.example/x.zip")",
+                                  R"("../a/../x.zip")",
+                                  R"("./x.zip")",
+                                  R"("../..")",
+                                  R"("x.zip?a=b")",
+                                  R"("x.zip#f")"}) {
         INFO("relative_path = " << raw);
         expect_bad(with_variant(fields{}.with("relative_path", raw)), path);
     }
     // Dots inside names are fine.
     const auto m = expect_ok(with_variant(fields{}.with("relative_path", R"("a/..b/c..d/x.tar.xz")")));
     CHECK(m.components[0].artifacts[0].relative_path == "a/..b/c..d/x.tar.xz");
+    // NVIDIA's bin-archive: up to three leading ".." (to the base's parent), kept as written.
+    for (const std::string rel : {"../x.zip", "../../x.zip", "../../../pool/linux-x86_64/5B515474/x.tar.xz"}) {
+        INFO("relative_path = " << rel);
+        const auto ok = expect_ok(with_variant(fields{}.with("relative_path", "\"" + rel + "\"")));
+        CHECK(ok.components[0].artifacts[0].relative_path == rel);
+    }
 }
 
 TEST_CASE("duplicate keys that the parser interprets are errors", "[manifest][errors]") {

@@ -52,9 +52,10 @@ struct artifact {
     std::string component;               // key of the component ("cudnn")
     std::string platform;                // "linux-x86_64", "windows-x86_64", "source", ...
     std::optional<std::string> variant;  // "cuda12", "cuda13.2", or none for a plain platform artifact
-    std::string relative_path;           // validated by artifact_path_problem(): relative (no
-                                         // leading "/", no "scheme:" or drive prefix), no ".."
-                                         // or empty segment, no backslash, no control
+    std::string relative_path;           // validated by artifact_path_problem(): a URL reference
+                                         // (no leading "/", "//", "scheme:" or drive prefix, '?' or
+                                         // '#'), ".." only as a leading run of at most three, no
+                                         // "." or empty segment, no backslash, no control
                                          // character, no percent-escape of a path character
     std::string sha256;                  // 64 lower-case hex digits
     std::string md5;                     // 32 lower-case hex digits, or empty if absent
@@ -72,7 +73,11 @@ struct artifact {
 // Why an artifact's relative_path is unsafe, or nullptr if it is fine. It is
 // checked as written and after percent-decoding (libcurl decodes it in
 // URLs): an escape of '/', '.', '\\', '%' or a control character (%2f, %2E,
-// %5c, %25, %00, ...) is refused. Used for manifests and lock files.
+// %5c, %25, %00, ...) is refused. ".." may only start the path, at most three
+// times ("../../../pool/..." climbs from "<base>/<product>/redist/" to the
+// base's parent, as NVIDIA's bin-archive does); where it lands is checked
+// against the manifest's URL by resolve_reference() (urls.hpp). Used for
+// manifests and lock files.
 const char* artifact_path_problem(std::string_view relative_path) noexcept;
 
 struct component {
@@ -160,6 +165,9 @@ struct release_plan {
     // A lock's tar_sha256 per original archive (sha256 -> tar_sha256): a copy
     // is used only when it decodes to exactly this tar.
     std::map<std::string, std::string> locked_tar_sha256{};
+    // A lock's URL per relative_path: where the base's bytes are, as resolved
+    // when the lock was made (a locked install never resolves again).
+    std::map<std::string, std::string> locked_urls{};
     // Made from a lock (plan_from_lock, plans_for_platform): an artifact the
     // lock pins no tar_sha256 for is installed from its original only.
     bool from_lock = false;

@@ -126,6 +126,7 @@ std::shared_ptr<source_health> make_source_health();
 // Where documents and artifacts come from, and how hard to try.
 struct source_policy {
     std::vector<std::string> mirrors;                // bases tried in order before the base URL
+    std::vector<std::string> fallback_bases;         // bases tried in order after it (NVIDIA's second host)
     std::optional<std::filesystem::path> cache_dir;  // nullopt: no cache (--no-cache)
     bool offline = false;                            // only the cache and file:// sources
     int attempts_per_source = 4;                     // transient failures retried this often per source

@@ -2,7 +2,8 @@
 //
 //   <base>/<product>/redist/                        HTML index
 //   <base>/<product>/redist/redistrib_<label>.json  manifest
-//   <dir of manifest>/<relative_path>               artifact
+//   <dir of manifest>/<relative_path>               artifact (a URL reference:
+//                                                   resolve_reference)
 #pragma once
 
 #include <filesystem>
@@ -11,9 +12,16 @@
 #include <string_view>
 #include <vector>
 
+#include "redist/error.hpp"
+
 namespace redist {
 
 inline constexpr std::string_view default_base_url = "https://developer.download.nvidia.com/compute";
+// NVIDIA's second host: classic-shaped manifests whose relative_paths climb
+// into a content-addressed pool ("../../../pool/<platform>/<uuid>/<file>",
+// i.e. https://packages.nvidia.com/bin-archive/pool/...). Tried after
+// default_base_url when no base is named (--base-url, $REDIST_BASE_URL).
+inline constexpr std::string_view bin_archive_base_url = "https://packages.nvidia.com/bin-archive/release";
 
 // Joins without doubling or dropping slashes.
 std::string join_url(std::string_view base, std::string_view relative);
@@ -46,12 +54,41 @@ std::optional<std::string> base_of_artifact_url(std::string_view url, std::strin
 bool is_oci_url(std::string_view url) noexcept;
 bool is_oci_layout_url(std::string_view url) noexcept;
 
+// A relative_path (already valid by artifact_path_problem(): no scheme,
+// host, query, fragment, backslash or escaped dot or slash; ".." only as a
+// leading run) resolved as a URL reference (RFC 3986 5.2: merge, then
+// remove_dot_segments) against `directory`, the manifest's directory URL.
+// The result keeps the directory's scheme, host and port. Where a ".." may
+// climb to:
+//   http(s) and other network URLs  the root of the origin: a ".." above "/"
+//                                   is refused (RFC 3986 would drop it)
+//   file://                         the directory two above `directory`
+//                                   (<base> of "<base>/<product>/redist/"),
+//                                   the tree a directory mirror holds; a ".."
+//                                   above it is dropped there, as RFC 3986
+//                                   drops one at a root, so a mirror's pool
+//                                   is "<base>/pool/..." (mirror_artifact_path)
+// Returns why it cannot be resolved: a directory that is not an absolute
+// URL ending in '/', or a climb above the origin's root.
+result<std::string> resolve_reference(std::string_view directory, std::string_view relative_path);
+
 // Where an artifact listed in the manifest whose directory URL is `directory`
-// ("<base>/<product>/redist/") is fetched from: join_url(directory,
-// relative_path), or for an OCI base the blob named by `sha256`.
+// ("<base>/<product>/redist/") is fetched from: resolve_reference(directory,
+// relative_path), or for an OCI base the blob named by `sha256`. A path that
+// cannot be resolved gives "" (resolve_release refuses such a manifest first).
 std::string artifact_url(std::string_view directory, std::string_view relative_path, std::string_view sha256);
 
-// The same for a mirror (a base URL or a local path) that has `product`.
+// Where a mirror keeps an artifact of `product`, relative to its base (a
+// directory mirror's files, an image layout's layer titles):
+// "<product>/redist/<relative_path>" after remove_dot_segments, a ".." above
+// the base being dropped (RFC 3986 5.2.4 at a root). So
+// "../../../pool/p/u/f.tar.xz" is "pool/p/u/f.tar.xz": the mirror's manifest
+// stays byte for byte and resolves there. Never empty, never absolute, no ".."
+// (for a relative_path that artifact_path_problem() accepts).
+std::string mirror_artifact_path(std::string_view product, std::string_view relative_path);
+
+// The same for a mirror (a base URL or a local path) that has `product`: the
+// mirror's base joined with mirror_artifact_path(), or an OCI blob.
 std::string mirror_artifact_url(std::string_view mirror, std::string_view product, std::string_view relative_path,
                                 std::string_view sha256);
 

@@ -10,7 +10,10 @@
 //   after a manifest lands.
 // - Release labels and the product name become file names: they are checked
 //   to be plain names, so a hostile manifest cannot write outside the mirror.
-//   relative_path values are already validated by the manifest parser.
+//   relative_path values are already validated by the manifest parser; a
+//   directory mirror names a file by mirror_artifact_path() (urls.hpp), the
+//   path relative to the mirror's base ("../../../pool/..." of NVIDIA's
+//   bin-archive is "pool/..."), joined under it by confined_join.
 // - One directory holds every release, so one release's artifact must never
 //   replace a file the mirror keeps for something else: an artifact's path
 //   must be an archive's (mirror_path_problem), and a path that another
@@ -194,30 +197,41 @@ struct claim {
     std::string sha256;
     std::uint64_t size = 0;
 };
-// relative_path -> the manifests that list it.
+// The file an artifact of `product` is in the mirror, relative to its base
+// (mirror_artifact_path) -> the manifests that list it.
 using claim_map = std::map<std::string, std::vector<claim>>;
 
-void add_claims(claim_map& claims, const std::string& manifest_name, const manifest& m) {
+void add_claims(claim_map& claims, const std::string& product, const std::string& manifest_name, const manifest& m) {
     for (const auto& c : m.components)
-        for (const auto& a : c.artifacts) claims[a.relative_path].push_back({manifest_name, a.sha256, a.size});
+        for (const auto& a : c.artifacts)
+            claims[mirror_artifact_path(product, a.relative_path)].push_back(
+                {product + "/redist/" + manifest_name, a.sha256, a.size});
 }
 
-// Every artifact path the manifests already in the mirror list. A manifest
+// Every artifact path the manifests already in the mirror list, those of
+// every product (NVIDIA's bin-archive pool is shared by all). A manifest
 // there that cannot be read or parsed stops the run: without it, the mirror
 // cannot tell which files are that release's. Outcomes: ok | bad_manifest |
 // filesystem.
-result<claim_map> read_claims(const fs::path& redist_dir) {
+result<claim_map> read_claims(const fs::path& root) {
     claim_map claims;
     std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(redist_dir, ec)) {
-        const std::string name = entry.path().filename().string();
+    for (const auto& product_dir : fs::directory_iterator(root, ec)) {
+        const std::string product = product_dir.path().filename().string();
         std::error_code type_ec;
-        if (!is_manifest_name(name) || !entry.is_regular_file(type_ec) || entry.is_symlink(type_ec)) continue;
-        REDIST_TRY(const std::string text, read_file(entry.path(), max_mirrored_manifest_bytes));
-        REDIST_TRY(const manifest m, parse_manifest(text, entry.path().string()));
-        add_claims(claims, name, m);
+        if (name_problem(product) || product_dir.is_symlink(type_ec) || !product_dir.is_directory(type_ec)) continue;
+        const fs::path redist_dir = product_dir.path() / "redist";
+        if (fs::is_symlink(redist_dir, type_ec) || !fs::is_directory(redist_dir, type_ec)) continue;
+        for (const auto& entry : fs::directory_iterator(redist_dir, ec)) {
+            const std::string name = entry.path().filename().string();
+            if (!is_manifest_name(name) || !entry.is_regular_file(type_ec) || entry.is_symlink(type_ec)) continue;
+            REDIST_TRY(const std::string text, read_file(entry.path(), max_mirrored_manifest_bytes));
+            REDIST_TRY(const manifest m, parse_manifest(text, entry.path().string()));
+            add_claims(claims, product, name, m);
+        }
+        if (ec) return errno_error("cannot list", redist_dir, ec.value());
     }
-    if (ec) return errno_error("cannot list", redist_dir, ec.value());
+    if (ec) return errno_error("cannot list", root, ec.value());
     return claims;
 }
 
@@ -228,7 +242,7 @@ result<claim_map> read_claims(const fs::path& redist_dir) {
 // json_path = the artifact's relative_path).
 result<void> check_claims(const resolved_release& release, const std::vector<artifact>& picks,
                           const claim_map& claims) {
-    const std::string own = "redistrib_" + release.label + ".json";
+    const std::string own = release.product + "/redist/redistrib_" + release.label + ".json";
     for (const artifact& a : picks) {
         auto refuse = [&](const std::string& why) {
             return make_error(error_code::bad_manifest, "relative_path '" + a.relative_path + "' " + why)
@@ -236,7 +250,7 @@ result<void> check_claims(const resolved_release& release, const std::vector<art
                 .with_json_path(artifact_json_path(a) + ".relative_path");
         };
         if (const char* problem = mirror_path_problem(a.relative_path)) return refuse(problem);
-        const auto it = claims.find(a.relative_path);
+        const auto it = claims.find(mirror_artifact_path(release.product, a.relative_path));
         if (it == claims.end()) continue;
         for (const auto& c : it->second) {
             if (c.manifest == own || (c.sha256 == a.sha256 && c.size == a.size)) continue;
@@ -281,7 +295,8 @@ result<std::vector<artifact>> select_for_mirror(const resolved_release& release,
                 majors_hit.insert(*major);
             }
             platforms_hit.insert(a.platform);
-            if (auto it = by_path.find(a.relative_path); it != by_path.end()) {
+            const std::string key = mirror_artifact_path(release.product, a.relative_path);
+            if (auto it = by_path.find(key); it != by_path.end()) {
                 if (out[it->second].sha256 != a.sha256 || out[it->second].size != a.size)
                     return make_error(error_code::bad_manifest,
                                       "one relative_path with two different hashes or sizes: " + a.relative_path)
@@ -289,7 +304,7 @@ result<std::vector<artifact>> select_for_mirror(const resolved_release& release,
                         .with_json_path(artifact_json_path(a));
                 continue;
             }
-            by_path.emplace(a.relative_path, out.size());
+            by_path.emplace(key, out.size());
             out.push_back(a);
         }
     }
@@ -665,17 +680,22 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
 // A directory with the upstream layout (see mirror.hpp).
 class directory_target final : public mirror_target {
 public:
-    directory_target(fs::path redist_dir, claim_map claims)
-        : redist_dir_(std::move(redist_dir)), claims_(std::move(claims)) {}
+    directory_target(fs::path root, std::string product, claim_map claims)
+        : root_(std::move(root)),
+          product_(std::move(product)),
+          redist_dir_(root_ / product_ / "redist"),
+          claims_(std::move(claims)) {}
     result<void> admit(const resolved_release& release, const std::vector<artifact>& picks) override {
+        for (const artifact& a : picks) REDIST_TRY_VOID(file_of(a.relative_path));
         return check_claims(release, picks, claims_);
     }
-    fs::path path_of(const artifact& a) const override { return redist_dir_ / fs::path(a.relative_path); }
+    fs::path path_of(const artifact& a) const override { return path_or_empty(a.relative_path); }
     result<std::optional<bool>> present(const artifact& a) override {
-        return existing_matches(path_of(a), a.size, a.sha256);
+        REDIST_TRY(const fs::path path, file_of(a.relative_path));
+        return existing_matches(path, a.size, a.sha256);
     }
     result<void> store(download_target& t, const mirror_request& request, const std::atomic<bool>* cancel) override {
-        t.final_path = redist_dir_ / fs::path(t.relative_path);
+        REDIST_TRY(t.final_path, file_of(t.relative_path));
         return download_verified(t, request, cancel);
     }
     result<void> publish(const resolved_release& release, const std::vector<artifact>& /*picks*/,
@@ -703,7 +723,7 @@ public:
             out.manifest_status = present ? mirror_status::replaced : mirror_status::downloaded;
             REDIST_TRY_VOID(write_file_atomically(out.manifest_path, text));
         }
-        add_claims(claims_, manifest_name, release.parsed);
+        add_claims(claims_, product_, manifest_name, release.parsed);
         return write_mirror_index(redist_dir_);
     }
 
@@ -723,17 +743,31 @@ public:
     }
     result<local_file> local_original(download_target& t, const mirror_request& /*request*/,
                                       const std::atomic<bool>* /*cancel*/) override {
-        return local_file{redist_dir_ / fs::path(t.relative_path), false};  // in place and verified
+        REDIST_TRY(fs::path path, file_of(t.relative_path));
+        return local_file{std::move(path), false};  // in place and verified
     }
-    fs::path staging_path(const std::string& relative_path) override { return redist_dir_ / fs::path(relative_path); }
+    fs::path staging_path(const std::string& relative_path) override { return path_or_empty(relative_path); }
     result<void> place(const artifact& /*copy*/, const fs::path& /*staged*/) override {
         return {};  // staged in its final place
     }
     bool claimed_by_others(const std::string& relative_path, const std::string& /*label*/) const override {
-        return claims_.count(relative_path) > 0;
+        return claims_.count(mirror_artifact_path(product_, relative_path)) > 0;
     }
 
 private:
+    // Where the mirror keeps an artifact: its path relative to the mirror's
+    // base, under the base (never the manifest's text itself).
+    result<fs::path> file_of(std::string_view relative_path) const {
+        return confined_join(root_, mirror_artifact_path(product_, relative_path));
+    }
+    // For the report and a copy's staging: admit() refused the paths that have none.
+    fs::path path_or_empty(std::string_view relative_path) const {
+        auto path = file_of(relative_path);
+        return path.ok() ? std::move(path).value() : fs::path();
+    }
+
+    fs::path root_;
+    std::string product_;
     fs::path redist_dir_;
     claim_map claims_;
 };
@@ -869,12 +903,16 @@ result<void> oci_target::publish(const resolved_release& release, const std::vec
     const oci_release_layer json_layer{release.manifest_sha256, "redistrib_" + release.label + ".json", text.size()};
     std::vector<oci_release_layer> archives;
     archives.reserve(picks.size() + out.copies.size());
-    for (const auto& p : picks) archives.push_back({p.sha256, p.relative_path, p.size});
+    // A layer's title is a file name to other tools (oras pull): never a "..".
+    const auto title = [&](const std::string& rel) {
+        return rel.starts_with("../") ? mirror_artifact_path(release.product, rel) : rel;
+    };
+    for (const auto& p : picks) archives.push_back({p.sha256, title(p.relative_path), p.size});
     // The copies, stored by mirror_copy, and the sidecar that lists them: one tag points at all or none.
     std::optional<oci_release_layer> sidecar_layer;
     std::optional<oci_release_layer> signature_layer;
     if (!out.copies.empty()) {
-        for (const auto& c : out.copies) archives.push_back({c.sha256, c.relative_path, c.size});
+        for (const auto& c : out.copies) archives.push_back({c.sha256, title(c.relative_path), c.size});
         REDIST_TRY(const sidecar_documents sidecar, make_sidecar(release, out.copies, signer));
         sidecar_layer = oci_release_layer{sha256_hex(sidecar.record), recompressed_document_name(release.label),
                                           sidecar.record.size()};
@@ -979,8 +1017,9 @@ result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request
     report.index_path = report.redist_dir / "index.html";
     create_directories_masked(report.redist_dir, ec);
     if (ec) return errno_error("cannot create directory", report.redist_dir, ec.value());
-    REDIST_TRY(claim_map claims, read_claims(report.redist_dir));
-    return std::unique_ptr<mirror_target>(std::make_unique<directory_target>(report.redist_dir, std::move(claims)));
+    const fs::path root = report.redist_dir.parent_path().parent_path();
+    REDIST_TRY(claim_map claims, read_claims(root));
+    return std::unique_ptr<mirror_target>(std::make_unique<directory_target>(root, request.product, std::move(claims)));
 }
 
 }  // namespace

@@ -300,6 +300,7 @@ release_plan locked_plan(const std::string& product, const std::string& label, c
         // copies needed a trusted signature) is not honoured: its copy is
         // not used, and the original is installed.
         if (!a.tar_sha256.empty() && !a.copy_key.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
+        plan.locked_urls[a.entry.relative_path] = a.url;
         plan.artifacts.push_back(a.entry);
     }
     return plan;

@@ -113,9 +113,16 @@ std::optional<std::uint64_t> parse_decimal_u64(std::string_view text) {
     return value;
 }
 
-// Why a relative_path is unsafe, or nullptr if it is fine. The path is joined
-// to the manifest's directory URL and used to name files, so it must not be
-// able to leave that directory or turn into another URL.
+// The most ".." a relative_path may start with: from "<base>/<product>/redist/"
+// to the base's parent, where NVIDIA's bin-archive keeps its pool
+// (".../bin-archive/release/<product>/redist/../../../pool/...").
+constexpr int max_climb = 3;
+
+// Why a relative_path is unsafe, or nullptr if it is fine. The path is a URL
+// reference resolved against the manifest's URL (urls.hpp resolve_reference)
+// and names files in a mirror (mirror_artifact_path), so it must not turn into
+// another URL, and its ".." may only climb, as a leading run, to the base's
+// parent; where that still leaves the origin is refused when it is resolved.
 const char* raw_relative_path_problem(std::string_view p) noexcept {
     if (p.empty()) return "relative_path is empty";
     if (p.front() == '/') return "relative_path is absolute";
@@ -123,6 +130,7 @@ const char* raw_relative_path_problem(std::string_view p) noexcept {
         const auto c = static_cast<unsigned char>(ch);
         if (c < 0x20 || c == 0x7f) return "relative_path contains a control character";
         if (c == '\\') return "relative_path contains a backslash";
+        if (c == '?' || c == '#') return "relative_path contains a query or fragment ('?' or '#')";
     }
     // A colon in the first segment is a URL scheme ("https:") or a drive
     // letter ("C:"): either makes the path absolute for someone.
@@ -130,14 +138,21 @@ const char* raw_relative_path_problem(std::string_view p) noexcept {
     if (p.substr(0, first_slash).find(':') != std::string_view::npos)
         return "relative_path is absolute (has a scheme or drive prefix)";
     std::size_t start = 0;
+    int climb = 0;
+    bool named = false;  // a segment other than ".." came
     while (true) {
         const auto end = p.find('/', start);
         const auto segment = p.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start);
-        if (segment == "..") return "relative_path contains a '..' segment";
+        if (segment == ".." && named) return "relative_path contains a '..' segment after a name";
+        if (segment == ".." && ++climb > max_climb)
+            return "relative_path climbs more than three directories (above the base's parent)";
+        if (segment == ".") return "relative_path contains a '.' segment";
         if (segment.empty()) return "relative_path contains an empty segment";
+        named = named || segment != "..";
         if (end == std::string_view::npos) break;
         start = end + 1;
     }
+    if (!named) return "relative_path names no file";
     return nullptr;
 }
 

@@ -147,6 +147,82 @@ bool is_oci_url(std::string_view url) noexcept {
     return iequals_prefix(url, "oci://") || iequals_prefix(url, "oci+http://") || is_oci_layout_url(url);
 }
 
+namespace {
+
+// The segments of a '/'-separated path, empty ones left out.
+std::vector<std::string_view> path_segments(std::string_view path) {
+    std::vector<std::string_view> out;
+    for (std::size_t start = 0; start < path.size();) {
+        const std::size_t end = std::min(path.find('/', start), path.size());
+        if (end > start) out.push_back(path.substr(start, end - start));
+        start = end + 1;
+    }
+    return out;
+}
+
+bool has_dot_segment(std::string_view path) {
+    for (const auto segment : path_segments(path))
+        if (segment == "." || segment == "..") return true;
+    return false;
+}
+
+// remove_dot_segments (RFC 3986 5.2.4) of `reference` appended to `segments`,
+// never below `floor` segments: a ".." there is dropped when `clamp`, else
+// refused (false).
+bool append_reference(std::vector<std::string_view>& segments, std::size_t floor, bool clamp,
+                      std::string_view reference, bool& directory) {
+    directory = false;
+    for (const auto segment : path_segments(reference)) {
+        directory = segment == "." || segment == "..";
+        if (segment == ".") continue;
+        if (segment != "..") {
+            segments.push_back(segment);
+            continue;
+        }
+        if (segments.size() > floor) segments.pop_back();
+        else if (!clamp) return false;
+    }
+    if (reference.ends_with('/')) directory = true;
+    return true;
+}
+
+std::string joined(std::string_view prefix, const std::vector<std::string_view>& segments, bool directory) {
+    std::string out(prefix);
+    for (const auto segment : segments) {
+        out += '/';
+        out += segment;
+    }
+    if (directory || segments.empty()) out += '/';
+    return out;
+}
+
+}  // namespace
+
+result<std::string> resolve_reference(std::string_view directory, std::string_view relative_path) {
+    if (!has_dot_segment(relative_path)) return join_url(directory, relative_path);
+    // "scheme://authority" stays as it is; only the path is merged.
+    const auto colon = directory.find(':');
+    const auto slash = directory.find('/');
+    if (colon == std::string_view::npos || colon == 0 || (slash != std::string_view::npos && slash < colon))
+        return make_error(error_code::bad_manifest, "cannot resolve relative_path against a base that is not a URL")
+            .with_url(sanitize_url(directory));
+    std::size_t path_at = colon + 1;
+    if (directory.substr(path_at).starts_with("//"))
+        path_at = std::min(directory.find('/', path_at + 2), directory.size());
+    const std::string_view prefix = directory.substr(0, path_at);
+    std::string_view path = directory.substr(path_at);
+    path = path.substr(0, path.rfind('/') == std::string_view::npos ? 0 : path.rfind('/') + 1);  // RFC 3986 5.2.3 merge
+    std::vector<std::string_view> segments = path_segments(path);
+    const bool file = is_file_url(directory);
+    const std::size_t floor = file ? segments.size() - std::min<std::size_t>(segments.size(), 2) : 0;
+    bool trailing = false;
+    if (!append_reference(segments, floor, file, relative_path, trailing))
+        return make_error(error_code::bad_manifest, "relative_path '" + std::string(relative_path) +
+                                                        "' climbs above the root of " + sanitize_url(prefix) + "/")
+            .with_url(sanitize_url(directory));
+    return joined(prefix, segments, trailing);
+}
+
 std::string artifact_url(std::string_view directory, std::string_view relative_path, std::string_view sha256) {
     constexpr std::string_view redist_dir = "/redist/";
     if (is_oci_url(directory) && directory.ends_with(redist_dir)) {
@@ -155,12 +231,22 @@ std::string artifact_url(std::string_view directory, std::string_view relative_p
         out += sha256;
         return out;
     }
-    return join_url(directory, relative_path);
+    auto resolved = resolve_reference(directory, relative_path);
+    return resolved.ok() ? std::move(resolved).value() : std::string();
+}
+
+std::string mirror_artifact_path(std::string_view product, std::string_view relative_path) {
+    std::vector<std::string_view> segments = {product, "redist"};
+    bool trailing = false;
+    (void)append_reference(segments, 0, true, relative_path, trailing);
+    return joined("", segments, trailing).substr(1);
 }
 
 std::string mirror_artifact_url(std::string_view mirror, std::string_view product, std::string_view relative_path,
                                 std::string_view sha256) {
-    return artifact_url(join_url(join_url(to_url(mirror), product), "redist/"), relative_path, sha256);
+    const std::string base = to_url(mirror);
+    if (is_oci_url(base)) return artifact_url(join_url(join_url(base, product), "redist/"), relative_path, sha256);
+    return join_url(base, mirror_artifact_path(product, relative_path));
 }
 
 std::optional<std::string> source_url_problem(std::string_view url, const std::vector<std::filesystem::path>& roots) {

@@ -236,12 +236,19 @@ void fill_receipt(const release_plan& release, const artifact& a, const std::str
     r.archive_size = a.size;
 }
 
+// Where the base has an artifact: as the lock recorded it, else resolved
+// against the manifest's directory.
+std::string base_artifact_url(const release_plan& release, const artifact& a) {
+    if (auto it = release.locked_urls.find(a.relative_path); it != release.locked_urls.end()) return it->second;
+    return artifact_url(release.artifact_base_url, a.relative_path, a.sha256);
+}
+
 // The URLs of an artifact, in the order they are tried: mirrors, then the base.
 std::vector<std::string> artifact_urls(const install_request& request, const release_plan& release, const artifact& a) {
     std::vector<std::string> urls;
     for (const auto& m : request.sources.mirrors)
         urls.push_back(mirror_artifact_url(m, release.product, a.relative_path, a.sha256));
-    urls.push_back(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
+    urls.push_back(base_artifact_url(release, a));
     return urls;
 }
 
@@ -616,7 +623,7 @@ component_report initial_report(const release_plan& release, const artifact& a, 
         cr.version = v->second;
     cr.platform = a.platform;
     cr.variant = a.variant;
-    cr.url = current ? current->url : sanitize_url(artifact_url(release.artifact_base_url, a.relative_path, a.sha256));
+    cr.url = current ? current->url : sanitize_url(base_artifact_url(release, a));
     cr.sha256 = a.sha256;
     cr.size = a.size;
     cr.unchanged = current != nullptr;

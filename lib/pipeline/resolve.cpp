@@ -83,12 +83,34 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
     return text;
 }
 
-// The bases to try, in order: mirrors first, then the base URL.
+// The bases to try, in order: mirrors first, then the base URL, then the
+// fallback bases (NVIDIA's bin-archive after its classic host).
 std::vector<std::string> bases_in_order(const source_policy& sources, const std::string& base_url) {
     std::vector<std::string> out;
     for (const auto& m : sources.mirrors) out.push_back(to_url(m));
     out.push_back(base_url);
+    for (const auto& b : sources.fallback_bases)
+        if (std::find(out.begin() + static_cast<std::ptrdiff_t>(sources.mirrors.size()), out.end(), b) == out.end())
+            out.push_back(b);
     return out;
+}
+
+// Every artifact's relative_path resolves against the directory its bytes
+// come from (urls.hpp resolve_reference: it may not climb out of the
+// origin). An OCI base names blobs by digest. Outcomes: ok | bad_manifest.
+result<void> check_references(const resolved_release& release) {
+    if (is_oci_url(release.artifact_base_url)) return {};
+    for (const auto& c : release.parsed.components) {
+        for (const auto& a : c.artifacts) {
+            auto resolved = resolve_reference(release.artifact_base_url, a.relative_path);
+            if (resolved.ok()) continue;
+            return make_error(error_code::bad_manifest, resolved.error_value().message)
+                .with_source(sanitize_url(release.manifest_url))
+                .with_json_path(a.component + "." + a.platform + (a.variant ? "." + *a.variant : "") +
+                                ".relative_path");
+        }
+    }
+    return {};
 }
 
 // Why a record whose signature is `signature` (nullopt: none served) is not
@@ -166,66 +188,101 @@ error with_product_hint(error e, const std::string& product) {
 
 }  // namespace
 
+namespace {
+
+// The labels one base lists. `fatal`: a file:// directory that cannot be
+// listed stops the search (the other outcomes move on to the next base).
+result<std::vector<std::string>> list_base(const std::string& base, const std::string& product,
+                                           const transfer_options& options, const source_policy& sources,
+                                           const std::optional<blob_cache>& cache, fetch_observer* observer,
+                                           bool& fatal) {
+    const std::string url = index_url(base, product);
+    std::vector<std::string> labels;
+    if (is_oci_url(url)) {
+        // A registry: the repository's tags are the labels.
+        if (sources.offline && !is_local_url(url))
+            return make_error(error_code::not_found, "offline, and not in the cache");
+        REDIST_TRY(labels, oci_list_tags(base, product, options));
+    } else if (is_file_url(url)) {
+        // A file:// base has no HTML index: list the directory itself.
+        const fs::path dir = file_url_path(url);
+        std::error_code ec;
+        if (!fs::is_directory(dir, ec))
+            return make_error(error_code::not_found, "no such product directory").with_url(url);
+        std::string html;
+        for (const auto& entry : fs::directory_iterator(dir, ec))
+            html += "<a href=\"" + entry.path().filename().string() + "\"></a>\n";
+        fatal = static_cast<bool>(ec);
+        if (ec) return make_error(error_code::filesystem, "cannot list: " + ec.message()).with_path(dir.string());
+        labels = parse_index_html(html);
+    } else {
+        REDIST_TRY(const auto html, fetch_document(url, options, sources, cache, observer, "index", kMaxIndexBytes));
+        labels = parse_index_html(html);
+    }
+    if (labels.empty())
+        return make_error(error_code::not_found, "the index lists no redistrib_<version>.json manifests").with_url(url);
+    return labels;
+}
+
+}  // namespace
+
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
                                                const transfer_options& options, const source_policy& sources,
                                                fetch_observer* observer) {
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(sources.cache_dir, sources.shared_cache));
     std::optional<error> last_error;
-    for (const auto& base : bases_in_order(sources, base_url)) {
-        const std::string url = index_url(base, product);
-        std::vector<std::string> labels;
-        if (is_oci_url(url)) {
-            // A registry: the repository's tags are the labels.
-            auto tags = sources.offline && !is_local_url(url)
-                            ? result<std::vector<std::string>>(
-                                  make_error(error_code::not_found, "offline, and not in the cache"))
-                            : oci_list_tags(base, product, options);
-            if (!tags.ok()) {
-                last_error = std::move(tags).error_value();
-                continue;
-            }
-            labels = std::move(tags).value();
-        } else if (is_file_url(url)) {
-            // A file:// base has no HTML index: list the directory itself.
-            const fs::path dir = file_url_path(url);
-            std::error_code ec;
-            if (!fs::is_directory(dir, ec)) {
-                last_error = make_error(error_code::not_found, "no such product directory").with_url(url);
-                continue;
-            }
-            std::string html;
-            for (const auto& entry : fs::directory_iterator(dir, ec))
-                html += "<a href=\"" + entry.path().filename().string() + "\"></a>\n";
-            if (ec) return make_error(error_code::filesystem, "cannot list: " + ec.message()).with_path(dir.string());
-            labels = parse_index_html(html);
-        } else {
-            auto html = fetch_document(url, options, sources, cache, observer, "index", kMaxIndexBytes);
-            if (!html.ok()) {
-                last_error = std::move(html).error_value();
-                continue;
-            }
-            labels = parse_index_html(*html);
-        }
-        if (labels.empty()) {
-            last_error = make_error(error_code::not_found, "the index lists no redistrib_<version>.json manifests")
-                             .with_url(url);
+    std::optional<std::vector<std::string>> found;
+    const auto bases = bases_in_order(sources, base_url);
+    for (std::size_t i = 0; i < bases.size(); ++i) {
+        // The first mirror or base that answers; a fallback base (NVIDIA's
+        // second host) adds the labels it has besides.
+        const bool fallback = i > sources.mirrors.size();
+        if (found && !fallback) continue;
+        bool fatal = false;
+        auto labels = list_base(bases[i], product, options, sources, cache, observer, fatal);
+        if (fatal) return std::move(labels).error_value();
+        if (!labels.ok()) {
+            last_error = std::move(labels).error_value();
             continue;
         }
-        return labels;
+        if (!found) {
+            found = std::move(labels).value();
+            continue;
+        }
+        for (auto& label : *labels)
+            if (std::find(found->begin(), found->end(), label) == found->end()) found->push_back(std::move(label));
     }
+    if (found) return std::move(*found);
     return with_product_hint(*last_error, product);
 }
+
+namespace {
+
+// With several bases of NVIDIA's (source_policy::fallback_bases): the label
+// `spec` names over all of them (the newest match), or `spec` itself when
+// none lists one (each base's own index then says why).
+std::string label_over_bases(const release_request& request, const transfer_options& options, const std::string& spec) {
+    source_policy index_sources = request.sources;
+    index_sources.mirrors.clear();
+    auto labels = list_versions(request.base_url, request.product, options, index_sources, request.observer);
+    if (!labels.ok()) return spec;
+    auto label = resolve_version_spec(spec, *labels);
+    return label.ok() ? std::move(label).value() : spec;
+}
+
+}  // namespace
 
 result<resolved_release> resolve_release(const release_request& request, const transfer_options& options) {
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
     resolved_release out;
     std::string text;
+    std::string answered_base = request.base_url;
     if (!request.manifest_location.empty()) {
         out.manifest_url = to_url(request.manifest_location);
         REDIST_TRY(text, fetch_document(out.manifest_url, options, request.sources, cache, request.observer));
     } else {
         if (request.product.empty()) return make_error(error_code::usage, "a product is required");
-        const std::string spec = request.version_spec.empty() ? "latest" : request.version_spec;
+        std::string spec = request.version_spec.empty() ? "latest" : request.version_spec;
         // One base: the spec as an exact label first (that skips the index
         // entirely), else the base's own index, with the run's retries,
         // timeouts and source health.
@@ -237,6 +294,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
             }
             source_policy index_sources = request.sources;
             index_sources.mirrors.clear();
+            index_sources.fallback_bases.clear();
             REDIST_TRY(const auto labels,
                        list_versions(base, request.product, options, index_sources, request.observer));
             auto label = resolve_version_spec(spec, labels);
@@ -245,15 +303,33 @@ result<resolved_release> resolve_release(const release_request& request, const t
             return fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
         };
         std::optional<error> last_error;
-        for (const auto& base : bases_in_order(request.sources, request.base_url)) {
-            auto fetched = from_base(base);
-            if (fetched.ok()) {
-                text = std::move(fetched).value();
-                last_error.reset();
-                break;
+        const auto bases = bases_in_order(request.sources, request.base_url);
+        // The manifest from the first base `attempt` gets it from.
+        const auto first_answer = [&](const auto& attempt) {
+            for (std::size_t i = 0; i < bases.size(); ++i) {
+                auto fetched = attempt(bases[i]);
+                if (fetched.ok()) {
+                    text = std::move(fetched).value();
+                    // A base (not a mirror) answered: its artifacts live beside it.
+                    if (i >= request.sources.mirrors.size()) answered_base = bases[i];
+                    last_error.reset();
+                    return true;
+                }
+                last_error = std::move(fetched).error_value();
             }
-            last_error = std::move(fetched).error_value();
+            return false;
+        };
+        bool found = false;
+        if (!request.sources.fallback_bases.empty()) {
+            // Several bases of NVIDIA's: an exact label from the first that
+            // has it (no index read), else the newest match over all of them.
+            found = spec != "latest" && first_answer([&](const std::string& base) {
+                        out.manifest_url = manifest_url(base, request.product, spec);
+                        return fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
+                    });
+            if (!found) spec = label_over_bases(request, options, spec);
         }
+        if (!found) first_answer(from_base);
         if (last_error) return with_product_hint(*last_error, request.product);
     }
     const auto first_char = text.find_first_not_of(" \t\r\n");
@@ -279,7 +355,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
     out.label = !out.parsed.release_label.empty() ? out.parsed.release_label : label_in_name;
     out.product = !request.product.empty() ? request.product : out.parsed.release_product;
     if (request.manifest_location.empty())
-        out.artifact_base_url = url_directory(manifest_url(request.base_url, request.product, label_in_name));
+        out.artifact_base_url = url_directory(manifest_url(answered_base, request.product, label_in_name));
     if (!request.product.empty() && !out.parsed.release_product.empty() &&
         out.parsed.release_product != request.product && request.manifest_location.empty()) {
         return make_error(error_code::bad_manifest,
@@ -294,6 +370,7 @@ result<resolved_release> resolve_release(const release_request& request, const t
             .with_source(sanitize_url(out.manifest_url))
             .with_json_path("release_label");
     }
+    REDIST_TRY_VOID(check_references(out));
     if (request.recompressed) read_recompressed(request, options, cache, out);
     return out;
 }

@@ -160,6 +160,7 @@ redist::project_resolve_options project_sources(const source_options& source, co
     redist::project_resolve_options r;
     r.base_url = !source.base_url.empty() || project.base_url.empty() ? source.effective_base_url() : project.base_url;
     r.sources = source.policy();
+    if (source.base_url.empty() && !project.base_url.empty()) r.sources.fallback_bases.clear();  // one base
     if (source.mirrors.empty() && !project.mirrors.empty()) r.sources.mirrors = project.mirrors;
     if (auto keys = load_trusted_keys(source, project.trusted_keys); keys.ok()) r.sources.trusted_keys = *keys;
     r.transfer = source.transfer();

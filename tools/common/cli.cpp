@@ -112,6 +112,7 @@ redist::source_policy source_options::policy() const {
                              tool_name.c_str());
         }
     }
+    p.fallback_bases = fallback_bases();
     p.shared_cache = shared_cache;
     p.offline = offline;
     // A key that cannot be read was reported where the command started (load_trusted_keys).
@@ -128,6 +129,13 @@ std::string source_options::effective_base_url() const {
     if (const char* env = std::getenv("REDIST_BASE_URL"); env && *env) return redist::to_url(env);
     if (!user_defaults().base_url.empty()) return user_defaults().base_url;
     return std::string(redist::default_base_url);
+}
+
+std::vector<std::string> source_options::fallback_bases() const {
+    if (!base_url.empty()) return {};
+    if (const char* env = std::getenv("REDIST_BASE_URL"); env && *env) return {};
+    if (!user_defaults().base_url.empty()) return {};  // the user's own base: that one only
+    return {std::string(redist::bin_archive_base_url)};
 }
 
 installed_sources sources_for_installed(const source_options& source, const std::vector<redist::receipt>& receipts,
@@ -173,7 +181,7 @@ void add_source_options(CLI::App& app, source_options& options) {
     app.add_option("--base-url", options.base_url,
                    "Where products live: <base>/<product>/redist/. http(s)://, file:// or a local directory. "
                    "Default: $REDIST_BASE_URL, else " +
-                       std::string(redist::default_base_url))
+                       std::string(redist::default_base_url) + ", then " + std::string(redist::bin_archive_base_url))
         ->type_name("URL");
     app.add_option("--manifest", options.manifest,
                    "Use this redistrib_<version>.json (path or URL) instead of resolving a version; "

@@ -49,6 +49,9 @@ struct source_options {
     redist::transfer_options transfer() const;
     redist::source_policy policy() const;
     std::string effective_base_url() const;
+    // The bases tried after effective_base_url(): NVIDIA's bin-archive when
+    // no base is named (--base-url, $REDIST_BASE_URL, config.toml's base-url), else none.
+    std::vector<std::string> fallback_bases() const;
     std::vector<std::string> effective_mirrors() const;  // --mirror, else $REDIST_MIRRORS, else config.toml's
     int effective_retries() const;                       // --retries, else config.toml's, else 4
     // The local directories among the base URL and the mirrors the user
