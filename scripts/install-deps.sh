@@ -25,6 +25,7 @@ tests=(
   clang libclang-rt-14-dev          # libFuzzer targets
   nginx-light zstd openssl          # e2e fixtures: loopback server, archives, TLS
   docker-registry                   # e2e: a real OCI registry (CNCF distribution 2.8)
+  skopeo                            # e2e: a real third-party OCI client copies what redist pushes
 )
 
 case "${1:-}" in
