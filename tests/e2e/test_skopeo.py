@@ -13,30 +13,23 @@ import sys
 import unittest
 
 import support
+from test_fleet import LABEL, FleetBase
 
 sys.path.insert(0, os.path.join(support.source_dir(), "tests", "fixtures"))
 import registry_fixture  # noqa: E402
 
-LABEL = "9.27.0"
-PLATFORM = ["--platform", "linux-x86_64", "--cuda", "12"]
-UNREACHABLE = "http://127.0.0.1:9/unreachable"
-ENV = {"REDIST_MIRRORS": None, "REDIST_BASE_URL": None, "REDIST_OCI_AUTH": None, "DOCKER_CONFIG": None}
 SKOPEO = shutil.which("skopeo")
 
 
 @unittest.skipUnless(SKOPEO and os.access(registry_fixture.REGISTRY, os.X_OK),
                      "skopeo or docker-registry is not installed (scripts/install-deps.sh)")
-class SkopeoCopies(unittest.TestCase):
+class SkopeoCopies(FleetBase):
+    """The fleet's helpers (test_fleet.FleetBase): a signed mirror, installs, receipts, the reference tree."""
+
     def setUp(self):
-        self.scratch = support.make_scratch_dir(self.id())
-        self.env = dict(ENV, XDG_CACHE_HOME=os.path.join(self.scratch, "cache"))
-        self.key, self.pub = support.make_key_pair(self.scratch)
+        super().setUp()
         self.registry = self.start_registry("registry")
-        out = support.run_tool("redist", "mirror", "cudnn", LABEL, "--to", self.registry.url, "--base-url",
-                               support.file_base_url(), *PLATFORM, "--recompress", "zstd", "--sign-key", self.key,
-                               "--json", env=self.env, check=0)
-        self.copies = json.loads(out.stdout)["releases"][0]["copies"]
-        self.assertTrue(self.copies)
+        self.copies = self.mirror(self.registry.url)
 
     def start_registry(self, name):
         registry = registry_fixture.Registry(os.path.join(self.scratch, name))
@@ -52,21 +45,6 @@ class SkopeoCopies(unittest.TestCase):
         self.assertEqual(res.returncode, 0, f"skopeo {' '.join(args)}\n{res.stderr}")
         return res.stdout
 
-    def install(self, mirror, prefix, trust=True):
-        keys = ("--trusted-key", self.pub) if trust else ()
-        return support.run_tool("cudnn-fetch", LABEL, "--mirror", mirror, "--base-url", UNREACHABLE, "--prefix",
-                                prefix, *PLATFORM, "--no-cache", "--retries", "1", *keys, env=self.env, check=0)
-
-    def receipts(self, prefix):
-        d = os.path.join(prefix, ".redist", "receipts", "cudnn")
-        return [support.load_json(os.path.join(d, n)) for n in sorted(os.listdir(d))]
-
-    def reference_tree(self):
-        reference = os.path.join(self.scratch, "reference")
-        support.run_tool("cudnn-fetch", LABEL, "--base-url", support.file_base_url(), "--prefix", reference,
-                         *PLATFORM, "--no-cache", env=self.env, check=0)
-        return support.tree_snapshot(reference, ignore=r"^\.redist(/|$)")
-
     def assert_installs_the_copy(self, mirror):
         prefix = os.path.join(self.scratch, "prefix-" + str(len(os.listdir(self.scratch))))
         res = self.install(mirror, prefix)
@@ -76,8 +54,8 @@ class SkopeoCopies(unittest.TestCase):
         self.assertTrue(used)
         for r in used:
             self.assertEqual(r["copy_sha256"], by_original[r["archive_sha256"]]["sha256"], r)
-        tree = support.tree_snapshot(prefix, ignore=r"^\.redist(/|$)")
-        self.assertEqual(tree, self.reference_tree(), support.diff_snapshots(tree, self.reference_tree()))
+        self.assertEqual(self.tree(prefix), self.reference_tree(),
+                         support.diff_snapshots(self.tree(prefix), self.reference_tree()))
         # Without the signer's key, the same copy of the registry is transport only: the originals.
         plain = prefix + "-untrusting"
         res = self.install(mirror, plain, trust=False)
