@@ -127,11 +127,18 @@ TEST_CASE("recompressed: every copy field is required and checked") {
 }
 
 TEST_CASE("recompressed: a copy's path must be safe and end in .tar.zst") {
-    for (const char* path : {"../x.tar.zst", "/abs/x.tar.zst", "c//x.tar.zst", "c/%2e%2e/x.tar.zst",
-                             "http://evil/x.tar.zst", "c/x-1.tar.xz", "c/x-1.tar.zst.sh", ""}) {
+    // A leading run of at most three ".." is a bin-archive pool path (manifest.hpp); nothing else climbs.
+    for (const char* path : {"../../../../x.tar.zst", "c/../x.tar.zst", "/abs/x.tar.zst", "c//x.tar.zst",
+                             "c/%2e%2e/x.tar.zst", "http://evil/x.tar.zst", "c/x-1.tar.xz", "c/x-1.tar.zst.sh", ""}) {
         INFO(path);
         CHECK(parse_error(doc(copy_json(A, path))).json_path == "copies[0].relative_path");
     }
+}
+
+TEST_CASE("recompressed: a copy of a bin-archive pool file keeps the pool path") {
+    auto r = redist::parse_recompressed(doc(copy_json(A, "../../../pool/linux-x86_64/u/x-1.tar.zst")), "s");
+    REQUIRE(r.ok());
+    CHECK(r->copies[0].relative_path == "../../../pool/linux-x86_64/u/x-1.tar.zst");
 }
 
 TEST_CASE("recompressed: a second copy of one original is refused") {

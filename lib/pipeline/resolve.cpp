@@ -117,7 +117,7 @@ result<void> check_references(const resolved_release& release) {
 // signed by a trusted key, or "" when it is (`signer` is then set).
 std::string untrusted_because(const source_policy& sources, std::string_view record,
                               const std::optional<std::string>& signature, std::string& signer) {
-    if (!signature) return "it is not signed";
+    if (!signature) return "the record is not signed";
     if (sources.trusted_keys.empty()) return "no key is trusted (--trusted-key, REDIST_TRUSTED_KEYS, trusted-keys)";
     if (signature->size() != kRecompressedSignatureBytes) return "its signature is not 64 bytes";
     const trusted_key* key = find_signer(sources.trusted_keys, record, *signature);
@@ -161,8 +161,7 @@ void read_recompressed(const release_request& request, const transfer_options& o
     else if (sig.error_value().code != error_code::not_found) return give_up(std::move(sig).error_value());
     std::string signer;
     if (const std::string why = untrusted_because(request.sources, *text, signature, signer); !why.empty())
-        return give_up(make_error(error_code::integrity, "the mirror's recompressed copies are not used: " + why)
-                           .with_url(sanitize_url(url)));
+        return give_up(make_error(error_code::integrity, why).with_url(sanitize_url(url)));
     out.recompressed = std::move(record).value();
     out.recompressed_base_url = dir;
     out.recompressed_signer = std::move(signer);

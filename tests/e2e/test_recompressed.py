@@ -246,7 +246,7 @@ class RecompressedCopies(unittest.TestCase):
     # ---- a mirror is transport: only a trusted key's signature makes a copy usable ----
 
     def assert_not_used(self, res, prefix: str, why: str):
-        self.assert_original_installed(prefix, res, "not used")
+        self.assert_original_installed(prefix, res, "not using the mirror's recompressed copies")
         self.assertIn(why, res.stderr)
         self.assertFalse(any("evil" in p for p in self.tree(prefix)))
 

@@ -63,7 +63,7 @@ void add_source_options(CLI::App& app, source_options& options);
 // mirror's recompressed copies usable, for the commands that install or lock.
 void add_trust_option(CLI::App& app, source_options& options);
 // The keys of --trusted-key and $REDIST_TRUSTED_KEYS (paths, ':'-separated),
-// read once; `extra` (a project's) are added. A key that cannot be read is
+// and config.toml's; `extra` (a project's) are added. A key that cannot be read is
 // an error naming the file.
 redist::result<std::vector<redist::trusted_key>> load_trusted_keys(
     const source_options& options, const std::vector<std::filesystem::path>& extra = {});
