@@ -44,6 +44,34 @@ TEST_CASE("oci URLs: the base layout maps onto a repository, its tags and its bl
     CHECK(tags->what == oci_url::kind::tags);
 }
 
+TEST_CASE("oci URLs: a namespace or layout directory may have a redist or blobs segment") {
+    // Only the last two segments say what a URL names: ".../redist/<name>"
+    // a tag's document, ".../blobs/<digest>" a blob.
+    auto blob = parse_oci_url("oci+http://127.0.0.1:5000/team/redist/cudnn/blobs/sha256:" + kHex);
+    REQUIRE(blob.ok());
+    CHECK(blob->repository == "team/redist/cudnn");
+    CHECK(blob->what == oci_url::kind::blob);
+    CHECK(blob->reference == "sha256:" + kHex);
+
+    auto doc = parse_oci_url("oci://registry.example/redist/blobs/cudnn/redist/redistrib_9.19.0.json");
+    REQUIRE(doc.ok());
+    CHECK(doc->repository == "redist/blobs/cudnn");
+    CHECK(doc->what == oci_url::kind::document);
+    CHECK(doc->reference == "9.19.0");
+
+    auto tags = parse_oci_url("oci://registry.example/redist/cudnn/redist/");
+    REQUIRE(tags.ok());
+    CHECK(tags->repository == "redist/cudnn");
+    CHECK(tags->what == oci_url::kind::tags);
+
+    const std::string layout_path = "/srv/redist/layouts/cudnn/blobs/sha256:" + kHex;  // head views it
+    auto layout_blob = split_oci_path(layout_path, "a layout");
+    REQUIRE(layout_blob.ok());
+    REQUIRE(*layout_blob);
+    CHECK((*layout_blob)->head == "/srv/redist/layouts/cudnn");
+    CHECK((*layout_blob)->what == oci_url::kind::blob);
+}
+
 TEST_CASE("oci URLs: credentials, queries, odd names and traversal are refused") {
     for (const char* bad :
          {"oci://user:pw@host/ns", "oci://host/ns?x=1", "oci://host/NS", "oci://host/ns/../x", "oci://host/ns//x",

@@ -166,12 +166,21 @@ std::optional<std::string> oci_document_label(std::string_view name) {
 }
 
 result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::string_view store) {
-    constexpr std::string_view redist = "/redist/";
-    constexpr std::string_view blobs = "/blobs/";
+    // Only the last two segments say what the path names: ".../redist/" the
+    // tags, ".../redist/<name>" a tag's document, ".../blobs/<digest>" a
+    // blob. A "redist" or "blobs" segment before them is part of the
+    // namespace or of the layout's directory ("/srv/redist/layouts"), not a
+    // tail.
+    const auto last_slash = path.rfind('/');
+    if (last_slash == std::string_view::npos) return std::optional<oci_path_tail>();
+    const std::string_view name = path.substr(last_slash + 1);
+    const std::string_view dir = path.substr(0, last_slash);
+    const auto dir_slash = dir.rfind('/');
+    if (dir_slash == std::string_view::npos) return std::optional<oci_path_tail>();
+    const std::string_view parent = dir.substr(dir_slash + 1);
     oci_path_tail out;
-    if (const auto at = path.rfind(redist); at != std::string_view::npos) {
-        const std::string_view name = path.substr(at + redist.size());
-        out.head = path.substr(0, at);
+    out.head = dir.substr(0, dir_slash);
+    if (parent == "redist") {
         if (name.empty()) return std::optional(std::move(out));  // the tags
         auto label = oci_document_label(name);
         if (!label)
@@ -183,10 +192,9 @@ result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::
         out.title = std::string(name);
         return std::optional(std::move(out));
     }
-    if (const auto b = path.rfind(blobs); b != std::string_view::npos) {
-        out.head = path.substr(0, b);
+    if (parent == "blobs") {
         out.what = oci_url::kind::blob;
-        out.reference = std::string(path.substr(b + blobs.size()));
+        out.reference = std::string(name);
         if (!valid_oci_digest(out.reference))
             return make_error(error_code::usage, "a blob is named sha256:<64 lower-case hex digits>");
         return std::optional(std::move(out));

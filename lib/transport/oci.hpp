@@ -116,8 +116,9 @@ inline constexpr std::size_t oci_max_manifest_bytes = 4u << 20;
 
 // The tail of a registry or image-layout URL's path: "<head>/redist/" (the
 // tags), "<head>/redist/<document>" or "<head>/blobs/sha256:<hex>"; `head`
-// is what comes before (a repository, or DIR/<product>). nullopt: neither
-// form. Outcomes: ok | usage (a name that is no document or no digest; `store`
+// is what comes before (a repository, or DIR/<product>). Only the last two
+// segments decide: a "redist" or "blobs" segment inside `head` is a name
+// like any other. nullopt: neither form. Outcomes: ok | usage (a name that is no document or no digest; `store`
 // says "a registry" or "a layout" in the message).
 struct oci_path_tail {
     std::string_view head;
