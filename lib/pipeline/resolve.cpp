@@ -139,52 +139,51 @@ error with_product_hint(error e, const std::string& product) {
 
 }  // namespace
 
+namespace {
+
+// The labels one base lists (a registry's tags, a directory, an HTML index),
+// fetched under `sources` (its mirrors say which bases the run may skip).
+result<std::vector<std::string>> labels_at(const std::string& base, const std::string& product,
+                                           const transfer_options& options, const source_policy& sources,
+                                           const std::optional<blob_cache>& cache, fetch_observer* observer) {
+    const std::string url = index_url(base, product);
+    std::vector<std::string> labels;
+    if (is_oci_url(url)) {
+        // A registry: the repository's tags are the labels.
+        if (sources.offline && !is_local_url(url))
+            return make_error(error_code::not_found, "offline, and not in the cache");
+        REDIST_TRY(labels, oci_list_tags(base, product, options));
+    } else if (is_file_url(url)) {
+        // A file:// base has no HTML index: list the directory itself.
+        const fs::path dir = file_url_path(url);
+        std::error_code ec;
+        if (!fs::is_directory(dir, ec))
+            return make_error(error_code::not_found, "no such product directory").with_url(url);
+        std::string html;
+        for (const auto& entry : fs::directory_iterator(dir, ec))
+            html += "<a href=\"" + entry.path().filename().string() + "\"></a>\n";
+        if (ec) return make_error(error_code::filesystem, "cannot list: " + ec.message()).with_path(dir.string());
+        labels = parse_index_html(html);
+    } else {
+        REDIST_TRY(const auto html, fetch_document(url, options, sources, cache, observer, "index", kMaxIndexBytes));
+        labels = parse_index_html(html);
+    }
+    if (labels.empty())
+        return make_error(error_code::not_found, "the index lists no redistrib_<version>.json manifests").with_url(url);
+    return labels;
+}
+
+}  // namespace
+
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
                                                const transfer_options& options, const source_policy& sources,
                                                fetch_observer* observer) {
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(sources.cache_dir, sources.shared_cache));
     std::optional<error> last_error;
     for (const auto& base : bases_in_order(sources, base_url)) {
-        const std::string url = index_url(base, product);
-        std::vector<std::string> labels;
-        if (is_oci_url(url)) {
-            // A registry: the repository's tags are the labels.
-            auto tags = sources.offline && !is_local_url(url)
-                            ? result<std::vector<std::string>>(
-                                  make_error(error_code::not_found, "offline, and not in the cache"))
-                            : oci_list_tags(base, product, options);
-            if (!tags.ok()) {
-                last_error = std::move(tags).error_value();
-                continue;
-            }
-            labels = std::move(tags).value();
-        } else if (is_file_url(url)) {
-            // A file:// base has no HTML index: list the directory itself.
-            const fs::path dir = file_url_path(url);
-            std::error_code ec;
-            if (!fs::is_directory(dir, ec)) {
-                last_error = make_error(error_code::not_found, "no such product directory").with_url(url);
-                continue;
-            }
-            std::string html;
-            for (const auto& entry : fs::directory_iterator(dir, ec))
-                html += "<a href=\"" + entry.path().filename().string() + "\"></a>\n";
-            if (ec) return make_error(error_code::filesystem, "cannot list: " + ec.message()).with_path(dir.string());
-            labels = parse_index_html(html);
-        } else {
-            auto html = fetch_document(url, options, sources, cache, observer, "index", kMaxIndexBytes);
-            if (!html.ok()) {
-                last_error = std::move(html).error_value();
-                continue;
-            }
-            labels = parse_index_html(*html);
-        }
-        if (labels.empty()) {
-            last_error = make_error(error_code::not_found, "the index lists no redistrib_<version>.json manifests")
-                             .with_url(url);
-            continue;
-        }
-        return labels;
+        auto labels = labels_at(base, product, options, sources, cache, observer);
+        if (labels.ok()) return labels;
+        last_error = std::move(labels).error_value();
     }
     return with_product_hint(*last_error, product);
 }
@@ -208,10 +207,8 @@ result<resolved_release> resolve_release(const release_request& request, const t
                 auto direct = fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
                 if (direct.ok() || direct.error_value().code != error_code::not_found) return direct;
             }
-            source_policy index_sources = request.sources;
-            index_sources.mirrors.clear();
             REDIST_TRY(const auto labels,
-                       list_versions(base, request.product, options, index_sources, request.observer));
+                       labels_at(base, request.product, options, request.sources, cache, request.observer));
             auto label = resolve_version_spec(spec, labels);
             if (!label.ok()) return std::move(label).error_value().with_url(index_url(base, request.product));
             out.manifest_url = manifest_url(base, request.product, *label);
