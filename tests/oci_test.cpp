@@ -130,13 +130,28 @@ TEST_CASE("token responses and docker config") {
     CHECK(*parse_token_response(R"({"access_token":"xyz"})", "t") == "xyz");
     CHECK_FALSE(parse_token_response(R"({"token":"a b"})", "t").ok());
     CHECK_FALSE(parse_token_response(R"({"token":""})", "t").ok());
-    auto auth = docker_config_auth(R"({"auths":{"h:5000":{"auth":"dTpwdw=="}}})", "h:5000", "c");
+    auto auth = docker_config_auth(R"({"auths":{"h:5000":{"auth":"dTpwdw=="}}})", "h:5000", true, "c");
     REQUIRE(auth.ok());
     CHECK(*auth == std::optional<std::string>("dTpwdw=="));
-    auto missing = docker_config_auth(R"({"auths":{"other":{"auth":"eA=="}}})", "h:5000", "c");
+    auto missing = docker_config_auth(R"({"auths":{"other":{"auth":"eA=="}}})", "h:5000", true, "c");
     REQUIRE(missing.ok());
     CHECK_FALSE(*missing);
-    CHECK_FALSE(docker_config_auth(R"({"auths":{"h:5000":{"auth":"a\nb"}}})", "h:5000", "c").ok());
+    CHECK_FALSE(docker_config_auth(R"({"auths":{"h:5000":{"auth":"a\nb"}}})", "h:5000", true, "c").ok());
+}
+
+TEST_CASE("docker config: credentials are looked up by scheme, host and port") {
+    const std::string config =
+        R"({"auths":{"h:5000":{"auth":"aHR0cHM="},"https://h:6000":{"auth":"c2l4"},"http://h:7000":{"auth":"cGxhaW4="}}})";
+    // What `docker login h:5000` stored is for https only: never sent over plain http.
+    CHECK(*docker_config_auth(config, "h:5000", true, "c") == std::optional<std::string>("aHR0cHM="));
+    CHECK_FALSE(*docker_config_auth(config, "h:5000", false, "c"));
+    CHECK_FALSE(*docker_config_auth(config, "h:6000", false, "c"));
+    CHECK(*docker_config_auth(config, "h:6000", true, "c") == std::optional<std::string>("c2l4"));
+    // A plain-http registry's own entry, under its scheme; not for https.
+    CHECK(*docker_config_auth(config, "h:7000", false, "c") == std::optional<std::string>("cGxhaW4="));
+    CHECK_FALSE(*docker_config_auth(config, "h:7000", true, "c"));
+    // Another port is another registry.
+    CHECK_FALSE(*docker_config_auth(config, "h:5001", true, "c"));
 }
 
 TEST_CASE("a release's image manifest reads back: the JSON layer first, archives by digest") {

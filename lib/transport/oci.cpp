@@ -7,8 +7,9 @@
 // - A credential or token must never reach an error message, a log line or
 //   another host: errors name URLs only (sanitized), the Authorization header
 //   is a custom header that libcurl drops on a redirect to another host, and
-//   a token realm gets the user's password only over https or on the
-//   registry's own host.
+//   credentials are looked up, cached and sent by scheme, host and port: a
+//   token realm gets the user's password only when it is the registry's own
+//   scheme, host and port.
 // - One HTTP stack: everything goes through transfer.cpp (send_request,
 //   download_with_headers), so TLS, redirects and timeouts follow its rules.
 #include "transport/oci.hpp"
@@ -113,14 +114,30 @@ std::string query_escape(std::string_view in) {
     return out;
 }
 
-std::string host_of(std::string_view url) {
-    const auto start = url.find("://");
-    if (start == std::string_view::npos) return {};
-    url.remove_prefix(start + 3);
-    url = url.substr(0, url.find_first_of("/?#"));
-    if (const auto at = url.rfind('@'); at != std::string_view::npos) url.remove_prefix(at + 1);
-    if (!url.empty() && url.front() == '[') return std::string(url.substr(0, url.find(']') + 1));
-    return std::string(url.substr(0, url.find(':')));
+// "scheme://host:port" of an http(s) URL: lower-case, the port always
+// written (80 and 443 by default), so that "https://h" and "https://h:443"
+// are one origin and "http://h:443" another. Empty for anything else, or a
+// URL with user info. Credentials and tokens are scoped to one origin.
+std::string origin_of(std::string_view url) {
+    std::string out;
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return {};
+    for (const char c : url.substr(0, scheme_end))
+        out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (out != "http" && out != "https") return {};
+    std::string_view authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    if (authority.empty() || authority.find('@') != std::string_view::npos) return {};
+    const auto bracket = authority.rfind(']');
+    const auto colon = authority.rfind(':');
+    const bool has_port = colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket);
+    const std::string_view host = has_port ? authority.substr(0, colon) : authority;
+    const std::string_view port = has_port ? authority.substr(colon + 1) : std::string_view();
+    out += "://";
+    for (const char c : host) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out += ':';
+    out += port.empty() ? std::string(out.starts_with("https") ? "443" : "80") : std::string(port);
+    return out;
 }
 
 }  // namespace
@@ -338,10 +355,14 @@ result<std::vector<oci_layer>> parse_image_manifest(std::string_view body, std::
     return layers;
 }
 
-result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry,
+result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry, bool https,
                                                       std::string_view source) {
     std::optional<std::string> found;
-    const std::string with_scheme = "https://" + std::string(registry);
+    // `docker login HOST` stores "HOST" (or "https://HOST[/v1/]"): https.
+    // Credentials for a plain-http registry are only those stored under
+    // "http://HOST": what was given for https never goes over plain http.
+    const std::string bare = https ? std::string(registry) : "http://" + std::string(registry);
+    const std::string with_scheme = (https ? "https://" : "http://") + std::string(registry);
     const std::string with_path = with_scheme + "/v1/";
     const auto entry = [&](json::value& v) -> result<void> {
         std::string auth, user, password;
@@ -355,7 +376,9 @@ result<std::optional<std::string>> docker_config_auth(std::string_view json, std
     REDIST_TRY_VOID(
         json::read_document(json, source, "docker config",
                             {{"auths", [&](json::value& v) {
-                                  return v.read_object({{registry, entry}, {with_scheme, entry}, {with_path, entry}});
+                                  if (bare == with_scheme)
+                                      return v.read_object({{with_scheme, entry}, {with_path, entry}});
+                                  return v.read_object({{bare, entry}, {with_scheme, entry}, {with_path, entry}});
                               }}}));
     if (found && !std::all_of(found->begin(), found->end(),
                               [](char c) { return is_alnum(c) || c == '+' || c == '/' || c == '='; }))
@@ -382,14 +405,23 @@ std::optional<std::string> next_page_path(std::string_view link) {
 
 namespace {
 
-// The user's credentials for `registry` (base64 "user:password"), or nullopt.
-result<std::optional<std::string>> credentials_for(const std::string& registry) {
+// Whether REDIST_OCI_AUTH's REGISTRY names `where`: its scheme, host and
+// port. "HOST[:PORT]" and "oci://HOST[:PORT]" name the https registry only;
+// a plain-http one is named "oci+http://HOST[:PORT]" (or "http://...").
+bool names_registry(std::string_view key, const oci_url& where) {
+    if (where.https) return key == where.registry || key == "oci://" + where.registry;
+    return key == "oci+http://" + where.registry || key == "http://" + where.registry;
+}
+
+// The user's credentials for the registry of `where` (base64
+// "user:password"), looked up by its scheme, host and port, or nullopt.
+result<std::optional<std::string>> credentials_for(const oci_url& where) {
     // REDIST_OCI_AUTH="REGISTRY=USER:PASSWORD": scoped to one registry, so
     // that a registry named by a project or lock file never receives it.
     if (const char* env = std::getenv("REDIST_OCI_AUTH"); env != nullptr && *env != '\0') {
         const std::string_view value(env);
         const auto eq = value.find('=');
-        if (eq != std::string_view::npos && value.substr(0, eq) == registry)
+        if (eq != std::string_view::npos && names_registry(value.substr(0, eq), where))
             return std::optional<std::string>(base64(value.substr(eq + 1)));
     }
     std::filesystem::path config;
@@ -400,18 +432,28 @@ result<std::optional<std::string>> credentials_for(const std::string& registry) 
     std::error_code ec;
     if (config.empty() || !std::filesystem::exists(config, ec)) return std::optional<std::string>();
     REDIST_TRY(const std::string text, read_file(config, 1u << 20, follow_links::yes));
-    return docker_config_auth(text, registry, config.string());
+    return docker_config_auth(text, where.registry, where.https, config.string());
 }
 
-// Authorization headers per "<registry> <repository> <actions>", for the
-// whole run: one token request per repository, not one per blob.
+// Authorization headers per "<origin> <repository> <actions>" (the origin
+// being "scheme://host:port": an http and an https registry on one host
+// share nothing), for the whole run: one token request per repository, not
+// one per blob. A realm that failed is remembered too, and not asked again
+// in this run: each archive would wait for it otherwise.
 struct token_cache {
     std::mutex mutex;
     std::map<std::string, std::string> headers;
+    std::map<std::string, error> failed_realms;
 };
 token_cache& tokens() {
     static token_cache cache;
     return cache;
+}
+
+std::string registry_origin(const oci_url& where) { return origin_of(where.api("")); }
+
+std::string token_key(const oci_url& where, const std::string& actions) {
+    return registry_origin(where) + " " + where.repository + " " + actions;
 }
 
 error auth_error(const oci_url& where, const std::string& why) {
@@ -419,35 +461,67 @@ error auth_error(const oci_url& where, const std::string& why) {
         .with_url(sanitize_url(where.api("")));
 }
 
+// A token request is a small document: the document timeouts apply (a realm
+// that does not answer must not hold up every archive for a minute).
+transfer_options document_timeouts(const transfer_options& options) {
+    transfer_options out = options;
+    const auto cap = [](long& seconds, long most) { seconds = seconds <= 0 || seconds > most ? most : seconds; };
+    cap(out.connect_timeout_seconds, options.document_connect_timeout_seconds);
+    cap(out.stall_timeout_seconds, options.document_stall_timeout_seconds);
+    return out;
+}
+
+// One GET of the realm. Any failure (no answer, an HTTP error, a 200 that
+// is HTML or has no token) is the registry's failure as a source: network,
+// so that the next source is tried.
+result<std::string> ask_realm(const oci_url& where, const http_request& request, const transfer_options& options) {
+    transfer_failure_info failure;
+    auto answered = send_request(request, document_timeouts(options), &failure);
+    if (!answered.ok()) return auth_error(where, "the token server did not answer: " + answered.error_value().message);
+    if (answered->status != 200)
+        return auth_error(where, "the token server answered HTTP " + std::to_string(answered->status));
+    auto token = parse_token_response(answered->body, sanitize_url(request.url));
+    if (!token.ok()) return auth_error(where, "the token server sent no usable token");
+    return "Authorization: Bearer " + *token;
+}
+
 // The Bearer flow: GET <realm>?service=…&scope=repository:<repo>:<actions>,
-// with the user's credentials (Basic) when the realm may have them.
+// with the user's credentials (Basic) only when the realm is the registry's
+// own scheme, host and port.
 result<std::string> bearer_token(const oci_url& where, const auth_challenge& challenge, const std::string& actions,
                                  const transfer_options& options) {
     const bool realm_https = challenge.realm.starts_with("https://");
     if (!realm_https && !challenge.realm.starts_with("http://"))
         return auth_error(where, "the token realm is not an http(s) URL");
     if (where.https && !realm_https) return auth_error(where, "an https registry named a plain-http token realm");
+    const std::string realm_origin = origin_of(challenge.realm);
+    if (realm_origin.empty()) return auth_error(where, "the token realm is not a plain http(s) URL");
+    const std::string realm_key = sanitize_url(challenge.realm);
+    {
+        const std::lock_guard lock(tokens().mutex);
+        if (auto it = tokens().failed_realms.find(realm_key); it != tokens().failed_realms.end()) return it->second;
+    }
     http_request request;
     request.url = challenge.realm + (challenge.realm.find('?') == std::string::npos ? "?" : "&");
     if (!challenge.service.empty()) request.url += "service=" + query_escape(challenge.service) + "&";
     request.url += "scope=" + query_escape("repository:" + where.repository + ":" + actions);
-    REDIST_TRY(const auto creds, credentials_for(where.registry));
-    const bool realm_may_have_creds = realm_https || host_of(challenge.realm) == host_of(where.api(""));
-    if (creds && realm_may_have_creds) request.headers.push_back("Authorization: Basic " + *creds);
+    REDIST_TRY(const auto creds, credentials_for(where));
+    if (creds && realm_origin == registry_origin(where)) request.headers.push_back("Authorization: Basic " + *creds);
     request.max_response_bytes = 1u << 20;
-    transfer_failure_info failure;
-    REDIST_TRY(const http_response response, send_request(request, options, &failure));
-    if (response.status != 200)
-        return auth_error(where, "the token server answered HTTP " + std::to_string(response.status));
-    REDIST_TRY(const std::string token, parse_token_response(response.body, sanitize_url(challenge.realm)));
-    return "Authorization: Bearer " + token;
+    auto header = ask_realm(where, request, options);
+    if (!header.ok()) {
+        const std::lock_guard lock(tokens().mutex);
+        tokens().failed_realms.emplace(realm_key, header.error_value());
+    }
+    return header;
 }
 
 // The Authorization header for `actions` ("pull" or "pull,push") on the
 // repository, or "" when the registry lets anyone in. Probes /v2/ once.
+// A token failure moves on to the next source (failure: not transient).
 result<std::string> authorization(const oci_url& where, const std::string& actions, const transfer_options& options,
                                   transfer_failure_info* failure) {
-    const std::string key = where.registry + " " + where.repository + " " + actions;
+    const std::string key = token_key(where, actions);
     {
         const std::lock_guard lock(tokens().mutex);
         if (auto it = tokens().headers.find(key); it != tokens().headers.end()) return it->second;
@@ -464,11 +538,15 @@ result<std::string> authorization(const oci_url& where, const std::string& actio
         if (challenge->scheme == "bearer") {
             REDIST_TRY(header, bearer_token(where, *challenge, actions, options));
         } else {
-            REDIST_TRY(const auto creds, credentials_for(where.registry));
+            REDIST_TRY(const auto creds, credentials_for(where));
             if (!creds) return auth_error(where, "the registry wants credentials (REDIST_OCI_AUTH or docker login)");
             header = "Authorization: Basic " + *creds;
         }
     } else if (response.status != 200) {
+        if (failure != nullptr) {
+            failure->http_status = response.status;
+            failure->transient = response.status == 408 || response.status == 429 || response.status >= 500;
+        }
         return make_error(error_code::network, "not a registry: /v2/ answered HTTP " + std::to_string(response.status))
             .with_url(sanitize_url(probe.url));
     }
@@ -479,7 +557,7 @@ result<std::string> authorization(const oci_url& where, const std::string& actio
 
 void forget_authorization(const oci_url& where, const std::string& actions) {
     const std::lock_guard lock(tokens().mutex);
-    tokens().headers.erase(where.registry + " " + where.repository + " " + actions);
+    tokens().headers.erase(token_key(where, actions));
 }
 
 std::vector<std::string> with(const std::string& header, std::string_view more = {}) {
@@ -652,8 +730,9 @@ result<void> oci_pusher::upload(const std::string& sha256, const std::filesystem
     http_request put{.method = "PUT",
                      .url = location + (location.find('?') == std::string::npos ? "?" : "&") +
                             "digest=sha256:" + sha256};
-    // The upload location may lie on another host (storage): credentials only for the registry's own.
-    if (host_of(location) == host_of(start.url)) put.headers = start.headers;
+    // The upload location may lie on another host (storage): credentials only
+    // for the registry's own scheme, host and port.
+    if (origin_of(location) == origin_of(start.url)) put.headers = start.headers;
     put.headers.emplace_back("Content-Type: application/octet-stream");
     put.body_file = file;
     put.body = std::string(bytes);
@@ -683,7 +762,7 @@ result<bool> oci_pusher::mount_blob(const std::string& sha256, const std::string
     const std::string session = started.status == 202 ? session_url(url_, started.location) : std::string();
     if (!session.empty()) {
         http_request cancel{.method = "DELETE", .url = session};
-        if (host_of(session) == host_of(start.url)) cancel.headers = start.headers;
+        if (origin_of(session) == origin_of(start.url)) cancel.headers = start.headers;
         (void)send_request(cancel, options_);
     }
     return false;

@@ -81,10 +81,12 @@ struct oci_layer {
 // Outcomes: ok | bad_manifest (not an image manifest, a digest that is not
 // "sha256:<64 hex>").
 result<std::vector<oci_layer>> parse_image_manifest(std::string_view body, std::string_view source);
-// The base64 "user:password" of `registry` in a docker config.json
-// ("auths": {"<registry>" or "https://<registry>": {"auth": "…"}}), or
-// nullopt. Outcomes: ok | bad_manifest.
-result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry,
+// The base64 "user:password" of `registry` ("host[:port]") in a docker
+// config.json, or nullopt. For an https registry: "auths": {"<registry>",
+// "https://<registry>" or "https://<registry>/v1/": {"auth": "…"}}; for a
+// plain-http one only "http://<registry>[/v1/]": what `docker login`
+// stored for https never goes over plain http. Outcomes: ok | bad_manifest.
+result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry, bool https,
                                                       std::string_view source);
 // The next page of a tags list from a Link header (`</v2/…?last=…>;
 // rel="next"`): a path on the same registry, or nullopt.
