@@ -694,53 +694,82 @@ std::string session_url(const oci_url& registry, const std::string& location) {
 }  // namespace
 
 result<oci_pusher> oci_pusher::open(const std::string& base, const std::string& product,
-                                    const transfer_options& options) {
+                                    const transfer_options& options, const source_policy& sources,
+                                    fetch_observer* observer) {
     REDIST_TRY(oci_url where, parse_oci_url(join_url(join_url(base, product), "redist/")));
     where.what = oci_url::kind::base;
-    oci_pusher pusher(std::move(where), options);
-    REDIST_TRY_VOID(pusher.headers());
+    // The target's own requests: the policy's retries, nothing skipped, and
+    // --offline (no download) does not stop a push.
+    source_run run{retry_policy(sources)};
+    run.observer = observer;
+    run.component = sanitize_url(base);
+    oci_pusher pusher(std::move(where), options, std::move(run));
+    const auto probe = [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY_VOID(pusher.headers(&failure));
+        return {};
+    };
+    REDIST_TRY_VOID(pusher.retried(pusher.url_.api(""), probe));
     return pusher;
 }
 
-result<std::vector<std::string>> oci_pusher::headers() {
-    REDIST_TRY(const std::string auth, authorization(url_, "pull,push", options_, nullptr));
+result<void> oci_pusher::retried(const std::string& url,
+                                 const std::function<result<void>(transfer_failure_info&)>& op) {
+    auto done = try_sources({url}, run_, [&](source_attempt& at) { return op(at.failure); });
+    if (!done.ok()) return std::move(done).error_value();
+    return {};
+}
+
+result<std::vector<std::string>> oci_pusher::headers(transfer_failure_info* failure) {
+    REDIST_TRY(const std::string auth, authorization(url_, "pull,push", options_, failure));
     return with(auth);
 }
 
 result<bool> oci_pusher::has_blob(const std::string& sha256, std::uint64_t size) {
     http_request request{.method = "HEAD", .url = url_.api("blobs/sha256:" + sha256)};
-    REDIST_TRY(request.headers, headers());
-    REDIST_TRY(const http_response response, send_request(request, options_));
-    if (response.status == 404) return false;
-    if (response.status != 200) return status_error(response, request.url, nullptr);
-    return response.content_length < 0 || static_cast<std::uint64_t>(response.content_length) == size;
+    bool has = false;
+    REDIST_TRY_VOID(retried(request.url, [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY(request.headers, headers(&failure));
+        REDIST_TRY(const http_response response, send_request(request, options_, &failure));
+        if (response.status == 404) {
+            has = false;
+            return {};
+        }
+        if (response.status != 200) return status_error(response, request.url, &failure);
+        has = response.content_length < 0 || static_cast<std::uint64_t>(response.content_length) == size;
+        return {};
+    }));
+    return has;
 }
 
 result<void> oci_pusher::upload(const std::string& sha256, const std::filesystem::path& file, std::string_view bytes) {
-    http_request start{.method = "POST", .url = url_.api("blobs/uploads/")};
-    REDIST_TRY(start.headers, headers());
-    REDIST_TRY(const http_response started, send_request(start, options_));
-    if (started.status != 202 || started.location.empty())
-        return make_error(error_code::network, "the registry refused an upload: HTTP " + std::to_string(started.status))
-            .with_url(sanitize_url(start.url));
-    const std::string location = session_url(url_, started.location);
-    if (location.empty())
-        return make_error(error_code::network, "the registry gave an unusable upload location")
-            .with_url(sanitize_url(start.url));
-    http_request put{.method = "PUT",
-                     .url = location + (location.find('?') == std::string::npos ? "?" : "&") +
-                            "digest=sha256:" + sha256};
-    // The upload location may lie on another host (storage): credentials only
-    // for the registry's own scheme, host and port.
-    if (origin_of(location) == origin_of(start.url)) put.headers = start.headers;
-    put.headers.emplace_back("Content-Type: application/octet-stream");
-    put.body_file = file;
-    put.body = std::string(bytes);
-    REDIST_TRY(const http_response done, send_request(put, options_));
-    if (done.status != 201)
-        return make_error(error_code::network, "the registry refused a blob: HTTP " + std::to_string(done.status))
-            .with_url(sanitize_url(url_.api("blobs/sha256:" + sha256)));
-    return {};
+    // One attempt is the whole upload: a new session, then its PUT.
+    return retried(url_.api("blobs/uploads/"), [&](transfer_failure_info& failure) -> result<void> {
+        http_request start{.method = "POST", .url = url_.api("blobs/uploads/")};
+        REDIST_TRY(start.headers, headers(&failure));
+        REDIST_TRY(const http_response started, send_request(start, options_, &failure));
+        if (started.status != 202 || started.location.empty())
+            return make_error(error_code::network,
+                              "the registry refused an upload: HTTP " + std::to_string(started.status))
+                .with_url(sanitize_url(start.url));
+        const std::string location = session_url(url_, started.location);
+        if (location.empty())
+            return make_error(error_code::network, "the registry gave an unusable upload location")
+                .with_url(sanitize_url(start.url));
+        http_request put{.method = "PUT",
+                         .url = location + (location.find('?') == std::string::npos ? "?" : "&") +
+                                "digest=sha256:" + sha256};
+        // The upload location may lie on another host (storage): credentials only
+        // for the registry's own scheme, host and port.
+        if (origin_of(location) == origin_of(start.url)) put.headers = start.headers;
+        put.headers.emplace_back("Content-Type: application/octet-stream");
+        put.body_file = file;
+        put.body = std::string(bytes);
+        REDIST_TRY(const http_response done, send_request(put, options_, &failure));
+        if (done.status != 201)
+            return make_error(error_code::network, "the registry refused a blob: HTTP " + std::to_string(done.status))
+                .with_url(sanitize_url(url_.api("blobs/sha256:" + sha256)));
+        return {};
+    });
 }
 
 result<void> oci_pusher::push_blob(const std::string& sha256, const std::filesystem::path& file) {
@@ -755,39 +784,55 @@ result<bool> oci_pusher::mount_blob(const std::string& sha256, const std::string
     if (from == url_.repository || !valid_repository(from)) return false;
     http_request start{.method = "POST",
                        .url = url_.api("blobs/uploads/?mount=sha256:" + sha256 + "&from=" + query_escape(from))};
-    REDIST_TRY(start.headers, headers());
-    REDIST_TRY(const http_response started, send_request(start, options_));
-    if (started.status == 201) return true;
-    // 202: the registry opened an upload session instead; close it (best effort).
-    const std::string session = started.status == 202 ? session_url(url_, started.location) : std::string();
-    if (!session.empty()) {
-        http_request cancel{.method = "DELETE", .url = session};
-        if (origin_of(session) == origin_of(start.url)) cancel.headers = start.headers;
-        (void)send_request(cancel, options_);
-    }
-    return false;
+    bool mounted = false;
+    REDIST_TRY_VOID(retried(start.url, [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY(start.headers, headers(&failure));
+        REDIST_TRY(const http_response started, send_request(start, options_, &failure));
+        mounted = started.status == 201;
+        if (failure.transient) return status_error(started, start.url, &failure);
+        if (mounted) return {};
+        // 202: the registry opened an upload session instead; close it (best effort).
+        const std::string session = started.status == 202 ? session_url(url_, started.location) : std::string();
+        if (!session.empty()) {
+            http_request cancel{.method = "DELETE", .url = session};
+            if (origin_of(session) == origin_of(start.url)) cancel.headers = start.headers;
+            (void)send_request(cancel, options_);
+        }
+        return {};
+    }));
+    return mounted;
 }
 
 result<std::optional<std::string>> oci_pusher::tag_digest(const std::string& tag) {
     http_request request{.method = "HEAD", .url = url_.api("manifests/" + tag)};
-    REDIST_TRY(request.headers, headers());
-    request.headers.emplace_back(kAccept);
-    REDIST_TRY(const http_response response, send_request(request, options_));
-    if (response.status == 404) return std::optional<std::string>();
-    if (response.status != 200) return status_error(response, request.url, nullptr);
-    return std::optional<std::string>(response.docker_content_digest);
+    std::optional<std::string> digest;
+    REDIST_TRY_VOID(retried(request.url, [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY(request.headers, headers(&failure));
+        request.headers.emplace_back(kAccept);
+        REDIST_TRY(const http_response response, send_request(request, options_, &failure));
+        if (response.status == 404) {
+            digest.reset();
+            return {};
+        }
+        if (response.status != 200) return status_error(response, request.url, &failure);
+        digest = response.docker_content_digest;
+        return {};
+    }));
+    return digest;
 }
 
 result<void> oci_pusher::put_manifest(const std::string& tag, const std::string& json, std::string_view media_type) {
     http_request request{.method = "PUT", .url = url_.api("manifests/" + tag)};
-    REDIST_TRY(request.headers, headers());
-    request.headers.push_back("Content-Type: " + std::string(media_type));
-    request.body = json;
-    REDIST_TRY(const http_response response, send_request(request, options_));
-    if (response.status == 201) return {};
-    std::string message = "the registry refused the manifest: HTTP " + std::to_string(response.status);
-    return make_error(response.status == 400 ? error_code::bad_manifest : error_code::network, std::move(message))
-        .with_url(sanitize_url(request.url));
+    return retried(request.url, [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY(request.headers, headers(&failure));
+        request.headers.push_back("Content-Type: " + std::string(media_type));
+        request.body = json;
+        REDIST_TRY(const http_response response, send_request(request, options_, &failure));
+        if (response.status == 201) return {};
+        std::string message = "the registry refused the manifest: HTTP " + std::to_string(response.status);
+        return make_error(response.status == 400 ? error_code::bad_manifest : error_code::network, std::move(message))
+            .with_url(sanitize_url(request.url));
+    });
 }
 
 std::string oci_release_manifest(const oci_release_layer& json_layer, const std::vector<oci_release_layer>& archives,

@@ -35,6 +35,7 @@
 
 #include "redist/error.hpp"
 #include "redist/transfer.hpp"
+#include "transport/sources.hpp"
 
 namespace redist {
 
@@ -178,11 +179,18 @@ public:
     virtual result<bool> mount_blob(const std::string& /*sha256*/, const std::string& /*from*/) { return false; }
 };
 
+// A registry as a mirror target. Every request (a HEAD, an upload session
+// and its PUT, a manifest) is retried under the run's one policy
+// (sources.hpp try_sources): 408, 429 and 5xx answers, resets and stalls
+// (--stall-timeout, bytes moving either way) are transient, a Retry-After
+// is honoured, and --retries bounds the attempts. The registry is the only
+// source of its own requests: never skipped, offline or not.
 class oci_pusher final : public oci_store {
 public:
     // Outcomes: ok | usage (a bad URL) | network (no push access).
-    static result<oci_pusher> open(const std::string& base, const std::string& product,
-                                   const transfer_options& options);
+    // `observer` (may be null) is told of each retry.
+    static result<oci_pusher> open(const std::string& base, const std::string& product, const transfer_options& options,
+                                   const source_policy& sources = {}, fetch_observer* observer = nullptr);
     // HEAD of the blob.
     result<bool> has_blob(const std::string& sha256, std::uint64_t size) override;
     // Uploads a blob (POST, then PUT ?digest=) from a file or from memory.
@@ -201,11 +209,16 @@ public:
     const oci_url& where() const { return url_; }
 
 private:
-    oci_pusher(oci_url url, transfer_options options) : url_(std::move(url)), options_(std::move(options)) {}
-    result<std::vector<std::string>> headers();
+    oci_pusher(oci_url url, transfer_options options, source_run run)
+        : url_(std::move(url)), options_(std::move(options)), run_(std::move(run)) {}
+    result<std::vector<std::string>> headers(transfer_failure_info* failure);
     result<void> upload(const std::string& sha256, const std::filesystem::path& file, std::string_view bytes);
+    // Runs `op` (one attempt, filling the failure as send_request does) on
+    // `url` under the run's policy. Outcomes: ok | op's last error.
+    result<void> retried(const std::string& url, const std::function<result<void>(transfer_failure_info&)>& op);
     oci_url url_;
     transfer_options options_;
+    source_run run_;
 };
 
 // The image manifest of a release: config "{}", the JSON layer first, then

@@ -189,6 +189,49 @@ class RealmElsewhere(OciBase):
         self.assertEqual([auth for _path, auth in self.registry.tokens.seen], [None])
 
 
+@needs_registry
+class PushRetries(OciBase):
+    """A push meets a 503, a 429 with Retry-After, a reset and a 503 on the
+    manifest: each request is retried under the one policy (--retries,
+    Retry-After), and the release lands whole."""
+
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.env = dict(ENV, XDG_CACHE_HOME=os.path.join(self.scratch, "cache"))
+        self.registry = registry_fixture.Registry(os.path.join(self.scratch, "registry"), front=True)
+        self.registry.__enter__()
+        self.addCleanup(self.registry.__exit__)
+
+    def test_transient_failures_of_a_push_are_retried(self):
+        self.registry.faults.extend([
+            {"method": "HEAD", "path": "/blobs/sha256:", "reset": True},
+            {"method": "POST", "path": "/blobs/uploads/", "status": 429, "retry_after": 1},
+            {"method": "PUT", "path": "/blobs/uploads/", "status": 503},
+            {"method": "PUT", "path": "/manifests/", "status": 503},
+        ])
+        import time
+        started = time.monotonic()
+        pushed = self.push("--retries", "4", check=None)
+        self.assertEqual(pushed.returncode, 0, support.describe(pushed))
+        self.assertGreaterEqual(time.monotonic() - started, 1.0)  # the Retry-After was honoured
+        self.assertEqual(self.registry.faults, [])  # every fault was met
+        self.assertIn("retrying in", pushed.stderr)
+        statuses = [status for _m, _p, status in self.registry.front.log]
+        for status in ("reset", 429, 503):
+            self.assertIn(status, statuses)
+        prefix = os.path.join(self.scratch, "prefix")
+        self.install(prefix)
+        self.assertEqual(support.tree_snapshot(prefix, ignore=r"^\.redist"), self.reference_tree())
+
+    def test_retries_are_bounded(self):
+        self.registry.faults.extend([{"method": "PUT", "path": "/manifests/", "status": 503}] * 5)
+        failed = self.push("--retries", "2", check=None)
+        self.assertEqual(failed.returncode, 6, support.describe(failed))
+        self.assertIn("HTTP 503", failed.stderr)
+        self.assertEqual(len([1 for m, p, status in self.registry.front.log if m == "PUT" and "/manifests/" in p]),
+                         2)
+
+
 class BadRealm(unittest.TestCase):
     """A registry mirror whose token realm answers 200 with an HTML page (a
     login portal), or with no token: the registry failed as a source, the
