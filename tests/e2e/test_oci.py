@@ -182,8 +182,12 @@ class RealmElsewhere(OciBase):
         self.addCleanup(self.registry.__exit__)
 
     def test_realm_on_another_port_gets_no_password(self):
-        refused = self.push(env={"REDIST_OCI_AUTH": f"oci+http://{self.registry.authority}=ci:s3cret-pass"},
-                            check=6)
+        docker = os.path.join(self.scratch, "docker")
+        os.makedirs(docker)
+        auth = {"auth": base64.b64encode(b"ci:s3cret-pass").decode()}
+        with open(os.path.join(docker, "config.json"), "w") as f:  # the registry's, under every name
+            json.dump({"auths": {self.registry.authority: auth, f"http://{self.registry.authority}": auth}}, f)
+        refused = self.push(env={"DOCKER_CONFIG": docker}, check=6)
         self.assertIn("authentication", refused.stderr)
         self.assertTrue(self.registry.tokens.seen)
         self.assertEqual([auth for _path, auth in self.registry.tokens.seen], [None])
