@@ -15,6 +15,7 @@
 #include "transport/oci_layout.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "redist/atomic_write.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/urls.hpp"
+#include "support/debug_pause.hpp"
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"
 #include "support/safe_path.hpp"
@@ -353,11 +355,27 @@ result<std::optional<std::string>> oci_layout_writer::tag_digest(const std::stri
     return std::optional<std::string>();
 }
 
+result<unique_fd> oci_layout_writer::lock_index() {
+    // The product directory itself is the lock (flock on a descriptor of its
+    // own): the layout keeps only what the image-spec names, no lock file.
+    unique_fd fd(::openat(dir_fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) return errno_error("cannot open directory", dir_, errno);
+    while (::flock(fd.get(), LOCK_EX) != 0) {
+        if (errno != EINTR) return errno_error("cannot lock", dir_, errno);
+    }
+    return fd;
+}
+
 result<void> oci_layout_writer::put_manifest(const std::string& tag, const std::string& json,
                                              std::string_view media_type) {
     const std::string sha256 = sha256_hex(json);
     REDIST_TRY_VOID(push_blob(sha256, std::string_view(json)));
+    // index.json is read, changed and renamed over: two runs writing one
+    // layout at once would each drop the other's release. One at a time,
+    // held until the rename is done.
+    REDIST_TRY(const unique_fd lock, lock_index());
     REDIST_TRY(auto entries, read_index());
+    debug_pause("layout-index");  // tests: another run meets the lock here
     std::erase_if(entries, [&](const oci_index_entry& e) { return e.ref_name == tag; });
     entries.push_back({std::string(media_type), "sha256:" + sha256, tag, json.size()});
     std::sort(entries.begin(), entries.end(),

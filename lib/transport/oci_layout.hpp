@@ -90,6 +90,9 @@ public:
 private:
     oci_layout_writer() = default;
     result<std::vector<oci_index_entry>> read_index();
+    // An exclusive flock on the product directory, for the index rewrite.
+    // Outcomes: ok | filesystem.
+    result<unique_fd> lock_index();
     std::filesystem::path dir_, scratch_;
     std::string scratch_name_;
     unique_fd dir_fd_, blobs_fd_, scratch_fd_;

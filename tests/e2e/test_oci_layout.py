@@ -219,3 +219,27 @@ class HostileLayout(LayoutBase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ConcurrentWriters(LayoutBase):
+    """Two `redist mirror` runs into one layout at once: index.json's
+    read-modify-rename is one writer at a time, so neither release is lost.
+    The first run pauses with the index read; the second must wait for it."""
+
+    def test_concurrent_runs_lose_no_release(self):
+        first = support.BackgroundTool("redist", "mirror", "cudnn", LABEL, "--to", self.url, "--base-url",
+                                       support.file_base_url(), *PLATFORM,
+                                       env=dict(self.env, REDIST_DEBUG_PAUSE="layout-index",
+                                                REDIST_DEBUG_PAUSE_SECONDS="3"))
+        try:
+            self.assertTrue(first.wait_for_stderr("paused at layout-index", timeout=60), first.stderr)
+            second = support.run_tool("redist", "mirror", "cudnn", "9.8.0", "--to", self.url, "--base-url",
+                                      support.file_base_url(), *PLATFORM, env=self.env, check=None, timeout=120)
+            done = first.wait(timeout=120)
+        finally:
+            first.kill()
+        self.assertEqual(done.returncode, 0, support.describe(done))
+        self.assertEqual(second.returncode, 0, support.describe(second))
+        with open(os.path.join(self.layout, "index.json"), encoding="utf-8") as f:
+            names = sorted(m["annotations"][REF_NAME] for m in json.load(f)["manifests"])
+        self.assertEqual(names, sorted([LABEL, "9.8.0"]))
