@@ -231,3 +231,32 @@ TEST_CASE("an image layout's index.json reads back, bad ones are refused") {
         CHECK(parsed.error_value().code == error_code::bad_manifest);
     }
 }
+
+TEST_CASE("an image layout's index.json keeps what other tools recorded when rewritten") {
+    const std::string other =
+        R"({"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:)" + kHex +
+        R"(","size":712,"platform":{"architecture":"amd64","os":"linux"},)"
+        R"("artifactType":"application/x-other","annotations":{"org.opencontainers.image.ref.name":)"
+        R"("9.19.0","com.example.note":"kept"}})";
+    const std::string text = R"({"schemaVersion":2,"manifests":[)" + other +
+                             R"(],"annotations":{"com.example.index":"mine"}})";
+    std::string annotations;
+    auto entries = parse_oci_index(text, "index.json", &annotations);
+    REQUIRE(entries.ok());
+    REQUIRE(entries->size() == 1);
+    CHECK((*entries)[0].ref_name == "9.19.0");
+    CHECK(annotations == R"({"com.example.index":"mine"})");
+    entries->push_back({"application/vnd.oci.image.manifest.v1+json", "sha256:" + std::string(64, 'b'), "9.27.0", 5});
+    const std::string rewritten = oci_index_document(*entries, annotations);
+    CHECK(rewritten.find(other) != std::string::npos);  // the entry, byte for byte
+    CHECK(rewritten.find(R"({"com.example.index":"mine"})") != std::string::npos);
+    std::string again;
+    auto back = parse_oci_index(rewritten, "index.json", &again);
+    REQUIRE(back.ok());
+    CHECK(back->size() == 2);
+    CHECK(again == annotations);
+    // A bad entry is named by its place in the index.
+    auto bad = parse_oci_index(R"({"schemaVersion":2,"manifests":[{"digest":"sha256:x","size":"1"}]})", "i");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error_value().json_path == "manifests[0].size");
+}
