@@ -231,7 +231,9 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                "(https) or oci+http://... (plain http): repository NAMESPACE/<product>, one tag per "
                "release, each archive a blob named by its SHA-256; or an OCI image layout on disk, oci-layout:DIR "
                "(DIR/<product>/index.json, blobs/sha256/). Credentials: "
-               "REDIST_OCI_AUTH=REGISTRY=USER:PASSWORD, else docker's config.json (docs/fleet.md)")
+               "REDIST_OCI_AUTH=REGISTRY=USER:PASSWORD (REGISTRY: HOST[:PORT] for https, oci+http://HOST[:PORT] "
+               "for plain http), else docker's config.json (docs/fleet.md). Pushes are retried as downloads are "
+               "(--retries, Retry-After, --stall-timeout)")
             ->type_name("DIR|URL");
     dest->excludes(to);
     to->excludes(dest);
