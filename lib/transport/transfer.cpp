@@ -764,8 +764,13 @@ result<http_response> send_request(const http_request& request, const transfer_o
     if (st.callback_error) return std::move(*st.callback_error);
     curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &response.status);
     if (rc != CURLE_OK) {
-        const bool transient = is_transient(rc) || (rc == CURLE_ABORTED_BY_CALLBACK && st.stalled);
+        const bool stalled = rc == CURLE_ABORTED_BY_CALLBACK && st.stalled;
+        const bool transient = is_transient(rc) || stalled;
         set_failure(failure, transient, response.status, std::nullopt);
+        if (stalled)
+            return make_error(error_code::network,
+                              "stalled: no data for " + std::to_string(options.stall_timeout_seconds) + " s")
+                .with_url(safe_url);
         std::string message = std::string(curl_easy_strerror(rc));
         if (errbuf[0] != '\0' && message != errbuf) message += std::string(": ") + errbuf;
         return make_error(error_code::network, std::move(message)).with_url(safe_url);

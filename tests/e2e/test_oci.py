@@ -227,6 +227,16 @@ class PushRetries(OciBase):
         self.install(prefix)
         self.assertEqual(support.tree_snapshot(prefix, ignore=r"^\.redist"), self.reference_tree())
 
+    def test_a_registry_that_stops_answering_is_retried_after_the_stall_timeout(self):
+        self.registry.faults.append({"method": "PUT", "path": "/manifests/", "hang_seconds": 30})
+        import time
+        started = time.monotonic()
+        pushed = self.push("--retries", "3", "--stall-timeout", "2", check=None)
+        self.assertEqual(pushed.returncode, 0, support.describe(pushed))
+        self.assertLess(time.monotonic() - started, 25)
+        self.assertIn("stalled", pushed.stderr)
+        self.assertEqual(self.registry.faults, [])
+
     def test_retries_are_bounded(self):
         self.registry.faults.extend([{"method": "PUT", "path": "/manifests/", "status": 503}] * 5)
         failed = self.push("--retries", "2", check=None)

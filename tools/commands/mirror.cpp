@@ -285,9 +285,14 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
         ->type_name("N");
     cmd->add_option("--retries", args->source.retries,
                     "Attempts per source for transient network failures (default 4; backoff with jitter, "
-                    "Retry-After honoured)")
+                    "Retry-After honoured), for downloads and for every request to a registry target")
         ->check(CLI::Range(1, 100))
         ->type_name("N");
+    cmd->add_option("--stall-timeout", args->source.stall_timeout,
+                    "Seconds without a byte moving, either way, before a transfer counts as failed and is "
+                    "retried: downloads, and uploads to a registry target (default 60)")
+        ->check(CLI::Range(1L, 3600L))
+        ->type_name("S");
     add_report_flags(*cmd, args->json, args->quiet, "Print one JSON report at the end instead of progress");
     cmd->footer(
         std::string(
