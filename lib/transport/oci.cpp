@@ -785,7 +785,8 @@ result<bool> oci_pusher::mount_blob(const std::string& sha256, const std::string
     http_request start{.method = "POST",
                        .url = url_.api("blobs/uploads/?mount=sha256:" + sha256 + "&from=" + query_escape(from))};
     bool mounted = false;
-    REDIST_TRY_VOID(retried(start.url, [&](transfer_failure_info& failure) -> result<void> {
+    // A mount only saves an upload: when its retries run out, the caller uploads (false).
+    (void)retried(start.url, [&](transfer_failure_info& failure) -> result<void> {
         REDIST_TRY(start.headers, headers(&failure));
         REDIST_TRY(const http_response started, send_request(start, options_, &failure));
         mounted = started.status == 201;
@@ -799,7 +800,7 @@ result<bool> oci_pusher::mount_blob(const std::string& sha256, const std::string
             (void)send_request(cancel, options_);
         }
         return {};
-    }));
+    });
     return mounted;
 }
 

@@ -200,7 +200,8 @@ public:
     // (`from`: "<namespace>/<product>"; distribution spec: POST
     // blobs/uploads/?mount=&from=): true when it answered 201 (mounted);
     // false otherwise, e.g. 202, an upload session that is cancelled
-    // (DELETE) since the caller uploads on its own. Outcomes: ok | network.
+    // (DELETE) since the caller uploads on its own, or a request that still
+    // failed after its retries (the upload then says why). Outcomes: ok.
     result<bool> mount_blob(const std::string& sha256, const std::string& from) override;
     // HEAD of the tag's manifest.
     result<std::optional<std::string>> tag_digest(const std::string& tag) override;
