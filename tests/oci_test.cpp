@@ -50,6 +50,34 @@ TEST_CASE("oci URLs: the base layout maps onto a repository, its tags and its bl
     CHECK(tags->what == oci_url::kind::tags);
 }
 
+TEST_CASE("oci URLs: a namespace or layout directory may have a redist or blobs segment") {
+    // Only the last two segments say what a URL names: ".../redist/<name>"
+    // a tag's document, ".../blobs/<digest>" a blob.
+    auto blob = parse_oci_url("oci+http://127.0.0.1:5000/team/redist/cudnn/blobs/sha256:" + kHex);
+    REQUIRE(blob.ok());
+    CHECK(blob->repository == "team/redist/cudnn");
+    CHECK(blob->what == oci_url::kind::blob);
+    CHECK(blob->reference == "sha256:" + kHex);
+
+    auto doc = parse_oci_url("oci://registry.example/redist/blobs/cudnn/redist/redistrib_9.19.0.json");
+    REQUIRE(doc.ok());
+    CHECK(doc->repository == "redist/blobs/cudnn");
+    CHECK(doc->what == oci_url::kind::document);
+    CHECK(doc->reference == "9.19.0");
+
+    auto tags = parse_oci_url("oci://registry.example/redist/cudnn/redist/");
+    REQUIRE(tags.ok());
+    CHECK(tags->repository == "redist/cudnn");
+    CHECK(tags->what == oci_url::kind::tags);
+
+    const std::string layout_path = "/srv/redist/layouts/cudnn/blobs/sha256:" + kHex;  // head views it
+    auto layout_blob = split_oci_path(layout_path, "a layout");
+    REQUIRE(layout_blob.ok());
+    REQUIRE(*layout_blob);
+    CHECK((*layout_blob)->head == "/srv/redist/layouts/cudnn");
+    CHECK((*layout_blob)->what == oci_url::kind::blob);
+}
+
 TEST_CASE("oci URLs: credentials, queries, odd names and traversal are refused") {
     for (const char* bad :
          {"oci://user:pw@host/ns", "oci://host/ns?x=1", "oci://host/NS", "oci://host/ns/../x", "oci://host/ns//x",
@@ -109,13 +137,28 @@ TEST_CASE("token responses and docker config") {
     CHECK(*parse_token_response(R"({"access_token":"xyz"})", "t") == "xyz");
     CHECK_FALSE(parse_token_response(R"({"token":"a b"})", "t").ok());
     CHECK_FALSE(parse_token_response(R"({"token":""})", "t").ok());
-    auto auth = docker_config_auth(R"({"auths":{"h:5000":{"auth":"dTpwdw=="}}})", "h:5000", "c");
+    auto auth = docker_config_auth(R"({"auths":{"h:5000":{"auth":"dTpwdw=="}}})", "h:5000", true, "c");
     REQUIRE(auth.ok());
     CHECK(*auth == std::optional<std::string>("dTpwdw=="));
-    auto missing = docker_config_auth(R"({"auths":{"other":{"auth":"eA=="}}})", "h:5000", "c");
+    auto missing = docker_config_auth(R"({"auths":{"other":{"auth":"eA=="}}})", "h:5000", true, "c");
     REQUIRE(missing.ok());
     CHECK_FALSE(*missing);
-    CHECK_FALSE(docker_config_auth(R"({"auths":{"h:5000":{"auth":"a\nb"}}})", "h:5000", "c").ok());
+    CHECK_FALSE(docker_config_auth(R"({"auths":{"h:5000":{"auth":"a\nb"}}})", "h:5000", true, "c").ok());
+}
+
+TEST_CASE("docker config: credentials are looked up by scheme, host and port") {
+    const std::string config =
+        R"({"auths":{"h:5000":{"auth":"aHR0cHM="},"https://h:6000":{"auth":"c2l4"},"http://h:7000":{"auth":"cGxhaW4="}}})";
+    // What `docker login h:5000` stored is for https only: never sent over plain http.
+    CHECK(*docker_config_auth(config, "h:5000", true, "c") == std::optional<std::string>("aHR0cHM="));
+    CHECK_FALSE(*docker_config_auth(config, "h:5000", false, "c"));
+    CHECK_FALSE(*docker_config_auth(config, "h:6000", false, "c"));
+    CHECK(*docker_config_auth(config, "h:6000", true, "c") == std::optional<std::string>("c2l4"));
+    // A plain-http registry's own entry, under its scheme; not for https.
+    CHECK(*docker_config_auth(config, "h:7000", false, "c") == std::optional<std::string>("cGxhaW4="));
+    CHECK_FALSE(*docker_config_auth(config, "h:7000", true, "c"));
+    // Another port is another registry.
+    CHECK_FALSE(*docker_config_auth(config, "h:5001", true, "c"));
 }
 
 TEST_CASE("a release's image manifest reads back: the JSON layer first, archives by digest") {
@@ -198,4 +241,33 @@ TEST_CASE("an image layout's index.json reads back, bad ones are refused") {
         REQUIRE_FALSE(parsed.ok());
         CHECK(parsed.error_value().code == error_code::bad_manifest);
     }
+}
+
+TEST_CASE("an image layout's index.json keeps what other tools recorded when rewritten") {
+    const std::string other =
+        R"({"mediaType":"application/vnd.oci.image.manifest.v1+json","digest":"sha256:)" + kHex +
+        R"(","size":712,"platform":{"architecture":"amd64","os":"linux"},)"
+        R"("artifactType":"application/x-other","annotations":{"org.opencontainers.image.ref.name":)"
+        R"("9.19.0","com.example.note":"kept"}})";
+    const std::string text = R"({"schemaVersion":2,"manifests":[)" + other +
+                             R"(],"annotations":{"com.example.index":"mine"}})";
+    std::string annotations;
+    auto entries = parse_oci_index(text, "index.json", &annotations);
+    REQUIRE(entries.ok());
+    REQUIRE(entries->size() == 1);
+    CHECK((*entries)[0].ref_name == "9.19.0");
+    CHECK(annotations == R"({"com.example.index":"mine"})");
+    entries->push_back({"application/vnd.oci.image.manifest.v1+json", "sha256:" + std::string(64, 'b'), "9.27.0", 5});
+    const std::string rewritten = oci_index_document(*entries, annotations);
+    CHECK(rewritten.find(other) != std::string::npos);  // the entry, byte for byte
+    CHECK(rewritten.find(R"({"com.example.index":"mine"})") != std::string::npos);
+    std::string again;
+    auto back = parse_oci_index(rewritten, "index.json", &again);
+    REQUIRE(back.ok());
+    CHECK(back->size() == 2);
+    CHECK(again == annotations);
+    // A bad entry is named by its place in the index.
+    auto bad = parse_oci_index(R"({"schemaVersion":2,"manifests":[{"digest":"sha256:x","size":"1"}]})", "i");
+    REQUIRE_FALSE(bad.ok());
+    CHECK(bad.error_value().json_path == "manifests[0].size");
 }

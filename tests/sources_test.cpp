@@ -235,6 +235,7 @@ TEST_CASE("try_sources: a source unreachable twice is skipped for every later ar
     recording_observer events;
     auto run = run_with(slept, &events, 4);
     run.health = make_source_health();
+    run.mirrors = {"http://dead:81"};
     std::vector<std::string> tried;
     for (const char* name : {"a", "b", "c"}) {
         const std::string file = std::string("/") + name + ".tar.xz";
@@ -252,10 +253,11 @@ TEST_CASE("try_sources: a source unreachable twice is skipped for every later ar
     CHECK(events.skips[0].reason.message == "Couldn't connect to server");
 }
 
-TEST_CASE("try_sources: a skipped last source fails at once, saying why", "[try_sources][source_health]") {
+TEST_CASE("try_sources: a skipped mirror fails at once, saying why", "[try_sources][source_health]") {
     std::vector<milliseconds> slept;
     auto run = run_with(slept, nullptr, 4);
     run.health = make_source_health();
+    run.mirrors = {"http://dead:81/"};
     std::vector<std::string> tried;
     auto first = try_sources({"http://dead:81/x"}, run, unreachable_attempt(tried));
     REQUIRE_FALSE(first.ok());
@@ -268,11 +270,38 @@ TEST_CASE("try_sources: a skipped last source fails at once, saying why", "[try_
     CHECK(second.error_value().message.starts_with("skipped for the rest of this run after 2 failures in a row"));
 }
 
+TEST_CASE("try_sources: the base, the last resort, gets every attempt with its backoff however often it is down",
+          "[try_sources][source_health]") {
+    std::vector<milliseconds> slept;
+    recording_observer events;
+    auto run = run_with(slept, &events, 10);
+    run.health = make_source_health();
+    run.mirrors = {"http://mirror:81"};
+    std::vector<std::string> tried;
+    // A mirror and the base, both restarting: the mirror is skipped after
+    // two failures, the base is tried ten times, then again for the next artifact.
+    auto first = try_sources({"http://mirror:81/x", "http://dead:81/x"}, run, unreachable_attempt(tried));
+    REQUIRE_FALSE(first.ok());
+    CHECK(std::count(tried.begin(), tried.end(), "http://mirror:81/x") == 2);
+    CHECK(std::count(tried.begin(), tried.end(), "http://dead:81/x") == 10);
+    REQUIRE(slept.size() == 1 + 9);
+    CHECK(slept.back() == milliseconds(10000));  // 2^8 s capped at max_backoff, times the jitter 0.5
+    REQUIRE(events.skips.size() == 1);
+    CHECK(events.skips[0].source == "http://mirror:81");
+    tried.clear();
+    auto second = try_sources({"http://mirror:81/y", "http://dead:81/y"}, run, unreachable_attempt(tried));
+    REQUIRE_FALSE(second.ok());
+    CHECK(tried == std::vector<std::string>(10, "http://dead:81/y"));
+    // A mirror whose name is a prefix of another URL's host is not that URL's mirror.
+    CHECK_FALSE(run.is_mirror("http://mirror:812/x"));
+}
+
 TEST_CASE("source_health: an answer in between starts the count over, and an HTTP error is an answer",
           "[source_health]") {
     std::vector<milliseconds> slept;
     auto run = run_with(slept, nullptr, 4);
     run.health = make_source_health();
+    run.mirrors = {"http://h"};
     const error refused = make_error(error_code::network, "refused");
     transfer_failure_info down;
     down.transient = true;

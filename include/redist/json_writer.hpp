@@ -37,6 +37,9 @@ public:
     json_writer& value(double number);
     json_writer& value(bool flag);
     json_writer& null();
+    // A value already written as JSON, copied as it is: only text that a
+    // JSON reader accepted (what another tool wrote into a file we rewrite).
+    json_writer& raw(std::string_view json);
     json_writer& value(const std::optional<std::string>& text) { return text ? value(*text) : null(); }
 
     template <class T>

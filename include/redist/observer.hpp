@@ -53,9 +53,10 @@ struct source_change_event {
     std::string to_url;     // sanitized
     error reason;           // why from_url was given up
 };
-// A source could not be reached repeatedly (connection refused, timed
+// A mirror could not be reached repeatedly (connection refused, timed
 // out): it is skipped for the rest of the run, for every document and
-// artifact. Reported once per source.
+// artifact. Reported once per mirror. The base URL, the last resort, is
+// never skipped: it gets every attempt of --retries.
 struct source_skip_event {
     std::string source;  // "scheme://host:port"
     int failures = 0;    // in a row, without a response

@@ -101,8 +101,11 @@ std::string url_history_to_json(const url_history& history) {
     return w.str() + "\n";
 }
 
+// A history is kept per URL without its credentials (sanitize_url): the
+// cache is a record, and a record never holds a password or a token, in the
+// file or in its name.
 fs::path drift_store::url_file(std::string_view url) const {
-    return cache_.history_urls_dir() / (sha256_hex(url) + ".json");
+    return cache_.history_urls_dir() / (sha256_hex(sanitize_url(url)) + ".json");
 }
 
 result<std::optional<url_history>> drift_store::load(std::string_view url) const {
@@ -112,7 +115,7 @@ result<std::optional<url_history>> drift_store::load(std::string_view url) const
     REDIST_TRY(auto h, parse_url_history(*text, path.string()));
     // A file that names another URL (a hash collision, or a file copied in)
     // is not this URL's history.
-    if (h.url != url)
+    if (h.url != sanitize_url(url))
         return make_error(error_code::bad_manifest, "history file belongs to another URL").with_path(path.string());
     return std::optional<url_history>(std::move(h));
 }
@@ -146,7 +149,7 @@ result<void> drift_store::record(std::string_view url, std::string_view sha256, 
     REDIST_TRY(const unique_fd lock, lock_file(lock_path, lock_mode::exclusive, lock_wait::block));
 
     url_history h;
-    h.url = std::string(url);
+    h.url = sanitize_url(url);
     if (auto old = load(url); old.ok() && *old) h = std::move(**old);  // corrupt or missing: start over
     if (!h.seen.empty() && h.seen.back().sha256 == sha256 && h.seen.back().size == size) {
         h.seen.back().last_seen = when;

@@ -999,7 +999,8 @@ result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request
             std::move(writer), scratch, false, to_url(request.dest.string()), std::vector<std::string>{}, request));
     }
     if (is_oci_url(request.dest.string())) {
-        REDIST_TRY(oci_pusher pusher, oci_pusher::open(request.dest.string(), request.product, request.transfer));
+        REDIST_TRY(oci_pusher pusher, oci_pusher::open(request.dest.string(), request.product, request.transfer,
+                                                       request.sources, request.observer));
         report.redist_dir = sanitize_url(join_url(request.dest.string(), request.product));
         std::string scratch = (fs::temp_directory_path() / "redist-mirror-XXXXXX").string();
         if (::mkdtemp(scratch.data()) == nullptr)

@@ -339,7 +339,7 @@ std::string render_cyclonedx(const sbom_document& doc, const std::string& digest
         w.field("purl", purl(r));
         if (!r.url.empty()) {
             w.key("externalReferences").begin_array().begin_object();
-            w.field("type", "distribution").field("url", r.url);
+            w.field("type", "distribution").field("url", sanitize_url(r.url));
             w.key("hashes").begin_array();
             cdx_hash(w, "SHA-256", r.archive_sha256);
             w.end_array().end_object().end_array();

@@ -33,7 +33,7 @@ void write_artifacts(json_writer& w, const std::vector<locked_artifact>& artifac
         w.field("platform", a->entry.platform);
         w.field("variant", a->entry.variant);
         w.field("relative_path", a->entry.relative_path);
-        w.field("url", a->url);
+        w.field("url", sanitize_url(a->url));  // a lock never holds credentials
         w.field("sha256", a->entry.sha256);
         w.field("size", a->entry.size);
         if (!a->tar_sha256.empty()) w.field("tar_sha256", a->tar_sha256);
@@ -64,7 +64,7 @@ std::string lockfile_to_json(const lockfile& lock) {
     w.field("lock_version", 1);
     w.field("product", lock.product);
     w.field("release_label", lock.release_label);
-    w.field("manifest_url", lock.manifest_url);
+    w.field("manifest_url", sanitize_url(lock.manifest_url));
     w.field("manifest_sha256", lock.manifest_sha256);
     write_artifacts(w, lock.artifacts);
     w.end_object();
@@ -354,7 +354,7 @@ std::string project_lock_to_json(const project_lock& lock) {
         w.end_array();
         if (p->cuda) w.field("cuda", static_cast<std::uint64_t>(*p->cuda));
         w.field("release_label", p->release_label);
-        w.field("manifest_url", p->manifest_url);
+        w.field("manifest_url", sanitize_url(p->manifest_url));
         w.field("manifest_sha256", p->manifest_sha256);
         if (!p->cuda_reasons.empty()) {
             w.key("cuda_reasons").begin_array();

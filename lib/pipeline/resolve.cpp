@@ -189,9 +189,11 @@ error with_product_hint(error e, const std::string& product) {
 
 namespace {
 
-// The labels one base lists. `fatal`: a file:// directory that cannot be
-// listed stops the search (the other outcomes move on to the next base).
-result<std::vector<std::string>> list_base(const std::string& base, const std::string& product,
+// The labels one base lists (a registry's tags, a directory, an HTML index),
+// fetched under `sources` (its mirrors say which bases the run may skip).
+// `fatal`: a file:// directory that cannot be listed stops the search (the
+// other outcomes move on to the next base).
+result<std::vector<std::string>> labels_at(const std::string& base, const std::string& product,
                                            const transfer_options& options, const source_policy& sources,
                                            const std::optional<blob_cache>& cache, fetch_observer* observer,
                                            bool& fatal) {
@@ -238,7 +240,7 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
         const bool fallback = i > sources.mirrors.size();
         if (found && !fallback) continue;
         bool fatal = false;
-        auto labels = list_base(bases[i], product, options, sources, cache, observer, fatal);
+        auto labels = labels_at(bases[i], product, options, sources, cache, observer, fatal);
         if (fatal) return std::move(labels).error_value();
         if (!labels.ok()) {
             last_error = std::move(labels).error_value();
@@ -291,11 +293,9 @@ result<resolved_release> resolve_release(const release_request& request, const t
                 auto direct = fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
                 if (direct.ok() || direct.error_value().code != error_code::not_found) return direct;
             }
-            source_policy index_sources = request.sources;
-            index_sources.mirrors.clear();
-            index_sources.fallback_bases.clear();
+            bool unlistable = false;  // one base: every failure is this base's answer
             REDIST_TRY(const auto labels,
-                       list_versions(base, request.product, options, index_sources, request.observer));
+                       labels_at(base, request.product, options, request.sources, cache, request.observer, unlistable));
             auto label = resolve_version_spec(spec, labels);
             if (!label.ok()) return std::move(label).error_value().with_url(index_url(base, request.product));
             out.manifest_url = manifest_url(base, request.product, *label);

@@ -728,7 +728,8 @@ result<std::uint64_t> blob_cache::prune_to_size(std::uint64_t max_bytes) const {
 }
 
 void blob_cache::store_document(const std::string& url, const std::string& body) const noexcept {
-    (void)atomic_write(documents_ / sha256_hex(url), body, durability::none);  // best effort: a cache
+    // Named by the URL without credentials: a record never derives from a password.
+    (void)atomic_write(documents_ / sha256_hex(sanitize_url(url)), body, durability::none);  // best effort: a cache
 }
 
 std::optional<std::string> blob_cache::load_document(const std::string& url, std::size_t max_bytes) const {
@@ -736,7 +737,7 @@ std::optional<std::string> blob_cache::load_document(const std::string& url, std
     // and, in a shared cache, only what we wrote (a manifest decides which
     // hashes are trusted, so one planted by another user must not be used).
     struct stat st {};
-    const auto fd = open_regular(documents_ / sha256_hex(url), follow_links::no, &st);
+    const auto fd = open_regular(documents_ / sha256_hex(sanitize_url(url)), follow_links::no, &st);
     if (!fd.ok() || (shared_ && !written_by_us(st))) return std::nullopt;
     auto text = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), max_bytes, documents_);
     if (!text.ok()) return std::nullopt;

@@ -57,7 +57,7 @@ std::string receipt_to_json(const receipt& r) {
     w.field("component_version", r.component_version);
     w.field("platform", r.platform);
     w.field("variant", r.variant);
-    w.field("url", r.url);
+    w.field("url", sanitize_url(r.url));  // a record never holds credentials
     w.field("archive_sha256", r.archive_sha256);
     w.field("archive_size", r.archive_size);
     if (!r.copy_sha256.empty()) {  // absent unless a mirror's recompressed copy was installed

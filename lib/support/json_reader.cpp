@@ -187,6 +187,22 @@ result<void> value::read_object(const std::vector<field>& fields) {
     return read_fields(*ctx_, object, path_, fields);
 }
 
+result<void> value::get_raw_object(std::string& out) {
+    REDIST_TRY_VOID(take());
+    od::json_type type{};
+    if (auto ec = raw(raw_).type().get(type)) return ctx_->json_error(ec, path_);
+    if (type != od::json_type::object) return bad(std::string("expected an object, got ") + type_name(type));
+    od::object object;
+    if (auto ec = raw(raw_).get_object().get(object)) return ctx_->json_error(ec, path_);
+    std::string_view text;
+    if (auto ec = object.raw_json().get(text)) return ctx_->json_error(ec, path_);
+    // The text runs up to the next structural character: drop the blanks before it.
+    while (!text.empty() && (text.back() == ' ' || text.back() == '\n' || text.back() == '\r' || text.back() == '\t'))
+        text.remove_suffix(1);
+    out.assign(text);
+    return {};
+}
+
 result<void> value::for_each(const value_fn& fn) {
     REDIST_TRY_VOID(take());
     od::json_type type{};

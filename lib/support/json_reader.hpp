@@ -64,6 +64,9 @@ public:
     result<void> get_relative_path(std::string& out);
     // An object, read with `fields`.
     result<void> read_object(const std::vector<field>& fields);
+    // An object's JSON text as written (to keep what another tool wrote in
+    // a file that is rewritten); the object is not read further.
+    result<void> get_raw_object(std::string& out);
     // An array: fn is called for every element, in order ("path[i]").
     result<void> for_each(const value_fn& fn);
 

@@ -138,4 +138,10 @@ json_writer& json_writer::null() {
     return *this;
 }
 
+json_writer& json_writer::raw(std::string_view json) {
+    before_value();
+    out_ += json;
+    return *this;
+}
+
 }  // namespace redist

@@ -7,8 +7,9 @@
 // - A credential or token must never reach an error message, a log line or
 //   another host: errors name URLs only (sanitized), the Authorization header
 //   is a custom header that libcurl drops on a redirect to another host, and
-//   a token realm gets the user's password only over https or on the
-//   registry's own host.
+//   credentials are looked up, cached and sent by scheme, host and port: a
+//   token realm gets the user's password only when it is the registry's own
+//   scheme, host and port.
 // - One HTTP stack: everything goes through transfer.cpp (send_request,
 //   download_with_headers), so TLS, redirects and timeouts follow its rules.
 #include "transport/oci.hpp"
@@ -114,14 +115,30 @@ std::string query_escape(std::string_view in) {
     return out;
 }
 
-std::string host_of(std::string_view url) {
-    const auto start = url.find("://");
-    if (start == std::string_view::npos) return {};
-    url.remove_prefix(start + 3);
-    url = url.substr(0, url.find_first_of("/?#"));
-    if (const auto at = url.rfind('@'); at != std::string_view::npos) url.remove_prefix(at + 1);
-    if (!url.empty() && url.front() == '[') return std::string(url.substr(0, url.find(']') + 1));
-    return std::string(url.substr(0, url.find(':')));
+// "scheme://host:port" of an http(s) URL: lower-case, the port always
+// written (80 and 443 by default), so that "https://h" and "https://h:443"
+// are one origin and "http://h:443" another. Empty for anything else, or a
+// URL with user info. Credentials and tokens are scoped to one origin.
+std::string origin_of(std::string_view url) {
+    std::string out;
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return {};
+    for (const char c : url.substr(0, scheme_end))
+        out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (out != "http" && out != "https") return {};
+    std::string_view authority = url.substr(scheme_end + 3);
+    authority = authority.substr(0, authority.find_first_of("/?#"));
+    if (authority.empty() || authority.find('@') != std::string_view::npos) return {};
+    const auto bracket = authority.rfind(']');
+    const auto colon = authority.rfind(':');
+    const bool has_port = colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket);
+    const std::string_view host = has_port ? authority.substr(0, colon) : authority;
+    const std::string_view port = has_port ? authority.substr(colon + 1) : std::string_view();
+    out += "://";
+    for (const char c : host) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out += ':';
+    out += port.empty() ? std::string(out.starts_with("https") ? "443" : "80") : std::string(port);
+    return out;
 }
 
 }  // namespace
@@ -173,12 +190,21 @@ std::optional<std::string> oci_document_label(std::string_view name) {
 }
 
 result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::string_view store) {
-    constexpr std::string_view redist = "/redist/";
-    constexpr std::string_view blobs = "/blobs/";
+    // Only the last two segments say what the path names: ".../redist/" the
+    // tags, ".../redist/<name>" a tag's document, ".../blobs/<digest>" a
+    // blob. A "redist" or "blobs" segment before them is part of the
+    // namespace or of the layout's directory ("/srv/redist/layouts"), not a
+    // tail.
+    const auto last_slash = path.rfind('/');
+    if (last_slash == std::string_view::npos) return std::optional<oci_path_tail>();
+    const std::string_view name = path.substr(last_slash + 1);
+    const std::string_view dir = path.substr(0, last_slash);
+    const auto dir_slash = dir.rfind('/');
+    if (dir_slash == std::string_view::npos) return std::optional<oci_path_tail>();
+    const std::string_view parent = dir.substr(dir_slash + 1);
     oci_path_tail out;
-    if (const auto at = path.rfind(redist); at != std::string_view::npos) {
-        const std::string_view name = path.substr(at + redist.size());
-        out.head = path.substr(0, at);
+    out.head = dir.substr(0, dir_slash);
+    if (parent == "redist") {
         if (name.empty()) return std::optional(std::move(out));  // the tags
         auto label = oci_document_label(name);
         if (!label)
@@ -190,10 +216,9 @@ result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::
         out.title = std::string(name);
         return std::optional(std::move(out));
     }
-    if (const auto b = path.rfind(blobs); b != std::string_view::npos) {
-        out.head = path.substr(0, b);
+    if (parent == "blobs") {
         out.what = oci_url::kind::blob;
-        out.reference = std::string(path.substr(b + blobs.size()));
+        out.reference = std::string(name);
         if (!valid_oci_digest(out.reference))
             return make_error(error_code::usage, "a blob is named sha256:<64 lower-case hex digits>");
         return std::optional(std::move(out));
@@ -337,10 +362,14 @@ result<std::vector<oci_layer>> parse_image_manifest(std::string_view body, std::
     return layers;
 }
 
-result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry,
+result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry, bool https,
                                                       std::string_view source) {
     std::optional<std::string> found;
-    const std::string with_scheme = "https://" + std::string(registry);
+    // `docker login HOST` stores "HOST" (or "https://HOST[/v1/]"): https.
+    // Credentials for a plain-http registry are only those stored under
+    // "http://HOST": what was given for https never goes over plain http.
+    const std::string bare = https ? std::string(registry) : "http://" + std::string(registry);
+    const std::string with_scheme = (https ? "https://" : "http://") + std::string(registry);
     const std::string with_path = with_scheme + "/v1/";
     const auto entry = [&](json::value& v) -> result<void> {
         std::string auth, user, password;
@@ -354,7 +383,9 @@ result<std::optional<std::string>> docker_config_auth(std::string_view json, std
     REDIST_TRY_VOID(
         json::read_document(json, source, "docker config",
                             {{"auths", [&](json::value& v) {
-                                  return v.read_object({{registry, entry}, {with_scheme, entry}, {with_path, entry}});
+                                  if (bare == with_scheme)
+                                      return v.read_object({{with_scheme, entry}, {with_path, entry}});
+                                  return v.read_object({{bare, entry}, {with_scheme, entry}, {with_path, entry}});
                               }}}));
     if (found && !std::all_of(found->begin(), found->end(),
                               [](char c) { return is_alnum(c) || c == '+' || c == '/' || c == '='; }))
@@ -381,14 +412,23 @@ std::optional<std::string> next_page_path(std::string_view link) {
 
 namespace {
 
-// The user's credentials for `registry` (base64 "user:password"), or nullopt.
-result<std::optional<std::string>> credentials_for(const std::string& registry) {
+// Whether REDIST_OCI_AUTH's REGISTRY names `where`: its scheme, host and
+// port. "HOST[:PORT]" and "oci://HOST[:PORT]" name the https registry only;
+// a plain-http one is named "oci+http://HOST[:PORT]" (or "http://...").
+bool names_registry(std::string_view key, const oci_url& where) {
+    if (where.https) return key == where.registry || key == "oci://" + where.registry;
+    return key == "oci+http://" + where.registry || key == "http://" + where.registry;
+}
+
+// The user's credentials for the registry of `where` (base64
+// "user:password"), looked up by its scheme, host and port, or nullopt.
+result<std::optional<std::string>> credentials_for(const oci_url& where) {
     // REDIST_OCI_AUTH="REGISTRY=USER:PASSWORD": scoped to one registry, so
     // that a registry named by a project or lock file never receives it.
     if (const char* env = std::getenv("REDIST_OCI_AUTH"); env != nullptr && *env != '\0') {
         const std::string_view value(env);
         const auto eq = value.find('=');
-        if (eq != std::string_view::npos && value.substr(0, eq) == registry)
+        if (eq != std::string_view::npos && names_registry(value.substr(0, eq), where))
             return std::optional<std::string>(base64(value.substr(eq + 1)));
     }
     std::filesystem::path config;
@@ -399,18 +439,28 @@ result<std::optional<std::string>> credentials_for(const std::string& registry) 
     std::error_code ec;
     if (config.empty() || !std::filesystem::exists(config, ec)) return std::optional<std::string>();
     REDIST_TRY(const std::string text, read_file(config, 1u << 20, follow_links::yes));
-    return docker_config_auth(text, registry, config.string());
+    return docker_config_auth(text, where.registry, where.https, config.string());
 }
 
-// Authorization headers per "<registry> <repository> <actions>", for the
-// whole run: one token request per repository, not one per blob.
+// Authorization headers per "<origin> <repository> <actions>" (the origin
+// being "scheme://host:port": an http and an https registry on one host
+// share nothing), for the whole run: one token request per repository, not
+// one per blob. A realm that failed is remembered too, and not asked again
+// in this run: each archive would wait for it otherwise.
 struct token_cache {
     std::mutex mutex;
     std::map<std::string, std::string> headers;
+    std::map<std::string, error> failed_realms;
 };
 token_cache& tokens() {
     static token_cache cache;
     return cache;
+}
+
+std::string registry_origin(const oci_url& where) { return origin_of(where.api("")); }
+
+std::string token_key(const oci_url& where, const std::string& actions) {
+    return registry_origin(where) + " " + where.repository + " " + actions;
 }
 
 error auth_error(const oci_url& where, const std::string& why) {
@@ -418,35 +468,67 @@ error auth_error(const oci_url& where, const std::string& why) {
         .with_url(sanitize_url(where.api("")));
 }
 
+// A token request is a small document: the document timeouts apply (a realm
+// that does not answer must not hold up every archive for a minute).
+transfer_options document_timeouts(const transfer_options& options) {
+    transfer_options out = options;
+    const auto cap = [](long& seconds, long most) { seconds = seconds <= 0 || seconds > most ? most : seconds; };
+    cap(out.connect_timeout_seconds, options.document_connect_timeout_seconds);
+    cap(out.stall_timeout_seconds, options.document_stall_timeout_seconds);
+    return out;
+}
+
+// One GET of the realm. Any failure (no answer, an HTTP error, a 200 that
+// is HTML or has no token) is the registry's failure as a source: network,
+// so that the next source is tried.
+result<std::string> ask_realm(const oci_url& where, const http_request& request, const transfer_options& options) {
+    transfer_failure_info failure;
+    auto answered = send_request(request, document_timeouts(options), &failure);
+    if (!answered.ok()) return auth_error(where, "the token server did not answer: " + answered.error_value().message);
+    if (answered->status != 200)
+        return auth_error(where, "the token server answered HTTP " + std::to_string(answered->status));
+    auto token = parse_token_response(answered->body, sanitize_url(request.url));
+    if (!token.ok()) return auth_error(where, "the token server sent no usable token");
+    return "Authorization: Bearer " + *token;
+}
+
 // The Bearer flow: GET <realm>?service=…&scope=repository:<repo>:<actions>,
-// with the user's credentials (Basic) when the realm may have them.
+// with the user's credentials (Basic) only when the realm is the registry's
+// own scheme, host and port.
 result<std::string> bearer_token(const oci_url& where, const auth_challenge& challenge, const std::string& actions,
                                  const transfer_options& options) {
     const bool realm_https = challenge.realm.starts_with("https://");
     if (!realm_https && !challenge.realm.starts_with("http://"))
         return auth_error(where, "the token realm is not an http(s) URL");
     if (where.https && !realm_https) return auth_error(where, "an https registry named a plain-http token realm");
+    const std::string realm_origin = origin_of(challenge.realm);
+    if (realm_origin.empty()) return auth_error(where, "the token realm is not a plain http(s) URL");
+    const std::string realm_key = sanitize_url(challenge.realm);
+    {
+        const std::lock_guard lock(tokens().mutex);
+        if (auto it = tokens().failed_realms.find(realm_key); it != tokens().failed_realms.end()) return it->second;
+    }
     http_request request;
     request.url = challenge.realm + (challenge.realm.find('?') == std::string::npos ? "?" : "&");
     if (!challenge.service.empty()) request.url += "service=" + query_escape(challenge.service) + "&";
     request.url += "scope=" + query_escape("repository:" + where.repository + ":" + actions);
-    REDIST_TRY(const auto creds, credentials_for(where.registry));
-    const bool realm_may_have_creds = realm_https || host_of(challenge.realm) == host_of(where.api(""));
-    if (creds && realm_may_have_creds) request.headers.push_back("Authorization: Basic " + *creds);
+    REDIST_TRY(const auto creds, credentials_for(where));
+    if (creds && realm_origin == registry_origin(where)) request.headers.push_back("Authorization: Basic " + *creds);
     request.max_response_bytes = 1u << 20;
-    transfer_failure_info failure;
-    REDIST_TRY(const http_response response, send_request(request, options, &failure));
-    if (response.status != 200)
-        return auth_error(where, "the token server answered HTTP " + std::to_string(response.status));
-    REDIST_TRY(const std::string token, parse_token_response(response.body, sanitize_url(challenge.realm)));
-    return "Authorization: Bearer " + token;
+    auto header = ask_realm(where, request, options);
+    if (!header.ok()) {
+        const std::lock_guard lock(tokens().mutex);
+        tokens().failed_realms.emplace(realm_key, header.error_value());
+    }
+    return header;
 }
 
 // The Authorization header for `actions` ("pull" or "pull,push") on the
 // repository, or "" when the registry lets anyone in. Probes /v2/ once.
+// A token failure moves on to the next source (failure: not transient).
 result<std::string> authorization(const oci_url& where, const std::string& actions, const transfer_options& options,
                                   transfer_failure_info* failure) {
-    const std::string key = where.registry + " " + where.repository + " " + actions;
+    const std::string key = token_key(where, actions);
     {
         const std::lock_guard lock(tokens().mutex);
         if (auto it = tokens().headers.find(key); it != tokens().headers.end()) return it->second;
@@ -463,11 +545,15 @@ result<std::string> authorization(const oci_url& where, const std::string& actio
         if (challenge->scheme == "bearer") {
             REDIST_TRY(header, bearer_token(where, *challenge, actions, options));
         } else {
-            REDIST_TRY(const auto creds, credentials_for(where.registry));
+            REDIST_TRY(const auto creds, credentials_for(where));
             if (!creds) return auth_error(where, "the registry wants credentials (REDIST_OCI_AUTH or docker login)");
             header = "Authorization: Basic " + *creds;
         }
     } else if (response.status != 200) {
+        if (failure != nullptr) {
+            failure->http_status = response.status;
+            failure->transient = response.status == 408 || response.status == 429 || response.status >= 500;
+        }
         return make_error(error_code::network, "not a registry: /v2/ answered HTTP " + std::to_string(response.status))
             .with_url(sanitize_url(probe.url));
     }
@@ -478,7 +564,7 @@ result<std::string> authorization(const oci_url& where, const std::string& actio
 
 void forget_authorization(const oci_url& where, const std::string& actions) {
     const std::lock_guard lock(tokens().mutex);
-    tokens().headers.erase(where.registry + " " + where.repository + " " + actions);
+    tokens().headers.erase(token_key(where, actions));
 }
 
 std::vector<std::string> with(const std::string& header, std::string_view more = {}) {
@@ -615,52 +701,82 @@ std::string session_url(const oci_url& registry, const std::string& location) {
 }  // namespace
 
 result<oci_pusher> oci_pusher::open(const std::string& base, const std::string& product,
-                                    const transfer_options& options) {
+                                    const transfer_options& options, const source_policy& sources,
+                                    fetch_observer* observer) {
     REDIST_TRY(oci_url where, parse_oci_url(join_url(join_url(base, product), "redist/")));
     where.what = oci_url::kind::base;
-    oci_pusher pusher(std::move(where), options);
-    REDIST_TRY_VOID(pusher.headers());
+    // The target's own requests: the policy's retries, nothing skipped, and
+    // --offline (no download) does not stop a push.
+    source_run run{retry_policy(sources)};
+    run.observer = observer;
+    run.component = sanitize_url(base);
+    oci_pusher pusher(std::move(where), options, std::move(run));
+    const auto probe = [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY_VOID(pusher.headers(&failure));
+        return {};
+    };
+    REDIST_TRY_VOID(pusher.retried(pusher.url_.api(""), probe));
     return pusher;
 }
 
-result<std::vector<std::string>> oci_pusher::headers() {
-    REDIST_TRY(const std::string auth, authorization(url_, "pull,push", options_, nullptr));
+result<void> oci_pusher::retried(const std::string& url,
+                                 const std::function<result<void>(transfer_failure_info&)>& op) {
+    auto done = try_sources({url}, run_, [&](source_attempt& at) { return op(at.failure); });
+    if (!done.ok()) return std::move(done).error_value();
+    return {};
+}
+
+result<std::vector<std::string>> oci_pusher::headers(transfer_failure_info* failure) {
+    REDIST_TRY(const std::string auth, authorization(url_, "pull,push", options_, failure));
     return with(auth);
 }
 
 result<bool> oci_pusher::has_blob(const std::string& sha256, std::uint64_t size) {
     http_request request{.method = "HEAD", .url = url_.api("blobs/sha256:" + sha256)};
-    REDIST_TRY(request.headers, headers());
-    REDIST_TRY(const http_response response, send_request(request, options_));
-    if (response.status == 404) return false;
-    if (response.status != 200) return status_error(response, request.url, nullptr);
-    return response.content_length < 0 || static_cast<std::uint64_t>(response.content_length) == size;
+    bool has = false;
+    REDIST_TRY_VOID(retried(request.url, [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY(request.headers, headers(&failure));
+        REDIST_TRY(const http_response response, send_request(request, options_, &failure));
+        if (response.status == 404) {
+            has = false;
+            return {};
+        }
+        if (response.status != 200) return status_error(response, request.url, &failure);
+        has = response.content_length < 0 || static_cast<std::uint64_t>(response.content_length) == size;
+        return {};
+    }));
+    return has;
 }
 
 result<void> oci_pusher::upload(const std::string& sha256, const std::filesystem::path& file, std::string_view bytes) {
-    http_request start{.method = "POST", .url = url_.api("blobs/uploads/")};
-    REDIST_TRY(start.headers, headers());
-    REDIST_TRY(const http_response started, send_request(start, options_));
-    if (started.status != 202 || started.location.empty())
-        return make_error(error_code::network, "the registry refused an upload: HTTP " + std::to_string(started.status))
-            .with_url(sanitize_url(start.url));
-    const std::string location = session_url(url_, started.location);
-    if (location.empty())
-        return make_error(error_code::network, "the registry gave an unusable upload location")
-            .with_url(sanitize_url(start.url));
-    http_request put{.method = "PUT",
-                     .url = location + (location.find('?') == std::string::npos ? "?" : "&") +
-                            "digest=sha256:" + sha256};
-    // The upload location may lie on another host (storage): credentials only for the registry's own.
-    if (host_of(location) == host_of(start.url)) put.headers = start.headers;
-    put.headers.emplace_back("Content-Type: application/octet-stream");
-    put.body_file = file;
-    put.body = std::string(bytes);
-    REDIST_TRY(const http_response done, send_request(put, options_));
-    if (done.status != 201)
-        return make_error(error_code::network, "the registry refused a blob: HTTP " + std::to_string(done.status))
-            .with_url(sanitize_url(url_.api("blobs/sha256:" + sha256)));
-    return {};
+    // One attempt is the whole upload: a new session, then its PUT.
+    return retried(url_.api("blobs/uploads/"), [&](transfer_failure_info& failure) -> result<void> {
+        http_request start{.method = "POST", .url = url_.api("blobs/uploads/")};
+        REDIST_TRY(start.headers, headers(&failure));
+        REDIST_TRY(const http_response started, send_request(start, options_, &failure));
+        if (started.status != 202 || started.location.empty())
+            return make_error(error_code::network,
+                              "the registry refused an upload: HTTP " + std::to_string(started.status))
+                .with_url(sanitize_url(start.url));
+        const std::string location = session_url(url_, started.location);
+        if (location.empty())
+            return make_error(error_code::network, "the registry gave an unusable upload location")
+                .with_url(sanitize_url(start.url));
+        http_request put{.method = "PUT",
+                         .url = location + (location.find('?') == std::string::npos ? "?" : "&") +
+                                "digest=sha256:" + sha256};
+        // The upload location may lie on another host (storage): credentials only
+        // for the registry's own scheme, host and port.
+        if (origin_of(location) == origin_of(start.url)) put.headers = start.headers;
+        put.headers.emplace_back("Content-Type: application/octet-stream");
+        put.body_file = file;
+        put.body = std::string(bytes);
+        REDIST_TRY(const http_response done, send_request(put, options_, &failure));
+        if (done.status != 201)
+            return make_error(error_code::network, "the registry refused a blob: HTTP " + std::to_string(done.status))
+                .with_url(sanitize_url(url_.api("blobs/sha256:" + sha256)));
+        return {};
+    });
 }
 
 result<void> oci_pusher::push_blob(const std::string& sha256, const std::filesystem::path& file) {
@@ -675,39 +791,56 @@ result<bool> oci_pusher::mount_blob(const std::string& sha256, const std::string
     if (from == url_.repository || !valid_repository(from)) return false;
     http_request start{.method = "POST",
                        .url = url_.api("blobs/uploads/?mount=sha256:" + sha256 + "&from=" + query_escape(from))};
-    REDIST_TRY(start.headers, headers());
-    REDIST_TRY(const http_response started, send_request(start, options_));
-    if (started.status == 201) return true;
-    // 202: the registry opened an upload session instead; close it (best effort).
-    const std::string session = started.status == 202 ? session_url(url_, started.location) : std::string();
-    if (!session.empty()) {
-        http_request cancel{.method = "DELETE", .url = session};
-        if (host_of(session) == host_of(start.url)) cancel.headers = start.headers;
-        (void)send_request(cancel, options_);
-    }
-    return false;
+    bool mounted = false;
+    // A mount only saves an upload: when its retries run out, the caller uploads (false).
+    (void)retried(start.url, [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY(start.headers, headers(&failure));
+        REDIST_TRY(const http_response started, send_request(start, options_, &failure));
+        mounted = started.status == 201;
+        if (failure.transient) return status_error(started, start.url, &failure);
+        if (mounted) return {};
+        // 202: the registry opened an upload session instead; close it (best effort).
+        const std::string session = started.status == 202 ? session_url(url_, started.location) : std::string();
+        if (!session.empty()) {
+            http_request cancel{.method = "DELETE", .url = session};
+            if (origin_of(session) == origin_of(start.url)) cancel.headers = start.headers;
+            (void)send_request(cancel, options_);
+        }
+        return {};
+    });
+    return mounted;
 }
 
 result<std::optional<std::string>> oci_pusher::tag_digest(const std::string& tag) {
     http_request request{.method = "HEAD", .url = url_.api("manifests/" + tag)};
-    REDIST_TRY(request.headers, headers());
-    request.headers.emplace_back(kAccept);
-    REDIST_TRY(const http_response response, send_request(request, options_));
-    if (response.status == 404) return std::optional<std::string>();
-    if (response.status != 200) return status_error(response, request.url, nullptr);
-    return std::optional<std::string>(response.docker_content_digest);
+    std::optional<std::string> digest;
+    REDIST_TRY_VOID(retried(request.url, [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY(request.headers, headers(&failure));
+        request.headers.emplace_back(kAccept);
+        REDIST_TRY(const http_response response, send_request(request, options_, &failure));
+        if (response.status == 404) {
+            digest.reset();
+            return {};
+        }
+        if (response.status != 200) return status_error(response, request.url, &failure);
+        digest = response.docker_content_digest;
+        return {};
+    }));
+    return digest;
 }
 
 result<void> oci_pusher::put_manifest(const std::string& tag, const std::string& json, std::string_view media_type) {
     http_request request{.method = "PUT", .url = url_.api("manifests/" + tag)};
-    REDIST_TRY(request.headers, headers());
-    request.headers.push_back("Content-Type: " + std::string(media_type));
-    request.body = json;
-    REDIST_TRY(const http_response response, send_request(request, options_));
-    if (response.status == 201) return {};
-    std::string message = "the registry refused the manifest: HTTP " + std::to_string(response.status);
-    return make_error(response.status == 400 ? error_code::bad_manifest : error_code::network, std::move(message))
-        .with_url(sanitize_url(request.url));
+    return retried(request.url, [&](transfer_failure_info& failure) -> result<void> {
+        REDIST_TRY(request.headers, headers(&failure));
+        request.headers.push_back("Content-Type: " + std::string(media_type));
+        request.body = json;
+        REDIST_TRY(const http_response response, send_request(request, options_, &failure));
+        if (response.status == 201) return {};
+        std::string message = "the registry refused the manifest: HTTP " + std::to_string(response.status);
+        return make_error(response.status == 400 ? error_code::bad_manifest : error_code::network, std::move(message))
+            .with_url(sanitize_url(request.url));
+    });
 }
 
 std::string oci_release_manifest(const oci_release_layer& json_layer, const std::vector<oci_release_layer>& archives,

@@ -35,6 +35,7 @@
 
 #include "redist/error.hpp"
 #include "redist/transfer.hpp"
+#include "transport/sources.hpp"
 
 namespace redist {
 
@@ -81,10 +82,12 @@ struct oci_layer {
 // Outcomes: ok | bad_manifest (not an image manifest, a digest that is not
 // "sha256:<64 hex>").
 result<std::vector<oci_layer>> parse_image_manifest(std::string_view body, std::string_view source);
-// The base64 "user:password" of `registry` in a docker config.json
-// ("auths": {"<registry>" or "https://<registry>": {"auth": "…"}}), or
-// nullopt. Outcomes: ok | bad_manifest.
-result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry,
+// The base64 "user:password" of `registry` ("host[:port]") in a docker
+// config.json, or nullopt. For an https registry: "auths": {"<registry>",
+// "https://<registry>" or "https://<registry>/v1/": {"auth": "…"}}; for a
+// plain-http one only "http://<registry>[/v1/]": what `docker login`
+// stored for https never goes over plain http. Outcomes: ok | bad_manifest.
+result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry, bool https,
                                                       std::string_view source);
 // The next page of a tags list from a Link header (`</v2/…?last=…>;
 // rel="next"`): a path on the same registry, or nullopt.
@@ -117,8 +120,9 @@ inline constexpr std::size_t oci_max_manifest_bytes = 4u << 20;
 
 // The tail of a registry or image-layout URL's path: "<head>/redist/" (the
 // tags), "<head>/redist/<document>" or "<head>/blobs/sha256:<hex>"; `head`
-// is what comes before (a repository, or DIR/<product>). nullopt: neither
-// form. Outcomes: ok | usage (a name that is no document or no digest; `store`
+// is what comes before (a repository, or DIR/<product>). Only the last two
+// segments decide: a "redist" or "blobs" segment inside `head` is a name
+// like any other. nullopt: neither form. Outcomes: ok | usage (a name that is no document or no digest; `store`
 // says "a registry" or "a layout" in the message).
 struct oci_path_tail {
     std::string_view head;
@@ -176,11 +180,18 @@ public:
     virtual result<bool> mount_blob(const std::string& /*sha256*/, const std::string& /*from*/) { return false; }
 };
 
+// A registry as a mirror target. Every request (a HEAD, an upload session
+// and its PUT, a manifest) is retried under the run's one policy
+// (sources.hpp try_sources): 408, 429 and 5xx answers, resets and stalls
+// (--stall-timeout, bytes moving either way) are transient, a Retry-After
+// is honoured, and --retries bounds the attempts. The registry is the only
+// source of its own requests: never skipped, offline or not.
 class oci_pusher final : public oci_store {
 public:
     // Outcomes: ok | usage (a bad URL) | network (no push access).
-    static result<oci_pusher> open(const std::string& base, const std::string& product,
-                                   const transfer_options& options);
+    // `observer` (may be null) is told of each retry.
+    static result<oci_pusher> open(const std::string& base, const std::string& product, const transfer_options& options,
+                                   const source_policy& sources = {}, fetch_observer* observer = nullptr);
     // HEAD of the blob.
     result<bool> has_blob(const std::string& sha256, std::uint64_t size) override;
     // Uploads a blob (POST, then PUT ?digest=) from a file or from memory.
@@ -190,7 +201,8 @@ public:
     // (`from`: "<namespace>/<product>"; distribution spec: POST
     // blobs/uploads/?mount=&from=): true when it answered 201 (mounted);
     // false otherwise, e.g. 202, an upload session that is cancelled
-    // (DELETE) since the caller uploads on its own. Outcomes: ok | network.
+    // (DELETE) since the caller uploads on its own, or a request that still
+    // failed after its retries (the upload then says why). Outcomes: ok.
     result<bool> mount_blob(const std::string& sha256, const std::string& from) override;
     // HEAD of the tag's manifest.
     result<std::optional<std::string>> tag_digest(const std::string& tag) override;
@@ -199,11 +211,16 @@ public:
     const oci_url& where() const { return url_; }
 
 private:
-    oci_pusher(oci_url url, transfer_options options) : url_(std::move(url)), options_(std::move(options)) {}
-    result<std::vector<std::string>> headers();
+    oci_pusher(oci_url url, transfer_options options, source_run run)
+        : url_(std::move(url)), options_(std::move(options)), run_(std::move(run)) {}
+    result<std::vector<std::string>> headers(transfer_failure_info* failure);
     result<void> upload(const std::string& sha256, const std::filesystem::path& file, std::string_view bytes);
+    // Runs `op` (one attempt, filling the failure as send_request does) on
+    // `url` under the run's policy. Outcomes: ok | op's last error.
+    result<void> retried(const std::string& url, const std::function<result<void>(transfer_failure_info&)>& op);
     oci_url url_;
     transfer_options options_;
+    source_run run_;
 };
 
 // The image manifest of a release: config "{}", the JSON layer first, then

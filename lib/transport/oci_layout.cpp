@@ -15,6 +15,7 @@
 #include "transport/oci_layout.hpp"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -26,6 +27,7 @@
 #include "redist/atomic_write.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/urls.hpp"
+#include "support/debug_pause.hpp"
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"
 #include "support/safe_path.hpp"
@@ -142,10 +144,11 @@ result<layout_dirs> open_layout(const layout_location& at, error_code code) {
     return out;
 }
 
-result<std::vector<oci_index_entry>> read_index_at(int product_fd, const fs::path& product_dir, error_code code) {
+result<std::vector<oci_index_entry>> read_index_at(int product_fd, const fs::path& product_dir, error_code code,
+                                                   std::string* annotations = nullptr) {
     const fs::path shown = product_dir / "index.json";
     REDIST_TRY(const std::string text, read_small_at(product_fd, "index.json", shown, kMaxIndexBytes, code));
-    return parse_oci_index(text, shown.string());
+    return parse_oci_index(text, shown.string(), annotations);
 }
 
 // A small blob, checked against its digest and size.
@@ -202,40 +205,57 @@ result<unique_fd> make_directory_at(int parent_fd, const std::string& name, cons
 
 }  // namespace
 
-result<std::vector<oci_index_entry>> parse_oci_index(std::string_view body, std::string_view source) {
+result<std::vector<oci_index_entry>> parse_oci_index(std::string_view body, std::string_view source,
+                                                     std::string* annotations) {
     std::vector<oci_index_entry> out;
     std::uint64_t schema = 0;
+    // Each entry is taken whole (raw, to be written back as it is), then read
+    // for what redist needs from it.
     const auto entry_reader = [&](json::value& item) -> result<void> {
         oci_index_entry e;
-        REDIST_TRY_VOID(item.read_object(
+        REDIST_TRY_VOID(item.get_raw_object(e.raw));
+        auto read = json::read_document(
+            e.raw, source, "image layout index",
             {{"mediaType", [&](json::value& v) { return v.get(e.media_type); }},
              {"digest", [&](json::value& v) { return v.get(e.digest); }, true},
              {"size", [&](json::value& v) { return v.get(e.size); }, true},
              {"annotations", [&](json::value& v) {
                   return v.read_object({{kRefName, [&](json::value& t) { return t.get(e.ref_name); }}});
-              }}}));
+              }}});
+        if (!read.ok()) {
+            error why = std::move(read).error_value();
+            why.json_path = why.json_path.empty() ? item.path() : item.path() + "." + why.json_path;
+            return why;
+        }
         if (!valid_oci_digest(e.digest)) return item.bad("digest is not sha256:<64 lower-case hex digits>");
         out.push_back(std::move(e));
         return {};
     };
+    std::string own_annotations;
     REDIST_TRY_VOID(
         json::read_document(body, source, "image layout index",
                             {{"schemaVersion", [&](json::value& v) { return v.get(schema); }, true},
-                             {"manifests", [&](json::value& v) { return v.for_each(entry_reader); }, true}}));
+                             {"manifests", [&](json::value& v) { return v.for_each(entry_reader); }, true},
+                             {"annotations", [&](json::value& v) { return v.get_raw_object(own_annotations); }}}));
     if (schema != 2)
         return make_error(error_code::bad_manifest, "not an image index (schemaVersion is not 2)")
             .with_source(std::string(source))
             .with_json_path("schemaVersion");
+    if (annotations != nullptr) *annotations = std::move(own_annotations);
     return out;
 }
 
-std::string oci_index_document(const std::vector<oci_index_entry>& manifests) {
+std::string oci_index_document(const std::vector<oci_index_entry>& manifests, std::string_view annotations) {
     json_writer w;
     w.begin_object();
     w.field("schemaVersion", 2);
     w.field("mediaType", kIndexType);
     w.key("manifests").begin_array();
     for (const auto& m : manifests) {
+        if (!m.raw.empty()) {
+            w.raw(m.raw);  // as another run or tool wrote it
+            continue;
+        }
         w.begin_object();
         w.field("mediaType", m.media_type.empty() ? oci_manifest_media_type : std::string_view(m.media_type));
         w.field("digest", m.digest);
@@ -244,6 +264,7 @@ std::string oci_index_document(const std::vector<oci_index_entry>& manifests) {
         w.end_object();
     }
     w.end_array();
+    if (!annotations.empty()) w.key("annotations").raw(annotations);
     w.end_object();
     return w.str();
 }
@@ -335,12 +356,12 @@ result<void> oci_layout_writer::push_blob(const std::string& sha256, std::string
     return write_in(blobs_fd_, dir_ / "blobs" / "sha256", sha256, bytes, durability::contents);
 }
 
-result<std::vector<oci_index_entry>> oci_layout_writer::read_index() {
+result<std::vector<oci_index_entry>> oci_layout_writer::read_index(std::string* annotations) {
     struct ::stat st {};
     if (::fstatat(dir_fd_.get(), "index.json", &st, AT_SYMLINK_NOFOLLOW) != 0 && errno == ENOENT)
         return std::vector<oci_index_entry>();
     // Another release's entries are kept: an index.json that cannot be read is not overwritten.
-    return read_index_at(dir_fd_.get(), dir_, error_code::filesystem);
+    return read_index_at(dir_fd_.get(), dir_, error_code::filesystem, annotations);
 }
 
 result<std::optional<std::string>> oci_layout_writer::tag_digest(const std::string& tag) {
@@ -353,16 +374,33 @@ result<std::optional<std::string>> oci_layout_writer::tag_digest(const std::stri
     return std::optional<std::string>();
 }
 
+result<unique_fd> oci_layout_writer::lock_index() {
+    // The product directory itself is the lock (flock on a descriptor of its
+    // own): the layout keeps only what the image-spec names, no lock file.
+    unique_fd fd(::openat(dir_fd_.get(), ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!fd) return errno_error("cannot open directory", dir_, errno);
+    while (::flock(fd.get(), LOCK_EX) != 0) {
+        if (errno != EINTR) return errno_error("cannot lock", dir_, errno);
+    }
+    return fd;
+}
+
 result<void> oci_layout_writer::put_manifest(const std::string& tag, const std::string& json,
                                              std::string_view media_type) {
     const std::string sha256 = sha256_hex(json);
     REDIST_TRY_VOID(push_blob(sha256, std::string_view(json)));
-    REDIST_TRY(auto entries, read_index());
+    // index.json is read, changed and renamed over: two runs writing one
+    // layout at once would each drop the other's release. One at a time,
+    // held until the rename is done.
+    REDIST_TRY(const unique_fd lock, lock_index());
+    std::string annotations;  // the index's own, kept
+    REDIST_TRY(auto entries, read_index(&annotations));
+    debug_pause("layout-index");  // tests: another run meets the lock here
     std::erase_if(entries, [&](const oci_index_entry& e) { return e.ref_name == tag; });
     entries.push_back({std::string(media_type), "sha256:" + sha256, tag, json.size()});
     std::sort(entries.begin(), entries.end(),
               [](const oci_index_entry& a, const oci_index_entry& b) { return a.ref_name < b.ref_name; });
-    return write_in(dir_fd_, dir_, "index.json", oci_index_document(entries), durability::full);
+    return write_in(dir_fd_, dir_, "index.json", oci_index_document(entries, annotations), durability::full);
 }
 
 }  // namespace redist

@@ -41,14 +41,21 @@ namespace redist {
 struct oci_index_entry {
     std::string media_type, digest, ref_name;
     std::uint64_t size = 0;
+    // The entry's JSON as read (empty for a new one): written back as it is
+    // while the entry is kept, so that what other tools recorded
+    // (platform, artifactType, their annotations) survives a rewrite.
+    std::string raw{};
 };
 // index.json: {"schemaVersion": 2, "manifests": [{mediaType, digest, size,
 // annotations: {"org.opencontainers.image.ref.name": …}}, …]}; every digest
 // "sha256:<64 lower-case hex>". Fuzzed (tests/fuzz/oci_fuzz.cpp).
-// Outcomes: ok | bad_manifest.
-result<std::vector<oci_index_entry>> parse_oci_index(std::string_view body, std::string_view source);
-// The index.json that lists `manifests` (in that order).
-std::string oci_index_document(const std::vector<oci_index_entry>& manifests);
+// `annotations` (if given) gets the index's own annotations as JSON ("" when
+// none). Outcomes: ok | bad_manifest.
+result<std::vector<oci_index_entry>> parse_oci_index(std::string_view body, std::string_view source,
+                                                     std::string* annotations = nullptr);
+// The index.json that lists `manifests` (in that order; a read entry as it
+// was read), with the index's own `annotations` (JSON) when not empty.
+std::string oci_index_document(const std::vector<oci_index_entry>& manifests, std::string_view annotations = {});
 
 // download() of an oci-layout: URL (oci_download calls it): a blob with
 // Range as asked, or the redistrib JSON of a label, checked against its
@@ -89,7 +96,10 @@ public:
 
 private:
     oci_layout_writer() = default;
-    result<std::vector<oci_index_entry>> read_index();
+    result<std::vector<oci_index_entry>> read_index(std::string* annotations = nullptr);
+    // An exclusive flock on the product directory, for the index rewrite.
+    // Outcomes: ok | filesystem.
+    result<unique_fd> lock_index();
     std::filesystem::path dir_, scratch_;
     std::string scratch_name_;
     unique_fd dir_fd_, blobs_fd_, scratch_fd_;

@@ -129,6 +129,18 @@ void source_health::answered(const std::string& url) {
     if (it != sources_.end() && !it->second.skipped) it->second.failures = 0;
 }
 
+source_run::source_run(const source_policy& sources)
+    : policy(sources), health(sources.health), offline(sources.offline) {
+    for (const auto& m : sources.mirrors) mirrors.push_back(to_url(m));
+}
+
+bool source_run::is_mirror(std::string_view url) const {
+    return std::any_of(mirrors.begin(), mirrors.end(), [&](const std::string& m) {
+        // A mirror's URLs lie under it: "<mirror>/<product>/...".
+        return !m.empty() && url.starts_with(m) && (url.size() == m.size() || m.back() == '/' || url[m.size()] == '/');
+    });
+}
+
 namespace {
 
 void notify_retry(const source_run& run, const std::string& url, const error& e, int next_attempt,
@@ -191,7 +203,7 @@ source_result attempts_on(const std::string& url, std::size_t index, const sourc
 retry_decision decide_retry(const source_run& run, const std::string& url, int attempt, const error& e,
                             const transfer_failure_info& failure) {
     retry_decision d = run.policy.next(attempt, {e.code, failure.transient, failure.retry_after_seconds});
-    if (run.health) {
+    if (run.health && run.is_mirror(url)) {
         if (failure.unreachable && e.code == error_code::network) {
             if (run.health->failed(url, e)) notify_skip(run, url, e);
         } else if (failure.http_status != 0) {
@@ -229,7 +241,7 @@ result<sources_outcome> try_sources(const std::vector<std::string>& urls, const 
                 make_error(error_code::not_found, "offline, and not in the cache").with_url(sanitize_url(urls[i])));
             continue;
         }
-        if (auto skipped = run.health ? run.health->skipped(urls[i]) : std::nullopt) {
+        if (auto skipped = run.health && run.is_mirror(urls[i]) ? run.health->skipped(urls[i]) : std::nullopt) {
             remember_failure(last, std::move(*skipped).with_url(sanitize_url(urls[i])));
             continue;
         }

@@ -7,8 +7,9 @@
 //   try_sources       walks the URLs in order, calling an attempt function,
 //                     sleeping through an injected sleeper, reporting retry
 //                     and source-change events to the observer
-//   source_health     the run's sources that could not be reached twice:
-//                     skipped for the rest of the run, reported once
+//   source_health     the run's mirrors that could not be reached twice:
+//                     skipped for the rest of the run, reported once; the
+//                     base URL (the last resort) never is
 //   segment_retries   the same decision for the retries a segmented
 //                     download makes inside one attempt
 //
@@ -132,20 +133,26 @@ private:
 
 struct source_run {
     explicit source_run(retry_policy p) : policy(std::move(p)) {}
-    // The policy's retries, health and offline rule.
-    explicit source_run(const source_policy& sources)
-        : policy(sources), health(sources.health), offline(sources.offline) {}
+    // The policy's retries, health, mirrors and offline rule.
+    explicit source_run(const source_policy& sources);
     retry_policy policy;
     std::function<void(std::chrono::milliseconds)> sleep;  // empty: std::this_thread::sleep_for
     fetch_observer* observer = nullptr;
     std::string component;                  // for the events
     std::shared_ptr<source_health> health;  // may be null: no source is skipped
     bool offline = false;                   // only file:// URLs are tried
+    // The mirrors (as URLs): the only sources `health` may skip. A URL under
+    // none of them is the base, the last resort: it gets every attempt of
+    // the policy, with its backoff, however often it could not be reached
+    // (a registry or web server that restarts must not fail a CI job).
+    std::vector<std::string> mirrors;
+    bool is_mirror(std::string_view url) const;
 };
 
 // What to do after attempt `attempt` on `url` failed with `e`: the policy's
-// decision, after the source's health has taken the failure in (a source
-// that became skipped is reported once, and not retried). A retry is
+// decision, after the source's health has taken the failure in (a mirror
+// that became skipped is reported once, and not retried; the base is never
+// skipped). A retry is
 // reported to the observer here, as it is decided. The one decision for
 // try_sources and segment_retries.
 retry_decision decide_retry(const source_run& run, const std::string& url, int attempt, const error& e,

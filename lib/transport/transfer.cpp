@@ -134,7 +134,7 @@ struct transfer_state {
 
     // Stall detection: the last time the byte count moved.
     std::chrono::steady_clock::time_point last_progress = std::chrono::steady_clock::now();
-    curl_off_t last_dlnow = -1;
+    curl_off_t last_dlnow = -1;  // bytes received plus bytes sent, at the last progress
     long stall_seconds = 0;
     bool stalled = false;
 };
@@ -261,15 +261,17 @@ size_t write_callback(char* data, size_t size, size_t nmemb, void* userdata) {
     return ok ? total : CURL_WRITEFUNC_ERROR;
 }
 
-// Our own stall detector: "no body byte for N seconds". CURLOPT_LOW_SPEED_*
-// averages over a window of up to 5 s, so after a burst it fires seconds late;
-// this callback runs at least once a second whatever happens on the wire.
+// Our own stall detector: "no body byte for N seconds", counting the bytes
+// sent too (a PUT of a large blob moves bytes up only, until the registry
+// answers). CURLOPT_LOW_SPEED_* averages over a window of up to 5 s, so after
+// a burst it fires seconds late; this callback runs at least once a second
+// whatever happens on the wire.
 int xferinfo_callback(void* userdata, curl_off_t /*dltotal*/, curl_off_t dlnow, curl_off_t /*ultotal*/,
-                      curl_off_t /*ulnow*/) {
+                      curl_off_t ulnow) {
     auto* st = static_cast<transfer_state*>(userdata);
     const auto now = std::chrono::steady_clock::now();
-    if (dlnow != st->last_dlnow) {
-        st->last_dlnow = dlnow;
+    if (dlnow + ulnow != st->last_dlnow) {
+        st->last_dlnow = dlnow + ulnow;
         st->last_progress = now;
         return 0;
     }
@@ -762,8 +764,13 @@ result<http_response> send_request(const http_request& request, const transfer_o
     if (st.callback_error) return std::move(*st.callback_error);
     curl_easy_getinfo(handle.get(), CURLINFO_RESPONSE_CODE, &response.status);
     if (rc != CURLE_OK) {
-        const bool transient = is_transient(rc) || (rc == CURLE_ABORTED_BY_CALLBACK && st.stalled);
+        const bool stalled = rc == CURLE_ABORTED_BY_CALLBACK && st.stalled;
+        const bool transient = is_transient(rc) || stalled;
         set_failure(failure, transient, response.status, std::nullopt);
+        if (stalled)
+            return make_error(error_code::network,
+                              "stalled: no data for " + std::to_string(options.stall_timeout_seconds) + " s")
+                .with_url(safe_url);
         std::string message = std::string(curl_easy_strerror(rc));
         if (errbuf[0] != '\0' && message != errbuf) message += std::string(": ") + errbuf;
         return make_error(error_code::network, std::move(message)).with_url(safe_url);

@@ -603,7 +603,7 @@ class FaultServer:
     file the server re-reads on every request; log() is the server's own
     request log (method, path, range, status, bytes_sent)."""
 
-    def __init__(self, root: str, work: str, max_seconds: float = 600):
+    def __init__(self, root: str, work: str, max_seconds: float = 600, port: int = 0):
         import sys
         import time
         self.root, self.work = os.path.abspath(root), os.path.abspath(work)
@@ -616,7 +616,7 @@ class FaultServer:
         script = os.path.join(source_dir(), "tests", "fixtures", "fault_server.py")
         self.proc = subprocess.Popen(
             [sys.executable, script, "--root", self.root, "--port-file", port_file,
-             "--faults", self.faults_file, "--max-seconds", str(max_seconds)],
+             "--faults", self.faults_file, "--max-seconds", str(max_seconds), "--port", str(port)],
             stdin=subprocess.DEVNULL)
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:

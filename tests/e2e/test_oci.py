@@ -126,10 +126,15 @@ class TokenAuth(OciBase):
     users = {"ci": "s3cret-pass"}
 
     def test_token_flow_and_no_credentials_in_output(self):
-        creds = {"REDIST_OCI_AUTH": f"127.0.0.1:{self.registry.port}=ci:s3cret-pass"}
+        creds = {"REDIST_OCI_AUTH": f"oci+http://{self.registry.authority}=ci:s3cret-pass"}
         # Credentials for another registry are not sent to this one.
-        other = self.push(env={"REDIST_OCI_AUTH": "127.0.0.1:1=ci:s3cret-pass"}, check=6)
+        other = self.push(env={"REDIST_OCI_AUTH": "oci+http://127.0.0.1:1=ci:s3cret-pass"}, check=6)
         self.assertIn("authentication", other.stderr)
+        # Nor those given for the same host and port over https (a bare
+        # REGISTRY is https): they never go over plain http.
+        https_only = self.push(env={"REDIST_OCI_AUTH": f"{self.registry.authority}=ci:s3cret-pass"}, check=6)
+        self.assertIn("authentication", https_only.stderr)
+        self.assertFalse([auth for _path, auth in self.registry.tokens.seen if auth])
         # Without credentials the registry refuses the push (no token).
         refused = self.push(check=6)
         self.assertIn("authentication", refused.stderr)
@@ -145,14 +150,148 @@ class TokenAuth(OciBase):
             for secret in ("s3cret-pass", b64, "Bearer", "eyJ"):
                 self.assertNotIn(secret, res.stdout + res.stderr)
 
-    def test_docker_config_credentials(self):
-        docker = os.path.join(self.scratch, "docker")
+    def docker_config(self, key):
+        docker = os.path.join(self.scratch, "docker-" + key.replace("/", "_").replace(":", "_"))
         os.makedirs(docker)
         with open(os.path.join(docker, "config.json"), "w") as f:
-            json.dump({"auths": {f"127.0.0.1:{self.registry.port}":
-                                 {"auth": base64.b64encode(b"ci:s3cret-pass").decode()}}}, f)
+            json.dump({"auths": {key: {"auth": base64.b64encode(b"ci:s3cret-pass").decode()}}}, f)
+        return docker
+
+    def test_docker_config_credentials(self):
+        # What `docker login HOST:PORT` stores is for https: not sent over plain http.
+        for key in (self.registry.authority, f"https://{self.registry.authority}"):
+            refused = self.push(env={"DOCKER_CONFIG": self.docker_config(key)}, check=6)
+            self.assertIn("authentication", refused.stderr)
+        self.assertFalse([auth for _path, auth in self.registry.tokens.seen if auth])
+        docker = self.docker_config(f"http://{self.registry.authority}")
         self.push(env={"DOCKER_CONFIG": docker})
         self.install(os.path.join(self.scratch, "prefix"), env={"DOCKER_CONFIG": docker})
+
+
+@needs_registry
+class RealmElsewhere(OciBase):
+    """A token realm on another port than the registry's gets no password."""
+    users = {"ci": "s3cret-pass"}
+
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.env = dict(ENV, XDG_CACHE_HOME=os.path.join(self.scratch, "cache"))
+        self.registry = registry_fixture.Registry(os.path.join(self.scratch, "registry"), users=self.users,
+                                                  realm_elsewhere=True)
+        self.registry.__enter__()
+        self.addCleanup(self.registry.__exit__)
+
+    def test_realm_on_another_port_gets_no_password(self):
+        docker = os.path.join(self.scratch, "docker")
+        os.makedirs(docker)
+        auth = {"auth": base64.b64encode(b"ci:s3cret-pass").decode()}
+        with open(os.path.join(docker, "config.json"), "w") as f:  # the registry's, under every name
+            json.dump({"auths": {self.registry.authority: auth, f"http://{self.registry.authority}": auth}}, f)
+        refused = self.push(env={"DOCKER_CONFIG": docker}, check=6)
+        self.assertIn("authentication", refused.stderr)
+        self.assertTrue(self.registry.tokens.seen)
+        self.assertEqual([auth for _path, auth in self.registry.tokens.seen], [None])
+
+
+@needs_registry
+class PushRetries(OciBase):
+    """A push meets a 503, a 429 with Retry-After, a reset and a 503 on the
+    manifest: each request is retried under the one policy (--retries,
+    Retry-After), and the release lands whole."""
+
+    def setUp(self):
+        self.scratch = support.make_scratch_dir(self.id())
+        self.env = dict(ENV, XDG_CACHE_HOME=os.path.join(self.scratch, "cache"))
+        self.registry = registry_fixture.Registry(os.path.join(self.scratch, "registry"), front=True)
+        self.registry.__enter__()
+        self.addCleanup(self.registry.__exit__)
+
+    def test_transient_failures_of_a_push_are_retried(self):
+        self.registry.faults.extend([
+            {"method": "HEAD", "path": "/blobs/sha256:", "reset": True},
+            {"method": "POST", "path": "/blobs/uploads/", "status": 429, "retry_after": 1},
+            {"method": "PUT", "path": "/blobs/uploads/", "status": 503},
+            {"method": "PUT", "path": "/manifests/", "status": 503},
+        ])
+        import time
+        started = time.monotonic()
+        pushed = self.push("--retries", "4", check=None)
+        self.assertEqual(pushed.returncode, 0, support.describe(pushed))
+        self.assertGreaterEqual(time.monotonic() - started, 1.0)  # the Retry-After was honoured
+        self.assertEqual(self.registry.faults, [])  # every fault was met
+        self.assertIn("retrying in", pushed.stderr)
+        statuses = [status for _m, _p, status in self.registry.front.log]
+        for status in ("reset", 429, 503):
+            self.assertIn(status, statuses)
+        prefix = os.path.join(self.scratch, "prefix")
+        self.install(prefix)
+        self.assertEqual(support.tree_snapshot(prefix, ignore=r"^\.redist"), self.reference_tree())
+
+    def test_a_registry_that_stops_answering_is_retried_after_the_stall_timeout(self):
+        self.registry.faults.append({"method": "PUT", "path": "/manifests/", "hang_seconds": 30})
+        import time
+        started = time.monotonic()
+        pushed = self.push("--retries", "3", "--stall-timeout", "2", check=None)
+        self.assertEqual(pushed.returncode, 0, support.describe(pushed))
+        self.assertLess(time.monotonic() - started, 25)
+        self.assertIn("stalled", pushed.stderr)
+        self.assertEqual(self.registry.faults, [])
+
+    def test_retries_are_bounded(self):
+        self.registry.faults.extend([{"method": "PUT", "path": "/manifests/", "status": 503}] * 5)
+        failed = self.push("--retries", "2", check=None)
+        self.assertEqual(failed.returncode, 6, support.describe(failed))
+        self.assertIn("HTTP 503", failed.stderr)
+        self.assertEqual(len([1 for m, p, status in self.registry.front.log if m == "PUT" and "/manifests/" in p]),
+                         2)
+
+
+class BadRealm(unittest.TestCase):
+    """A registry mirror whose token realm answers 200 with an HTML page (a
+    login portal), or with no token: the registry failed as a source, the
+    base URL serves the release, and the realm is asked once in the run."""
+
+    def serve(self, token_body):
+        seen = []
+
+        class Registry(http.server.BaseHTTPRequestHandler):
+            def log_message(self, *args):
+                pass
+
+            def do_GET(self):
+                seen.append(self.path)
+                port = self.server.server_address[1]
+                if self.path.startswith("/token"):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", str(len(token_body)))
+                    self.end_headers()
+                    self.wfile.write(token_body)
+                    return
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", f'Bearer realm="http://127.0.0.1:{port}/token",service="x"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Registry)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        self.addCleanup(server.server_close)
+        self.addCleanup(server.shutdown)
+        return f"oci+http://127.0.0.1:{server.server_address[1]}/nvidia", seen
+
+    def test_a_realm_without_a_token_is_a_source_failure(self):
+        for body in (b"<html><body>Sign in</body></html>", b'{"token":""}'):
+            scratch = support.make_scratch_dir(self.id() + str(len(body)))
+            mirror, seen = self.serve(body)
+            prefix = os.path.join(scratch, "prefix")
+            res = support.run_tool("cudnn-fetch", LABEL, "--mirror", mirror, "--base-url", support.nginx_base_url(),
+                                   "--prefix", prefix, *PLATFORM, "--no-cache", "--json", env=ENV, check=None)
+            self.assertEqual(res.returncode, 0, support.describe(res))
+            components = json.loads(res.stdout)["components"]
+            self.assertTrue(components)
+            for c in components:
+                self.assertTrue(c["url"].startswith(support.nginx_base_url()), c)
+            self.assertEqual(len([p for p in seen if p.startswith("/token")]), 1, seen)
 
 
 def strict_proxy(registry_port):
@@ -283,7 +422,7 @@ class CredentialsStayOnTheRegistryHost(unittest.TestCase):
         url = f"oci+http://127.0.0.1:{registry.server_address[1]}/ns/cudnn/blobs/sha256:{digest}"
         part = os.path.join(scratch, "blob.part")
         res = subprocess.run([tool, url, str(len(body)), "--part", part],
-                             env=support.tool_env(dict(ENV, REDIST_OCI_AUTH=f"127.0.0.1:{registry.server_address[1]}=u:pw")),
+                             env=support.tool_env(dict(ENV, REDIST_OCI_AUTH=f"oci+http://127.0.0.1:{registry.server_address[1]}=u:pw")),
                              capture_output=True, text=True, timeout=60)
         self.assertEqual(res.returncode, 0, res.stderr)
         self.assertEqual(support.sha256_file(part), digest)

@@ -219,3 +219,49 @@ class HostileLayout(LayoutBase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class IndexRewrite(LayoutBase):
+    """index.json's read-modify-rename: one writer at a time, so two
+    `redist mirror` runs into one layout at once lose no release (the first
+    pauses with the index read; the second must wait for it); and what other
+    tools recorded in it is kept."""
+
+    def test_concurrent_runs_lose_no_release(self):
+        first = support.BackgroundTool("redist", "mirror", "cudnn", LABEL, "--to", self.url, "--base-url",
+                                       support.file_base_url(), *PLATFORM,
+                                       env=dict(self.env, REDIST_DEBUG_PAUSE="layout-index",
+                                                REDIST_DEBUG_PAUSE_SECONDS="3"))
+        try:
+            self.assertTrue(first.wait_for_stderr("paused at layout-index", timeout=60), first.stderr)
+            second = support.run_tool("redist", "mirror", "cudnn", "9.8.0", "--to", self.url, "--base-url",
+                                      support.file_base_url(), *PLATFORM, env=self.env, check=None, timeout=120)
+            done = first.wait(timeout=120)
+        finally:
+            first.kill()
+        self.assertEqual(done.returncode, 0, support.describe(done))
+        self.assertEqual(second.returncode, 0, support.describe(second))
+        with open(os.path.join(self.layout, "index.json"), encoding="utf-8") as f:
+            names = sorted(m["annotations"][REF_NAME] for m in json.load(f)["manifests"])
+        self.assertEqual(names, sorted([LABEL, "9.8.0"]))
+
+    def test_a_rewrite_keeps_what_other_tools_recorded(self):
+        support.run_tool("redist", "mirror", "cudnn", "9.8.0", "--to", self.url, "--base-url",
+                         support.file_base_url(), *PLATFORM, env=self.env, check=0)
+        index_path = os.path.join(self.layout, "index.json")
+        with open(index_path, encoding="utf-8") as f:
+            index = json.load(f)
+        entry = index["manifests"][0]
+        entry["platform"] = {"architecture": "amd64", "os": "linux"}
+        entry["artifactType"] = "application/x-other-tool"
+        entry["annotations"]["com.example.note"] = "kept"
+        index["annotations"] = {"com.example.index": "mine"}
+        with open(index_path, "w", encoding="utf-8") as f:
+            json.dump(index, f)
+        self.mirror()  # another release: the index is rewritten
+        with open(index_path, encoding="utf-8") as f:
+            after = json.load(f)
+        self.assertEqual(after["annotations"], {"com.example.index": "mine"})
+        kept = [m for m in after["manifests"] if m["annotations"][REF_NAME] == "9.8.0"]
+        self.assertEqual(kept, [entry])
+        self.assertEqual(sorted(m["annotations"][REF_NAME] for m in after["manifests"]), sorted([LABEL, "9.8.0"]))

@@ -57,7 +57,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             break;
         }
         case 3:
-            require_value_or(redist::docker_config_auth(text, "127.0.0.1:5000", "fuzz"),
+            require_value_or(redist::docker_config_auth(text, "127.0.0.1:5000", false, "fuzz"),
                              redist::error_code::bad_manifest);
             break;
         case 4: {

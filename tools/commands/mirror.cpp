@@ -246,7 +246,9 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                "(https) or oci+http://... (plain http): repository NAMESPACE/<product>, one tag per "
                "release, each archive a blob named by its SHA-256; or an OCI image layout on disk, oci-layout:DIR "
                "(DIR/<product>/index.json, blobs/sha256/). Credentials: "
-               "REDIST_OCI_AUTH=REGISTRY=USER:PASSWORD, else docker's config.json (docs/fleet.md)")
+               "REDIST_OCI_AUTH=REGISTRY=USER:PASSWORD (REGISTRY: HOST[:PORT] for https, oci+http://HOST[:PORT] "
+               "for plain http), else docker's config.json (docs/fleet.md). Pushes are retried as downloads are "
+               "(--retries, Retry-After, --stall-timeout)")
             ->type_name("DIR|URL");
     dest->excludes(to);
     to->excludes(dest);
@@ -304,9 +306,14 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
         ->type_name("N");
     cmd->add_option("--retries", args->source.retries,
                     "Attempts per source for transient network failures (default 4; backoff with jitter, "
-                    "Retry-After honoured)")
+                    "Retry-After honoured), for downloads and for every request to a registry target")
         ->check(CLI::Range(1, 100))
         ->type_name("N");
+    cmd->add_option("--stall-timeout", args->source.stall_timeout,
+                    "Seconds without a byte moving, either way, before a transfer counts as failed and is "
+                    "retried: downloads, and uploads to a registry target (default 60)")
+        ->check(CLI::Range(1L, 3600L))
+        ->type_name("S");
     add_report_flags(*cmd, args->json, args->quiet, "Print one JSON report at the end instead of progress");
     cmd->footer(
         std::string(

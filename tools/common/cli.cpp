@@ -209,8 +209,8 @@ void add_source_options(CLI::App& app, source_options& options) {
                  "Use only the cache and local sources (file://, oci-layout:); say what is missing");
     app.add_option("--retries", options.retries,
                    "Attempts per source for transient failures (default 4), with exponential backoff; for the "
-                   "index and manifest too. A source that cannot be reached twice in a row (refused, timed out) "
-                   "is skipped for the rest of the run")
+                   "index and manifest too. A mirror that cannot be reached twice in a row (refused, timed out) "
+                   "is skipped for the rest of the run; the base URL never is")
         ->type_name("N");
     app.add_option("--stall-timeout", options.stall_timeout,
                    "Seconds without data before a transfer counts as failed and is retried (default 60; the index "
