@@ -27,8 +27,9 @@ void write_release(const fs::path& base, const std::string& label, const std::st
 
 struct two_bases {
     std::string classic, bin_archive;
-    two_bases() {
-        const fs::path root = redist_test::scratch("two_bases");
+    // `name`: a directory of its own, since CTest runs the cases of this file at once.
+    explicit two_bases(const std::string& name) {
+        const fs::path root = redist_test::scratch(name);
         write_release(root / "classic", "9.1.0", "cudnn/linux-x86_64/cudnn-9.1.0.tar.xz");
         write_release(root / "bin-archive", "9.2.0", "../../../pool/linux-x86_64/U/cudnn-9.2.0.tar.xz");
         classic = to_url((root / "classic").string());
@@ -48,7 +49,7 @@ struct two_bases {
 }  // namespace
 
 TEST_CASE("versions: a fallback base adds the labels it has") {
-    const two_bases t;
+    const two_bases t("two_bases_1");
     source_policy one;
     one.cache_dir = std::nullopt;
     auto alone = list_versions(t.classic, "cudnn", {}, one);
@@ -64,7 +65,7 @@ TEST_CASE("versions: a fallback base adds the labels it has") {
 }
 
 TEST_CASE("a spec picks the newest match over every base, from the base that has it") {
-    const two_bases t;
+    const two_bases t("two_bases_2");
     auto newest = resolve_release(t.request("latest", true), {});
     REQUIRE(newest.ok());
     CHECK(newest->label == "9.2.0");

@@ -31,7 +31,7 @@ _redist_opts_for() {
         cache) echo "--cache-dir --older-than --max-size --dry-run --json --quiet -q --shared-cache --help -h" ;;
         env) echo "--prefix --format --json --quiet -q --help -h" ;;
         check) echo "--prefix --component --gpu --quick --json --strict --quiet -q --timeout --help -h" ;;
-        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --to --recompress --sign-key --mount-from --json --quiet -q --help -h" ;;
+        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --stall-timeout --to --recompress --sign-key --mount-from --json --quiet -q --help -h" ;;
         sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --json --quiet -q --help -h" ;;
         diff) echo "$_redist_source_opts --json --quiet -q --help -h" ;;
         outdated) echo "--prefix --file $_redist_source_opts --json --quiet -q --help -h" ;;
