@@ -7,7 +7,6 @@ registry's host or reach the output."""
 
 import base64
 import hashlib
-import http.client
 import http.server
 import json
 import os
@@ -317,21 +316,7 @@ def strict_proxy(registry_port):
                 self.end_headers()
                 self.wfile.write(err)
                 return
-            conn = http.client.HTTPConnection("127.0.0.1", registry_port, timeout=60)
-            headers = {k: v for k, v in self.headers.items() if k.lower() not in ("content-length", "connection")}
-            conn.request(self.command, self.path, body=body if body else None, headers=headers)
-            res = conn.getresponse()
-            data = res.read()
-            self.send_response(res.status)
-            for k, v in res.getheaders():
-                if k.lower() not in ("content-length", "connection", "transfer-encoding"):
-                    self.send_header(k, v)
-            self.send_header("Content-Length", str(len(data)) if self.command != "HEAD" else
-                             res.getheader("Content-Length", "0"))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(data)
-            conn.close()
+            registry_fixture.relay_to(self, registry_port, body)
 
         do_GET = do_HEAD = do_POST = do_PUT = do_PATCH = relay
 
