@@ -108,6 +108,14 @@ result<user_config> parse_user_config(std::string_view text, const std::filesyst
 // filesystem (cannot read it) | bad_manifest (as parse_user_config).
 result<user_config> read_user_config(const std::filesystem::path& path);
 
+// Reads a project file or a lock file (`what` names it in errors) as every
+// input is read: a regular file (the link's target, for a file the user
+// named), at most max_bytes; a FIFO, a device or a directory fails at once,
+// never blocks. Outcomes: ok | not_found ("cannot open the <what>": no such
+// file) | filesystem (not a regular file, cannot read) | bad_manifest (larger
+// than max_bytes).
+result<std::string> read_project_document(const std::filesystem::path& path, std::uint64_t max_bytes, const char* what);
+
 // The commented starter file `redist init` writes, listing `platforms`.
 std::string starter_project(const std::vector<std::string>& platforms);
 

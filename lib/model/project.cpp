@@ -448,6 +448,19 @@ result<user_config> read_user_config(const fs::path& path) {
     return parse_user_config(text, path);
 }
 
+result<std::string> read_project_document(const fs::path& path, std::uint64_t max_bytes, const char* what) {
+    std::error_code ec;
+    if (!fs::exists(fs::symlink_status(path, ec)))
+        return make_error(error_code::not_found, std::string("cannot open the ") + what).with_path(path.string());
+    auto text = read_file(path, max_bytes, follow_links::yes);
+    if (!text) {
+        error e = text.error_value();
+        e.message = std::string("cannot read the ") + what + ": " + e.message;
+        return e;
+    }
+    return text;
+}
+
 result<project_file> parse_project(std::string_view text, const fs::path& path) {
     const validator v{path.string()};
     REDIST_TRY(const toml::table root, parse_toml(text, v));

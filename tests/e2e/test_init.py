@@ -31,6 +31,16 @@ class Init(unittest.TestCase):
         self.assertIn("already exists", res.stderr)
         support.run_tool("redist", "init", "--force", cwd=self.dir, check=0)
 
+    def test_a_fifo_named_redist_toml_fails_at_once(self):
+        # A checkout can hold anything: a FIFO must not hang sync, lock or
+        # init --check (the project file is read as a regular file only).
+        os.mkfifo(os.path.join(self.dir, "redist.toml"))
+        for args in (["sync"], ["lock"], ["init", "--check"]):
+            res = support.run_tool("redist", *args, cwd=self.dir, timeout=20)
+            self.assertEqual(res.returncode, 10, support.describe(res))
+            self.assertIn("redist.toml: cannot read the project file: not a regular file", res.stderr)
+            self.assertEqual(len(res.stderr.strip().splitlines()), 1, support.describe(res))
+
     def test_check_names_line_and_key(self):
         path = os.path.join(self.dir, "redist.toml")
         with open(path, "w") as f:

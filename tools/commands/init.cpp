@@ -55,19 +55,10 @@ void print_project_json(const std::string& file, const redist::project_file& pro
 // --check: parses and validates the file; prints a summary, or the error
 // with its line and key (exit 4).
 int run_check(const init_args& args) {
-    std::string text;
-    if (FILE* f = std::fopen(args.file.c_str(), "rb")) {
-        char buf[65536];
-        std::size_t n = 0;
-        while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= redist::kMaxProjectFileBytes)
-            text.append(buf, n);
-        std::fclose(f);
-    } else {
-        return report_error(
-            redist::make_error(redist::error_code::not_found, "cannot open the project file").with_path(args.file));
-    }
+    auto text = redist::read_project_document(args.file, redist::kMaxProjectFileBytes, "project file");
+    if (!text.ok()) return report_error(text.error_value());
     // Absolute, so that a relative prefix resolves against the file's directory.
-    auto project = redist::parse_project(text, std::filesystem::absolute(args.file));
+    auto project = redist::parse_project(*text, std::filesystem::absolute(args.file));
     if (!project.ok()) return report_error(project.error_value());
     if (args.json) print_project_json(args.file, *project);
     if (args.json || args.quiet) return 0;

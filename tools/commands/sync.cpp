@@ -40,25 +40,6 @@ struct sync_args {
     install_flags install;  // as fetch's (add_install_flags)
 };
 
-redist::result<std::string> read_small_file(const std::string& path, std::size_t max_bytes, const char* what) {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (!f)
-        return redist::make_error(redist::error_code::not_found, std::string("cannot open the ") + what).with_path(path);
-    std::string text;
-    char buf[65536];
-    std::size_t n = 0;
-    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0 && text.size() <= max_bytes) text.append(buf, n);
-    const bool failed = std::ferror(f) != 0;
-    std::fclose(f);
-    if (failed)
-        return redist::make_error(redist::error_code::filesystem, std::string("cannot read the ") + what)
-            .with_path(path);
-    if (text.size() > max_bytes)
-        return redist::make_error(redist::error_code::bad_manifest, std::string("the ") + what + " is too large")
-            .with_path(path);
-    return text;
-}
-
 bool exists_at(const fs::path& p) {
     std::error_code ec;
     return fs::exists(fs::symlink_status(p, ec));
@@ -107,7 +88,8 @@ struct loaded_project {
 redist::result<loaded_project> load_project(const project_lock_options& o) {
     loaded_project out;
     REDIST_TRY(out.file, find_project_file(o.file));
-    REDIST_TRY(const std::string text, read_small_file(out.file, redist::kMaxProjectFileBytes, "project file"));
+    REDIST_TRY(const std::string text,
+               redist::read_project_document(out.file, redist::kMaxProjectFileBytes, "project file"));
     const fs::path file = fs::absolute(out.file);
     REDIST_TRY(out.project, redist::parse_project(text, file));
     REDIST_TRY_VOID(load_trusted_keys(o.source, out.project.trusted_keys));  // fail before any request
@@ -147,7 +129,8 @@ redist::result<std::optional<redist::project_lock>> read_lock(const loaded_proje
                          tool_name.c_str(), printable(p.lock_path).c_str());
         return std::optional<redist::project_lock>();
     }
-    REDIST_TRY(const std::string text, read_small_file(p.lock_path, redist::kMaxLockFileBytes, "lock file"));
+    REDIST_TRY(const std::string text,
+               redist::read_project_document(p.lock_path, redist::kMaxLockFileBytes, "lock file"));
     REDIST_TRY(auto lock, redist::project_lock_from_json(text, p.lock_path));
     REDIST_TRY_VOID(redist::check_lock_sources(lock, p.lock_path, p.roots));
     return std::optional<redist::project_lock>(std::move(lock));
@@ -189,7 +172,7 @@ redist::result<redist::project_lock> resolve_and_lock(const project_lock_options
             std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
     const std::string text = redist::project_lock_to_json(resolved.lock);
     const bool same = previous && regular_file_at(p.lock_path) && [&] {
-        auto old = read_small_file(p.lock_path, redist::kMaxLockFileBytes, "lock file");
+        auto old = redist::read_project_document(p.lock_path, redist::kMaxLockFileBytes, "lock file");
         return old.ok() && *old == text;
     }();
     if (!same && !o.dry_run) {  // --dry-run writes no lock either
@@ -291,7 +274,7 @@ void print_lock_json(const std::string& lock_file, const std::vector<redist::loc
 
 bool holds_project_lock(const std::string& path) {
     if (!regular_file_at(path)) return false;
-    auto text = read_small_file(path, redist::kMaxLockFileBytes, "lock file");
+    auto text = redist::read_project_document(path, redist::kMaxLockFileBytes, "lock file");
     return text.ok() && redist::project_lock_from_json(*text, path).ok();
 }
 
