@@ -443,7 +443,7 @@ transfer_options fast() {
 TEST_CASE("artifact_stream: more bytes than the manifest's size is an integrity failure", "[artifact_stream]") {
     const hash_thread_mode mode(GENERATE(false, true));
     memory_sink sink;
-    artifact_stream s({4, sha256_hex("abcd")}, sink);
+    artifact_stream s({4, sha256_hex("abcd")}, sink, 1);
     REQUIRE(s.restart().ok());
     REQUIRE(feed(s, "abc").ok());
     auto over = feed(s, "de");
@@ -488,7 +488,7 @@ TEST_CASE("artifact_stream: a dropped connection is resumed with a Range request
     auto& srv = server();
     srv.server->set_faults(R"({"/a.bin": {"drop_after": 150000, "times": 1}})");
     memory_sink sink;
-    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
     REQUIRE(s.restart().ok());
     transfer_failure_info failure;
     auto first = fetch(s, srv.url(), failure);
@@ -515,7 +515,7 @@ TEST_CASE("artifact_stream: without a spool, the downloader's retry resumes a dr
     auto& srv = server();
     srv.server->set_faults(R"({"/a.bin": {"drop_after": 150000, "times": 1}})");
     memory_sink sink;
-    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
     REQUIRE(s.restart().ok());
     transfer_failure_info failure;
     REQUIRE(fetch(s, srv.url(), failure, retry_now).ok());  // one call: the retry is inside
@@ -535,7 +535,7 @@ TEST_CASE("artifact_stream: attempts_per_source caps one stream's requests on a 
     recording_observer events;
     run.observer = &events;
     memory_sink sink;
-    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
     REQUIRE(s.restart().ok());
     int requests = 0;
     transfer_failure_info failure;
@@ -558,7 +558,7 @@ TEST_CASE("artifact_stream: the sink's bytes of an earlier process are resumed w
     REQUIRE(::waitpid(child, &status, 0) == child);
     redist_test::write(dir / ("a.bin.part." + std::to_string(child)), srv.body.substr(0, 123456));
     file_sink sink(dir / "a.bin");
-    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
     auto resumed = s.resume_or_restart();
     REQUIRE(resumed.ok());
     CHECK(*resumed);
@@ -579,7 +579,7 @@ TEST_CASE("artifact_stream: a server that ignores Range: the same version is ski
     auto& srv = server();
     srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1, "etag": "\"v1\""}})");
     memory_sink sink;
-    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
     REQUIRE(s.restart().ok());
     // Between the two requests of the one call, the server stops honouring Range.
     const segment_retry_hook then_ignore_range = [&](int attempt, const error&, const transfer_failure_info&) {
@@ -604,7 +604,7 @@ TEST_CASE("artifact_stream: an ETag that changes between attempts drops the byte
     auto& srv = server();
     srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1, "etag": "\"v1\""}})");
     memory_sink sink;
-    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
     REQUIRE(s.restart().ok());
     std::vector<transfer_failure_info> asked;
     const segment_retry_hook then_v2 = [&](int, const error&, const transfer_failure_info& f) {
@@ -632,7 +632,7 @@ TEST_CASE("artifact_stream: a Content-Length other than what is left is an integ
     auto& srv = server();
     srv.server->set_faults(R"({"/a.bin": {"drop_after": 100000, "times": 1, "etag": "\"v1\""}})");
     memory_sink sink;
-    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
     REQUIRE(s.restart().ok());
     transfer_failure_info failure;
     REQUIRE_FALSE(fetch(s, srv.url(), failure).ok());
@@ -657,7 +657,7 @@ TEST_CASE("artifact_stream: the .part spool is kept after a network failure and 
     srv.server->set_faults(R"({"/a.bin": {"drop_after": 120000, "times": 1}})");
     {
         memory_sink sink;
-        artifact_stream s({srv.body.size(), srv.sha}, sink);
+        artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
         REQUIRE(s.restart().ok());
         transfer_failure_info failure;
         REQUIRE_FALSE(s.fetch_from(srv.url(), fast(), one_stream(), part_spool(part), no_retry, failure).ok());
@@ -667,7 +667,7 @@ TEST_CASE("artifact_stream: the .part spool is kept after a network failure and 
 
     // A later process: the .part goes through hash and sink, then is resumed.
     memory_sink sink;
-    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
     REQUIRE(s.restart().ok());
     spool_location spool = part_spool(part);
     std::uint64_t told = 0;
@@ -689,7 +689,7 @@ TEST_CASE("artifact_stream: wrong bytes remove the .part spool", "[artifact_stre
     const fs::path part = dir / "blob.part";
     srv.server->set_faults(R"({"/a.bin": {"corrupt_byte_at": 5}})");
     memory_sink sink;
-    artifact_stream s({srv.body.size(), srv.sha}, sink);
+    artifact_stream s({srv.body.size(), srv.sha}, sink, 1);
     REQUIRE(s.restart().ok());
     transfer_failure_info failure;
     auto done = s.fetch_from(srv.url(), fast(), one_stream(), part_spool(part), no_retry, failure);
@@ -704,7 +704,7 @@ TEST_CASE("artifact_stream: wrong bytes remove the .part spool", "[artifact_stre
 TEST_CASE("file_sink: nothing is under the final name before commit", "[file_sink]") {
     const fs::path dir = redist_test::scratch("file-sink");
     file_sink sink(dir / "a.bin");
-    artifact_stream s({3, sha256_hex("xyz")}, sink);
+    artifact_stream s({3, sha256_hex("xyz")}, sink, 1);
     REQUIRE(s.restart().ok());
     REQUIRE(feed(s, "xyz").ok());
     REQUIRE(s.verify("test").ok());
@@ -723,7 +723,7 @@ TEST_CASE("file_sink: the .part file of a dead process is adopted and resumed", 
     redist_test::write(dir / ("a.bin.part." + std::to_string(child)), "abc");
 
     file_sink sink(dir / "a.bin");
-    artifact_stream s({6, sha256_hex("abcdef")}, sink);
+    artifact_stream s({6, sha256_hex("abcdef")}, sink, 1);
     auto resumed = s.resume_or_restart();
     REQUIRE(resumed.ok());
     CHECK(*resumed);

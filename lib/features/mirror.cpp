@@ -48,6 +48,7 @@
 #include "redist/select.hpp"
 #include "redist/signing.hpp"
 #include "redist/urls.hpp"
+#include "support/budget.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
 #include "support/safe_path.hpp"
@@ -126,7 +127,9 @@ result<void> download_verified(const download_target& t, const mirror_request& r
                                const std::atomic<bool>* cancel) {
     REDIST_TRY_VOID(create_parent(t.final_path));
     file_sink sink(t.final_path);
-    artifact_stream stream({t.size, t.sha256}, sink);
+    // The machine's thread budget, shared by the artifacts in flight.
+    const unsigned threads = run_budget::machine_limits().threads / std::max(1u, request.jobs);
+    artifact_stream stream({t.size, t.sha256}, sink, threads);
     stream.set_cancel(cancel);
     stream.set_progress([&](std::uint64_t done) {
         emit(request, {t.label, t.relative_path, mirror_step::downloading, t.status, done, t.size});

@@ -95,7 +95,7 @@ result<fs_space> space_of(const fs::path& dir) {
     out.free = static_cast<std::uint64_t>(vfs.f_bavail) * vfs.f_frsize;
     out.where = p;
     // Tests only: a pretend amount of free space (documented in sync.hpp).
-    if (const char* fake = std::getenv("REDIST_TEST_FREE_BYTES"); fake && *fake)
+    if (const char* fake = REDIST_TEST_OVERRIDE("REDIST_TEST_FREE_BYTES"); fake && *fake)
         out.free = std::strtoull(fake, nullptr, 10);
     return out;
 }
@@ -463,7 +463,7 @@ public:
     // From the archive (cached blob, else download) into a stage.
     result<staged_component> unpack_archive(const job_plan& plan) {
         stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size), request_.budget);
-        artifact_stream stream({a_.size, a_.sha256}, sink);
+        artifact_stream stream({a_.size, a_.sha256}, sink, request_.budget->threads());
         stream.set_cancel(&abort_all_);
         stream.set_progress([&](std::uint64_t done) { progress(fetch_stage::downloading, done); });
         std::optional<std::vector<unpacked_entry>> entries;

@@ -1,4 +1,9 @@
-// Test seam for the crash-safety tests (internal to the library).
+// Test seams for the crash-safety and reliability tests (internal to the
+// library). They exist only in a build configured with REDIST_TEST_HOOKS=ON
+// (the default when the test suite is built, CMakeLists.txt): a release build
+// (scripts/package.sh) compiles every seam to nothing, so that no environment
+// variable can pause, fail or reconfigure a shipped redist, and none of their
+// names is in its binaries.
 #pragma once
 
 #include <chrono>
@@ -18,6 +23,7 @@ namespace redist {
 // REDIST_DEBUG_PAUSE_SECONDS (1 to 600), after which the process goes on, so
 // that a test can watch another process meet it there (verify waiting for a
 // commit). Unset: costs one getenv.
+#if REDIST_TEST_HOOKS
 inline void debug_pause(const char* point) {
     static const char* const wanted = std::getenv("REDIST_DEBUG_PAUSE");
     if (!wanted || std::strcmp(wanted, point) != 0) return;
@@ -40,5 +46,15 @@ inline bool debug_fail(const char* point) {
     static const char* const wanted = std::getenv("REDIST_DEBUG_FAIL");
     return wanted && std::strcmp(wanted, point) == 0;
 }
+
+// The value of a test-only environment override (REDIST_TEST_FREE_BYTES,
+// REDIST_HASH_THREAD), or nullptr. A macro so that a release build does not
+// even hold the variable's name.
+#define REDIST_TEST_OVERRIDE(name) std::getenv(name)
+#else
+inline void debug_pause(const char* /*point*/) {}
+inline bool debug_fail(const char* /*point*/) { return false; }
+#define REDIST_TEST_OVERRIDE(name) static_cast<const char*>(nullptr)
+#endif
 
 }  // namespace redist

@@ -352,7 +352,7 @@ class artifact_stream::hash_worker {
 public:
     static constexpr std::size_t kQueueBytes = 2u << 20;
     static constexpr std::size_t kPiece = 1u << 20;
-    // Worth a thread: an archive this large, on a machine with this many cores.
+    // Worth a thread: an archive this large, in a run with this many threads.
     static constexpr std::uint64_t kMinSize = 8u << 20;
     static constexpr unsigned kMinCores = 4;
 
@@ -432,13 +432,13 @@ private:
     std::thread thread_;
 };
 
-artifact_stream::artifact_stream(expected_artifact expected, byte_sink& sink)
+artifact_stream::artifact_stream(expected_artifact expected, byte_sink& sink, unsigned threads)
     : expected_(std::move(expected)), sink_(sink) {
     // REDIST_HASH_THREAD=1/0 forces the choice (tests exercise both on any machine).
-    const char* forced = std::getenv("REDIST_HASH_THREAD");
-    const bool wanted = forced && *forced ? std::string_view(forced) != "0"
-                                          : expected_.size >= hash_worker::kMinSize &&
-                                                std::thread::hardware_concurrency() >= hash_worker::kMinCores;
+    const char* forced = REDIST_TEST_OVERRIDE("REDIST_HASH_THREAD");
+    const bool wanted = forced && *forced
+                            ? std::string_view(forced) != "0"
+                            : expected_.size >= hash_worker::kMinSize && threads >= hash_worker::kMinCores;
     if (wanted) {
         try {
             hash_worker_ = std::make_unique<hash_worker>(

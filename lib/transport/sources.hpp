@@ -246,7 +246,9 @@ struct expected_artifact {
 
 class artifact_stream {
 public:
-    artifact_stream(expected_artifact expected, byte_sink& sink);
+    // threads: the run's thread budget (run_budget::threads()); the archive's
+    // hash gets a thread of its own only when the budget has room for it.
+    artifact_stream(expected_artifact expected, byte_sink& sink, unsigned threads);
     ~artifact_stream();
     artifact_stream(const artifact_stream&) = delete;
     artifact_stream& operator=(const artifact_stream&) = delete;
