@@ -81,6 +81,12 @@ result<std::vector<locked_artifact>> locked_for(const lockfile& lock, const std:
 // Outcomes: ok | integrity (names the component, platform and both hashes).
 result<void> check_lock_against_manifest(const lockfile& lock, const manifest& m);
 
+// Every release a lock file pins, whichever version it is (a version 1 lock
+// pins one; a project lock one per product), each as a version 1 lock would
+// hold it: what `redist mirror --from-lock` mirrors. Outcomes: ok |
+// bad_manifest (as lockfile_from_json / project_lock_from_json).
+result<std::vector<lockfile>> releases_of_lock(std::string_view json, std::string_view source);
+
 // ---- making and using a version 1 lock (`redist lock`, `fetch --locked`) ----
 
 struct resolved_release;  // manifest.hpp

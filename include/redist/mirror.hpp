@@ -39,6 +39,12 @@
 //     sidecar records and that is present with its size and SHA-256 is not
 //     made again (recompressing costs about a minute per 300 MiB). A copy is
 //     not made when its path is an artifact path of a manifest.
+//   - Mirroring adds, never replaces: in a registry or an image layout, a
+//     release's tag lists what this run selected plus every artifact of the
+//     release that the store already holds (an earlier run's other
+//     platforms, variants or components; blobs are named by NVIDIA's
+//     SHA-256), and the sidecar keeps the copies of those that the run's
+//     own key signed before. A directory mirror keeps every file anyway.
 //   - One release never overwrites another's files: an artifact's path must
 //     be an archive's (.tar.xz, .txz, .tar.gz, .tgz, .tar.zst, .zip), and no
 //     segment of it may be index.html, a redistrib_*.json name or a temp
@@ -92,6 +98,18 @@ enum class recompression : std::uint8_t {
     zstd,  // a zstd copy beside each .tar.xz/.txz original (see above)
 };
 
+// What a lock pins of one release (`redist mirror --from-lock`): exactly
+// these artifacts of the release whose manifest has this SHA-256; the
+// request's platforms, CUDA variants and components are not used then.
+struct mirror_pin {
+    std::string manifest_sha256;
+    struct pinned_artifact {
+        std::string relative_path, sha256;
+        std::uint64_t size = 0;
+    };
+    std::vector<pinned_artifact> artifacts;
+};
+
 struct mirror_request {
     std::filesystem::path dest;           // the mirror root (created if needed), or a registry:
                                           // oci://HOST[:PORT]/NAMESPACE, oci+http://... (see urls.hpp)
@@ -123,6 +141,8 @@ struct mirror_request {
     std::vector<std::string> mount_from;
     unsigned jobs = 1;                   // artifacts in flight at once (at least 1)
     fetch_observer* observer = nullptr;  // on_mirror steps, retries, source changes; not owned
+    // Set: `versions` is the one pinned label, and the pin decides what is mirrored.
+    std::optional<mirror_pin> pin;
 };
 
 struct mirrored_file {
@@ -162,6 +182,13 @@ struct mirrored_release {
     std::vector<mirrored_copy> copies;   // with recompress: one per .tar.xz/.txz original (sha256), in order
     std::filesystem::path sidecar_path;  // recompressed_<label>.json in the mirror (empty: none, or a registry)
     std::string signed_by;               // the sidecar's signer (signing.hpp fingerprint); "": unsigned or none
+    // Requested platforms the release has nothing for: it is mirrored for
+    // the others (a release with none of them fails, not_found).
+    std::vector<std::string> missing_platforms;
+    // Artifacts of the release that earlier runs put in the target and that
+    // stay listed in its tag (a registry or an image layout): mirroring
+    // adds, it never replaces what a tag holds.
+    std::size_t kept_from_earlier = 0;
 };
 
 struct mirror_report {
@@ -177,14 +204,18 @@ struct mirror_report {
 // artifacts (every requested platform x CUDA variant; artifacts without a
 // variant are taken whatever --cuda says), fetch what is missing or wrong,
 // then write the manifest and index.html. Releases finished before a failure
-// stay mirrored (complete and listed); the failing one is not listed.
+// stay mirrored (complete and listed); the failing one is not listed. A
+// release that lacks some of the requested platforms is mirrored for the
+// others (mirrored_release::missing_platforms says which).
 // Outcomes:
 //   ok            every selected file is in place and verified
 //   usage         no versions or platforms, or a product name that is not a
 //                 plain directory name
 //   not_found     version, manifest or artifact missing (404); a requested
-//                 component, platform or CUDA variant the release does not
-//                 offer (the message lists what it offers)
+//                 component or CUDA variant the release does not offer, or
+//                 none of the requested platforms (the message lists what it
+//                 offers); a pinned artifact the manifest does not list
+//   integrity     (also) the manifest is not the one a pin names
 //   bad_manifest  malformed manifest or index; an unsafe release label; one
 //                 relative_path with two different hashes; a relative_path
 //                 that is not an archive's or names a file the mirror keeps

@@ -266,7 +266,31 @@ result<void> check_claims(const resolved_release& release, const std::vector<art
 
 // The artifacts of one release that the request selects, deduplicated by
 // relative_path. Outcomes: ok | not_found | bad_manifest.
-result<std::vector<artifact>> select_for_mirror(const resolved_release& release, const mirror_request& request) {
+// A lock's pins: exactly the pinned artifacts, each as the manifest lists it.
+result<std::vector<artifact>> select_pinned(const resolved_release& release, const mirror_pin& pin) {
+    std::vector<artifact> out;
+    for (const auto& p : pin.artifacts) {
+        const artifact* found = nullptr;
+        for (const auto& c : release.parsed.components)
+            for (const auto& a : c.artifacts)
+                if (a.relative_path == p.relative_path && a.sha256 == p.sha256 && a.size == p.size) found = &a;
+        if (!found)
+            return make_error(error_code::not_found, release.product + " " + release.label +
+                                                         ": the lock pins an artifact the manifest does not list: " +
+                                                         p.relative_path + " (sha256 " + p.sha256 + ")")
+                .with_source(sanitize_url(release.manifest_url));
+        if (std::none_of(out.begin(), out.end(), [&](const artifact& a) { return a.relative_path == p.relative_path; }))
+            out.push_back(*found);
+    }
+    return out;
+}
+
+// What to mirror of a release: every artifact of the requested components
+// on the requested platforms and CUDA variants. A platform the release has
+// nothing for goes to `missing_platforms` (none at all: not_found).
+result<std::vector<artifact>> select_for_mirror(const resolved_release& release, const mirror_request& request,
+                                                std::vector<std::string>& missing_platforms) {
+    if (request.pin) return select_pinned(release, *request.pin);
     const manifest& m = release.parsed;
     const std::string what = release.product + " " + release.label;
     const std::set<std::string> wanted(request.components.begin(), request.components.end());
@@ -326,14 +350,14 @@ result<std::vector<artifact>> select_for_mirror(const resolved_release& release,
                               ")")
             .with_source(sanitize_url(release.manifest_url));
     }
-    for (const auto& p : request.platforms) {
-        if (platforms_hit.count(p)) continue;
+    for (const auto& p : request.platforms)
+        if (!platforms_hit.count(p)) missing_platforms.push_back(p);
+    if (platforms_hit.empty())
         return make_error(error_code::not_found,
-                          what + " has nothing for platform " + p +
+                          what + " has nothing for platform " + join(missing_platforms, [](auto& p) { return p; }) +
                               (majors.empty() ? "" : " and the requested CUDA variants") +
                               " (platforms: " + join(platforms_offered, [](const std::string& s) { return s; }) + ")")
             .with_source(sanitize_url(release.manifest_url));
-    }
     return out;
 }
 
@@ -406,6 +430,14 @@ public:
     // Whether present() found the blob only by mounting it from another
     // repository (a registry).
     virtual bool mounted(const std::string& /*sha256*/) const { return false; }
+    // The artifacts of `release` beyond `picks` that the target already
+    // holds, verified, and that its listing of the release must keep (a
+    // tag lists its layers; a directory's manifest lists everything anyway:
+    // none). Outcomes: ok | network | filesystem.
+    virtual result<std::vector<artifact>> earlier_artifacts(const resolved_release& /*release*/,
+                                                            const std::vector<artifact>& /*picks*/) {
+        return std::vector<artifact>{};
+    }
 
     // The operator's key (--sign-key) that signs every sidecar, or null:
     // sidecars are then unsigned, and no client installs their copies.
@@ -630,6 +662,35 @@ result<void> mirror_files(const mirror_request& request, const resolved_release&
     return {};
 }
 
+// The copies of the release's originals beyond `picks` that a sidecar
+// signed by the run's own key records (an earlier run of this operator
+// made them from verified originals) and that are present as recorded:
+// they stay in the release's new sidecar.
+result<void> keep_earlier_copies(const resolved_release& release, const std::vector<artifact>& picks,
+                                 const copy_context& copies, mirror_target& target, mirrored_release& out) {
+    if (copies.previous.empty()) return {};
+    std::set<std::string> have;
+    for (const auto& p : picks) have.insert(p.sha256);
+    for (const auto& c : out.copies) have.insert(c.original_sha256);
+    for (const auto& c : release.parsed.components)
+        for (const auto& a : c.artifacts) {
+            const auto it = copies.previous.find(a.sha256);
+            if (it == copies.previous.end() || it->second.original_size != a.size || !have.insert(a.sha256).second)
+                continue;
+            const auto copy_path = copy_path_of(a.relative_path);
+            if (!copy_path || *copy_path != it->second.relative_path || copies.listed.count(*copy_path) ||
+                target.claimed_by_others(*copy_path, release.label))
+                continue;
+            REDIST_TRY(const auto present, target.present(as_artifact(it->second)));
+            if (!present || !*present) continue;
+            mirrored_copy kept = it->second;
+            kept.status = mirror_status::up_to_date;
+            kept.path = target.path_of(as_artifact(kept));
+            out.copies.push_back(std::move(kept));
+        }
+    return {};
+}
+
 result<mirrored_release> mirror_one(const mirror_request& request, const std::string& spec, mirror_target& target,
                                     std::uint64_t& bytes_downloaded, std::size_t& copies_made) {
     emit(request, {spec, {}, mirror_step::resolving, mirror_status::downloaded, 0, 0});
@@ -642,15 +703,16 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
     // cache key, so the mirrors' cached copies count too (--from-cache).
     if (!rr.sources.offline) rr.sources.mirrors.clear();
     rr.observer = request.observer;
+    if (request.pin) rr.manifest_sha256 = request.pin->manifest_sha256;
     REDIST_TRY(const resolved_release release, resolve_release(rr, request.transfer));
     if (name_problem(release.label))
         return make_error(error_code::bad_manifest, "release label is not a plain file name: '" + release.label + "'")
             .with_source(sanitize_url(release.manifest_url));
 
-    REDIST_TRY(const std::vector<artifact> picks, select_for_mirror(release, request));
+    mirrored_release out;
+    REDIST_TRY(const std::vector<artifact> picks, select_for_mirror(release, request, out.missing_platforms));
     REDIST_TRY_VOID(target.admit(release, picks));
 
-    mirrored_release out;
     out.label = release.label;
     out.manifest_url = sanitize_url(release.manifest_url);
     out.manifest_sha256 = release.manifest_sha256;
@@ -672,8 +734,17 @@ result<mirrored_release> mirror_one(const mirror_request& request, const std::st
         if (f.status == mirror_status::downloaded || f.status == mirror_status::replaced) bytes_downloaded += f.size;
     for (const auto& c : out.copies) copies_made += c.status != mirror_status::up_to_date;
 
+    // Mirroring adds, never replaces: what earlier runs put in the target
+    // for this release stays listed, and so do their copies that the run's
+    // own key signed (checked present, as a reused copy is).
+    REDIST_TRY(const std::vector<artifact> kept, target.earlier_artifacts(release, picks));
+    out.kept_from_earlier = kept.size();
+    REDIST_TRY_VOID(keep_earlier_copies(release, picks, copies, target, out));
+    std::vector<artifact> listed = picks;
+    listed.insert(listed.end(), kept.begin(), kept.end());
+
     // Last: the manifest, so the release is advertised only when complete.
-    REDIST_TRY_VOID(target.publish(release, picks, out));
+    REDIST_TRY_VOID(target.publish(release, listed, out));
     const std::size_t size = release.manifest_text.size();
     emit(request, {release.label, "redistrib_" + release.label + ".json", mirror_step::finished, out.manifest_status,
                    size, size});
@@ -841,6 +912,23 @@ public:
     }
     result<void> publish(const resolved_release& release, const std::vector<artifact>& picks,
                          mirrored_release& out) override;
+    // Blobs are named by NVIDIA's SHA-256, so a blob of the release that the
+    // store holds (with its size; a layout: and its digest) is that artifact,
+    // whichever earlier run or other tool put it there.
+    result<std::vector<artifact>> earlier_artifacts(const resolved_release& release,
+                                                    const std::vector<artifact>& picks) override {
+        std::set<std::string> listed;
+        for (const auto& p : picks) listed.insert(p.relative_path);
+        std::vector<artifact> out;
+        std::lock_guard lock(mutex_);
+        for (const auto& c : release.parsed.components)
+            for (const auto& a : c.artifacts) {
+                if (!listed.insert(a.relative_path).second) continue;
+                REDIST_TRY(const bool has, store_->has_blob(a.sha256, a.size));
+                if (has) out.push_back(a);
+            }
+        return out;
+    }
     // The tag's own, then those of the same label in the repositories of
     // mount_from (their copies are mounted rather than made again).
     std::vector<found_sidecar> sidecars(const std::string& label) override {

@@ -528,4 +528,20 @@ result<std::vector<release_plan>> plans_for_platform(const project_lock& lock, c
     return plans;
 }
 
+result<std::vector<lockfile>> releases_of_lock(std::string_view json, std::string_view source) {
+    auto project = project_lock_from_json(json, source);
+    if (project.ok()) {
+        std::vector<lockfile> out;
+        for (auto& p : project.value().products)
+            out.push_back({p.name, p.release_label, p.manifest_url, p.manifest_sha256, std::move(p.artifacts)});
+        return out;
+    }
+    // Not a project lock: a version 1 lock, or the error of the version it claims.
+    auto single = lockfile_from_json(json, source);
+    if (single.ok()) return std::vector<lockfile>{std::move(single).value()};
+    if (single.error_value().json_path == "lock_version" && single.error_value().message.starts_with("a project lock"))
+        return std::move(project).error_value();
+    return std::move(single).error_value();
+}
+
 }  // namespace redist

@@ -419,7 +419,15 @@ public:
             &out_.report.requests);
         if (!fetched.ok()) {
             drop_part_unless_resumable(stream, fetched.error_value());
-            return std::move(fetched).error_value();
+            error e = std::move(fetched).error_value();
+            // A mirror holds only what was mirrored into it: say which archive it lacks.
+            if (e.code == error_code::not_found)
+                e.message = "no " + a_.platform + (a_.variant ? " " + *a_.variant : std::string()) + " archive of " +
+                            a_.component +
+                            " at this source (a mirror holds only the platforms and variants mirrored into "
+                            "it): " +
+                            e.message;
+            return e;
         }
         out_.report.url = sanitize_url(urls_[fetched->source]);
         // The archive is verified: keep it even if unpacking fails (disk full,

@@ -31,7 +31,7 @@ _redist_opts_for() {
         cache) echo "--cache-dir --older-than --max-size --dry-run --json --quiet -q --shared-cache --help -h" ;;
         env) echo "--prefix --format --json --quiet -q --help -h" ;;
         check) echo "--prefix --component --gpu --quick --json --strict --quiet -q --timeout --help -h" ;;
-        mirror) echo "--dest --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --stall-timeout --to --recompress --sign-key --mount-from --json --quiet -q --help -h" ;;
+        mirror) echo "--dest --from-lock --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --stall-timeout --to --recompress --sign-key --mount-from --json --quiet -q --help -h" ;;
         sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --json --quiet -q --help -h" ;;
         diff) echo "$_redist_source_opts --json --quiet -q --help -h" ;;
         outdated) echo "--prefix --file $_redist_source_opts --json --quiet -q --help -h" ;;
@@ -45,7 +45,7 @@ _redist_opts_for() {
 _redist_takes_value() {
     case $1 in
         --prefix | --dest | --cache-dir | --manifest | --manifest-sha256 | --locked | --output | -o | --ca-file | --base-url | --mirror | --platform | --cuda | \
-            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout | --max-memory | --threads | --max-size | --lock-file | --exclude | --connections | --product | --to | --recompress | --mount-from | --trusted-key | --sign-key)
+            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout | --max-memory | --threads | --max-size | --lock-file | --exclude | --connections | --product | --to | --recompress | --mount-from | --trusted-key | --sign-key | --from-lock)
             return 0 ;;
     esac
     return 1
@@ -67,7 +67,7 @@ _redist_complete_value() {
         --prefix | --dest | --cache-dir)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -d -- "$2") ;;
-        --manifest | --ca-file | --locked | --output | -o | --file | --trusted-key | --sign-key)
+        --manifest | --ca-file | --locked | --output | -o | --file | --trusted-key | --sign-key | --from-lock)
             compopt -o filenames 2>/dev/null
             mapfile -t COMPREPLY < <(compgen -f -- "$2") ;;
         *) COMPREPLY=() ;;  # free-form: URLs, numbers, component names

@@ -212,12 +212,23 @@ class MirrorSelection(unittest.TestCase):
         for extra, versions, needle in (
                 (["--component", "nope"], "9.27.0", "cudnn_jit"),        # lists what exists
                 (["--cuda", "11"], "9.27.0", "cuda12"),                  # 9.27 has no cuda11
-                (["--platform", "linux-ppc64le"], "9.27.0", "linux-sbsa"),
                 ([], "7.0.0", "")):
             with self.subTest(extra=extra, versions=versions):
                 res = mirror(self.dest, *extra, base=base, versions=versions, platforms=("linux-x86_64",), check=3)
                 self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
                 self.assertIn(needle, res.stderr)
+        # A platform the release has nothing for, alone, is nothing to mirror; the error lists what exists.
+        res = mirror(self.dest, base=base, versions="9.27.0", platforms=("linux-ppc64le",), check=3)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
+        self.assertIn("linux-sbsa", res.stderr)
+
+    def test_a_missing_platform_beside_others_is_a_warning(self):
+        res = mirror(self.dest, "-q", base=support.file_base_url(), versions="9.27.0",
+                     platforms=("linux-x86_64", "linux-ppc64le"))
+        self.assertIn("warning: cudnn 9.27.0 has nothing for linux-ppc64le", res.stderr)
+        wanted = expected_artifacts("9.27.0", ("linux-x86_64",), None, None)
+        self.assertTrue(wanted)
+        self.assertEqual(files_under(self.redist), set(wanted) | {"redistrib_9.27.0.json", "index.html"})
 
     def test_usage_errors(self):
         support.run_tool("redist", "mirror", "cudnn", "9.27.0", check=2)           # no --dest

@@ -3,14 +3,18 @@
 // redist::mirror_releases(); this file parses options and renders.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
+#include <tuple>
 
 #include "commands/commands.hpp"
 #include "common/observer.hpp"
 #include "common/printable.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/lockfile.hpp"
 #include "redist/mirror.hpp"
 #include "redist/platform.hpp"
 #include "redist/urls.hpp"
@@ -31,6 +35,7 @@ struct mirror_args {
     std::string recompress;
     std::string sign_key;  // --sign-key FILE
     std::vector<std::string> mount_from;
+    std::vector<std::string> from_locks;  // --from-lock FILE
     unsigned jobs = 1;
     bool json = false;
     bool quiet = false;
@@ -46,8 +51,7 @@ const char* status_word(redist::mirror_status s) {
     return "?";
 }
 
-void print_json(const redist::mirror_report& report) {
-    redist::json_writer w(2);
+void write_report(redist::json_writer& w, const redist::mirror_report& report) {
     w.begin_object();
     w.field("product", report.product);
     w.field("redist_dir", report.redist_dir.string());
@@ -79,6 +83,10 @@ void print_json(const redist::mirror_report& report) {
         w.end_array();
         w.field("sidecar_path", r.sidecar_path.string());
         w.field("signed_by", r.signed_by);
+        w.key("missing_platforms").begin_array();
+        for (const auto& p : r.missing_platforms) w.value(p);
+        w.end_array();
+        w.field("kept_from_earlier", static_cast<std::uint64_t>(r.kept_from_earlier));
         w.key("copies").begin_array();
         for (const auto& c : r.copies) {
             w.begin_object();
@@ -99,7 +107,46 @@ void print_json(const redist::mirror_report& report) {
     }
     w.end_array();
     w.end_object();
+}
+
+// One report as an object; with --from-lock, an array of one per release.
+void print_json(const std::vector<redist::mirror_report>& reports, bool from_locks) {
+    redist::json_writer w(2);
+    if (from_locks) w.begin_array();
+    for (const auto& r : reports) write_report(w, r);
+    if (from_locks) w.end_array();
     std::printf("%s\n", w.str().c_str());
+}
+
+// --from-lock: one request per release the locks pin (the union of every
+// lock's artifacts of it), each mirroring exactly those artifacts.
+redist::result<std::vector<redist::mirror_request>> requests_from_locks(const std::vector<std::string>& locks,
+                                                                        const redist::mirror_request& base) {
+    std::map<std::tuple<std::string, std::string, std::string>, redist::mirror_request> by_release;
+    for (const auto& path : locks) {
+        REDIST_TRY(const std::string text, redist::read_project_document(path, redist::kMaxLockFileBytes, "lock file"));
+        REDIST_TRY(const auto releases, redist::releases_of_lock(text, path));
+        for (const auto& lock : releases) {
+            auto& req = by_release[{lock.product, lock.release_label, lock.manifest_sha256}];
+            if (!req.pin) {
+                req = base;
+                req.product = lock.product;
+                req.versions = {lock.release_label};
+                req.pin = redist::mirror_pin{lock.manifest_sha256, {}};
+            }
+            for (const auto& a : lock.artifacts) {
+                auto& pinned = req.pin->artifacts;
+                if (std::none_of(pinned.begin(), pinned.end(),
+                                 [&](const auto& p) { return p.relative_path == a.entry.relative_path; }))
+                    pinned.push_back({a.entry.relative_path, a.entry.sha256, a.entry.size});
+                if (std::find(req.platforms.begin(), req.platforms.end(), a.entry.platform) == req.platforms.end())
+                    req.platforms.push_back(a.entry.platform);  // what the report says; the pins decide
+            }
+        }
+    }
+    std::vector<redist::mirror_request> out;
+    for (auto& [key, req] : by_release) out.push_back(std::move(req));
+    return out;
 }
 
 // --from-cache: a release whose manifest (or index) no source left in the
@@ -117,6 +164,15 @@ redist::error explain_not_cached(redist::error e, const redist::mirror_request& 
 
 int run_mirror(const mirror_args& args) {
     if (args.dest.empty()) return usage_error("--dest DIR or --to DIR|URL is required");
+    const bool from_locks = !args.from_locks.empty();
+    if (from_locks && (!args.product.empty() || !args.versions.empty()))
+        return usage_error("give PRODUCT VERSIONS or --from-lock, not both");
+    if (from_locks && (!args.platforms.empty() || !args.cuda.empty() || !args.components.empty()))
+        return usage_error(
+            "--from-lock mirrors exactly what the locks pin: --platform, --cuda and --component "
+            "do not apply");
+    if (!from_locks && (args.product.empty() || args.versions.empty()))
+        return usage_error("PRODUCT and VERSIONS are required (or --from-lock FILE)");
     redist::mirror_request req;
     req.dest = args.dest;
     req.product = args.product;
@@ -143,10 +199,16 @@ int run_mirror(const mirror_args& args) {
     if (args.recompress == "zstd") req.recompress = redist::recompression::zstd;
     if (!args.sign_key.empty()) req.sign_key = args.sign_key;
     req.mount_from = args.mount_from;
-    if (req.platforms.empty()) {
+    if (req.platforms.empty() && !from_locks) {
         auto host = redist::detect_host_platform(redist::host_probe::system());
         if (!host.ok()) return report_error(host.error_value());
         req.platforms.push_back(*host);
+    }
+    std::vector<redist::mirror_request> requests{req};
+    if (from_locks) {
+        auto pinned = requests_from_locks(args.from_locks, req);
+        if (!pinned.ok()) return report_error(pinned.error_value());
+        requests = std::move(pinned).value();
     }
 
     // Plain lines, one per finished file (CI logs); on a terminal, a
@@ -155,13 +217,14 @@ int run_mirror(const mirror_args& args) {
     const bool tty = !args.json && !args.quiet && ::isatty(STDERR_FILENO);
     int last_percent = -1;
     std::mutex mutex;
+    std::string product;  // of the request running
     console_observer observer(args.quiet || args.json);
     observer.mirror = [&](const redist::mirror_event& e) {
         if (args.json || args.quiet) return;
         using redist::mirror_step;
         std::lock_guard lock(mutex);
         if (e.step == mirror_step::resolving) {
-            std::printf("%s %s\n", printable(args.product).c_str(), printable(e.label).c_str());
+            std::printf("%s %s\n", printable(product).c_str(), printable(e.label).c_str());
         } else if (e.step == mirror_step::downloading && tty && e.bytes_total > 0) {
             const int percent = static_cast<int>(e.bytes_done * 100 / e.bytes_total);
             if (percent != last_percent) {
@@ -185,45 +248,67 @@ int run_mirror(const mirror_args& args) {
             std::fflush(stdout);
         }
     };
-    req.observer = &observer;
 
-    auto report = redist::mirror_releases(req);
-    if (last_percent >= 0) std::fprintf(stderr, "\n");
-    if (!report.ok())
-        return report_error(args.from_cache ? explain_not_cached(report.error_value(), req) : report.error_value());
+    std::vector<redist::mirror_report> reports;
+    for (auto& r : requests) {
+        product = r.product;
+        r.observer = &observer;
+        auto report = redist::mirror_releases(r);
+        if (last_percent >= 0) std::fprintf(stderr, "\n");
+        last_percent = -1;
+        if (!report.ok())
+            return report_error(args.from_cache ? explain_not_cached(report.error_value(), r) : report.error_value());
+        for (const auto& release : report->releases)
+            if (!release.missing_platforms.empty()) {  // also under -q: the run did less than asked
+                std::string list;
+                for (const auto& p : release.missing_platforms) list += (list.empty() ? "" : ", ") + p;
+                std::fprintf(stderr, "%s: warning: %s %s has nothing for %s: mirrored for the other platforms\n",
+                             tool_name.c_str(), printable(r.product).c_str(), printable(release.label).c_str(),
+                             printable(list).c_str());
+            }
+        reports.push_back(std::move(report).value());
+    }
 
     if (args.json) {
-        print_json(*report);
+        print_json(reports, from_locks);
         return 0;
     }
     if (args.quiet) return 0;
-    std::size_t files = 0, fetched = 0, mounted = 0, copies = 0;
-    for (const auto& r : report->releases) {
-        files += r.files.size();
-        copies += r.copies.size();
-        for (const auto& f : r.files) {
-            fetched += f.status == redist::mirror_status::downloaded || f.status == redist::mirror_status::replaced;
-            mounted += f.status == redist::mirror_status::mounted;
+    std::size_t releases = 0, files = 0, fetched = 0, mounted = 0, copies = 0, copies_made = 0, kept = 0;
+    std::uint64_t bytes = 0;
+    bool signed_any = false;
+    for (const auto& report : reports) {
+        releases += report.releases.size();
+        bytes += report.bytes_downloaded;
+        copies_made += report.copies_made;
+        for (const auto& r : report.releases) {
+            files += r.files.size();
+            copies += r.copies.size();
+            kept += r.kept_from_earlier;
+            for (const auto& f : r.files) {
+                fetched += f.status == redist::mirror_status::downloaded || f.status == redist::mirror_status::replaced;
+                mounted += f.status == redist::mirror_status::mounted;
+            }
+            if (!r.signed_by.empty() && !signed_any) {
+                signed_any = true;
+                std::printf("signed the copies' records with key %s\n", r.signed_by.c_str());
+            }
         }
     }
-    std::printf("mirrored %zu release%s, %zu artifact%s into %s: %zu fetched (%s), %zu up to date",
-                report->releases.size(), report->releases.size() == 1 ? "" : "s", files, files == 1 ? "" : "s",
-                printable(report->redist_dir.string()).c_str(), fetched, human_size(report->bytes_downloaded).c_str(),
-                files - fetched - mounted);
+    const std::string where = reports.size() == 1 ? reports.front().redist_dir.string() : args.dest;
+    std::printf("mirrored %zu release%s, %zu artifact%s into %s: %zu fetched (%s), %zu up to date", releases,
+                releases == 1 ? "" : "s", files, files == 1 ? "" : "s", printable(where).c_str(), fetched,
+                human_size(bytes).c_str(), files - fetched - mounted);
     if (mounted > 0) std::printf(", %zu mounted", mounted);
+    if (kept > 0) std::printf("; %zu more kept from earlier runs", kept);
     if (args.recompress == "zstd")
-        std::printf("; %zu zstd cop%s, %zu recompressed", copies, copies == 1 ? "y" : "ies", report->copies_made);
+        std::printf("; %zu zstd cop%s, %zu recompressed", copies, copies == 1 ? "y" : "ies", copies_made);
     std::printf("\n");
     if (copies > 0 && args.sign_key.empty())
         std::fprintf(stderr,
                      "%s: warning: the copies are not signed (--sign-key KEY): clients install the originals, "
                      "never an unsigned copy\n",
                      tool_name.c_str());
-    for (const auto& r : report->releases)
-        if (!r.signed_by.empty()) {
-            std::printf("signed the copies' records with key %s\n", r.signed_by.c_str());
-            break;
-        }
     return 0;
 }
 
@@ -232,10 +317,14 @@ int run_mirror(const mirror_args& args) {
 void add_mirror_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<mirror_args>();
     auto* cmd = app.add_subcommand("mirror", "Copy releases into a local mirror (upstream layout, verified)");
-    cmd->add_option("PRODUCT", args->product, "cudnn, cuda, ...")->required();
+    cmd->add_option("PRODUCT", args->product, "cudnn, cuda, ... (not with --from-lock)");
     cmd->add_option("VERSIONS", args->versions, "Comma-separated: 9.27.0,9.8.0 (each 9.27.0, 9.27, 9 or latest)")
-        ->required()
         ->delimiter(',');
+    cmd->add_option("--from-lock", args->from_locks,
+                    "Mirror exactly what this lock pins (redist.lock of `redist sync`, or a lock of `redist lock`): "
+                    "every release, platform, variant and artifact it lists, the manifest checked against the "
+                    "pinned SHA-256. Repeatable: the union of several projects' locks (a fleet's cache warmer)")
+        ->type_name("FILE");
     auto* dest = cmd->add_option("--dest", args->dest,
                                  "The mirror root: files go to DIR/<product>/redist/ (created if needed)")
                      ->type_name("DIR");
@@ -314,7 +403,8 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                     "retried: downloads, and uploads to a registry target (default 60)")
         ->check(CLI::Range(1L, 3600L))
         ->type_name("S");
-    add_report_flags(*cmd, args->json, args->quiet, "Print one JSON report at the end instead of progress");
+    add_report_flags(*cmd, args->json, args->quiet, "Print one JSON report at the end instead of progress",
+                     "Print only errors and warnings (the exit code says the rest)");
     cmd->footer(
         std::string(
             "\nWrites DIR/<product>/redist/redistrib_<version>.json (the manifest as published), each "
@@ -328,7 +418,11 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
             "  redist mirror cuda 12.9.1 --dest /srv/mirror --component cuda_nvcc,cuda_cudart --cuda 12\n"
             "  redist mirror cudnn 9.19.0 --to oci://registry.example:5000/nvidia   (then: --mirror the same "
             "URL)\n"
-            "  redist mirror cudnn 9.19.0 --dest /srv/mirror --recompress zstd   (zstd copies for fleets)\n\n") +
+            "  redist mirror cudnn 9.19.0 --dest /srv/mirror --recompress zstd   (zstd copies for fleets)\n"
+            "  redist mirror --from-lock app/redist.lock --from-lock tools/redist.lock --to oci-layout:/srv/oci\n\n"
+            "A registry tag or layout index of a release keeps what earlier runs mirrored (other platforms,\n"
+            "variants, components): mirroring adds, it never replaces. A release that has nothing for one of\n"
+            "the platforms asked for is mirrored for the others, with a warning.\n\n") +
         exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_mirror(*args); }; });
 }
