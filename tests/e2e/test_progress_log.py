@@ -306,10 +306,13 @@ class OffTerminal(ProgressCase):
         self.server.set_faults({self.art: {"stall_after": n, "stall_seconds": 60}})
         args = [a for a in self.fetch_args() if a not in ("--cache-dir", self.cache)] + ["--no-cache"]
         tool = support.BackgroundTool("redist", *args, env=CLEAN_ENV)
+        staging = os.path.join(self.prefix, ".redist", "staging")
         try:
+            # The download's stage is there: the download is under way (held by the server).
             deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not self.server.log(self.art):
-                time.sleep(0.05)
+            while time.monotonic() < deadline and not (os.path.isdir(staging) and os.listdir(staging)):
+                time.sleep(0.02)
+            self.assertTrue(os.path.isdir(staging) and os.listdir(staging), tool.stderr)
             time.sleep(0.5)
             tool.proc.send_signal(signal.SIGINT)
             res = tool.wait(timeout=30)
