@@ -212,8 +212,8 @@ result<install_report> install(const install_request& request);
 // What the cache holds of the archives a request installs, for a run that
 // stopped before its commit (Ctrl-C, a server that died): the next run
 // takes these bytes from the cache instead of the network. Measured from
-// the cache itself, not from what the run saw: verified archives count
-// whole; an interrupted download counts the bytes its resume would reuse
+// the cache itself, not from what the run saw: verified archives (and
+// extracted trees) count whole; an interrupted download counts the bytes its resume would reuse
 // (the .part's recorded ranges, else its size: the next run's
 // resume_event). Only artifacts whose receipts do not match yet (what
 // plan_install would not call unchanged). No cache: all zero.

@@ -789,7 +789,7 @@ result<kept_downloads> kept_in_cache(const install_request& request) {
         if (item.action == plan_action::unchanged || item.action == plan_action::remove) continue;
         const artifact& a = request.releases[item.release].artifacts[item.artifact];
         add_saturating(kept.total, a.size);
-        if (cache->has_blob(a.sha256)) {
+        if (item.action == plan_action::from_cached_tree || cache->has_blob(a.sha256)) {  // nothing to download
             add_saturating(kept.bytes, a.size);
             continue;
         }

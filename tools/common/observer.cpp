@@ -208,6 +208,9 @@ void progress_display::operator()(const redist::progress_event& e) {
     const bool stage_changed = s.stage != e.stage;
     s.stage = e.stage;
     if (e.stage == redist::fetch_stage::downloading && e.bytes_done != s.done) s.grew_at = now;
+    // Back to byte 0 after the kept bytes went through (they were wrong, or
+    // another source starts over): they no longer count as kept.
+    if (e.stage == redist::fetch_stage::downloading && e.bytes_done < s.done && s.done >= s.resumed) s.resumed = 0;
     // failed and stopped carry 0: what came before stays (a bar leaves, it does not fall back).
     if (e.stage != redist::fetch_stage::failed && e.stage != redist::fetch_stage::stopped) s.done = e.bytes_done;
     s.total = e.bytes_total;
