@@ -378,7 +378,13 @@ TEST_CASE("an interrupted segmented download resumes with fewer bytes", "[segmen
         CHECK(r.error_value().code == error_code::cancelled);
     }
     REQUIRE(fs::exists(redist::segment_record_path(spool.part_file)));
-    (void)f.server->log();  // waits for the requests cut short to be logged
+    // What a stopped run reports as kept is what the resume takes: the
+    // record's ranges, not the sparse .part's size.
+    const std::uint64_t kept = redist::resumable_bytes(spool.part_file, kSize);
+    CHECK(kept >= 1000);
+    CHECK(kept < kSize);
+    CHECK(redist::resumable_bytes(spool.part_file, kSize + 1) == 0);  // a record for another size
+    (void)f.server->log();                                            // waits for the requests cut short to be logged
     f.server->set_faults("{}");
     f.server->reset();
     sink s;
@@ -388,6 +394,7 @@ TEST_CASE("an interrupted segmented download resumes with fewer bytes", "[segmen
     CHECK(s.hex() == sha256_of(f.blob));
     CHECK(s.bytes == kSize);
     CHECK(r->reused_bytes >= 1000);
+    CHECK(r->reused_bytes == kept);
     const std::uint64_t sent = body_bytes(f.server->log());
     CHECK(sent + r->reused_bytes == kSize);  // nothing fetched twice
     CHECK(sent > 0);
@@ -538,6 +545,8 @@ TEST_CASE("a .part without a record resumes from its size", "[segmented]") {
     redist::spool_location spool;
     spool.part_file = dir / "blob.part";
     redist_test::write(spool.part_file, f.blob.substr(0, 300'000));
+    CHECK(redist::resumable_bytes(spool.part_file, kSize) == 300'000);
+    CHECK(redist::resumable_bytes(dir / "missing.part", kSize) == 0);
     sink s;
     auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
                                         s.callbacks, retry_transient(3));
@@ -555,6 +564,7 @@ TEST_CASE("a hostile record is ignored: everything is fetched again", "[segmente
     redist_test::write(spool.part_file, std::string(1000, 'x'));
     // Claims more than the file holds.
     redist_test::write(redist::segment_record_path(spool.part_file), "redist-segments 1\nsize 2000000\n0 1500000\n");
+    CHECK(redist::resumable_bytes(spool.part_file, kSize) == 0);  // it would be started over
     sink s;
     auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
                                         s.callbacks, retry_transient(3));
@@ -592,6 +602,7 @@ TEST_CASE("the spool is never opened through a symlink", "[segmented]") {
     redist::spool_location spool;
     spool.part_file = dir / "blob.part";
     fs::create_symlink(victim, spool.part_file);
+    CHECK(redist::resumable_bytes(spool.part_file, kSize) == 0);  // not ours to resume
     sink s;
     auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), small_segments(), spool,
                                         s.callbacks, retry_transient(3));

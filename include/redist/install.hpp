@@ -209,6 +209,22 @@ struct install_report {
 // artifact that neither staged nor failed; rare).
 result<install_report> install(const install_request& request);
 
+// What the cache holds of the archives a request installs, for a run that
+// stopped before its commit (Ctrl-C, a server that died): the next run
+// takes these bytes from the cache instead of the network. Measured from
+// the cache itself, not from what the run saw: verified archives (and
+// extracted trees) count whole; an interrupted download counts the bytes its resume would reuse
+// (the .part's recorded ranges, else its size: the next run's
+// resume_event). Only artifacts whose receipts do not match yet (what
+// plan_install would not call unchanged). No cache: all zero.
+// Outcomes: ok | filesystem (a prefix or cache that cannot be read).
+struct kept_downloads {
+    std::uint64_t bytes = 0;    // in the cache, verified or partial
+    std::uint64_t partial = 0;  // of those, in interrupted downloads
+    std::uint64_t total = 0;    // the archives' sizes (the manifests')
+};
+result<kept_downloads> kept_in_cache(const install_request& request);
+
 // The receipt already has this artifact of `product`, made with these exclude globs.
 bool receipt_current(const receipt& r, const std::string& product, const artifact& a,
                      const std::vector<std::string>& exclude);

@@ -11,13 +11,25 @@
 
 namespace redist {
 
-enum class fetch_stage : std::uint8_t { waiting, downloading, committing, done, unchanged, failed };
+// The stages of a component in install(), in the order they come:
+//   downloading  its archive is read (network, or a cached archive); the
+//                events carry the bytes hashed so far, at most every 200 ms
+//                and once more when the last byte is in
+//   staged       downloaded, verified and unpacked beside the prefix (or
+//                placed from the cache's tree): its part is done, and it
+//                waits for the others and the commit; bytes_done = bytes_total
+//   committing   the commit of every staged component runs
+//   done         committed: the component is in the prefix
+// or instead: unchanged (its receipt already matches, nothing is done),
+// failed (this component's own failure: the run stops) or stopped (it was
+// cancelled: Ctrl-C, or another component failed). waiting is never sent.
+enum class fetch_stage : std::uint8_t { waiting, downloading, committing, done, unchanged, failed, staged, stopped };
 const char* to_string(fetch_stage stage) noexcept;
 
 struct progress_event {
     std::string component;
     fetch_stage stage = fetch_stage::waiting;
-    std::uint64_t bytes_done = 0;   // archive bytes received and hashed
+    std::uint64_t bytes_done = 0;   // archive bytes received and hashed (failed, stopped: 0)
     std::uint64_t bytes_total = 0;  // the manifest's size
 };
 

@@ -32,6 +32,7 @@
 #include "support/hex.hpp"
 #include "support/parallel.hpp"
 #include "support/safe_path.hpp"
+#include "transport/segmented_download.hpp"
 #include "transport/sources.hpp"
 
 namespace fs = std::filesystem;
@@ -46,6 +47,8 @@ const char* to_string(fetch_stage stage) noexcept {
         case fetch_stage::done: return "done";
         case fetch_stage::unchanged: return "unchanged";
         case fetch_stage::failed: return "failed";
+        case fetch_stage::staged: return "staged";
+        case fetch_stage::stopped: return "stopped";
     }
     return "waiting";
 }
@@ -299,10 +302,13 @@ public:
         if (request_.observer) request_.observer->on_progress({a_.component, stage, done, a_.size});
     }
 
+    // A cancellation is not this component's failure: it was stopped
+    // (Ctrl-C, or another component failed first).
     void fail(error e) {
+        const bool stopped = e.code == error_code::cancelled;
         out_.failure = std::move(e);
         abort_all_ = true;
-        progress(fetch_stage::failed, 0);
+        progress(stopped ? fetch_stage::stopped : fetch_stage::failed, 0);
     }
 
     // Single flight: one process per blob at a time; the others wait here and
@@ -585,6 +591,7 @@ void run_job(const install_request& request, const release_plan& release, const 
     out.report.files = staged->new_receipt.files.size();
     out.report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     out.staged = std::move(staged).value();
+    job.progress(fetch_stage::staged, a.size);  // its part is done: said now, not at the commit
 }
 
 // Removes the excluded files from a stage and records them in its receipt.
@@ -779,6 +786,26 @@ result<install_plan> plan_install(const install_request& request) {
     REDIST_TRY(const receipt_scan scan, scan_receipts(fs::absolute(request.prefix).lexically_normal()));
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
     return plan_install(request, scan.receipts, cache ? &*cache : nullptr);
+}
+
+result<kept_downloads> kept_in_cache(const install_request& request) {
+    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
+    if (!cache) return kept_downloads{};
+    REDIST_TRY(const receipt_scan scan, scan_receipts(fs::absolute(request.prefix).lexically_normal()));
+    kept_downloads kept;
+    for (const auto& item : plan_install(request, scan.receipts, &*cache).items) {
+        if (item.action == plan_action::unchanged || item.action == plan_action::remove) continue;
+        const artifact& a = request.releases[item.release].artifacts[item.artifact];
+        add_saturating(kept.total, a.size);
+        if (item.action == plan_action::from_cached_tree || cache->has_blob(a.sha256)) {  // nothing to download
+            add_saturating(kept.bytes, a.size);
+            continue;
+        }
+        const std::uint64_t partial = resumable_bytes(cache->partial_path(a.sha256), a.size);
+        add_saturating(kept.bytes, partial);
+        add_saturating(kept.partial, partial);
+    }
+    return kept;
 }
 
 result<install_report> install(const install_request& request_in) {

@@ -1009,6 +1009,20 @@ result<bool> run_segments(const std::string& url, std::uint64_t expected_size, c
 
 }  // namespace
 
+std::uint64_t resumable_bytes(const fs::path& part_file, std::uint64_t expected_size) noexcept {
+    // As open_part_file would keep it: a regular file with one link, ours.
+    const unique_fd fd(::open(part_file.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_uid != ::geteuid())
+        return 0;
+    try {
+        const auto present = present_ranges(fd.get(), part_file, expected_size);
+        return present ? present_bytes(*present) : 0;
+    } catch (...) {  // allocation: a report, never a failure
+        return 0;
+    }
+}
+
 result<segmented_stats> segmented_download(const std::string& url, std::uint64_t expected_size,
                                            const transfer_options& transfer, const segment_options& segments,
                                            const spool_location& spool, download_callbacks& callbacks,

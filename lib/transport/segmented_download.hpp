@@ -201,6 +201,12 @@ std::string segment_record_to_text(const segment_record& record);
 
 // "<part>.segments"
 std::filesystem::path segment_record_path(const std::filesystem::path& part_file);
+// The bytes a download of `expected_size` bytes through the spool
+// `part_file` would take from it instead of the network (what its
+// spool_location::on_resume would be told): the record's ranges, else the
+// .part's size; 0 when there is no .part or it would be started over (not
+// ours, not a regular file, a record that does not fit). Reads only.
+std::uint64_t resumable_bytes(const std::filesystem::path& part_file, std::uint64_t expected_size) noexcept;
 // Removes the record and the temp files of a killed run's record writes (best
 // effort), e.g. when the caller drops the .part. Call with the blob locked.
 void remove_segment_record(const std::filesystem::path& part_file) noexcept;

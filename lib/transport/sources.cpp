@@ -498,6 +498,7 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
     std::vector<std::byte> buffer(1u << 20);
     settle();
     result<void> outcome;
+    auto last_report = std::chrono::steady_clock::now();
     for (;;) {
         const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
         if (n < 0 && errno == EINTR) continue;
@@ -509,6 +510,12 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
         const auto size = static_cast<std::size_t>(n);
         if (into_sink) {
             outcome = feed(buffer.data(), size);
+            // A cached archive goes at the unpacker's pace: its progress too (set_progress).
+            const auto now = std::chrono::steady_clock::now();
+            if (outcome.ok() && progress_ && now - last_report > std::chrono::milliseconds(200)) {
+                last_report = now;
+                progress_(received_);
+            }
         } else if (received_ + size > expected_.size) {
             outcome = make_error(error_code::integrity, "size mismatch: more bytes than the manifest's size")
                           .with_path(path.string());
@@ -575,9 +582,16 @@ download_callbacks artifact_stream::body_callbacks(std::chrono::steady_clock::ti
         if (progress_) progress_(received_);
         return {};
     };
-    // A stop asked for (set_cancel) ends a stalled transfer too.
-    callbacks.on_idle = [this]() -> result<void> {
+    // A stop asked for (set_cancel) ends a stalled transfer too. The bytes
+    // that came before a stall are reported in it (on_data reports at most
+    // every 200 ms: the last piece before the stall may not have been).
+    callbacks.on_idle = [this, &last_report]() -> result<void> {
         if (cancelled(cancel_)) return cancelled_error();
+        const auto now = std::chrono::steady_clock::now();
+        if (progress_ && now - last_report > std::chrono::milliseconds(200)) {
+            last_report = now;
+            progress_(received_);
+        }
         return {};
     };
     callbacks.on_data = [this, &last_report](const std::byte* data, std::size_t size) -> result<void> {
@@ -630,6 +644,7 @@ result<void> artifact_stream::fetch_once(const std::string& url, const transfer_
         return e;
     }
     if (downloaded->reused_bytes > 0) resumed_ = true;  // the spool's bytes from an earlier run went through the hash
+    if (progress_) progress_(received_);                // the last bytes (on_data reports at most every 200 ms)
     auto checked = verify(where);
     if (!checked.ok()) drop_spool();
     return checked;

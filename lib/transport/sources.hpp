@@ -254,7 +254,8 @@ public:
     artifact_stream& operator=(const artifact_stream&) = delete;
 
     // Called with the bytes received so far: after each response's headers,
-    // then at most every 200 ms while the body streams.
+    // then at most every 200 ms while the body streams (or a cached file is
+    // read: fetch_file), and once the last byte is in.
     void set_progress(std::function<void(std::uint64_t)> progress) { progress_ = std::move(progress); }
     // Checked before each attempt and between chunks: set, the transfer stops (cancelled).
     void set_cancel(const std::atomic<bool>* cancel) { cancel_ = cancel; }

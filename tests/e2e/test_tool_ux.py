@@ -146,8 +146,8 @@ class Interrupt(unittest.TestCase):
         self.assertEqual(res.returncode, EXIT_INTERRUPTED, support.describe(res))
         lines = [line for line in res.stderr.splitlines() if "interrupted" in line]
         self.assertEqual(len(lines), 1, support.describe(res))
-        self.assertRegex(lines[0], r"^cudnn-fetch: interrupted: the prefix is unchanged; \S+ \S+ downloaded stay "
-                                   r"in the cache, run the same command to resume$")
+        self.assertRegex(lines[0], r"^cudnn-fetch: interrupted: the prefix is unchanged; \S+ \S+ of \S+ \S+ "
+                                   r"downloaded stay in the cache, run the same command to resume$")
         self.assertEqual(support.tree_snapshot(self.prefix, ignore=r"^\.redist/lock$"), before)
         self.assertGreaterEqual(os.path.getsize(part), n)
 

@@ -327,13 +327,30 @@ int render_post_install_check(const fetch_options& options, const redist::check_
     return 0;
 }
 
+// What a stopped run leaves for the next one, as the cache holds it (not
+// as the run counted): "120 MiB of 313 MiB downloaded stay in the cache,
+// run the same command to resume"; "" when nothing does.
+std::string kept_downloads_text(const redist::install_request& req) {
+    const auto kept = redist::kept_in_cache(req);
+    if (!kept.ok() || kept->bytes == 0) return {};
+    return human_size(kept->bytes) + " of " + human_size(kept->total) +
+           " downloaded stay in the cache, run the same command to resume";
+}
+
 // After Ctrl-C or SIGTERM stopped install(): nothing was committed.
-int report_interrupt(const redist::install_request& req, std::uint64_t received) {
-    std::string kept = "run the same command to start again";
-    if (req.sources.cache_dir)
-        kept = human_size(received) + " downloaded stay in the cache, run the same command to resume";
+int report_interrupt(const redist::install_request& req) {
+    std::string kept = kept_downloads_text(req);
+    if (kept.empty()) kept = "nothing downloaded is kept, run the same command to start again";
     std::fprintf(stderr, "%s: interrupted: the prefix is unchanged; %s\n", tool_name.c_str(), kept.c_str());
     return redist::exit_code_for(redist::error_code::cancelled);
+}
+
+// A download that failed part-way (a server that died): the error says
+// what the cache keeps for the next run.
+redist::error with_kept_downloads(redist::error e, const redist::install_request& req) {
+    if (e.code != redist::error_code::network) return e;
+    if (const std::string kept = kept_downloads_text(req); !kept.empty()) e.message += "; " + kept;
+    return e;
 }
 
 // --dry-run: a line per artifact (action, product, component, size), then the totals.
@@ -437,6 +454,7 @@ int run_install(const install_flags& flags, redist::install_request& req, std::o
     progress_display display(!flags.quiet && !flags.json, ::isatty(STDOUT_FILENO) != 0);
     console_observer observer(flags.quiet);  // lock waits, retries and source changes
     observer.progress = [&display](const redist::progress_event& e) { display(e); };
+    observer.display = &display;
     req.observer = &observer;
     const auto started = std::chrono::steady_clock::now();
     std::optional<interrupt_scope> interrupts(std::in_place);
@@ -445,11 +463,14 @@ int run_install(const install_flags& flags, redist::install_request& req, std::o
     req.observer = nullptr;
     req.cancel = nullptr;
     display.finish();
-    if (!done.ok() && interrupts->interrupted()) return report_interrupt(req, display.bytes_received());
+    if (!done.ok() && interrupts->interrupted()) return report_interrupt(req);
     interrupts.reset();  // the post-install check's children get the default handling
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     if (flags.profile || profile_requested()) print_profile(redist::profile_of(*req.budget));
-    if (!done.ok()) return report_error(explain ? explain(std::move(done).error_value()) : done.error_value());
+    if (!done.ok()) {
+        redist::error e = with_kept_downloads(std::move(done).error_value(), req);
+        return report_error(explain ? explain(std::move(e)) : e);
+    }
     report = std::move(done).value();
     if (!flags.json && !flags.quiet) print_install_summary(*report, seconds, platform);
     return 0;

@@ -17,7 +17,9 @@ namespace redist_tools {
 void console_observer::line(const std::string& text) {
     if (quiet_) return;
     std::lock_guard lock(mutex_);
-    std::fprintf(stderr, "%s: %s\n", tool_name.c_str(), printable(text).c_str());
+    const std::string out = tool_name + ": " + printable(text);
+    if (display) return display->message(out);
+    std::fprintf(stderr, "%s\n", out.c_str());
 }
 
 void console_observer::on_progress(const redist::progress_event& e) {
@@ -57,6 +59,7 @@ void console_observer::on_cache_bypass(const redist::cache_bypass_event& e) {
 }
 
 void console_observer::on_resume(const redist::resume_event& e) {
+    if (display) display->resumed(e.component, e.bytes_done);
     line("resuming " + e.component + " at " + human_size(e.bytes_done) + " of " + human_size(e.bytes_total));
 }
 
@@ -145,11 +148,13 @@ std::vector<std::string> render_progress(const std::map<std::string, progress_st
     for (const auto& [name, s] : states) {
         if (s.stage == redist::fetch_stage::unchanged) continue;
         ++components;
-        done += s.done;
+        done += s.shown();
         total += s.total;
-        fresh += s.done - std::min(s.done, s.resumed);
+        fresh += s.fresh();
         if (s.stage == redist::fetch_stage::committing) ++committing;
-        if (s.stage == redist::fetch_stage::done || (s.total > 0 && s.done >= s.total)) ++finished;
+        if (s.stage == redist::fetch_stage::done || s.stage == redist::fetch_stage::staged ||
+            (s.total > 0 && s.done >= s.total))
+            ++finished;
         else if (s.stage == redist::fetch_stage::downloading) active.emplace_back(s.order, &name);
     }
     if (committing > 0)
@@ -165,8 +170,9 @@ std::vector<std::string> render_progress(const std::map<std::string, progress_st
     std::vector<std::string> lines;
     for (std::size_t i = 0; i < shown; ++i) {
         const progress_state& s = states.at(*active[i].second);
-        const int pct = percent_of(s.done, s.total);
-        const std::string right = " " + std::to_string(pct) + "% " + human_size(s.done) + " of " + human_size(s.total);
+        const int pct = percent_of(s.shown(), s.total);
+        const std::string right = " " + std::to_string(pct) + "% " + human_size(s.shown()) + " of " +
+                                  human_size(s.total);
         lines.push_back(bar_line(printable(*active[i].second), label_width, pct, right, width));
     }
     const std::uint64_t rate = per_second(fresh, started, now);
@@ -180,30 +186,72 @@ std::vector<std::string> render_progress(const std::map<std::string, progress_st
     return lines;
 }
 
-progress_display::progress_display(bool enabled, bool tty, std::size_t max_bars)
-    : enabled_(enabled), tty_(tty), max_bars_(max_bars), started_(clock_type::now()) {}
+progress_display::progress_display(bool enabled, bool tty, std::size_t max_bars, std::chrono::milliseconds heartbeat)
+    : enabled_(enabled),
+      tty_(tty),
+      max_bars_(max_bars),
+      heartbeat_(std::max(heartbeat, std::chrono::milliseconds(100))),
+      started_(clock_type::now()) {
+    if (enabled_) timer_ = std::thread([this] { run_timer(); });
+}
+
+progress_display::~progress_display() { finish(); }
 
 void progress_display::operator()(const redist::progress_event& e) {
-    std::lock_guard lock(mutex_);  // the states are kept even when nothing is shown (bytes_received)
+    std::lock_guard lock(mutex_);
     auto& s = states_[e.component];
     const auto now = clock_type::now();
     if (s.order == 0) {
         s.order = ++count_;
-        s.started = now;
-        if (e.stage == redist::fetch_stage::downloading) s.resumed = e.bytes_done;  // bytes an earlier run left
+        s.started = s.beat_at = s.grew_at = now;
     }
     const bool stage_changed = s.stage != e.stage;
     s.stage = e.stage;
-    s.done = e.bytes_done;
+    if (e.stage == redist::fetch_stage::downloading && e.bytes_done != s.done) s.grew_at = now;
+    // Back to byte 0 after the kept bytes went through (they were wrong, or
+    // another source starts over): they no longer count as kept.
+    if (e.stage == redist::fetch_stage::downloading && e.bytes_done < s.done && s.done >= s.resumed) s.resumed = 0;
+    // failed and stopped carry 0: what came before stays (a bar leaves, it does not fall back).
+    if (e.stage != redist::fetch_stage::failed && e.stage != redist::fetch_stage::stopped) s.done = e.bytes_done;
     s.total = e.bytes_total;
     if (!enabled_) return;
     if (tty_) return redraw(now, stage_changed);
     if (!stage_changed) return;
-    if (e.stage == redist::fetch_stage::done)
-        std::printf("%s: done, %s\n", printable(e.component).c_str(), human_size(s.total).c_str());
-    else if (e.stage == redist::fetch_stage::failed) std::printf("%s: failed\n", printable(e.component).c_str());
-    else return;
+    const std::string name = printable(e.component);
+    switch (e.stage) {
+        case redist::fetch_stage::staged:
+        case redist::fetch_stage::done:  // said when staged (a commit's done is no news)
+            if (std::exchange(s.said_done, true)) return;
+            std::printf("%s: done, %s\n", name.c_str(), human_size(s.total).c_str());
+            break;
+        case redist::fetch_stage::failed: std::printf("%s: failed\n", name.c_str()); break;
+        case redist::fetch_stage::stopped: std::printf("%s: stopped\n", name.c_str()); break;
+        default: return;
+    }
     std::fflush(stdout);
+}
+
+void progress_display::resumed(const std::string& component, std::uint64_t bytes) {
+    std::lock_guard lock(mutex_);
+    auto& s = states_[component];
+    if (s.order == 0) {
+        s.order = ++count_;
+        s.started = s.beat_at = s.grew_at = clock_type::now();
+        s.stage = redist::fetch_stage::downloading;
+    }
+    s.resumed = bytes;
+    // The stream delivers the kept bytes again from byte 0 (they are hashed
+    // again): those are not this run's, and not its rate.
+    s.beat_fresh = s.fresh();
+}
+
+void progress_display::message(const std::string& text) {
+    std::lock_guard lock(mutex_);
+    const bool live = enabled_ && tty_ && drawn_lines_ > 0;
+    if (live) clear();
+    std::fprintf(stderr, "%s\n", text.c_str());
+    std::fflush(stderr);
+    if (live) redraw(clock_type::now(), true);
 }
 
 void progress_display::redraw(clock_type::time_point now, bool force) {
@@ -219,20 +267,62 @@ void progress_display::redraw(clock_type::time_point now, bool force) {
     drawn_lines_ = static_cast<int>(lines.size());
 }
 
-void progress_display::finish() {
-    if (!enabled_ || !tty_) return;
-    std::lock_guard lock(mutex_);
+void progress_display::clear() {
     if (drawn_lines_) std::printf("\r\033[%dA\033[J", drawn_lines_);
     drawn_lines_ = 0;
     std::fflush(stdout);
 }
 
-std::uint64_t progress_display::bytes_received() {
-    std::lock_guard lock(mutex_);
-    std::uint64_t sum = 0;
+// "cudnn: 120 MiB of 313 MiB, 3.4 MiB/s" for each download in flight, the
+// rate over the bytes since the last beat; one without a byte for 5 s or
+// more says for how long ("..., 0 B/s, nothing received for 20 s").
+void progress_display::heartbeat(clock_type::time_point now) {
+    std::vector<std::pair<int, const std::string*>> active;
     for (const auto& [name, s] : states_)
-        if (s.stage != redist::fetch_stage::unchanged) sum += s.done;
-    return sum;
+        if (s.stage == redist::fetch_stage::downloading) active.emplace_back(s.order, &name);
+    std::sort(active.begin(), active.end());
+    for (const auto& [order, name] : active) {
+        progress_state& s = states_.at(*name);
+        std::string text = printable(*name) + ": " + human_size(s.shown()) + " of " + human_size(s.total);
+        const std::uint64_t rate = per_second(s.fresh() - std::min(s.fresh(), s.beat_fresh), s.beat_at, now);
+        if (s.total > 0 && s.done >= s.total) {
+            text += ", unpacking";  // every byte is in; the unpacker finishes
+        } else {
+            text += ", " + human_size(rate) + "/s";
+            // A stall is said even when the bytes before it make a rate.
+            const auto quiet = std::chrono::duration_cast<std::chrono::seconds>(now - s.grew_at).count();
+            if (quiet >= 5 || rate == 0) text += ", nothing received for " + std::to_string(quiet) + " s";
+        }
+        std::printf("%s\n", text.c_str());
+        s.beat_fresh = s.fresh();
+        s.beat_at = now;
+    }
+    if (!active.empty()) std::fflush(stdout);
+}
+
+// On a terminal: a redraw at least once a second. Elsewhere: the heartbeat.
+void progress_display::run_timer() {
+    std::unique_lock lock(mutex_);
+    const auto step = tty_ ? std::chrono::milliseconds(1000) : heartbeat_;
+    for (auto next = clock_type::now() + step;; next += step) {
+        if (wake_.wait_until(lock, next, [this] { return stopping_; })) return;
+        const auto now = clock_type::now();
+        if (next < now - step) next = now;  // the machine slept: no burst of beats
+        if (!tty_) heartbeat(now);
+        else if (!states_.empty() && now - last_draw_ >= step) redraw(now, true);
+    }
+}
+
+void progress_display::finish() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    if (timer_.joinable()) timer_.join();
+    if (!enabled_ || !tty_) return;
+    std::lock_guard lock(mutex_);
+    clear();
 }
 
 // ---- the summary -----------------------------------------------------------------------
