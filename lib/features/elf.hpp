@@ -74,9 +74,9 @@ elf_ident read_elf_ident(const std::filesystem::path& path) noexcept;
 // padded payload size; the architecture at offset 28, sm_90 as 90; flags at
 // offset 40: 0x100000 architecture-specific `sm_90a`, 0x200000
 // family-specific `sm_100f`, compressed payloads marked too) and its payload.
-// Only the entry headers are read: the architecture is there whether the
-// payload is compressed or not, so nothing is decompressed, and a library
-// mapped from disk costs a page per entry.
+// Only the entry headers are read (pread, a small window at a time): the
+// architecture is there whether the payload is compressed or not, so nothing
+// is decompressed and the payloads are never read.
 
 struct gpu_arch {
     enum class flavor : std::uint8_t { plain, arch_specific /* sm_90a */, family /* sm_100f */ };
