@@ -279,6 +279,42 @@ TEST_CASE("read_gpu_code reads .nv_fatbin and __nv_relfatbin of an ELF file, and
     CHECK_FALSE(redist::elf::read_gpu_code(dir / "missing.so").ok());
 }
 
+TEST_CASE("read_gpu_code reads entry headers across its read window, and refuses a section outside the file") {
+    const auto dir = redist_test::scratch("read_gpu_code_window");
+    // Payloads of odd sizes up to 3 windows long, so that headers fall on and across window edges.
+    std::vector<entry> entries;
+    for (unsigned i = 0; i < 60; ++i) {
+        entry e{sass, 50 + (i % 8) * 10, 0x11, std::string(i * 211 % 12000 + 1, 'p'), i % 3 ? 64u : 112u};
+        if (i % 5 == 0) e.kind = ptx;
+        entries.push_back(e);
+    }
+    const std::string fatbin = container(entries) + container({{sass, 121, 0x11, std::string(4096, 'q')}});
+    redist::elf::gpu_code in_memory;
+    REQUIRE(redist::elf::parse_fatbin(fatbin, in_memory).ok());
+    const std::string file = make_elf({{".nv_fatbin", fatbin}}, "libwide.so");
+    redist_test::write(dir / "libwide.so", file);
+    auto code = redist::elf::read_gpu_code(dir / "libwide.so");
+    REQUIRE(code.ok());
+    CHECK(code->entries == 61);
+    CHECK(code->containers == 2);
+    CHECK(code->sass == in_memory.sass);
+    CHECK(code->ptx == in_memory.ptx);
+    CHECK(names(code->sass, false).back() == "sm_121");
+
+    // The section header says the section runs past the end of the file.
+    std::string cut = file;
+    const std::uint64_t shoff = [&] {
+        std::uint64_t v = 0;
+        std::memcpy(&v, cut.data() + 40, 8);
+        return v;
+    }();
+    put(cut, shoff + 4 * 64 + 32, cut.size(), 8);  // section 4 (.nv_fatbin): sh_size
+    redist_test::write(dir / "libcut.so", cut);
+    code = redist::elf::read_gpu_code(dir / "libcut.so");
+    REQUIRE_FALSE(code.ok());
+    CHECK(code.error_value().message.find(".nv_fatbin") != std::string::npos);
+}
+
 TEST_CASE("read_gpu_code on the real cuDNN: code for Hopper, none for Volta outside the precompiled engines") {
     const fs::path ops = "/usr/local/cuda/lib64/libcudnn_ops.so.9";
     std::error_code ec;
