@@ -21,6 +21,9 @@
 //             reachable through LD_LIBRARY_PATH or ld.so.cache;
 //   driver    the NVIDIA driver supports the installed CUDA variant; every
 //             GPU's compute capability is one the release supports;
+//   gpu-code  every installed file with CUDA kernels (a fatbin) carries SASS
+//             or PTX that every GPU here can run, read from its fatbin
+//             sections without running anything;
 //   gpu       (opt-in) one real operation on the GPU: a cuDNN convolution
 //             against a CPU reference, a cudart copy round trip, a cuBLAS GEMM.
 //
@@ -50,7 +53,7 @@ enum class check_severity : std::uint8_t {
 const char* to_string(check_severity s) noexcept;
 
 struct check_finding {
-    std::string check;  // "resolve", "runtime", "load", "version", "shadow", "driver", "gpu", "gpu-run"
+    std::string check;  // "resolve", "runtime", "load", "version", "shadow", "driver", "gpu", "gpu-code", "gpu-run"
     check_severity severity = check_severity::info;
     std::string component;  // empty for machine-wide findings (driver)
     std::string path;       // prefix-relative file the finding is about, if any
@@ -78,6 +81,11 @@ enum class check_depth : std::uint8_t { full, quick };
 
 struct driver_info;  // below
 
+// A GPU architecture: compute capability 9.0 is {9, 0}.
+struct compute_capability {
+    int major = 0, minor = 0;
+};
+
 struct check_options {
     std::filesystem::path prefix;
     std::vector<std::string> components;  // empty: every installed component
@@ -98,6 +106,10 @@ struct check_options {
     // full depth if this check is full).
     // Null: the check asks the driver itself. Not owned.
     const driver_info* driver_asked = nullptr;
+    // The GPUs the architecture checks (gpu, gpu-code) judge, instead of the
+    // ones the driver reports: a build machine checking for the machine it
+    // builds for, and the tests. Empty: this machine's GPUs.
+    std::vector<compute_capability> compute_capabilities;
     // Machine files, replaceable for tests.
     std::filesystem::path ld_so_cache = "/etc/ld.so.cache";
     std::filesystem::path driver_version_file = "/proc/driver/nvidia/version";

@@ -22,6 +22,7 @@
 
 #include "features/check_data.hpp"
 #include "features/elf.hpp"
+#include "features/gpu_arch.hpp"
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"
 #include "support/posix_file.hpp"
@@ -573,6 +574,7 @@ private:
     void find_shadow_candidates();
     void check_shadows();
     void evaluate_driver(driver_info d);
+    void check_gpu_code(const std::vector<driver_info::gpu>& gpus);
 
     const check_options& o_;
     std::vector<receipt> receipts_;
@@ -862,7 +864,7 @@ void checker::evaluate_driver(driver_info d) {
         add("driver", check_severity::warning, "", "",
             "no NVIDIA driver found (libcuda.so.1 is not on the loader path, no /proc/driver/nvidia/version): "
             "nothing can run on a GPU here (fine on a build machine)");
-        return;
+        if (d.gpus.empty()) return;  // else the GPUs of check_options::compute_capabilities
     }
     if (d.cuda_version)
         add("driver", check_severity::info, "", "",
@@ -883,6 +885,19 @@ void checker::evaluate_driver(driver_info d) {
     // Quick: no cuInit, so no GPU list to judge (see check_depth).
     if (report_.depth == check_depth::full && d.gpus.empty() && d.cuda_version && d.error.empty())
         add("gpu", check_severity::warning, "", "", "the driver reports no GPU");
+}
+
+// The GPU code of every installed file of this machine against the GPUs
+// judged (gpu_arch.hpp): read from the files, never run, so at both depths.
+void checker::check_gpu_code(const std::vector<driver_info::gpu>& gpus) {
+    if (gpus.empty()) return;
+    std::vector<gpu_arch::installed_library> libs;
+    for (const auto& f : files_) {
+        if (f.info.elf_class != host_class_ || f.info.machine != host_machine_) continue;
+        const auto& r = receipts_[f.receipt];
+        libs.push_back({&r, cuda_major_of(r), f.rel, f.abs});
+    }
+    for (auto& f : gpu_arch::gpu_code_findings(libs, gpus, o_.prefix)) report_.findings.push_back(std::move(f));
 }
 
 // What the children do. Quick (the post-install check of fetch) runs no
@@ -1098,7 +1113,14 @@ result<check_report> checker::run() {
     collect_children(jobs, driver);
     if (reused_driver_) driver = *reused_driver_;
     check_shadows();
+    if (!o_.compute_capabilities.empty()) {
+        driver.gpus.clear();
+        for (const auto& c : o_.compute_capabilities)
+            driver.gpus.push_back({static_cast<int>(driver.gpus.size()), c.major, c.minor, "target"});
+    }
+    const auto gpus = driver.gpus;
     evaluate_driver(std::move(driver));
+    check_gpu_code(gpus);
     if (o_.gpu && driver_.libcuda.empty())
         add("gpu-run", check_severity::failure, "", "", "--gpu: no NVIDIA driver (libcuda.so.1) to run on");
     report_.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

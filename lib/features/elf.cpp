@@ -273,7 +273,20 @@ result<elf_info> parse_elf(std::string_view bytes) {
     return parse_elf_handle(e.get(), copy.size());
 }
 
-result<elf_info> read_elf_file(const std::filesystem::path& path) {
+namespace {
+
+// An ELF file opened for reading, mapped read-only by libelf.
+struct opened_elf {
+    unique_fd fd;
+    elf_ptr elf;
+    std::size_t size = 0;
+};
+
+// Opens `path` the way every reader of installed files does: open_regular, no
+// symlink followed, at most max_elf_file_size, the ELF magic checked first.
+// ELF_C_READ_MMAP maps the file: only what a reader touches is read, so a
+// 250 MB library costs a few page faults.
+result<opened_elf> open_elf(const std::filesystem::path& path) {
     init_libelf();
     struct stat st {};
     REDIST_TRY(unique_fd fd, open_regular(path, follow_links::no, &st));
@@ -284,11 +297,16 @@ result<elf_info> read_elf_file(const std::filesystem::path& path) {
     if (::pread(fd.get(), head, sizeof head, 0) != static_cast<ssize_t>(sizeof head) ||
         !has_elf_magic(std::string_view(head, sizeof head)))
         return std::move(bad("no ELF magic")).with_path(path.string());
-    // ELF_C_READ_MMAP maps the file: only the headers and .dynamic are touched,
-    // so a 250 MB library costs a few page faults.
     elf_ptr e(elf_begin(fd.get(), ELF_C_READ_MMAP, nullptr));
     if (!e) return std::move(bad(std::string("libelf: ") + elf_errmsg(-1))).with_path(path.string());
-    auto info = parse_elf_handle(e.get(), static_cast<std::size_t>(st.st_size));
+    return opened_elf{std::move(fd), std::move(e), static_cast<std::size_t>(st.st_size)};
+}
+
+}  // namespace
+
+result<elf_info> read_elf_file(const std::filesystem::path& path) {
+    REDIST_TRY(auto f, open_elf(path));
+    auto info = parse_elf_handle(f.elf.get(), f.size);
     if (!info.ok()) return std::move(info).error_value().with_path(path.string());
     return info;
 }
@@ -308,6 +326,201 @@ elf_ident read_elf_ident(const std::filesystem::path& path) noexcept {
     // e_machine sits at offset 18 in both classes, in the file's byte order.
     out.machine = h[EI_DATA] == ELFDATA2MSB ? (unsigned(h[18]) << 8 | h[19]) : (unsigned(h[19]) << 8 | h[18]);
     return out;
+}
+
+// ---- GPU code ------------------------------------------------------------------
+
+namespace {
+
+constexpr std::uint32_t fatbin_magic = 0xBA55ED50u;
+constexpr std::size_t fatbin_header_size = 16;  // magic, version, header size, size of the rest
+// What an entry header must hold for the fields read: kind, header size,
+// payload size, architecture (28), flags (40..48). Real ones are 64 to 112 bytes.
+constexpr std::size_t fatbin_entry_min = 48;
+constexpr std::uint16_t fatbin_kind_ptx = 1, fatbin_kind_elf = 2;
+constexpr std::uint64_t fatbin_flag_arch_specific = 0x100000, fatbin_flag_family = 0x200000;
+// cuBLASLt 13 has 2,775 containers and 5,424 entries; a million is no library.
+constexpr std::size_t max_fatbin_entries = 1u << 20;
+
+// A fatbin section's bytes, read where the parser looks: from memory, or
+// with pread through a 4 KiB window. Why not the mapping libelf made: the
+// parser touches one entry header per payload, 4,000 of them spread over
+// cuDNN's 150 MB section, and a page fault each cost 5-7 us (25 ms for that
+// one library, more than the rest of the quick check); pread of a window
+// that covers many small entries at once costs a tenth of that.
+class section_bytes {
+public:
+    explicit section_bytes(std::string_view memory) : memory_(memory), size_(memory.size()) {}
+    section_bytes(int fd, std::uint64_t offset, std::uint64_t size) : fd_(fd), offset_(offset), size_(size) {}
+
+    std::uint64_t size() const { return size_; }
+
+    // The `n` bytes at `at` (n <= window; the caller keeps at + n <= size()),
+    // or nullopt when the file cannot be read there.
+    std::optional<std::string_view> view(std::uint64_t at, std::size_t n) {
+        if (fd_ < 0) return memory_.substr(static_cast<std::size_t>(at), n);
+        if (at < window_at_ || at + n > window_at_ + window_.size()) {
+            window_.resize(static_cast<std::size_t>(std::min<std::uint64_t>(window, size_ - at)));
+            const ssize_t got = ::pread(fd_, window_.data(), window_.size(), static_cast<off_t>(offset_ + at));
+            if (got < 0 || static_cast<std::size_t>(got) < n) {
+                window_.clear();
+                return std::nullopt;
+            }
+            window_.resize(static_cast<std::size_t>(got));
+            window_at_ = at;
+        }
+        return std::string_view(window_).substr(static_cast<std::size_t>(at - window_at_), n);
+    }
+
+    static constexpr std::size_t window = 4096;
+
+private:
+    std::string_view memory_;
+    int fd_ = -1;
+    std::uint64_t offset_ = 0, size_ = 0;
+    std::string window_;
+    std::uint64_t window_at_ = 0;
+};
+
+// Little-endian loads at `at` of `b`; the caller has checked that they fit.
+std::uint64_t load_le(std::string_view b, std::size_t at, std::size_t width) {
+    std::uint64_t v = 0;
+    for (std::size_t i = 0; i < width; ++i) v |= std::uint64_t(static_cast<unsigned char>(b[at + i])) << (8 * i);
+    return v;
+}
+
+error bad_fatbin(const std::string& what, std::uint64_t at) {
+    return make_error(error_code::bad_archive, "bad fatbin: " + what + " at offset " + std::to_string(at));
+}
+
+void add_arch(std::vector<gpu_arch>& list, gpu_arch a) {
+    const auto at = std::lower_bound(list.begin(), list.end(), a);
+    if (at == list.end() || *at != a) list.insert(at, a);
+}
+
+bool all_zero(std::string_view b) { return b.find_first_not_of('\0') == std::string_view::npos; }
+
+// The entries of one container, [begin, end) of the section.
+result<void> parse_fatbin_entries(section_bytes& b, std::uint64_t begin, std::uint64_t end, gpu_code& into) {
+    for (std::uint64_t at = begin; at < end;) {
+        const std::uint64_t left = end - at;
+        const auto h = b.view(at, static_cast<std::size_t>(std::min<std::uint64_t>(left, fatbin_entry_min)));
+        if (!h) return bad_fatbin("unreadable", at);
+        if (left < fatbin_entry_min) {
+            // Padding at the end of a container is zeros; anything else is a cut entry.
+            if (all_zero(*h)) return {};
+            return bad_fatbin("an entry header cut short", at);
+        }
+        const auto kind = static_cast<std::uint16_t>(load_le(*h, 0, 2));
+        const std::uint64_t header = load_le(*h, 4, 4);
+        const std::uint64_t payload = load_le(*h, 8, 8);
+        if (header < fatbin_entry_min || header > left) return bad_fatbin("an entry header size out of bounds", at);
+        if (payload > left - header) return bad_fatbin("an entry larger than its container", at);
+        if (++into.entries > max_fatbin_entries) return bad_fatbin("too many entries", at);
+        const std::uint64_t arch = load_le(*h, 28, 4);
+        const std::uint64_t flags = load_le(*h, 40, 8);
+        gpu_arch a;
+        // sm_90 is 90, sm_121 is 121: the last digit is the minor version.
+        a.major = static_cast<int>(std::min<std::uint64_t>(arch / 10, 1000));
+        a.minor = static_cast<int>(arch % 10);
+        a.kind = (flags & fatbin_flag_arch_specific) ? gpu_arch::flavor::arch_specific
+                 : (flags & fatbin_flag_family)      ? gpu_arch::flavor::family
+                                                     : gpu_arch::flavor::plain;
+        if (kind == fatbin_kind_elf) add_arch(into.sass, a);
+        else if (kind == fatbin_kind_ptx) add_arch(into.ptx, a);
+        else ++into.other;
+        at += header + payload;
+    }
+    return {};
+}
+
+result<void> parse_fatbin_bytes(section_bytes& b, gpu_code& into) {
+    for (std::uint64_t at = 0; at < b.size();) {
+        const std::uint64_t left = b.size() - at;
+        const auto h = b.view(at, static_cast<std::size_t>(std::min<std::uint64_t>(left, fatbin_header_size)));
+        if (!h) return bad_fatbin("unreadable", at);
+        // Zeros between containers are alignment.
+        if (const auto zeros = std::min(h->find_first_not_of('\0'), h->size()); zeros > 0) {
+            at += zeros;
+            continue;
+        }
+        if (left < fatbin_header_size) return bad_fatbin("a container header cut short", at);
+        if (load_le(*h, 0, 4) != fatbin_magic) return bad_fatbin("no container header (magic 0xBA55ED50)", at);
+        const std::uint64_t version = load_le(*h, 4, 2), header = load_le(*h, 6, 2);
+        const std::uint64_t size = load_le(*h, 8, 8);
+        if (version != 1) return bad_fatbin("container version " + std::to_string(version) + " (not 1)", at);
+        if (header < fatbin_header_size || header > left)
+            return bad_fatbin("a container header size out of bounds", at);
+        if (size > left - header) return bad_fatbin("a container larger than its section", at);
+        if (++into.containers > max_fatbin_entries) return bad_fatbin("too many containers", at);
+        REDIST_TRY_VOID(parse_fatbin_entries(b, at + header, at + header + size, into));
+        at += header + size;
+    }
+    return {};
+}
+
+// The fatbin sections of an ELF handle, by name. `fd` >= 0: the file, of
+// `file_size` bytes, is read with pread; else the handle's image in memory.
+result<gpu_code> gpu_code_of(Elf* e, int fd, std::uint64_t file_size) {
+    if (elf_kind(e) != ELF_K_ELF) return bad("no ELF header");
+    std::size_t names = 0;
+    if (elf_getshdrstrndx(e, &names) != 0) return gpu_code{};  // no section names: no fatbin to find
+    gpu_code code;
+    Elf_Scn* scn = nullptr;
+    while ((scn = elf_nextscn(e, scn)) != nullptr) {
+        GElf_Shdr shdr;
+        if (!gelf_getshdr(scn, &shdr)) return bad("unreadable section header");
+        if (shdr.sh_type == SHT_NOBITS) continue;
+        const auto name = section_string(e, names, shdr.sh_name);
+        if (!name || (*name != ".nv_fatbin" && *name != "__nv_relfatbin")) continue;
+        ++code.sections;
+        result<void> parsed;
+        if (fd >= 0) {
+            if (shdr.sh_offset > file_size || shdr.sh_size > file_size - shdr.sh_offset)
+                return bad(*name + " lies outside the file");
+            section_bytes bytes(fd, shdr.sh_offset, shdr.sh_size);
+            parsed = parse_fatbin_bytes(bytes, code);
+        } else {
+            // elf_rawdata checks that the section lies inside the image.
+            Elf_Data* data = elf_rawdata(scn, nullptr);
+            if (!data) return bad("unreadable " + *name + " section");
+            section_bytes bytes(
+                std::string_view(static_cast<const char*>(data->d_buf), data->d_buf ? data->d_size : 0));
+            parsed = parse_fatbin_bytes(bytes, code);
+        }
+        if (!parsed.ok()) return make_error(error_code::bad_archive, *name + ": " + parsed.error_value().message);
+    }
+    return code;
+}
+
+}  // namespace
+
+std::string arch_name(const gpu_arch& a, bool ptx) {
+    const char* suffix = a.kind == gpu_arch::flavor::arch_specific ? "a"
+                         : a.kind == gpu_arch::flavor::family      ? "f"
+                                                                   : "";
+    return std::string(ptx ? "compute_" : "sm_") + std::to_string(a.major) + std::to_string(a.minor) + suffix;
+}
+
+result<void> parse_fatbin(std::string_view b, gpu_code& into) {
+    section_bytes bytes(b);
+    return parse_fatbin_bytes(bytes, into);
+}
+
+result<gpu_code> read_gpu_code(const std::filesystem::path& path) {
+    REDIST_TRY(auto f, open_elf(path));
+    auto code = gpu_code_of(f.elf.get(), f.fd.get(), f.size);
+    if (!code.ok()) return std::move(code).error_value().with_path(path.string());
+    return code;
+}
+
+result<gpu_code> parse_gpu_code(std::string_view bytes) {
+    init_libelf();
+    if (!has_elf_magic(bytes)) return bad("no ELF magic");
+    std::string copy(bytes);  // elf_memory wants a mutable buffer
+    elf_ptr e(elf_memory(copy.data(), copy.size()));
+    if (!e) return bad(std::string("libelf: ") + elf_errmsg(-1));
+    return gpu_code_of(e.get(), -1, copy.size());
 }
 
 // ---- ld.so.cache -------------------------------------------------------------

@@ -1,11 +1,13 @@
-// elf.hpp (internal) — the dynamic-linking facts of an ELF file, and the
-// entries of /etc/ld.so.cache: the inputs `redist check` resolves with.
+// elf.hpp (internal) — the dynamic-linking facts of an ELF file, the GPU
+// code it carries (its fatbin sections), and the entries of /etc/ld.so.cache:
+// the inputs `redist check` resolves with.
 //
-// Both readers take bytes from archives someone else built (and a cache file
+// These readers take bytes from archives someone else built (and a cache file
 // another tool wrote), so they are bounds-checked throughout and fuzzed
-// (tests/fuzz/elf_fuzz.cpp).
+// (tests/fuzz/elf_fuzz.cpp, tests/fuzz/fatbin_fuzz.cpp).
 #pragma once
 
+#include <compare>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -62,6 +64,50 @@ struct elf_ident {
     unsigned machine = 0;
 };
 elf_ident read_elf_ident(const std::filesystem::path& path) noexcept;
+
+// ---- GPU code: the fatbin containers nvcc embeds -----------------------------
+//
+// A library with CUDA kernels carries them in `.nv_fatbin` (`__nv_relfatbin`
+// in relocatable device code): one or more containers, each a 16-byte header
+// (magic 0xBA55ED50, version 1, header size, size of what follows) and then
+// entries, each a header (kind: 1 PTX, 2 ELF/cubin; its own header size; the
+// padded payload size; the architecture at offset 28, sm_90 as 90; flags at
+// offset 40: 0x100000 architecture-specific `sm_90a`, 0x200000
+// family-specific `sm_100f`, compressed payloads marked too) and its payload.
+// Only the entry headers are read (pread, a small window at a time): the
+// architecture is there whether the payload is compressed or not, so nothing
+// is decompressed and the payloads are never read.
+
+struct gpu_arch {
+    enum class flavor : std::uint8_t { plain, arch_specific /* sm_90a */, family /* sm_100f */ };
+    int major = 0, minor = 0;  // sm_90: 9, 0; sm_121: 12, 1
+    flavor kind = flavor::plain;
+    auto operator<=>(const gpu_arch&) const = default;
+};
+// "sm_90a" (SASS) or "compute_90a" (PTX).
+std::string arch_name(const gpu_arch& a, bool ptx);
+
+struct gpu_code {
+    std::size_t sections = 0;    // fatbin sections found (0: the file carries no GPU code)
+    std::size_t containers = 0;  // fatbin containers in them
+    std::size_t entries = 0;     // entries of every kind
+    std::size_t other = 0;       // entries of a kind that is neither PTX nor SASS (not judged)
+    std::vector<gpu_arch> sass;  // distinct architectures of the cubin entries, sorted
+    std::vector<gpu_arch> ptx;   // distinct virtual architectures of the PTX entries, sorted
+};
+
+// Adds the containers of one fatbin section's bytes to `into`. Outcomes: ok
+// | bad_archive (a container or entry that does not fit, an unknown magic or
+// version; the message gives the offset). Zero bytes between containers
+// (alignment) are skipped.
+result<void> parse_fatbin(std::string_view section, gpu_code& into);
+
+// The GPU code of an ELF file: every `.nv_fatbin` and `__nv_relfatbin`
+// section (sections == 0 when it has none). Opened as read_elf_file opens it.
+// Outcomes: ok | bad_archive | filesystem.
+result<gpu_code> read_gpu_code(const std::filesystem::path& path);
+// The same on an ELF image in memory (tests, the fuzzer).
+result<gpu_code> parse_gpu_code(std::string_view elf_bytes);
 
 // ---- /etc/ld.so.cache -------------------------------------------------------
 

@@ -30,7 +30,7 @@ _redist_opts_for() {
         lock) echo "$_redist_source_opts --trusted-key $_redist_select_opts --output -o --file --lock-file --upgrade --product --strict --json --quiet -q --help -h" ;;
         cache) echo "--cache-dir --older-than --max-size --dry-run --json --quiet -q --shared-cache --help -h" ;;
         env) echo "--prefix --format --json --quiet -q --help -h" ;;
-        check) echo "--prefix --component --gpu --quick --json --strict --quiet -q --timeout --help -h" ;;
+        check) echo "--prefix --component --gpu --quick --json --strict --quiet -q --timeout --compute-capability --help -h" ;;
         mirror) echo "--dest --from-lock --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --stall-timeout --to --recompress --sign-key --mount-from --json --quiet -q --help -h" ;;
         sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --json --quiet -q --help -h" ;;
         diff) echo "$_redist_source_opts --json --quiet -q --help -h" ;;
@@ -45,7 +45,7 @@ _redist_opts_for() {
 _redist_takes_value() {
     case $1 in
         --prefix | --dest | --cache-dir | --manifest | --manifest-sha256 | --locked | --output | -o | --ca-file | --base-url | --mirror | --platform | --cuda | \
-            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout | --max-memory | --threads | --max-size | --lock-file | --exclude | --connections | --product | --to | --recompress | --mount-from | --trusted-key | --sign-key | --from-lock)
+            --component | --format | --file | --retries | --stall-timeout | --older-than | --jobs | -j | --link-mode | --max-expansion | --timeout | --max-memory | --threads | --max-size | --lock-file | --exclude | --connections | --product | --to | --recompress | --mount-from | --trusted-key | --sign-key | --from-lock | --compute-capability)
             return 0 ;;
     esac
     return 1

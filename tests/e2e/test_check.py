@@ -687,6 +687,80 @@ class RealCudnn(unittest.TestCase):
         self.assertTrue(doc["ok"], doc)
         self.assertEqual((doc["depth"], doc["libraries"], doc["loaded"]), ("quick", 8, 0))
         self.assertNotIn("cudnnGetVersion", json.dumps(doc["findings"]))
+        # The GPU code in its fatbins: an H200 (9.0) has code in every library, a V100 (7.0) only in
+        # the precompiled engines (cuDNN 9.11+ dropped pre-Turing GPUs), and the finding names the release
+        # and variant that has code for it.
+        res = support.run_tool("redist", "check", "--quick", "--json", "--prefix", prefix, "--compute-capability",
+                               "9.0", env={"LD_LIBRARY_PATH": None}, check=0)
+        code = [f for f in json.loads(res.stdout)["findings"] if f["check"] == "gpu-code"]
+        self.assertEqual(len(code), 5)  # libcudnn.so.9 and libcudnn_heuristic.so.9 have no fatbin
+        self.assertEqual({f["severity"] for f in code}, {"info"})
+        res = support.run_tool("redist", "check", "--quick", "--json", "--prefix", prefix, "--compute-capability",
+                               "sm_70", env={"LD_LIBRARY_PATH": None}, check=EXIT_CHECK_FAILED)
+        failed = [f for f in json.loads(res.stdout)["findings"] if f["check"] == "gpu-code" and f["severity"] == "failure"]
+        self.assertIn("lib/libcudnn_ops.so.9.19.0", [f["path"] for f in failed])
+        self.assertNotIn("lib/libcudnn_engines_precompiled.so.9.19.0", [f["path"] for f in failed])
+        for f in failed:
+            self.assertIn("has no code for GPU 0 (target, compute capability 7.0)", f["message"])
+            self.assertIn("cudnn 9.10 for CUDA 12 supports compute capability 7.0", f["message"])
+            self.assertIn("redist fetch cudnn 9.10 --cuda 12 --prefix", f["message"])
+
+
+NVCC = shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc" if os.access("/usr/local/cuda/bin/nvcc", os.X_OK) else None)
+KERNEL = "__global__ void twice(float* x) { x[threadIdx.x] *= 2.0f; }\n" \
+         "extern \"C\" void launch(float* x) { twice<<<1, 32>>>(x); }\n"
+
+
+@unittest.skipUnless(NVCC, "no nvcc (CUDA toolkit)")
+class GpuCode(unittest.TestCase):
+    """Real nvcc output: a library built for sm_80 alone has no code for a 9.0 GPU."""
+
+    def build(self, out, soname, *gencode):
+        src = os.path.join(self.dir, "k.cu")
+        with open(src, "w") as f:
+            f.write(KERNEL)
+        args = [NVCC, "-shared", "-Xcompiler", "-fPIC", "-o", out, src, f"-Xlinker=-soname={soname}"]
+        for g in gencode:
+            args += ["-gencode", g]
+        subprocess.run(args, check=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        return out
+
+    def setUp(self):
+        self.dir = support.make_scratch_dir(self.id())
+
+    def test_a_library_without_code_for_the_gpu_is_reported(self):
+        k80 = self.build(os.path.join(self.dir, "libk80.so"), "libk80.so.1", "arch=compute_80,code=sm_80")
+        k90 = self.build(os.path.join(self.dir, "libk90.so"), "libk90.so.1", "arch=compute_80,code=sm_80",
+                         "arch=compute_90a,code=sm_90a", "arch=compute_90,code=compute_90")
+        mirror = os.path.join(self.dir, "mirror")
+        manifest = make_release(mirror, "demo", "1.0.0", "libk", "1.0.0",
+                                [("libk80.so.1.0.0", k80), ("libk90.so.1.0.0", k90)], variant="cuda13")
+        prefix = os.path.join(self.dir, "prefix")
+        support.run_tool("redist", "fetch", "--manifest", manifest, "--prefix", prefix, "--platform", "linux-x86_64",
+                         "--cuda", "13", "--no-cache", "--no-check", env={"LD_LIBRARY_PATH": None}, check=0)
+
+        def check(*cc, code=None):
+            return support.run_tool("redist", "check", "--quick", "--prefix", prefix, "--compute-capability", *cc,
+                                    env={"LD_LIBRARY_PATH": None}, check=code)
+
+        res = check("9.0", code=EXIT_CHECK_FAILED)
+        self.assertIn("FAIL gpu-code: lib/libk80.so.1.0.0 has no code for GPU 0 (target, compute capability 9.0): "
+                      "it carries SASS sm_80 and no PTX; running there takes SASS sm_90 (or sm_90a) or PTX compute_90 "
+                      "or older, else its kernels fail with \"no kernel image is available for execution on the "
+                      "device\"", res.stdout)
+        self.assertIn("ok   gpu-code: lib/libk90.so.1.0.0: code for GPU 0 (target, compute capability 9.0): SASS "
+                      "sm_90a (carries SASS sm_80, sm_90a; PTX compute_90)", res.stdout)
+        # An Ada (8.9) runs the sm_80 SASS; a Blackwell (10.0) only the PTX, compiled by the driver.
+        res = check("8.9,10.0", code=EXIT_CHECK_FAILED)
+        self.assertIn("ok   gpu-code: lib/libk80.so.1.0.0: code for GPU 0 (target, compute capability 8.9): SASS sm_80",
+                      res.stdout)
+        self.assertIn("FAIL gpu-code: lib/libk80.so.1.0.0 has no code for GPU 1 (target, compute capability 10.0)",
+                      res.stdout)
+        self.assertIn("ok   gpu-code: lib/libk90.so.1.0.0: code for GPU 1 (target, compute capability 10.0): PTX "
+                      "compute_90, compiled by the driver at first use", res.stdout)
+        check("8.0", code=0)
+        res = check("nine", code=2)
+        self.assertIn("--compute-capability takes X.Y (9.0) or sm_XY (sm_90), not 'nine'", res.stderr)
 
 
 if __name__ == "__main__":

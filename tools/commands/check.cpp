@@ -12,6 +12,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <string_view>
 
 namespace redist_tools {
 
@@ -100,13 +102,36 @@ struct check_args {
     bool quiet = false;
     bool quick = false;
     double timeout = 0;
+    std::vector<std::string> compute_capabilities;
 };
+
+// "9.0", "90" or "sm_90" as {9, 0}; nullopt for anything else.
+std::optional<redist::compute_capability> parse_compute_capability(std::string_view text) {
+    if (text.starts_with("sm_")) text.remove_prefix(3);
+    const auto dot = text.find('.');
+    const std::string_view major = dot == std::string_view::npos ? text.substr(0, text.empty() ? 0 : text.size() - 1)
+                                                                 : text.substr(0, dot);
+    const std::string_view minor = dot == std::string_view::npos ? text.substr(major.size()) : text.substr(dot + 1);
+    auto number = [](std::string_view s, int& out) {
+        if (s.empty() || s.size() > 3 || s.find_first_not_of("0123456789") != std::string_view::npos) return false;
+        out = std::atoi(std::string(s).c_str());
+        return true;
+    };
+    redist::compute_capability c;
+    if (!number(major, c.major) || minor.size() != 1 || !number(minor, c.minor) || c.major == 0) return std::nullopt;
+    return c;
+}
 
 int cmd_check(const check_args& args) {
     auto o = default_check_options(args.prefix);
     o.components = args.components;
     o.gpu = args.gpu;
     if (args.quick) o.depth = redist::check_depth::quick;
+    for (const auto& text : args.compute_capabilities) {
+        const auto c = parse_compute_capability(text);
+        if (!c) return usage_error("--compute-capability takes X.Y (9.0) or sm_XY (sm_90), not '" + text + "'");
+        o.compute_capabilities.push_back(*c);
+    }
     if (args.timeout > 0) o.timeout = std::chrono::milliseconds(static_cast<long long>(args.timeout * 1000));
     else if (args.gpu) o.timeout = std::chrono::milliseconds(300000);  // the first GPU call may JIT for minutes
     auto report = redist::run_checks(o);
@@ -160,14 +185,20 @@ void add_check_command(CLI::App& app, command_runner& selected) {
                     "Seconds the checking child processes may take (default 60; 300 with --gpu); then each one's "
                     "whole process group is killed")
         ->type_name("S");
+    cmd->add_option("--compute-capability", args->compute_capabilities,
+                    "Judge GPU code and architecture support for these GPUs instead of this machine's (9.0 or sm_90; "
+                    "a build machine checking for the one it builds for)")
+        ->delimiter(',')
+        ->type_name("X.Y,...");
     cmd->footer(
         "\nChecks: every installed ELF file's DT_NEEDED resolves, with the symbol versions it needs (RPATH, the\n"
         "prefix, LD_LIBRARY_PATH, RUNPATH, /etc/ld.so.cache, default dirs); dlopen-only dependencies\n"
         "(libcublasLt, libnvrtc) are found; every library loads (dlopen RTLD_NOW in a child process); file\n"
         "names and the library's own version function (cudnnGetVersion, ...) match the receipt; no other version\n"
         "of an installed SONAME shadows it through LD_LIBRARY_PATH or ld.so.cache; the driver supports the\n"
-        "installed CUDA variant and every GPU's compute capability is supported. No driver is a warning. Exits 11\n"
-        "when a check fails.\n"
+        "installed CUDA variant and every GPU's compute capability is supported; every installed file with CUDA\n"
+        "kernels carries SASS or PTX every GPU can run (read from its .nv_fatbin, never run). No driver is a\n"
+        "warning. Exits 11 when a check fails.\n"
         "Without --quick this runs code from the installed libraries: their constructors and version functions\n"
         "run in child processes (a process group each, with a clean environment, killed whole at the timeout).\n"
         "The driver (libcuda.so.1, libnvidia-ml.so.1) is always the system's, never a copy in the prefix.\n"
