@@ -128,13 +128,18 @@ struct planned_artifact {
     plan_action action = plan_action::download;
     std::string product;
     std::string component;
-    std::string version;        // the component's version (remove: the receipt's)
-    std::uint64_t size = 0;     // the archive's bytes (remove: 0)
-    std::size_t release = 0;    // index in install_request::releases (remove: none)
-    std::size_t artifact = 0;   // index in that release's artifacts
-    std::size_t files = 0;      // remove: the files its receipt lists
-    std::string release_label;  // remove: the receipt's release
-    bool from_copy = false;     // download: a mirror's recompressed copy is tried first
+    std::string version;                 // the component's version (remove: the receipt's)
+    std::optional<std::string> variant;  // the artifact's CUDA variant (remove: the receipt's)
+    std::uint64_t size = 0;              // the archive's bytes (remove: 0)
+    std::size_t release = 0;             // index in install_request::releases (remove: none)
+    std::size_t artifact = 0;            // index in that release's artifacts
+    std::size_t files = 0;               // remove: the files its receipt lists
+    std::string release_label;           // remove: the receipt's release
+    bool from_copy = false;              // download: a mirror's recompressed copy is tried first
+    // The receipt of this (product, component) already in the prefix, if
+    // any: its component version and CUDA variant (what the install replaces).
+    std::optional<std::string> previous_version;
+    std::optional<std::string> previous_variant;
 };
 
 struct install_plan {
@@ -170,6 +175,10 @@ struct component_report {
     bool from_cache = false;
     bool from_tree = false;  // from the cache's extracted tree: nothing was decoded
     bool unchanged = false;  // receipts already matched: nothing was done
+    // The receipt this install replaced (planned_artifact::previous_version):
+    // its component version and variant; unset for a new install.
+    std::optional<std::string> previous_version;
+    std::optional<std::string> previous_variant;
 };
 
 struct release_report {

@@ -754,6 +754,12 @@ install_plan plan_install(const install_request& request, const std::vector<rece
             item.size = a.size;
             item.release = r;
             item.artifact = i;
+            item.variant = a.variant;
+            for (const auto& old : receipts)
+                if (old.product == release.product && old.component == a.component) {
+                    item.previous_version = old.component_version;
+                    item.previous_variant = old.variant;
+                }
             if (!request.reinstall && current_receipt(request, release, a, receipts))
                 item.action = plan_action::unchanged;
             else if (cache && cache->has_tree(a.sha256)) item.action = plan_action::from_cached_tree;
@@ -775,6 +781,7 @@ install_plan plan_install(const install_request& request, const std::vector<rece
         item.product = r.product;
         item.component = r.component;
         item.version = r.component_version;
+        item.variant = r.variant;
         item.release_label = r.release_label;
         item.files = r.files.size();
         plan.items.push_back(std::move(item));
@@ -850,6 +857,8 @@ result<install_report> install(const install_request& request_in) {
                                      ? current_receipt(request, release, a, scan.receipts)
                                      : nullptr;
         results[k].report = initial_report(release, a, current);
+        results[k].report.previous_version = item.previous_version;
+        results[k].report.previous_variant = item.previous_variant;
         if (!current) {
             todo.push_back(k);
         } else if (request.observer) {

@@ -153,7 +153,7 @@ class MinorKeyedVariants(unittest.TestCase):
                 self.assertEqual(component["variant"], "cuda13.2")
                 self.assertEqual(self.receipt_variant(), "cuda13.2")
         res = self.fetch("--component", "cuda_compat", "--force", check=0)
-        self.assertRegex(res.stdout, r"(?m)^  cuda_compat +\S+ +cuda13\.2 ")
+        self.assertRegex(res.stdout, r"(?m)^  cuda_compat +\S+ \(cuda13\.2\) ")
         self.assertRegex(res.stdout, r"(?m)^installed cuda 13\.0\.0 into .*, variant cuda13\.2$")
         res = support.run_tool("redist", "show", "cuda", "13.0.0", "--component", "cuda_compat", "--json",
                                "--base-url", self.base, "--platform", PLATFORM, check=0)

@@ -556,4 +556,20 @@ std::string human_size(std::uint64_t bytes) {
     return buf;
 }
 
+std::string version_change(const std::optional<std::string>& previous_version,
+                           const std::optional<std::string>& previous_variant, const std::string& version,
+                           const std::optional<std::string>& variant) {
+    const auto label = [](const std::string& v, const std::optional<std::string>& var) {
+        return printable(v) + (var ? " (" + printable(*var) + ")" : "");
+    };
+    const std::string now = label(version, variant);
+    if (!previous_version) return now + " (new)";
+    if (*previous_version == version && previous_variant == variant) return now;
+    std::string text = label(*previous_version, previous_variant) + " -> " + now;
+    if (previous_variant != variant)
+        text += " (variant changes " + (previous_variant ? printable(*previous_variant) : std::string("none")) +
+                " -> " + (variant ? printable(*variant) : std::string("none")) + ")";
+    return text;
+}
+
 }  // namespace redist_tools

@@ -201,4 +201,12 @@ CLI::Validator platform_check();
 // Name of the running tool ("redist", "cudnn-fetch"), for messages.
 extern std::string tool_name;
 
+// What an install changes of a component, printable, as apt and pip say it:
+// "9.19.0 (cuda12) -> 9.27.0 (cuda13) (variant changes cuda12 -> cuda13)",
+// "9.27.0 (cuda13) (new)" when nothing was installed, "9.27.0 (cuda13)"
+// when the version and variant stay (a reinstall).
+std::string version_change(const std::optional<std::string>& previous_version,
+                           const std::optional<std::string>& previous_variant, const std::string& version,
+                           const std::optional<std::string>& variant);
+
 }  // namespace redist_tools

@@ -365,6 +365,9 @@ void print_plan(const install_flags& flags, const redist::install_plan& plan) {
             w.field("product", item.product);
             w.field("component", item.component);
             w.field("version", item.version);
+            if (item.variant) w.field("variant", *item.variant);
+            if (item.previous_version) w.field("previous_version", *item.previous_version);
+            if (item.previous_variant) w.field("previous_variant", *item.previous_variant);
             w.field("size", item.size);
             w.field("recompressed_copy", item.from_copy);
             w.end_object();
@@ -379,9 +382,14 @@ void print_plan(const install_flags& flags, const redist::install_plan& plan) {
     std::map<redist::plan_action, std::size_t> counts;
     for (const auto& item : plan.items) {
         ++counts[item.action];
-        std::printf("%-14s %-12s %-28s %10s%s\n", redist::to_string(item.action), printable(item.product).c_str(),
+        const std::string change = item.action == redist::plan_action::remove
+                                       ? printable(item.version) +
+                                             (item.variant ? " (" + printable(*item.variant) + ")" : "")
+                                       : version_change(item.previous_version, item.previous_variant, item.version,
+                                                        item.variant);
+        std::printf("%-14s %-12s %-28s %10s  %s%s\n", redist::to_string(item.action), printable(item.product).c_str(),
                     printable(item.component).c_str(),
-                    item.action == redist::plan_action::remove ? "-" : human_size(item.size).c_str(),
+                    item.action == redist::plan_action::remove ? "-" : human_size(item.size).c_str(), change.c_str(),
                     item.from_copy ? "  (from the mirror's recompressed copy)" : "");
     }
     std::printf(

@@ -333,7 +333,7 @@ namespace {
 void print_release_summary(const redist::release_report& release, const std::string& prefix, double seconds,
                            std::string& unchanged) {
     std::vector<const redist::component_report*> installed;
-    std::size_t name_width = 0, version_width = 0, variant_width = 0, from_cache = 0;
+    std::size_t name_width = 0, version_width = 0, from_cache = 0;
     std::set<std::string> variants;
     std::uint64_t size = 0;
     for (const auto& c : release.components) {
@@ -344,11 +344,9 @@ void print_release_summary(const redist::release_report& release, const std::str
         }
         installed.push_back(&c);
         name_width = std::max(name_width, printable(c.component).size());
-        version_width = std::max(version_width, printable(c.version).size());
-        if (c.variant) {
-            variant_width = std::max(variant_width, printable(*c.variant).size());
-            variants.insert(printable(*c.variant));
-        }
+        version_width = std::max(version_width,
+                                 version_change(c.previous_version, c.previous_variant, c.version, c.variant).size());
+        if (c.variant) variants.insert(printable(*c.variant));
         size += c.size;
         if (c.from_cache) ++from_cache;
     }
@@ -363,10 +361,10 @@ void print_release_summary(const redist::release_report& release, const std::str
     if (!variant_text.empty()) std::printf(", variant %s", variant_text.c_str());
     std::printf("\n");
     for (const auto* c : installed)
-        std::printf("  %-*s  %-*s%s%-*s  %9s  %zu files%s\n", static_cast<int>(name_width),
-                    printable(c->component).c_str(), static_cast<int>(version_width), printable(c->version).c_str(),
-                    variant_width ? "  " : "", static_cast<int>(variant_width),
-                    c->variant ? printable(*c->variant).c_str() : "", human_size(c->size).c_str(), c->files,
+        std::printf("  %-*s  %-*s  %9s  %zu files%s\n", static_cast<int>(name_width), printable(c->component).c_str(),
+                    static_cast<int>(version_width),
+                    version_change(c->previous_version, c->previous_variant, c->version, c->variant).c_str(),
+                    human_size(c->size).c_str(), c->files,
                     c->from_tree    ? "  (cache tree)"
                     : c->from_cache ? "  (cache)"
                                     : "");
