@@ -57,6 +57,7 @@ std::vector<gpu_group> group_gpus(const std::vector<driver_info::gpu>& gpus) {
         if (group.name.empty()) group.name = g.name;
     }
     std::vector<gpu_group> out;
+    out.reserve(by_cc.size());
     for (auto& [key, group] : by_cc) out.push_back(std::move(group));
     return out;
 }
