@@ -33,7 +33,7 @@ class Progress(unittest.TestCase):
         self.assertNotIn("downloading", res.stdout)
         self.assertRegex(res.stdout, r"(?m)^cuda_nvcc: done, \S+ \S+$")
         self.assertTrue(re.search(r"(?m)^installed cuda 12\.9\.1 into \S+: 1 component, ", res.stdout))
-        self.assertRegex(res.stdout, r"(?m)^  cuda_nvcc +\S+ +\S+ \S+ +\d+ files$")
+        self.assertRegex(res.stdout, r"(?m)^  cuda_nvcc +\S+ \(new\) +\S+ \S+ +\d+ files$")
         self.assertNotIn("http://", res.stdout[res.stdout.index("cuda_nvcc: done"):])
 
 
