@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -180,4 +181,77 @@ TEST_CASE("create_directories_masked keeps the umask even while another thread h
     { std::ofstream(dir / "file") << "x"; }
     redist::create_directories_masked(dir / "file" / "c", ec);
     CHECK(ec);
+}
+
+namespace {
+
+void write_bytes(const fs::path& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+std::vector<std::string> names_in(const fs::path& dir) {
+    std::vector<std::string> out;
+    for (const auto& e : fs::directory_iterator(dir)) out.push_back(e.path().filename().string());
+    std::sort(out.begin(), out.end());
+    return out;
+}
+
+}  // namespace
+
+TEST_CASE("claim_scratch_dir adopts a killed run's partial downloads and removes the rest") {
+    const fs::path parent = scratch("scratch-adopt");
+    fs::create_directories(parent / "run-empty");
+    fs::create_directories(parent / "run-killed");
+    write_bytes(parent / "run-killed" / "abc.part.123", "half");
+    write_bytes(parent / "run-killed" / "abc", "a finished download the killed run never handed on");
+    write_bytes(parent / "run-killed" / "abc.original", "x");
+    fs::create_directories(parent / "other");  // another prefix: not ours to touch
+    const unique_fd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY));
+    {
+        auto claim = claim_scratch_dir(parent_fd.get(), parent, "run-");
+        REQUIRE(claim.ok());
+        CHECK(claim->adopted());
+        CHECK(claim->path() == parent / "run-killed");
+        CHECK(names_in(parent) == std::vector<std::string>{"other", "run-killed"});
+        CHECK(names_in(claim->path()) == std::vector<std::string>{"abc.part.123"});
+        // Held: another claim makes a directory of its own.
+        auto second = claim_scratch_dir(parent_fd.get(), parent, "run-");
+        REQUIRE(second.ok());
+        CHECK_FALSE(second->adopted());
+        CHECK(second->path() != claim->path());
+        CHECK((stat_mode(second->path()) & 0777) == 0700);
+        second->release();
+        CHECK_FALSE(fs::exists(second->path()));  // nothing in it: removed
+        // Releasing keeps only what a later run resumes.
+        write_bytes(claim->path() / "def", "done");
+    }
+    CHECK(names_in(parent / "run-killed") == std::vector<std::string>{"abc.part.123"});
+    fs::remove(parent / "run-killed" / "abc.part.123");
+    {
+        auto claim = claim_scratch_dir(parent_fd.get(), parent, "run-");
+        REQUIRE(claim.ok());
+        CHECK_FALSE(claim->adopted());  // a leftover with nothing to resume is removed
+        CHECK_FALSE(fs::exists(parent / "run-killed"));
+    }
+    CHECK(names_in(parent) == std::vector<std::string>{"other"});
+}
+
+TEST_CASE("claim_scratch_dir never enters a symlink, and remove_unheld_scratch_dirs skips held ones") {
+    const fs::path parent = scratch("scratch-links");
+    const fs::path elsewhere = scratch("scratch-links-elsewhere");
+    write_bytes(elsewhere / "keep.part.1", "theirs");
+    fs::create_directory_symlink(elsewhere, parent / "run-link");
+    const unique_fd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY));
+    auto claim = claim_scratch_dir(parent_fd.get(), parent, "run-");
+    REQUIRE(claim.ok());
+    CHECK_FALSE(claim->adopted());
+    CHECK(fs::exists(elsewhere / "keep.part.1"));
+    fs::create_directories(parent / "run-dead");
+    write_bytes(parent / "run-dead" / "f.part.9", "dead");
+    CHECK(remove_unheld_scratch_dirs(parent_fd.get(), "run-", std::nullopt) == 4);
+    CHECK_FALSE(fs::exists(parent / "run-dead"));
+    CHECK(fs::exists(claim->path()));  // held by its run
+    CHECK(fs::exists(elsewhere / "keep.part.1"));
+    CHECK(is_resumable_part_name("abc.part.123"));
+    CHECK_FALSE(is_resumable_part_name("abc.part."));
+    CHECK_FALSE(is_resumable_part_name("abc.part.12x"));
+    CHECK_FALSE(is_resumable_part_name(".part.1"));
 }

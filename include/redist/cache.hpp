@@ -162,7 +162,8 @@ public:
     // it), a tree being removed (trees/<hex>.stale.*), a drift history's
     // temp file (history/urls/<h>.json.tmp.*) whose URL lock is free, and
     // temp files without a lock (*.tmp.* in documents/ and
-    // history/documents/) older than an hour. Nothing is followed through a
+    // history/documents/) older than an hour, and run directories in
+    // scratch/ that no live run holds. Nothing is followed through a
     // symlink (remove_tree_at); in a shared cache only our own files go.
     // Returns the bytes freed. prune and prune_to_size call it first.
     std::uint64_t remove_leftovers() const noexcept;
@@ -205,6 +206,10 @@ public:
 
     // The drift history's directories (drift_store), checked with the others.
     const std::filesystem::path& history_urls_dir() const { return history_urls_; }
+    // scratch/: one directory per run that needs room beside the cache
+    // (redist mirror into a registry), each locked by its run, resumed by the
+    // next one and removed by it or by remove_leftovers.
+    const std::filesystem::path& scratch_root() const { return scratch_; }
     const std::filesystem::path& history_documents_dir() const { return history_documents_; }
 
 private:
@@ -217,12 +222,12 @@ private:
 
     std::filesystem::path root_;
     bool shared_ = false;
-    // How blobs/sha256/, trees/, documents/, locks/ and history/*/ are reached. Shared,
+    // How blobs/sha256/, trees/, documents/, locks/, history/*/ and scratch/ are reached. Shared,
     // these are /proc/self/fd/<n> of the directories that open() checked:
     // other users may rename or replace the directories in a shared cache,
     // but cannot change where these names lead (a symlink swapped in for
     // blobs/sha256 cannot make us create files elsewhere).
-    std::filesystem::path blobs_, trees_, documents_, locks_, history_urls_, history_documents_;
+    std::filesystem::path blobs_, trees_, documents_, locks_, history_urls_, history_documents_, scratch_;
     std::shared_ptr<const struct cache_dir_handles> handles_;  // keeps those descriptors open
 };
 

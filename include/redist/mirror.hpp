@@ -129,6 +129,11 @@ struct mirror_request {
     // mirrors tried before the base for artifacts (the manifest always comes
     // from the base), as for fetch: the same source driver.
     source_policy sources;
+    // The cache whose scratch/ holds a push to a registry's downloads until
+    // they are uploaded (a killed run's are resumed by the next run into the
+    // same registry); none: $TMPDIR. Independent of sources.cache_dir (which
+    // makes the cache a source).
+    std::optional<std::filesystem::path> scratch_cache_dir;
     recompression recompress = recompression::none;
     // With recompress: the operator's Ed25519 private key (PEM, signing.hpp)
     // that signs each release's sidecar. Clients install a copy only under a

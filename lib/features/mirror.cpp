@@ -29,6 +29,7 @@
 //   anyone who can write there) is never reused, let alone signed.
 #include "redist/mirror.hpp"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -858,19 +859,22 @@ class oci_target final : public mirror_target {
 public:
     // `documents`: the base URL the store is read back from (oci://…,
     // oci-layout:DIR); `mount_from`: "<namespace>/<product>" repositories.
-    oci_target(std::unique_ptr<oci_store> store, fs::path scratch, bool owns_scratch, std::string documents,
+    // `scratch`: where downloads wait for the store, the store's own (a
+    // layout's) or a run directory the target holds (a registry's).
+    oci_target(std::unique_ptr<oci_store> store, fs::path scratch, std::string documents,
                std::vector<std::string> mount_from, const mirror_request& request)
         : store_(std::move(store)),
           scratch_(std::move(scratch)),
-          owns_scratch_(owns_scratch),
           documents_(std::move(documents)),
           product_(request.product),
           mount_from_(std::move(mount_from)),
           transfer_(request.transfer) {}
-    ~oci_target() override {
-        std::error_code ec;
-        if (owns_scratch_) fs::remove_all(scratch_, ec);
+    oci_target(std::unique_ptr<oci_store> store, scratch_dir scratch, std::string documents,
+               std::vector<std::string> mount_from, const mirror_request& request)
+        : oci_target(std::move(store), scratch.path(), std::move(documents), std::move(mount_from), request) {
+        held_scratch_ = std::move(scratch);
     }
+    ~oci_target() override = default;  // held_scratch_ keeps only partial downloads, for the next run
     oci_target(const oci_target&) = delete;
     oci_target& operator=(const oci_target&) = delete;
     result<void> admit(const resolved_release& /*release*/, const std::vector<artifact>& /*picks*/) override {
@@ -976,8 +980,8 @@ private:
     fs::path kept_original(const std::string& sha256) const { return scratch_ / (sha256 + ".original"); }
     std::unique_ptr<oci_store> store_;
     fs::path scratch_;
-    bool owns_scratch_;
-    std::string documents_;  // oci://…/<namespace>, oci-layout:DIR
+    scratch_dir held_scratch_;  // a registry's run directory (a layout's is the store's)
+    std::string documents_;     // oci://…/<namespace>, oci-layout:DIR
     std::string product_;
     std::vector<std::string> mount_from_;  // "<namespace>/<product>"
     transfer_options transfer_;
@@ -1078,6 +1082,20 @@ result<void> write_mirror_index(const fs::path& redist_dir) {
 
 namespace {
 
+// Where a push to a registry keeps its verified downloads until they are
+// uploaded: a run directory in the cache's scratch/ (else in $TMPDIR), one
+// per target. A killed or failed run's partial downloads are resumed by the
+// next run into the same target; the run that finishes removes them.
+result<scratch_dir> registry_scratch(const mirror_request& request) {
+    const std::string prefix =
+        "mirror-" + sha256_hex(sanitize_url(join_url(request.dest.string(), request.product))).substr(0, 16) + "-";
+    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.scratch_cache_dir, request.sources.shared_cache));
+    const fs::path parent = cache ? cache->scratch_root() : fs::temp_directory_path();
+    const unique_fd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!parent_fd) return errno_error("cannot open directory", parent, errno);
+    return claim_scratch_dir(parent_fd.get(), parent, cache ? prefix : "redist-" + prefix);
+}
+
 // The target the request names, and where the report says it is.
 result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request, mirror_report& report) {
     if (is_oci_layout_url(request.dest.string())) {
@@ -1085,23 +1103,21 @@ result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request
             return make_error(error_code::usage, "--mount-from needs a registry (oci://) target, not an image layout");
         REDIST_TRY(auto writer, oci_layout_writer::open(request.dest.string(), request.product));
         report.redist_dir = writer->where();
-        fs::path scratch = writer->scratch();
+        fs::path scratch = writer->scratch();  // the layout's own (same filesystem as its blobs)
         return std::unique_ptr<mirror_target>(std::make_unique<oci_target>(
-            std::move(writer), scratch, false, to_url(request.dest.string()), std::vector<std::string>{}, request));
+            std::move(writer), scratch, to_url(request.dest.string()), std::vector<std::string>{}, request));
     }
     if (is_oci_url(request.dest.string())) {
         REDIST_TRY(oci_pusher pusher, oci_pusher::open(request.dest.string(), request.product, request.transfer,
                                                        request.sources, request.observer));
         report.redist_dir = sanitize_url(join_url(request.dest.string(), request.product));
-        std::string scratch = (fs::temp_directory_path() / "redist-mirror-XXXXXX").string();
-        if (::mkdtemp(scratch.data()) == nullptr)
-            return errno_error("cannot create a scratch directory", scratch, errno);
+        REDIST_TRY(scratch_dir scratch, registry_scratch(request));
         const std::string& repo = pusher.where().repository;  // <namespace>/<product>
         std::vector<std::string> mount_from;
         for (const auto& product : request.mount_from)
             mount_from.push_back(repo.substr(0, repo.rfind('/')) + "/" + product);
         return std::unique_ptr<mirror_target>(
-            std::make_unique<oci_target>(std::make_unique<oci_pusher>(std::move(pusher)), scratch, true,
+            std::make_unique<oci_target>(std::make_unique<oci_pusher>(std::move(pusher)), std::move(scratch),
                                          request.dest.string(), std::move(mount_from), request));
     }
     std::error_code ec;

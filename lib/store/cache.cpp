@@ -340,8 +340,8 @@ namespace {
 constexpr struct {
     const char* name;
     const char* below;  // or nullptr
-} k_subdirs[] = {{"blobs", "sha256"}, {"trees", nullptr},  {"documents", nullptr},
-                 {"locks", nullptr},  {"history", "urls"}, {"history", "documents"}};
+} k_subdirs[] = {{"blobs", "sha256"}, {"trees", nullptr},       {"documents", nullptr}, {"locks", nullptr},
+                 {"history", "urls"}, {"history", "documents"}, {"scratch", nullptr}};
 using checked_dirs = std::array<unique_fd, std::size(k_subdirs)>;
 
 // Creates what is missing and checks every directory of the cache (see
@@ -408,8 +408,9 @@ result<blob_cache> blob_cache::open_checked(const fs::path& root, bool shared, b
     blob_cache cache;
     cache.root_ = absolute;
     cache.shared_ = shared;
-    fs::path* const paths[] = {&cache.blobs_, &cache.trees_,        &cache.documents_,
-                               &cache.locks_, &cache.history_urls_, &cache.history_documents_};
+    fs::path* const paths[] = {&cache.blobs_,  &cache.trees_,        &cache.documents_,
+                               &cache.locks_,  &cache.history_urls_, &cache.history_documents_,
+                               &cache.scratch_};
     static_assert(std::size(paths) == std::size(k_subdirs));
     for (std::size_t i = 0; i < std::size(paths); ++i) {
         const auto& sub = k_subdirs[i];
@@ -638,6 +639,8 @@ std::uint64_t blob_cache::remove_leftovers() const noexcept {
             freed += remove_dead_history_temps(open_subdir_at(history.get(), "urls").get(), owner);
             freed += remove_old_temps(open_subdir_at(history.get(), "documents").get(), owner);
         }
+        if (const unique_fd scratch = open_cache_subdir(scratch_, shared_))
+            freed += remove_unheld_scratch_dirs(scratch.get(), "", owner);
         return freed;
     } catch (...) {
         return 0;  // std::bad_alloc: best effort

@@ -3,10 +3,12 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <random>
@@ -274,6 +276,108 @@ void create_directories_masked(const std::filesystem::path& dir, std::error_code
         }
     }
     if (!std::filesystem::is_directory(dir, ec) && !ec) ec = std::make_error_code(std::errc::not_a_directory);
+}
+
+// ---- scratch directories -------------------------------------------------------------------
+
+namespace {
+
+// A descriptor of `name` under `parent_fd`, flocked, when it is a directory of
+// ours that no live run holds and still sits at that name (a run that
+// released it may have removed it between our open and our lock).
+unique_fd take_unheld_dir(int parent_fd, const std::string& name, std::optional<unsigned> owner) {
+    unique_fd fd(::openat(parent_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat st {};
+    if (!fd || ::fstat(fd.get(), &st) != 0 || !S_ISDIR(st.st_mode)) return {};
+    if (owner && st.st_uid != *owner) return {};
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) return {};
+    struct stat now {};
+    if (::fstatat(parent_fd, name.c_str(), &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_ino != st.st_ino ||
+        now.st_dev != st.st_dev)
+        return {};
+    return fd;
+}
+
+// Removes what `dir` holds but the downloads a later run resumes.
+void keep_only_parts(int dir_fd) noexcept {
+    try {
+        for (const auto& name : directory_names_at(dir_fd))
+            if (!is_resumable_part_name(name)) remove_tree_at(dir_fd, name);
+    } catch (...) {  // best effort, as remove_tree_at
+    }
+}
+
+}  // namespace
+
+bool is_resumable_part_name(std::string_view name) noexcept {
+    const auto mark = name.rfind(".part.");
+    if (mark == std::string_view::npos || mark == 0 || mark + 6 == name.size()) return false;
+    return name.find_first_not_of("0123456789", mark + 6) == std::string_view::npos;
+}
+
+result<scratch_dir> claim_scratch_dir(int parent_fd, const std::filesystem::path& parent, const std::string& prefix) {
+    scratch_dir out;
+    out.parent_ = unique_fd(::fcntl(parent_fd, F_DUPFD_CLOEXEC, 0));
+    if (!out.parent_) return errno_error("cannot open directory", parent, errno);
+    const unsigned me = ::geteuid();
+    // Every leftover no live run holds, locked; the one with partial downloads is adopted.
+    std::vector<std::pair<std::string, unique_fd>> leftovers;
+    for (const auto& name : directory_names_at(parent_fd))
+        if (name.starts_with(prefix))
+            if (unique_fd fd = take_unheld_dir(parent_fd, name, me)) leftovers.emplace_back(name, std::move(fd));
+    const auto has_parts = [](int fd) {
+        const auto names = directory_names_at(fd);
+        return std::any_of(names.begin(), names.end(), [](const std::string& n) { return is_resumable_part_name(n); });
+    };
+    const auto adopt = std::find_if(leftovers.begin(), leftovers.end(),
+                                    [&](auto& l) { return has_parts(l.second.get()); });
+    for (auto it = leftovers.begin(); it != leftovers.end(); ++it) {
+        if (it != adopt) {
+            remove_tree_at(parent_fd, it->first, me);  // nothing of it would be resumed
+            continue;
+        }
+        keep_only_parts(it->second.get());
+        out.fd_ = std::move(it->second);
+        out.name_ = it->first;
+        out.adopted_ = true;
+    }
+    if (!out.fd_) {
+        out.name_ = prefix + random_suffix();
+        if (::mkdirat(parent_fd, out.name_.c_str(), 0700) != 0)
+            return errno_error("cannot create a scratch directory", parent / out.name_, errno);
+        out.fd_ = take_unheld_dir(parent_fd, out.name_, me);
+        if (!out.fd_)
+            return make_error(error_code::filesystem, "cannot lock a new scratch directory")
+                .with_path((parent / out.name_).string());
+    }
+    out.path_ = parent / out.name_;
+    return out;
+}
+
+void scratch_dir::release() noexcept {
+    if (!fd_) return;
+    keep_only_parts(fd_.get());
+    bool empty = false;
+    try {
+        empty = directory_names_at(fd_.get()).empty();
+    } catch (...) {}
+    // Still under our lock: a run that opened it meanwhile finds the name gone once it holds the lock.
+    if (empty && parent_) ::unlinkat(parent_.get(), name_.c_str(), AT_REMOVEDIR);
+    fd_.reset();
+    parent_.reset();
+}
+
+std::uint64_t remove_unheld_scratch_dirs(int parent_fd, const std::string& prefix,
+                                         std::optional<unsigned> owner) noexcept {
+    std::uint64_t freed = 0;
+    try {
+        for (const auto& name : directory_names_at(parent_fd)) {
+            if (!name.starts_with(prefix)) continue;
+            const unique_fd held = take_unheld_dir(parent_fd, name, owner);
+            if (held) freed += remove_tree_at(parent_fd, name, owner);
+        }
+    } catch (...) {}
+    return freed;
 }
 
 }  // namespace redist

@@ -103,6 +103,55 @@ std::uint64_t remove_tree_at(int dir_fd, const std::string& name, std::optional<
 // be read.
 std::vector<std::string> directory_names_at(int dir_fd);
 
+// A run's scratch directory: `<prefix><random>` under a parent directory,
+// held by an exclusive flock on its own descriptor while the object lives (a
+// killed run's lock goes with it). claim_scratch_dir adopts the first such
+// directory no live run holds (one of ours: a directory owned by this user),
+// so that the .part files a killed run left are resumed; it removes the other
+// unheld ones, and makes a new directory (0700) when none is left. Releasing
+// (the destructor) keeps only the .part files in it, so that a run that
+// failed part-way is resumed by the next, and removes the directory when
+// nothing is left.
+class scratch_dir {
+public:
+    scratch_dir() = default;
+    scratch_dir(scratch_dir&& other) noexcept = default;
+    scratch_dir& operator=(scratch_dir&& other) noexcept {
+        if (this != &other) {
+            release();
+            parent_ = std::move(other.parent_);
+            fd_ = std::move(other.fd_);
+            name_ = std::move(other.name_);
+            path_ = std::move(other.path_);
+            adopted_ = other.adopted_;
+        }
+        return *this;
+    }
+    scratch_dir(const scratch_dir&) = delete;
+    scratch_dir& operator=(const scratch_dir&) = delete;
+    ~scratch_dir() { release(); }
+    void release() noexcept;
+    int fd() const { return fd_.get(); }
+    const std::filesystem::path& path() const { return path_; }
+    bool adopted() const { return adopted_; }  // an earlier run's directory
+
+private:
+    friend result<scratch_dir> claim_scratch_dir(int, const std::filesystem::path&, const std::string&);
+    unique_fd parent_, fd_;  // fd_: the directory, flocked
+    std::string name_;
+    std::filesystem::path path_;
+    bool adopted_ = false;
+};
+// Outcomes: ok | filesystem.
+result<scratch_dir> claim_scratch_dir(int parent_fd, const std::filesystem::path& parent, const std::string& prefix);
+// True when `name` in a scratch directory is a download a later run resumes
+// (file_sink's "<final name>.part.<pid>").
+bool is_resumable_part_name(std::string_view name) noexcept;
+// Removes the scratch directories starting with `prefix` under `parent_fd`
+// that no live run holds (of `owner` only, when set). Returns the bytes freed.
+std::uint64_t remove_unheld_scratch_dirs(int parent_fd, const std::string& prefix,
+                                         std::optional<unsigned> owner) noexcept;
+
 // Removes the temp files atomic_write left in `dir` (not below it), as
 // remove_tree_at does: for a caller that holds the lock every writer of `dir`
 // holds, so that no live process owns them (a killed run's leftovers).

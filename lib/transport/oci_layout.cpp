@@ -316,12 +316,7 @@ result<std::unique_ptr<oci_layout_writer>> oci_layout_writer::open(const std::st
     REDIST_TRY(w->dir_fd_, make_directory_at(root.get(), at.product, w->dir_));
     REDIST_TRY(const unique_fd blobs, make_directory_at(w->dir_fd_.get(), "blobs", w->dir_ / "blobs"));
     REDIST_TRY(w->blobs_fd_, make_directory_at(blobs.get(), "sha256", w->dir_ / "blobs" / "sha256"));
-    std::string scratch = in_dir(w->dir_fd_, ".redist-scratch-XXXXXX").string();
-    if (::mkdtemp(scratch.data()) == nullptr) return errno_error("cannot create a scratch directory", w->dir_, errno);
-    w->scratch_name_ = fs::path(scratch).filename().string();
-    w->scratch_ = w->dir_ / w->scratch_name_;
-    REDIST_TRY(w->scratch_fd_,
-               open_directory_at(w->dir_fd_.get(), w->scratch_name_, w->scratch_, error_code::filesystem));
+    REDIST_TRY(w->scratch_, claim_scratch_dir(w->dir_fd_.get(), w->dir_, ".redist-scratch-"));
     // The layout's marker: kept as it is when it already says version 1.0.0.
     auto marker = read_small_at(w->dir_fd_.get(), "oci-layout", w->dir_ / "oci-layout", 4096, error_code::filesystem);
     if (!marker.ok() || marker->find("\"1.0.0\"") == std::string::npos)
@@ -329,9 +324,7 @@ result<std::unique_ptr<oci_layout_writer>> oci_layout_writer::open(const std::st
     return w;
 }
 
-oci_layout_writer::~oci_layout_writer() {
-    if (dir_fd_ && !scratch_name_.empty()) remove_tree_at(dir_fd_.get(), scratch_name_);
-}
+oci_layout_writer::~oci_layout_writer() { scratch_.release(); }
 
 result<bool> oci_layout_writer::has_blob(const std::string& sha256, std::uint64_t size) {
     struct ::stat st {};
@@ -343,10 +336,10 @@ result<bool> oci_layout_writer::has_blob(const std::string& sha256, std::uint64_
 
 result<void> oci_layout_writer::push_blob(const std::string& sha256, const fs::path& file) {
     // `file` is the verified download in scratch(): moved, never copied.
-    if (file.parent_path() != scratch_)
+    if (file.parent_path() != scratch_.path())
         return make_error(error_code::internal, "a layout blob must come from its scratch directory")
             .with_path(file.string());
-    if (::renameat(scratch_fd_.get(), file.filename().c_str(), blobs_fd_.get(), sha256.c_str()) != 0)
+    if (::renameat(scratch_.fd(), file.filename().c_str(), blobs_fd_.get(), sha256.c_str()) != 0)
         return errno_error("cannot rename into place", dir_ / "blobs" / "sha256" / sha256, errno);
     return {};
 }

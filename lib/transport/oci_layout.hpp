@@ -32,6 +32,7 @@
 
 #include "redist/error.hpp"
 #include "redist/transfer.hpp"
+#include "support/posix_file.hpp"
 #include "support/unique_fd.hpp"
 #include "transport/oci.hpp"
 
@@ -78,7 +79,7 @@ public:
     // Outcomes: ok | usage (a bad URL or product) | filesystem (a symlink
     // or a non-directory where a layout directory belongs).
     static result<std::unique_ptr<oci_layout_writer>> open(const std::string& base, const std::string& product);
-    ~oci_layout_writer() override;  // neither copied nor moved (oci_store; the destructor removes scratch())
+    ~oci_layout_writer() override;  // neither copied nor moved (oci_store; the destructor releases scratch())
     // Present as a regular file (not a symlink) with this size and SHA-256.
     result<bool> has_blob(const std::string& sha256, std::uint64_t size) override;
     // Moves the verified file (in scratch()) into blobs/sha256/.
@@ -88,9 +89,12 @@ public:
     result<std::optional<std::string>> tag_digest(const std::string& tag) override;
     // The manifest blob, then index.json with this tag's entry replaced.
     result<void> put_manifest(const std::string& tag, const std::string& json, std::string_view media_type) override;
-    // A private directory in the layout (same filesystem as blobs/) where
-    // verified downloads wait for push_blob; removed by the destructor.
-    const std::filesystem::path& scratch() const { return scratch_; }
+    // The run's directory in the layout (same filesystem as blobs/) where
+    // verified downloads wait for push_blob: DIR/P/.redist-scratch-<random>,
+    // a killed run's adopted (claim_scratch_dir: its partial downloads are
+    // resumed). The destructor removes it, or keeps only the partial
+    // downloads of a run that failed part-way.
+    const std::filesystem::path& scratch() const { return scratch_.path(); }
     // DIR/P, as reports name it.
     const std::filesystem::path& where() const { return dir_; }
 
@@ -100,9 +104,9 @@ private:
     // An exclusive flock on the product directory, for the index rewrite.
     // Outcomes: ok | filesystem.
     result<unique_fd> lock_index();
-    std::filesystem::path dir_, scratch_;
-    std::string scratch_name_;
-    unique_fd dir_fd_, blobs_fd_, scratch_fd_;
+    std::filesystem::path dir_;
+    scratch_dir scratch_;
+    unique_fd dir_fd_, blobs_fd_;
 };
 
 }  // namespace redist

@@ -185,6 +185,8 @@ int run_mirror(const mirror_args& args) {
     req.sources.attempts_per_source = args.source.effective_retries();
     req.sources.mirrors = args.source.mirrors;  // tried before the base for archives (never for manifests)
     req.sources.fallback_bases = args.source.fallback_bases();
+    req.scratch_cache_dir = effective_cache_dir(args.source.cache_dir);
+    req.sources.shared_cache = args.source.shared_cache;
     if (args.from_cache) {
         req.sources.cache_dir = effective_cache_dir(args.source.cache_dir);
         req.sources.offline = true;
