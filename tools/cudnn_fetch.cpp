@@ -26,7 +26,8 @@ int main(int argc, char** argv) {
         "Environment: REDIST_BASE_URL (default for --base-url), SSL_CERT_FILE, CURL_CA_BUNDLE, *_proxy\n\n" +
         std::string(exit_code_help));
     return run_tool(app, argc, argv, [&]() -> int {
-        if (fetch.selection.components.empty()) fetch.selection.components = {"cudnn"};
+        // The default is cudnn alone; --all (which excludes --component) asks for every component.
+        if (fetch.selection.components.empty() && !fetch.all) fetch.selection.components = {"cudnn"};
         return run_fetch(fetch);
     });
 }

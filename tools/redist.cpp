@@ -46,6 +46,10 @@ int check_lock_form(const lock_args& args) {
         return usage_error(
             "--platform, --cuda, --component and --output lock one release: give PRODUCT VERSION (a "
             "project's platforms, CUDA variant and components are in redist.toml)");
+    if (!single && (!p.source.manifest.empty() || !p.source.manifest_sha256.empty()))
+        return usage_error(
+            "--manifest and --manifest-sha256 lock one release: give PRODUCT VERSION (a project's releases are "
+            "the ones redist.toml names)");
     return 0;
 }
 

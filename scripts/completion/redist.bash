@@ -14,6 +14,8 @@ _redist_formats="sh fish cmake json github"
 _redist_subcommands="versions show fetch verify remove lock cache env mirror check sbom diff outdated init sync"
 
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
+# sync takes its releases from redist.toml: no --manifest, --manifest-sha256.
+_redist_sync_source_opts="--base-url --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
 _redist_install_opts="--force --dry-run --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --no-recompressed --profile --json --quiet -q"
 _redist_fetch_opts="--prefix $_redist_source_opts --trusted-key $_redist_select_opts --all --locked $_redist_install_opts --check --no-check"
@@ -36,7 +38,7 @@ _redist_opts_for() {
         diff) echo "$_redist_source_opts --json --quiet -q --help -h" ;;
         outdated) echo "--prefix --file $_redist_source_opts --json --quiet -q --help -h" ;;
         init) echo "--file --platform --force --check --json --quiet -q --help -h" ;;
-        sync) echo "--file --lock-file --upgrade --product --platform --exclude --locked --frozen --keep-unlisted --prefix --allow-outside-prefix $_redist_install_opts $_redist_source_opts --trusted-key --help -h" ;;
+        sync) echo "--file --lock-file --upgrade --product --platform --exclude --locked --frozen --keep-unlisted --prefix --allow-outside-prefix $_redist_install_opts $_redist_sync_source_opts --trusted-key --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
 }

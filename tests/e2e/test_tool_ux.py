@@ -223,6 +223,16 @@ class Names(unittest.TestCase):
         res = support.run_tool("redist", "remove", "--prefix", self.prefix)
         self.assert_one_line(res, EXIT_NOT_FOUND, self.prefix, "no redist receipts in this prefix")
 
+    def test_cudnn_fetch_all_is_not_ignored(self):
+        # cudnn-fetch's default is component cudnn alone; --all used to be replaced by that default.
+        for extra, want in (([], ["cudnn"]), (["--all"], ["cudnn", "cudnn_jit"])):
+            prefix = os.path.join(self.scratch, "all" if extra else "default")
+            support.run_tool("cudnn-fetch", LABEL, "--cuda", CUDA, "--platform", PLATFORM, "--prefix", prefix,
+                             "--base-url", self.base, "--no-check", "--no-cache", "-q", *extra, env=CLEAN_ENV,
+                             check=0)
+            self.assertEqual(sorted(os.listdir(os.path.join(prefix, ".redist", "receipts", "cudnn"))),
+                             [name + ".json" for name in want])
+
     def test_quiet_and_json_on_report_commands(self):
         self.assertEqual(self.fetch(self.prefix, "--no-cache", "-q").returncode, 0)
         for args in (["verify", "--prefix", self.prefix], ["outdated", "--prefix", self.prefix, "--base-url", self.base]):
