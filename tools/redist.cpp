@@ -169,9 +169,10 @@ int main(int argc, char** argv) {
                exit_code_help);
 
     command_runner selected;
-    for (auto* add : {add_versions_command, add_show_command, add_fetch_command, add_verify_command, add_remove_command,
-                      add_cache_command, add_lock_command, add_env_command, add_mirror_command, add_check_command,
-                      add_sbom_command, add_diff_command, add_outdated_command, add_init_command, add_sync_command})
+    for (auto* add : {add_versions_command, add_show_command, add_fetch_command, add_verify_command, add_list_command,
+                      add_remove_command, add_cache_command, add_lock_command, add_env_command, add_mirror_command,
+                      add_check_command, add_sbom_command, add_diff_command, add_outdated_command, add_init_command,
+                      add_sync_command})
         add(app, selected);
     return run_tool(app, argc, argv, [&] { return selected ? selected() : 2; });
 }

@@ -11,7 +11,7 @@
 _redist_products="cudnn cuda cublasmp cudss cuquantum cusolvermp cusparselt cutensor nppplus nvcomp nvjpeg2000 nvpl nvtiff tensorrt"
 _redist_platforms="linux-x86_64 linux-sbsa linux-aarch64 linux-ppc64le windows-x86_64 windows-arm64 source"
 _redist_formats="sh fish cmake json github"
-_redist_subcommands="versions show fetch verify remove lock cache env mirror check sbom diff outdated init sync"
+_redist_subcommands="versions show fetch verify list remove lock cache env mirror check sbom diff outdated init sync"
 
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 # sync takes its releases from redist.toml: no --manifest, --manifest-sha256.
@@ -28,6 +28,7 @@ _redist_opts_for() {
         fetch) echo "$_redist_fetch_opts --help -h" ;;
         cudnn-fetch) echo "$_redist_fetch_opts --help -h --version" ;;
         verify) echo "--prefix --json --quiet -q --threads --help -h" ;;
+        list) echo "--prefix --file --json --quiet -q --help -h" ;;
         remove) echo "--prefix --product --component --quiet -q --json --help -h" ;;
         lock) echo "$_redist_source_opts --trusted-key $_redist_select_opts --output -o --file --lock-file --upgrade --product --strict --json --quiet -q --help -h" ;;
         cache) echo "--cache-dir --older-than --max-size --dry-run --json --quiet -q --shared-cache --help -h" ;;
