@@ -120,6 +120,11 @@ class HelpAnswers(unittest.TestCase):
                 self.assertLessEqual({"--threads", "--jobs", "--connections", "--max-memory", "--link-mode",
                                       "--profile"}, sections["Advanced options:"])
 
+    def test_cudnn_fetch_help_gives_its_own_component_default(self):
+        text = " ".join(support.run_tool("cudnn-fetch", "--help", check=0).stdout.split())
+        self.assertIn("(default: cudnn alone; --all for every one)", text)
+        self.assertNotIn("default: all", text)
+
     def test_usage_errors_exit_2(self):
         self.assertEqual(support.run_tool("redist").returncode, 2)
         self.assertEqual(support.run_tool("redist", "fetch", "--prefix").returncode, 2)
