@@ -549,7 +549,7 @@ file(WRITE "{result}" "${{out}}")
         base = ["fetch", "--locked", single, "--prefix", fetched, "--platform", "linux-x86_64",
                 "--base-url", self.server.url(), "--no-check"]
         for extra, needle in ((["--manifest", manifest], "--manifest"), (["--all"], "--all"),
-                              (["cudnn"], "cudnn disagrees with --locked")):
+                              (["cudnn"], "cudnn disagrees with --locked"), (["--check", "--no-check"], "give one")):
             with self.subTest(extra=extra):
                 res = support.run_tool("redist", *base, *extra)
                 self.assertEqual(res.returncode, 2, support.describe(res))

@@ -410,6 +410,8 @@ int run_fetch(const fetch_options& options) {
     // A lock pins the release and its components: what would pick them is refused, not ignored.
     if (!options.locked.empty() && (!options.source.manifest.empty() || !options.source.manifest_sha256.empty()))
         return usage_error("--manifest and --manifest-sha256 pick a release; --locked installs the one the lock pins");
+    if (options.check && options.no_check)
+        return usage_error("--check asks for the full post-install check and --no-check for none: give one");
     if (!options.locked.empty() && options.all)
         return usage_error(
             "--all picks a release's components; --locked installs the ones the lock pins "
