@@ -89,7 +89,7 @@ class CudaFromFaultServer(unittest.TestCase):
             # The live lines are cleared at the end; the summary is a short table without URLs.
             summary = out[out.rindex("\x1b[J"):].replace("\r\n", "\n")  # the pty writes "\r\n"
             self.assertRegex(summary, r"installed cuda 12\.9\.1 into \S+: \d+ components, ")
-            self.assertRegex(summary, r"(?m)^  cuda_nvcc +\S+ +\S+ \S+ +\d+ files$")
+            self.assertRegex(summary, r"(?m)^  cuda_nvcc +12\.9\.86 \(new\) +\S+ \S+ +\d+ files$")
             self.assertNotIn("http://", summary)
 
 
