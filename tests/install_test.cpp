@@ -325,6 +325,22 @@ TEST_CASE("an interrupted commit is rolled forward by the next lock holder") {
     CHECK_FALSE(fs::exists(stage));
 }
 
+TEST_CASE("acquire_existing: a prefix without .redist/ is not_found and stays as it was") {
+    const fs::path root = scratch("acquire_existing");
+    const fs::path typo = root / "typo";
+    auto missing = prefix_lock::acquire_existing(typo);
+    REQUIRE_FALSE(missing.ok());
+    CHECK(missing.error_value().code == error_code::not_found);
+    CHECK(missing.error_value().path == typo.string());
+    CHECK_FALSE(fs::exists(typo));
+    const fs::path mine = root / "mine";
+    fs::create_directories(mine);
+    CHECK(prefix_lock::acquire_existing(mine).error_value().code == error_code::not_found);
+    CHECK(fs::is_empty(mine));
+    REQUIRE(prefix_lock::acquire(mine).ok());  // what redist installed into has .redist/
+    CHECK(prefix_lock::acquire_existing(mine).ok());
+}
+
 // ---- plan_commit without a prefix ----------------------------------------------------
 
 namespace {

@@ -14,6 +14,8 @@ int main(int argc, char** argv) {
     fetch.product = "cudnn";
     app.add_option("VERSION", fetch.version, "9.27.0, 9.27, 9 or latest (default: latest)");
     add_fetch_flags(app, fetch);
+    app.get_option("--component")
+        ->description("Components to use, comma-separated (default: cudnn alone; --all for every one)");
     app.footer(
         "\nThe CUDA variant: --cuda N[.M] wins; else the CUDA toolkit found ($CUDA_HOME, $CUDA_PATH,\n"
         "/usr/local/cuda, the directory of nvcc on PATH), read from its version.json or include/cuda.h\n"
@@ -26,7 +28,8 @@ int main(int argc, char** argv) {
         "Environment: REDIST_BASE_URL (default for --base-url), SSL_CERT_FILE, CURL_CA_BUNDLE, *_proxy\n\n" +
         std::string(exit_code_help));
     return run_tool(app, argc, argv, [&]() -> int {
-        if (fetch.selection.components.empty()) fetch.selection.components = {"cudnn"};
+        // The default is cudnn alone; --all (which excludes --component) asks for every component.
+        if (fetch.selection.components.empty() && !fetch.all) fetch.selection.components = {"cudnn"};
         return run_fetch(fetch);
     });
 }

@@ -46,6 +46,10 @@ int check_lock_form(const lock_args& args) {
         return usage_error(
             "--platform, --cuda, --component and --output lock one release: give PRODUCT VERSION (a "
             "project's platforms, CUDA variant and components are in redist.toml)");
+    if (!single && (!p.source.manifest.empty() || !p.source.manifest_sha256.empty()))
+        return usage_error(
+            "--manifest and --manifest-sha256 lock one release: give PRODUCT VERSION (a project's releases are "
+            "the ones redist.toml names)");
     return 0;
 }
 
@@ -165,9 +169,10 @@ int main(int argc, char** argv) {
                exit_code_help);
 
     command_runner selected;
-    for (auto* add : {add_versions_command, add_show_command, add_fetch_command, add_verify_command, add_remove_command,
-                      add_cache_command, add_lock_command, add_env_command, add_mirror_command, add_check_command,
-                      add_sbom_command, add_diff_command, add_outdated_command, add_init_command, add_sync_command})
+    for (auto* add : {add_versions_command, add_show_command, add_fetch_command, add_verify_command, add_list_command,
+                      add_remove_command, add_cache_command, add_lock_command, add_env_command, add_mirror_command,
+                      add_check_command, add_sbom_command, add_diff_command, add_outdated_command, add_init_command,
+                      add_sync_command})
         add(app, selected);
     return run_tool(app, argc, argv, [&] { return selected ? selected() : 2; });
 }

@@ -104,6 +104,12 @@ public:
     // on_wait is called once if another process holds the lock, before blocking.
     // Outcomes: ok | filesystem.
     static result<prefix_lock> acquire(const std::filesystem::path& prefix, const std::function<void()>& on_wait = {});
+    // The same for a command that only changes what redist installed
+    // (remove): a prefix without .redist/ (a typo, or a directory redist never
+    // installed into) is not_found, naming it, and nothing is created there.
+    // Outcomes: ok | not_found | filesystem | bad_manifest (as acquire()).
+    static result<prefix_lock> acquire_existing(const std::filesystem::path& prefix,
+                                                const std::function<void()>& on_wait = {});
     const std::filesystem::path& prefix() const { return prefix_; }
 
 private:

@@ -56,6 +56,16 @@ result<prefix_lock> prefix_lock::acquire(const fs::path& prefix_in, const std::f
     return lock;
 }
 
+result<prefix_lock> prefix_lock::acquire_existing(const fs::path& prefix_in, const std::function<void()>& on_wait) {
+    std::error_code ec;
+    const fs::path prefix = fs::absolute(prefix_in, ec).lexically_normal();
+    // Not followed: a symlink at .redist is refused by acquire() as corrupt.
+    if (!exists_no_follow(state_dir(prefix)))
+        return make_error(error_code::not_found, "no redist receipts in this prefix (redist never installed here)")
+            .with_path(prefix_in.string());
+    return acquire(prefix, on_wait);
+}
+
 // ---- stages ---------------------------------------------------------------------------
 
 result<fs::path> make_stage(const fs::path& prefix, std::string_view name) {

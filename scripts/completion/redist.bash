@@ -11,9 +11,11 @@
 _redist_products="cudnn cuda cublasmp cudss cuquantum cusolvermp cusparselt cutensor nppplus nvcomp nvjpeg2000 nvpl nvtiff tensorrt"
 _redist_platforms="linux-x86_64 linux-sbsa linux-aarch64 linux-ppc64le windows-x86_64 windows-arm64 source"
 _redist_formats="sh fish cmake json github"
-_redist_subcommands="versions show fetch verify remove lock cache env mirror check sbom diff outdated init sync"
+_redist_subcommands="versions show fetch verify list remove lock cache env mirror check sbom diff outdated init sync"
 
 _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
+# sync takes its releases from redist.toml: no --manifest, --manifest-sha256.
+_redist_sync_source_opts="--base-url --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
 _redist_install_opts="--force --dry-run --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --no-recompressed --profile --json --quiet -q"
 _redist_fetch_opts="--prefix $_redist_source_opts --trusted-key $_redist_select_opts --all --locked $_redist_install_opts --check --no-check"
@@ -26,6 +28,7 @@ _redist_opts_for() {
         fetch) echo "$_redist_fetch_opts --help -h" ;;
         cudnn-fetch) echo "$_redist_fetch_opts --help -h --version" ;;
         verify) echo "--prefix --json --quiet -q --threads --help -h" ;;
+        list) echo "--prefix --file --json --quiet -q --help -h" ;;
         remove) echo "--prefix --product --component --quiet -q --json --help -h" ;;
         lock) echo "$_redist_source_opts --trusted-key $_redist_select_opts --output -o --file --lock-file --upgrade --product --strict --json --quiet -q --help -h" ;;
         cache) echo "--cache-dir --older-than --max-size --dry-run --json --quiet -q --shared-cache --help -h" ;;
@@ -36,7 +39,7 @@ _redist_opts_for() {
         diff) echo "$_redist_source_opts --json --quiet -q --help -h" ;;
         outdated) echo "--prefix --file $_redist_source_opts --json --quiet -q --help -h" ;;
         init) echo "--file --platform --force --check --json --quiet -q --help -h" ;;
-        sync) echo "--file --lock-file --upgrade --product --platform --exclude --locked --frozen --keep-unlisted --prefix --allow-outside-prefix $_redist_install_opts $_redist_source_opts --trusted-key --help -h" ;;
+        sync) echo "--file --lock-file --upgrade --product --platform --exclude --locked --frozen --keep-unlisted --prefix --allow-outside-prefix $_redist_install_opts $_redist_sync_source_opts --trusted-key --help -h" ;;
         *) echo "--help -h --version" ;;
     esac
 }

@@ -100,6 +100,31 @@ class HelpAnswers(unittest.TestCase):
         for words in ("--prefix", "Receipts", "--locked", "Examples:", "share/licenses"):
             self.assertIn(words, text)
 
+    def test_fetch_help_puts_the_everyday_options_first(self):
+        # As uv does: the everyday options, then headings for where bytes come from and for the knobs.
+        for tool, args in (("redist", ["fetch"]), ("cudnn-fetch", []), ("redist", ["sync"])):
+            with self.subTest(tool=tool, args=args):
+                text = support.run_tool(tool, *args, "--help", check=0).stdout.split("\n\n\n")
+                sections = {}
+                for part in "\n\n".join(text).split("\n\n"):
+                    head, _, body = part.strip("\n").partition("\n")
+                    sections[head] = set(re.findall(r"(?m)^\s+(?:-[a-zA-Z],)?(--[a-z][a-z0-9-]*)", body))
+                self.assertEqual([h for h in sections if h.endswith("ptions:")],
+                                 ["Options:", "Source options:", "Advanced options:"])
+                everyday = {"--prefix", "--platform", "--dry-run", "--force", "--json", "--quiet"}
+                if args != ["sync"]:
+                    everyday |= {"--cuda", "--component", "--all", "--locked", "--check", "--no-check"}
+                self.assertLessEqual(everyday, sections["Options:"])
+                self.assertLessEqual({"--base-url", "--mirror", "--offline", "--cache-dir", "--trusted-key"},
+                                     sections["Source options:"])
+                self.assertLessEqual({"--threads", "--jobs", "--connections", "--max-memory", "--link-mode",
+                                      "--profile"}, sections["Advanced options:"])
+
+    def test_cudnn_fetch_help_gives_its_own_component_default(self):
+        text = " ".join(support.run_tool("cudnn-fetch", "--help", check=0).stdout.split())
+        self.assertIn("(default: cudnn alone; --all for every one)", text)
+        self.assertNotIn("default: all", text)
+
     def test_usage_errors_exit_2(self):
         self.assertEqual(support.run_tool("redist").returncode, 2)
         self.assertEqual(support.run_tool("redist", "fetch", "--prefix").returncode, 2)

@@ -31,6 +31,43 @@ class Init(unittest.TestCase):
         self.assertIn("already exists", res.stderr)
         support.run_tool("redist", "init", "--force", cwd=self.dir, check=0)
 
+    def test_what_the_starter_file_says_holds(self):
+        # Its comments, run: a prefix outside the directory needs --allow-outside-prefix (or
+        # --prefix); `cuda` is a major, picks the cuda product's release ("latest": the newest
+        # 12.x) and refuses a version of another major.
+        path = os.path.join(self.dir, "redist.toml")
+        support.run_tool("redist", "init", "--platform", "linux-x86_64", cwd=self.dir, check=0)
+        with open(path) as f:
+            starter = f.read()
+        base = ["--base-url", support.file_base_url()]
+        for words in ("--allow-outside-prefix", "a major only", '"latest"\n# is the newest 12.x',
+                      "a version of another major is an error"):
+            self.assertIn(words, starter)
+
+        def write(old, new):
+            self.assertIn(old, starter)
+            with open(path, "w") as f:
+                f.write(starter.replace(old, new))
+
+        outside = os.path.join(support.make_scratch_dir(self.id() + ".outside"), "nvidia")
+        write('prefix = "nvidia"', f'prefix = "{outside}"')
+        res = support.run_tool("redist", "sync", "--dry-run", *base, cwd=self.dir)
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn("--allow-outside-prefix", res.stderr)
+        support.run_tool("redist", "sync", "--dry-run", "--allow-outside-prefix", *base, cwd=self.dir, check=0)
+        self.assertFalse(os.path.exists(outside))
+        write('cuda = "12"', 'cuda = "12.4"')
+        self.assertEqual(support.run_tool("redist", "init", "--check", cwd=self.dir).returncode, 4)
+        write('cuda = "12"', 'cuda = "13"')
+        res = support.run_tool("redist", "lock", *base, cwd=self.dir)
+        self.assertEqual(res.returncode, 4, support.describe(res))
+        self.assertIn("not a CUDA 13 release", res.stderr)
+        with open(path, "w") as f:
+            f.write(starter.replace('version = "12.9"', 'version = "latest"'))
+        res = support.run_tool("redist", "lock", *base, cwd=self.dir, check=0)
+        self.assertIn("locked cuda 12.9.1", res.stdout)
+        self.assertIn("locked cudnn 9.27.0, linux-x86_64 cuda12: project.cuda 12", res.stdout)
+
     def test_a_fifo_named_redist_toml_fails_at_once(self):
         # A checkout can hold anything: a FIFO must not hang sync, lock or
         # init --check (the project file is read as a regular file only).

@@ -517,6 +517,47 @@ file(WRITE "{result}" "${{out}}")
         self.sync("--allow-outside-prefix", check=0)
         self.assertIn(("nccl", "nccl"), self.receipts(os.path.join(outside, "allowed")))
 
+    def test_flags_that_would_be_ignored_are_refused(self):
+        # Accepted and silently ignored before: each is now exit 2 with one
+        # line naming it and saying why, before anything is read or written.
+        self.write_project(products=("nccl",))
+        manifest = os.path.join(self.mirror, "nccl", "redist", f"redistrib_{NCCL_LABEL}.json")
+        given = os.path.join(self.dir, "given")
+        cases = [(self.sync_args("--manifest", manifest), "--manifest"),
+                 (self.sync_args("--manifest-sha256", "0" * 64), "--manifest-sha256"),
+                 (self.sync_args("--locked", "--strict"), "--strict"),
+                 (self.sync_args("--frozen", "--strict"), "--frozen reads no manifest"),
+                 (self.sync_args("--prefix", given, "--allow-outside-prefix"), "--allow-outside-prefix"),
+                 (["lock", "--file", self.project, "--manifest", manifest], "--manifest")]
+        for args, needle in cases:
+            with self.subTest(args=args):
+                res = support.run_tool("redist", *args)
+                self.assertEqual(res.returncode, 2, support.describe(res))
+                lines = res.stderr.strip().splitlines()
+                self.assertEqual(len(lines), 1, support.describe(res))
+                self.assertIn(needle, lines[0])
+                self.assertFalse(os.path.exists(self.lock), support.describe(res))
+                self.assertFalse(os.path.exists(self.prefix) or os.path.exists(given), support.describe(res))
+        # sync does not offer what it refuses.
+        self.assertNotIn("--manifest", support.run_tool("redist", "sync", "--help", check=0).stdout)
+        # fetch --locked: the lock pins the release and its components.
+        self.sync(check=0)
+        fetched = os.path.join(self.dir, "fetched")
+        single = os.path.join(self.dir, "single.lock")
+        support.run_tool("redist", "lock", "nccl", NCCL_LABEL, "--base-url", self.server.url(), "-o", single,
+                         "--platform", "linux-x86_64", check=0)
+        base = ["fetch", "--locked", single, "--prefix", fetched, "--platform", "linux-x86_64",
+                "--base-url", self.server.url(), "--no-check"]
+        for extra, needle in ((["--manifest", manifest], "--manifest"), (["--all"], "--all"),
+                              (["cudnn"], "cudnn disagrees with --locked"), (["--check", "--no-check"], "give one")):
+            with self.subTest(extra=extra):
+                res = support.run_tool("redist", *base, *extra)
+                self.assertEqual(res.returncode, 2, support.describe(res))
+                self.assertEqual(len(res.stderr.strip().splitlines()), 1, support.describe(res))
+                self.assertIn(needle, res.stderr)
+                self.assertFalse(os.path.exists(fetched), support.describe(res))
+        support.run_tool("redist", *base, check=0)
+
     def test_a_lock_url_naming_a_local_file_is_refused(self):
         secret = os.path.join(self.dir, "secret.txt")
         marker = b"NOT-FOR-THE-CACHE-" + os.urandom(8).hex().encode()

@@ -89,7 +89,7 @@ class CudaFromFaultServer(unittest.TestCase):
             # The live lines are cleared at the end; the summary is a short table without URLs.
             summary = out[out.rindex("\x1b[J"):].replace("\r\n", "\n")  # the pty writes "\r\n"
             self.assertRegex(summary, r"installed cuda 12\.9\.1 into \S+: \d+ components, ")
-            self.assertRegex(summary, r"(?m)^  cuda_nvcc +\S+ \(new\) +\S+ \S+ +\d+ files$")
+            self.assertRegex(summary, r"(?m)^  cuda_nvcc +12\.9\.86 \(new\) +\S+ \S+ +\d+ files$")
             self.assertNotIn("http://", summary)
 
 
@@ -191,6 +191,47 @@ class Names(unittest.TestCase):
         res = support.run_tool("redist", "remove", "--prefix", self.prefix, "--component", "cudnn_jitt")
         self.assert_one_line(res, EXIT_NOT_FOUND, "cudnn_jitt is not installed", "did you mean 'cudnn_jit'?")
         self.assertEqual(support.tree_snapshot(self.prefix, ignore=r"^\.redist/lock$"), before)
+
+    def test_a_prefix_redist_never_installed_into_is_an_error_and_stays_untouched(self):
+        # A typo (no such directory) and an existing directory redist never
+        # wrote: every command that reads a prefix fails naming it, and none
+        # creates anything there (remove used to exit 0 and make <typo>/.redist/).
+        typo, empty = os.path.join(self.scratch, "typo"), os.path.join(self.scratch, "empty")
+        os.makedirs(empty)
+
+        def assert_untouched(res):
+            self.assertFalse(os.path.lexists(typo), support.describe(res))
+            self.assertEqual(os.listdir(empty), [], support.describe(res))
+
+        for prefix in (typo, empty):
+            for args in (["remove", "--prefix", prefix], ["remove", "--prefix", prefix, "--component", "cudnn"],
+                         ["verify", "--prefix", prefix], ["check", "--prefix", prefix],
+                         ["env", "--prefix", prefix], ["outdated", "--prefix", prefix, "--base-url", self.base],
+                         ["sbom", "--prefix", prefix, "--format", "spdx-json"]):
+                with self.subTest(prefix=prefix, command=args[0]):
+                    res = support.run_tool("redist", *args, env=CLEAN_ENV)
+                    self.assert_one_line(res, EXIT_NOT_FOUND, prefix, "no redist receipts in this prefix")
+                    assert_untouched(res)
+            res = self.fetch(prefix, "--dry-run")
+            self.assertEqual(res.returncode, 0, support.describe(res))
+            assert_untouched(res)
+
+    def test_remove_of_an_emptied_prefix_is_an_error(self):
+        self.assertEqual(self.fetch(self.prefix, "--no-cache", "-q").returncode, 0)
+        res = support.run_tool("redist", "remove", "--prefix", self.prefix, "-q")
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        res = support.run_tool("redist", "remove", "--prefix", self.prefix)
+        self.assert_one_line(res, EXIT_NOT_FOUND, self.prefix, "no redist receipts in this prefix")
+
+    def test_cudnn_fetch_all_is_not_ignored(self):
+        # cudnn-fetch's default is component cudnn alone; --all used to be replaced by that default.
+        for extra, want in (([], ["cudnn"]), (["--all"], ["cudnn", "cudnn_jit"])):
+            prefix = os.path.join(self.scratch, "all" if extra else "default")
+            support.run_tool("cudnn-fetch", LABEL, "--cuda", CUDA, "--platform", PLATFORM, "--prefix", prefix,
+                             "--base-url", self.base, "--no-check", "--no-cache", "-q", *extra, env=CLEAN_ENV,
+                             check=0)
+            self.assertEqual(sorted(os.listdir(os.path.join(prefix, ".redist", "receipts", "cudnn"))),
+                             [name + ".json" for name in want])
 
     def test_quiet_and_json_on_report_commands(self):
         self.assertEqual(self.fetch(self.prefix, "--no-cache", "-q").returncode, 0)

@@ -17,6 +17,7 @@ void add_show_command(CLI::App& app, command_runner& selected);
 void add_fetch_command(CLI::App& app, command_runner& selected);
 void add_verify_command(CLI::App& app, command_runner& selected);
 void add_remove_command(CLI::App& app, command_runner& selected);
+void add_list_command(CLI::App& app, command_runner& selected);
 void add_cache_command(CLI::App& app, command_runner& selected);
 void add_env_command(CLI::App& app, command_runner& selected);
 void add_mirror_command(CLI::App& app, command_runner& selected);

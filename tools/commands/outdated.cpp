@@ -45,20 +45,6 @@ struct outdated_row {
 // "9.27.0" -> "9"; the whole label when it has no dot.
 std::string major_of(const std::string& label) { return label.substr(0, label.find('.')); }
 
-// The project file to read: --file, else ./redist.toml when there is one.
-// Outcomes: ok (nullopt: no project) | not_found | bad_manifest | ...
-redist::result<std::optional<redist::project_file>> read_project(const outdated_args& args) {
-    std::string file = args.file;
-    if (file.empty()) {
-        if (::access("redist.toml", F_OK) != 0) return std::optional<redist::project_file>();
-        file = "redist.toml";
-    }
-    REDIST_TRY(const std::string text,
-               redist::fetch_text(redist::to_url(file), args.source.transfer(), redist::kMaxProjectFileBytes));
-    REDIST_TRY(auto project, redist::parse_project(text, std::filesystem::absolute(file)));
-    return std::optional<redist::project_file>(std::move(project));
-}
-
 void print_rows(const std::map<std::pair<std::string, std::string>, outdated_row>& rows, bool json) {
     if (json) {
         redist::json_writer w(2);
@@ -88,7 +74,7 @@ void print_rows(const std::map<std::pair<std::string, std::string>, outdated_row
 }
 
 int run_outdated(outdated_args args) {
-    auto project = read_project(args);
+    auto project = read_project_if_any(args.file, args.source.transfer());
     if (!project.ok()) return report_error(project.error_value());
     if (args.prefix.empty() && *project) args.prefix = (*project)->prefix.string();
     if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
@@ -128,6 +114,19 @@ int run_outdated(outdated_args args) {
 }
 
 }  // namespace
+
+redist::result<std::optional<redist::project_file>> read_project_if_any(const std::string& given,
+                                                                        const redist::transfer_options& transfer) {
+    std::string file = given;
+    if (file.empty()) {
+        if (::access("redist.toml", F_OK) != 0) return std::optional<redist::project_file>();
+        file = "redist.toml";
+    }
+    REDIST_TRY(const std::string text,
+               redist::fetch_text(redist::to_url(file), transfer, redist::kMaxProjectFileBytes));
+    REDIST_TRY(auto project, redist::parse_project(text, std::filesystem::absolute(file)));
+    return std::optional<redist::project_file>(std::move(project));
+}
 
 void add_outdated_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<outdated_args>();

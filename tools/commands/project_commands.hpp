@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +11,8 @@
 #include "redist/diff.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
+#include "redist/project.hpp"
+#include "redist/transfer.hpp"
 
 namespace redist_tools {
 
@@ -38,6 +41,12 @@ void print_lock_json(const std::string& lock_file, const std::vector<redist::loc
 // Whether `path` holds a project lock (version 2): `redist lock PRODUCT
 // VERSION` never overwrites one.
 bool holds_project_lock(const std::string& path);
+
+// The project file of `outdated` and `list`: --file (`given`), else
+// ./redist.toml when there is one. Outcomes: ok (nullopt: no project) |
+// not_found | bad_manifest | ... (reading and parsing it).
+redist::result<std::optional<redist::project_file>> read_project_if_any(const std::string& given,
+                                                                        const redist::transfer_options& transfer = {});
 
 // Short structured lines for a manifest diff ("  + component x 1.2", ...),
 // each starting with `indent` and escaped whole (printable). Shared by

@@ -22,7 +22,8 @@ struct remove_args {
 };
 
 int run_remove(const remove_args& args) {
-    auto lock = redist::prefix_lock::acquire(args.prefix, [&] {
+    // A prefix redist never installed into (a typo) is an error, and nothing is created there.
+    auto lock = redist::prefix_lock::acquire_existing(args.prefix, [&] {
         std::fprintf(stderr, "%s: waiting for lock on %s\n", tool_name.c_str(), printable(args.prefix).c_str());
     });
     if (!lock.ok()) return report_error(lock.error_value());
@@ -36,6 +37,9 @@ int run_remove(const remove_args& args) {
             products.push_back(r.product);
             if (args.product.empty() || r.product == args.product) targets.push_back({r.product, r.component});
         }
+        if (receipts->empty())
+            return report_error(redist::make_error(redist::error_code::not_found, "no redist receipts in this prefix")
+                                    .with_path(args.prefix));
         // A product that names nothing installed is a mistake, not a removal of nothing.
         if (!args.product.empty() && targets.empty())
             return report_error(redist::make_error(redist::error_code::not_found,
@@ -78,7 +82,8 @@ void add_remove_command(CLI::App& app, command_runner& selected) {
     cmd->footer(
         "\nOnly files the receipts list are removed (with their receipts and directories left empty);\n"
         "files you added stay. All or nothing: an interrupted removal is completed by the next\n"
-        "`redist fetch` or `redist remove` on the prefix.\n\n"
+        "`redist fetch` or `redist remove` on the prefix. A prefix without receipts (a typo, or a\n"
+        "directory redist never installed into) is an error (exit 3), and nothing is created there.\n\n"
         "Examples:\n  redist remove --prefix /opt/cudnn\n"
         "  redist remove --prefix /opt/cuda --component cuda_nvcc --product cuda\n\n" +
         exit_code_help);

@@ -374,7 +374,25 @@ void warn_unmatched_excludes(const std::filesystem::path& prefix, const std::vec
     }
 }
 
+// A flag sync takes (from an option set it shares) but would not use is
+// refused, saying why, rather than silently ignored; nullopt when none is.
+std::optional<std::string> unused_flag(const sync_args& args) {
+    if (!args.source.manifest.empty() || !args.source.manifest_sha256.empty())
+        return std::string(
+            "--manifest and --manifest-sha256 pick the release of `redist fetch` or `redist lock PRODUCT VERSION`; "
+            "sync installs the releases redist.toml names (pinned by redist.lock)");
+    if ((args.locked || args.frozen) && args.install.strict)
+        return std::string("--strict fails on manifest drift, but ") + (args.frozen ? "--frozen" : "--locked") +
+               " reads no manifest: the lock's SHA-256s decide";
+    if (!args.prefix.empty() && args.allow_outside_prefix)
+        return std::string(
+            "--allow-outside-prefix lets the project's own prefix lie outside its directory; with --prefix that "
+            "prefix is not used");
+    return std::nullopt;
+}
+
 int run_sync(sync_args args) {
+    if (auto why = unused_flag(args)) return usage_error(*why);
     if (args.install.json) args.install.quiet = true;
     args.lock.source = args.source;
     args.lock.quiet = args.install.quiet;
@@ -459,6 +477,8 @@ void add_sync_command(CLI::App& app, command_runner& selected) {
                   "also those a plain `redist fetch` installed there)");
     add_install_flags(*cmd, args->install);
     add_source_options(*cmd, args->source);
+    // Parsed, to be refused with a reason (unused_flag), but not offered: sync has no use for them.
+    for (const char* name : {"--manifest", "--manifest-sha256"}) cmd->get_option(name)->group("");
     add_trust_option(*cmd, args->source);
     cmd->footer(
         "\nredist.lock is authoritative (as uv's and pixi's locks): a product whose version spec and\n"

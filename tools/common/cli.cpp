@@ -216,6 +216,9 @@ void add_source_options(CLI::App& app, source_options& options) {
                    "Seconds without data before a transfer counts as failed and is retried (default 60; the index "
                    "and manifest allow at most 5, and 5 s to connect)")
         ->type_name("S");
+    for (const char* name : {"--base-url", "--manifest", "--manifest-sha256", "--ca-file", "--mirror", "--cache-dir",
+                             "--no-cache", "--shared-cache", "--offline", "--retries", "--stall-timeout"})
+        app.get_option(name)->group(source_options_group);
 }
 
 void add_trust_option(CLI::App& app, source_options& options) {
@@ -223,7 +226,8 @@ void add_trust_option(CLI::App& app, source_options& options) {
                    "An Ed25519 public key (PEM) whose signature makes a mirror's recompressed copies usable "
                    "(repeatable; default: $REDIST_TRUSTED_KEYS, ':'-separated paths). Without a trusted "
                    "signature, the originals are installed: docs/fleet.md")
-        ->type_name("FILE");
+        ->type_name("FILE")
+        ->group(source_options_group);
 }
 
 redist::result<std::vector<redist::trusted_key>> load_trusted_keys(const source_options& options,
@@ -348,6 +352,11 @@ void add_install_flags(CLI::App& app, install_flags& options) {
                  "and the decoded tar's (and a lock's tar_sha256); a copy that fails is discarded and the "
                  "original installed. Turn them off to install only NVIDIA's bytes, or to skip the extra request");
     add_report_flags(app, options.json, options.quiet, "Print one JSON report at the end instead of progress");
+    // --help: the everyday flags under "Options", then where bytes come from, then the knobs.
+    for (const char* name : {"--strict", "--no-recompressed"}) app.get_option(name)->group(source_options_group);
+    for (const char* name :
+         {"--link-mode", "--jobs", "--connections", "--max-expansion", "--max-memory", "--threads", "--profile"})
+        app.get_option(name)->group(advanced_options_group);
 }
 
 void add_report_flags(CLI::App& app, bool& json, bool& quiet, const std::string& json_help,

@@ -32,6 +32,11 @@ std::filesystem::path effective_cache_dir(const std::string& cache_dir);
 // redist::exit_code_table() (the README's table is tested against it).
 extern const std::string exit_code_help;
 
+// The headings of --help after the everyday "Options" (as uv groups its
+// options): where manifests and archives come from, and the knobs few need.
+inline constexpr const char* source_options_group = "Source options";
+inline constexpr const char* advanced_options_group = "Advanced options";
+
 // Options shared by every command that reads a release.
 struct source_options {
     std::string base_url;                   // --base-url, else $REDIST_BASE_URL, else NVIDIA's

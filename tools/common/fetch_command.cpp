@@ -179,6 +179,9 @@ redist::result<redist::release_plan> plan_from_lock(const fetch_options& options
     REDIST_TRY(const auto lock, redist::lockfile_from_json(text, options.locked));
     REDIST_TRY_VOID(redist::check_lock_sources(lock, options.locked, options.source.local_roots()));
     REDIST_TRY_VOID(check_version_agrees(options, lock.release_label, "--locked " + options.locked));
+    if (!options.product.empty() && options.product != lock.product)
+        return redist::make_error(redist::error_code::usage, options.product + " disagrees with --locked " +
+                                                                 options.locked + ", which holds " + lock.product);
     std::vector<std::string> notes;
     REDIST_TRY(auto locked, redist::plan_from_lock(lock, platform, cuda_major(options.selection),
                                                    options.selection.components, &notes));
@@ -404,6 +407,15 @@ void print_plan(const install_flags& flags, const redist::install_plan& plan) {
 }  // namespace
 
 int run_fetch(const fetch_options& options) {
+    // A lock pins the release and its components: what would pick them is refused, not ignored.
+    if (!options.locked.empty() && (!options.source.manifest.empty() || !options.source.manifest_sha256.empty()))
+        return usage_error("--manifest and --manifest-sha256 pick a release; --locked installs the one the lock pins");
+    if (options.check && options.no_check)
+        return usage_error("--check asks for the full post-install check and --no-check for none: give one");
+    if (!options.locked.empty() && options.all)
+        return usage_error(
+            "--all picks a release's components; --locked installs the ones the lock pins "
+            "(--component chooses among them)");
     const bool chatty = !options.install.quiet && !options.install.json;
     // The driver is asked once, from the start (a child process, 20-25 ms
     // with a real GPU): the preflight reads the answer before the download,
