@@ -3,7 +3,8 @@ manifests do not say (redist/dependencies.hpp: cuDNN needs cuda_cudart,
 libcublas and cuda_nvrtc of the `cuda` product at its variant's CUDA major,
 and cuda_crt for CUDA 13). `fetch --with-deps` installs them in the same
 transaction; without it the summary names what is missing and the command
-that adds it."""
+that adds it; `deps = true` in redist.toml locks and installs them with the
+project."""
 
 import json
 import os
@@ -68,6 +69,18 @@ class FetchWithDeps(unittest.TestCase):
         self.assertEqual(sorted(receipts(self.prefix, "cuda")), sorted(DEPS_12))
         self.assertNotIn("missing dependencies", self.fetch("--force").stdout)
 
+    def test_check_names_missing_dependencies(self):
+        self.fetch()
+        res = support.run_tool("redist", "check", "--prefix", self.prefix, "--quick")
+        expected = (f"WARN deps: cudnn 9.27.0 (CUDA 12) needs cuda_cudart, libcublas, cuda_nvrtc of the cuda product, "
+                    f"which this prefix lacks")
+        self.assertIn(expected, res.stdout, support.describe(res))
+        self.assertIn(f"redist fetch cuda 12 --component cuda_cudart,libcublas,cuda_nvrtc --prefix {self.prefix}",
+                      res.stdout)
+        self.fetch("--with-deps")
+        res = support.run_tool("redist", "check", "--prefix", self.prefix, "--quick")
+        self.assertNotIn("deps:", res.stdout, support.describe(res))
+
     def test_json_names_missing_and_added_dependencies(self):
         missing = json.loads(self.fetch("--json").stdout)
         self.assertEqual(missing["missing_dependencies"],
@@ -122,6 +135,59 @@ class FetchWithDeps(unittest.TestCase):
         self.assertNotIn("with its dependencies", res.stdout)
         self.assertNotIn("missing dependencies", res.stdout)
         self.assertEqual(sorted(receipts(self.prefix, "cuda")), ["cuda_cudart"])
+
+
+class ProjectDeps(unittest.TestCase):
+    def setUp(self):
+        self.dir = support.make_scratch_dir(self.id())
+        self.base = support.file_base_url()
+        self.project = os.path.join(self.dir, "redist.toml")
+        self.prefix = os.path.join(self.dir, "prefix")
+
+    def write(self, body):
+        with open(self.project, "w") as f:
+            f.write(f'[project]\nprefix = "prefix"\nplatforms = ["{PLATFORM}"]\ncuda = "12"\n\n' + body)
+
+    def sync(self, *args, check=True):
+        return support.run_tool("redist", "sync", "--file", self.project, "--base-url", self.base,
+                                "--platform", PLATFORM, *args, check=check)
+
+    def test_deps_true_locks_and_installs_the_cuda_release(self):
+        self.write('[products.cudnn]\nversion = "9.27.0"\ncomponents = ["cudnn"]\ndeps = true\n')
+        self.sync()
+        lock = support.load_json(os.path.join(self.dir, "redist.lock"))
+        by_name = {p["name"]: p for p in lock["products"]}
+        self.assertEqual(sorted(by_name), ["cuda", "cudnn"])
+        self.assertTrue(by_name["cudnn"]["deps"])
+        self.assertEqual(by_name["cuda"]["dependency_of"], ["cudnn"])
+        self.assertEqual(by_name["cuda"]["release_label"], "12.9.1")
+        self.assertEqual(by_name["cuda"]["components"], DEPS_12)
+        self.assertEqual(sorted(receipts(self.prefix, "cuda")), sorted(DEPS_12))
+        # The lock is current: --locked accepts it, and nothing changes.
+        before = support.tree_snapshot(self.prefix)
+        self.sync("--locked")
+        self.assertEqual(support.tree_snapshot(self.prefix), before)
+        # deps = true removed: the lock is stale, and a sync removes the dependencies.
+        self.write('[products.cudnn]\nversion = "9.27.0"\ncomponents = ["cudnn"]\n')
+        res = self.sync("--locked", check=None)
+        self.assertNotEqual(res.returncode, 0)
+        self.assertIn("deps is false in the project file, true in the lock", res.stderr)
+        self.sync()
+        self.assertEqual(receipts(self.prefix, "cuda"), {})
+        lock = support.load_json(os.path.join(self.dir, "redist.lock"))
+        self.assertEqual([p["name"] for p in lock["products"]], ["cudnn"])
+
+    def test_a_named_cuda_product_must_list_the_dependencies(self):
+        self.write('[products.cuda]\nversion = "12.9.1"\ncomponents = ["cuda_cudart"]\n\n'
+                   '[products.cudnn]\nversion = "9.27.0"\ncomponents = ["cudnn"]\ndeps = true\n')
+        res = self.sync(check=4)
+        self.assertIn("needs libcublas, cuda_nvrtc from products.cuda: add them to its components", res.stderr)
+        self.write('[products.cuda]\nversion = "12.9.1"\ncomponents = ["cuda_cudart", "libcublas", "cuda_nvrtc"]\n\n'
+                   '[products.cudnn]\nversion = "9.27.0"\ncomponents = ["cudnn"]\ndeps = true\n')
+        self.sync()
+        lock = support.load_json(os.path.join(self.dir, "redist.lock"))
+        cuda = [p for p in lock["products"] if p["name"] == "cuda"][0]
+        self.assertNotIn("dependency_of", cuda)
 
 
 if __name__ == "__main__":
