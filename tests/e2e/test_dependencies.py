@@ -117,6 +117,43 @@ class FetchWithDeps(unittest.TestCase):
         self.assertIn("cuda_crt", res.stderr)
         self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist", "receipts")))
 
+    def test_the_cuda_release_already_in_the_prefix_is_kept(self):
+        # A second CUDA 12 release, older than 12.9.1, with the same archives.
+        mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), ["cudnn", "cuda"])
+        manifest = support.load_manifest("cuda", "12.9.1", mirror)
+        manifest["release_label"] = "12.8.0"
+        support.save_json(support.manifest_path("cuda", "12.8.0", mirror), manifest)
+        index = os.path.join(mirror, "cuda", "redist", "index.html")
+        if os.path.exists(index):
+            os.remove(index)  # a file:// base lists the directory instead
+        base = support.file_base_url(mirror)
+        support.run_tool("redist", "fetch", "cuda", "12.8.0", "--component", "cuda_cudart", "--platform", PLATFORM,
+                         "--base-url", base, "--prefix", self.prefix, "--no-check", check=True)
+        res = self.fetch("--with-deps", base=base)
+        self.assertIn("with its dependencies: cuda 12.8.0 (the cuda release in the prefix): libcublas, cuda_nvrtc",
+                      res.stdout)
+        self.assertEqual({r["release_label"] for r in receipts(self.prefix, "cuda").values()}, {"12.8.0"})
+        self.assertEqual(sorted(receipts(self.prefix, "cuda")), sorted(DEPS_12))
+
+    def test_cuda_13_adds_cuda_crt(self):
+        # The demo's CUDA 13.0.0 lacks cuda_crt (real 13.0.0 has it): add one.
+        mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), ["cudnn", "cuda"])
+        manifest = support.load_manifest("cuda", "13.0.0", mirror)
+        rel = f"cuda_crt/{PLATFORM}/cuda_crt-{PLATFORM}-13.0.48-archive.tar.xz"
+        data = support.write_xz_archive(os.path.join(mirror, "cuda", "redist"), rel,
+                                        f"cuda_crt-{PLATFORM}-13.0.48-archive",
+                                        {"include/crt/host_defines.h": b"/* host_defines.h */\n"})
+        manifest["cuda_crt"] = {"name": "CUDA crt", "license": "CUDA Toolkit", "version": "13.0.48",
+                                PLATFORM: support.artifact_entry(rel, data)}
+        support.save_json(support.manifest_path("cuda", "13.0.0", mirror), manifest)
+        res = support.run_tool("cudnn-fetch", "9.27.0", "--cuda", "13", "--platform", PLATFORM, "--base-url",
+                               support.file_base_url(mirror), "--prefix", self.prefix, "--no-check", "--with-deps",
+                               check=True)
+        self.assertIn("cuda 13.0.0 (the newest CUDA 13.x release): cuda_cudart, cuda_crt, libcublas, cuda_nvrtc",
+                      res.stdout)
+        self.assertTrue(os.path.isfile(os.path.join(self.prefix, "include", "crt", "host_defines.h")))
+        self.assertEqual(receipts(self.prefix, "cudnn")["cudnn"]["variant"], "cuda13")
+
     def test_deps_cuda_version_of_another_major_is_a_usage_error(self):
         res = self.fetch("--deps-cuda-version", "13.0.0", check=2)
         self.assertIn("--deps-cuda-version 13.0.0 is not a CUDA 12 release", res.stderr)
