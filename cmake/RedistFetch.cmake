@@ -475,7 +475,10 @@ endfunction()
 # libraries, though all share one prefix. Variables, per product <NS>:
 # <NS>_ROOT, <NS>_INCLUDE_DIR, <NS>_LIBRARY_DIR, <NS>_VERSION, <NS>_TARGETS;
 # REDIST_PROJECT_PREFIX and REDIST_PROJECT_PRODUCTS; CMAKE_PREFIX_PATH gets
-# the prefix. A relative FILE is taken from the current source dir.
+# the prefix. A relative FILE is taken from the current source dir. A product
+# with `deps = true` links the CUDA:: targets of the cuda product's libraries
+# it needs (CUDA::cudart, CUDA::cublas, CUDA::cublasLt, CUDA::nvrtc), as
+# WITH_DEPS above.
 #
 # Re-configuring: the tool's JSON is kept in a stamp with the SHA-256 of the
 # project file, of redist.lock and of every receipt in the prefix; while all
@@ -557,6 +560,7 @@ function(_redist_fetch_project file)
 
   string(JSON prefix GET "${json}" prefix)
   string(JSON count LENGTH "${json}" products)
+  set(with_deps "")
   set(vars REDIST_PROJECT_PREFIX REDIST_PROJECT_PRODUCTS)
   set(REDIST_PROJECT_PREFIX "${prefix}" PARENT_SCOPE)
   set(names "")
@@ -577,6 +581,10 @@ function(_redist_fetch_project file)
       string(TOUPPER "${name}" upper)
       string(MAKE_C_IDENTIFIER "${upper}" upper)
       _redist_fetch_define_targets("${prefix}" "${upper}" "${arg_GLOBAL}" "${libs}" targets)
+      string(JSON deps ERROR_VARIABLE err GET "${json}" products ${i} deps)
+      if(NOT err AND deps)
+        list(APPEND with_deps ${targets})
+      endif()
       list(APPEND names "${name}")
       set(${upper}_ROOT "${prefix}" PARENT_SCOPE)
       set(${upper}_INCLUDE_DIR "${prefix}/include" PARENT_SCOPE)
@@ -586,6 +594,15 @@ function(_redist_fetch_project file)
       list(APPEND vars ${upper}_ROOT ${upper}_INCLUDE_DIR ${upper}_LIBRARY_DIR ${upper}_VERSION ${upper}_TARGETS)
     endforeach()
   endif()
+  # deps = true: the product's targets link what it needs of the cuda
+  # product (its CUDA:: targets, defined above), as WITH_DEPS does.
+  foreach(target IN LISTS with_deps)
+    foreach(name IN ITEMS cudart cublas cublasLt nvrtc)
+      if(TARGET "CUDA::${name}")
+        set_property(TARGET "${target}" APPEND PROPERTY INTERFACE_LINK_LIBRARIES "CUDA::${name}")
+      endif()
+    endforeach()
+  endforeach()
   set(REDIST_PROJECT_PRODUCTS "${names}" PARENT_SCOPE)
   set(prefix_path ${CMAKE_PREFIX_PATH})
   if(NOT prefix IN_LIST prefix_path)

@@ -21,7 +21,9 @@ CUDA headers of this machine, with no CUDA toolkit on the include path.
                                      targets, CUDNN::cudnn carries CUDA::cudart,
                                      cublas, cublasLt and nvrtc; re-configuring
                                      does not run the tool, a removed
-                                     dependency receipt does.
+                                     dependency receipt does; and
+                                     redist_fetch(FILE redist.toml) with
+                                     `deps = true` links the same targets.
 
 Which file belongs to which component: the pip wheels' RECORDs that
 /usr/local/cuda was assembled from (/usr/local/cuda/dist-info/nvidia_*),
@@ -301,6 +303,25 @@ def test_demo(args):
     cs.check(len(calls()) == 2, f"a removed dependency receipt did not run the tool: {calls()}")
     cs.check(os.path.isfile(os.path.join(prefix, ".redist", "receipts", "cuda", "libcublas.json")),
              "libcublas was not installed again")
+
+    # The same through a project file: deps = true.
+    project = os.path.join(work, "file_project")
+    os.makedirs(project)
+    with open(os.path.join(project, "redist.toml"), "w") as f:
+        f.write('[project]\nprefix = "nvidia"\nplatforms = ["linux-x86_64"]\ncuda = "12"\n\n'
+                '[products.cudnn]\nversion = "9.27.0"\ncomponents = ["cudnn"]\ndeps = true\n')
+    with open(os.path.join(project, "CMakeLists.txt"), "w") as f:
+        f.write(DEMO_PROJECT.format(source=args.source_dir, mirror=mirror).replace(
+            f'redist_fetch(cudnn VERSION 9.27.0 CUDA 12 COMPONENTS cudnn WITH_DEPS BASE_URL "file://{mirror}")',
+            "redist_fetch(FILE redist.toml)"))
+    build = os.path.join(work, "file_build")
+    file_env = cs.env({"REDIST_BASE_URL": f"file://{mirror}"}, xdg_root=os.path.join(work, "xdg"))
+    cs.run(cs.configure_args(args, project, build, f"-DREDIST_EXECUTABLE={wrapper}"), env_=file_env)
+    got = result()
+    cs.check(got["links"] == "CUDA::cudart;CUDA::cublas;CUDA::cublasLt;CUDA::nvrtc",
+             f"redist_fetch(FILE): CUDNN::cudnn links {got['links']}")
+    cs.check(got["cuda"] == "CUDA::cudart;CUDA::cublas;CUDA::cublasLt;CUDA::nvrtc",
+             f"redist_fetch(FILE): CUDA targets {got['cuda']}")
 
 
 if __name__ == "__main__":
