@@ -69,6 +69,14 @@ class FetchWithDeps(unittest.TestCase):
         self.assertEqual(sorted(receipts(self.prefix, "cuda")), sorted(DEPS_12))
         self.assertNotIn("missing dependencies", self.fetch("--force").stdout)
 
+    def test_the_suggested_command_carries_no_credentials(self):
+        base = support.nginx_base_url().replace("http://", "http://someone:hunter2@", 1)
+        res = self.fetch(base=base)
+        line = [l for l in res.stdout.splitlines() if l.startswith("missing dependencies:")]
+        self.assertEqual(len(line), 1, support.describe(res))
+        self.assertIn("--base-url http://", line[0])
+        self.assertNotIn("hunter2", res.stdout + res.stderr)
+
     def test_check_names_missing_dependencies(self):
         self.fetch()
         res = support.run_tool("redist", "check", "--prefix", self.prefix, "--quick")

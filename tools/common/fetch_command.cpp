@@ -280,7 +280,8 @@ void print_missing_deps(const fetch_options& options, const redist::release_plan
     const std::string release = missing.installed_release.value_or(std::to_string(missing.deps.cuda_major));
     std::string command = "redist fetch " + missing.deps.product + " " + release + " --component " + csv +
                           " --prefix " + options.prefix;
-    if (!options.source.base_url.empty()) command += " --base-url " + options.source.base_url;
+    // Sanitized: credentials in a URL never reach an output.
+    if (!options.source.base_url.empty()) command += " --base-url " + redist::sanitize_url(options.source.base_url);
     std::printf(
         "missing dependencies: %s %s (CUDA %d) needs %s of the %s product, which %s lacks; add them with "
         "`%s`, or run this command again with --with-deps\n",
@@ -568,7 +569,7 @@ int run_fetch(const fetch_options& options) {
     if (with_deps && !options.locked.empty())
         return usage_error(
             "--with-deps needs PRODUCT [VERSION]: a lock file (--locked) holds one release; "
-            "lock a project with `deps = true` instead (see `redist sync --help`)");
+            "lock a project whose product sets `deps = true` instead (redist sync)");
     auto planned = options.locked.empty() ? plan_from_manifest(options, *platform, chatty)
                                           : plan_from_lock(options, *platform, chatty);
     if (!planned.ok()) return report_error(planned.error_value());
