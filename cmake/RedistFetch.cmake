@@ -13,7 +13,8 @@
 #                [TRUSTED_KEY <pem>...] # keys that sign a mirror's recompressed copies (--trusted-key)
 #                [NAMESPACE <ns>]       # target namespace, default: upper-case product
 #                [GLOBAL]               # make the imported targets IMPORTED_GLOBAL
-#                [CHECK])               # fail the configure when the post-install checks fail
+#                [CHECK]                # fail the configure when the post-install checks fail
+#                [WITH_DEPS])           # also what it needs of the CUDA toolkit (redist fetch --with-deps)
 #
 #   redist_fetch(FILE <redist.toml> [PLATFORM <p>] [LOCKED] [FROZEN] [GLOBAL])
 #                                       # a whole project: `redist sync` (see the
@@ -43,6 +44,16 @@
 # CUDNN::cudnn_ops, ... For `cuda` the namespace is CUDA::, as with
 # FindCUDAToolkit (CUDA::cudart, CUDA::cudart_static, ...): a target that
 # already exists is left alone, so pass NAMESPACE to keep both apart.
+#
+# WITH_DEPS: `redist fetch --with-deps` also installs, into the same prefix,
+# what the release needs of the `cuda` product (cuDNN: cuda_cudart, libcublas,
+# cuda_nvrtc, and cuda_crt for CUDA 13; see `redist fetch --help`). The
+# libraries of those components become CUDA:: targets (CUDA::cudart,
+# CUDA::cublas, CUDA::cublasLt, CUDA::nvrtc, ...: their receipts say which),
+# not <NS>:: ones, and every <NS>:: target links CUDA::cudart, CUDA::cublas,
+# CUDA::cublasLt and CUDA::nvrtc where they exist: target_link_libraries(app
+# PRIVATE CUDNN::cudnn) compiles against cudnn.h and the CUDA headers it
+# includes, and links, with no CUDA toolkit on the machine.
 #
 # Variables set in the caller's scope (<NS> is the upper-case product):
 #   <product>_ROOT, <NS>_ROOT   the prefix (find_package(<product>) and
@@ -226,6 +237,28 @@ function(_redist_fetch_define_targets prefix ns global libs out_var)
   set(${out_var} "${targets}" PARENT_SCOPE)
 endfunction()
 
+# The libraries (<prefix>/lib/lib*.so and lib*.a, full paths) that the
+# receipts of `product` under prefix list, in out_var.
+function(_redist_fetch_receipt_libs prefix product out_var)
+  file(GLOB receipts LIST_DIRECTORIES false "${prefix}/.redist/receipts/${product}/*.json")
+  set(libs "")
+  foreach(r IN LISTS receipts)
+    file(READ "${r}" text)
+    string(JSON n ERROR_VARIABLE err LENGTH "${text}" files)
+    if(err OR n EQUAL 0)
+      continue()
+    endif()
+    math(EXPR last "${n} - 1")
+    foreach(i RANGE ${last})
+      string(JSON path ERROR_VARIABLE err GET "${text}" files ${i} path)
+      if(NOT err AND path MATCHES "^lib/lib[A-Za-z0-9_.+-]+\\.(so|a)$")
+        list(APPEND libs "${prefix}/${path}")
+      endif()
+    endforeach()
+  endforeach()
+  set(${out_var} "${libs}" PARENT_SCOPE)
+endfunction()
+
 function(redist_fetch product)
   if(product STREQUAL "FILE")
     _redist_fetch_project(${ARGN})
@@ -235,7 +268,7 @@ function(redist_fetch product)
     set(CMAKE_PREFIX_PATH "${CMAKE_PREFIX_PATH}" PARENT_SCOPE)
     return()
   endif()
-  cmake_parse_arguments(PARSE_ARGV 1 arg "GLOBAL;CHECK"
+  cmake_parse_arguments(PARSE_ARGV 1 arg "GLOBAL;CHECK;WITH_DEPS"
     "VERSION;CUDA;PLATFORM;PREFIX;BASE_URL;MANIFEST;LOCKFILE;NAMESPACE" "COMPONENTS;TRUSTED_KEY")
   if(arg_UNPARSED_ARGUMENTS)
     message(FATAL_ERROR "redist_fetch(${product}): unknown arguments: ${arg_UNPARSED_ARGUMENTS}")
@@ -298,6 +331,9 @@ function(redist_fetch product)
   if(trusted_keys)  # likewise
     string(APPEND request "TRUSTED_KEY=${trusted_keys}\n")
   endif()
+  if(arg_WITH_DEPS)  # likewise
+    string(APPEND request "WITH_DEPS=ON\n")
+  endif()
   string(SHA256 prefix_hash "${prefix}")
   string(SUBSTRING "${prefix_hash}" 0 12 prefix_hash)
   set(stamp "${CMAKE_BINARY_DIR}/CMakeFiles/redist_fetch/${product}-${prefix_hash}.stamp")
@@ -307,6 +343,10 @@ function(redist_fetch product)
   if(NOT REDIST_FETCH_ALWAYS_RUN AND EXISTS "${stamp}")
     file(READ "${stamp}" old)
     _redist_fetch_receipts("${prefix}" "${product}" "${components}" receipts label)
+    if(arg_WITH_DEPS AND receipts)  # the dependencies' receipts take part: removing one refetches
+      _redist_fetch_receipts("${prefix}" cuda "" dep_receipts dep_label)
+      string(APPEND receipts "${dep_receipts}")
+    endif()
     if(receipts AND old STREQUAL "${request}${receipts}")
       set(up_to_date TRUE)
     endif()
@@ -349,6 +389,9 @@ function(redist_fetch product)
     if(arg_CHECK)
       list(APPEND cmd --check)
     endif()
+    if(arg_WITH_DEPS)
+      list(APPEND cmd --with-deps)
+    endif()
     message(STATUS "redist_fetch(${product}): running ${REDIST_EXECUTABLE} fetch into ${prefix}")
     file(REMOVE "${stamp}")
     execute_process(COMMAND ${cmd}
@@ -365,6 +408,10 @@ function(redist_fetch product)
         "  exit code: ${rc}\n  command: ${cmd_text}")
     endif()
     _redist_fetch_receipts("${prefix}" "${product}" "${components}" receipts label)
+    if(arg_WITH_DEPS AND receipts)
+      _redist_fetch_receipts("${prefix}" cuda "" dep_receipts dep_label)
+      string(APPEND receipts "${dep_receipts}")
+    endif()
     if(receipts)
       file(WRITE "${stamp}" "${request}${receipts}")
     else()
@@ -378,7 +425,30 @@ function(redist_fetch product)
   set(library_dir "${prefix}/lib")
   file(GLOB shared_libs LIST_DIRECTORIES false "${library_dir}/lib*.so")
   file(GLOB static_libs LIST_DIRECTORIES false "${library_dir}/lib*.a")
-  _redist_fetch_define_targets("${prefix}" "${ns}" "${arg_GLOBAL}" "${shared_libs};${static_libs}" targets)
+  set(libs ${shared_libs} ${static_libs})
+  set(dep_targets "")
+  if(arg_WITH_DEPS AND NOT product STREQUAL "cuda")
+    # The dependencies' libraries are CUDA::'s, not this product's.
+    _redist_fetch_receipt_libs("${prefix}" cuda dep_libs)
+    if(dep_libs)
+      list(REMOVE_ITEM libs ${dep_libs})
+      _redist_fetch_define_targets("${prefix}" CUDA "${arg_GLOBAL}" "${dep_libs}" dep_targets)
+    endif()
+  endif()
+  _redist_fetch_define_targets("${prefix}" "${ns}" "${arg_GLOBAL}" "${libs}" targets)
+  # What a program of the product links of them (FindCUDAToolkit's names);
+  # the headers come with the prefix's include directory.
+  set(dep_links "")
+  foreach(name IN ITEMS cudart cublas cublasLt nvrtc)
+    if("CUDA::${name}" IN_LIST dep_targets)
+      list(APPEND dep_links "CUDA::${name}")
+    endif()
+  endforeach()
+  if(dep_links)
+    foreach(target IN LISTS targets)
+      set_property(TARGET "${target}" APPEND PROPERTY INTERFACE_LINK_LIBRARIES ${dep_links})
+    endforeach()
+  endif()
 
   set(prefix_path ${CMAKE_PREFIX_PATH})
   if(NOT prefix IN_LIST prefix_path)
@@ -405,7 +475,10 @@ endfunction()
 # libraries, though all share one prefix. Variables, per product <NS>:
 # <NS>_ROOT, <NS>_INCLUDE_DIR, <NS>_LIBRARY_DIR, <NS>_VERSION, <NS>_TARGETS;
 # REDIST_PROJECT_PREFIX and REDIST_PROJECT_PRODUCTS; CMAKE_PREFIX_PATH gets
-# the prefix. A relative FILE is taken from the current source dir.
+# the prefix. A relative FILE is taken from the current source dir. A product
+# with `deps = true` links the CUDA:: targets of the cuda product's libraries
+# it needs (CUDA::cudart, CUDA::cublas, CUDA::cublasLt, CUDA::nvrtc), as
+# WITH_DEPS above.
 #
 # Re-configuring: the tool's JSON is kept in a stamp with the SHA-256 of the
 # project file, of redist.lock and of every receipt in the prefix; while all
@@ -487,6 +560,7 @@ function(_redist_fetch_project file)
 
   string(JSON prefix GET "${json}" prefix)
   string(JSON count LENGTH "${json}" products)
+  set(with_deps "")
   set(vars REDIST_PROJECT_PREFIX REDIST_PROJECT_PRODUCTS)
   set(REDIST_PROJECT_PREFIX "${prefix}" PARENT_SCOPE)
   set(names "")
@@ -507,6 +581,10 @@ function(_redist_fetch_project file)
       string(TOUPPER "${name}" upper)
       string(MAKE_C_IDENTIFIER "${upper}" upper)
       _redist_fetch_define_targets("${prefix}" "${upper}" "${arg_GLOBAL}" "${libs}" targets)
+      string(JSON deps ERROR_VARIABLE err GET "${json}" products ${i} deps)
+      if(NOT err AND deps)
+        list(APPEND with_deps ${targets})
+      endif()
       list(APPEND names "${name}")
       set(${upper}_ROOT "${prefix}" PARENT_SCOPE)
       set(${upper}_INCLUDE_DIR "${prefix}/include" PARENT_SCOPE)
@@ -516,6 +594,15 @@ function(_redist_fetch_project file)
       list(APPEND vars ${upper}_ROOT ${upper}_INCLUDE_DIR ${upper}_LIBRARY_DIR ${upper}_VERSION ${upper}_TARGETS)
     endforeach()
   endif()
+  # deps = true: the product's targets link what it needs of the cuda
+  # product (its CUDA:: targets, defined above), as WITH_DEPS does.
+  foreach(target IN LISTS with_deps)
+    foreach(name IN ITEMS cudart cublas cublasLt nvrtc)
+      if(TARGET "CUDA::${name}")
+        set_property(TARGET "${target}" APPEND PROPERTY INTERFACE_LINK_LIBRARIES "CUDA::${name}")
+      endif()
+    endforeach()
+  endforeach()
   set(REDIST_PROJECT_PRODUCTS "${names}" PARENT_SCOPE)
   set(prefix_path ${CMAKE_PREFIX_PATH})
   if(NOT prefix IN_LIST prefix_path)

@@ -304,3 +304,19 @@ TEST_CASE("the user's config file: absent is empty, a FIFO fails at once") {
     REQUIRE_FALSE(r.ok());
     CHECK(r.error_value().code == error_code::filesystem);
 }
+
+TEST_CASE("deps = true in a product's table") {
+    auto p = parse_project(
+        "[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
+        "[products.cudnn]\nversion = \"9\"\ndeps = true\n[products.nccl]\nversion = \"2\"\ndeps = false\n",
+        "redist.toml");
+    REQUIRE(p.ok());
+    REQUIRE(p->products.size() == 2);
+    CHECK(p->products[0].deps);
+    CHECK_FALSE(p->products[1].deps);
+    const auto e = parse_error(
+        "[project]\nprefix = \"p\"\nplatforms = [\"linux-x86_64\"]\n"
+        "[products.cudnn]\nversion = \"9\"\ndeps = \"yes\"\n");
+    CHECK(e.json_path == "products.cudnn.deps");
+    CHECK(e.message == "expected true or false");
+}

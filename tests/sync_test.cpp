@@ -407,3 +407,50 @@ TEST_CASE("lock sources: http(s), or file:// only under a local root the user na
     REQUIRE_FALSE(artifact_url.ok());
     CHECK(artifact_url.error_value().json_path == "products[1].artifacts[0].url");
 }
+
+TEST_CASE("project lock: deps and dependency_of round-trip, and take part in staleness") {
+    // The project asks for cudnn's dependencies and names no cuda product:
+    // the lock holds the cuda release they come from, marked as theirs.
+    project_lock lock = sample_lock();
+    lock.products[0].deps = true;  // cudnn
+    lock.products[1].version_spec = "12";
+    lock.products[1].components = {"cuda_cudart", "libcublas", "cuda_nvrtc"};
+    lock.products[1].dependency_of = {"cudnn"};
+    const std::string text = project_lock_to_json(lock);
+    CHECK(text.find("\"deps\": true") != std::string::npos);
+    CHECK(text.find("\"dependency_of\": [") != std::string::npos);
+    auto read = project_lock_from_json(text, "redist.lock");
+    REQUIRE(read.ok());
+    CHECK(read->products[0].name == "cuda");
+    CHECK(read->products[0].dependency_of == std::vector<std::string>{"cudnn"});
+    CHECK_FALSE(read->products[0].deps);
+    CHECK(read->products[1].deps);
+    CHECK(read->products[1].dependency_of.empty());
+    CHECK(project_lock_to_json(*read) == text);
+    // Without them nothing is written: older locks read the same.
+    CHECK(project_lock_to_json(sample_lock()).find("deps") == std::string::npos);
+    CHECK(
+        read_error(std::string(text).replace(text.find("\"deps\": true"), 12, "\"deps\": 1")).json_path.find("deps") !=
+        std::string::npos);
+
+    project_file project = sample_project();
+    project.products.erase(project.products.begin());  // no [products.cuda]
+    project.products[0].deps = true;
+    CHECK_FALSE(lock_staleness(*read, project));
+    auto changed = project;
+    changed.products[0].deps = false;
+    CHECK(lock_staleness(*read, changed) ==
+          std::optional<std::string>("products.cudnn.deps is false in the project file, true in the lock"));
+    // A lock made before deps = true was set is stale too.
+    CHECK(lock_staleness(sample_lock(), sample_project()) == std::nullopt);
+    auto asks = sample_project();
+    asks.products[1].deps = true;
+    CHECK(lock_staleness(sample_lock(), asks) ==
+          std::optional<std::string>("products.cudnn.deps is true in the project file, false in the lock"));
+    // A dependency product whose dependent no longer asks: stale, by name.
+    auto dependent_gone = *read;
+    dependent_gone.products[1].deps = false;
+    changed = project;
+    changed.products[0].deps = false;
+    CHECK(lock_staleness(dependent_gone, changed)->find("for the dependencies of [cudnn]") != std::string::npos);
+}

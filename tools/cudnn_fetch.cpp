@@ -23,7 +23,10 @@ int main(int argc, char** argv) {
         "chose and why.\n"
         "Layout: --prefix /opt/cudnn gives /opt/cudnn/include/cudnn.h and /opt/cudnn/lib/libcudnn.so.9;\n"
         "LICENSE goes to /opt/cudnn/share/licenses/cudnn/. Receipts: /opt/cudnn/.redist/receipts/.\n\n"
-        "Examples:\n  cudnn-fetch 9 --prefix /opt/cudnn\n"
+        "Dependencies: cuDNN needs CUDA's runtime (cuda_cudart), cuBLAS (libcublas) and NVRTC (cuda_nvrtc),\n"
+        "and cuda_crt for CUDA 13; --with-deps installs those the prefix lacks from the `cuda` release of the\n"
+        "same CUDA major (the one in the prefix, else the newest), in the same transaction.\n\n"
+        "Examples:\n  cudnn-fetch 9 --prefix /opt/cudnn\n  cudnn-fetch 9 --cuda 12 --with-deps --prefix /opt/cudnn\n"
         "  cudnn-fetch 9.27.0 --cuda 12 --component cudnn,cudnn_jit --prefix /opt/cudnn\n\n"
         "Environment: REDIST_BASE_URL (default for --base-url), SSL_CERT_FILE, CURL_CA_BUNDLE, *_proxy\n\n" +
         std::string(exit_code_help));

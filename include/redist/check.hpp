@@ -24,6 +24,9 @@
 //   gpu-code  every installed file with CUDA kernels (a fatbin) carries SASS
 //             or PTX that every GPU here can run, read from its fatbin
 //             sections without running anything;
+//   deps      what a release needs of the CUDA toolkit (dependencies.hpp:
+//             cuDNN's cuda_cudart, libcublas, cuda_nvrtc) has receipts in the
+//             prefix (warnings only: a toolkit elsewhere may provide it);
 //   gpu       (opt-in) one real operation on the GPU: a cuDNN convolution
 //             against a CPU reference, a cudart copy round trip, a cuBLAS GEMM.
 //
@@ -53,7 +56,8 @@ enum class check_severity : std::uint8_t {
 const char* to_string(check_severity s) noexcept;
 
 struct check_finding {
-    std::string check;  // "resolve", "runtime", "load", "version", "shadow", "driver", "gpu", "gpu-code", "gpu-run"
+    std::string
+        check;  // "resolve", "runtime", "load", "version", "shadow", "driver", "gpu", "gpu-code", "gpu-run", "deps"
     check_severity severity = check_severity::info;
     std::string component;  // empty for machine-wide findings (driver)
     std::string path;       // prefix-relative file the finding is about, if any

@@ -28,7 +28,10 @@
 // asked for (components as written there, aliases included), so that a lock
 // can be checked against the project file without any request: a lock whose
 // inputs differ is stale (lock_staleness()). "cuda" is absent when the
-// project names none. Products are sorted by name, platforms by name.
+// project names none. Products are sorted by name, platforms by name. A
+// product with `deps = true` has "deps": true, and the `cuda` release its
+// dependencies come from, when the project does not name `cuda` itself, is
+// a product with "dependency_of": ["cudnn"].
 #pragma once
 
 #include <cstdint>
@@ -135,6 +138,13 @@ struct locked_product {
     // ("cuda12: detected CUDA 12.4.1 (CUDA_HOME=/opt/cuda, version.json)"),
     // as "cuda_reasons": [{"platform", "reason"}]; absent in older locks.
     std::map<std::string, std::string> cuda_reasons;
+    // redist.toml's `deps = true` for this product ("deps": true; absent: false).
+    bool deps = false;
+    // A product the project does not name, locked for the dependencies
+    // (dependencies.hpp) of these products ("dependency_of": ["cudnn"]); empty
+    // for a product of the project. Its version and components are what the
+    // table asked for: the CUDA major ("12") and the components.
+    std::vector<std::string> dependency_of;
 };
 
 struct project_lock {

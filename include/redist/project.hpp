@@ -16,6 +16,7 @@
 //
 //   [products.cudnn]
 //   version = "9"                           # components: optional, default every component
+//   deps = true                             # optional: with what it needs of the cuda product
 //
 // base-url and mirrors are http(s):// URLs, or local directories (paths
 // relative to the file's directory, or file:// URLs) inside the project's
@@ -44,6 +45,10 @@ struct project_product {
     std::vector<std::string> components;  // empty: every component
     std::optional<int> cuda;              // `cuda = 12` in its table: overrides the project's for this product
     std::size_t line = 0;                 // of its [products.<name>] header, for messages
+    // `deps = true`: also lock and install what redist's table
+    // (dependencies.hpp) says it needs from the `cuda` product, at the CUDA
+    // major of its variant; from products.cuda when the project names it.
+    bool deps = false;
 };
 
 struct project_file {

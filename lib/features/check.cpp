@@ -23,6 +23,7 @@
 #include "features/check_data.hpp"
 #include "features/elf.hpp"
 #include "features/gpu_arch.hpp"
+#include "redist/dependencies.hpp"
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"
 #include "support/posix_file.hpp"
@@ -1253,8 +1254,44 @@ const driver_info& driver_query::wait() {
     return state_->answer;
 }
 
+namespace {
+
+// deps: what the installed releases need of the CUDA toolkit
+// (dependencies.hpp) that no receipt in `all` provides, once per release
+// and CUDA major of the `checked` receipts. A warning: a system CUDA may
+// provide them, but nothing in the prefix says so.
+std::vector<check_finding> dependency_findings(const std::vector<receipt>& checked, const std::vector<receipt>& all,
+                                               const fs::path& prefix) {
+    std::vector<check_finding> out;
+    std::set<std::string> said;
+    for (const auto& r : checked) {
+        const auto major = r.variant ? cuda_major_of(r) : std::nullopt;
+        const auto deps = major ? dependencies_of(r.product, r.release_label, *major) : std::nullopt;
+        if (!deps || !said.insert(r.product + " " + r.release_label + " " + std::to_string(*major)).second) continue;
+        const auto missing = missing_dependencies(*deps, all);
+        if (missing.empty()) continue;
+        std::string names, csv;
+        for (const auto& c : missing) {
+            names += (names.empty() ? "" : ", ") + c;
+            csv += (csv.empty() ? "" : ",") + c;
+        }
+        const auto release = installed_dependency_release(*deps, all).value_or(std::to_string(*major));
+        out.push_back({"deps", check_severity::warning, r.component, "",
+                       r.product + " " + r.release_label + " (CUDA " + std::to_string(*major) + ") needs " + names +
+                           " of the " + deps->product +
+                           " product, which this prefix lacks (a CUDA toolkit elsewhere "
+                           "may provide them); add them with `redist fetch " +
+                           deps->product + " " + release + " --component " + csv + " --prefix " + prefix.string() +
+                           "`, or fetch " + r.product + " again with --with-deps"});
+    }
+    return out;
+}
+
+}  // namespace
+
 result<check_report> run_checks(const check_options& options) {
     REDIST_TRY(auto receipts, read_receipts(options.prefix));
+    const std::vector<receipt> all = receipts;
     if (receipts.empty())
         return make_error(error_code::not_found, "no redist receipts in this prefix (nothing to check)")
             .with_path(options.prefix.string());
@@ -1269,8 +1306,11 @@ result<check_report> run_checks(const check_options& options) {
         }
         receipts = std::move(chosen);
     }
+    auto deps = dependency_findings(receipts, all, options.prefix);
     checker c(options, std::move(receipts));
-    return c.run();
+    REDIST_TRY(auto report, c.run());
+    report.findings.insert(report.findings.end(), deps.begin(), deps.end());
+    return report;
 }
 
 }  // namespace redist

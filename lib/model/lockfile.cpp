@@ -366,6 +366,12 @@ std::string project_lock_to_json(const project_lock& lock) {
             }
             w.end_array();
         }
+        if (p->deps) w.field("deps", true);
+        if (!p->dependency_of.empty()) {
+            w.key("dependency_of").begin_array();
+            for (const auto& d : p->dependency_of) w.value(d);
+            w.end_array();
+        }
         write_artifacts(w, p->artifacts);
         w.end_object();
     }
@@ -419,6 +425,8 @@ result<void> read_locked_product(json::value& item, locked_product& p) {
         {"manifest_url", str(p.manifest_url), true},
         {"manifest_sha256", sha256_str(p.manifest_sha256), true},
         {"cuda_reasons", [&](json::value& v) -> result<void> { return read_cuda_reasons(v, p.cuda_reasons); }},
+        {"deps", [&](json::value& v) -> result<void> { return v.get(p.deps); }},
+        {"dependency_of", [&](json::value& v) -> result<void> { return read_names(v, p.dependency_of, "product"); }},
         {"artifacts",
          [&](json::value& v) -> result<void> {
              return v.for_each([&](json::value& a) -> result<void> {
@@ -506,11 +514,22 @@ std::optional<std::string> lock_staleness(const project_lock& lock, const projec
         if (it->cuda != p.cuda)
             return "products." + p.name + ".cuda is " + show(p.cuda) + " in the project file, " + show(it->cuda) +
                    " in the lock";
+        if (it->deps != p.deps)
+            return "products." + p.name + ".deps is " + (p.deps ? "true" : "false") + " in the project file, " +
+                   (it->deps ? "true" : "false") + " in the lock";
     }
+    const auto asks_deps = [&](const std::string& name) {
+        return std::any_of(project.products.begin(), project.products.end(),
+                           [&](const project_product& p) { return p.name == name && p.deps; });
+    };
     for (const auto& l : lock.products) {
-        if (std::none_of(project.products.begin(), project.products.end(),
-                         [&](const project_product& p) { return p.name == l.name; }))
-            return "products." + l.name + " is in the lock but no longer in the project file";
+        if (std::any_of(project.products.begin(), project.products.end(),
+                        [&](const project_product& p) { return p.name == l.name; }))
+            continue;
+        if (l.dependency_of.empty()) return "products." + l.name + " is in the lock but no longer in the project file";
+        if (!std::all_of(l.dependency_of.begin(), l.dependency_of.end(), asks_deps))
+            return "products." + l.name + " is in the lock for the dependencies of " + list(l.dependency_of) +
+                   ", which the project file no longer asks for (deps = true)";
     }
     return std::nullopt;
 }

@@ -209,8 +209,12 @@ result<project_product> parse_product(const validator& v, const std::string& nam
                 return v.fail(value.source(), full, "list at least one component, or leave the key out for all");
         } else if (k == "cuda") {
             REDIST_TRY(p.cuda, parse_cuda(v, value, full));
+        } else if (k == "deps") {
+            const auto* b = value.as_boolean();
+            if (!b) return v.fail(value.source(), full, "expected true or false");
+            p.deps = b->get();
         } else {
-            return v.fail(key.source(), full, "unknown key (known: version, components, cuda)");
+            return v.fail(key.source(), full, "unknown key (known: version, components, cuda, deps)");
         }
     }
     if (!has_version) return v.fail(t->source(), base + ".version", "missing (a version like \"12.9\" or \"latest\")");
@@ -535,7 +539,9 @@ std::string starter_project(const std::vector<std::string>& platforms) {
            "components = [\"cuda_nvcc\", \"cuda_cudart\", \"libcublas\"]\n"
            "\n"
            "[products.cudnn]\n"
-           "version = \"9\"\n";
+           "version = \"9\"\n"
+           "# With what it needs of the cuda product (cuda_cudart, libcublas, cuda_nvrtc; docs/Projects.md).\n"
+           "# deps = true\n";
 }
 
 }  // namespace redist

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "redist/dependencies.hpp"
 #include "redist/diff.hpp"
 #include "redist/observer.hpp"
 #include "redist/select.hpp"
@@ -106,6 +107,7 @@ result<locked_product> resolve_product(const project_file& project, const projec
     locked.version_spec = p.version;
     locked.components = p.components;
     locked.cuda = p.cuda;
+    locked.deps = p.deps;
     locked.release_label = release->label;
     locked.manifest_url = locked_manifest_url(*release);
     locked.manifest_sha256 = release->manifest_sha256;
@@ -157,6 +159,118 @@ const locked_product* find_locked(const project_lock* lock, const std::string& n
     return nullptr;
 }
 
+// One product of the project into the lock: its previous entry kept as it
+// is when nothing it depends on changed (the lock is authoritative), else
+// resolved again (at its locked release where that still stands).
+result<locked_product> lock_product(const project_file& project, const project_product& p,
+                                    const project_resolve_options& options, bool same_targets,
+                                    std::vector<std::string>& notes) {
+    const locked_product* before = find_locked(options.previous, p.name);
+    const bool upgrading = options.upgrade_all ||
+                           std::find(options.upgrade.begin(), options.upgrade.end(), p.name) != options.upgrade.end();
+    const bool same_spec = before && before->version_spec == p.version && before->cuda == p.cuda;
+    if (same_spec && !upgrading && same_targets && before->components == p.components) {
+        locked_product kept = *before;  // authoritative: no request
+        kept.deps = p.deps;
+        return kept;
+    }
+    // Components or targets changed: the locked release still stands,
+    // unless it is no release of the CUDA major now asked for (cuda).
+    const bool keep_release = same_spec && !upgrading && !before->release_label.empty() &&
+                              release_spec_for_cuda(p.name, before->release_label, cuda_of(project, p)).ok();
+    REDIST_TRY(auto locked,
+               resolve_product(project, p, keep_release ? before->release_label : p.version, options, notes));
+    if (before) REDIST_TRY_VOID(check_replaced(*before, locked, upgrading, notes));
+    return locked;
+}
+
+void add_unique(std::vector<std::string>& list, const std::string& value) {
+    if (std::find(list.begin(), list.end(), value) == list.end()) list.push_back(value);
+}
+
+// What the products with `deps = true` need (dependencies_of, at the CUDA
+// major of each locked artifact's variant), as one product of the `cuda`
+// release to lock; nullopt when the table names nothing for them. Outcomes:
+// ok | bad_manifest (two CUDA majors: one prefix holds one cuda release).
+result<std::optional<project_product>> dependency_request(const project_file& project, const project_lock& lock,
+                                                          std::vector<std::string>& asking,
+                                                          std::vector<std::string>& notes) {
+    std::optional<int> major;
+    std::string major_of;
+    std::vector<std::string> components;
+    for (const auto& p : project.products) {
+        if (!p.deps) continue;
+        const locked_product* l = find_locked(&lock, p.name);
+        bool any = false;
+        for (const auto& a : l->artifacts) {
+            const auto m = a.entry.cuda_major();
+            const auto deps = m ? dependencies_of(p.name, l->release_label, *m) : std::nullopt;
+            if (!deps) continue;
+            if (major && *major != *m)
+                return make_error(error_code::bad_manifest,
+                                  "deps = true needs CUDA " + std::to_string(*major) + " for " + major_of +
+                                      " and CUDA " + std::to_string(*m) + " for " + p.name +
+                                      " (one prefix holds one cuda release): set project.cuda")
+                    .with_source(project.path.string())
+                    .with_json_path("products." + p.name + ".deps");
+            major = m;
+            major_of = p.name;
+            any = true;
+            for (const auto& c : deps->components) add_unique(components, c);
+        }
+        if (any) {
+            asking.push_back(p.name);
+        } else {
+            notes.push_back("products." + p.name + ".deps: redist's table names no dependencies for " + p.name + " " +
+                            l->release_label);
+        }
+    }
+    if (!major) return std::optional<project_product>();
+    project_product dep;
+    dep.name = std::string(dependency_product);
+    dep.version = std::to_string(*major);
+    dep.components = std::move(components);
+    dep.cuda = major;  // its releases are CUDA versions: of this major, whatever project.cuda says
+    return std::optional<project_product>(std::move(dep));
+}
+
+// deps = true: the `cuda` release the dependencies come from, into the lock.
+// A project that names `cuda` itself must list them there (it decides that
+// release); otherwise the newest release of the CUDA major is locked (kept
+// while the request is the lock's) as a product with dependency_of set.
+result<void> lock_dependencies(const project_file& project, const project_resolve_options& options, bool same_targets,
+                               project_resolution& out) {
+    std::vector<std::string> asking;
+    REDIST_TRY(auto request, dependency_request(project, out.lock, asking, out.notes));
+    if (!request) return {};
+    const auto named = std::find_if(project.products.begin(), project.products.end(),
+                                    [&](const project_product& p) { return p.name == request->name; });
+    if (named != project.products.end()) {
+        std::string lacking;
+        if (!named->components.empty())
+            for (const auto& c : request->components)
+                if (std::find(named->components.begin(), named->components.end(), c) == named->components.end())
+                    lacking += (lacking.empty() ? "" : ", ") + c;
+        const locked_product* l = find_locked(&out.lock, named->name);
+        const bool same_major = release_spec_for_cuda(named->name, l->release_label, std::stoi(request->version)).ok();
+        if (lacking.empty() && same_major) return {};
+        return make_error(error_code::bad_manifest,
+                          "deps = true of " + asking.front() + " needs " +
+                              (lacking.empty()
+                                   ? "CUDA " + request->version + ".x of products." + named->name
+                                   : lacking + " from products." + named->name + ": add them to its components") +
+                              " (products." + named->name + " locks " + l->release_label + ")")
+            .with_source(project.path.string())
+            .with_json_path("products." + named->name);
+    }
+    REDIST_TRY(auto locked, lock_product(project, *request, options, same_targets, out.notes));
+    locked.dependency_of = asking;
+    const auto at = std::find_if(out.lock.products.begin(), out.lock.products.end(),
+                                 [&](const locked_product& p) { return p.name > locked.name; });
+    out.lock.products.insert(at, std::move(locked));
+    return {};
+}
+
 }  // namespace
 
 result<project_resolution> resolve_project(const project_file& project, const project_resolve_options& options) {
@@ -172,23 +286,10 @@ result<project_resolution> resolve_project(const project_file& project, const pr
         same_targets = locked == out.lock.platforms && options.previous->cuda == project.cuda;
     }
     for (const auto& p : project.products) {
-        const locked_product* before = find_locked(options.previous, p.name);
-        const bool upgrading = options.upgrade_all || std::find(options.upgrade.begin(), options.upgrade.end(),
-                                                                p.name) != options.upgrade.end();
-        const bool same_spec = before && before->version_spec == p.version && before->cuda == p.cuda;
-        if (same_spec && !upgrading && same_targets && before->components == p.components) {
-            out.lock.products.push_back(*before);  // authoritative: no request
-            continue;
-        }
-        // Components or targets changed: the locked release still stands,
-        // unless it is no release of the CUDA major now asked for (cuda).
-        const bool keep_release = same_spec && !upgrading && !before->release_label.empty() &&
-                                  release_spec_for_cuda(p.name, before->release_label, cuda_of(project, p)).ok();
-        REDIST_TRY(auto locked,
-                   resolve_product(project, p, keep_release ? before->release_label : p.version, options, out.notes));
-        if (before) REDIST_TRY_VOID(check_replaced(*before, locked, upgrading, out.notes));
+        REDIST_TRY(auto locked, lock_product(project, p, options, same_targets, out.notes));
         out.lock.products.push_back(std::move(locked));
     }
+    REDIST_TRY_VOID(lock_dependencies(project, options, same_targets, out));
     return out;
 }
 

@@ -35,6 +35,7 @@ void add_fetch_command(CLI::App& app, command_runner& selected) {
         "include/cuda.h, never run; else the newest variant every component offers.\n\n"
         "Examples:\n  redist fetch cuda 12.9.1 --component cuda_nvcc,cuda_cudart --prefix /opt/cuda\n"
         "  redist fetch cudnn 9 --component cudnn,cudnn_jit --cuda 12 --prefix /opt/cudnn\n"
+        "  redist fetch cudnn 9 --cuda 12 --with-deps --prefix /opt/cudnn   # with cudart, cuBLAS, NVRTC\n"
         "  redist fetch --locked redist.lock --prefix /opt/cudnn\n\n" +
         exit_code_help);
     cmd->final_callback([fetch, &selected] { selected = [fetch] { return run_fetch_command(*fetch); }; });

@@ -303,8 +303,9 @@ redist::error explain_lock_mismatch(redist::error e, const redist::project_lock&
 }
 
 // --json: what landed, per product, with the libraries directly in lib/ (for
-// redist_fetch(FILE ...) in RedistFetch.cmake, which defines a target for each).
-int print_json(const std::string& platform, const redist::install_report& report) {
+// redist_fetch(FILE ...) in RedistFetch.cmake, which defines a target for each,
+// and links a product with "deps": true to the CUDA:: targets it needs).
+int print_json(const std::string& platform, const redist::install_report& report, const redist::project_lock& lock) {
     const auto& reports = report.releases;
     auto receipts = redist::read_receipts(report.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
@@ -325,6 +326,8 @@ int print_json(const std::string& platform, const redist::install_report& report
         }
         w.end_array();
         w.field("installed", static_cast<std::uint64_t>(installed));
+        if (std::ranges::any_of(lock.products, [&](const auto& p) { return p.name == r.product && p.deps; }))
+            w.field("deps", true);
         w.key("libraries").begin_array();
         for (const auto& rec : *receipts) {
             if (rec.product != r.product) continue;
@@ -442,7 +445,7 @@ int run_sync(sync_args args) {
     if (const int code = run_install(args.install, req, report, platform, explain); code != 0 || !report) return code;
     if (!args.install.quiet || args.install.json) warn_unmatched_excludes(req.prefix, req.exclude);
     record_artifacts(args.source, args.install.quiet, *report);  // drift watching
-    if (args.install.json) return print_json(platform, *report);
+    if (args.install.json) return print_json(platform, *report, *lock);
     return 0;
 }
 

@@ -305,6 +305,15 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
                  "file names and headers, shadowing copies) and asks the system's driver its version; nothing "
                  "installed is run");
     app.add_flag("--no-check", options.no_check, "Skip the post-install checks (see `redist check`)");
+    app.add_flag("--with-deps", options.with_deps,
+                 "Also install what the release needs from the CUDA toolkit that the prefix lacks (cuDNN: "
+                 "cuda_cudart, libcublas, cuda_nvrtc, and cuda_crt for CUDA 13), from the `cuda` release of the "
+                 "chosen variant's CUDA major already in the prefix, else the newest the source lists; one "
+                 "transaction, verified like the rest");
+    app.add_option("--deps-cuda-version", options.deps_cuda_version,
+                   "With --with-deps (implied): the `cuda` release the dependencies come from (13.0.0, 13.0, 13), "
+                   "of the chosen variant's CUDA major")
+        ->type_name("VERSION");
 }
 
 void add_install_flags(CLI::App& app, install_flags& options) {

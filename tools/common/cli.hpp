@@ -111,6 +111,10 @@ struct fetch_options {
     bool all = false;       // --all: every component but the driver's (see redist::unnamed_components)
     bool check = false;     // --check: a failed post-install check is an error (exit 11)
     bool no_check = false;  // --no-check: skip the post-install checks
+    // --with-deps: the components redist::dependencies_of() names that the
+    // prefix lacks, from one release of the `cuda` product, in the same install.
+    bool with_deps = false;
+    std::string deps_cuda_version;  // --deps-cuda-version: that release (a CUDA N.x spec); implies --with-deps
 };
 void add_fetch_flags(CLI::App& app, fetch_options& options);
 // --strict, as `redist fetch` and `redist sync` take it: a manifest that

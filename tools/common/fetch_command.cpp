@@ -14,6 +14,7 @@
 #include "common/cli.hpp"
 #include "common/observer.hpp"
 #include "common/printable.hpp"
+#include "redist/dependencies.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/platform.hpp"
@@ -25,14 +26,8 @@
 namespace redist_tools {
 namespace {
 
-// fetch --json: its one release.
-void print_json_report(const redist::install_report& report, const std::optional<redist::check_report>& check) {
-    const redist::release_report& release = report.releases.front();
-    redist::json_writer w(2);
-    w.begin_object();
-    w.field("prefix", report.prefix.string());
-    w.field("product", release.product);
-    w.field("release_label", release.release_label);
+// One release's components, as fetch --json writes them.
+void write_components_json(redist::json_writer& w, const redist::release_report& release) {
     w.key("components").begin_array();
     for (const auto& c : release.components) {
         w.begin_object();
@@ -53,6 +48,47 @@ void print_json_report(const redist::install_report& report, const std::optional
         w.end_object();
     }
     w.end_array();
+}
+
+// What the release needs from the CUDA toolkit (redist/dependencies.hpp)
+// and the prefix lacks after the run; empty components: nothing is missing.
+struct missing_deps {
+    redist::dependency_set deps;
+    std::vector<std::string> components;           // of deps.components, those the prefix lacks
+    std::optional<std::string> installed_release;  // the deps' product's release already in the prefix
+};
+
+// fetch --json: its release, then the releases --with-deps added
+// ("dependencies") and what is still missing ("missing_dependencies").
+void print_json_report(const redist::install_report& report, const std::optional<redist::check_report>& check,
+                       const std::optional<missing_deps>& missing) {
+    const redist::release_report& release = report.releases.front();
+    redist::json_writer w(2);
+    w.begin_object();
+    w.field("prefix", report.prefix.string());
+    w.field("product", release.product);
+    w.field("release_label", release.release_label);
+    write_components_json(w, release);
+    if (report.releases.size() > 1) {
+        w.key("dependencies").begin_array();
+        for (std::size_t i = 1; i < report.releases.size(); ++i) {
+            w.begin_object();
+            w.field("product", report.releases[i].product);
+            w.field("release_label", report.releases[i].release_label);
+            write_components_json(w, report.releases[i]);
+            w.end_object();
+        }
+        w.end_array();
+    }
+    if (missing && !missing->components.empty()) {
+        w.key("missing_dependencies").begin_object();
+        w.field("product", missing->deps.product);
+        w.field("cuda_major", missing->deps.cuda_major);
+        w.key("components").begin_array();
+        for (const auto& c : missing->components) w.value(c);
+        w.end_array();
+        w.end_object();
+    }
     if (check) {
         w.key("check").begin_object();
         write_check_json(w, *check, false);
@@ -75,6 +111,19 @@ redist::result<void> check_version_agrees(const fetch_options& options, const st
     if (options.version == "latest" || redist::resolve_version_spec(options.version, {label}).ok()) return {};
     return redist::make_error(redist::error_code::usage, "VERSION " + options.version + " disagrees with " + holder +
                                                              ", which holds release " + label);
+}
+
+// What install() takes of a resolved release and the artifacts selected from it.
+redist::release_plan release_plan_of(const redist::resolved_release& release, std::vector<redist::artifact> artifacts) {
+    redist::release_plan plan;
+    plan.product = release.product;
+    plan.label = release.label;
+    plan.artifact_base_url = release.artifact_base_url;
+    plan.artifacts = std::move(artifacts);
+    for (const auto& c : release.parsed.components) plan.component_versions[c.key] = c.version;
+    plan.copies = release.recompressed.copies;
+    plan.copy_base_url = release.recompressed_base_url;
+    return plan;
 }
 
 // Resolves PRODUCT VERSION (or --manifest) and selects artifacts.
@@ -134,15 +183,111 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
         }
         std::fflush(stdout);
     }
-    redist::release_plan plan;
-    plan.product = release.product;
-    plan.label = release.label;
-    plan.artifact_base_url = release.artifact_base_url;
-    plan.artifacts = std::move(selection->artifacts);
-    for (const auto& c : m.components) plan.component_versions[c.key] = c.version;
-    plan.copies = release.recompressed.copies;
-    plan.copy_base_url = release.recompressed_base_url;
-    return plan;
+    return release_plan_of(release, std::move(selection->artifacts));
+}
+
+// ---- --with-deps ----------------------------------------------------------------
+
+// The table's dependencies of what `plan` installs: of its product, release
+// and the CUDA major of its variant. nullopt for plain artifacts only, or a
+// release the table does not know.
+std::optional<redist::dependency_set> dependencies_of_plan(const redist::release_plan& plan) {
+    for (const auto& a : plan.artifacts)
+        if (const auto major = a.cuda_major()) return redist::dependencies_of(plan.product, plan.label, *major);
+    return std::nullopt;
+}
+
+// What the prefix holds and lacks of them (a prefix that does not exist yet
+// or whose receipts cannot be read holds nothing: install() says why).
+missing_deps find_missing_deps(const redist::dependency_set& deps, const std::string& prefix) {
+    std::vector<redist::receipt> receipts;
+    if (auto scan = redist::scan_receipts(prefix); scan.ok()) receipts = std::move(scan->receipts);
+    return {deps, redist::missing_dependencies(deps, receipts), redist::installed_dependency_release(deps, receipts)};
+}
+
+// The release the missing dependencies come from, and why: --deps-cuda-version;
+// else the one of that CUDA major already in the prefix (one CUDA release
+// there); else the newest of the major that the source lists (the spec "12",
+// as `redist fetch cuda --cuda 12` resolves it). Outcomes: ok | usage (a
+// --deps-cuda-version of another CUDA major).
+redist::result<std::pair<std::string, std::string>> dependency_release_spec(const fetch_options& options,
+                                                                            const missing_deps& missing,
+                                                                            const redist::release_plan& plan) {
+    const std::string major = std::to_string(missing.deps.cuda_major);
+    const std::string& asked = options.deps_cuda_version;
+    if (!asked.empty()) {
+        if (asked.substr(0, asked.find('.')) != major)
+            return redist::make_error(redist::error_code::usage,
+                                      "--deps-cuda-version " + printable(asked) + " is not a CUDA " + major +
+                                          " release, but " + printable(plan.product) + " " + printable(plan.label) +
+                                          " was chosen for CUDA " + major);
+        return std::pair{asked, "--deps-cuda-version " + asked};
+    }
+    if (missing.installed_release)
+        return std::pair{*missing.installed_release, std::string("the cuda release in the prefix")};
+    return std::pair{major, "the newest CUDA " + major + ".x release"};
+}
+
+// --with-deps: the plan of the missing dependencies, from one release of
+// their product through the same sources as the release itself (never
+// --manifest, which is that release's), drift watched as any manifest.
+redist::result<redist::release_plan> plan_dependencies(const fetch_options& options, const std::string& platform,
+                                                       const missing_deps& missing, const redist::release_plan& of,
+                                                       bool chatty) {
+    REDIST_TRY(const auto spec, dependency_release_spec(options, missing, of));
+    auto req = make_release_request(options.source, missing.deps.product, spec.first);
+    req.manifest_location.clear();
+    req.manifest_sha256.clear();
+    console_observer observer(options.install.quiet);
+    req.observer = &observer;
+    req.recompressed = !options.install.no_recompressed;
+    auto release = redist::resolve_release(req, options.source.transfer());
+    const std::string what = "the dependencies of " + of.product + " " + of.label + " (" + missing.deps.product + " " +
+                             spec.first + ")";
+    if (!release.ok()) {
+        auto e = std::move(release).error_value();
+        e.message = what + ": " + e.message;
+        return e;
+    }
+    REDIST_TRY_VOID(watch_manifest_drift(options.source, options.install.strict, options.install.quiet, *release));
+    redist::selection_request sel;
+    sel.platform = platform;
+    sel.cuda_major = missing.deps.cuda_major;
+    sel.components = missing.components;
+    auto selection = redist::select_artifacts(release->parsed, sel);
+    if (!selection.ok()) {
+        auto e = std::move(selection).error_value().with_source(release->manifest_url);
+        e.message = what + ": " + e.message;
+        return e;
+    }
+    if (chatty) {
+        std::string names;
+        for (const auto& c : missing.components) names += (names.empty() ? "" : ", ") + c;
+        std::printf("with its dependencies: %s %s (%s): %s\n", printable(release->product).c_str(),
+                    printable(release->label).c_str(), printable(spec.second).c_str(), printable(names).c_str());
+        std::fflush(stdout);
+    }
+    return release_plan_of(*release, std::move(selection->artifacts));
+}
+
+// Without --with-deps: what the prefix still lacks, and the command that adds it.
+void print_missing_deps(const fetch_options& options, const redist::release_plan& of, const missing_deps& missing) {
+    std::string names, csv;
+    for (const auto& c : missing.components) {
+        names += (names.empty() ? "" : ", ") + c;
+        csv += (csv.empty() ? "" : ",") + c;
+    }
+    const std::string release = missing.installed_release.value_or(std::to_string(missing.deps.cuda_major));
+    std::string command = "redist fetch " + missing.deps.product + " " + release + " --component " + csv +
+                          " --prefix " + options.prefix;
+    // Sanitized: credentials in a URL never reach an output.
+    if (!options.source.base_url.empty()) command += " --base-url " + redist::sanitize_url(options.source.base_url);
+    std::printf(
+        "missing dependencies: %s %s (CUDA %d) needs %s of the %s product, which %s lacks; add them with "
+        "`%s`, or run this command again with --with-deps\n",
+        printable(of.product).c_str(), printable(of.label).c_str(), missing.deps.cuda_major, printable(names).c_str(),
+        printable(missing.deps.product).c_str(), redist::escape_for_display(options.prefix).c_str(),
+        redist::escape_for_display(command).c_str());
 }
 
 // The locked manifest, read again from the same sources in the same order
@@ -432,24 +577,41 @@ int run_fetch(const fetch_options& options) {
     const auto platform = effective_platform(options.selection.platform);
     if (!platform.ok()) return report_error(platform.error_value());
     if (auto keys = load_trusted_keys(options.source); !keys.ok()) return report_error(keys.error_value());
+    const bool with_deps = options.with_deps || !options.deps_cuda_version.empty();
+    if (with_deps && !options.locked.empty())
+        return usage_error(
+            "--with-deps needs PRODUCT [VERSION]: a lock file (--locked) holds one release; "
+            "lock a project whose product sets `deps = true` instead (redist sync)");
     auto planned = options.locked.empty() ? plan_from_manifest(options, *platform, chatty)
                                           : plan_from_lock(options, *platform, chatty);
     if (!planned.ok()) return report_error(planned.error_value());
     if (!options.install.quiet)
         preflight(*planned, *driver_query);  // independent of --no-check, which is about the prefix
 
+    std::optional<missing_deps> missing;
+    if (const auto deps = dependencies_of_plan(*planned)) missing = find_missing_deps(*deps, options.prefix);
+    std::optional<redist::release_plan> deps_plan;
+    if (with_deps && missing && !missing->components.empty()) {
+        auto p = plan_dependencies(options, *platform, *missing, *planned, chatty);
+        if (!p.ok()) return report_error(p.error_value());
+        deps_plan = std::move(p).value();
+        missing->components.clear();  // installed in the same transaction, or not at all
+    }
+
     redist::install_request req;
     req.prefix = options.prefix;
-    req.releases.push_back(std::move(planned).value());
+    req.releases.push_back(*planned);
+    if (deps_plan) req.releases.push_back(std::move(*deps_plan));
     req.transfer = options.source.transfer();
     req.sources = options.source.policy();
     std::optional<redist::install_report> report;
     if (const int code = run_install(options.install, req, report, *platform); code != 0 || !report) return code;
     record_artifacts(options.source, options.install.quiet, *report);  // drift watching
+    if (chatty && missing && !missing->components.empty()) print_missing_deps(options, *planned, *missing);
 
     std::optional<redist::check_report> checked;
     if (!options.no_check) checked = post_install_check(options, *report, driver_query ? &*driver_query : nullptr);
-    if (options.install.json) print_json_report(*report, checked);
+    if (options.install.json) print_json_report(*report, checked, missing);
     return checked ? render_post_install_check(options, *checked) : 0;
 }
 
