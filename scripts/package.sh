@@ -16,9 +16,9 @@
 # Release build (CMAKE_BUILD_TYPE=Release), no tests and so no test seams
 # (REDIST_TEST_HOOKS=OFF), in build-package/ ($BUILD_DIR). simdjson comes from
 # Debian's source package of the installed libsimdjson-dev, fetched once into
-# build-package/deps/ with apt-get source from the archive the machine already
-# installs from (apt checks it against the archive's signed index); the
-# machine's apt configuration is left alone.
+# build-package/deps/ (scripts/debian-source.sh: apt-get source from the
+# archive the machine installs from, checked against its signed index; the
+# machine's apt configuration is left alone).
 #
 # Environment: BUILD_DIR (build-package), DIST_DIR (dist), JOBS (nproc),
 # SOURCE_DATE_EPOCH (the time of the last commit): the files' time in the tar.
@@ -35,34 +35,9 @@ for tool in apt-get dpkg-source objdump ldd xz sha256sum; do
 done
 
 # ---- simdjson from Debian's source package ----------------------------------
-simdjson_version=$(dpkg-query -W -f='${Version}' libsimdjson-dev 2>/dev/null) ||
-    die "libsimdjson-dev is not installed (scripts/install-deps.sh --minimal)"
-deps=$build_dir/deps
-simdjson_dir=$deps/simdjson-$simdjson_version
-if [ ! -f "$simdjson_dir/singleheader/simdjson.cpp" ]; then
-    # The archive libsimdjson-dev is installed from, as apt sees it:
-    # "500 http://deb.debian.org/debian bookworm/main amd64 Packages".
-    read -r archive_uri archive_dist < <(apt-cache policy libsimdjson-dev |
-        awk '$1 ~ /^[0-9]+$/ && $2 ~ /^https?:/ && $3 ~ /\// {print $2, $3; exit}') ||
-        die "no Debian archive in apt-cache policy libsimdjson-dev"
-    keyring=/usr/share/keyrings/debian-archive-keyring.gpg
-    [ -f "$keyring" ] || die "$keyring is missing (apt-get install debian-archive-keyring)"
-    apt_dir=$deps/apt
-    rm -rf "$apt_dir" && mkdir -p "$apt_dir/lists/partial" "$apt_dir/cache/archives/partial" "$apt_dir/src"
-    echo "deb-src [signed-by=$keyring] $archive_uri ${archive_dist%%/*} ${archive_dist#*/}" \
-        >"$apt_dir/sources.list"
-    apt_opts=(-o "Dir::Etc::SourceList=$apt_dir/sources.list" -o Dir::Etc::SourceParts=-
-        -o "Dir::State::Lists=$apt_dir/lists" -o "Dir::Cache=$apt_dir/cache" -q)
-    [ "$(id -u)" = 0 ] && apt_opts+=(-o APT::Sandbox::User=root)
-    say "fetching Debian's simdjson $simdjson_version source from $archive_uri ${archive_dist%%/*}"
-    apt-get "${apt_opts[@]}" update >/dev/null
-    (cd "$apt_dir/src" && apt-get "${apt_opts[@]}" source --download-only "simdjson=$simdjson_version" >/dev/null)
-    rm -rf "$simdjson_dir.tmp"
-    dpkg-source -x "$apt_dir/src/simdjson_${simdjson_version#*:}.dsc" "$simdjson_dir.tmp" >/dev/null
-    [ -f "$simdjson_dir.tmp/singleheader/simdjson.cpp" ] ||
-        die "Debian's simdjson $simdjson_version source has no singleheader/simdjson.cpp"
-    mv "$simdjson_dir.tmp" "$simdjson_dir"
-fi
+simdjson_dir=$(bash scripts/debian-source.sh libsimdjson-dev "$build_dir/deps")
+[ -f "$simdjson_dir/singleheader/simdjson.cpp" ] ||
+    die "Debian's simdjson source ($simdjson_dir) has no singleheader/simdjson.cpp"
 # The bundle's simdjson.h must be the one the normal build compiles against.
 cmp -s "$simdjson_dir/singleheader/simdjson.h" /usr/include/simdjson.h ||
     die "$simdjson_dir/singleheader/simdjson.h differs from /usr/include/simdjson.h"
