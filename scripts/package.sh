@@ -78,7 +78,7 @@ for elf in "${bundle_elves[@]}"; do
         copied[$soname]=$path
     done < <(ldd "$elf")
 done
-say "bundled ${#copied[@]} libraries: ${!copied[*]}"
+say "bundled ${#copied[@]} libraries: $(printf "%s\n" "${!copied[@]}" | sort | tr "\n" " ")"
 
 # Their copyright files, one folder per Debian package (and simdjson's source).
 third_party=$stage/share/doc/redist/third-party
