@@ -3,6 +3,9 @@
 # with glibc 2.34 or later (Ubuntu 22.04, RHEL 9, Debian 12, ...).
 #
 #   package.sh        dist/redist-VERSION-linux-x86_64.tar.xz and its .sha256
+#   package.sh --deb  dist/redist_VERSION_amd64.deb and its .sha256: for Debian
+#                     12, under /usr, on Debian's shared libraries (cpack -G
+#                     DEB; Depends from dpkg-shlibdeps), in build-package/deb/
 #
 # The tree, redist-VERSION-linux-x86_64/:
 #   bin/      redist, cudnn-fetch, redist-check-probe
@@ -24,6 +27,12 @@
 # SOURCE_DATE_EPOCH (the time of the last commit): the files' time in the tar.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=bundle
+case "${1:-}" in
+    "") ;;
+    --deb) mode=deb ;;
+    *) echo "usage: $0 [--deb]" >&2; exit 2 ;;
+esac
 build_dir=$(realpath -m "${BUILD_DIR:-build-package}")
 dist_dir=$(realpath -m "${DIST_DIR:-dist}")
 jobs=${JOBS:-$(nproc)}
@@ -33,6 +42,26 @@ die() { echo "package.sh: $*" >&2; exit 1; }
 for tool in apt-get dpkg-source objdump ldd xz sha256sum; do
     command -v "$tool" >/dev/null || die "$tool is missing (scripts/install-deps.sh installs it)"
 done
+
+# ---- --deb: the Debian 12 package -----------------------------------------------
+if [ "$mode" = deb ]; then
+    deb_dir=$build_dir/deb
+    say "building the Debian package into $deb_dir"
+    cmake -S . -B "$deb_dir" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_INSTALL_PREFIX=/usr \
+        -DREDIST_BUILD_TESTS=OFF -DREDIST_TEST_HOOKS=OFF -DREDIST_BUILD_FUZZERS=OFF \
+        -DREDIST_BUILD_EXAMPLES=OFF >/dev/null
+    cmake --build "$deb_dir" -j "$jobs"
+    rm -rf "$deb_dir/cpack"
+    (cd "$deb_dir" && cpack -G DEB -B "$deb_dir/cpack" >/dev/null)
+    debs=("$deb_dir"/cpack/*.deb)
+    [ "${#debs[@]}" = 1 ] && [ -f "${debs[0]}" ] || die "cpack made no single .deb in $deb_dir/cpack"
+    mkdir -p "$dist_dir"
+    deb=$(basename "${debs[0]}")
+    cp "${debs[0]}" "$dist_dir/$deb.tmp" && mv "$dist_dir/$deb.tmp" "$dist_dir/$deb"
+    (cd "$dist_dir" && sha256sum "$deb" >"$deb.sha256")
+    say "wrote $dist_dir/$deb ($(du -k "$dist_dir/$deb" | cut -f1) KiB): Depends: $(dpkg-deb -f "$dist_dir/$deb" Depends)"
+    exit 0
+fi
 
 # ---- simdjson from Debian's source package ----------------------------------
 simdjson_dir=$(bash scripts/debian-source.sh libsimdjson-dev "$build_dir/deps")
@@ -101,10 +130,10 @@ mkdir -p "$third_party/simdjson" && cp "$simdjson_dir/debian/copyright" "$third_
 # ---- man pages, from --help ----------------------------------------------------
 if command -v help2man >/dev/null; then
     mkdir -p "$stage/share/man/man1"
-    for tool in redist cudnn-fetch; do
-        help2man --no-info --no-discard-stderr --version-string="$version" \
-            --name="fetch NVIDIA redistrib releases into an installed tree" \
-            "$stage/bin/$tool" | gzip -9n >"$stage/share/man/man1/$tool.1.gz"
+    for tool in "redist:fetch NVIDIA redistrib releases into an installed tree" \
+        "cudnn-fetch:fetch cuDNN from NVIDIA's redistrib releases into a prefix"; do
+        help2man --no-info --no-discard-stderr --version-string="$version" --name="${tool#*:}" \
+            "$stage/bin/${tool%%:*}" | gzip -9n >"$stage/share/man/man1/${tool%%:*}.1.gz"
     done
 else
     say "help2man is missing: no man pages"

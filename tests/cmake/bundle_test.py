@@ -10,6 +10,10 @@
     bundle_test.py find_package examples/consumer/count_artifacts.cpp against
                                 the CMake package of the bundle, unpacked
                                 somewhere else than it was built
+    bundle_test.py deb          run scripts/package.sh --deb; apt-get installs the
+                                .deb into a bare bookworm chroot, its Depends from
+                                Debian's archive; fetch, verify, apt-get remove
+                                there (the chroot part skipped as below)
     bundle_test.py chroot       the README's steps in a bare `debootstrap
                                 --variant=minbase trixie` chroot: unpack, put
                                 bin/ on PATH, `redist fetch` cuDNN from a
@@ -18,7 +22,7 @@
                                 debootstrap, or when the Debian archive cannot
                                 be reached
 
-The chroot is made once and kept as a tar under <build>/bundle/chroot-cache/
+Each chroot is made once and kept as a tar under <build>/bundle/chroot-cache/
 ($REDIST_CHROOT_CACHE): about a minute to make, seconds to reuse. The Debian
 archive is $REDIST_DEBIAN_MIRROR (http://deb.debian.org/debian).
 Arguments as for the other tests here (cmake_support.py).
@@ -26,7 +30,6 @@ Arguments as for the other tests here (cmake_support.py).
 
 from __future__ import annotations
 
-import glob
 import hashlib
 import os
 import re
@@ -185,8 +188,8 @@ target_link_libraries(count_artifacts PRIVATE redist::redist)
              f"COMPONENTS static: exit {res.returncode}, not refused naming it:\n{res.stderr}")
 
 
-def chroot_base(args) -> str:
-    """A tar of a bare minbase chroot, made once (Skip when it cannot be)."""
+def chroot_base(args, suite: str = SUITE) -> str:
+    """A tar of a bare minbase chroot of SUITE, made once (Skip when it cannot be)."""
     if os.geteuid() != 0:
         raise cs.Skip("needs root (debootstrap and chroot)")
     debootstrap = shutil.which("debootstrap") or (
@@ -197,20 +200,20 @@ def chroot_base(args) -> str:
         raise cs.Skip("chroot is not installed")
     cache = os.environ.get("REDIST_CHROOT_CACHE") or os.path.join(bundle_build_dir(args),
                                                                   "chroot-cache")
-    base = os.path.join(cache, f"{SUITE}-minbase.tar")
+    base = os.path.join(cache, f"{suite}-minbase.tar")
     if os.path.isfile(base):
         return base
     os.makedirs(cache, exist_ok=True)
-    tmp = os.path.join(cache, f"{SUITE}.tmp")
+    tmp = os.path.join(cache, f"{suite}.tmp")
     cs.rm_tree(tmp)
     mirror = os.environ.get("REDIST_DEBIAN_MIRROR", "http://deb.debian.org/debian")
-    res = cs.run([debootstrap, "--variant=minbase", SUITE, tmp, mirror], check=False,
+    res = cs.run([debootstrap, "--variant=minbase", suite, tmp, mirror], check=False,
                  timeout=1500)
     print(f"debootstrap: {res.elapsed:.0f} s, exit {res.returncode}")
     if res.returncode != 0:
         tail = "\n".join((res.stdout + res.stderr).splitlines()[-5:])
         cs.rm_tree(tmp)
-        raise cs.Skip(f"debootstrap --variant=minbase {SUITE} {mirror} failed "
+        raise cs.Skip(f"debootstrap --variant=minbase {suite} {mirror} failed "
                       f"(exit {res.returncode}; no Debian archive?):\n{tail}")
     cs.run(["tar", "-C", tmp, "-cf", base + ".tmp", "."], timeout=600)
     os.replace(base + ".tmp", base)
@@ -218,30 +221,104 @@ def chroot_base(args) -> str:
     return base
 
 
+class Chroot:
+    """A fresh chroot from chroot_base()'s tar under WORK, with /proc mounted
+    while in a with block (and the tree removed after)."""
+
+    def __init__(self, base: str, work: str, path: str):
+        self.root = os.path.join(work, "root")
+        self.path = path
+        os.makedirs(self.root)
+        cs.run(["tar", "-C", self.root, "-xf", base], timeout=600)
+        self.proc = os.path.join(self.root, "proc")
+        self.mounted = False
+
+    def __enter__(self):
+        self.mounted = cs.run(["mount", "-t", "proc", "proc", self.proc],
+                              check=False).returncode == 0
+        return self
+
+    def __exit__(self, *_exc):
+        if self.mounted:
+            self.mounted = cs.run(["umount", self.proc], check=False).returncode != 0
+        if not self.mounted:
+            cs.rm_tree(self.root)
+
+    def run(self, *cmd, check=True, extra=()):
+        return cs.run(["chroot", self.root, "/usr/bin/env", "-i", f"PATH={self.path}",
+                       "HOME=/root", "LC_ALL=C.UTF-8", *extra, *cmd], check=check,
+                      env_=cs.env(), timeout=900)
+
+
+def demo_mirror(args, root: str) -> None:
+    cs.run([sys.executable, os.path.join(args.source_dir, "scripts", "make_demo_mirror.py"),
+            "--dest", os.path.join(root, "srv", "mirror"), "--products", "cudnn", "--quiet"])
+
+
+def test_deb(args):
+    """package.sh --deb; apt installs it into a bare bookworm chroot, with its
+    Depends from Debian's archive; then fetch and verify there."""
+    t0 = time.monotonic()
+    env = cs.env({"BUILD_DIR": bundle_build_dir(args),
+                  "DIST_DIR": os.path.join(bundle_build_dir(args), "dist")})
+    res = cs.run(["bash", os.path.join(args.source_dir, "scripts", "package.sh"), "--deb"],
+                 env_=env, timeout=3000)
+    print(res.stdout, end="")
+    version = cs.read_cache(args.build_dir)["CMAKE_PROJECT_VERSION"]
+    name = f"redist_{version}_amd64.deb"
+    deb = os.path.join(bundle_build_dir(args), "dist", name)
+    with open(deb, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    with open(deb + ".sha256") as f:
+        cs.check(f.read() == f"{digest}  {name}\n", f"{deb}.sha256 does not match it")
+    depends = cs.run(["dpkg-deb", "-f", deb, "Depends"]).stdout
+    for pkg in ("libc6", "libcurl4", "libsimdjson14", "libarchive13", "libssl3"):
+        cs.check(re.search(rf"\b{pkg}\b", depends), f"Depends has no {pkg}: {depends!r}")
+    contents = cs.run(["dpkg-deb", "-c", deb]).stdout
+    soversion = ".".join(version.split(".")[:2])
+    for rel in ("usr/bin/redist", "usr/bin/cudnn-fetch", "usr/bin/redist-check-probe",
+                f"usr/lib/x86_64-linux-gnu/libredist.so.{soversion}",
+                "usr/lib/x86_64-linux-gnu/cmake/redist/redistConfig.cmake",
+                "usr/share/bash-completion/completions/redist"):
+        cs.check(f"./{rel}" in contents, f"the .deb has no /{rel}")
+
+    base = chroot_base(args, "bookworm")
+    work = cs.scratch(args, "bundle_deb")
+    with Chroot(base, work, "/usr/bin:/bin:/usr/sbin:/sbin") as box:
+        shutil.copy(deb, os.path.join(box.root, "tmp", name))
+        shutil.copy("/etc/resolv.conf", os.path.join(box.root, "etc", "resolv.conf"))
+        demo_mirror(args, box.root)
+        apt_env = ("DEBIAN_FRONTEND=noninteractive",)
+        res = box.run("apt-get", "update", check=False, extra=apt_env)
+        if res.returncode != 0:
+            raise cs.Skip(f"apt-get update in the chroot failed (no Debian archive?):\n"
+                          f"{res.stderr[-500:]}")
+        box.run("apt-get", "install", "-y", "--no-install-recommends", f"/tmp/{name}",
+                extra=apt_env)
+        box.run("redist", "fetch", "cudnn", "9", "--base-url", "file:///srv/mirror",
+                "--prefix", "/opt/cudnn")
+        res = box.run("redist", "verify", "--prefix", "/opt/cudnn")
+        print(res.stdout + res.stderr, end="")
+        box.run("apt-get", "remove", "-y", "redist", extra=apt_env)
+        cs.check(not os.path.exists(os.path.join(box.root, "usr", "bin", "redist")),
+                 "apt-get remove redist left /usr/bin/redist")
+    print(f"deb test: {time.monotonic() - t0:.0f} s")
+
+
 def test_chroot(args):
     t0 = time.monotonic()
     base = chroot_base(args)
     tarball = bundle_tarball(args)
     work = cs.scratch(args, "bundle_chroot")
-    root = os.path.join(work, "root")
-    os.makedirs(root)
-    cs.run(["tar", "-C", root, "-xf", base], timeout=600)
+    version = cs.read_cache(args.build_dir)["CMAKE_PROJECT_VERSION"]
+    bundle = f"/opt/redist-{version}-linux-x86_64"
     # As the README says: unpack, put bin/ on PATH.
-    top = unpack(tarball, os.path.join(root, "opt"))
-    bundle = "/" + os.path.relpath(top, root)
-    cs.run([sys.executable, os.path.join(args.source_dir, "scripts", "make_demo_mirror.py"),
-            "--dest", os.path.join(root, "srv", "mirror"), "--products", "cudnn", "--quiet"])
-    print(f"chroot ready: {time.monotonic() - t0:.0f} s")
-
-    def in_chroot(*cmd, check=True):
-        return cs.run(["chroot", root, "/usr/bin/env", "-i", f"PATH={bundle}/bin:/usr/bin:/bin",
-                       "HOME=/root", "LC_ALL=C.UTF-8", *cmd], check=check, env_=cs.env())
-
-    proc = os.path.join(root, "proc")
-    mounted = cs.run(["mount", "-t", "proc", "proc", proc], check=False).returncode == 0
-    try:
+    with Chroot(base, work, f"{bundle}/bin:/usr/bin:/bin") as box:
+        unpack(tarball, os.path.join(box.root, "opt"))
+        demo_mirror(args, box.root)
+        print(f"chroot ready: {time.monotonic() - t0:.0f} s")
         # Every library but glibc's comes from the bundle, none from the chroot.
-        res = in_chroot("ldd", f"{bundle}/bin/redist")
+        res = box.run("ldd", f"{bundle}/bin/redist")
         for line in res.stdout.splitlines():
             if "=>" not in line:
                 continue
@@ -249,15 +326,14 @@ def test_chroot(args):
             path = os.path.normpath(line.split("=>")[1].split()[0])
             cs.check(GLIBC_SONAMES.match(soname) or path.startswith(f"{bundle}/lib/"),
                      f"in the chroot, redist loads {soname} from {path}")
-        in_chroot("redist", "--version")
-        in_chroot("redist", "fetch", "cudnn", "9", "--base-url", "file:///srv/mirror",
-                  "--prefix", "/opt/cudnn")
-        res = in_chroot("redist", "verify", "--prefix", "/opt/cudnn")
+        box.run("redist", "--version")
+        box.run("redist", "fetch", "cudnn", "9", "--base-url", "file:///srv/mirror",
+                "--prefix", "/opt/cudnn")
+        res = box.run("redist", "verify", "--prefix", "/opt/cudnn")
         print(res.stdout + res.stderr, end="")
-        in_chroot("cudnn-fetch", "9", "--base-url", "file:///srv/mirror", "--prefix",
-                  "/opt/cudnn-2")
+        box.run("cudnn-fetch", "9", "--base-url", "file:///srv/mirror", "--prefix", "/opt/cudnn-2")
         # verify can fail: a changed file is exit 5.
-        prefix = os.path.join(root, "opt", "cudnn")
+        prefix = os.path.join(box.root, "opt", "cudnn")
         victim = next(os.path.join(d, f) for d, _, fs in os.walk(prefix)
                       if ".redist" not in d for f in sorted(fs)
                       if os.path.isfile(os.path.join(d, f))
@@ -265,17 +341,12 @@ def test_chroot(args):
         os.chmod(victim, 0o644)
         with open(victim, "ab") as f:
             f.write(b"changed")
-        res = in_chroot("redist", "verify", "--prefix", "/opt/cudnn", check=False)
+        res = box.run("redist", "verify", "--prefix", "/opt/cudnn", check=False)
         cs.check(res.returncode == 5, f"verify after a change: exit {res.returncode}, not 5\n"
                  f"{res.stderr}")
-    finally:
-        if mounted:
-            mounted = cs.run(["umount", proc], check=False).returncode != 0
-    if not mounted:
-        cs.rm_tree(root)
     print(f"chroot test: {time.monotonic() - t0:.0f} s")
 
 
 if __name__ == "__main__":
-    sys.exit(cs.main({"package": test_package, "glibc": test_glibc,
+    sys.exit(cs.main({"package": test_package, "glibc": test_glibc, "deb": test_deb,
                       "find_package": test_find_package, "chroot": test_chroot}))
