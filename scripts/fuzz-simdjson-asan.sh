@@ -9,8 +9,8 @@
 # past a buffer there shows up, if at all, as an allocator CHECK in a later
 # free. That is how a receipt whose variant was read twice was first seen
 # (SECURITY.md, guarantee 14). This script fetches the source of the installed simdjson
-# from Debian's archive (a deb-src list of its own, the system's apt
-# configuration is left alone), builds it with the fuzzers' sanitizers, links
+# from Debian's archive (scripts/debian-source.sh: an apt configuration of its
+# own, the system's is left alone), builds it with the fuzzers' sanitizers, links
 # the JSON fuzz targets against it and runs each over its seed corpus, two at
 # a time. New inputs go to a scratch directory, never into the seed corpora.
 # Exit status: 0 when every target ran clean, 1 when one crashed (its log
@@ -26,28 +26,15 @@ work=${FUZZ_WORK:-/var/tmp/redist-fuzz-simdjson}
 mkdir -p "$work"
 
 version=$(dpkg-query -W -f='${Version}' libsimdjson-dev)
-upstream=${version%-*}
 object=$work/simdjson-$version-asan.o
 if [ ! -f "$object" ]; then
-    mkdir -p "$work/apt/lists/partial" "$work/apt/parts" "$work/source"
-    cat > "$work/apt/parts/debian-src.sources" <<EOF
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-    apt_opts=(-o Dir::Etc::SourceList=/dev/null -o Dir::Etc::SourceParts="$work/apt/parts"
-        -o Dir::State::Lists="$work/apt/lists")
-    apt-get "${apt_opts[@]}" update -qq
-    (cd "$work/source" && apt-get "${apt_opts[@]}" source --download-only -qq "simdjson=$version")
-    tar -xzf "$work/source/simdjson_$upstream.orig.tar.gz" -C "$work/source"
+    simdjson_src=$(bash "$src/scripts/debian-source.sh" libsimdjson-dev "$work/source")
     echo "building simdjson $version with ASan+UBSan (about 30 s)"
     # The same flags as the fuzz targets (tests/fuzz/CMakeLists.txt), and the
     # interface definitions of the packaged library so that layouts match.
     clang++ -std=c++20 -gline-tables-only -O1 -fno-omit-frame-pointer -fsanitize=address,undefined \
         -fno-sanitize-recover=undefined -DSIMDJSON_THREADS_ENABLED=1 \
-        -c "$work/source/simdjson-$upstream/singleheader/simdjson.cpp" -o "$object.tmp"
+        -c "$simdjson_src/singleheader/simdjson.cpp" -o "$object.tmp"
     mv "$object.tmp" "$object"
 fi
 

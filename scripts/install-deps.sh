@@ -26,6 +26,7 @@ tests=(
   nginx-light zstd openssl          # e2e fixtures: loopback server, archives, TLS
   docker-registry                   # e2e: a real OCI registry (CNCF distribution 2.8)
   skopeo                            # e2e: a real third-party OCI client copies what redist pushes
+  debootstrap help2man              # release bundle (package.sh): chroot test, man pages
 )
 
 case "${1:-}" in

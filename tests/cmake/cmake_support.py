@@ -35,6 +35,11 @@ class Failure(AssertionError):
     pass
 
 
+class Skip(Exception):
+    """The test cannot run here (a missing tool, no root): main() says why
+    and exits 77, which CTest reports as skipped (SKIP_RETURN_CODE)."""
+
+
 def parse_args(subcommands):
     p = argparse.ArgumentParser()
     p.add_argument("subcommand", choices=subcommands)
@@ -250,5 +255,8 @@ def main(tests: dict) -> int:
     except Failure as e:
         print(f"FAIL: {e}", file=sys.stderr)
         return 1
+    except Skip as e:
+        print(f"SKIP: {e}")
+        return 77
     print("PASS")
     return 0
