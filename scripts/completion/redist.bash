@@ -32,7 +32,7 @@ _redist_opts_for() {
         remove) echo "--prefix --product --component --quiet -q --json --help -h" ;;
         lock) echo "$_redist_source_opts --trusted-key $_redist_select_opts --output -o --file --lock-file --upgrade --product --strict --json --quiet -q --help -h" ;;
         cache) echo "--cache-dir --older-than --max-size --dry-run --json --quiet -q --shared-cache --help -h" ;;
-        env) echo "--prefix --format --json --quiet -q --help -h" ;;
+        env) echo "--prefix --file --format --json --quiet -q --help -h" ;;
         check) echo "--prefix --component --gpu --quick --json --strict --quiet -q --timeout --compute-capability --help -h" ;;
         mirror) echo "--dest --from-lock --platform --cuda --component --base-url --ca-file --mirror --from-cache --cache-dir --jobs -j --retries --stall-timeout --to --recompress --sign-key --mount-from --json --quiet -q --help -h" ;;
         sbom) echo "--prefix --format --output -o --no-license-lookup $_redist_source_opts --json --quiet -q --help -h" ;;

@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "commands/commands.hpp"
+#include "commands/project_commands.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"
@@ -29,6 +30,7 @@ namespace fs = std::filesystem;
 
 struct env_args {
     std::string prefix;
+    std::string file;  // --file: the project whose prefix is meant; default ./redist.toml when present
     std::string format = "sh";
     bool json = false;   // --json: --format json
     bool quiet = false;  // --format github: no "appended" lines
@@ -192,6 +194,12 @@ int run_env(env_args args) {
             return usage_error(
                 "--format github needs $GITHUB_ENV and $GITHUB_PATH (set by GitHub Actions in every step)");
     }
+    if (args.prefix.empty()) {  // in a project (redist sync's prefix), as redist list
+        auto project = read_project_if_any(args.file);
+        if (!project.ok()) return report_error(project.error_value());
+        if (*project) args.prefix = (*project)->prefix.string();
+    }
+    if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
     std::error_code ec;
     fs::path prefix = fs::absolute(args.prefix, ec).lexically_normal();
     if (prefix.filename().empty() && prefix != prefix.root_path())
@@ -254,7 +262,10 @@ int run_env(env_args args) {
 void add_env_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<env_args>();
     auto* cmd = app.add_subcommand("env", "Print the environment variables for what is installed in a prefix");
-    cmd->add_option("--prefix", args->prefix, "A prefix redist installed into")->required()->type_name("DIR");
+    cmd->add_option("--prefix", args->prefix, "A prefix redist installed into (default: the project's)")
+        ->type_name("DIR");
+    cmd->add_option("--file", args->file, "The project file whose prefix is meant (default ./redist.toml when present)")
+        ->type_name("FILE");
     auto* format = cmd->add_option("--format", args->format,
                                    "sh (default: export lines for eval), fish, cmake (set(ENV{...}) and "
                                    "CMAKE_PREFIX_PATH), json (the final values), github (appends to $GITHUB_ENV "
@@ -270,6 +281,7 @@ void add_env_command(CLI::App& app, command_runner& selected) {
                             "only for directories that exist.\n\n"
                             "Examples:\n"
                             "  eval \"$(redist env --prefix /opt/cudnn)\"\n"
+                            "  eval \"$(redist env)\"     # in a project: the prefix redist sync installs into\n"
                             "  redist env --prefix /opt/cudnn --format fish | source\n"
                             "  redist env --prefix /opt/cudnn --format github     # in a GitHub Actions step\n"
                             "  redist env --prefix /opt/cudnn --format cmake > redist-env.cmake\n\n") +
