@@ -191,7 +191,7 @@ result<void> check_files_in_prefix(const prefix_view& prefix, const staged_claim
         if (!prefix.holds(path, *who.file))
             return make_error(error_code::conflict, "component " + who.r->component +
                                                         " would overwrite a file that redist did not install "
-                                                        "(move it away, or use --force)")
+                                                        "(move it away, or use --overwrite)")
                 .with_path(path);
     }
     return {};

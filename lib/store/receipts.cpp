@@ -249,7 +249,7 @@ error blocked_component(error e, const std::string& product, const std::string& 
     const std::string who = product.empty() ? "component " + component
                                             : "component " + component + " of product " + product;
     e.message += " (" + who +
-                 " is blocked until this is repaired: fetch it again, with --force if its files were changed, "
+                 " is blocked until this is repaired: fetch it again, with --reinstall if its files were changed, "
                  "or delete the receipt to forget it)";
     return e;
 }

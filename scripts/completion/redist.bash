@@ -17,7 +17,7 @@ _redist_source_opts="--base-url --manifest --manifest-sha256 --ca-file --mirror 
 # sync takes its releases from redist.toml: no --manifest, --manifest-sha256.
 _redist_sync_source_opts="--base-url --ca-file --mirror --cache-dir --no-cache --shared-cache --offline --retries --stall-timeout"
 _redist_select_opts="--platform --cuda --component"
-_redist_install_opts="--force --dry-run --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --no-recompressed --profile --json --quiet -q"
+_redist_install_opts="--reinstall --overwrite --force --dry-run --strict --link-mode --jobs -j --max-expansion --max-memory --threads --connections --no-recompressed --profile --json --quiet -q"
 _redist_fetch_opts="--prefix $_redist_source_opts --trusted-key $_redist_select_opts --all --locked $_redist_install_opts --check --no-check --with-deps --deps-cuda-version"
 
 # Options of each subcommand (and of cudnn-fetch).

@@ -591,6 +591,32 @@ class Lifecycle(unittest.TestCase):
         self.assertEqual(reqs[0]["status"], "200")
         self.assertEqual(installed(self.prefix), self.expected("9.27.0"))
 
+    def test_reinstall_and_overwrite_are_separate_intents(self):
+        # A file of the user's where the archive puts one: a conflict that names the flag for it.
+        os.makedirs(os.path.join(self.prefix, "include"))
+        mine = os.path.join(self.prefix, "include/cudnn.h")
+        with open(mine, "w") as f:
+            f.write("the user's own header\n")
+        res = self.cudnn("9.27.0", check=9)
+        self.assertIn("--overwrite", res.stderr)
+        res = self.cudnn("9.27.0", "--reinstall", check=9)  # reinstalling replaces only redist's own files
+        with open(mine) as f:
+            self.assertEqual(f.read(), "the user's own header\n")
+        self.cudnn("9.27.0", "--overwrite", check=0)
+        self.assertEqual(installed(self.prefix), self.expected("9.27.0"))
+        mark = support.access_log_mark()
+        res = self.cudnn("9.27.0", "--overwrite", check=0)  # receipts match: nothing to do
+        self.assertIn("already installed", res.stdout + res.stderr)
+        self.assertIn("--reinstall", res.stdout + res.stderr)
+        self.assertEqual(self.artifact_requests(mark), [])
+        os.chmod(mine, 0o600)
+        with open(mine, "a") as f:
+            f.write("local change\n")
+        mark = support.access_log_mark()
+        self.cudnn("9.27.0", "--reinstall", check=0)
+        self.assertEqual(len(self.artifact_requests(mark)), 1)
+        self.assertEqual(installed(self.prefix), self.expected("9.27.0"))
+
     def test_force_with_cache_reinstalls_from_cache(self):
         cache = os.path.join(self.dir, "cache")
         self.cudnn("9.27.0", "--cache-dir", cache, cache=True, check=0)

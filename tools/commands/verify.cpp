@@ -99,7 +99,7 @@ void add_verify_command(CLI::App& app, command_runner& selected) {
         "commit in progress (the prefix lock, shared), so it never reads half a commit. Exits 5 when any\n"
         "file is missing or changed, 3 when the prefix has no receipts, 4 when a receipt cannot be\n"
         "read (the other components are still checked). To repair: run the same\n"
-        "`redist fetch` again with --force.\n\n" +
+        "`redist fetch` again with --reinstall.\n\n" +
         exit_code_help);
     cmd->final_callback([args, &selected] { selected = [args] { return run_verify(*args); }; });
 }

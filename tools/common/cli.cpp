@@ -317,9 +317,11 @@ void add_fetch_flags(CLI::App& app, fetch_options& options) {
 }
 
 void add_install_flags(CLI::App& app, install_flags& options) {
-    app.add_flag("--force", options.force,
-                 "Reinstall even if the receipts say it is installed, replacing files in the prefix that no "
-                 "receipt owns");
+    app.add_flag("--reinstall", options.reinstall,
+                 "Install again even when the receipts say it is installed (repairs files `redist verify` reports)");
+    app.add_flag("--overwrite", options.overwrite,
+                 "Replace files in the prefix that no receipt owns (otherwise a conflict, exit 9)");
+    app.add_flag("--force", options.force, "Both --reinstall and --overwrite");
     app.add_flag("--dry-run", options.dry_run,
                  "Print the plan (per artifact: unchanged, cached-tree, cached-archive, download or remove, with "
                  "sizes and totals) and exit; nothing is written into the prefix and no archive is downloaded");

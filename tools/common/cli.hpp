@@ -84,7 +84,9 @@ void add_selection_options(CLI::App& app, selection_options& options, bool platf
 // The install flags `fetch` and `sync` share, registered once (add_install_flags).
 struct install_flags {
     std::string link_mode = "auto";  // --link-mode
-    bool force = false;              // --force: reinstall, and replace files no receipt owns
+    bool force = false;              // --force: both of the next two
+    bool reinstall = false;          // --reinstall: even when the receipts match
+    bool overwrite = false;          // --overwrite: replace files in the prefix that no receipt owns
     bool strict = false;             // --strict: upstream drift is an error (exit 5)
     bool json = false;
     bool quiet = false;

@@ -617,8 +617,8 @@ int run_fetch(const fetch_options& options) {
 
 int run_install(const install_flags& flags, redist::install_request& req, std::optional<redist::install_report>& report,
                 const std::string& platform, const std::function<redist::error(redist::error)>& explain) {
-    req.reinstall = flags.force;
-    req.overwrite_unowned = flags.force;
+    req.reinstall = flags.force || flags.reinstall;
+    req.overwrite_unowned = flags.force || flags.overwrite;
     req.tree_link_mode = redist::parse_link_mode(flags.link_mode).value();  // validated by CLI11
     req.jobs = flags.jobs;
     req.connections = flags.connections;

@@ -381,7 +381,7 @@ void print_install_summary(const redist::install_report& report, double seconds,
         for (const auto& c : r.components) ++(c.unchanged ? kept : installed);
     }
     if (!unchanged.empty())
-        std::printf("already installed in %s (receipts match; use --force to reinstall): %s\n", prefix.c_str(),
+        std::printf("already installed in %s (receipts match; use --reinstall to install again): %s\n", prefix.c_str(),
                     unchanged.c_str());
     for (const auto& r : report.removed)
         std::printf("removed %s %s %s: %zu files (no longer in the project)\n", printable(r.product).c_str(),
