@@ -21,7 +21,7 @@ class Progress(unittest.TestCase):
         self.assertIn("\x1b[2K", out)  # lines are cleared and redrawn, not appended
         summary = out[out.rindex("\x1b[J"):].replace("\r\n", "\n")  # the pty writes "\r\n"
         for component in ("cuda_nvcc", "cuda_cudart"):
-            self.assertRegex(summary, r"(?m)^  " + component + r" +\S+ +\S+ \S+ +\d+ files$")
+            self.assertRegex(summary, r"(?m)^  " + component + r" +\S+ \(new\) +\S+ \S+ +\d+ files$")
 
     def test_plain_lines_when_not_a_tty(self):
         prefix = os.path.join(support.make_scratch_dir(self.id()), "prefix")
