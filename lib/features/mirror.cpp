@@ -949,12 +949,25 @@ public:
         }
         return found;
     }
+    // The original this run stored, else the target's own (a blob an
+    // earlier run stored, read back through the transport and verified as
+    // it streams: upstream is not asked again), else upstream's.
     result<local_file> local_original(download_target& t, const mirror_request& request,
                                       const std::atomic<bool>* cancel) override {
         std::error_code ec;
         if (fs::is_regular_file(fs::symlink_status(kept_original(t.sha256), ec)))
             return local_file{kept_original(t.sha256), true};
         t.final_path = kept_original(t.sha256);
+        bool held = false;
+        {
+            std::lock_guard lock(mutex_);
+            REDIST_TRY(held, store_->has_blob(t.sha256, t.size));
+        }
+        if (held) {
+            download_target own = t;
+            own.urls = {mirror_artifact_url(documents_, product_, t.relative_path, t.sha256)};
+            if (download_verified(own, request, cancel).ok()) return local_file{t.final_path, true};
+        }
         REDIST_TRY_VOID(download_verified(t, request, cancel));
         return local_file{t.final_path, true};
     }

@@ -5,7 +5,9 @@ the real tools:
     its sidecar), so that runners of every platform install from it alone;
   - a release that has nothing for one of the platforms asked for is
     mirrored for the others, with a warning naming both;
-  - `--from-lock` mirrors exactly what one or several locks pin."""
+  - `--from-lock` mirrors exactly what one or several locks pin;
+  - copies for a release already in the target are made from the target's
+    own originals: upstream's archives are not needed again."""
 
 import json
 import os
@@ -104,6 +106,45 @@ class AddsNeverReplaces(MirrorBase):
             prefix = os.path.join(self.scratch, "prefix-" + platform)
             self.install(registry.url, platform, prefix)
             support.run_tool("redist", "verify", "--prefix", prefix, env=self.env, check=0)
+
+
+class CopiesFromTheTargetsOriginals(MirrorBase):
+    """First the originals, then `--recompress` in a later run, with
+    upstream's archives gone (its manifest stays): the copies can only come
+    from what the target holds, read back and verified."""
+
+    def copies_later(self, url):
+        upstream = support.copy_mirror(os.path.join(self.scratch, "upstream"), ["cudnn"])
+        base = support.file_base_url(upstream)
+        common = ["cudnn", LABEL, "--to", url, "--base-url", base, "--platform", "linux-x86_64", "--cuda", "12"]
+        support.run_tool("redist", "mirror", *common, env=self.env, check=0)
+        for rel in support.selected_artifacts("cudnn", LABEL, "linux-x86_64", "cuda12"):
+            os.remove(support.artifact_path("cudnn", rel, upstream))
+        key, pub = support.make_key_pair(self.scratch)
+        res = support.run_tool("redist", "mirror", *common, "--recompress", "zstd", "--sign-key", key, "--json",
+                               env=self.env, check=0)
+        [release] = json.loads(res.stdout)["releases"]
+        self.assertTrue(release["copies"])
+        self.assertEqual({c["status"] for c in release["copies"]}, {"recompressed"}, release["copies"])
+        self.assertEqual({f["status"] for f in release["files"]}, {"up_to_date"})
+        prefix = os.path.join(self.scratch, "prefix")
+        res = self.install(url, "linux-x86_64", prefix, "--trusted-key", pub, "--json")
+        copies = {c["original_sha256"]: c["sha256"] for c in release["copies"]}
+        installed = json.loads(res.stdout)["components"]
+        self.assertEqual({c["sha256"]: c.get("copy_sha256") for c in installed},
+                         {c["sha256"]: copies[c["sha256"]] for c in installed})
+        support.run_tool("redist", "verify", "--prefix", prefix, env=self.env, check=0)
+
+    def test_a_layout(self):
+        self.copies_later("oci-layout:" + os.path.join(self.scratch, "layout"))
+
+    @unittest.skipUnless(os.access(registry_fixture.REGISTRY, os.X_OK),
+                         "docker-registry is not installed (scripts/install-deps.sh)")
+    def test_a_registry(self):
+        registry = registry_fixture.Registry(os.path.join(self.scratch, "registry"))
+        registry.__enter__()
+        self.addCleanup(registry.__exit__)
+        self.copies_later(registry.url)
 
 
 class MissingPlatform(MirrorBase):
