@@ -26,6 +26,7 @@
 #include "redist/dependencies.hpp"
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"
+#include "support/budget.hpp"
 #include "support/posix_file.hpp"
 
 namespace redist {
@@ -910,7 +911,8 @@ void checker::check_gpu_code(const std::vector<driver_info::gpu>& gpus) {
 // a few loaders (balanced by size, each in dependency order) and the driver
 // gets its own child.
 std::vector<child_job> checker::plan_children(bool full) {
-    const std::size_t loaders = full ? std::clamp<std::size_t>(std::thread::hardware_concurrency() / 2, 1, 4) : 0;
+    // The machine's budget (affinity and cgroup quota), as every other thread count.
+    const std::size_t loaders = full ? std::clamp<std::size_t>(run_budget::machine_limits().threads / 2, 1, 4) : 0;
     std::vector<child_job> jobs(loaders + 2);  // loaders, then probes (+ GPU runs), then the driver
     child_job& probes = jobs[loaders];
     child_job& driver = jobs[loaders + 1];
