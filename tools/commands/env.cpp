@@ -194,11 +194,9 @@ int run_env(env_args args) {
             return usage_error(
                 "--format github needs $GITHUB_ENV and $GITHUB_PATH (set by GitHub Actions in every step)");
     }
-    if (args.prefix.empty()) {  // in a project (redist sync's prefix), as redist list
-        auto project = read_project_if_any(args.file);
-        if (!project.ok()) return report_error(project.error_value());
-        if (*project) args.prefix = (*project)->prefix.string();
-    }
+    auto given = prefix_or_project(args.prefix, args.file);  // in a project: redist sync's prefix
+    if (!given.ok()) return report_error(given.error_value());
+    args.prefix = *given;
     if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
     std::error_code ec;
     fs::path prefix = fs::absolute(args.prefix, ec).lexically_normal();

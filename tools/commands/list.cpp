@@ -77,11 +77,9 @@ void print_table(const std::vector<redist::receipt>& receipts) {
 }
 
 int run_list(list_args args) {
-    if (args.prefix.empty()) {
-        auto project = read_project_if_any(args.file);
-        if (!project.ok()) return report_error(project.error_value());
-        if (*project) args.prefix = (*project)->prefix.string();
-    }
+    auto given = prefix_or_project(args.prefix, args.file);
+    if (!given.ok()) return report_error(given.error_value());
+    args.prefix = *given;
     if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
     auto receipts = redist::read_receipts(args.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());

@@ -128,6 +128,12 @@ redist::result<std::optional<redist::project_file>> read_project_if_any(const st
     return std::optional<redist::project_file>(std::move(project));
 }
 
+redist::result<std::string> prefix_or_project(const std::string& prefix, const std::string& file) {
+    if (!prefix.empty()) return prefix;
+    REDIST_TRY(const auto project, read_project_if_any(file));
+    return project ? project->prefix.string() : std::string();
+}
+
 void add_outdated_command(CLI::App& app, command_runner& selected) {
     auto args = std::make_shared<outdated_args>();
     auto* cmd = app.add_subcommand("outdated", "Compare what a prefix holds with the wanted and newest releases");

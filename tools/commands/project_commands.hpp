@@ -47,6 +47,10 @@ bool holds_project_lock(const std::string& path);
 // not_found | bad_manifest | ... (reading and parsing it).
 redist::result<std::optional<redist::project_file>> read_project_if_any(const std::string& given,
                                                                         const redist::transfer_options& transfer = {});
+// `prefix` (--prefix) when given, else the prefix of the project file
+// (read_project_if_any(file)); "" when neither names one.
+// Outcomes: as read_project_if_any.
+redist::result<std::string> prefix_or_project(const std::string& prefix, const std::string& file);
 
 // Short structured lines for a manifest diff ("  + component x 1.2", ...),
 // each starting with `indent` and escaped whole (printable). Shared by
