@@ -92,6 +92,27 @@ TEST_CASE("recompressing an xz archive gives zstd frames of the same bytes", "[r
     }
     CHECK(frames == 3);
     CHECK(decoded == plain);
+    // The tar's hash list has one piece per frame.
+    redist::file_digester list(o.frame_bytes);
+    list.update(plain.data(), plain.size());
+    CHECK(r->tar_piece_bytes == o.frame_bytes);
+    CHECK(r->tar_list_sha256 == list.finish_hex());
+    CHECK(r->tar_list_sha256 != r->tar_sha256);
+}
+
+TEST_CASE("a frame size that is no piece size gives no hash list", "[recompress]") {
+    const fs::path dir = scratch("no-list");
+    const std::string plain = payload(300'000);
+    redist_test::write(dir / "a.tar.xz", xz_of(plain));
+    redist::recompress_options o;
+    o.level = 3;
+    o.frame_bytes = 100'000;
+    std::string copy;
+    auto r = recompress(dir / "a.tar.xz", copy, o);
+    REQUIRE_OK(r);
+    CHECK(r->tar_sha256 == redist::sha256_hex(plain));
+    CHECK(r->tar_piece_bytes == 0);
+    CHECK(r->tar_list_sha256.empty());
 }
 
 TEST_CASE("an empty stream still gives one frame", "[recompress]") {

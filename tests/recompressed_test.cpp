@@ -126,6 +126,38 @@ TEST_CASE("recompressed: every copy field is required and checked") {
     CHECK(parse_error(doc(size_sign)).json_path == "copies[0].size");
 }
 
+TEST_CASE("recompressed: a copy's tar hash list is read, checked and round-trips") {
+    const std::string list = R"(, "tar_piece_bytes": "8388608", "tar_list_sha256": ")" + A + R"(")";
+    auto r = redist::parse_recompressed(doc(copy_json(A, "c/x-1.tar.zst", list)), "s");
+    REQUIRE(r.ok());
+    CHECK(r->copies[0].tar_piece_bytes == 8388608);
+    CHECK(r->copies[0].tar_list_sha256 == A);
+    const std::string written = redist::recompressed_to_json(*r);
+    CHECK(written.find("tar_list_sha256") != std::string::npos);
+    auto again = redist::parse_recompressed(written, "s");
+    REQUIRE(again.ok());
+    CHECK(again->copies[0].tar_piece_bytes == 8388608);
+    CHECK(redist::recompressed_to_json(*again) == written);
+    // Without a list, the written record has none (older readers see what they know).
+    auto plain = redist::parse_recompressed(doc(copy_json()), "s");
+    REQUIRE(plain.ok());
+    CHECK(plain->copies[0].tar_piece_bytes == 0);
+    CHECK(redist::recompressed_to_json(*plain).find("tar_piece_bytes") == std::string::npos);
+
+    CHECK(parse_error(doc(copy_json(A, "c/x-1.tar.zst", R"(, "tar_piece_bytes": "8388608")"))).json_path ==
+          "copies[0]");
+    CHECK(parse_error(doc(copy_json(A, "c/x-1.tar.zst", R"(, "tar_list_sha256": ")" + A + R"(")"))).json_path ==
+          "copies[0]");
+    for (const char* bytes : {"0", "1000", "32768", "2147483648", "-1", "8M"}) {
+        CAPTURE(bytes);
+        const std::string bad = R"(, "tar_piece_bytes": ")" + std::string(bytes) + R"(", "tar_list_sha256": ")" + A +
+                                R"(")";
+        CHECK(parse_error(doc(copy_json(A, "c/x-1.tar.zst", bad))).json_path == "copies[0].tar_piece_bytes");
+    }
+    const std::string short_list = R"(, "tar_piece_bytes": "65536", "tar_list_sha256": "abc")";
+    CHECK(parse_error(doc(copy_json(A, "c/x-1.tar.zst", short_list))).json_path == "copies[0].tar_list_sha256");
+}
+
 TEST_CASE("recompressed: a copy's path must be safe and end in .tar.zst") {
     // A leading run of at most three ".." is a bin-archive pool path (manifest.hpp); nothing else climbs.
     for (const char* path : {"../../../../x.tar.zst", "c/../x.tar.zst", "/abs/x.tar.zst", "c//x.tar.zst",
@@ -249,6 +281,19 @@ TEST_CASE("recompressed: a lock pins the copy's tar and its signer, and old lock
     auto plan = redist::plan_from_lock(*back, "linux-x86_64", std::nullopt, {});
     REQUIRE(plan.ok());
     CHECK(plan->locked_tar_sha256.at(A) == C);
+    CHECK(plan->locked_tar_list_sha256.empty());  // the record has no hash list: nothing to pin
+    // A copy with a hash list: the lock pins it beside the tar's SHA-256.
+    release.recompressed.copies[0].tar_piece_bytes = 1u << 16;
+    release.recompressed.copies[0].tar_list_sha256 = D;
+    auto listed = redist::make_lockfile(release, {"linux-x86_64"}, {}, {});
+    REQUIRE(listed.ok());
+    CHECK(listed->artifacts[0].tar_list_sha256 == D);
+    auto listed_back = redist::lockfile_from_json(redist::lockfile_to_json(*listed), "redist.lock");
+    REQUIRE(listed_back.ok());
+    CHECK(listed_back->artifacts[0].tar_list_sha256 == D);
+    auto listed_plan = redist::plan_from_lock(*listed_back, "linux-x86_64", std::nullopt, {});
+    REQUIRE(listed_plan.ok());
+    CHECK(listed_plan->locked_tar_list_sha256.at(A) == D);
     // A pin without its signer (a lock from before signatures) is not honoured.
     auto keyless = *back;
     keyless.artifacts[0].copy_key.clear();

@@ -1258,7 +1258,7 @@ TEST_CASE("tar.zst of many frames unpacks and reports its tar stream's SHA-256",
     auto r = u.finish();
     REQUIRE_OK(r);
     CHECK(same(*r, expected_reference()));
-    CHECK(u.tar_sha256() == redist::sha256_hex(tar));
+    CHECK(u.tar_digest() == redist::sha256_hex(tar));
     fs::permissions(stage / "locked", fs::perms::owner_all);
 }
 
@@ -1389,11 +1389,41 @@ TEST_CASE("tar.zst frames with content sizes decode on the pool as the stream de
         auto r = u2.finish();
         REQUIRE_OK(r);
         CHECK(same(*r, *streamed));
-        CHECK(u2.tar_sha256() == u1.tar_sha256());
-        CHECK(u2.tar_sha256() == redist::sha256_hex(tar));
+        CHECK(u2.tar_digest() == u1.tar_digest());
+        CHECK(u2.tar_digest() == redist::sha256_hex(tar));
         // The frames were leased and decoded on the pool, and every lease went back.
         CHECK(pooled.budget->decode_memory().peak() > 0);
         CHECK(pooled.budget->decode_memory().held() == 0);
+    }
+}
+
+TEST_CASE("tar.zst's hash list: the same streamed and on the pool, whatever the frames", "[unpack][pool]") {
+    const std::string tar = big_tar();
+    constexpr std::uint64_t piece = 64u << 10;
+    REQUIRE(tar.size() > 4 * piece);  // several pieces, the last one shorter
+    redist::file_digester expected(piece);
+    expected.update(tar.data(), tar.size());
+    const std::string list = expected.finish_hex();
+    REQUIRE(list != redist::sha256_hex(tar));
+    // Frames of one piece each (as recompress_xz_to_zstd writes them), and
+    // frames that cut pieces anywhere.
+    for (const std::size_t frame : {std::size_t{piece}, std::size_t{48u << 10}, std::size_t{100000}}) {
+        const std::string zst = zstd_sized_frames(tar, frame);
+        for (const bool pooled : {false, true}) {
+            CAPTURE(frame, pooled);
+            auto o = pool_opts(budget(4, 256ull << 20));
+            if (!pooled) o.decoder_threads = 1;
+            o.tar_piece_bytes = piece;
+            const fs::path stage = fresh_stage("zst-list");
+            auto started = redist::stream_unpacker::start(stage, o);
+            REQUIRE_OK(started);
+            for (std::size_t at = 0; at < zst.size(); at += 4096)
+                REQUIRE_OK(started.value()->write(reinterpret_cast<const std::byte*>(zst.data() + at),
+                                                  std::min<std::size_t>(4096, zst.size() - at)));
+            REQUIRE_OK(started.value()->finish());
+            CHECK(started.value()->tar_digest() == list);
+            CHECK((o.budget->decode_memory().peak() > 0) == pooled);
+        }
     }
 }
 
@@ -1410,7 +1440,7 @@ TEST_CASE("tar.zst on the pool: skippable frames and frames without a content si
         REQUIRE_OK(started);
         REQUIRE_OK(started.value()->write(reinterpret_cast<const std::byte*>(zst.data()), zst.size()));
         REQUIRE_OK(started.value()->finish());
-        CHECK(started.value()->tar_sha256() == redist::sha256_hex(tar));
+        CHECK(started.value()->tar_digest() == redist::sha256_hex(tar));
         CHECK(o.budget->decode_memory().peak() > 0);
     }
     SECTION("a single frame without a content size streams") {
@@ -1422,7 +1452,7 @@ TEST_CASE("tar.zst on the pool: skippable frames and frames without a content si
         REQUIRE(ZSTD_getFrameContentSize(zst.data(), zst.size()) == ZSTD_CONTENTSIZE_UNKNOWN);
         REQUIRE_OK(started.value()->write(reinterpret_cast<const std::byte*>(zst.data()), zst.size()));
         REQUIRE_OK(started.value()->finish());
-        CHECK(started.value()->tar_sha256() == redist::sha256_hex(tar));
+        CHECK(started.value()->tar_digest() == redist::sha256_hex(tar));
         CHECK(o.budget->decode_memory().peak() == 0);
     }
     SECTION("frames of raw blocks, sized and not, in one stream") {

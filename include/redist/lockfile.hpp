@@ -3,7 +3,8 @@
 //   {"lock_version": 1, "product": "cudnn", "release_label": "9.27.0",
 //    "manifest_url": "...", "manifest_sha256": "...",
 //    "artifacts": [{"component", "version", "platform", "variant", "relative_path",
-//                   "url", "sha256", "size", "tar_sha256", "copy_key"}, ...]}
+//                   "url", "sha256", "size", "tar_sha256", "tar_list_sha256",
+//                   "copy_key"}, ...]}
 //
 // "tar_sha256" and "copy_key" (optional) are written when the release was
 // resolved through a mirror with recompressed copies (recompressed.hpp)
@@ -11,7 +12,10 @@
 // tar, and the fingerprint of that key (signing.hpp). Installing from the
 // lock then uses a copy only when its record is signed by a key trusted
 // then, and it decodes to exactly that tar; an artifact locked without both
-// is installed from its original, never from a copy.
+// is installed from its original, never from a copy. "tar_list_sha256"
+// (optional) pins the same tar's hash list where the copy's record has one:
+// a copy is then checked against it, its pieces hashed in parallel, rather
+// than against tar_sha256 in one pass.
 //
 // Artifacts are sorted (platform, variant, component) so that a re-lock of
 // the same request produces the same bytes.
@@ -49,11 +53,12 @@
 namespace redist {
 
 struct locked_artifact {
-    artifact entry;          // component, platform, variant, relative_path, sha256, size, format
-    std::string version;     // the component's version
-    std::string url;         // absolute URL it was resolved to
-    std::string tar_sha256;  // the decoded tar of a mirror's recompressed copy; "" when none was recorded
-    std::string copy_key;    // the fingerprint of the trusted key that signed that copy's record
+    artifact entry;               // component, platform, variant, relative_path, sha256, size, format
+    std::string version;          // the component's version
+    std::string url;              // absolute URL it was resolved to
+    std::string tar_sha256;       // the decoded tar of a mirror's recompressed copy; "" when none was recorded
+    std::string tar_list_sha256;  // that tar's hash list (recompressed_copy::tar_list_sha256); "" when none
+    std::string copy_key;         // the fingerprint of the trusted key that signed that copy's record
 };
 
 // `a` of `release` as a lock records it: its component's version, its

@@ -165,6 +165,8 @@ struct release_plan {
     // A lock's tar_sha256 per original archive (sha256 -> tar_sha256): a copy
     // is used only when it decodes to exactly this tar.
     std::map<std::string, std::string> locked_tar_sha256{};
+    // And its hash list (sha256 -> tar_list_sha256), where the lock pins one.
+    std::map<std::string, std::string> locked_tar_list_sha256{};
     // A lock's URL per relative_path: where the base's bytes are, as resolved
     // when the lock was made (a locked install never resolves again).
     std::map<std::string, std::string> locked_urls{};

@@ -173,6 +173,8 @@ struct mirrored_copy {
     std::uint64_t size = 0;
     std::string tar_sha256;  // of the decoded tar stream
     std::uint64_t tar_size = 0;
+    std::uint64_t tar_piece_bytes = 0;  // its hash list (recompressed.hpp); 0 and "": none recorded
+    std::string tar_list_sha256;
     mirror_status status = mirror_status::downloaded;  // downloaded = made in this run
 };
 

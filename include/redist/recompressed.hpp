@@ -5,7 +5,7 @@
 //    "manifest_sha256": "<SHA-256 of the redistrib_<label>.json bytes>",
 //    "copies": [{"original_sha256", "original_size", "relative_path",
 //                "compression": "zstd", "sha256", "size", "tar_sha256",
-//                "tar_size"}, ...]}
+//                "tar_size", "tar_piece_bytes", "tar_list_sha256"}, ...]}
 //
 // and its detached Ed25519 signature, recompressed_<label>.json.sig (64 raw
 // bytes, signing.hpp). `redist mirror --recompress zstd --sign-key KEY`
@@ -15,7 +15,13 @@
 // user trusts (source_policy::trusted_keys). The record binds NVIDIA's
 // manifest (its SHA-256), each original (SHA-256 and size) and what its copy
 // decodes to (the tar's SHA-256 and size): a mirror is transport, and a copy
-// is never trusted on the mirror's word alone. NVIDIA's manifest stays byte
+// is never trusted on the mirror's word alone. A copy may also record the
+// decoded tar's hash list (tar_piece_bytes, tar_list_sha256: the SHA-256 of
+// the raw SHA-256 digests of its consecutive pieces, as receipts record large
+// files, archive/sha256.hpp): its pieces are hashed on many cores at once
+// while the frames decode, where the tar's one SHA-256 is a single core's
+// pass. A reader that does not know these fields checks tar_sha256 instead.
+// NVIDIA's manifest stays byte
 // for byte, so --manifest-sha256 and locks keep pinning it. SECURITY.md.
 #pragma once
 
@@ -38,6 +44,10 @@ struct recompressed_copy {
     std::uint64_t size = 0;           // the copy's bytes
     std::string tar_sha256;           // of the decoded tar stream (lower case)
     std::uint64_t tar_size = 0;       // the decoded tar stream's bytes
+    // The decoded tar's hash list: the piece size (0: the copy records no
+    // list) and the list's digest (lower case). A record states both or neither.
+    std::uint64_t tar_piece_bytes = 0;
+    std::string tar_list_sha256;
 };
 
 struct recompressed_record {
@@ -72,7 +82,9 @@ std::string recompressed_to_json(const recompressed_record& record);
 // redist-recompressed-2, a compression other than zstd, a digest that is not
 // 64 hex digits, a size that is not a decimal string that fits 64 bits, a
 // relative_path that fails artifact_path_problem() or does not end in
-// .tar.zst, a second copy of one original, a document over 4 MiB.
+// .tar.zst, a second copy of one original, a document over 4 MiB, a
+// tar_piece_bytes that is not a power of two from 64 KiB to 1 GiB, or only one
+// of tar_piece_bytes and tar_list_sha256.
 // Never crashes on any input (fuzzed: tests/fuzz/recompressed_fuzz.cpp).
 result<recompressed_record> parse_recompressed(std::string_view json, std::string_view source);
 

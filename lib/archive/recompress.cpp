@@ -34,12 +34,18 @@ class frame_writer {
 public:
     frame_writer(ZSTD_CCtx* cctx, const recompress_options& options,
                  const std::function<result<void>(const std::byte*, std::size_t)>& write)
-        : cctx_(cctx), options_(options), write_(write), out_(ZSTD_compressBound(options.frame_bytes)) {
+        : cctx_(cctx),
+          options_(options),
+          write_(write),
+          out_(ZSTD_compressBound(options.frame_bytes)),
+          list_bytes_(valid_piece_size(options.frame_bytes) ? options.frame_bytes : 0),
+          tar_list_(list_bytes_) {
         pending_.reserve(options.frame_bytes);
     }
 
     result<void> add(const std::byte* data, std::size_t size) {
         tar_hash_.update(data, size);
+        if (list_bytes_ != 0) tar_list_.update(data, size);
         tar_size_ += size;
         while (size > 0) {
             const std::size_t n = std::min(size, options_.frame_bytes - pending_.size());
@@ -54,7 +60,12 @@ public:
     result<recompressed> finish() {
         // An empty tar stream still gets one (empty) frame: a copy is never 0 bytes.
         if (!pending_.empty() || copy_size_ == 0) REDIST_TRY_VOID(flush_frame());
-        return recompressed{tar_hash_.finish_hex(), tar_size_, copy_hash_.finish_hex(), copy_size_};
+        return recompressed{tar_hash_.finish_hex(),
+                            tar_size_,
+                            copy_hash_.finish_hex(),
+                            copy_size_,
+                            list_bytes_,
+                            list_bytes_ != 0 ? tar_list_.finish_hex() : std::string()};
     }
 
 private:
@@ -72,7 +83,9 @@ private:
     const std::function<result<void>(const std::byte*, std::size_t)>& write_;
     std::vector<std::byte> pending_;
     std::vector<std::byte> out_;
+    const std::uint64_t list_bytes_;  // the hash list's piece size: a frame's tar bytes, or 0
     sha256_hasher tar_hash_;
+    file_digester tar_list_;
     sha256_hasher copy_hash_;
     std::uint64_t tar_size_ = 0;
     std::uint64_t copy_size_ = 0;

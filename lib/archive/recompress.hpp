@@ -5,8 +5,9 @@
 // The copy is several independent zstd frames, each of `frame_bytes` of tar
 // and recording its content size, so that a reader may decode frames in
 // parallel. The result carries what a client needs to trust the copy: the
-// SHA-256 of the decoded tar (the same for the original and the copy) and the
-// copy's own SHA-256 and size.
+// SHA-256 of the decoded tar (the same for the original and the copy), its
+// hash list with one piece per frame (so that a client hashes each frame as it
+// decodes it, on any core), and the copy's own SHA-256 and size.
 #pragma once
 
 #include <cstddef>
@@ -30,6 +31,10 @@ struct recompressed {
     std::uint64_t tar_size = 0;  // its bytes
     std::string sha256;          // of the zstd copy
     std::uint64_t size = 0;      // the copy's bytes
+    // The tar's hash list (archive/sha256.hpp file_digester) with pieces of
+    // frame_bytes; 0 and "" when frame_bytes is no valid piece size.
+    std::uint64_t tar_piece_bytes = 0;
+    std::string tar_list_sha256;
 };
 
 // Reads the .tar.xz at `xz_path` (a regular file, already verified by the

@@ -74,25 +74,37 @@ constexpr std::size_t kZipReadBlock = 1u << 20;
 
 // ---- the tar stream's digest ---------------------------------------------------
 
+// What the decoder hands the decoded tar to, in order, when the digest of a
+// tar.zst's tar stream is asked for (unpack_options::tar_piece_bytes).
+class tar_hash {
+public:
+    virtual ~tar_hash() = default;
+    // Whether add() needs `block` (it keeps the bytes alive for a pool task).
+    virtual bool threaded() const noexcept = 0;
+    // `size` bytes at `data`, which `block` keeps alive until they are hashed.
+    virtual void add(std::shared_ptr<const byte_buffer> block, const std::byte* data, std::size_t size) = 0;
+    // Every byte added so far, hashed: the digest (once). "" if hashing failed.
+    virtual std::string finish() = 0;
+};
+
 // The SHA-256 of a decoded tar stream, in order. With a pool, a strand on
 // it: one task at a time drains the queued parts, so that the decoder thread
 // only hands frames on. Hashing on the decoder thread stalled everything
 // behind it (its input queue filled, then the download and the copy's own
 // hash waited): on 16 cores the copy's and the tar's hash passes ran one
 // after the other.
-class tar_digest {
+class tar_sha256_digest final : public tar_hash {
 public:
     // pool == nullptr: hashes on the caller's thread. `stop` set: queued parts are dropped.
-    tar_digest(work_pool* pool, const std::atomic<bool>& stop) : pool_(pool), stop_(stop) {}
-    tar_digest(const tar_digest&) = delete;
-    tar_digest& operator=(const tar_digest&) = delete;
-    ~tar_digest() { wait_idle(); }  // the strand's task refers to this
+    tar_sha256_digest(work_pool* pool, const std::atomic<bool>& stop) : pool_(pool), stop_(stop) {}
+    tar_sha256_digest(const tar_sha256_digest&) = delete;
+    tar_sha256_digest& operator=(const tar_sha256_digest&) = delete;
+    ~tar_sha256_digest() override { wait_idle(); }  // the strand's task refers to this
 
-    bool threaded() const noexcept { return pool_ != nullptr; }
+    bool threaded() const noexcept override { return pool_ != nullptr; }
 
-    // `size` bytes at `data`, which `block` keeps alive until they are hashed.
     // Waits while kMaxQueued bytes wait (the strand never waits: see work_pool).
-    void add(std::shared_ptr<const byte_buffer> block, const std::byte* data, std::size_t size) {
+    void add(std::shared_ptr<const byte_buffer> block, const std::byte* data, std::size_t size) override {
         if (!pool_) {
             hasher_.update(data, size);
             return;
@@ -105,8 +117,7 @@ public:
         pool_->post([this] { drain(); });
     }
 
-    // Every byte added so far, hashed: the digest (once).
-    std::string finish() {
+    std::string finish() override {
         wait_idle();
         return hasher_.finish_hex();
     }
@@ -148,6 +159,116 @@ private:
     std::deque<part> parts_;
     std::size_t queued_ = 0;
     bool running_ = false;
+};
+
+// The hash list of a decoded tar stream (recompressed.hpp; file_digester's
+// digest): the SHA-256 of each consecutive `piece_bytes` piece, then of their
+// raw digests in order. With a pool every piece is one task, so pieces hash
+// on all cores at once while later frames decode; a copy's frames are pieces
+// (recompress_xz_to_zstd writes one frame per piece), so a decoded frame is
+// hashed whole by the next free worker. The tar's one SHA-256 (tar_sha256_digest) is
+// a single core's pass, which on 16 cores took longer than the whole install.
+// Without a pool, on the caller's thread as it streams.
+class tar_list_digest final : public tar_hash {
+public:
+    tar_list_digest(work_pool* pool, const std::atomic<bool>& stop, std::uint64_t piece_bytes)
+        : pool_(pool), stop_(stop), piece_bytes_(piece_bytes), streamed_(piece_bytes) {}
+    tar_list_digest(const tar_list_digest&) = delete;
+    tar_list_digest& operator=(const tar_list_digest&) = delete;
+    ~tar_list_digest() override { wait_idle(); }  // the pieces' tasks refer to this
+
+    bool threaded() const noexcept override { return pool_ != nullptr; }
+
+    void add(std::shared_ptr<const byte_buffer> block, const std::byte* data, std::size_t size) override {
+        if (!pool_) {
+            streamed_.update(data, size);
+            return;
+        }
+        while (size > 0) {
+            const std::size_t n = static_cast<std::size_t>(
+                std::min<std::uint64_t>(size, piece_bytes_ - current_.bytes));
+            current_.parts.push_back({block, data, n});
+            current_.bytes += n;
+            data += n;
+            size -= n;
+            if (current_.bytes == piece_bytes_) submit();
+        }
+    }
+
+    std::string finish() override {
+        if (!pool_) return streamed_.finish_hex();
+        if (current_.bytes > 0) submit();
+        wait_idle();
+        std::lock_guard lock(mutex_);
+        return failed_ ? std::string() : piece_list_hex(digests_);
+    }
+
+private:
+    static constexpr std::size_t kMaxQueued = 64u << 20;
+    struct part {
+        std::shared_ptr<const byte_buffer> block;
+        const std::byte* data;
+        std::size_t size;
+    };
+    struct piece {
+        std::vector<part> parts;
+        std::uint64_t bytes = 0;
+    };
+
+    // Posts the current piece. Waits while kMaxQueued bytes wait to be hashed.
+    void submit() {
+        auto p = std::make_shared<piece>(std::move(current_));
+        current_ = piece{};
+        std::size_t index = 0;
+        {
+            std::unique_lock lock(mutex_);
+            room_.wait(lock, [&] { return queued_ < kMaxQueued; });
+            queued_ += p->bytes;
+            ++running_;
+            index = digests_.size();
+            digests_.emplace_back();
+        }
+        pool_->post([this, index, p] { hash(index, *p); });
+    }
+
+    void hash(std::size_t index, piece& p) noexcept {
+        std::array<unsigned char, 32> digest{};
+        bool ok = true;
+        if (!stop_.load(std::memory_order_acquire)) {
+            try {
+                sha256_hasher hasher;
+                for (const auto& part : p.parts) hasher.update(part.data, part.size);
+                digest = hasher.finish_bytes();
+            } catch (...) {  // bad_alloc from OpenSSL: the digest fails, and with it the copy
+                ok = false;
+            }
+        }
+        p.parts.clear();  // the blocks' memory goes back before the decoder is told there is room
+        std::lock_guard lock(mutex_);
+        digests_[index] = digest;
+        failed_ = failed_ || !ok;
+        queued_ -= p.bytes;
+        --running_;
+        room_.notify_all();
+        if (running_ == 0) idle_.notify_all();
+    }
+
+    void wait_idle() {
+        std::unique_lock lock(mutex_);
+        idle_.wait(lock, [&] { return running_ == 0; });
+    }
+
+    work_pool* const pool_;
+    const std::atomic<bool>& stop_;
+    const std::uint64_t piece_bytes_;
+    file_digester streamed_;  // without a pool
+    piece current_;           // the caller's: the piece being gathered
+    std::mutex mutex_;
+    std::condition_variable room_, idle_;
+    std::vector<std::array<unsigned char, 32>> digests_;  // one per piece posted, in order
+    std::uint64_t queued_ = 0;
+    std::size_t running_ = 0;
+    bool failed_ = false;
 };
 
 // ---- the unpacker ------------------------------------------------------------
@@ -227,7 +348,7 @@ public:
         return std::move(entries_);
     }
 
-    std::string tar_sha256() const override { return tar_sha256_; }
+    std::string tar_digest() const override { return tar_digest_; }
 
     void cancel() noexcept override {
         if (!finished_ || decoder_.joinable() || extractor_.joinable())
@@ -318,7 +439,7 @@ private:
     // With a `hash`, the decoded bytes are hashed in order as they are handed on.
     class queue_output final : public xz_output {
     public:
-        queue_output(chunk_queue& queue, std::uint64_t max_bytes, tar_digest* hash)
+        queue_output(chunk_queue& queue, std::uint64_t max_bytes, tar_hash* hash)
             : queue_(queue), max_bytes_(max_bytes), hash_(hash) {}
         bool put(byte_buffer&& decoded) override {
             if (!within_cap(decoded.size)) return false;
@@ -352,7 +473,7 @@ private:
 
         chunk_queue& queue_;
         const std::uint64_t max_bytes_;
-        tar_digest* hash_;
+        tar_hash* hash_;
         std::uint64_t decoded_ = 0;
     };
 
@@ -360,7 +481,7 @@ private:
     // (xz_decode.hpp) decodes the stream's blocks or frames on the run's pool,
     // under the run's decoder memory, and the tar goes to the extractor
     // through tar_, in order. A tar.zst's tar stream is hashed on the way
-    // (tar_sha256()): a recompressed copy must decode to the tar its mirror
+    // (tar_digest()): a recompressed copy must decode to the tar its mirror
     // recorded.
     result<void> decode_stream() {
         // The ticket goes back when decoding ends: the decoders' memory limit grows.
@@ -375,9 +496,14 @@ private:
         const unsigned min_pool = zstd ? kMinZstdPoolThreads : 2;
         const bool on_pool = options_.decoder_threads != 1 && budget_->pool().threads() >= min_pool;
         // Hashed on the pool beside the frames' decoding; streaming, on this thread.
-        tar_digest tar_hash(on_pool ? &budget_->pool() : nullptr, failed_);
+        work_pool* hash_pool = on_pool ? &budget_->pool() : nullptr;
+        std::optional<tar_sha256_digest> whole;
+        std::optional<tar_list_digest> list;
+        tar_hash* hash = nullptr;
+        if (zstd && options_.tar_piece_bytes != 0) hash = &list.emplace(hash_pool, failed_, options_.tar_piece_bytes);
+        else if (zstd) hash = &whole.emplace(hash_pool, failed_);
         queue_input in(input_);
-        queue_output out(tar_, options_.max_output_bytes, zstd ? &tar_hash : nullptr);
+        queue_output out(tar_, options_.max_output_bytes, hash);
         xz_decode_options o;
         if (on_pool) o.pool = &budget_->pool();
         o.memory = &budget_->decode_memory();
@@ -394,7 +520,7 @@ private:
             fail(out.over_limit ? expansion_error(options_.max_output_bytes) : std::move(r).error_value());
             return {};
         }
-        if (zstd) tar_sha256_ = tar_hash.finish();
+        if (hash) tar_digest_ = hash->finish();
         budget_->add_time(profile_stage::decoder, r->busy_ns, r->wait_ns, r->decoded);
         budget_->mark("decoded");
         tar_.close();
@@ -510,7 +636,7 @@ private:
     std::unique_ptr<run_budget::ticket> ticket_;  // this artifact's share of the budget (xz only; decoder thread)
     chunk_queue input_;
     chunk_queue tar_;
-    std::string tar_sha256_;  // of the decoded tar stream (tar.zst), set when decoding ended
+    std::string tar_digest_;  // of the decoded tar stream (tar.zst), set when decoding ended
     std::shared_ptr<write_state> writes_;
     std::thread decoder_;
     std::thread extractor_;

@@ -84,6 +84,10 @@ struct unpack_options {
     // The archive's size, if known. With a shared budget the pool decodes the
     // blocks of larger archives first: their downloads end last.
     std::uint64_t size_hint = 0;
+    // tar.zst: the digest tar_digest() gives of the decoded tar stream: 0
+    // its SHA-256, else its hash list with pieces of this many bytes (a
+    // recompressed copy's tar_piece_bytes), hashed piece by piece on the pool.
+    std::uint64_t tar_piece_bytes = 0;
     std::string source;                  // URL or path, for error messages only
     std::uint64_t max_output_bytes = 0;  // cap on decoded output (see above); 0 = none
 };
@@ -109,10 +113,12 @@ public:
     // the entry) | filesystem.
     virtual result<std::vector<unpacked_entry>> finish() = 0;
 
-    // After a successful finish() of a tar.zst: the SHA-256 (hex) of the
-    // decoded tar stream; empty for other formats. A mirror's recompressed
-    // copy is accepted only when this is the tar digest the mirror recorded.
-    virtual std::string tar_sha256() const = 0;
+    // After a successful finish() of a tar.zst: the digest (hex) of the
+    // decoded tar stream, its SHA-256 or its hash list (see
+    // unpack_options::tar_piece_bytes); empty for other formats. A mirror's
+    // recompressed copy is accepted only when this is the digest its signed
+    // record states.
+    virtual std::string tar_digest() const = 0;
 
     // Stops the workers without waiting for more input. Safe to call twice,
     // and from another thread while write() is blocked (write() then returns

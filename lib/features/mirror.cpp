@@ -470,8 +470,8 @@ result<sidecar_documents> make_sidecar(const resolved_release& release, const st
     record.manifest_sha256 = release.manifest_sha256;
     record.copies.reserve(copies.size());
     for (const auto& c : copies)
-        record.copies.push_back(
-            {c.original_sha256, c.original_size, c.relative_path, c.sha256, c.size, c.tar_sha256, c.tar_size});
+        record.copies.push_back({c.original_sha256, c.original_size, c.relative_path, c.sha256, c.size, c.tar_sha256,
+                                 c.tar_size, c.tar_piece_bytes, c.tar_list_sha256});
     sidecar_documents out{recompressed_to_json(record), std::nullopt};
     if (signer) {
         REDIST_TRY(out.signature, signer->sign(out.record));
@@ -499,6 +499,8 @@ void read_previous_copies(const mirror_target::found_sidecar& found, const signi
         c.size = r.size;
         c.tar_sha256 = std::move(r.tar_sha256);
         c.tar_size = r.tar_size;
+        c.tar_piece_bytes = r.tar_piece_bytes;
+        c.tar_list_sha256 = std::move(r.tar_list_sha256);
         out.emplace(c.original_sha256, std::move(c));
     }
 }
@@ -525,8 +527,11 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
         emit(request, e);
     };
     // Both keys are lower case: the manifest parser and parse_recompressed store them so.
-    if (const auto it = previous.find(original.sha256);
-        it != previous.end() && it->second.relative_path == copy_path && it->second.original_size == original.size) {
+    // A copy recorded without its tar's hash list (by an older redist) is made
+    // again, once: clients verify a listed copy on many cores.
+    if (const auto it = previous.find(original.sha256); it != previous.end() && it->second.relative_path == copy_path &&
+                                                        it->second.original_size == original.size &&
+                                                        it->second.tar_piece_bytes != 0) {
         mirrored_copy c = it->second;
         emit_copy(mirror_step::checking, mirror_status::downloaded, c.size);
         REDIST_TRY(const auto present, target.present(as_artifact(c)));
@@ -567,6 +572,8 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
     c.size = made->size;
     c.tar_sha256 = made->tar_sha256;
     c.tar_size = made->tar_size;
+    c.tar_piece_bytes = made->tar_piece_bytes;
+    c.tar_list_sha256 = made->tar_list_sha256;
     REDIST_TRY_VOID(target.place(as_artifact(c), staged));
     emit_copy(mirror_step::finished, c.status, c.size);
     return c;

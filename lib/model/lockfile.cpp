@@ -37,6 +37,7 @@ void write_artifacts(json_writer& w, const std::vector<locked_artifact>& artifac
         w.field("sha256", a->entry.sha256);
         w.field("size", a->entry.size);
         if (!a->tar_sha256.empty()) w.field("tar_sha256", a->tar_sha256);
+        if (!a->tar_list_sha256.empty()) w.field("tar_list_sha256", a->tar_list_sha256);
         if (!a->copy_key.empty()) w.field("copy_key", a->copy_key);
         w.end_object();
     }
@@ -53,6 +54,7 @@ locked_artifact lock_artifact(const resolved_release& release, const artifact& a
     // resolve_release keeps a mirror's copies only when a trusted key signed them.
     if (const auto* copy = release.recompressed.find(a.sha256); copy && !release.recompressed_signer.empty()) {
         locked.tar_sha256 = copy->tar_sha256;
+        locked.tar_list_sha256 = copy->tar_list_sha256;
         locked.copy_key = release.recompressed_signer;
     }
     return locked;
@@ -103,6 +105,7 @@ result<void> read_artifact(json::value& item, locked_artifact& a) {
         {"sha256", sha256_str(a.entry.sha256), true},
         {"size", [&](json::value& v) -> result<void> { return v.get(a.entry.size); }, true},
         {"tar_sha256", sha256_str(a.tar_sha256)},
+        {"tar_list_sha256", sha256_str(a.tar_list_sha256)},
         {"copy_key", sha256_str(a.copy_key)},
     });
     if (!read.ok()) return read;
@@ -299,7 +302,10 @@ release_plan locked_plan(const std::string& product, const std::string& label, c
         // A tar pinned without the key that signed it (a lock written before
         // copies needed a trusted signature) is not honoured: its copy is
         // not used, and the original is installed.
-        if (!a.tar_sha256.empty() && !a.copy_key.empty()) plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
+        if (!a.tar_sha256.empty() && !a.copy_key.empty()) {
+            plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
+            if (!a.tar_list_sha256.empty()) plan.locked_tar_list_sha256[a.entry.sha256] = a.tar_list_sha256;
+        }
         plan.locked_urls[a.entry.relative_path] = a.url;
         plan.artifacts.push_back(a.entry);
     }

@@ -664,7 +664,7 @@ json::value_fn read_decimal_size(std::uint64_t& out) {
 
 result<void> read_copy(json::value& item, recompressed_copy& c) {
     std::string compression;
-    return item.read_object({
+    auto read = item.read_object({
         {"original_sha256", read_digest(c.original_sha256), true},
         {"original_size", read_decimal_size(c.original_size), true},
         {"relative_path",
@@ -687,7 +687,21 @@ result<void> read_copy(json::value& item, recompressed_copy& c) {
         {"size", read_decimal_size(c.size), true},
         {"tar_sha256", read_digest(c.tar_sha256), true},
         {"tar_size", read_decimal_size(c.tar_size), true},
+        {"tar_piece_bytes",
+         [&](json::value& v) -> result<void> {
+             REDIST_TRY_VOID(read_decimal_size(c.tar_piece_bytes)(v));
+             // The piece sizes a receipt may state (archive/sha256.hpp valid_piece_size).
+             const std::uint64_t n = c.tar_piece_bytes;
+             if ((n & (n - 1)) != 0 || n < (std::uint64_t{64} << 10) || n > (std::uint64_t{1} << 30))
+                 return result<void>(v.bad("not a power of two from 65536 to 1073741824"));
+             return result<void>();
+         }},
+        {"tar_list_sha256", read_digest(c.tar_list_sha256)},
     });
+    if (!read.ok()) return read;
+    if ((c.tar_piece_bytes == 0) != c.tar_list_sha256.empty())
+        return item.bad("tar_piece_bytes and tar_list_sha256 go together");
+    return read;
 }
 
 }  // namespace
@@ -733,6 +747,10 @@ std::string recompressed_to_json(const recompressed_record& record) {
         w.field("size", std::to_string(c.size));
         w.field("tar_sha256", lower(c.tar_sha256));
         w.field("tar_size", std::to_string(c.tar_size));
+        if (c.tar_piece_bytes != 0) {
+            w.field("tar_piece_bytes", std::to_string(c.tar_piece_bytes));
+            w.field("tar_list_sha256", lower(c.tar_list_sha256));
+        }
         w.end_object();
     }
     w.end_array();

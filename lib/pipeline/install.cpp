@@ -149,9 +149,15 @@ struct job_result {
 class stage_sink final : public byte_sink {
 public:
     // max_output: the unpacker's cap on decoded bytes (see install_request::max_expansion); 0 = none.
+    // tar_piece_bytes: a copy's, when its tar is checked by its hash list (unpack_options).
     stage_sink(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output,
-               std::shared_ptr<run_budget> budget)
-        : lock_(lock), artifact_(a), source_(std::move(source)), max_output_(max_output), budget_(std::move(budget)) {}
+               std::shared_ptr<run_budget> budget, std::uint64_t tar_piece_bytes = 0)
+        : lock_(lock),
+          artifact_(a),
+          source_(std::move(source)),
+          max_output_(max_output),
+          budget_(std::move(budget)),
+          tar_piece_bytes_(tar_piece_bytes) {}
     ~stage_sink() override { discard(); }
 
     result<void> restart() override {
@@ -163,6 +169,7 @@ public:
         options.max_output_bytes = max_output_;
         options.budget = budget_;  // one thread/memory budget per run
         options.size_hint = artifact_.size;
+        options.tar_piece_bytes = tar_piece_bytes_;
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
         failure_.reset();
         return {};
@@ -185,15 +192,16 @@ public:
         if (!unpacker_) return make_error(error_code::internal, "unpacker not started");
         auto entries = unpacker_->finish();
         if (entries.ok()) {
-            tar_sha256_ = unpacker_->tar_sha256();
+            tar_digest_ = unpacker_->tar_digest();
             debug_pause("after-unpack");
         }
         return entries;
     }
 
     const fs::path& stage() const { return stage_; }
-    // After a successful finish() of a tar.zst: the decoded tar's SHA-256.
-    const std::string& tar_sha256() const { return tar_sha256_; }
+    // After a successful finish() of a tar.zst: the decoded tar's digest
+    // (its SHA-256, or its hash list with tar_piece_bytes).
+    const std::string& tar_digest() const { return tar_digest_; }
     void keep_stage() { stage_.clear(); }
 
 private:
@@ -212,10 +220,11 @@ private:
     std::string source_;
     std::uint64_t max_output_ = 0;
     std::shared_ptr<run_budget> budget_;
+    std::uint64_t tar_piece_bytes_ = 0;
     fs::path stage_;
     std::unique_ptr<stream_unpacker> unpacker_;
     std::optional<error> failure_;
-    std::string tar_sha256_;
+    std::string tar_digest_;
 };
 
 // The cap on an unverified archive's decoded output (see install_request::max_expansion).
@@ -255,9 +264,11 @@ std::vector<std::string> artifact_urls(const install_request& request, const rel
     return urls;
 }
 
-// The lock's tar_sha256 of `a`, or "" when the lock pins none (or there is no lock).
-std::string locked_tar_sha256(const release_plan& release, const artifact& a) {
-    for (const auto& [sha256, tar] : release.locked_tar_sha256)
+// What the lock pins of `a`'s decoded tar in `pins` (release_plan's
+// locked_tar_sha256 or locked_tar_list_sha256), or "" when it pins none (or
+// there is no lock).
+std::string locked_tar(const std::map<std::string, std::string>& pins, const artifact& a) {
+    for (const auto& [sha256, tar] : pins)
         if (equal_hex(sha256, a.sha256)) return tar;
     return {};
 }
@@ -267,7 +278,7 @@ std::string locked_tar_sha256(const release_plan& release, const artifact& a) {
 const recompressed_copy* usable_copy(const install_request& request, const release_plan& release, const artifact& a) {
     if (!request.use_recompressed || release.copy_base_url.empty()) return nullptr;
     // From a lock: only where the lock pins the decoded tar (the copy must match it).
-    if (release.from_lock && locked_tar_sha256(release, a).empty()) return nullptr;
+    if (release.from_lock && locked_tar(release.locked_tar_sha256, a).empty()) return nullptr;
     for (const auto& c : release.copies)
         if (equal_hex(c.original_sha256, a.sha256)) return &c;
     return nullptr;
@@ -476,7 +487,8 @@ public:
 
     // From the archive (cached blob, else download) into a stage.
     result<staged_component> unpack_archive(const job_plan& plan) {
-        stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size), request_.budget);
+        stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size), request_.budget,
+                        tar_piece_bytes_);
         artifact_stream stream({a_.size, a_.sha256}, sink, request_.budget->threads());
         stream.set_cancel(&abort_all_);
         stream.set_progress([&](std::uint64_t done) { progress(fetch_stage::downloading, done); });
@@ -488,16 +500,16 @@ public:
             REDIST_TRY(entries, download_archive(stream, sink));
         }
         request_.budget->add_time(profile_stage::transfer, stream.hash_ns(), stream.sink_ns(), stream.received());
-        if (!expected_tar_sha256_.empty()) REDIST_TRY_VOID(check_tar(sink.tar_sha256()));
+        if (!expected_tar_.empty()) REDIST_TRY_VOID(check_tar(sink.tar_digest()));
         return stage_entries(sink, *entries, out_.report.from_cache || published_);
     }
 
     // A copy's decoded tar, before its stage may be committed: the one the
     // mirror recorded, and the one the lock pins when it pins one.
     result<void> check_tar(const std::string& actual) const {
-        for (const std::string* expected : {&expected_tar_sha256_, &locked_tar_sha256_}) {
+        for (const std::string* expected : {&expected_tar_, &locked_tar_}) {
             if (expected->empty() || equal_hex(*expected, actual)) continue;
-            return make_error(error_code::integrity, expected == &locked_tar_sha256_
+            return make_error(error_code::integrity, expected == &locked_tar_
                                                          ? "its tar is not the one the lock pins"
                                                          : "its tar is not the one the mirror recorded")
                 .with_url(sanitize_url(urls_.back()))
@@ -519,17 +531,27 @@ public:
         bytes.size = copy.size;
         bytes.format = archive_format::tar_zst;
         const std::string url = artifact_url(release_.copy_base_url, copy.relative_path, copy.sha256);
-        const std::string locked = locked_tar_sha256(release_, a_);
+        const std::string locked = locked_tar(release_.locked_tar_sha256, a_);
+        const std::string locked_list = locked_tar(release_.locked_tar_list_sha256, a_);
         const std::optional<blob_cache> no_cache;
         job_result copy_out;
         artifact_job job(request_, release_, lock_, no_cache, bytes, abort_all_, copy_out, {url});
-        job.expected_tar_sha256_ = copy.tar_sha256;
-        job.locked_tar_sha256_ = locked;
-        auto staged = !locked.empty() && !equal_hex(locked, copy.tar_sha256)
+        // The tar's hash list (its pieces hashed on all cores) where the
+        // record has one and a lock, if any, pins it as well; otherwise its
+        // SHA-256. A lock pins the tar the record must state, in both forms.
+        const bool by_list = copy.tar_piece_bytes != 0 && (locked.empty() || !locked_list.empty());
+        job.tar_piece_bytes_ = by_list ? copy.tar_piece_bytes : 0;
+        job.expected_tar_ = by_list ? copy.tar_list_sha256 : copy.tar_sha256;
+        job.locked_tar_ = by_list ? locked_list : locked;
+        std::optional<std::pair<std::string, std::string>> unlike_lock;  // (pinned, recorded)
+        for (const auto& [pin, recorded] :
+             {std::pair{&locked, &copy.tar_sha256}, {&locked_list, &copy.tar_list_sha256}})
+            if (!unlike_lock && !pin->empty() && !equal_hex(*pin, *recorded)) unlike_lock.emplace(*pin, *recorded);
+        auto staged = unlike_lock
                           ? result<staged_component>(
                                 make_error(error_code::integrity, "the mirror records a tar other than the locked one")
                                     .with_url(sanitize_url(url))
-                                    .with_expected_actual(locked, copy.tar_sha256))
+                                    .with_expected_actual(unlike_lock->first, unlike_lock->second))
                           : job.unpack_archive(job_plan{});
         out_.report.requests += copy_out.report.requests;
         if (!staged.ok()) {
@@ -575,8 +597,12 @@ private:
     std::vector<std::string> urls_;
     std::atomic<bool> spooled_in_cache_{true};  // false once the cache was bypassed (on_cache_bypass)
     bool published_ = false;                    // the download is in the cache as a verified blob
-    std::string expected_tar_sha256_;           // a copy: the decoded tar the mirror recorded
-    std::string locked_tar_sha256_;             // a copy: the decoded tar the lock pins ("": none)
+    // A copy: how its decoded tar is checked (0: its SHA-256, else its hash
+    // list with pieces of this size), the digest its record states, and the
+    // one the lock pins ("": none).
+    std::uint64_t tar_piece_bytes_ = 0;
+    std::string expected_tar_;
+    std::string locked_tar_;
 };
 
 // Downloads one artifact (cache, then mirrors, then the base URL, with

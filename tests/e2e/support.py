@@ -771,3 +771,11 @@ def key_fingerprint(pub: str) -> str:
     der = subprocess.run(["openssl", "pkey", "-pubin", "-in", pub, "-outform", "DER"], check=True,
                          capture_output=True).stdout
     return hashlib.sha256(der).hexdigest()
+
+
+def hash_list(data: bytes, piece: int) -> str:
+    """A hash list as receipts and recompressed copies record one (archive/sha256.hpp): the
+    SHA-256 of the raw SHA-256 digests of the consecutive `piece`-byte pieces; with one
+    piece (or none), the plain SHA-256."""
+    pieces = [hashlib.sha256(data[at:at + piece]).digest() for at in range(0, len(data), piece)]
+    return pieces[0].hex() if len(pieces) == 1 else hashlib.sha256(b"".join(pieces)).hexdigest()

@@ -99,6 +99,9 @@ class RecompressBase(unittest.TestCase):
                 "size": str(len(copy)),
                 "tar_sha256": sha256(self.tar),
                 "tar_size": str(len(self.tar)),
+                # One 8 MiB piece per frame; the list of a one-piece tar is its SHA-256.
+                "tar_piece_bytes": str(8 << 20),
+                "tar_list_sha256": support.hash_list(self.tar, 8 << 20),
             }]})
 
 

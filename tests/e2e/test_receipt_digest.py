@@ -19,10 +19,7 @@ BIG = 2 * PIECE + (1 << 20) + 5  # three pieces, the last one short
 
 def piece_list_digest(data: bytes, piece: int = PIECE) -> str:
     """The oracle: hashlib alone, as documented."""
-    if len(data) <= piece:
-        return hashlib.sha256(data).hexdigest()
-    raw = b"".join(hashlib.sha256(data[i:i + piece]).digest() for i in range(0, len(data), piece))
-    return hashlib.sha256(raw).hexdigest()
+    return support.hash_list(data, piece)
 
 
 class ReceiptDigest(unittest.TestCase):

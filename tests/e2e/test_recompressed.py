@@ -73,11 +73,13 @@ class RecompressedCopies(unittest.TestCase):
         self.key, self.pub = support.make_key_pair(self.dir)
 
     def write_copy(self, tar: bytes | None = None, damage: bool = False, recorded_tar: bytes | None = None,
-                   manifest_sha256: str | None = None, key: str | None = "") -> dict:
+                   manifest_sha256: str | None = None, key: str | None = "", piece: int = 0,
+                   listed_tar: bytes | None = None) -> dict:
         """Writes the copy of the selected archive (of `tar`, default the
         original's) and its record, signed by `key` (default the trusted
         one; None: unsigned); `damage` flips a byte after recording the
-        copy's digest; `recorded_tar` is the tar the record claims."""
+        copy's digest; `recorded_tar` is the tar the record claims; `piece`
+        (0: none) records the hash list of `listed_tar` (default the copy's)."""
         tar = self.tar if tar is None else tar
         data = zstd_frames(tar, self.dir)
         entry = {"original_sha256": self.original["sha256"], "original_size": self.original["size"],
@@ -85,6 +87,9 @@ class RecompressedCopies(unittest.TestCase):
                  "sha256": hashlib.sha256(data).hexdigest(), "size": str(len(data)),
                  "tar_sha256": hashlib.sha256(recorded_tar if recorded_tar is not None else tar).hexdigest(),
                  "tar_size": str(len(tar))}
+        if piece:
+            entry.update(tar_piece_bytes=str(piece),
+                         tar_list_sha256=support.hash_list(listed_tar if listed_tar is not None else tar, piece))
         if damage:
             data = data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
         with open(support.artifact_path(PRODUCT, self.copy_rel, self.mirror), "wb") as f:
@@ -155,6 +160,61 @@ class RecompressedCopies(unittest.TestCase):
         again = self.fetch(prefix, "--json")
         self.assertEqual(json.loads(again.stdout)["components"][0]["status"], "unchanged")
         support.run_tool("redist", "verify", "--prefix", prefix, check=0)
+
+    # ---- a copy that records its tar's hash list is checked piece by piece ----
+
+    def big_tar(self) -> bytes:
+        """The original's tar with a 600 KB file more: ten 64 KiB pieces."""
+        return tar_with_extra(self.tar, "lib/blob.bin", os.urandom(600_000))
+
+    def test_copy_checked_by_its_hash_list(self):
+        big = self.big_tar()
+        self.assertNotEqual(support.hash_list(big, 1 << 16), hashlib.sha256(big).hexdigest())
+        # Streamed (--threads 1) and with its frames and pieces on a pool of four.
+        for threads in ("1", "4"):
+            with self.subTest(threads=threads):
+                entry = self.write_copy(tar=big, piece=1 << 16)
+                prefix = os.path.join(self.dir, "listed" + threads)
+                res = self.fetch(prefix, "--threads", threads)
+                self.assertNotIn("copy", res.stderr)
+                r = self.receipt(prefix)
+                self.assertEqual(r["copy_sha256"], entry["sha256"])
+                self.assertTrue(os.path.isfile(os.path.join(prefix, "lib", "blob.bin")))
+                # The list is what is checked: a record whose list is another tar's is refused,
+                # though its tar_sha256 is the copy's.
+                self.write_copy(tar=big, piece=1 << 16, listed_tar=self.tar)
+                prefix = os.path.join(self.dir, "misl" + threads)
+                res = self.fetch(prefix, "--threads", threads)
+                self.assert_original_installed(prefix, res, "the mirror recorded")
+                self.assertFalse(os.path.exists(os.path.join(prefix, "lib", "blob.bin")))
+
+    def test_lock_pins_the_hash_list(self):
+        big = self.big_tar()
+        self.write_copy(tar=big, piece=1 << 16)
+        lock = self.lock()
+        pinned = [a for a in support.load_json(lock)["artifacts"] if a["sha256"] == self.original["sha256"]]
+        self.assertEqual([a.get("tar_list_sha256") for a in pinned], [support.hash_list(big, 1 << 16)])
+        self.assertEqual([a.get("tar_sha256") for a in pinned], [hashlib.sha256(big).hexdigest()])
+        prefix = os.path.join(self.dir, "good")
+        self.fetch_locked(prefix, lock)
+        self.assertTrue(os.path.isfile(os.path.join(prefix, "lib", "blob.bin")))
+        # A lock whose list is not the record's: the copy is refused, the original installed.
+        doc = support.load_json(lock)
+        for a in doc["artifacts"]:
+            if a["sha256"] == self.original["sha256"]:
+                a["tar_list_sha256"] = "0" * 64
+        support.save_json(lock, doc)
+        prefix = os.path.join(self.dir, "prefix")
+        res = self.fetch_locked(prefix, lock)
+        self.assert_original_installed(prefix, res, "locked")
+        # A lock that pins the tar alone (made before hash lists): the copy is checked by its SHA-256.
+        for a in doc["artifacts"]:
+            a.pop("tar_list_sha256", None)
+        support.save_json(lock, doc)
+        prefix = os.path.join(self.dir, "old-lock")
+        res = self.fetch_locked(prefix, lock)
+        self.assertNotIn("copy", res.stderr)
+        self.assertTrue(os.path.isfile(os.path.join(prefix, "lib", "blob.bin")))
 
     def test_no_recompressed_installs_the_original(self):
         self.write_copy()

@@ -99,6 +99,10 @@ void write_report(redist::json_writer& w, const redist::mirror_report& report) {
             w.field("size", c.size);
             w.field("tar_sha256", c.tar_sha256);
             w.field("tar_size", c.tar_size);
+            if (c.tar_piece_bytes != 0) {
+                w.field("tar_piece_bytes", c.tar_piece_bytes);
+                w.field("tar_list_sha256", c.tar_list_sha256);
+            }
             w.field("status", c.status == redist::mirror_status::up_to_date ? "up_to_date" : "recompressed");
             w.end_object();
         }
