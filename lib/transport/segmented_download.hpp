@@ -6,7 +6,7 @@
 // 313 MiB archive then takes 30 s while xz decodes it in 7. Byte ranges over
 // N connections make the download stop being the bottleneck.
 //
-// How (see segmented_download.cpp for the reasons):
+// How (see segment_ranges.cpp for the reasons):
 //  * The file is cut into chunks, small at the start and growing with the
 //    offset (so that the contiguous prefix, which is all the decoder can use,
 //    grows at about N times one connection's rate from the first second).

@@ -1,0 +1,54 @@
+// segment_stream.hpp (internal) — the one-stream way of a download (file://,
+// small files, one connection, a server ignoring ranges): one request at a
+// time, from the first byte the spool lacks, its body written to the spool
+// and handed on as it arrives, retried by the caller's hook. Apart from the
+// ranged run (segment_ranges.hpp): no threads, bytes arrive in order.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "redist/error.hpp"
+#include "redist/transfer.hpp"
+#include "transport/segment_spool.hpp"
+#include "transport/segmented_download.hpp"
+
+namespace redist::segmenting {
+
+struct single_stream {
+    const std::string& url;
+    std::uint64_t expected_size;  // 0: unknown
+    const transfer_options& transfer;
+    int fd;  // -1: no spool
+    const std::filesystem::path& spool_path;
+    download_callbacks& callbacks;
+    bool& responded;                    // the caller's on_response has been called
+    std::uint64_t delivered = 0;        // handed to on_data (or held by the consumer)
+    std::uint64_t spooled = 0;          // contiguous bytes written to the spool; without one, = delivered
+    bool spool_full = false;            // a write failed for lack of room
+    std::string validator{};            // ETag (else Last-Modified) of the response the bytes so far started with
+    std::filesystem::path part_file{};  // the spool's resume record goes with it (empty: a temp spool)
+    bool changed = false;               // the last attempt found the file changed (start_over)
+    std::vector<std::byte> pending{};   // delivered, not yet written: spooled + pending.size() == delivered
+    clock_type::time_point last_write{};
+    // A write failed for lack of room: true when the .part was given up
+    // (spool_location::temp_dir) and the stream goes on without a spool.
+    std::function<bool(const error& why)> give_up{};
+
+    result<void> attempt(segmented_stats& stats, transfer_failure_info& info);
+    result<void> accept(const response_info& r, std::uint64_t& skip);
+    result<void> take(const std::byte* data, std::size_t n, segmented_stats& stats);
+    result<void> write(const std::byte* data, std::size_t n);
+    result<void> flush();
+    result<void> deliver_spooled();
+    result<void> start_over();
+};
+
+result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry, segmented_stats& stats,
+                               transfer_failure_info* failure);
+
+}  // namespace redist::segmenting
