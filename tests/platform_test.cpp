@@ -206,6 +206,42 @@ TEST_CASE("detect_cuda: order of sources", "[platform][cuda]") {
     }
 }
 
+TEST_CASE("cuda_from_driver: cuDriverGetVersion's encoding", "[platform][cuda]") {
+    const auto d = redist::cuda_from_driver(12080, "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+    REQUIRE(d.has_value());
+    CHECK(d->major == 12);
+    CHECK(d->minor == std::optional<int>(8));
+    CHECK(d->version == "12.8");
+    CHECK(d->reason == "/usr/lib/x86_64-linux-gnu/libcuda.so.1");
+    CHECK(d->origin == redist::cuda_origin::driver);
+    CHECK(redist::cuda_from_driver(13000, "x")->version == "13.0");
+    CHECK(redist::cuda_from_driver(13020, "x")->minor == std::optional<int>(2));
+    CHECK_FALSE(redist::cuda_from_driver(0, "x").has_value());
+    CHECK_FALSE(redist::cuda_from_driver(-1, "x").has_value());
+    CHECK_FALSE(redist::cuda_from_driver(999, "x").has_value());
+    // What a toolkit's files give is of the toolkit.
+    fake_machine m;
+    m.env["CUDA_HOME"] = "/fake/cuda";
+    m.files["/fake/cuda/version.json"] = version_json("12.8.1");
+    CHECK(redist::detect_cuda(m.probe())->origin == redist::cuda_origin::toolkit);
+}
+
+TEST_CASE("detect_cuda: the default toolkit place is the probe's", "[platform][cuda]") {
+    fake_machine m;
+    m.files["/usr/local/cuda/version.json"] = version_json("13.0.1");
+    auto probe = m.probe();
+    REQUIRE(redist::detect_cuda(probe).has_value());
+    probe.default_toolkit = "/elsewhere";
+    CHECK_FALSE(redist::detect_cuda(probe).has_value());
+    m.files["/elsewhere/include/cuda.h"] = "#define CUDA_VERSION 12040\n";
+    probe = m.probe();
+    probe.default_toolkit = "/elsewhere";
+    const auto d = redist::detect_cuda(probe);
+    REQUIRE(d.has_value());
+    CHECK(d->version == "12.4");
+    CHECK(d->reason == "/elsewhere, include/cuda.h");
+}
+
 TEST_CASE("detect_cuda: nothing found", "[platform][cuda]") {
     fake_machine m;
     CHECK_FALSE(redist::detect_cuda(m.probe()).has_value());

@@ -422,6 +422,51 @@ TEST_CASE("choose_cuda_variant: the toolkit's minor is preferred", "[select]") {
     CHECK(asked.reason == "project.cuda 13.2");
 }
 
+// No toolkit: the system driver's CUDA caps the major, and at its own major
+// its minor is preferred (a minor key above it only where nothing else is).
+TEST_CASE("choose_cuda_variant: what the system driver supports", "[select]") {
+    manifest m;
+    m.components.push_back(make_component("cudnn", {{"linux-x86_64", {"cuda11", "cuda12", "cuda13"}}}));
+    m.components.push_back(make_component("compat", {{"linux-x86_64", {"cuda12", "cuda12.9", "cuda13", "cuda13.2"}}}));
+    const auto driver = [](int encoded) { return redist::cuda_from_driver(encoded, "/usr/lib/libcuda.so.1"); };
+    const auto pick = [&](const redist::variant_choice& c) {
+        redist::selection_request r{"linux-x86_64", c.cuda_major, {}};
+        r.cuda_minor = c.cuda_minor;
+        return describe(select_ok(m, r));
+    };
+    const auto cuda12 = redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, driver(12080));
+    CHECK(cuda12.cuda_major == std::optional<int>(12));
+    CHECK(cuda12.reason == "no CUDA toolkit found; the system driver supports CUDA 12.8 (/usr/lib/libcuda.so.1)");
+    CHECK(pick(cuda12) == "cudnn:linux-x86_64:cuda12 compat:linux-x86_64:cuda12 ");
+    // CUDA 13.2 runs the cuda13.2 key; 13.0 the major's own.
+    CHECK(pick(redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, driver(13020))) ==
+          "cudnn:linux-x86_64:cuda13 compat:linux-x86_64:cuda13.2 ");
+    CHECK(pick(redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, driver(13000))) ==
+          "cudnn:linux-x86_64:cuda13 compat:linux-x86_64:cuda13 ");
+    // A driver newer than every variant: the newest.
+    CHECK(redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, driver(14010)).cuda_major ==
+          std::optional<int>(13));
+    // A major the driver runs that the selection lacks: the newest below it, saying so.
+    manifest lagging;
+    lagging.components.push_back(make_component("cudnn", {{"linux-x86_64", {"cuda11", "cuda13"}}}));
+    const auto lower = redist::choose_cuda_variant(lagging, "linux-x86_64", {}, std::nullopt, driver(12080));
+    CHECK(lower.cuda_major == std::optional<int>(11));
+    CHECK_FALSE(lower.cuda_minor.has_value());
+    CHECK(contains(lower.reason, "supports CUDA 12.8 (/usr/lib/libcuda.so.1); using CUDA 11, the newest variant"));
+    // Older than every variant: the newest, saying that none runs.
+    const auto old = redist::choose_cuda_variant(lagging, "linux-x86_64", {}, std::nullopt, driver(10020));
+    CHECK(old.cuda_major == std::optional<int>(13));
+    CHECK(contains(old.reason,
+                   "supports CUDA 10.2 (/usr/lib/libcuda.so.1), but the selected components offer no "
+                   "variant it runs (offered: 11, 13); using CUDA 13"));
+    // A toolkit or an explicit request is never second to the driver: the caller asks the driver only without them.
+    const redist::cuda_detection toolkit{13, 0, "13.0.1", "CUDA_HOME=/opt/cuda, version.json"};
+    CHECK(redist::choose_cuda_variant(m, "linux-x86_64", {}, std::nullopt, toolkit).cuda_major ==
+          std::optional<int>(13));
+    CHECK(redist::choose_cuda_variant(m, "linux-x86_64", {}, redist::cuda_version{11, {}}, driver(12080)).cuda_major ==
+          std::optional<int>(11));
+}
+
 // cuda_compat (the forward-compatibility driver libraries) is the driver's,
 // as nvidia_driver is: --all leaves it out and says so; named, it installs.
 TEST_CASE("select_artifacts: cuda_compat is a driver component", "[select]") {

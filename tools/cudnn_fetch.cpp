@@ -19,7 +19,8 @@ int main(int argc, char** argv) {
     app.footer(
         "\nThe CUDA variant: --cuda N[.M] wins; else the CUDA toolkit found ($CUDA_HOME, $CUDA_PATH,\n"
         "/usr/local/cuda, the directory of nvcc on PATH), read from its version.json or include/cuda.h\n"
-        "(nothing is run); else the newest variant every component offers. The tool says which one it\n"
+        "(nothing is run); else the newest variant the system driver (its libcuda.so.1, never the\n"
+        "prefix's) can run; else the newest variant every component offers. The tool says which one it\n"
         "chose and why.\n"
         "Layout: --prefix /opt/cudnn gives /opt/cudnn/include/cudnn.h and /opt/cudnn/lib/libcudnn.so.9;\n"
         "LICENSE goes to /opt/cudnn/share/licenses/cudnn/. Receipts: /opt/cudnn/.redist/receipts/.\n\n"

@@ -4,6 +4,7 @@
 // machine (a Jetson, a box without CUDA) without depending on this one.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <optional>
 #include <string>
@@ -24,6 +25,8 @@ struct host_probe {
     std::function<bool(const std::string& path)> is_file;
     // Environment lookup; nullopt if unset.
     std::function<std::optional<std::string>(const std::string& name)> getenv;
+    // Where a toolkit is looked for after $CUDA_HOME and $CUDA_PATH.
+    std::string default_toolkit = "/usr/local/cuda";
     // Nothing runs a command: what is found on the machine is read, never
     // executed (installing never executes installed code).
 
@@ -49,11 +52,16 @@ const std::vector<std::string>& known_platforms();
 // read, not after a download.
 std::optional<std::string> platform_problem(std::string_view platform);
 
+// Where a CUDA version was found: a toolkit's files (the variant to build
+// against), or the system driver's answer (the newest CUDA it runs).
+enum class cuda_origin : std::uint8_t { toolkit, driver };
+
 struct cuda_detection {
     int major = 0;             // e.g. 13
     std::optional<int> minor;  // e.g. 0, where known
-    std::string version;       // "13.0.1" where known, "13.0" from cuda.h
-    std::string reason;        // "CUDA_HOME=/usr/local/cuda, version.json"
+    std::string version;       // "13.0.1" where known, "13.0" from cuda.h or the driver
+    std::string reason;        // "CUDA_HOME=/usr/local/cuda, version.json"; the driver: where its libcuda is
+    cuda_origin origin = cuda_origin::toolkit;
 };
 
 // Finds the installed CUDA toolkit from its files alone, never running
@@ -63,5 +71,11 @@ struct cuda_detection {
 // failing that, include/cuda.h (`#define CUDA_VERSION 13000`: 13.0).
 // Returns nullopt when no toolkit is found.
 std::optional<cuda_detection> detect_cuda(const host_probe& probe);
+
+// What the system's NVIDIA driver supports, as cuDriverGetVersion encodes it
+// (12080: CUDA 12.8), as a detection of origin driver; `where` is the
+// libcuda.so.1 that answered (redist::detect_driver asks it, never one in a
+// prefix). nullopt for a value that is no CUDA version (below 1000).
+std::optional<cuda_detection> cuda_from_driver(int encoded, std::string where);
 
 }  // namespace redist

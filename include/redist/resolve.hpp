@@ -69,18 +69,23 @@ result<resolved_release> resolve_release(const release_request& request, const t
 
 struct variant_choice {
     std::optional<int> cuda_major;  // nullopt: the selection has no variants at all
-    std::optional<int> cuda_minor;  // the minor preferred (--cuda N.M, the toolkit's), if any
+    std::optional<int> cuda_minor;  // the minor preferred (--cuda N.M, the toolkit's or driver's), if any
     // Why: "--cuda 12", "project.cuda 12", "detected CUDA 12.4.1 (CUDA_HOME=/opt/cuda, version.json)",
-    // "no CUDA toolkit found; the newest variant every selected component offers (offered: 12, 13)".
+    // "no CUDA toolkit found; the system driver supports CUDA 12.8 (/usr/lib/x86_64-linux-gnu/libcuda.so.1)",
+    // "no CUDA toolkit found; using the newest variant every selected component offers (offered: 12, 13)".
     std::string reason;
 };
 
-// The one CUDA variant rule (fetch, `redist lock`, sync), from files only:
-// an explicit request (`asked_by`: --cuda, project.cuda) wins; next the
-// detected toolkit (detect_cuda: its major, preferring its minor), if every
-// selected component that has only variants offers that major; otherwise
-// the newest such major, as select_artifacts() defaults (else the newest
-// offered, which select_artifacts() then refuses naming the laggard).
+// The one CUDA variant rule (fetch, `redist lock`, sync), pure (the caller
+// read the toolkit's files and asked the system's driver): an explicit
+// request (`asked_by`: --cuda, project.cuda) wins; next the detected toolkit
+// (detect_cuda: its major, preferring its minor), if every selected
+// component that has only variants offers that major; with no toolkit, what
+// the system driver supports (`detected` of origin driver, cuda_from_driver):
+// the newest major up to the driver's that every such component offers,
+// preferring the driver's minor at its own major; otherwise the newest such
+// major, as select_artifacts() defaults (else the newest offered, which
+// select_artifacts() then refuses naming the laggard).
 variant_choice choose_cuda_variant(const manifest& m, const std::string& platform,
                                    const std::vector<std::string>& components,
                                    const std::optional<cuda_version>& explicit_version,

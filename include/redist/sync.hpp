@@ -46,6 +46,12 @@ struct project_resolve_options {
     // with variants where neither the product nor the project names a
     // `cuda` (choose_cuda_variant); nullopt: none found, or not looked for.
     std::optional<cuda_detection> detected_cuda;
+    // With no toolkit found: what the system's driver supports
+    // (cuda_from_driver), called only for such a product on a platform where
+    // its components offer variants, so that a project without them asks no
+    // driver (the tool asks it once and keeps the answer). Null, or nullopt
+    // from it: no driver to ask.
+    std::function<std::optional<cuda_detection>()> driver_cuda;
 };
 
 struct project_resolution {

@@ -12,6 +12,7 @@
 #include "redist/manifest.hpp"
 #include "redist/printable.hpp"
 #include "redist/suggest.hpp"
+#include "support/debug_pause.hpp"
 #include "support/posix_file.hpp"
 
 namespace redist {
@@ -157,6 +158,8 @@ host_probe host_probe::system() {
         return std::string(value);
     };
     probe.is_file = system_is_file;
+    // Test builds only: a machine without /usr/local/cuda, on one that has it.
+    if (const char* dir = REDIST_TEST_OVERRIDE("REDIST_TEST_DEFAULT_TOOLKIT")) probe.default_toolkit = dir;
     return probe;
 }
 
@@ -178,10 +181,18 @@ std::optional<cuda_detection> detect_cuda(const host_probe& probe) {
         if (!dir || dir->empty()) continue;
         if (auto found = probe_toolkit_dir(probe, std::string(var) + "=" + *dir, *dir)) return found;
     }
-    if (auto found = probe_toolkit_dir(probe, "/usr/local/cuda", "/usr/local/cuda")) return found;
+    if (!probe.default_toolkit.empty())
+        if (auto found = probe_toolkit_dir(probe, probe.default_toolkit, probe.default_toolkit)) return found;
     if (const auto dir = nvcc_toolkit_on_path(probe))
         if (auto found = probe_toolkit_dir(probe, "nvcc on PATH in " + *dir + "/bin", *dir)) return found;
     return std::nullopt;
+}
+
+std::optional<cuda_detection> cuda_from_driver(int encoded, std::string where) {
+    if (encoded < 1000 || encoded > 1000 * 1000) return std::nullopt;
+    const int major = encoded / 1000, minor = (encoded % 1000) / 10;
+    return cuda_detection{major, minor, std::to_string(major) + "." + std::to_string(minor), std::move(where),
+                          cuda_origin::driver};
 }
 
 const std::vector<std::string>& known_platforms() {

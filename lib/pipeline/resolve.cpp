@@ -376,6 +376,40 @@ result<resolved_release> resolve_release(const release_request& request, const t
 
 // ---- CUDA variant ------------------------------------------------------------------------
 
+namespace {
+
+std::string majors_text(const std::vector<int>& majors) {
+    std::string out;
+    for (int major : majors) out += (out.empty() ? "" : ", ") + std::to_string(major);
+    return out;
+}
+
+// No toolkit, and the system driver supports CUDA `driver`: the newest major
+// it runs (at most its own) that every variant-only component offers. At its
+// own major its minor is preferred, so a minor key above the driver's
+// (cuda13.2 on a CUDA 13.0 driver) is taken only where the major has no
+// other key (select.cpp variant_rank). None it runs: the newest, which the
+// preflight then warns about.
+template <typename Selects>
+variant_choice driver_choice(const cuda_detection& driver, const std::vector<int>& offered, int newest,
+                             const Selects& selects) {
+    const std::string found = "no CUDA toolkit found; the system driver supports CUDA " + driver.version + " (" +
+                              driver.reason + ")";
+    for (auto it = offered.rbegin(); it != offered.rend(); ++it) {
+        if (*it > driver.major || !selects(*it).ok()) continue;
+        if (*it == driver.major) return {*it, driver.minor, found};
+        return {*it, std::nullopt,
+                found + "; using CUDA " + std::to_string(*it) +
+                    ", the newest variant it runs that every selected component offers (offered: " +
+                    majors_text(offered) + ")"};
+    }
+    return {newest, std::nullopt,
+            found + ", but the selected components offer no variant it runs (offered: " + majors_text(offered) +
+                "); using CUDA " + std::to_string(newest)};
+}
+
+}  // namespace
+
 variant_choice choose_cuda_variant(const manifest& m, const std::string& platform,
                                    const std::vector<std::string>& components,
                                    const std::optional<cuda_version>& explicit_version,
@@ -391,8 +425,8 @@ variant_choice choose_cuda_variant(const manifest& m, const std::string& platfor
     const auto selects = [&](std::optional<int> major) { return select_artifacts(m, {platform, major, components}); };
     const auto common = selects(std::nullopt);
     const int newest = common.ok() && common->cuda_major ? *common->cuda_major : offered.back();
-    std::string offered_text;
-    for (int major : offered) offered_text += (offered_text.empty() ? "" : ", ") + std::to_string(major);
+    const std::string offered_text = majors_text(offered);
+    if (detected && detected->origin == cuda_origin::driver) return driver_choice(*detected, offered, newest, selects);
     if (detected) {
         const std::string found = "detected CUDA " + detected->version + " (" + detected->reason + ")";
         const bool has = std::find(offered.begin(), offered.end(), detected->major) != offered.end();

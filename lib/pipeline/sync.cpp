@@ -44,13 +44,18 @@ result<std::vector<std::string>> manifest_components(const project_product& p, c
 
 // One product's artifacts on one platform, in the CUDA variant the one rule
 // picks (choose_cuda_variant, as fetch): the product's (else the project's)
-// `cuda`, else the toolkit found on this machine, else the newest every
-// component offers. The lock records why (locked_product::cuda_reasons).
+// `cuda`, else the toolkit found on this machine, else what its driver
+// supports, else the newest every component offers. The lock records why
+// (locked_product::cuda_reasons).
 result<void> lock_platform(const project_file& project, const project_product& p, const resolved_release& release,
                            const std::vector<std::string>& components, const std::string& platform,
-                           const std::optional<cuda_detection>& detected, locked_product& out,
+                           const project_resolve_options& options, locked_product& out,
                            std::vector<std::string>& notes) {
     const std::optional<int> wanted = cuda_of(project, p);
+    std::optional<cuda_detection> detected = options.detected_cuda;
+    if (!wanted && !detected && options.driver_cuda &&
+        !available_cuda_majors(release.parsed, platform, components).empty())
+        detected = options.driver_cuda();
     const std::optional<cuda_version> asked = wanted ? std::optional<cuda_version>(cuda_version{*wanted, {}})
                                                      : std::nullopt;
     const auto choice = choose_cuda_variant(release.parsed, platform, components, asked, detected,
@@ -114,8 +119,7 @@ result<locked_product> resolve_product(const project_file& project, const projec
     std::vector<std::string> platforms = project.platforms;
     std::sort(platforms.begin(), platforms.end());
     for (const auto& platform : platforms)
-        REDIST_TRY_VOID(
-            lock_platform(project, p, *release, components, platform, options.detected_cuda, locked, notes));
+        REDIST_TRY_VOID(lock_platform(project, p, *release, components, platform, options, locked, notes));
     return locked;
 }
 

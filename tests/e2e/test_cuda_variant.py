@@ -1,14 +1,18 @@
 """The CUDA variant: one rule for `redist fetch`, `redist lock` and
 `redist sync`, from a toolkit's files only (its version.json, else its
-include/cuda.h), never by running its nvcc; and variant keys that name a
-minor (`cuda13.2`, as CUDA 13.2's cuda_compat is keyed), carried exactly
-as keyed into receipts, --json, `show` and the summary."""
+include/cuda.h), never by running its nvcc; with no toolkit, what the
+system's driver supports (a fake libcuda.so.1, asked in the check's child);
+and variant keys that name a minor (`cuda13.2`, as CUDA 13.2's cuda_compat
+is keyed), carried exactly as keyed into receipts, --json, `show` and the
+summary."""
 
 import json
 import os
+import subprocess
 import unittest
 
 import support
+from test_check import CC, fake_libcuda
 
 PLATFORM = "linux-x86_64"
 
@@ -33,9 +37,8 @@ def fake_toolkit(root, version_json=None, cuda_h=None):
     return root, marker
 
 
-class OneRuleFromFiles(unittest.TestCase):
-    """cudnn 9.27.0 offers cuda12 and cuda13: a CUDA 12 toolkit must make all
-    three commands pick cuda12 (the newest, cuda13, otherwise)."""
+class ThreeCommands(unittest.TestCase):
+    """fetch, lock and sync of cudnn 9.27.0's cudnn, which offers cuda12 and cuda13."""
 
     def setUp(self):
         self.dir = support.make_scratch_dir(self.id())
@@ -73,6 +76,12 @@ class OneRuleFromFiles(unittest.TestCase):
         receipt = support.load_json(os.path.join(project_dir, "prefix", ".redist", "receipts", "cudnn",
                                                  "cudnn.json"))
         return receipt["variant"], res
+
+
+
+class OneRuleFromFiles(ThreeCommands):
+    """A CUDA 12 toolkit must make all three commands pick cuda12 (the
+    newest, cuda13, otherwise)."""
 
     def assert_one_rule(self, env, marker, source):
         fetched, fetch_res = self.fetch_variant(env)
@@ -119,6 +128,90 @@ class OneRuleFromFiles(unittest.TestCase):
         locked, product, _ = self.lock_variant(None)
         self.assertEqual(fetched, locked)
         self.assertTrue(product["cuda_reasons"][0]["reason"].startswith(locked + ": "), product)
+
+
+def machine_has_a_driver():
+    """Whether the loader finds a libcuda.so.1 without LD_LIBRARY_PATH."""
+    cache = subprocess.run(["ldconfig", "-p"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True).stdout
+    return "libcuda.so.1" in cache or any(
+        os.path.exists(os.path.join(d, "libcuda.so.1"))
+        for d in ("/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64", "/lib", "/usr/lib"))
+
+
+@unittest.skipUnless(CC, "no C compiler")
+class TheDriverWithoutAToolkit(ThreeCommands):
+    """No toolkit: the newest variant the system's driver runs (read from a
+    fake libcuda.so.1 on LD_LIBRARY_PATH, asked in the check's child), else
+    the newest."""
+
+    def setUp(self):
+        super().setUp()
+        self.driver = os.path.join(self.dir, "driver")
+        os.makedirs(self.driver)
+        # No toolkit anywhere: neither the variables, nor /usr/local/cuda (a
+        # test-build seam moves it), nor an nvcc on PATH.
+        path = [d for d in os.environ.get("PATH", "/usr/bin:/bin").split(":")
+                if d and not os.path.exists(os.path.join(d, "nvcc"))]
+        self.env = {"CUDA_HOME": None, "CUDA_PATH": None, "PATH": ":".join(path), "CUDA_VISIBLE_DEVICES": None,
+                    "REDIST_TEST_DEFAULT_TOOLKIT": os.path.join(self.dir, "no-toolkit"),
+                    "LD_LIBRARY_PATH": self.driver}
+
+    def fake_driver(self, encoded):
+        fake_libcuda(os.path.join(self.driver, "libcuda.so.1"), encoded)
+
+    def test_a_cuda_12_driver_makes_all_three_pick_cuda12_and_say_why(self):
+        self.fake_driver(12080)
+        fetched, fetch_res = self.fetch_variant(self.env)
+        locked, product, lock_res = self.lock_variant(self.env)
+        synced, _ = self.sync_variant(self.env)
+        self.assertEqual((fetched, locked, synced), ("cuda12", "cuda12", "cuda12"))
+        why = "no CUDA toolkit found; the system driver supports CUDA 12.8 (" + self.driver + "/libcuda.so.1)"
+        self.assertRegex(fetch_res.stdout, rf"(?m)^cudnn 9\.27\.0 .* for {PLATFORM}, cuda12: ")
+        self.assertIn(f", cuda12: {why}\n", fetch_res.stdout)
+        self.assertIn(f"locking cuda12 for {PLATFORM} ({why})", lock_res.stdout + lock_res.stderr)
+        self.assertIn(f"locked cudnn 9.27.0, {PLATFORM} cuda12: {why}", lock_res.stdout)
+        reason = {r["platform"]: r["reason"] for r in product["cuda_reasons"]}[PLATFORM]
+        self.assertEqual(reason, "cuda12: " + why)
+
+    def test_fetch_asks_on_its_own_when_nothing_else_would(self):
+        # --quiet --no-check starts no driver query ahead: the variant asks for itself.
+        self.fake_driver(12080)
+        prefix = os.path.join(self.dir, "quiet")
+        support.run_tool("redist", "fetch", "cudnn", "9.27.0", "--component", "cudnn", "--base-url", self.base,
+                         "--platform", PLATFORM, "--prefix", prefix, "--no-cache", "--no-check", "--quiet",
+                         env=self.env, check=0)
+        receipt = support.load_json(os.path.join(prefix, ".redist", "receipts", "cudnn", "cudnn.json"))
+        self.assertEqual(receipt["variant"], "cuda12")
+
+    def test_a_newer_driver_takes_the_newest(self):
+        self.fake_driver(13020)
+        fetched, res = self.fetch_variant(self.env)
+        self.assertEqual(fetched, "cuda13")
+        self.assertIn(", cuda13: no CUDA toolkit found; the system driver supports CUDA 13.2 (", res.stdout)
+
+    def test_a_toolkit_wins_over_the_driver(self):
+        self.fake_driver(12080)
+        toolkit, marker = fake_toolkit(os.path.join(self.dir, "cuda-13.0"), version_json="13.0.1")
+        env = dict(self.env, CUDA_HOME=toolkit)
+        fetched, fetch_res = self.fetch_variant(env)
+        locked, product, _ = self.lock_variant(env)
+        synced, _ = self.sync_variant(env)
+        self.assertEqual((fetched, locked, synced), ("cuda13", "cuda13", "cuda13"))
+        self.assertFalse(os.path.exists(marker), "the toolkit's nvcc was run")
+        self.assertIn(", cuda13: detected CUDA 13.0.1 (CUDA_HOME=", fetch_res.stdout)
+        self.assertNotIn("system driver", fetch_res.stdout)
+        self.assertTrue(product["cuda_reasons"][0]["reason"].startswith("cuda13: detected CUDA 13.0.1"), product)
+
+    @unittest.skipIf(machine_has_a_driver(), "this machine has an NVIDIA driver of its own")
+    def test_no_driver_takes_the_newest(self):
+        env = dict(self.env, LD_LIBRARY_PATH=None)
+        fetched, fetch_res = self.fetch_variant(env)
+        locked, product, _ = self.lock_variant(env)
+        synced, _ = self.sync_variant(env)
+        self.assertEqual((fetched, locked, synced), ("cuda13", "cuda13", "cuda13"))
+        why = "no CUDA toolkit found; using the newest variant every selected component offers (offered: 12, 13)"
+        self.assertIn(f", cuda13: {why}\n", fetch_res.stdout)
+        self.assertEqual(product["cuda_reasons"][0]["reason"], "cuda13: " + why)
 
 
 class MinorKeyedVariants(unittest.TestCase):

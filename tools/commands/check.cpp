@@ -59,6 +59,15 @@ redist::check_options default_check_options(const fs::path& prefix) {
     return o;
 }
 
+std::optional<redist::cuda_detection> system_driver_cuda(const fs::path& prefix, redist::driver_query* query) {
+    const redist::driver_info own = query ? redist::driver_info{}
+                                          : redist::detect_driver(default_check_options(prefix),
+                                                                  redist::check_depth::quick);
+    const redist::driver_info& d = query ? query->wait() : own;
+    if (!d.cuda_version) return std::nullopt;
+    return redist::cuda_from_driver(*d.cuda_version, d.libcuda);
+}
+
 std::string format_finding(const redist::check_finding& f) {
     const char* tag = f.severity == redist::check_severity::failure   ? "FAIL"
                       : f.severity == redist::check_severity::warning ? "WARN"

@@ -3,11 +3,13 @@
 #pragma once
 
 #include <filesystem>
+#include <optional>
 #include <string>
 
 #include "common/cli.hpp"
 #include "redist/check.hpp"
 #include "redist/json_writer.hpp"
+#include "redist/platform.hpp"
 
 namespace redist_tools {
 
@@ -17,6 +19,15 @@ int check_probe_main(int argc, char** argv);
 
 // Options for the checks the tools run: the helper, $LD_LIBRARY_PATH.
 redist::check_options default_check_options(const std::filesystem::path& prefix);
+
+// What the system's driver supports, for the CUDA variant rule where no
+// toolkit is found (redist::cuda_from_driver): the answer of `query` when
+// the caller started one (fetch), else of a quick child of its own
+// (cuDriverGetVersion, libcuda RTLD_LAZY, never cuInit). Always the system's
+// libcuda.so.1, never one inside `prefix`; no process at all without one.
+// nullopt: no driver, or it did not answer.
+std::optional<redist::cuda_detection> system_driver_cuda(const std::filesystem::path& prefix,
+                                                         redist::driver_query* query = nullptr);
 
 // One line per finding ("FAIL resolve: ..."), names escaped.
 std::string format_finding(const redist::check_finding& f);

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "commands/check.hpp"
 #include "commands/project_commands.hpp"
 #include "common/observer.hpp"
 #include "common/printable.hpp"
@@ -149,8 +150,16 @@ redist::project_resolve_options project_sources(const source_options& source, co
     r.transfer = source.transfer();
     r.observer = &observer;
     // The one CUDA variant rule, as fetch: the toolkit found here, from its
-    // files (detect_cuda never runs anything), where no `cuda` is set.
+    // files (detect_cuda never runs anything), where no `cuda` is set; else
+    // what the system's driver supports, asked once, by the first product
+    // that needs it (system_driver_cuda: never a libcuda in the prefix).
     r.detected_cuda = redist::detect_cuda(redist::host_probe::system());
+    if (!r.detected_cuda)
+        r.driver_cuda = [prefix = project.prefix,
+                         asked = std::make_shared<std::optional<std::optional<redist::cuda_detection>>>()] {
+            if (!*asked) *asked = system_driver_cuda(prefix);
+            return **asked;
+        };
     return r;
 }
 

@@ -127,8 +127,9 @@ redist::release_plan release_plan_of(const redist::resolved_release& release, st
 }
 
 // Resolves PRODUCT VERSION (or --manifest) and selects artifacts.
+// `driver_query`: the driver's answer fetch asks ahead, if it does.
 redist::result<redist::release_plan> plan_from_manifest(const fetch_options& options, const std::string& platform,
-                                                        bool chatty) {
+                                                        bool chatty, redist::driver_query* driver_query) {
     REDIST_TRY(const std::string spec,
                redist::release_spec_for_cuda(options.product, options.version, cuda_major(options.selection)));
     auto release_req = make_release_request(options.source, options.product, spec);
@@ -143,9 +144,17 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
     if (options.source.manifest.empty() || !redist::is_file_url(redist::to_url(options.source.manifest)))
         REDIST_TRY_VOID(watch_manifest_drift(options.source, options.install.strict, options.install.quiet, release));
     const redist::manifest& m = release.parsed;
-    const auto choice = redist::choose_cuda_variant(
-        m, platform, options.selection.components, options.selection.cuda,
-        options.selection.cuda ? std::nullopt : redist::detect_cuda(redist::host_probe::system()));
+    // The one CUDA variant rule: the toolkit found from its files, else
+    // (where there are variants to choose from) what the system's driver
+    // supports, asked of the query started ahead when there is one.
+    std::optional<redist::cuda_detection> detected;
+    if (!options.selection.cuda) {
+        detected = redist::detect_cuda(redist::host_probe::system());
+        if (!detected && !redist::available_cuda_majors(m, platform, options.selection.components).empty())
+            detected = system_driver_cuda(options.prefix, driver_query);
+    }
+    const auto choice = redist::choose_cuda_variant(m, platform, options.selection.components, options.selection.cuda,
+                                                    detected);
     redist::selection_request sel_req;
     sel_req.platform = platform;
     sel_req.cuda_major = choice.cuda_major;
@@ -582,8 +591,9 @@ int run_fetch(const fetch_options& options) {
         return usage_error(
             "--with-deps needs PRODUCT [VERSION]: a lock file (--locked) holds one release; "
             "lock a project whose product sets `deps = true` instead (redist sync)");
-    auto planned = options.locked.empty() ? plan_from_manifest(options, *platform, chatty)
-                                          : plan_from_lock(options, *platform, chatty);
+    auto planned = options.locked.empty()
+                       ? plan_from_manifest(options, *platform, chatty, driver_query ? &*driver_query : nullptr)
+                       : plan_from_lock(options, *platform, chatty);
     if (!planned.ok()) return report_error(planned.error_value());
     if (!options.install.quiet)
         preflight(*planned, *driver_query);  // independent of --no-check, which is about the prefix
