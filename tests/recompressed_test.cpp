@@ -148,7 +148,7 @@ TEST_CASE("recompressed: a copy's tar hash list is read, checked and round-trips
           "copies[0]");
     CHECK(parse_error(doc(copy_json(A, "c/x-1.tar.zst", R"(, "tar_list_sha256": ")" + A + R"(")"))).json_path ==
           "copies[0]");
-    for (const char* bytes : {"0", "1000", "32768", "2147483648", "-1", "8M"}) {
+    for (const char* bytes : {"0", "1000", "32768", "134217728", "2147483648", "-1", "8M"}) {
         CAPTURE(bytes);
         const std::string bad = R"(, "tar_piece_bytes": ")" + std::string(bytes) + R"(", "tar_list_sha256": ")" + A +
                                 R"(")";

@@ -61,6 +61,9 @@ struct recompressed_record {
 };
 
 inline constexpr std::string_view kRecompressedFormat = "redist-recompressed-2";
+// The piece sizes a copy's hash list may have (powers of two).
+inline constexpr std::uint64_t kMinTarPieceBytes = std::uint64_t{64} << 10;
+inline constexpr std::uint64_t kMaxTarPieceBytes = std::uint64_t{64} << 20;
 inline constexpr std::size_t kMaxRecompressedBytes = 4u << 20;
 
 // "recompressed_<label>.json".
@@ -83,7 +86,7 @@ std::string recompressed_to_json(const recompressed_record& record);
 // 64 hex digits, a size that is not a decimal string that fits 64 bits, a
 // relative_path that fails artifact_path_problem() or does not end in
 // .tar.zst, a second copy of one original, a document over 4 MiB, a
-// tar_piece_bytes that is not a power of two from 64 KiB to 1 GiB, or only one
+// tar_piece_bytes that is not a power of two from 64 KiB to 64 MiB, or only one
 // of tar_piece_bytes and tar_list_sha256.
 // Never crashes on any input (fuzzed: tests/fuzz/recompressed_fuzz.cpp).
 result<recompressed_record> parse_recompressed(std::string_view json, std::string_view source);

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "archive/sha256.hpp"
+#include "redist/recompressed.hpp"
 #include "support/posix_file.hpp"
 
 namespace redist {
@@ -38,7 +39,9 @@ public:
           options_(options),
           write_(write),
           out_(ZSTD_compressBound(options.frame_bytes)),
-          list_bytes_(valid_piece_size(options.frame_bytes) ? options.frame_bytes : 0),
+          list_bytes_(valid_piece_size(options.frame_bytes) && options.frame_bytes <= kMaxTarPieceBytes
+                          ? options.frame_bytes
+                          : 0),
           tar_list_(list_bytes_) {
         pending_.reserve(options.frame_bytes);
     }

@@ -32,7 +32,8 @@ struct recompressed {
     std::string sha256;          // of the zstd copy
     std::uint64_t size = 0;      // the copy's bytes
     // The tar's hash list (archive/sha256.hpp file_digester) with pieces of
-    // frame_bytes; 0 and "" when frame_bytes is no valid piece size.
+    // frame_bytes; 0 and "" when frame_bytes is no piece size a record may
+    // state (recompressed.hpp: a power of two from 64 KiB to 64 MiB).
     std::uint64_t tar_piece_bytes = 0;
     std::string tar_list_sha256;
 };

@@ -690,10 +690,10 @@ result<void> read_copy(json::value& item, recompressed_copy& c) {
         {"tar_piece_bytes",
          [&](json::value& v) -> result<void> {
              REDIST_TRY_VOID(read_decimal_size(c.tar_piece_bytes)(v));
-             // The piece sizes a receipt may state (archive/sha256.hpp valid_piece_size).
+             // A piece is gathered whole before it is hashed: at most a pool frame's size (64 MiB).
              const std::uint64_t n = c.tar_piece_bytes;
-             if ((n & (n - 1)) != 0 || n < (std::uint64_t{64} << 10) || n > (std::uint64_t{1} << 30))
-                 return result<void>(v.bad("not a power of two from 65536 to 1073741824"));
+             if ((n & (n - 1)) != 0 || n < kMinTarPieceBytes || n > kMaxTarPieceBytes)
+                 return result<void>(v.bad("not a power of two from 65536 to 67108864"));
              return result<void>();
          }},
         {"tar_list_sha256", read_digest(c.tar_list_sha256)},
