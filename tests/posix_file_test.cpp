@@ -254,4 +254,8 @@ TEST_CASE("claim_scratch_dir never enters a symlink, and remove_unheld_scratch_d
     CHECK_FALSE(is_resumable_part_name("abc.part."));
     CHECK_FALSE(is_resumable_part_name("abc.part.12x"));
     CHECK_FALSE(is_resumable_part_name(".part.1"));
+    CHECK(redist::part_file_pid("lib.tar.xz.part.4194304") == 4194304);
+    CHECK(redist::part_file_pid("a.part.b.part.7") == 7);
+    CHECK(redist::part_file_pid("abc.part.1234567890") == -1);  // no pid has 10 digits
+    CHECK(redist::part_file_pid("abc.tar.xz") == -1);
 }

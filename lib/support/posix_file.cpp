@@ -309,10 +309,15 @@ void keep_only_parts(int dir_fd) noexcept {
 
 }  // namespace
 
-bool is_resumable_part_name(std::string_view name) noexcept {
+long part_file_pid(std::string_view name) noexcept {
     const auto mark = name.rfind(".part.");
-    if (mark == std::string_view::npos || mark == 0 || mark + 6 == name.size()) return false;
-    return name.find_first_not_of("0123456789", mark + 6) == std::string_view::npos;
+    if (mark == std::string_view::npos || mark == 0) return -1;
+    const std::string_view digits = name.substr(mark + 6);
+    if (digits.empty() || digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string_view::npos)
+        return -1;
+    long pid = 0;
+    for (const char c : digits) pid = pid * 10 + (c - '0');
+    return pid;
 }
 
 result<scratch_dir> claim_scratch_dir(int parent_fd, const std::filesystem::path& parent, const std::string& prefix) {

@@ -144,9 +144,12 @@ private:
 };
 // Outcomes: ok | filesystem.
 result<scratch_dir> claim_scratch_dir(int parent_fd, const std::filesystem::path& parent, const std::string& prefix);
+// The pid of a download in progress, file_sink's "<final name>.part.<pid>"
+// (a non-empty final name, at most 9 digits), or -1 for any other name.
+long part_file_pid(std::string_view name) noexcept;
 // True when `name` in a scratch directory is a download a later run resumes
-// (file_sink's "<final name>.part.<pid>").
-bool is_resumable_part_name(std::string_view name) noexcept;
+// (a part_file_pid name).
+inline bool is_resumable_part_name(std::string_view name) noexcept { return part_file_pid(name) >= 0; }
 // Removes the scratch directories starting with `prefix` under `parent_fd`
 // that no live run holds (of `owner` only, when set). Returns the bytes freed.
 std::uint64_t remove_unheld_scratch_dirs(int parent_fd, const std::string& prefix,

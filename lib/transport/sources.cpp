@@ -271,12 +271,10 @@ std::filesystem::path part_name(const std::filesystem::path& final_path, long pi
     return std::filesystem::path(final_path.string() + ".part." + std::to_string(pid));
 }
 
-// The pid of "<final name>.part.<pid>", or -1.
+// The pid of "<final name>.part.<pid>" (prefix: "<final name>.part."), or -1.
 long part_pid(const std::string& name, const std::string& prefix) {
-    if (!name.starts_with(prefix) || name.size() == prefix.size() || name.size() - prefix.size() > 9) return -1;
-    const std::string digits = name.substr(prefix.size());
-    if (!std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) return -1;
-    return std::stol(digits);
+    return name.starts_with(prefix) && name.find(".part.", prefix.size()) == std::string::npos ? part_file_pid(name)
+                                                                                               : -1;
 }
 
 bool process_is_gone(long pid) { return ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
