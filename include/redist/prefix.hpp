@@ -125,6 +125,10 @@ private:
 // The first receipt that cannot be read fails it all; its message names the
 // receipt's path and how to repair it.
 result<std::vector<receipt>> read_receipts(const std::filesystem::path& prefix);
+// The same, for a command that needs something installed: not_found ("no
+// redist receipts in this prefix", then ` (` `hint` `)` when given; path =
+// `prefix`) when there is none.
+result<std::vector<receipt>> read_installed_receipts(const std::filesystem::path& prefix, std::string_view hint = {});
 
 // A receipt file that cannot be read (not JSON, bad content, not a regular
 // file, named for another component): it blocks only its own component.

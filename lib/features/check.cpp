@@ -704,11 +704,8 @@ std::vector<check_finding> dependency_findings(const std::vector<receipt>& check
 }  // namespace
 
 result<check_report> run_checks(const check_options& options) {
-    REDIST_TRY(auto receipts, read_receipts(options.prefix));
+    REDIST_TRY(auto receipts, read_installed_receipts(options.prefix, "nothing to check"));
     const std::vector<receipt> all = receipts;
-    if (receipts.empty())
-        return make_error(error_code::not_found, "no redist receipts in this prefix (nothing to check)")
-            .with_path(options.prefix.string());
     if (!options.components.empty()) {
         std::vector<receipt> chosen;
         for (const auto& name : options.components) {

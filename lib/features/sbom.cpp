@@ -438,9 +438,7 @@ std::string render_sbom(const sbom_document& doc, sbom_format format) {
 }
 
 result<sbom_document> collect_sbom(const sbom_request& request) {
-    REDIST_TRY(auto receipts, read_receipts(request.prefix));
-    if (receipts.empty())
-        return make_error(error_code::not_found, "no redist receipts in this prefix").with_path(request.prefix.string());
+    REDIST_TRY(auto receipts, read_installed_receipts(request.prefix));
     unique_fd root(::open(request.prefix.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
     if (root.get() < 0) return errno_error("cannot open", request.prefix, errno);
 

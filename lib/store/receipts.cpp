@@ -324,4 +324,12 @@ result<std::vector<receipt>> read_receipts(const fs::path& prefix) {
     return std::move(scan.receipts);
 }
 
+result<std::vector<receipt>> read_installed_receipts(const fs::path& prefix, std::string_view hint) {
+    REDIST_TRY(auto receipts, read_receipts(prefix));
+    if (!receipts.empty()) return receipts;
+    std::string message = "no redist receipts in this prefix";
+    if (!hint.empty()) message += " (" + std::string(hint) + ")";
+    return make_error(error_code::not_found, std::move(message)).with_path(prefix.string());
+}
+
 }  // namespace redist

@@ -81,11 +81,8 @@ int run_list(list_args args) {
     if (!given.ok()) return report_error(given.error_value());
     args.prefix = *given;
     if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
-    auto receipts = redist::read_receipts(args.prefix);
+    auto receipts = redist::read_installed_receipts(args.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
-    if (receipts->empty())
-        return report_error(redist::make_error(redist::error_code::not_found, "no redist receipts in this prefix")
-                                .with_path(args.prefix));
     if (args.json) print_json(args.prefix, *receipts);
     else if (!args.quiet) print_table(*receipts);
     return 0;

@@ -78,11 +78,8 @@ int run_outdated(outdated_args args) {
     if (!project.ok()) return report_error(project.error_value());
     if (args.prefix.empty() && *project) args.prefix = (*project)->prefix.string();
     if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
-    auto receipts = redist::read_receipts(args.prefix);
+    auto receipts = redist::read_installed_receipts(args.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
-    if (receipts->empty())
-        return report_error(redist::make_error(redist::error_code::not_found, "no redist receipts in this prefix")
-                                .with_path(args.prefix));
     // One row per installed (product, release); components of one release share it.
     std::map<std::pair<std::string, std::string>, outdated_row> rows;
     for (const auto& r : *receipts) {

@@ -30,16 +30,13 @@ int run_remove(const remove_args& args) {
     // One transaction for all of them: the receipts are read once.
     std::vector<redist::component_ref> targets;
     if (args.components.empty()) {
-        auto receipts = redist::read_receipts(lock->prefix());
+        auto receipts = redist::read_installed_receipts(args.prefix);  // under the lock
         if (!receipts.ok()) return report_error(receipts.error_value());
         std::vector<std::string> products;
         for (const auto& r : *receipts) {
             products.push_back(r.product);
             if (args.product.empty() || r.product == args.product) targets.push_back({r.product, r.component});
         }
-        if (receipts->empty())
-            return report_error(redist::make_error(redist::error_code::not_found, "no redist receipts in this prefix")
-                                    .with_path(args.prefix));
         // A product that names nothing installed is a mistake, not a removal of nothing.
         if (!args.product.empty() && targets.empty())
             return report_error(redist::make_error(redist::error_code::not_found,
