@@ -42,9 +42,11 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/prefix.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // --cache-dir wins (passed as `explicit_dir`), then $REDIST_CACHE_DIR, then
 // $XDG_CACHE_HOME/redist, then $HOME/.cache/redist, then the passwd entry's
@@ -231,4 +233,5 @@ private:
     std::shared_ptr<const struct cache_dir_handles> handles_;  // keeps those descriptors open
 };
 
+REDIST_API_END
 }  // namespace redist

@@ -27,8 +27,10 @@
 
 #include "redist/cache.hpp"
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 struct seen_entry {
     std::string sha256;      // 64 lower-case hex digits
@@ -102,4 +104,5 @@ private:
     blob_cache cache_;  // keeps the checked directories (and, shared, their descriptors)
 };
 
+REDIST_API_END
 }  // namespace redist

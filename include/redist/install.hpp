@@ -16,6 +16,7 @@
 #include "redist/budget.hpp"
 #include "redist/cache.hpp"
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/manifest.hpp"
 #include "redist/observer.hpp"
 #include "redist/platform.hpp"
@@ -25,6 +26,7 @@
 #include "redist/transfer.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // ---- installing ----------------------------------------------------------------
 
@@ -256,4 +258,5 @@ std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept;
 result<void> check_free_space(const std::filesystem::path& prefix, std::uint64_t needed_prefix,
                               const std::filesystem::path& cache_dir, std::uint64_t needed_cache);
 
+REDIST_API_END
 }  // namespace redist

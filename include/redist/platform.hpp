@@ -11,8 +11,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 struct host_probe {
     // uname(2) machine field: "x86_64", "aarch64", ...
@@ -64,4 +66,5 @@ struct cuda_detection {
 // Returns nullopt when no toolkit is found.
 std::optional<cuda_detection> detect_cuda(const host_probe& probe);
 
+REDIST_API_END
 }  // namespace redist

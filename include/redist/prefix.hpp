@@ -45,8 +45,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 class unique_fd;
 // A held flock (a descriptor of the library's own), released when it goes.
@@ -202,4 +204,5 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
 // remove_components() for one component of any product.
 result<void> remove_component(const prefix_lock& lock, const std::string& component);
 
+REDIST_API_END
 }  // namespace redist

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // Orders labels by their dot-separated fields, numerically where both fields
 // are numbers ("9.10.0" > "9.9.0"; "25.06.0" vs "25.5" compares 6 > 5), and
@@ -41,4 +43,5 @@ std::vector<std::string> parse_index_html(std::string_view html);
 // newest first, at most 10) | usage (empty spec or an empty field, "9..1").
 result<std::string> resolve_version_spec(std::string_view spec, const std::vector<std::string>& labels);
 
+REDIST_API_END
 }  // namespace redist

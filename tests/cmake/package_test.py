@@ -7,6 +7,9 @@
                                 find_package(redist CONFIG), shared and static
     package_test.py pkgconfig   a one-file program built with
                                 `pkg-config --cflags --libs redist` (and --static)
+    package_test.py exports     libredist.so exports the public API and nothing
+                                else: every redist:: symbol it defines is named
+                                in the installed headers (redist/export.hpp)
 
 The consumers parse tests/data/manifests/cudnn/redistrib_9.27.0.json and must
 print the artifact count `redist show --manifest ... --json` reports.
@@ -14,6 +17,7 @@ print the artifact count `redist show --manifest ... --json` reports.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
@@ -177,6 +181,47 @@ def test_pkgconfig(args):
         cs.check(uses_so == shared, f"{exe}: links libredist.so = {uses_so}, expected {shared}")
 
 
+# Known to be public: declared in include/redist/*.hpp, used by programs.
+PUBLIC_SYMBOLS = ("redist::parse_manifest(", "redist::install(", "redist::blob_cache::open(",
+                  "redist::error::describe[abi:cxx11]() const", "redist::resolve_project(",
+                  "redist::verify_prefix(", "redist::run_checks(")
+# Known to be internal: declared in lib/<layer>/ headers only.
+INTERNAL_SYMBOLS = ("redist::confined_join(", "redist::validate_name(",  # lib/support/safe_path.hpp
+                    "redist::read_file(", "redist::errno_error(",  # lib/support/posix_file.hpp
+                    "redist::segmented_download(", "redist::try_sources(")  # lib/transport/
+# The type_info, vtable, ... of a class are named after it.
+_REDIST_SYMBOL = re.compile(r"^(?:(?:typeinfo name|typeinfo|vtable|VTT|guard variable|construction vtable) for )?"
+                            r"redist::(\w+)")
+
+
+def test_exports(args):
+    prefix = cs.install_dir(args)
+    version = project_version(args)
+    library = os.path.join(prefix, args.libdir, f"libredist.so.{version}")
+    res = cs.run(["nm", "-D", "--defined-only", "-C", library])
+    symbols = [line.split(" ", 2)[2] for line in res.stdout.splitlines() if line.count(" ") >= 2]
+    cs.check(len(symbols) > 50, f"nm found only {len(symbols)} symbols in {library}")
+    for name in PUBLIC_SYMBOLS:
+        cs.check(any(s.startswith(name) for s in symbols), f"{library} does not export {name}...")
+    for name in INTERNAL_SYMBOLS:
+        leaked = [s for s in symbols if s.startswith(name)]
+        cs.check(not leaked, f"{library} exports the internal {leaked}")
+    # The private dependencies' code stays inside (toml++ is header-only: its
+    # templates are instantiated in the library).
+    leaked = [s for s in symbols if s.startswith(("toml::", "simdjson::"))]
+    cs.check(not leaked, f"{library} exports its dependencies' {leaked[:5]}")
+    # In general: a redist:: symbol is exported only when its outermost name
+    # (the function, class or variable in namespace redist) is in a public header.
+    words = set()
+    for header in glob.glob(os.path.join(prefix, "include", "redist", "*.hpp")):
+        with open(header, encoding="utf-8") as f:
+            words.update(re.findall(r"\w+", f.read()))
+    cs.check("REDIST_API_BEGIN" in words, "redist/export.hpp is not installed")
+    internal = sorted({s for s in symbols if (m := _REDIST_SYMBOL.match(s)) and m.group(1) not in words})
+    cs.check(not internal, f"{library} exports {len(internal)} symbols no public header declares: "
+             + "; ".join(internal[:10]))
+
+
 if __name__ == "__main__":
     sys.exit(cs.main({"install": test_install, "consumer": test_consumer,
-                      "pkgconfig": test_pkgconfig}))
+                      "pkgconfig": test_pkgconfig, "exports": test_exports}))
