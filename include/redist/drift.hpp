@@ -48,14 +48,6 @@ inline constexpr std::size_t kMaxHistoryBytes = 1u << 20;  // a history file lar
 inline constexpr std::size_t kMaxHistoryEntries = 64;      // older entries are dropped on write
 inline constexpr std::size_t kMaxKeptDocumentBytes = 64u << 20;
 
-// Parses a history file. Outcomes: ok | bad_manifest (broken JSON, an
-// unknown history_version, a missing or malformed field, more than
-// kMaxHistoryEntries entries or kMaxHistoryBytes bytes; error.source =
-// `source`, error.json_path names the field, e.g. "seen[2].sha256").
-// Never throws, never crashes on any input (fuzzed: tests/fuzz/drift_fuzz.cpp).
-result<url_history> parse_url_history(std::string_view json, std::string_view source);
-std::string url_history_to_json(const url_history& history);
-
 struct drift_check {
     bool first_time = false;             // the URL was never recorded
     bool changed = false;                // it served other bytes last time

@@ -92,12 +92,6 @@ struct receipt {
     std::vector<std::string> excluded;
 };
 
-std::string receipt_to_json(const receipt& r);
-// Outcomes: ok | bad_manifest (json_path names the field; source = `source`):
-// broken JSON, a duplicate key, a product/component/label that is not a
-// valid name, a file path that is not plain and relative or lies in .redist/.
-result<receipt> receipt_from_json(std::string_view json, std::string_view source);
-
 // Holds <prefix>/.redist/lock (flock(2), exclusive) for its lifetime. Creates
 // the prefix and .redist/ if needed. Before returning, rolls forward an
 // interrupted commit and removes stale stages.

@@ -22,16 +22,6 @@ REDIST_API_BEGIN
 // Returns <0, 0, >0.
 int compare_versions(std::string_view a, std::string_view b) noexcept;
 
-// Extracts the release labels from an HTML directory listing: every link
-// whose target's last path segment is "redistrib_<label>.json" (NVIDIA's
-// listing and nginx autoindex both qualify). Only <a href=...> counts;
-// quotes may be single, double or absent; hrefs may be absolute or "./"
-// relative and are percent-decoded; query, fragment and HTML comments are
-// ignored. A label must start with a letter or digit and hold only
-// [A-Za-z0-9._+-], so it is safe to splice back into a URL. Labels are
-// returned de-duplicated and sorted newest first.
-std::vector<std::string> parse_index_html(std::string_view html);
-
 // Resolves a version spec against the available labels:
 //   "latest"           the newest label
 //   "9.27.0"           exactly that label

@@ -25,6 +25,7 @@
 
 #include "archive/sha256.hpp"
 #include "redist/json_writer.hpp"
+#include "store/cache_file.hpp"
 #include "store/commit_plan.hpp"
 #include "store/tree_list.hpp"
 #include "support/file_lock.hpp"
