@@ -16,7 +16,7 @@ import sys
 ORDER = ["support", "model", "archive", "store", "transport", "pipeline", "features"]
 MAX_UPWARD = 3
 # Public headers without a lib/ file of the same name.
-PUBLIC_ONLY = {"atomic_write": "support", "observer": "support", "resolve": "pipeline",
+PUBLIC_ONLY = {"atomic_write": "support", "export": "support", "observer": "support", "resolve": "pipeline",
                "recompressed": "model"}  # implemented in lib/model/manifest.cpp
 INCLUDE = re.compile(r'#include "(?:redist/)?(?:(\w+)/)?(\w+)\.hpp"')
 

@@ -15,6 +15,7 @@
 
 #include "archive/sha256.hpp"
 #include "redist/cache.hpp"
+#include "store/cache_file.hpp"
 #include "support.hpp"
 
 namespace fs = std::filesystem;

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "archive/sha256.hpp"
+#include "features/url_history.hpp"
 #include "redist/cache.hpp"
 #include "redist/drift.hpp"
 #include "support.hpp"

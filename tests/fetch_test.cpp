@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "pipeline/install_rules.hpp"
 #include "redist/install.hpp"
 #include "support.hpp"
 

@@ -18,6 +18,7 @@
 #include "redist/check.hpp"
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"
+#include "store/receipts.hpp"
 #include "support.hpp"
 
 namespace {

@@ -4,6 +4,7 @@
 
 #include "redist/lockfile.hpp"
 #include "redist/prefix.hpp"
+#include "store/receipts.hpp"
 #include "support/json_reader.hpp"
 
 using namespace redist;

@@ -6,9 +6,11 @@
 
 #include <cstdlib>
 
+#include "pipeline/install_rules.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/sync.hpp"
 #include "redist/urls.hpp"
+#include "store/receipts.hpp"
 #include "support.hpp"
 
 using namespace redist;

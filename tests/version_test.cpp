@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "model/index_html.hpp"
 #include "redist/version.hpp"
 
 using redist::compare_versions;

@@ -19,8 +19,10 @@
 #include <string_view>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // How much an atomic_write must survive.
 enum class durability : std::uint8_t {
@@ -38,4 +40,5 @@ enum class durability : std::uint8_t {
 result<void> atomic_write(const std::filesystem::path& path, std::string_view bytes, durability how,
                           unsigned mode = 0644);
 
+REDIST_API_END
 }  // namespace redist

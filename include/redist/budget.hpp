@@ -31,8 +31,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 struct run_limits {
     unsigned threads = 0;          // 0 = the default above
@@ -78,4 +80,5 @@ result<std::shared_ptr<run_budget>> make_run_budget(const run_limits& limits = {
 // What the run measured so far (call it after install() for the whole run).
 run_profile profile_of(const run_budget& budget);
 
+REDIST_API_END
 }  // namespace redist

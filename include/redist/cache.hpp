@@ -42,9 +42,11 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/prefix.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // --cache-dir wins (passed as `explicit_dir`), then $REDIST_CACHE_DIR, then
 // $XDG_CACHE_HOME/redist, then $HOME/.cache/redist, then the passwd entry's
@@ -92,24 +94,6 @@ struct cache_entry {
 // set back, and a tree file that is not as recorded is re-hashed before use.
 enum class link_mode : std::uint8_t { auto_select, reflink, hardlink, copy };
 result<link_mode> parse_link_mode(std::string_view text);
-
-// How a file in the cache is opened (see open_cache_file).
-enum class cache_file_access : std::uint8_t {
-    create_fresh,  // write-only; whatever is at the name (file, symlink, FIFO) is unlinked first, then
-                   // created with O_EXCL|O_NOFOLLOW: a planted symlink is never followed or truncated
-    read,          // read-only, O_NOFOLLOW; must be a regular file (a FIFO cannot hang us)
-    append,        // write-only append, O_NOFOLLOW; must be a regular file with one link, owned by us
-};
-
-// Opens `path`, a file inside the cache, as `how` says, and returns the
-// descriptor (the caller closes it). The checks are made with fstat on the
-// opened descriptor, so they cannot race with a rename.
-// Outcomes: ok | filesystem (the message says what was wrong with the file).
-result<int> open_cache_file(const std::filesystem::path& path, cache_file_access how);
-
-// A .part file that may be resumed: a regular file (not a symlink) with one
-// link, owned by us, of 1..max_size bytes. Anything else is started over.
-bool resumable_cache_file(const std::filesystem::path& path, std::uint64_t max_size);
 
 class blob_cache {
 public:
@@ -231,4 +215,5 @@ private:
     std::shared_ptr<const struct cache_dir_handles> handles_;  // keeps those descriptors open
 };
 
+REDIST_API_END
 }  // namespace redist

@@ -45,8 +45,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 enum class check_severity : std::uint8_t {
     info,     // something worth saying that is fine (a probe's answer, the driver found)
@@ -220,4 +222,5 @@ std::optional<long> header_define(std::string_view text, std::string_view name);
 // The Debian/Ubuntu package that ships a SONAME, or empty.
 std::string debian_package_hint(std::string_view soname);
 
+REDIST_API_END
 }  // namespace redist

@@ -13,7 +13,10 @@
 #include <string_view>
 #include <vector>
 
+#include "redist/export.hpp"
+
 namespace redist {
+REDIST_API_BEGIN
 
 struct receipt;  // prefix.hpp
 
@@ -48,4 +51,5 @@ std::vector<std::string> missing_dependencies(const dependency_set& deps, const 
 std::optional<std::string> installed_dependency_release(const dependency_set& deps,
                                                         const std::vector<receipt>& receipts);
 
+REDIST_API_END
 }  // namespace redist

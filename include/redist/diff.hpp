@@ -11,9 +11,11 @@
 #include <string_view>
 #include <vector>
 
+#include "redist/export.hpp"
 #include "redist/manifest.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // ---- renamed components ---------------------------------------------------------
 
@@ -86,4 +88,5 @@ manifest_diff diff_manifests(const manifest& from, const manifest& to);
 // The diff as one JSON object (keys as in manifest_diff); stable, for --json.
 std::string manifest_diff_to_json(const manifest_diff& d, int indent = 2);
 
+REDIST_API_END
 }  // namespace redist

@@ -27,8 +27,10 @@
 
 #include "redist/cache.hpp"
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 struct seen_entry {
     std::string sha256;      // 64 lower-case hex digits
@@ -45,14 +47,6 @@ struct url_history {
 inline constexpr std::size_t kMaxHistoryBytes = 1u << 20;  // a history file larger than this is corrupt
 inline constexpr std::size_t kMaxHistoryEntries = 64;      // older entries are dropped on write
 inline constexpr std::size_t kMaxKeptDocumentBytes = 64u << 20;
-
-// Parses a history file. Outcomes: ok | bad_manifest (broken JSON, an
-// unknown history_version, a missing or malformed field, more than
-// kMaxHistoryEntries entries or kMaxHistoryBytes bytes; error.source =
-// `source`, error.json_path names the field, e.g. "seen[2].sha256").
-// Never throws, never crashes on any input (fuzzed: tests/fuzz/drift_fuzz.cpp).
-result<url_history> parse_url_history(std::string_view json, std::string_view source);
-std::string url_history_to_json(const url_history& history);
 
 struct drift_check {
     bool first_time = false;             // the URL was never recorded
@@ -102,4 +96,5 @@ private:
     blob_cache cache_;  // keeps the checked directories (and, shared, their descriptors)
 };
 
+REDIST_API_END
 }  // namespace redist

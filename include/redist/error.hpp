@@ -14,7 +14,10 @@
 #include <utility>
 #include <variant>
 
+#include "redist/export.hpp"
+
 namespace redist {
+REDIST_API_BEGIN
 
 // Error categories. Each maps to a distinct, documented tool exit code
 // (see exit_code_table()). Adding one: add the enumerator here, its row in
@@ -134,6 +137,7 @@ private:
     bool failed_ = false;
 };
 
+REDIST_API_END
 }  // namespace redist
 
 // Propagates an error from an expression returning result<...>.

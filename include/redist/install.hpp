@@ -16,6 +16,7 @@
 #include "redist/budget.hpp"
 #include "redist/cache.hpp"
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/manifest.hpp"
 #include "redist/observer.hpp"
 #include "redist/platform.hpp"
@@ -25,21 +26,9 @@
 #include "redist/transfer.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // ---- installing ----------------------------------------------------------------
-
-// How many artifacts a fetch runs at once by default: enough job slots that
-// the others, started largest first, fit beside the largest one:
-// ceil(total bytes / largest archive's bytes), within 1..cores (the run's
-// thread budget, --threads).
-// Why: the largest archive is the run's long pole (its download and decode
-// take longest), and more artifacts at once only take bandwidth and CPU from
-// it. Measured on 16 cores (bench/RESULTS.md), 14 components
-// (1.3 GiB, the largest 373 MiB): 4 at once (this rule's answer) 0.96x the
-// decode floor, 6: 1.00x, 8: 1.08x, all 14: 1.13x. Archives of one xz block
-// decode on one thread each; with these slots the others still finish
-// within the largest one's time (the bound of any order).
-unsigned default_jobs(const std::vector<std::uint64_t>& archive_sizes, unsigned cores);
 
 struct install_request {
     std::filesystem::path prefix;
@@ -234,10 +223,6 @@ struct kept_downloads {
 };
 result<kept_downloads> kept_in_cache(const install_request& request);
 
-// The receipt already has this artifact of `product`, made with these exclude globs.
-bool receipt_current(const receipt& r, const std::string& product, const artifact& a,
-                     const std::vector<std::string>& exclude);
-
 // True when `path` (prefix-relative) or one of its parent directories matches one of `globs`.
 bool path_excluded(std::string_view path, const std::vector<std::string>& globs);
 
@@ -256,4 +241,5 @@ std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept;
 result<void> check_free_space(const std::filesystem::path& prefix, std::uint64_t needed_prefix,
                               const std::filesystem::path& cache_dir, std::uint64_t needed_cache);
 
+REDIST_API_END
 }  // namespace redist

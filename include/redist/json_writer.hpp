@@ -9,7 +9,10 @@
 #include <string_view>
 #include <vector>
 
+#include "redist/export.hpp"
+
 namespace redist {
+REDIST_API_BEGIN
 
 // Escapes a string for a JSON string literal (without the quotes). Bytes that
 // are not valid UTF-8 become \ufffd: the output is always valid JSON, so a
@@ -60,4 +63,5 @@ private:
     bool after_key_ = false;
 };
 
+REDIST_API_END
 }  // namespace redist

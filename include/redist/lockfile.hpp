@@ -47,10 +47,12 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/manifest.hpp"
 #include "redist/project.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 struct locked_artifact {
     artifact entry;               // component, platform, variant, relative_path, sha256, size, format
@@ -180,4 +182,5 @@ result<void> check_lock_sources(const project_lock& lock, std::string_view sourc
 // Outcomes: ok | not_found (the lock does not list `platform`).
 result<std::vector<release_plan>> plans_for_platform(const project_lock& lock, const std::string& platform);
 
+REDIST_API_END
 }  // namespace redist

@@ -19,9 +19,11 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/recompressed.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 enum class archive_format : std::uint8_t { tar_xz, tar_gz, tar_zst, zip, unknown };
 
@@ -179,4 +181,5 @@ struct release_plan {
 // receipt names an archive.
 bool is_sha256_hex(std::string_view text) noexcept;
 
+REDIST_API_END
 }  // namespace redist

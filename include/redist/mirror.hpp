@@ -59,10 +59,12 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/install.hpp"
 #include "redist/transfer.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 enum class mirror_status : std::uint8_t {
     downloaded,  // was absent, now present
@@ -245,4 +247,5 @@ result<mirror_report> mirror_releases(const mirror_request& request);
 // (<a href='name'>name</a><br>), atomically. Outcomes: ok | filesystem.
 result<void> write_mirror_index(const std::filesystem::path& redist_dir);
 
+REDIST_API_END
 }  // namespace redist

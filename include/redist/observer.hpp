@@ -8,8 +8,10 @@
 #include <string>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // The stages of a component in install(), in the order they come:
 //   downloading  its archive is read (network, or a cached archive); the
@@ -118,4 +120,5 @@ public:
     virtual void on_mirror(const mirror_event&) {}  // mirror_releases' steps
 };
 
+REDIST_API_END
 }  // namespace redist

@@ -12,8 +12,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 struct host_probe {
     // uname(2) machine field: "x86_64", "aarch64", ...
@@ -78,4 +80,5 @@ std::optional<cuda_detection> detect_cuda(const host_probe& probe);
 // prefix). nullopt for a value that is no CUDA version (below 1000).
 std::optional<cuda_detection> cuda_from_driver(int encoded, std::string where);
 
+REDIST_API_END
 }  // namespace redist

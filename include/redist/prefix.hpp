@@ -45,8 +45,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 class unique_fd;
 // A held flock (a descriptor of the library's own), released when it goes.
@@ -89,12 +91,6 @@ struct receipt {
     std::vector<std::string> exclude;
     std::vector<std::string> excluded;
 };
-
-std::string receipt_to_json(const receipt& r);
-// Outcomes: ok | bad_manifest (json_path names the field; source = `source`):
-// broken JSON, a duplicate key, a product/component/label that is not a
-// valid name, a file path that is not plain and relative or lies in .redist/.
-result<receipt> receipt_from_json(std::string_view json, std::string_view source);
 
 // Holds <prefix>/.redist/lock (flock(2), exclusive) for its lifetime. Creates
 // the prefix and .redist/ if needed. Before returning, rolls forward an
@@ -206,4 +202,5 @@ result<void> remove_components(const prefix_lock& lock, const std::vector<compon
 // remove_components() for one component of any product.
 result<void> remove_component(const prefix_lock& lock, const std::string& component);
 
+REDIST_API_END
 }  // namespace redist

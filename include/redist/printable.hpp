@@ -13,7 +13,10 @@
 #include <string>
 #include <string_view>
 
+#include "redist/export.hpp"
+
 namespace redist {
+REDIST_API_BEGIN
 
 // Whether a backslash in the text becomes "\\".
 //  escape: the result is unambiguous (a name that spells "\x1b" prints as
@@ -47,4 +50,5 @@ std::string shell_quote(std::string_view text);
 // True when all of `text` is valid UTF-8 (so it can be a JSON string as is).
 bool valid_utf8(std::string_view text) noexcept;
 
+REDIST_API_END
 }  // namespace redist

@@ -36,8 +36,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 struct project_product {
     std::string name;                     // "cuda": the product directory upstream
@@ -124,4 +126,5 @@ result<std::string> read_project_document(const std::filesystem::path& path, std
 // The commented starter file `redist init` writes, listing `platforms`.
 std::string starter_project(const std::vector<std::string>& platforms);
 
+REDIST_API_END
 }  // namespace redist

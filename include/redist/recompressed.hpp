@@ -31,8 +31,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 struct manifest;  // manifest.hpp
 
@@ -100,4 +102,5 @@ result<recompressed_record> parse_recompressed(std::string_view json, std::strin
 result<void> check_recompressed_for(const recompressed_record& record, const manifest& m,
                                     std::string_view manifest_sha256, std::string_view source);
 
+REDIST_API_END
 }  // namespace redist

@@ -7,11 +7,13 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/manifest.hpp"
 #include "redist/platform.hpp"
 #include "redist/transfer.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // ---- resolving ---------------------------------------------------------------
 
@@ -91,4 +93,5 @@ variant_choice choose_cuda_variant(const manifest& m, const std::string& platfor
                                    const std::optional<cuda_version>& explicit_version,
                                    const std::optional<cuda_detection>& detected, std::string_view asked_by = "--cuda");
 
+REDIST_API_END
 }  // namespace redist

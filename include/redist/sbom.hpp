@@ -17,9 +17,11 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/prefix.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 enum class sbom_format : std::uint8_t { spdx_json, cyclonedx_json };
 
@@ -74,4 +76,5 @@ struct sbom_request {
 // corrupt receipt) | integrity | filesystem.
 result<sbom_document> collect_sbom(const sbom_request& request);
 
+REDIST_API_END
 }  // namespace redist

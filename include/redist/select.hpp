@@ -7,9 +7,11 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/manifest.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // What an empty component list means.
 enum class unnamed_components {
@@ -104,4 +106,5 @@ result<selection> select_artifacts(const manifest& m, const selection_request& r
 // the manifest's components. Code not_found; the caller adds the source.
 error unknown_component(const manifest& m, const std::string& name);
 
+REDIST_API_END
 }  // namespace redist

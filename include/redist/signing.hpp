@@ -19,8 +19,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // A public key the user trusts to sign recompressed-copy records.
 struct trusted_key {
@@ -68,4 +70,5 @@ private:
     trusted_key public_;
 };
 
+REDIST_API_END
 }  // namespace redist

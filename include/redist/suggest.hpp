@@ -10,7 +10,10 @@
 #include <string_view>
 #include <vector>
 
+#include "redist/export.hpp"
+
 namespace redist {
+REDIST_API_BEGIN
 
 // The candidate `typed` most likely meant, or nothing when none is close.
 // In order: a case-insensitive match; a known alias of a platform
@@ -31,4 +34,5 @@ std::string did_you_mean(std::string_view typed, const std::vector<std::string>&
 // manifests in the test data), for suggestions when a product is not found.
 const std::vector<std::string>& known_products();
 
+REDIST_API_END
 }  // namespace redist

@@ -10,11 +10,13 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/project.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // ---- resolving a project ------------------------------------------------------------
 
@@ -106,4 +108,5 @@ result<void> check_project_prefix(const project_file& project);
 // "project.base-url" or "project.mirrors[i]").
 result<std::vector<std::filesystem::path>> project_local_roots(const project_file& project);
 
+REDIST_API_END
 }  // namespace redist

@@ -14,9 +14,11 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 #include "redist/signing.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 struct transfer_options {
     std::string ca_file;  // --ca-file; else SSL_CERT_FILE / CURL_CA_BUNDLE; else system
@@ -142,4 +144,5 @@ struct source_policy {
     std::shared_ptr<source_health> health = make_source_health();
 };
 
+REDIST_API_END
 }  // namespace redist

@@ -13,8 +13,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 inline constexpr std::string_view default_base_url = "https://developer.download.nvidia.com/compute";
 // NVIDIA's second host: classic-shaped manifests whose relative_paths climb
@@ -129,4 +131,5 @@ std::vector<std::filesystem::path> local_roots(const std::vector<std::string>& u
 // root). A lock must not make redist read /etc/shadow as root.
 std::optional<std::string> source_url_problem(std::string_view url, const std::vector<std::filesystem::path>& roots);
 
+REDIST_API_END
 }  // namespace redist

@@ -6,8 +6,10 @@
 #include <vector>
 
 #include "redist/error.hpp"
+#include "redist/export.hpp"
 
 namespace redist {
+REDIST_API_BEGIN
 
 // Orders labels by their dot-separated fields, numerically where both fields
 // are numbers ("9.10.0" > "9.9.0"; "25.06.0" vs "25.5" compares 6 > 5), and
@@ -20,16 +22,6 @@ namespace redist {
 // Returns <0, 0, >0.
 int compare_versions(std::string_view a, std::string_view b) noexcept;
 
-// Extracts the release labels from an HTML directory listing: every link
-// whose target's last path segment is "redistrib_<label>.json" (NVIDIA's
-// listing and nginx autoindex both qualify). Only <a href=...> counts;
-// quotes may be single, double or absent; hrefs may be absolute or "./"
-// relative and are percent-decoded; query, fragment and HTML comments are
-// ignored. A label must start with a letter or digit and hold only
-// [A-Za-z0-9._+-], so it is safe to splice back into a URL. Labels are
-// returned de-duplicated and sorted newest first.
-std::vector<std::string> parse_index_html(std::string_view html);
-
 // Resolves a version spec against the available labels:
 //   "latest"           the newest label
 //   "9.27.0"           exactly that label
@@ -41,4 +33,5 @@ std::vector<std::string> parse_index_html(std::string_view html);
 // newest first, at most 10) | usage (empty spec or an empty field, "9..1").
 result<std::string> resolve_version_spec(std::string_view spec, const std::vector<std::string>& labels);
 
+REDIST_API_END
 }  // namespace redist

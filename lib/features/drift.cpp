@@ -8,6 +8,7 @@
 #include <simdjson.h>
 
 #include "archive/sha256.hpp"
+#include "features/url_history.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/manifest.hpp"
 #include "support/file_lock.hpp"

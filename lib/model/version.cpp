@@ -4,6 +4,8 @@
 #include <cctype>
 #include <cstddef>
 
+#include "model/index_html.hpp"
+
 namespace redist {
 
 namespace {

@@ -21,6 +21,7 @@
 
 #include "archive/sha256.hpp"
 #include "archive/unpack.hpp"
+#include "pipeline/install_rules.hpp"
 #include "redist/cache.hpp"
 #include "redist/prefix.hpp"
 #include "redist/suggest.hpp"

@@ -1,6 +1,7 @@
 // Resolving a release: the index, the manifest (mirrors first, cached,
 // retried) and the CUDA variant rule. See include/redist/resolve.hpp.
 #include "redist/resolve.hpp"
+#include "model/index_html.hpp"
 
 #include <algorithm>
 #include <filesystem>

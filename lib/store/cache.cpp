@@ -21,6 +21,7 @@
 
 #include "archive/sha256.hpp"
 #include "store/cache_access.hpp"
+#include "store/cache_file.hpp"
 #include "support/file_lock.hpp"
 #include "support/posix_file.hpp"
 #include "support/safe_path.hpp"

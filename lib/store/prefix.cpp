@@ -15,6 +15,7 @@
 #include "redist/prefix.hpp"
 #include "redist/suggest.hpp"
 #include "store/prefix_state.hpp"
+#include "store/receipts.hpp"
 #include "store/stage.hpp"
 #include "support/budget.hpp"
 #include "support/file_lock.hpp"

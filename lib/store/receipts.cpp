@@ -7,6 +7,7 @@
 #include "archive/sha256.hpp"
 #include "redist/json_writer.hpp"
 #include "store/prefix_state.hpp"
+#include "store/receipts.hpp"
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"
 #include "support/safe_path.hpp"

@@ -20,6 +20,7 @@
 
 #include "redist/cache.hpp"
 #include "redist/urls.hpp"
+#include "store/cache_file.hpp"
 #include "support/debug_pause.hpp"
 #include "support/stopwatch.hpp"
 

@@ -7,6 +7,13 @@
                                 find_package(redist CONFIG), shared and static
     package_test.py pkgconfig   a one-file program built with
                                 `pkg-config --cflags --libs redist` (and --static)
+    package_test.py library     examples/library (docs/library.md) against the
+                                installed package, run over a file:// mirror:
+                                install a release, sync a project, verify and
+                                check the prefixes
+    package_test.py exports     libredist.so exports the public API and nothing
+                                else: every redist:: symbol it defines is named
+                                in the installed headers (redist/export.hpp)
 
 The consumers parse tests/data/manifests/cudnn/redistrib_9.27.0.json and must
 print the artifact count `redist show --manifest ... --json` reports.
@@ -14,9 +21,11 @@ print the artifact count `redist show --manifest ... --json` reports.
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import shlex
+import shutil
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -177,6 +186,131 @@ def test_pkgconfig(args):
         cs.check(uses_so == shared, f"{exe}: links libredist.so = {uses_so}, expected {shared}")
 
 
+def check_library_doc(args):
+    """Every C++ block of docs/library.md is a verbatim excerpt of examples/library/."""
+    with open(os.path.join(args.source_dir, "docs", "library.md"), encoding="utf-8") as f:
+        blocks = re.findall(r"```cpp\n(.*?)```", f.read(), re.S)
+    cs.check(len(blocks) >= 3, f"docs/library.md has {len(blocks)} C++ blocks")
+    sources = []
+    for path in glob.glob(os.path.join(args.source_dir, "examples", "library", "*.cpp")):
+        with open(path, encoding="utf-8") as f:
+            sources.append(f.read())
+    for block in blocks:
+        cs.check(any(block in text for text in sources),
+                 f"docs/library.md: this block is not in examples/library/*.cpp:\n{block}")
+
+
+def test_library(args):
+    check_library_doc(args)
+    prefix = cs.install_dir(args)
+    work = cs.scratch(args, "library")
+    env = cs.env(xdg_root=os.path.join(work, "xdg"))
+    for sub in ("cache", "config", "data", "home"):
+        os.makedirs(os.path.join(work, "xdg", sub), exist_ok=True)
+    build = os.path.join(work, "build")
+    cs.run(cs.configure_args(args, os.path.join(args.source_dir, "examples", "library"), build,
+                             f"-DCMAKE_PREFIX_PATH={prefix}"), env_=env)
+    cs.run([args.cmake, "--build", build], env_=env)
+    programs = {name: os.path.join(build, name) for name in ("install_release", "sync_project", "check_prefix")}
+    for name, path in programs.items():
+        cs.check(any(n.startswith("libredist.so") for n in cs.needed_libs(path)),
+                 f"{name} does not link libredist.so")
+        res = cs.run([path], check=False, env_=env)
+        cs.check(res.returncode == 2 and f"usage: {name}" in res.stderr,
+                 f"{name} without arguments: exit {res.returncode}, stderr {res.stderr!r}")
+    tool = os.path.join(args.build_dir, "bin", "redist")
+    mirror = os.path.join(work, "mirror")
+    facts = cs.make_cudnn_mirror(args, os.path.join(work, "gen"), mirror)
+    library = f"lib/libcudnn.so.{cs.CUDNN_VERSION}"
+
+    # 1. Resolve and install a release ("9" resolves to the mirror's 9.99.0).
+    target = os.path.join(work, "cudnn")
+    res = cs.run([programs["install_release"], f"file://{mirror}", "cudnn", "9", target], env_=env)
+    cs.check(re.search(rf"^cudnn {re.escape(cs.CUDNN_BUILD)}: \d+ files$", res.stdout, re.M),
+             f"install_release: unexpected output {res.stdout!r}")
+    for rel in ("include/cudnn.h", library):
+        cs.check(os.path.isfile(os.path.join(target, rel)), f"install_release did not install {rel}")
+    cs.run([tool, "verify", "--prefix", target], env_=env)  # the tool agrees with what the library wrote
+    res = cs.run([programs["install_release"], f"file://{mirror}", "cudnn", "9", target], env_=env)
+    cs.check("(already installed)" in res.stdout, f"second install_release: {res.stdout!r}")
+    res = cs.run([programs["install_release"], f"file://{mirror}", "cudnn", "7", target], check=False, env_=env)
+    cs.check(res.returncode == 3 and "install_release: " in res.stderr,
+             f"a missing release: exit {res.returncode}, stderr {res.stderr!r}")
+
+    # 2. Verify and check the prefix; then a changed file is found.
+    res = cs.run([programs["check_prefix"], target], env_=env)
+    cs.check("verify: 1 components" in res.stdout and "0 problems" in res.stdout and "0 failures" in res.stdout,
+             f"check_prefix: {res.stdout!r}")
+    with open(os.path.join(target, "include", "cudnn.h"), "a") as f:
+        f.write("/* edited */\n")
+    res = cs.run([programs["check_prefix"], target], check=False, env_=env)
+    cs.check(res.returncode == 5 and "include/cudnn.h" in res.stdout,
+             f"check_prefix after an edit: exit {res.returncode}, stdout {res.stdout!r}")
+
+    # 3. Sync a project: redist.toml with a mirror inside its directory.
+    project = os.path.join(work, "project")
+    shutil.copytree(mirror, os.path.join(project, "mirror"))
+    with open(os.path.join(project, "redist.toml"), "w") as f:
+        f.write('[project]\nprefix = "nvidia"\nplatforms = ["linux-x86_64"]\ncuda = "12"\n'
+                'base-url = "mirror"\n\n[products.cudnn]\nversion = "9"\n')
+    res = cs.run([programs["sync_project"], project], env_=env)
+    cs.check(re.search(rf"^cudnn {re.escape(cs.CUDNN_VERSION)} cudnn: \d+ files$", res.stdout, re.M),
+             f"sync_project: unexpected output {res.stdout!r}")
+    nvidia = os.path.join(project, "nvidia")
+    cs.check(os.path.isfile(os.path.join(nvidia, library)), f"sync_project did not install {library}")
+    with open(os.path.join(project, "redist.lock")) as f:
+        lock = f.read()
+    cs.check(facts["top"] in lock, "redist.lock does not pin the archive")
+    # The tool takes the library's lock as it is.
+    cs.run([tool, "sync", "--frozen", "--file", os.path.join(project, "redist.toml")], env_=env)
+    res = cs.run([programs["sync_project"], project], env_=env)
+    cs.check("(already installed)" in res.stdout, f"second sync_project: {res.stdout!r}")
+    res = cs.run([programs["check_prefix"], nvidia], env_=env)
+    cs.check("verify: 1 components" in res.stdout and "0 failures" in res.stdout, f"check_prefix: {res.stdout!r}")
+
+
+# Known to be public: declared in include/redist/*.hpp, used by programs.
+PUBLIC_SYMBOLS = ("redist::parse_manifest(", "redist::install(", "redist::blob_cache::open(",
+                  "redist::error::describe[abi:cxx11]() const", "redist::resolve_project(",
+                  "redist::verify_prefix(", "redist::run_checks(")
+# Known to be internal: declared in lib/<layer>/ headers only.
+INTERNAL_SYMBOLS = ("redist::confined_join(", "redist::validate_name(",  # lib/support/safe_path.hpp
+                    "redist::read_file(", "redist::errno_error(",  # lib/support/posix_file.hpp
+                    "redist::segmented_download(", "redist::try_sources(")  # lib/transport/
+# The type_info, vtable, ... of a class are named after it.
+_REDIST_SYMBOL = re.compile(r"^(?:(?:typeinfo name|typeinfo|vtable|VTT|guard variable|construction vtable) for )?"
+                            r"redist::(\w+)")
+
+
+def test_exports(args):
+    prefix = cs.install_dir(args)
+    version = project_version(args)
+    library = os.path.join(prefix, args.libdir, f"libredist.so.{version}")
+    res = cs.run(["nm", "-D", "--defined-only", "-C", library])
+    symbols = [line.split(" ", 2)[2] for line in res.stdout.splitlines() if line.count(" ") >= 2]
+    cs.check(len(symbols) > 50, f"nm found only {len(symbols)} symbols in {library}")
+    for name in PUBLIC_SYMBOLS:
+        cs.check(any(s.startswith(name) for s in symbols), f"{library} does not export {name}...")
+    for name in INTERNAL_SYMBOLS:
+        leaked = [s for s in symbols if s.startswith(name)]
+        cs.check(not leaked, f"{library} exports the internal {leaked}")
+    # The private dependencies' code stays inside (toml++ is header-only: its
+    # templates are instantiated in the library).
+    leaked = [s for s in symbols if s.startswith(("toml::", "simdjson::"))]
+    cs.check(not leaked, f"{library} exports its dependencies' {leaked[:5]}")
+    # In general: a redist:: symbol is exported only when its outermost name
+    # (the function, class or variable in namespace redist) is in a public header.
+    words = set()
+    for header in glob.glob(os.path.join(prefix, "include", "redist", "*.hpp")):
+        with open(header, encoding="utf-8") as f:
+            words.update(re.findall(r"\w+", f.read()))
+    cs.check("REDIST_API_BEGIN" in words, "redist/export.hpp is not installed")
+    internal = sorted({s for s in symbols if (m := _REDIST_SYMBOL.match(s)) and m.group(1) not in words})
+    cs.check(not internal, f"{library} exports {len(internal)} symbols no public header declares: "
+             + "; ".join(internal[:10]))
+
+
 if __name__ == "__main__":
     sys.exit(cs.main({"install": test_install, "consumer": test_consumer,
-                      "pkgconfig": test_pkgconfig}))
+                      "pkgconfig": test_pkgconfig, "exports": test_exports,
+                      "library": test_library}))

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "features/url_history.hpp"
 #include "redist/drift.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

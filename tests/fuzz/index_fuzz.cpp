@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
+#include "model/index_html.hpp"
 #include "redist/version.hpp"
 
 namespace {

@@ -19,6 +19,7 @@
 #include "redist/printable.hpp"
 #include "redist/urls.hpp"
 #include "store/commit_plan.hpp"
+#include "store/receipts.hpp"
 #include "support/safe_path.hpp"
 
 namespace {

@@ -15,6 +15,7 @@
 #include "archive/sha256.hpp"
 #include "fuzz_support.hpp"
 #include "redist/prefix.hpp"
+#include "store/receipts.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view json(reinterpret_cast<const char*>(data), size);
