@@ -1014,10 +1014,13 @@ class Bench:
                 registry.stop()
 
     def _zstd_rounds(self, sources, copy, copy_path):
-        contenders = []
-        for name, url in sources:
-            prefix, cache = self.d(f"zstd-prefix-{name}"), self.d(f"zstd-cache-{name}")
-            cmd = [self.cudnn_fetch, self.label, "--prefix", prefix, "--mirror", url,
+        contenders, paired = [], []  # paired: (this build's, --against's)
+        builds = [("", self.cudnn_fetch)]
+        if self.args.against:
+            builds.append(("B: ", os.path.join(self.args.against, "bin", "cudnn-fetch")))
+        for (name, url), (tag, tool) in [(src, b) for src in sources for b in builds]:
+            prefix, cache = self.d(f"zstd-prefix-{tag[:1]}{name}"), self.d(f"zstd-cache-{tag[:1]}{name}")
+            cmd = [tool, self.label, "--prefix", prefix, "--mirror", url,
                    "--base-url", "http://127.0.0.1:9/unreachable", "--cache-dir", cache,
                    "--cuda", CUDA_MAJOR, "--platform", PLATFORM, "--trusted-key", self.zstd_trusted_key, "--quiet"]
 
@@ -1039,7 +1042,12 @@ class Bench:
             if receipts.returncode != 0:
                 raise BenchError(f"zstd ({name}): the receipt does not name the copy; the original was installed")
             clean()
-            contenders.append(Contender(f"cudnn-fetch from the zstd copy ({name} mirror)", cmd, fresh, clean))
+            c = Contender(f"{tag}cudnn-fetch from the zstd copy ({name} mirror)", cmd, fresh, clean)
+            if tag:
+                paired.append((contenders[-1], c))
+            else:
+                contenders.append(c)
+        against = [b for _, b in paired]
         xz_floor = Contender("xz -T1 -dc (the original, single-block)", ["xz", "-T1", "-dc", self.archive("single")])
         zstd_floor = Contender("zstd -dc (the copy)", ["zstd", "-dc", copy_path])
         untar_dir = self.d("zstd-untar")
@@ -1052,7 +1060,7 @@ class Bench:
         q = shlex.quote(copy_path)
         verified = Contender("the verification floor: SHA-256 of the copy beside SHA-256 of zstd -dc (no file written)",
                              f"openssl dgst -sha256 {q} > /dev/null & zstd -dc {q} | openssl dgst -sha256 > /dev/null; wait", shell=True)
-        everyone = contenders + [xz_floor, zstd_floor, untar, verified]
+        everyone = contenders + against + [xz_floor, zstd_floor, untar, verified]
         log(f"zstd: {self.args.runs} round(s) of " + " | ".join(c.name for c in everyone))
         run_rounds(everyone, self.args.runs, [self.archive("single"), copy_path], self.args.drop_caches)
         self.details += everyone
@@ -1072,6 +1080,11 @@ class Bench:
                                  f"zstd -dc: {fmt_mib(zstd_floor.median('rss'))}", None, "<= 64 MiB", rss <= 64,
                                  fmt_mib(c.median("rss"))))
 
+        for a, b in paired:
+            r = a.median("wall") / b.median("wall")
+            self.rows.append(Row(f"8. Paired: {a.name} vs the same from --against", fmt_s(a),
+                                 f"{b.name} ({self.args.against}): {fmt_s(b)}", r, "(paired)", None,
+                                 f"{fmt_mib(a.median('rss'))} / {fmt_mib(b.median('rss'))}"))
         r = verified.median("wall") / zstd_floor.median("wall")
         self.rows.append(Row("8. The verification floor vs zstd -dc", fmt_s(verified), f"{zstd_floor.name}: "
                              f"{fmt_s(zstd_floor)}", r, "(info)", None, "-"))
@@ -1337,6 +1350,10 @@ def main(argv=None) -> int:
                     help="use this existing single-block archive of the same payload instead of "
                          "compressing (validated by listing it; only when the cache lacks it)")
     ap.add_argument("--import-multi", metavar="TAR_XZ", help="same for the multi-block archive")
+    ap.add_argument("--against", metavar="BUILD_DIR",
+                    help="a second build (the code before a change) whose tools run in the same "
+                         "rounds, alternating with --build's; its rows give the median ratio of the "
+                         "two (scenario 8 for now)")
     ap.add_argument("--component-preset", type=int, default=1, choices=range(0, 10),
                     help="xz preset of the component archives (default 1: compressing is "
                          "several times faster than -6 on a busy machine; both contenders "
@@ -1345,6 +1362,10 @@ def main(argv=None) -> int:
     if args.quick:
         args.runs = 1
     args.build = os.path.abspath(args.build)
+    if args.against:
+        args.against = os.path.abspath(args.against)
+        if not os.access(os.path.join(args.against, "bin", "cudnn-fetch"), os.X_OK):
+            ap.error(f"--against {args.against}: no bin/cudnn-fetch there")
     args.scenarios = [s for s in args.scenarios.split(",") if s]
     args.cache_dir = os.path.abspath(args.cache_dir)
     args.work = os.path.abspath(args.work or os.path.join(args.cache_dir, "work"))
