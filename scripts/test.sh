@@ -58,6 +58,7 @@ fi
 bash scripts/build.sh
 build_dir=${BUILD_DIR:-build}
 ctest --test-dir "$build_dir" --output-on-failure -j 2 --timeout 900
+python3 scripts/skip-report.py "$build_dir"  # how many were skipped, and why
 
 # ---- sanitizer passes ----------------------------------------------------------
 # Each preset builds the library, the tools and the unit tests with its
@@ -85,6 +86,7 @@ run_sanitized() {
     echo "test.sh: $preset: unit and e2e tests"
     ASAN_OPTIONS="log_path=$PWD/$logs/asan" UBSAN_OPTIONS="log_path=$PWD/$logs/ubsan" \
         TSAN_OPTIONS="log_path=$PWD/$logs/tsan" ctest --preset "$preset" || status=$?
+    python3 scripts/skip-report.py "build-$preset"
     if [ -n "$(ls -A "$logs")" ]; then
         echo "test.sh: $preset: sanitizer reports:" >&2
         for f in "$logs"/*; do echo "==== $f" >&2; cat "$f" >&2; done
