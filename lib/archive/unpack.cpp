@@ -76,15 +76,33 @@ constexpr std::size_t kZipReadBlock = 1u << 20;
 
 // What the decoder hands the decoded tar to, in order, when the digest of a
 // tar.zst's tar stream is asked for (unpack_options::tar_piece_bytes).
+// pool == nullptr: hashes on the caller's thread. `stop` set: queued bytes
+// are dropped unhashed.
 class tar_hash {
 public:
+    tar_hash(const tar_hash&) = delete;
+    tar_hash& operator=(const tar_hash&) = delete;
     virtual ~tar_hash() = default;
     // Whether add() needs `block` (it keeps the bytes alive for a pool task).
-    virtual bool threaded() const noexcept = 0;
+    bool threaded() const noexcept { return pool_ != nullptr; }
     // `size` bytes at `data`, which `block` keeps alive until they are hashed.
+    // Waits while kMaxQueued bytes wait for the pool (its tasks never wait:
+    // see work_pool).
     virtual void add(std::shared_ptr<const byte_buffer> block, const std::byte* data, std::size_t size) = 0;
     // Every byte added so far, hashed: the digest (once). "" if hashing failed.
     virtual std::string finish() = 0;
+
+protected:
+    tar_hash(work_pool* pool, const std::atomic<bool>& stop) : pool_(pool), stop_(stop) {}
+    static constexpr std::size_t kMaxQueued = 64u << 20;
+    // Bytes handed on, waiting for a pool task.
+    struct part {
+        std::shared_ptr<const byte_buffer> block;
+        const std::byte* data;
+        std::size_t size;
+    };
+    work_pool* const pool_;
+    const std::atomic<bool>& stop_;
 };
 
 // The SHA-256 of a decoded tar stream, in order. With a pool, a strand on
@@ -95,15 +113,9 @@ public:
 // after the other.
 class tar_sha256_digest final : public tar_hash {
 public:
-    // pool == nullptr: hashes on the caller's thread. `stop` set: queued parts are dropped.
-    tar_sha256_digest(work_pool* pool, const std::atomic<bool>& stop) : pool_(pool), stop_(stop) {}
-    tar_sha256_digest(const tar_sha256_digest&) = delete;
-    tar_sha256_digest& operator=(const tar_sha256_digest&) = delete;
+    tar_sha256_digest(work_pool* pool, const std::atomic<bool>& stop) : tar_hash(pool, stop) {}
     ~tar_sha256_digest() override { wait_idle(); }  // the strand's task refers to this
 
-    bool threaded() const noexcept override { return pool_ != nullptr; }
-
-    // Waits while kMaxQueued bytes wait (the strand never waits: see work_pool).
     void add(std::shared_ptr<const byte_buffer> block, const std::byte* data, std::size_t size) override {
         if (!pool_) {
             hasher_.update(data, size);
@@ -123,13 +135,6 @@ public:
     }
 
 private:
-    static constexpr std::size_t kMaxQueued = 64u << 20;
-    struct part {
-        std::shared_ptr<const byte_buffer> block;
-        const std::byte* data;
-        std::size_t size;
-    };
-
     void drain() noexcept {
         std::unique_lock lock(mutex_);
         while (!parts_.empty()) {
@@ -151,8 +156,6 @@ private:
         idle_.wait(lock, [&] { return !running_; });
     }
 
-    work_pool* const pool_;
-    const std::atomic<bool>& stop_;
     sha256_hasher hasher_;  // the strand's while it runs; the caller's otherwise
     std::mutex mutex_;
     std::condition_variable room_, idle_;
@@ -172,12 +175,8 @@ private:
 class tar_list_digest final : public tar_hash {
 public:
     tar_list_digest(work_pool* pool, const std::atomic<bool>& stop, std::uint64_t piece_bytes)
-        : pool_(pool), stop_(stop), piece_bytes_(piece_bytes), streamed_(piece_bytes) {}
-    tar_list_digest(const tar_list_digest&) = delete;
-    tar_list_digest& operator=(const tar_list_digest&) = delete;
+        : tar_hash(pool, stop), piece_bytes_(piece_bytes), streamed_(piece_bytes) {}
     ~tar_list_digest() override { wait_idle(); }  // the pieces' tasks refer to this
-
-    bool threaded() const noexcept override { return pool_ != nullptr; }
 
     void add(std::shared_ptr<const byte_buffer> block, const std::byte* data, std::size_t size) override {
         if (!pool_) {
@@ -204,12 +203,6 @@ public:
     }
 
 private:
-    static constexpr std::size_t kMaxQueued = 64u << 20;
-    struct part {
-        std::shared_ptr<const byte_buffer> block;
-        const std::byte* data;
-        std::size_t size;
-    };
     struct piece {
         std::vector<part> parts;
         std::uint64_t bytes = 0;
@@ -258,8 +251,6 @@ private:
         idle_.wait(lock, [&] { return running_ == 0; });
     }
 
-    work_pool* const pool_;
-    const std::atomic<bool>& stop_;
     const std::uint64_t piece_bytes_;
     file_digester streamed_;  // without a pool
     piece current_;           // the caller's: the piece being gathered
