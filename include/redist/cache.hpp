@@ -39,6 +39,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redist/error.hpp"
@@ -94,6 +95,12 @@ struct cache_entry {
 // set back, and a tree file that is not as recorded is re-hashed before use.
 enum class link_mode : std::uint8_t { auto_select, reflink, hardlink, copy };
 result<link_mode> parse_link_mode(std::string_view text);
+
+// A document the cache holds, and the URL (without credentials) that served it.
+struct cached_document {
+    std::string url;
+    std::string body;
+};
 
 class blob_cache {
 public:
@@ -185,8 +192,16 @@ public:
     // Documents (manifests, indexes) by URL, for --offline.
     // A document is read with O_NOFOLLOW, only if it is a regular file of
     // at most max_bytes (and, shared, written by us), else nullopt.
-    void store_document(const std::string& url, const std::string& body) const noexcept;
+    // `name` (optional) says what the document is wherever it is served
+    // ("cudnn/redist/redistrib_9.19.0.json", "cudnn/redist/"): the cache then
+    // also remembers which URL served it last, so that --offline finds a
+    // release whichever source (a mirror, the base) it came from.
+    void store_document(const std::string& url, const std::string& body, std::string_view name = {}) const noexcept;
     std::optional<std::string> load_document(const std::string& url, std::size_t max_bytes = 64u << 20) const;
+    // The document last stored under `name`, and the URL (without
+    // credentials) that served it; nullopt when there is none.
+    std::optional<cached_document> load_document_by_name(std::string_view name,
+                                                         std::size_t max_bytes = 64u << 20) const;
 
     // The drift history's directories (drift_store), checked with the others.
     const std::filesystem::path& history_urls_dir() const { return history_urls_; }

@@ -146,6 +146,10 @@ struct resolved_release {
     recompressed_record recompressed;
     std::string recompressed_base_url;  // the directory the sidecar came from (the manifest's, a mirror's)
     std::string recompressed_signer;    // the fingerprint of the trusted key that signed it (signing.hpp)
+    // Offline: the URL (without credentials) that served the cached manifest
+    // when that is another source than manifest_url (a mirror used before);
+    // empty otherwise.
+    std::string cached_from{};
 };
 
 // What to install from one release: its artifacts (from select_artifacts or

@@ -41,21 +41,44 @@ std::string label_from_manifest_name(std::string_view url) {
     return {};
 }
 
+// What a manifest or index URL names wherever it is served:
+// ".../cudnn/redist/redistrib_9.19.0.json" -> "cudnn/redist/redistrib_9.19.0.json",
+// ".../cudnn/redist/" -> "cudnn/redist/"; "" for any other document (a
+// mirror's own records are that mirror's, not the release's).
+std::string document_name(std::string_view url) {
+    const auto redist = url.rfind("/redist/");
+    if (redist == std::string_view::npos) return {};
+    const std::string_view file = url.substr(redist + 8);
+    const bool index = file.empty();
+    if (!index && (!file.starts_with("redistrib_") || !file.ends_with(".json") || file.find('/') != file.npos))
+        return {};
+    const auto product_start = url.rfind('/', redist - 1);
+    if (product_start == std::string_view::npos || product_start + 1 >= redist) return {};
+    return std::string(url.substr(product_start + 1));
+}
+
 constexpr std::size_t kMaxManifestBytes = 64u << 20;
 constexpr std::size_t kMaxIndexBytes = 16u << 20;
 
 // Fetches a small document (index, manifest) through the source driver
 // (transient failures retried). Online, a fetched document is remembered in
-// the cache; offline, only file:// URLs and remembered documents are used. A
-// document larger than max_bytes is a bad document ("manifest larger than 64
-// MiB"), not a network failure: retrying or another mirror would not make it right.
+// the cache, by its URL and by what it is (document_name); offline, only
+// file:// URLs and remembered documents are used: the one `url` served, else
+// the same document as another source (a mirror) served it last, whose URL
+// then goes to `served_by`. A document larger than max_bytes is a bad
+// document ("manifest larger than 64 MiB"), not a network failure: retrying
+// or another mirror would not make it right.
 result<std::string> fetch_document(const std::string& url, const transfer_options& options,
                                    const source_policy& sources, const std::optional<blob_cache>& cache,
                                    fetch_observer* observer, const char* what = "manifest",
-                                   std::size_t max_bytes = kMaxManifestBytes) {
+                                   std::size_t max_bytes = kMaxManifestBytes, std::string* served_by = nullptr) {
     if (sources.offline && !is_local_url(url)) {
         if (cache) {
             if (auto doc = cache->load_document(url, max_bytes)) return std::move(*doc);  // sec-cache: bounded
+            if (auto doc = cache->load_document_by_name(document_name(url), max_bytes)) {
+                if (served_by) *served_by = std::move(doc->url);
+                return std::move(doc->body);
+            }
         }
         return make_error(error_code::not_found, "offline, and not in the cache").with_url(url);
     }
@@ -80,7 +103,7 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
         return std::move(got).error_value();
     });
     if (!fetched.ok()) return std::move(fetched).error_value();
-    if (cache && !is_local_url(url)) cache->store_document(url, text);
+    if (cache && !is_local_url(url)) cache->store_document(url, text, document_name(url));
     return text;
 }
 
@@ -281,7 +304,8 @@ result<resolved_release> resolve_release(const release_request& request, const t
     std::string answered_base = request.base_url;
     if (!request.manifest_location.empty()) {
         out.manifest_url = to_url(request.manifest_location);
-        REDIST_TRY(text, fetch_document(out.manifest_url, options, request.sources, cache, request.observer));
+        REDIST_TRY(text, fetch_document(out.manifest_url, options, request.sources, cache, request.observer, "manifest",
+                                        kMaxManifestBytes, &out.cached_from));
     } else {
         if (request.product.empty()) return make_error(error_code::usage, "a product is required");
         std::string spec = request.version_spec.empty() ? "latest" : request.version_spec;
@@ -291,7 +315,8 @@ result<resolved_release> resolve_release(const release_request& request, const t
         const auto from_base = [&](const std::string& base) -> result<std::string> {
             if (spec != "latest") {
                 out.manifest_url = manifest_url(base, request.product, spec);
-                auto direct = fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
+                auto direct = fetch_document(out.manifest_url, options, request.sources, cache, request.observer,
+                                             "manifest", kMaxManifestBytes, &out.cached_from);
                 if (direct.ok() || direct.error_value().code != error_code::not_found) return direct;
             }
             bool unlistable = false;  // one base: every failure is this base's answer
@@ -300,7 +325,8 @@ result<resolved_release> resolve_release(const release_request& request, const t
             auto label = resolve_version_spec(spec, labels);
             if (!label.ok()) return std::move(label).error_value().with_url(index_url(base, request.product));
             out.manifest_url = manifest_url(base, request.product, *label);
-            return fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
+            return fetch_document(out.manifest_url, options, request.sources, cache, request.observer, "manifest",
+                                  kMaxManifestBytes, &out.cached_from);
         };
         std::optional<error> last_error;
         const auto bases = bases_in_order(request.sources, request.base_url);
@@ -325,7 +351,8 @@ result<resolved_release> resolve_release(const release_request& request, const t
             // has it (no index read), else the newest match over all of them.
             found = spec != "latest" && first_answer([&](const std::string& base) {
                         out.manifest_url = manifest_url(base, request.product, spec);
-                        return fetch_document(out.manifest_url, options, request.sources, cache, request.observer);
+                        return fetch_document(out.manifest_url, options, request.sources, cache, request.observer,
+                                              "manifest", kMaxManifestBytes, &out.cached_from);
                     });
             if (!found) spec = label_over_bases(request, options, spec);
         }

@@ -314,9 +314,19 @@ result<void> blob_cache::publish(const std::string& sha256) const {
     return {};
 }
 
-void blob_cache::store_document(const std::string& url, const std::string& body) const noexcept {
+namespace {
+// The file that says which URL last served the document `name`: beside the
+// documents, named by a hash no URL can have (a URL never starts "name:").
+std::string document_name_key(std::string_view name) { return sha256_hex("name:" + std::string(name)); }
+constexpr std::size_t kMaxUrlBytes = 8192;
+}  // namespace
+
+void blob_cache::store_document(const std::string& url, const std::string& body, std::string_view name) const noexcept {
     // Named by the URL without credentials: a record never derives from a password.
-    (void)atomic_write(documents_ / sha256_hex(sanitize_url(url)), body, durability::none);  // best effort: a cache
+    const std::string safe_url = sanitize_url(url);
+    if (!atomic_write(documents_ / sha256_hex(safe_url), body, durability::none).ok()) return;  // best effort
+    if (!name.empty() && safe_url.size() <= kMaxUrlBytes)
+        (void)atomic_write(documents_ / document_name_key(name), safe_url, durability::none);
 }
 
 std::optional<std::string> blob_cache::load_document(const std::string& url, std::size_t max_bytes) const {
@@ -329,6 +339,18 @@ std::optional<std::string> blob_cache::load_document(const std::string& url, std
     auto text = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), max_bytes, documents_);
     if (!text.ok()) return std::nullopt;
     return std::move(text).value();
+}
+
+std::optional<cached_document> blob_cache::load_document_by_name(std::string_view name, std::size_t max_bytes) const {
+    if (name.empty()) return std::nullopt;
+    struct stat st {};
+    const auto fd = open_regular(documents_ / document_name_key(name), follow_links::no, &st);
+    if (!fd.ok() || (shared_ && !written_by_us(st))) return std::nullopt;
+    auto url = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), kMaxUrlBytes, documents_);
+    if (!url.ok() || url->empty()) return std::nullopt;
+    auto body = load_document(*url, max_bytes);
+    if (!body) return std::nullopt;
+    return cached_document{std::move(url).value(), std::move(*body)};
 }
 
 result<link_mode> parse_link_mode(std::string_view text) {

@@ -320,6 +320,36 @@ class Offline(CacheCase):
         self.assertEqual(report["requests"], 0)
         self.assert_tree("offline")
 
+    def test_offline_finds_a_release_a_mirror_served(self):
+        # Installed through a mirror; offline, without the mirror, the base's
+        # URL was never asked: the cache still has the release, and says
+        # which source served its manifest.
+        root = support.copy_mirror(os.path.join(self.scratch, "root"), products=["cudnn"])
+        server = support.FaultServer(root, os.path.join(self.scratch, "server"))
+        try:
+            mirror = server.base
+            server.set_faults({"/cudnn/redist/": {"serve": "/cudnn/redist/index.html"}})
+            # "9": the mirror's index is read too.
+            args = fetch_args(os.path.join(self.scratch, "online"), "http://127.0.0.1:9/never", self.cache,
+                              "--mirror", mirror)
+            args[0] = LABEL.split(".")[0]
+            support.run_tool("cudnn-fetch", *args, env=CLEAN_ENV, check=0)
+        finally:
+            server.stop()
+        self.assertIsNotNone(server.proc.poll(), "the server must be gone")
+        for spec in (LABEL, LABEL.split(".")[0]):  # an exact label, and a version spec the index answers
+            with self.subTest(spec=spec):
+                args = fetch_args(os.path.join(self.scratch, "offline-" + spec), self.base, self.cache, "--offline",
+                                  "--json")
+                args[0] = spec
+                res = support.run_tool("cudnn-fetch", *args, env=CLEAN_ENV, check=None)
+                report = self.report(res)
+                self.assertTrue(report["from_cache"], report)
+                self.assertEqual(report["requests"], 0)
+                self.assertIn(f"offline: using cudnn {LABEL}'s manifest as {mirror}/cudnn/redist/redistrib_{LABEL}.json "
+                              "served it (cached)", res.stderr)
+                self.assert_tree("offline-" + spec)
+
     def test_offline_makes_no_requests(self):
         self.fetch("online", check=0)
         mark = support.access_log_mark()

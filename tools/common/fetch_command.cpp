@@ -137,6 +137,10 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
     release_req.observer = &observer;
     release_req.recompressed = !options.install.no_recompressed;
     REDIST_TRY(const auto release, redist::resolve_release(release_req, options.source.transfer()));
+    if (!release.cached_from.empty() && !options.install.quiet)
+        std::fprintf(stderr, "%s: offline: using %s %s's manifest as %s served it (cached)\n", tool_name.c_str(),
+                     printable(release.product).c_str(), printable(release.label).c_str(),
+                     printable(release.cached_from).c_str());
     if (!options.source.manifest.empty())
         REDIST_TRY_VOID(check_version_agrees(options, release.label, "--manifest " + options.source.manifest));
     // Drift watching: a manifest that differs from the one this URL served before
