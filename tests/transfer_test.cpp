@@ -2,6 +2,7 @@
 // server (tests/fixtures/fault_server.py) and file:// URLs.
 #include "redist/transfer.hpp"
 #include "archive/sha256.hpp"
+#include "transport/http_request.hpp"
 
 #include <catch2/catch.hpp>
 
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <set>
 #include <string>
 
 #include "fixtures/fault_server_support.hpp"
@@ -168,6 +170,28 @@ TEST_CASE("an empty 2xx body still reports the response", "[transfer]") {
     CHECK(c.info.status == 200);
     CHECK(c.info.content_length == 0);
     CHECK(c.body.empty());
+}
+
+TEST_CASE("the system CA bundle: libcurl's default, else where the distribution keeps it", "[transfer]") {
+    std::set<std::string> files;
+    const auto is_file = [&](const std::string& p) { return files.count(p) != 0; };
+    const std::string debian = "/etc/ssl/certs/ca-certificates.crt";
+    // Debian: libcurl's built-in default exists, nothing is set.
+    files = {debian};
+    CHECK(redist::system_ca_bundle(debian, is_file).empty());
+    // RHEL 9: the Debian path is missing, RHEL's bundle is used.
+    files = {"/etc/pki/tls/certs/ca-bundle.crt", "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem"};
+    CHECK(redist::system_ca_bundle(debian, is_file) == "/etc/pki/tls/certs/ca-bundle.crt");
+    files = {"/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem"};
+    CHECK(redist::system_ca_bundle(debian, is_file) == "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem");
+    // Alpine; and a libcurl built without a default.
+    files = {"/etc/ssl/cert.pem"};
+    CHECK(redist::system_ca_bundle(debian, is_file) == "/etc/ssl/cert.pem");
+    files = {debian};
+    CHECK(redist::system_ca_bundle("", is_file) == debian);
+    // Nothing anywhere: libcurl's default stays, and its error names it.
+    files = {};
+    CHECK(redist::system_ca_bundle(debian, is_file).empty());
 }
 
 TEST_CASE("HTTP status classification", "[transfer]") {

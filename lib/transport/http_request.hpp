@@ -7,8 +7,10 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redist/error.hpp"
@@ -33,6 +35,15 @@ result<void> download_with_headers(const std::string& url, const std::vector<std
 result<void> read_open_file(int fd, const std::string& safe_url, const transfer_options& options,
                             download_callbacks& callbacks, std::uint64_t resume_from,
                             std::optional<std::uint64_t> range_last, transfer_failure_info* failure);
+
+// The CA bundle to use when neither --ca-file nor SSL_CERT_FILE /
+// CURL_CA_BUNDLE names one: "" while libcurl's built-in default
+// (`built_in`, curl_version_info()'s cainfo: Debian's
+// /etc/ssl/certs/ca-certificates.crt) is a file, else the first of the
+// places other distributions keep theirs that `is_file` finds (RHEL's
+// /etc/pki/tls/certs/ca-bundle.crt, ...), else "". So the release bundle,
+// whose libcurl was built on Debian, verifies peers on RHEL too.
+std::string system_ca_bundle(std::string_view built_in, const std::function<bool(const std::string&)>& is_file);
 
 struct http_request {
     std::string method = "GET";          // GET, HEAD (both follow redirects), POST, PUT, DELETE (never follow)

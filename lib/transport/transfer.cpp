@@ -468,6 +468,22 @@ result<void> read_open_file(int fd, const std::string& safe_url, const transfer_
     return {};
 }
 
+std::string system_ca_bundle(std::string_view built_in, const std::function<bool(const std::string&)>& is_file) {
+    if (!built_in.empty() && is_file(std::string(built_in))) return {};  // libcurl's own default works
+    // Where the distributions keep theirs (the list Go's crypto/x509 searches).
+    static constexpr std::string_view known[] = {
+        "/etc/ssl/certs/ca-certificates.crt",                 // Debian, Ubuntu, Gentoo, Arch
+        "/etc/pki/tls/certs/ca-bundle.crt",                   // RHEL, Fedora, Amazon Linux
+        "/etc/pki/ca-trust/extracted/pem/tls-ca-bundle.pem",  // RHEL, CentOS
+        "/etc/ssl/ca-bundle.pem",                             // openSUSE
+        "/etc/pki/tls/cacert.pem",                            // OpenELEC
+        "/etc/ssl/cert.pem",                                  // Alpine
+    };
+    for (const std::string_view path : known)
+        if (path != built_in && is_file(std::string(path))) return std::string(path);
+    return {};  // none found: libcurl's default, whose error then names it
+}
+
 namespace {
 
 // Reads a file:// source. Why not libcurl: it percent-decodes the path
@@ -519,7 +535,16 @@ std::string ca_bundle(const transfer_options& options) {
         const char* value = std::getenv(var);
         if (value != nullptr && *value != '\0') return value;
     }
-    return {};  // libcurl's built-in default (the system store)
+    // Decided once per process: the files do not move during a run.
+    static const std::string system = [] {
+        const curl_version_info_data* info = curl_version_info(CURLVERSION_NOW);
+        return system_ca_bundle(info != nullptr && info->cainfo != nullptr ? info->cainfo : "",
+                                [](const std::string& path) {
+                                    struct stat st {};
+                                    return ::stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+                                });
+    }();
+    return system;
 }
 
 result<void> perform_download(const std::string& url, const std::vector<std::string>& extra_headers,
