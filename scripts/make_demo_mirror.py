@@ -366,8 +366,11 @@ CUDA_RELEASES = {
     "12.9.1": {"date": "2025-06-05", "platforms": ["linux-x86_64", "linux-sbsa", "linux-aarch64"]},
     "13.0.0": {"date": "2025-08-04", "platforms": ["linux-x86_64", "linux-sbsa"]},
 }
+# A component missing from a label's versions is not in that release
+# (cuda_crt: the crt/ headers left cuda_nvcc for a component of their own in 13.0).
 CUDA_COMPONENTS = {
     "cuda_cccl": ("CXX Core Compute Libraries", {"12.9.1": "12.9.27", "13.0.0": "13.0.50"}),
+    "cuda_crt": ("CUDA CRT", {"13.0.0": "13.0.48"}),
     "cuda_cudart": ("CUDA Runtime (cudart)", {"12.9.1": "12.9.79", "13.0.0": "13.0.48"}),
     "cuda_cupti": ("CUPTI", {"12.9.1": "12.9.79", "13.0.0": "13.0.48"}),
     "cuda_nvcc": ("CUDA NVCC", {"12.9.1": "12.9.86", "13.0.0": "13.0.48"}),
@@ -400,8 +403,12 @@ def cuda_tree(label, comp, version, platform):
         t.file("bin/ptxas", blob(seed + "ptxas", 20 * 1024), 0o755)
         t.file("nvvm/bin/cicc", blob(seed + "cicc", 28 * 1024), 0o755)
         t.solib("nvvm/lib64", "libnvvm", "4.0.0", "4", seed, 24 * 1024)
-        h("crt/host_config.h", 30)
+        if int(major) < 13:  # from 13.0 on, cuda_crt ships them
+            h("crt/host_config.h", 30)
         h("fatbinary_section.h", 10)
+    elif comp == "cuda_crt":
+        h("crt/host_config.h", 30)
+        h("crt/host_defines.h", 40)
     elif comp == "cuda_cudart":
         h("cuda_runtime.h", 60)
         h("cuda_runtime_api.h", 80)
@@ -449,6 +456,8 @@ def cuda_artifacts(labels):
         arts = []
         comps = {}
         for comp, (name, versions) in CUDA_COMPONENTS.items():
+            if label not in versions:
+                continue
             version = versions[label]
             entry = {"name": name, "license": "CUDA Toolkit",
                      "license_path": f"{comp}/LICENSE.txt", "version": version}

@@ -117,9 +117,14 @@ class FetchWithDeps(unittest.TestCase):
         self.assertEqual(receipts(self.prefix, "cuda"), {})
 
     def test_a_dependency_the_release_lacks_is_an_error_naming_it(self):
-        # The demo's CUDA 13.0.0 has no cuda_crt, which cuDNN for CUDA 13 needs.
+        # A CUDA 13.0.0 without cuda_crt, which cuDNN for CUDA 13 needs.
+        mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), ["cudnn", "cuda"])
+        manifest = support.load_manifest("cuda", "13.0.0", mirror)
+        del manifest["cuda_crt"]
+        support.save_json(support.manifest_path("cuda", "13.0.0", mirror), manifest)
         res = support.run_tool("cudnn-fetch", "9.27.0", "--cuda", "13", "--platform", PLATFORM, "--base-url",
-                               self.base, "--prefix", self.prefix, "--no-check", "--with-deps", check=None)
+                               support.file_base_url(mirror), "--prefix", self.prefix, "--no-check", "--with-deps",
+                               check=None)
         self.assertNotEqual(res.returncode, 0)
         self.assertIn("the dependencies of cudnn 9.27.0 (cuda 13)", res.stderr)
         self.assertIn("cuda_crt", res.stderr)
@@ -144,19 +149,9 @@ class FetchWithDeps(unittest.TestCase):
         self.assertEqual(sorted(receipts(self.prefix, "cuda")), sorted(DEPS_12))
 
     def test_cuda_13_adds_cuda_crt(self):
-        # The demo's CUDA 13.0.0 lacks cuda_crt (real 13.0.0 has it): add one.
-        mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), ["cudnn", "cuda"])
-        manifest = support.load_manifest("cuda", "13.0.0", mirror)
-        rel = f"cuda_crt/{PLATFORM}/cuda_crt-{PLATFORM}-13.0.48-archive.tar.xz"
-        data = support.write_xz_archive(os.path.join(mirror, "cuda", "redist"), rel,
-                                        f"cuda_crt-{PLATFORM}-13.0.48-archive",
-                                        {"include/crt/host_defines.h": b"/* host_defines.h */\n"})
-        manifest["cuda_crt"] = {"name": "CUDA crt", "license": "CUDA Toolkit", "version": "13.0.48",
-                                PLATFORM: support.artifact_entry(rel, data)}
-        support.save_json(support.manifest_path("cuda", "13.0.0", mirror), manifest)
+        # cuda_crt holds the crt/ headers cuda_runtime.h includes from CUDA 13 on.
         res = support.run_tool("cudnn-fetch", "9.27.0", "--cuda", "13", "--platform", PLATFORM, "--base-url",
-                               support.file_base_url(mirror), "--prefix", self.prefix, "--no-check", "--with-deps",
-                               check=True)
+                               self.base, "--prefix", self.prefix, "--no-check", "--with-deps", check=True)
         self.assertIn("cuda 13.0.0 (the newest CUDA 13.x release): cuda_cudart, cuda_crt, libcublas, cuda_nvrtc",
                       res.stdout)
         self.assertTrue(os.path.isfile(os.path.join(self.prefix, "include", "crt", "host_defines.h")))
