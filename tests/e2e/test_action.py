@@ -123,6 +123,32 @@ class ActionSteps(unittest.TestCase):
         # Nothing of the download is left in the runner's temp directory but the tree.
         self.assertEqual(os.listdir(self.runner_temp), ["redist-0.1.0"])
 
+    def test_the_default_url_is_the_tags_github_release(self):
+        # No bundle-url, no version input: the tag's version, from
+        # $GITHUB_SERVER_URL/<action repository>/releases/download/v<version>/,
+        # following GitHub's redirect to where the asset is stored (here a
+        # loopback server standing in for github.com).
+        archive = self.make_bundle()
+        name = os.path.basename(archive)
+        root = os.path.join(self.scratch, "server")
+        assets = os.path.join(root, "storage")
+        os.makedirs(assets)
+        for f in (name, name + ".sha256"):
+            os.rename(os.path.join(os.path.dirname(archive), f), os.path.join(assets, f))
+        server = support.FaultServer(root, os.path.join(self.scratch, "fault"))
+        self.addCleanup(server.stop)
+        release = "/acme/redist/releases/download/v0.1.0/"
+        server.set_faults({release + f: {"status": 302, "location": "/storage/" + f} for f in (name, name + ".sha256")})
+        res = self.step("install.sh", {"GITHUB_SERVER_URL": f"http://127.0.0.1:{server.port}",
+                                       "GITHUB_ACTION_REPOSITORY": "acme/redist", "GITHUB_ACTION_REF": "v0.1.0"},
+                        with_redist_on_path=False)
+        self.assert_ok(res)
+        self.assertIn(f"downloading http://127.0.0.1:{server.port}{release}{name}", res.stderr + res.stdout)
+        self.assertEqual(self.outputs()["version"], "0.1.0")
+        self.assertEqual(self.written("GITHUB_PATH"), os.path.join(self.runner_temp, "redist-0.1.0", "bin") + "\n")
+        self.assertEqual([e["path"] for e in server.log()],
+                         [release + name, "/storage/" + name, release + name + ".sha256", "/storage/" + name + ".sha256"])
+
     def test_a_bundle_that_does_not_match_its_sha256_is_refused(self):
         archive = self.make_bundle()
         with open(archive + ".sha256", "w") as f:
