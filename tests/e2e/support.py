@@ -705,15 +705,16 @@ class BackgroundTool:
         with self._lock:
             return "".join(self._out)
 
-    def wait_for_stderr(self, text: str, timeout: float = 30) -> bool:
-        """True once `text` appeared on stderr; False on timeout or exit."""
+    def wait_for_stderr(self, text: str, timeout: float = 30, count: int = 1) -> bool:
+        """True once `text` appeared on stderr (`count` times); False on
+        timeout or exit."""
         import time
         deadline = time.monotonic() + timeout
         with self._lock:
-            while text not in "".join(self._err):
+            while "".join(self._err).count(text) < count:
                 left = deadline - time.monotonic()
                 if left <= 0 or (self.proc.poll() is not None and not any(t.is_alive() for t in self._threads)):
-                    return text in "".join(self._err)
+                    return "".join(self._err).count(text) >= count
                 self._lock.wait(min(left, 0.1))
             return True
 

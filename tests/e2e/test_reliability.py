@@ -361,8 +361,8 @@ class RestartingSource(unittest.TestCase):
                                       prefix, "--base-url", f"http://127.0.0.1:{port}/base", "--no-cache",
                                       "--retries", "10", env=CLEAN_ENV)
         try:
-            self.assertTrue(tool.wait_for_stderr("retrying in", timeout=30), tool.stderr)
-            time.sleep(2)
+            # Two refused attempts and their backoff: the source has been down a while.
+            self.assertTrue(tool.wait_for_stderr("retrying in", timeout=30, count=2), tool.stderr)
             again = support.FaultServer(root, os.path.join(scratch, "server2"), port=port)
         except BaseException:
             tool.kill()

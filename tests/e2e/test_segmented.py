@@ -77,7 +77,7 @@ class SegmentedNginx(unittest.TestCase):
         killed = self.get("--abort-after", "16385")
         self.assertEqual(killed.returncode, -9, killed.stderr)  # SIGKILL in the middle: no cleanup ran
         self.assertTrue(os.path.exists(self.part + ".segments"))
-        time.sleep(0.5)  # nginx logs the requests the dead process left
+        support.log_barrier()  # nginx has logged the requests the dead process left
         first = sum(int(e["body_bytes_sent"]) for e in self.entries(mark))
         mark = support.access_log_mark()
         res = self.get()
@@ -125,6 +125,22 @@ def make_big_release(mirror, size=BIG, product="bigprod"):
 
 # What a killed segmented download may fetch again (segmented_download.hpp):
 # 2 * 4 MiB + 3 * 256 KiB per connection.
+def kept_in_record(path):
+    """The bytes a resume record (<part>.segments: "redist-segments 1", "size N",
+    then "<start> <end>" per kept range) says are kept; 0 while there is none."""
+    try:
+        with open(path) as f:
+            lines = f.read().splitlines()
+    except FileNotFoundError:
+        return 0
+    kept = 0
+    for line in lines[2:]:
+        fields = line.split()
+        if len(fields) == 2 and all(x.isdigit() for x in fields):
+            kept += int(fields[1]) - int(fields[0])
+    return kept
+
+
 def kill_loss_bound(connections):
     return 2 * (4 << 20) + 3 * (256 << 10) * connections
 
@@ -249,7 +265,11 @@ class SegmentedFetch(unittest.TestCase):
             while sum(e["bytes_sent"] for e in self.server.log(path)) < len(archive):
                 self.assertLess(time.monotonic(), deadline, "the connections did not finish")
                 time.sleep(0.1)
-            time.sleep(0.5)  # the last chunk's write and record
+            # The record follows what the connections wrote, not what the consumer took.
+            record = os.path.join(self.cache, "blobs", "sha256", hashlib.sha256(archive).hexdigest() + ".part.segments")
+            while kept_in_record(record) < len(archive) - kill_loss_bound(4):
+                self.assertLess(time.monotonic(), deadline, f"the record holds {kept_in_record(record)} bytes")
+                time.sleep(0.05)
         finally:
             first.kill()
         self.server.reset()
@@ -284,11 +304,15 @@ class SegmentedFetch(unittest.TestCase):
         # several segments (and the whole short last one) when it is killed.
         self.server.set_faults({self.path: {"stall_after": 1 << 20, "stall_seconds": 30}})
         first = support.BackgroundTool("redist", *self.args())
+        part = os.path.join(self.cache, "blobs", "sha256", self.sha + ".part")
         try:
-            time.sleep(3)
+            # Killed once its record holds a first MiB (the connections stall after it).
+            deadline = time.monotonic() + 60
+            while kept_in_record(part + ".segments") < 1 << 20:
+                self.assertLess(time.monotonic(), deadline, first.stderr)
+                time.sleep(0.05)
         finally:
             first.kill()
-        part = os.path.join(self.cache, "blobs", "sha256", self.sha + ".part")
         self.assertTrue(os.path.exists(part + ".segments"), os.listdir(os.path.dirname(part)))
         self.server.set_faults({})
         self.server.reset()
