@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "model/urls.hpp"
+#include "redist/resolve.hpp"
 #include "transport/source.hpp"
 #include "transport/sources.hpp"
 
@@ -96,4 +97,15 @@ TEST_CASE("source_kind_of and the URL parser: a URL or a path, a layout's direct
     CHECK_FALSE(oci_layout_dir("/srv/oci").has_value());
     CHECK(oci_layout_url("/srv/oci/../oci2") == "oci-layout:/srv/oci2");
     CHECK(source_kind_of(oci_layout_url("/srv/oci")) == source_kind::layout);
+}
+
+TEST_CASE("is_local_manifest: a path or a file URL is the user's own document", "[source]") {
+    CHECK_FALSE(is_local_manifest(""));
+    CHECK(is_local_manifest("redistrib_9.27.0.json"));
+    CHECK(is_local_manifest("/srv/mirror/cudnn/redist/redistrib_9.27.0.json"));
+    CHECK(is_local_manifest("file:///srv/mirror/cudnn/redist/redistrib_9.27.0.json"));
+    CHECK_FALSE(is_local_manifest("https://h/compute/cudnn/redist/redistrib_9.27.0.json"));
+    CHECK_FALSE(is_local_manifest("oci://r/ns/cudnn/redist/redistrib_9.27.0.json"));
+    // An image layout is local, but its manifest is a registry's tag, not the user's file: watched as before.
+    CHECK_FALSE(is_local_manifest("oci-layout:/srv/oci/cudnn/redist/redistrib_9.27.0.json"));
 }
