@@ -4,6 +4,7 @@
 #pragma once
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "redist/error.hpp"
@@ -66,6 +67,11 @@ struct release_request {
 //                 or a manifest for another product or release
 //   filesystem    the cache or a file:// manifest could not be read
 result<resolved_release> resolve_release(const release_request& request, const transfer_options& options);
+
+// True when `manifest_location` (release_request::manifest_location, a path
+// or a URL) names a file on this machine (a path or a file:// URL): the
+// user's own document, which drift watching leaves alone. False when empty.
+bool is_local_manifest(std::string_view manifest_location);
 
 // ---- choosing the CUDA variant --------------------------------------------------
 

@@ -492,7 +492,7 @@ result<mirrored_pair> mirror_file(const mirror_request& request, const std::opti
     download_target t{
         artifact_sources(request, cache, release, a), {}, release.label, a.relative_path, f.status, a.size, a.sha256};
     if (f.status == mirror_status::downloaded || f.status == mirror_status::replaced) {
-        if (request.sources.offline && !is_local_url(t.urls.front()))
+        if (offline_skips(make_source(t.urls.front()), request.sources.offline))
             return make_error(error_code::not_found,
                               "not in the cache (" + (cache ? cache->blob_path(a.sha256).string() : a.sha256) + ")")
                 .with_url(f.url);

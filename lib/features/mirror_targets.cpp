@@ -41,6 +41,7 @@
 #include "support/safe_path.hpp"
 #include "transport/oci.hpp"
 #include "transport/oci_layout.hpp"
+#include "transport/source.hpp"
 
 namespace redist {
 
@@ -434,7 +435,10 @@ result<scratch_dir> registry_scratch(const mirror_request& request) {
 namespace mirroring {
 
 result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request, mirror_report& report) {
-    if (is_oci_layout_url(request.dest.string())) {
+    // The kind of a source (transport/source.hpp): an image layout, a
+    // registry, else a directory (a path).
+    const source_kind kind = source_kind_of(request.dest.string());
+    if (kind == source_kind::layout) {
         if (!request.mount_from.empty())
             return make_error(error_code::usage, "--mount-from needs a registry (oci://) target, not an image layout");
         REDIST_TRY(auto writer, oci_layout_writer::open(request.dest.string(), request.product));
@@ -443,7 +447,7 @@ result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request
         return std::unique_ptr<mirror_target>(std::make_unique<oci_target>(
             std::move(writer), scratch, to_url(request.dest.string()), std::vector<std::string>{}, request));
     }
-    if (is_oci_url(request.dest.string())) {
+    if (kind == source_kind::registry) {
         REDIST_TRY(oci_pusher pusher, oci_pusher::open(request.dest.string(), request.product, request.transfer,
                                                        request.sources, request.observer));
         report.redist_dir = sanitize_url(join_url(request.dest.string(), request.product));

@@ -27,6 +27,7 @@
 
 #include <toml++/toml.h>
 
+#include "model/urls.hpp"
 #include "redist/platform.hpp"
 #include "redist/printable.hpp"
 #include "redist/urls.hpp"
@@ -110,16 +111,16 @@ result<std::string> project_source(const validator& v, const toml::node& n, cons
                                    const fs::path& dir) {
     REDIST_TRY(std::string text, v.string(n, key));
     if (text.find('\0') != std::string::npos) return v.fail(n.source(), key, "contains a NUL byte");
-    const bool layout = is_oci_layout_url(text);  // oci-layout:DIR, DIR relative to the file's directory
-    const std::string url = layout ? to_url("oci-layout:" + (dir / text.substr(11)).string())
-                            : text.find("://") != std::string::npos ? text
-                                                                    : to_url((dir / text).string());
+    const auto layout = oci_layout_dir(text);  // oci-layout:DIR, DIR relative to the file's directory
+    const std::string url = layout            ? oci_layout_url((dir / *layout).string())
+                            : names_url(text) ? text
+                                              : to_url((dir / text).string());
     if (layout) {
         const fs::path root = fs::absolute(dir.empty() ? fs::path(".") : dir).lexically_normal();
         if (auto why = source_url_problem(url, {root})) return v.fail(n.source(), key, *why);
         return url;
     }
-    if (!is_file_url(url)) {
+    if (source_kind_of(url) != source_kind::file) {
         if (auto why = source_url_problem(url, {})) return v.fail(n.source(), key, *why);
         return url;
     }
@@ -392,7 +393,7 @@ result<std::string> config_source(const validator& v, const toml::node& n, const
                                   const fs::path& dir) {
     REDIST_TRY(const std::string text, v.string(n, key));
     if (text.find('\0') != std::string::npos) return v.fail(n.source(), key, "contains a NUL byte");
-    if (text.find("://") != std::string::npos || is_oci_layout_url(text)) return text;
+    if (names_url(text)) return text;
     const fs::path p(text);
     return to_url((p.is_absolute() ? p : dir / p).lexically_normal().string());
 }

@@ -1,4 +1,5 @@
 #include "redist/urls.hpp"
+#include "model/urls.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -146,6 +147,24 @@ bool is_local_url(std::string_view url) noexcept { return is_file_url(url) || is
 bool is_oci_url(std::string_view url) noexcept {
     return iequals_prefix(url, "oci://") || iequals_prefix(url, "oci+http://") || is_oci_layout_url(url);
 }
+
+source_kind source_kind_of(std::string_view url) noexcept {
+    if (is_file_url(url)) return source_kind::file;
+    if (is_oci_layout_url(url)) return source_kind::layout;
+    if (is_oci_url(url)) return source_kind::registry;
+    return source_kind::http;
+}
+
+bool names_url(std::string_view text) noexcept {
+    return text.find("://") != std::string_view::npos || is_oci_layout_url(text);
+}
+
+std::optional<std::string_view> oci_layout_dir(std::string_view text) noexcept {
+    if (!is_oci_layout_url(text)) return std::nullopt;
+    return text.substr(oci_layout_scheme.size());
+}
+
+std::string oci_layout_url(std::string_view dir) { return to_url(std::string(oci_layout_scheme) + std::string(dir)); }
 
 namespace {
 

@@ -62,17 +62,18 @@ constexpr std::size_t kMaxIndexBytes = 16u << 20;
 
 // Fetches a small document (index, manifest) through the source driver
 // (transient failures retried). Online, a fetched document is remembered in
-// the cache, by its URL and by what it is (document_name); offline, only
-// file:// URLs and remembered documents are used: the one `url` served, else
-// the same document as another source (a mirror) served it last, whose URL
-// then goes to `served_by`. A document larger than max_bytes is a bad
-// document ("manifest larger than 64 MiB"), not a network failure: retrying
-// or another mirror would not make it right.
+// the cache (a local source's is not), by its URL and by what it is
+// (document_name); offline, only local sources and remembered documents are
+// used: the one `url` served, else the same document as another source (a
+// mirror) served it last, whose URL then goes to `served_by`. A document
+// larger than max_bytes is a bad document ("manifest larger than 64 MiB"),
+// not a network failure: retrying or another mirror would not make it right.
 result<std::string> fetch_document(const std::string& url, const transfer_options& options,
                                    const source_policy& sources, const std::optional<blob_cache>& cache,
                                    fetch_observer* observer, const char* what = "manifest",
                                    std::size_t max_bytes = kMaxManifestBytes, std::string* served_by = nullptr) {
-    if (sources.offline && !is_local_url(url)) {
+    const source from = make_source(url);
+    if (offline_skips(from, sources.offline)) {
         if (cache) {
             if (auto doc = cache->load_document(url, max_bytes)) return std::move(*doc);  // sec-cache: bounded
             if (auto doc = cache->load_document_by_name(document_name(url), max_bytes)) {
@@ -103,7 +104,7 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
         return std::move(got).error_value();
     });
     if (!fetched.ok()) return std::move(fetched).error_value();
-    if (cache && !is_local_url(url)) cache->store_document(url, text, document_name(url));
+    if (cache && !from.local()) cache->store_document(url, text, document_name(url));
     return text;
 }
 
@@ -123,7 +124,7 @@ std::vector<std::string> bases_in_order(const source_policy& sources, const std:
 // come from (urls.hpp resolve_reference: it may not climb out of the
 // origin). An OCI base names blobs by digest. Outcomes: ok | bad_manifest.
 result<void> check_references(const resolved_release& release) {
-    if (is_oci_url(release.artifact_base_url)) return {};
+    if (make_source(release.artifact_base_url).by_digest()) return {};
     for (const auto& c : release.parsed.components) {
         for (const auto& a : c.artifacts) {
             auto resolved = resolve_reference(release.artifact_base_url, a.relative_path);
@@ -222,14 +223,15 @@ result<std::vector<std::string>> labels_at(const std::string& base, const std::s
                                            const std::optional<blob_cache>& cache, fetch_observer* observer,
                                            bool& fatal) {
     const std::string url = index_url(base, product);
+    const source from = make_source(url);
     std::vector<std::string> labels;
-    if (is_oci_url(url)) {
-        // A registry: the repository's tags are the labels.
-        if (sources.offline && !is_local_url(url))
+    if (from.by_digest()) {
+        // A registry or an image layout: the repository's tags are the labels.
+        if (offline_skips(from, sources.offline))
             return make_error(error_code::not_found, "offline, and not in the cache");
         REDIST_TRY(labels, oci_list_tags(base, product, options));
-    } else if (is_file_url(url)) {
-        // A file:// base has no HTML index: list the directory itself.
+    } else if (from.lists_directory()) {
+        // A directory mirror has no HTML index: list the directory itself.
         const fs::path dir = file_url_path(url);
         std::error_code ec;
         if (!fs::is_directory(dir, ec))
@@ -400,6 +402,10 @@ result<resolved_release> resolve_release(const release_request& request, const t
     REDIST_TRY_VOID(check_references(out));
     if (request.recompressed) read_recompressed(request, options, cache, out);
     return out;
+}
+
+bool is_local_manifest(std::string_view manifest_location) {
+    return !manifest_location.empty() && make_source(to_url(manifest_location)).kind() == source_kind::file;
 }
 
 // ---- CUDA variant ------------------------------------------------------------------------

@@ -9,6 +9,7 @@
 #include "redist/select.hpp"
 #include "redist/urls.hpp"
 #include "support/safe_path.hpp"
+#include "transport/source.hpp"
 
 namespace redist {
 
@@ -372,7 +373,7 @@ result<std::vector<fs::path>> project_local_roots(const project_file& project) {
         named.emplace_back("project.mirrors[" + std::to_string(i) + "]", project.mirrors[i]);
     std::vector<std::string> local;
     for (const auto& [json_path, url] : named) {
-        if (!is_file_url(url)) continue;
+        if (make_source(url).kind() != source_kind::file) continue;
         if (source_url_problem(url, dir))
             return make_error(error_code::bad_manifest,
                               "a local directory that resolves outside the project's directory (name it with "

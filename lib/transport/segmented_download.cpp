@@ -13,6 +13,7 @@
 #include "transport/segment_ranges.hpp"
 #include "transport/segment_spool.hpp"
 #include "transport/segment_stream.hpp"
+#include "transport/source.hpp"
 
 namespace redist {
 
@@ -71,7 +72,7 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
                                            const segment_retry_hook& retry, transfer_failure_info* failure) {
     if (failure != nullptr) *failure = {};
     // A local file (file://, an image layout) is read in one stream, not in ranges.
-    const bool may_split = !is_local_url(url) && segments.connections > 1 && expected_size > 0 &&
+    const bool may_split = !make_source(url).local() && segments.connections > 1 && expected_size > 0 &&
                            expected_size >= segments.min_total_bytes;
     REDIST_TRY(opened_spool s, open_spool(spool, expected_size, may_split));
     segmented_stats stats;

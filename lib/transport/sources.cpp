@@ -236,7 +236,7 @@ result<sources_outcome> try_sources(const std::vector<std::string>& urls, const 
         if (requests) *requests += made;
     };
     for (std::size_t i = 0; i < urls.size(); ++i) {
-        if (run.offline && !is_local_url(urls[i])) {
+        if (offline_skips(make_source(urls[i]), run.offline)) {
             remember_failure(
                 last,
                 make_error(error_code::not_found, "offline, and not in the cache").with_url(sanitize_url(urls[i])));

@@ -43,6 +43,7 @@
 #include "redist/transfer.hpp"
 #include "support/posix_file.hpp"
 #include "transport/segmented_download.hpp"
+#include "transport/source.hpp"
 
 namespace redist {
 
@@ -140,7 +141,7 @@ struct source_run {
     fetch_observer* observer = nullptr;
     std::string component;                  // for the events
     std::shared_ptr<source_health> health;  // may be null: no source is skipped
-    bool offline = false;                   // only file:// URLs are tried
+    bool offline = false;                   // only local sources are tried (offline_skips)
     // The mirrors (as URLs): the only sources `health` may skip. A URL under
     // none of them is the base, the last resort: it gets every attempt of
     // the policy, with its backoff, however often it could not be reached
@@ -171,11 +172,12 @@ struct sources_outcome {
     int requests = 0;        // attempts made in all
 };
 
-// Tries `urls` in order. Offline, a non-file URL counts as not_found
-// ("offline, and not in the cache") without an attempt; so does a source
-// the run's health skips (network, naming why). Each failure goes
-// through run.policy: retry (a retry event, then sleep), next source (a
-// source-change event when there is one), or fail (returned at once).
+// Tries `urls` in order, each a source (make_source). Offline, a source that
+// is not local counts as not_found ("offline, and not in the cache") without
+// an attempt (offline_skips); so does a source the run's health skips
+// (network, naming why). Each failure goes through run.policy: retry (a
+// retry event, then sleep), next source (a source-change event when there is
+// one), or fail (returned at once).
 // `requests` (if given) counts the attempts made, success or not.
 // Outcomes: ok | the best failure by remember_failure's ranking | the
 // failing error unchanged for action::fail.

@@ -16,6 +16,7 @@
 #include "support/posix_file.hpp"
 #include "transport/http_request.hpp"
 #include "transport/oci.hpp"
+#include "transport/source.hpp"
 
 #include <curl/curl.h>
 #include <fcntl.h>
@@ -552,13 +553,19 @@ result<void> perform_download(const std::string& url, const std::vector<std::str
                               std::optional<std::uint64_t> range_last, transfer_failure_info* failure) {
     set_failure(failure, false, 0, std::nullopt);
     const std::string safe_url = sanitize_url(url);
-    // A registry (oci://, oci+http://): oci.cpp maps the URL to the blob's
-    // and comes back through download_with_headers() with its credentials.
-    if (is_oci_url(url)) return oci_download(url, options, callbacks, resume_from, range_last, failure);
-    if (is_file_url(url)) {
-        if (range_last)
-            return make_error(error_code::internal, "download_range() does not read file:// URLs").with_url(safe_url);
-        return read_file_url(url, safe_url, options, callbacks, resume_from, failure);
+    // How each kind of source is read (source.hpp): a registry or an image
+    // layout through oci.cpp (a registry's URL is mapped to the blob's and
+    // comes back through download_with_headers() with its credentials), a
+    // directory mirror from disk here, http(s) by libcurl below.
+    switch (source_kind_of(url)) {
+        case source_kind::registry:
+        case source_kind::layout: return oci_download(url, options, callbacks, resume_from, range_last, failure);
+        case source_kind::file:
+            if (range_last)
+                return make_error(error_code::internal, "download_range() does not read file:// URLs")
+                    .with_url(safe_url);
+            return read_file_url(url, safe_url, options, callbacks, resume_from, failure);
+        case source_kind::http: break;
     }
 
     const curl_easy handle(curl_easy_init());
@@ -648,7 +655,7 @@ result<void> download_with_headers(const std::string& url, const std::vector<std
                                    const transfer_options& options, download_callbacks& callbacks,
                                    std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
                                    transfer_failure_info* failure) {
-    if (is_oci_url(url) || is_file_url(url))
+    if (source_kind_of(url) != source_kind::http)
         return make_error(error_code::internal, "download_with_headers() takes http(s) URLs only")
             .with_url(sanitize_url(url));
     return perform_download(url, headers, options, callbacks, resume_from, range_last, failure);

@@ -145,7 +145,7 @@ redist::result<redist::release_plan> plan_from_manifest(const fetch_options& opt
         REDIST_TRY_VOID(check_version_agrees(options, release.label, "--manifest " + options.source.manifest));
     // Drift watching: a manifest that differs from the one this URL served before
     // (not for a local file given with --manifest: that is the user's own document).
-    if (options.source.manifest.empty() || !redist::is_file_url(redist::to_url(options.source.manifest)))
+    if (!redist::is_local_manifest(options.source.manifest))
         REDIST_TRY_VOID(watch_manifest_drift(options.source, options.install.strict, options.install.quiet, release));
     const redist::manifest& m = release.parsed;
     // The one CUDA variant rule: the toolkit found from its files, else
