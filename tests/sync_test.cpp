@@ -724,3 +724,20 @@ TEST_CASE("plan_sync: the caller's sources are made only once the project, the p
     CHECK(made == 1);  // for the install, not for the lock
     CHECK(plan->install.sources.offline);
 }
+
+TEST_CASE("explain_lock_mismatch: an integrity error names the locked artifact and how to accept it") {
+    const project_lock lock = sample_lock();
+    const locked_artifact& pinned = lock.products[0].artifacts[0];  // cudnn linux-x86_64 cuda12
+    error e = make_error(error_code::integrity, "archive hash mismatch")
+                  .with_url("https://mirror.invalid/cudnn/redist/" + pinned.entry.relative_path);
+    const error explained = explain_lock_mismatch(e, lock, "linux-x86_64");
+    CHECK(explained.message ==
+          "archive hash mismatch; the lock pins cudnn cudnn linux-x86_64 cuda12 at sha256 " + kHash +
+              " (42 bytes): if upstream replaced it, accept the new bytes with `redist sync --upgrade --product "
+              "cudnn`");
+    CHECK(explain_lock_mismatch(e, lock, "linux-sbsa").message == e.message);  // not this platform's
+    error by_hash = make_error(error_code::integrity, "size mismatch").with_expected_actual(kHash, "other");
+    CHECK(explain_lock_mismatch(by_hash, lock, "linux-sbsa").message.find("the lock pins") != std::string::npos);
+    error network = make_error(error_code::network, "timeout").with_url(e.url);
+    CHECK(explain_lock_mismatch(network, lock, "linux-x86_64").message == "timeout");
+}

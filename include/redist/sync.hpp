@@ -263,6 +263,14 @@ struct sync_plan {
 // lock file).
 result<sync_plan> plan_sync(const opened_project& project, const sync_request& request);
 
+// An install() error against a project lock, explained: an archive that
+// does not match what the lock pins for `platform` (its size or SHA-256,
+// an integrity error) may have been replaced in place upstream, so the
+// message names the locked artifact and how to accept the new bytes
+// (`redist sync --upgrade --product P`). The lock is never rewritten to
+// match. Any other error is returned as it is.
+error explain_lock_mismatch(error e, const project_lock& lock, const std::string& platform);
+
 struct sync_report {
     project_lock_report lock;
     std::string platform;
@@ -270,7 +278,8 @@ struct sync_report {
 };
 
 // plan_sync, then install() with the plan as it is (install_request's
-// defaults for the rest). Outcomes: as plan_sync and install().
+// defaults for the rest). Outcomes: as plan_sync and install() (an
+// integrity error explained: explain_lock_mismatch).
 result<sync_report> sync_project(const opened_project& project, const sync_request& request);
 
 REDIST_API_END

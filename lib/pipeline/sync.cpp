@@ -584,10 +584,30 @@ result<sync_plan> plan_sync(const opened_project& p, const sync_request& request
     return out;
 }
 
+error explain_lock_mismatch(error e, const project_lock& lock, const std::string& platform) {
+    if (e.code != error_code::integrity) return e;
+    for (const auto& p : lock.products) {
+        for (const auto& a : p.artifacts) {
+            const auto& x = a.entry;
+            const bool same_url = !e.url.empty() && e.url.ends_with("/" + x.relative_path);
+            if (x.platform != platform || !(same_url || e.expected.starts_with(x.sha256))) continue;
+            e.message += "; the lock pins " + p.name + " " + x.component + " " + x.platform +
+                         (x.variant ? " " + *x.variant : "") + " at sha256 " + x.sha256 + " (" +
+                         std::to_string(x.size) +
+                         " bytes): if upstream replaced it, accept the new bytes with "
+                         "`redist sync --upgrade --product " +
+                         p.name + "`";
+            return e;
+        }
+    }
+    return e;
+}
+
 result<sync_report> sync_project(const opened_project& p, const sync_request& request) {
     REDIST_TRY(auto plan, plan_sync(p, request));
-    REDIST_TRY(auto report, install(plan.install));
-    return sync_report{std::move(plan.lock), std::move(plan.platform), std::move(report)};
+    auto report = install(plan.install);
+    if (!report.ok()) return explain_lock_mismatch(std::move(report).error_value(), plan.lock.lock, plan.platform);
+    return sync_report{std::move(plan.lock), std::move(plan.platform), std::move(report).value()};
 }
 
 }  // namespace redist

@@ -186,28 +186,6 @@ bool holds_project_lock(const std::string& path) {
 
 namespace {
 
-// An archive that does not match the lock (its size or SHA-256) may have
-// been replaced in place upstream: the error names the locked artifact and
-// how to accept new bytes. The lock itself is never rewritten to match.
-redist::error explain_lock_mismatch(redist::error e, const redist::project_lock& lock, const std::string& platform) {
-    if (e.code != redist::error_code::integrity) return e;
-    for (const auto& p : lock.products) {
-        for (const auto& a : p.artifacts) {
-            const auto& x = a.entry;
-            const bool same_url = !e.url.empty() && e.url.ends_with("/" + x.relative_path);
-            if (x.platform != platform || !(same_url || e.expected.starts_with(x.sha256))) continue;
-            e.message += "; the lock pins " + p.name + " " + x.component + " " + x.platform +
-                         (x.variant ? " " + *x.variant : "") + " at sha256 " + x.sha256 + " (" +
-                         std::to_string(x.size) +
-                         " bytes): if upstream replaced it, accept the new bytes with "
-                         "`redist sync --upgrade --product " +
-                         p.name + "`";
-            return e;
-        }
-    }
-    return e;
-}
-
 // --json: what landed, per product, with the libraries directly in lib/ (for
 // redist_fetch(FILE ...) in RedistFetch.cmake, which defines a target for each,
 // and links a product with "deps": true to the CUDA:: targets it needs).
@@ -331,7 +309,7 @@ int run_sync(sync_args args) {
     const std::string& platform = plan->platform;
     const redist::project_lock& lock = plan->lock.lock;
     std::optional<redist::install_report> report;
-    const auto explain = [&](redist::error e) { return explain_lock_mismatch(std::move(e), lock, platform); };
+    const auto explain = [&](redist::error e) { return redist::explain_lock_mismatch(std::move(e), lock, platform); };
     if (const int code = run_install(args.install, req, report, platform, explain); code != 0 || !report) return code;
     if (!args.install.quiet || args.install.json) warn_unmatched_excludes(req.prefix, req.exclude);
     record_artifacts(args.source, args.install.quiet, *report);  // drift watching
