@@ -4,6 +4,8 @@
 // free-space check.
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cstdlib>
 
 #include "pipeline/install_rules.hpp"
@@ -59,8 +61,8 @@ project_lock sample_lock() {
     return lock;
 }
 
-project_file sample_project() {
-    auto p = parse_project(R"([project]
+// The project sample_lock() is up to date with.
+const char* const kSampleProject = R"([project]
 prefix = "nvidia"
 platforms = ["linux-x86_64", "linux-sbsa"]
 cuda = "12"
@@ -72,8 +74,10 @@ components = ["cuda_nvcc", "cuda_cccl"]
 [products.cudnn]
 version = "9"
 components = ["cudnn"]
-)",
-                           "/work/app/redist.toml");
+)";
+
+project_file sample_project() {
+    auto p = parse_project(kSampleProject, "/work/app/redist.toml");
     REQUIRE(p.ok());
     return *p;
 }
@@ -455,4 +459,285 @@ TEST_CASE("project lock: deps and dependency_of round-trip, and take part in sta
     changed = project;
     changed.products[0].deps = false;
     CHECK(lock_staleness(dependent_gone, changed)->find("for the dependencies of [cudnn]") != std::string::npos);
+}
+
+// ---- the workflow: finding the project, the lock modes, the plan --------------------
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// A project directory holding kSampleProject and, unless `lock` is empty, that lock.
+fs::path sample_checkout(const std::string& name, const std::string& lock) {
+    const fs::path dir = redist_test::scratch(name) / "app";
+    redist_test::write(dir / "redist.toml", kSampleProject);
+    if (!lock.empty()) redist_test::write(dir / "redist.lock", lock);
+    return dir;
+}
+
+opened_project open_sample(const fs::path& dir) {
+    auto p = open_project({.file = dir / "redist.toml"});
+    REQUIRE(p.ok());
+    return std::move(p).value();
+}
+
+// Offline, nothing cached: any index or manifest request fails.
+project_lock_request offline_request(lock_mode mode) {
+    project_lock_request r{.mode = mode};
+    r.resolve.base_url = "http://127.0.0.1:9/";
+    r.resolve.sources.offline = true;
+    return r;
+}
+
+}  // namespace
+
+TEST_CASE("find_project: the nearest redist.toml upward, stopping at the repository root") {
+    const fs::path top = redist_test::scratch("find_project");
+    const fs::path repo = top / "repo";
+    const fs::path below = repo / "src" / "build";
+    fs::create_directories(below);
+    fs::create_directories(repo / ".git");
+
+    SECTION("in the start directory") {
+        redist_test::write(below / "redist.toml", "");
+        auto found = find_project(below);
+        REQUIRE(found.ok());
+        CHECK(*found == below / "redist.toml");
+    }
+    SECTION("in a parent, up to the repository root itself") {
+        redist_test::write(repo / "redist.toml", "");
+        auto found = find_project(below);
+        REQUIRE(found.ok());
+        CHECK(*found == repo / "redist.toml");
+        redist_test::write(repo / "src" / "redist.toml", "");  // the nearest wins
+        found = find_project(below);
+        REQUIRE(found.ok());
+        CHECK(*found == repo / "src" / "redist.toml");
+    }
+    SECTION("never above the repository root, whose .git may be a file (a worktree)") {
+        redist_test::write(top / "redist.toml", "");
+        auto missing = find_project(below);
+        REQUIRE_FALSE(missing.ok());
+        CHECK(missing.error_value().code == error_code::not_found);
+        CHECK(missing.error_value().path == below.string());
+        CHECK(missing.error_value().message.find("no redist.toml") != std::string::npos);
+        fs::remove(repo / ".git");
+        redist_test::write(repo / ".git", "gitdir: /elsewhere\n");
+        CHECK_FALSE(find_project(below).ok());
+        fs::remove(repo / ".git");  // no repository: the search goes on up
+        auto above = find_project(below);
+        REQUIRE(above.ok());
+        CHECK(*above == top / "redist.toml");
+    }
+    SECTION("another user's file above the start directory is refused") {
+        if (::geteuid() != 0) {
+            WARN("needs root to give the file to another user; skipped");
+            return;
+        }
+        redist_test::write(repo / "redist.toml", "");
+        REQUIRE(::chown((repo / "redist.toml").c_str(), 65534, 65534) == 0);
+        auto refused = find_project(below);
+        REQUIRE_FALSE(refused.ok());
+        CHECK(refused.error_value().code == error_code::bad_manifest);
+        CHECK(refused.error_value().path == (repo / "redist.toml").string());
+        CHECK(refused.error_value().message.find("belongs to another user (uid 65534)") != std::string::npos);
+        auto own_dir = find_project(repo);  // where the user stands: theirs to use
+        REQUIRE(own_dir.ok());
+        CHECK(*own_dir == repo / "redist.toml");
+    }
+}
+
+TEST_CASE("open_project: the file found or given, parsed; its lock beside it; named products checked") {
+    const fs::path dir = sample_checkout("open_project", "");
+    fs::create_directories(dir / "sub");
+    auto found = open_project({.start_dir = dir / "sub"});
+    REQUIRE(found.ok());
+    CHECK(found->file == dir / "redist.toml");
+    CHECK(found->lock_path == dir / "redist.lock");
+    CHECK(found->project.prefix == dir / "nvidia");
+    REQUIRE(found->project.products.size() == 2);
+
+    auto other_lock = open_project({.file = dir / "redist.toml", .lock_file = dir / "other.lock"});
+    REQUIRE(other_lock.ok());
+    CHECK(other_lock->lock_path == dir / "other.lock");
+
+    auto typo = open_project({.file = dir / "redist.toml", .products = {"cudnn", "cudnnn"}});
+    REQUIRE_FALSE(typo.ok());
+    CHECK(typo.error_value().code == error_code::usage);
+    CHECK(typo.error_value().message.starts_with("--product cudnnn: not a product of the project"));
+    CHECK(typo.error_value().message.find("did you mean 'cudnn'") != std::string::npos);
+
+    fs::create_directory(dir / "a_directory");
+    auto not_a_file = open_project({.file = dir / "a_directory"});
+    REQUIRE_FALSE(not_a_file.ok());
+    CHECK(not_a_file.error_value().code == error_code::filesystem);
+}
+
+TEST_CASE("lock_project: frozen installs the lock as it is, locked refuses a stale one") {
+    const std::string lock_text = project_lock_to_json(sample_lock());
+    const fs::path dir = sample_checkout("lock_modes", lock_text);
+    opened_project p = open_sample(dir);
+
+    for (const auto mode : {lock_mode::frozen, lock_mode::locked}) {
+        auto fresh = lock_project(p, offline_request(mode));
+        REQUIRE(fresh.ok());
+        CHECK(project_lock_to_json(fresh->lock) == lock_text);
+        CHECK_FALSE(fresh->written);
+    }
+
+    p.project.products[0].version = "12.8";  // the lock is now stale
+    auto frozen = lock_project(p, offline_request(lock_mode::frozen));
+    REQUIRE(frozen.ok());  // unchecked, as uv's and pixi's --frozen
+    CHECK(project_lock_to_json(frozen->lock) == lock_text);
+    auto locked = lock_project(p, offline_request(lock_mode::locked));
+    REQUIRE_FALSE(locked.ok());
+    CHECK(locked.error_value().code == error_code::bad_manifest);
+    CHECK(locked.error_value().source == (dir / "redist.lock").string());
+    CHECK(locked.error_value().message.starts_with("the lock file is out of date with " +
+                                                   (dir / "redist.toml").string() + " (products.cuda.version is 12.8"));
+    CHECK(redist_test::slurp(dir / "redist.lock") == lock_text);  // neither writes it
+
+    for (const auto mode : {lock_mode::frozen, lock_mode::locked}) {
+        auto upgrade = offline_request(mode);
+        upgrade.upgrade = {"cudnn"};
+        auto refused = lock_project(p, upgrade);
+        REQUIRE_FALSE(refused.ok());
+        CHECK(refused.error_value().code == error_code::usage);
+        CHECK(refused.error_value().message == std::string("--upgrade changes the lock; it cannot be used with ") +
+                                                   (mode == lock_mode::frozen ? "--frozen" : "--locked"));
+    }
+}
+
+TEST_CASE("lock_project: locked and frozen need a lock that is a regular file") {
+    const fs::path dir = sample_checkout("lock_modes_missing", "");
+    const opened_project p = open_sample(dir);
+    for (const auto mode : {lock_mode::frozen, lock_mode::locked}) {
+        auto missing = lock_project(p, offline_request(mode));
+        REQUIRE_FALSE(missing.ok());
+        CHECK(missing.error_value().code == error_code::bad_manifest);
+        CHECK(missing.error_value().message.starts_with("no lock file to install with --"));
+        CHECK(missing.error_value().path == (dir / "redist.lock").string());
+    }
+    redist_test::write(dir / "victim", project_lock_to_json(sample_lock()));
+    fs::create_symlink(dir / "victim", dir / "redist.lock");
+    for (const auto mode : {lock_mode::frozen, lock_mode::locked}) {
+        auto linked = lock_project(p, offline_request(mode));
+        REQUIRE_FALSE(linked.ok());
+        CHECK(linked.error_value().message == "the lock file is not a regular file");
+    }
+}
+
+TEST_CASE("lock_project: update keeps a current lock and rewrites one the project changed") {
+    const std::string lock_text = project_lock_to_json(sample_lock());
+    const fs::path dir = sample_checkout("lock_update", lock_text);
+    opened_project p = open_sample(dir);
+
+    auto kept = lock_project(p, offline_request(lock_mode::update));  // authoritative: no request
+    REQUIRE(kept.ok());
+    CHECK_FALSE(kept->written);
+    CHECK(redist_test::slurp(dir / "redist.lock") == lock_text);
+
+    p.project.products.pop_back();  // cudnn leaves the project: dropped from the lock, no request
+    auto dry = offline_request(lock_mode::update);
+    dry.write = false;
+    auto dry_run = lock_project(p, dry);
+    REQUIRE(dry_run.ok());
+    CHECK_FALSE(dry_run->written);
+    REQUIRE(dry_run->lock.products.size() == 1);
+    CHECK(redist_test::slurp(dir / "redist.lock") == lock_text);
+
+    auto rewritten = lock_project(p, offline_request(lock_mode::update));
+    REQUIRE(rewritten.ok());
+    CHECK(rewritten->written);
+    REQUIRE(rewritten->lock.products.size() == 1);
+    CHECK(rewritten->lock.products[0].name == "cuda");
+    CHECK(redist_test::slurp(dir / "redist.lock") == project_lock_to_json(rewritten->lock));
+    CHECK_FALSE(lock_staleness(rewritten->lock, p.project));
+
+    p.project.products[0].version = "12.8";  // a changed spec must be resolved: offline, it fails
+    auto asked = lock_project(p, offline_request(lock_mode::update));
+    REQUIRE_FALSE(asked.ok());
+    CHECK(asked.error_value().message.starts_with("products.cuda: "));
+    CHECK(redist_test::slurp(dir / "redist.lock") == project_lock_to_json(rewritten->lock));
+}
+
+TEST_CASE("plan_sync: the platform listed, the prefix inside, the lock's plans") {
+    const fs::path dir = sample_checkout("plan_sync", project_lock_to_json(sample_lock()));
+    opened_project p = open_sample(dir);
+    sync_request request{.lock = offline_request(lock_mode::frozen), .platform = "linux-sbsa", .exclude = {"lib/*.a"}};
+    p.project.exclude = {"bin/*"};
+    auto plan = plan_sync(p, request);
+    REQUIRE(plan.ok());
+    CHECK(plan->platform == "linux-sbsa");
+    CHECK(plan->install.prefix == dir / "nvidia");
+    REQUIRE(plan->install.releases.size() == 2);
+    CHECK(plan->install.exclude == std::vector<std::string>{"bin/*", "lib/*.a"});
+    CHECK_FALSE(plan->install.keep_unlisted);
+    CHECK(plan->install.sources.offline);
+
+    request.platform = "windows-x86_64";
+    auto unlisted = plan_sync(p, request);
+    REQUIRE_FALSE(unlisted.ok());
+    CHECK(unlisted.error_value().code == error_code::usage);
+    CHECK(unlisted.error_value().message == "platform windows-x86_64 is not in project.platforms");
+
+    request.platform = "linux-x86_64";
+    p.project.prefix = dir.parent_path() / "outside";
+    auto outside = plan_sync(p, request);
+    REQUIRE_FALSE(outside.ok());
+    CHECK(outside.error_value().json_path == "project.prefix");
+    request.allow_outside_prefix = true;
+    auto allowed = plan_sync(p, request);
+    REQUIRE(allowed.ok());
+    CHECK(allowed->install.prefix == dir.parent_path() / "outside");
+    request.allow_outside_prefix = false;
+    request.prefix = dir.parent_path() / "given";  // the caller's prefix: not the project's to check
+    auto given = plan_sync(p, request);
+    REQUIRE(given.ok());
+    CHECK(given->install.prefix == dir.parent_path() / "given");
+}
+
+TEST_CASE("plan_sync: the caller's sources are made only once the project, the prefix and the lock are good") {
+    const fs::path dir = sample_checkout("plan_sync_sources", "");
+    opened_project p = open_sample(dir);
+    int made = 0;
+    sync_request request{.lock = offline_request(lock_mode::frozen), .platform = "linux-x86_64"};
+    request.lock.make_resolve = [&made] {
+        ++made;
+        project_resolve_options o;
+        o.sources.offline = true;
+        o.base_url = "http://127.0.0.1:9/";
+        return o;
+    };
+    request.platform = "linux-aarch64";  // not listed
+    CHECK_FALSE(plan_sync(p, request).ok());
+    request.platform = "linux-x86_64";
+    p.project.prefix = "/elsewhere";
+    CHECK_FALSE(plan_sync(p, request).ok());
+    p.project.prefix = dir / "nvidia";
+    CHECK_FALSE(plan_sync(p, request).ok());  // frozen: no lock
+    CHECK(made == 0);
+
+    redist_test::write(dir / "redist.lock", project_lock_to_json(sample_lock()));
+    auto plan = plan_sync(p, request);
+    REQUIRE(plan.ok());
+    CHECK(made == 1);  // for the install, not for the lock
+    CHECK(plan->install.sources.offline);
+}
+
+TEST_CASE("explain_lock_mismatch: an integrity error names the locked artifact and how to accept it") {
+    const project_lock lock = sample_lock();
+    const locked_artifact& pinned = lock.products[0].artifacts[0];  // cudnn linux-x86_64 cuda12
+    error e = make_error(error_code::integrity, "archive hash mismatch")
+                  .with_url("https://mirror.invalid/cudnn/redist/" + pinned.entry.relative_path);
+    const error explained = explain_lock_mismatch(e, lock, "linux-x86_64");
+    CHECK(explained.message ==
+          "archive hash mismatch; the lock pins cudnn cudnn linux-x86_64 cuda12 at sha256 " + kHash +
+              " (42 bytes): if upstream replaced it, accept the new bytes with `redist sync --upgrade --product "
+              "cudnn`");
+    CHECK(explain_lock_mismatch(e, lock, "linux-sbsa").message == e.message);  // not this platform's
+    error by_hash = make_error(error_code::integrity, "size mismatch").with_expected_actual(kHash, "other");
+    CHECK(explain_lock_mismatch(by_hash, lock, "linux-sbsa").message.find("the lock pins") != std::string::npos);
+    error network = make_error(error_code::network, "timeout").with_url(e.url);
+    CHECK(explain_lock_mismatch(network, lock, "linux-x86_64").message == "timeout");
 }

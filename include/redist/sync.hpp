@@ -1,11 +1,21 @@
 // redist/sync.hpp — a whole project (redist.toml) into one prefix, in one
-// transaction: resolve every product for every listed platform into a
-// project lock (lockfile.hpp, version 2). Installing what the lock pins for
-// one platform is install()'s job (install.hpp), as for `redist fetch`.
+// transaction. The workflow of `redist sync` and `redist lock`, in four steps:
+//
+//   open_project   find redist.toml (find_project), refuse a stranger's file,
+//                  read it bounded, parse it strictly, find its lock
+//   lock_project   the project lock (lockfile.hpp, version 2) in a mode:
+//                  update (resolve what changed, rewrite the lock when it
+//                  changed), locked (the lock, checked against the project),
+//                  frozen (the lock as it is)
+//   plan_sync      the platform, the prefix, the lock's plans: an
+//                  install_request
+//   install()      (install.hpp), as for `redist fetch`; sync_project does
+//                  the last two in one call
 #pragma once
 
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +24,7 @@
 #include "redist/install.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/project.hpp"
+#include "redist/resolve.hpp"
 
 namespace redist {
 REDIST_API_BEGIN
@@ -78,6 +89,20 @@ struct project_resolution {
 // variant missing: the error names the product) | network | bad_manifest | integrity.
 result<project_resolution> resolve_project(const project_file& project, const project_resolve_options& options);
 
+// A locked release's manifest (product, release_label and manifest_url as a
+// lock records them), read again from the same sources in the same order as
+// resolving it (request.sources: mirrors, then the lock's base, see
+// base_of_manifest_url), so that a dead mirror falls back to the base. A
+// manifest URL that is not <base>/<product>/redist/redistrib_<label>.json
+// (locked from a manifest named by its location) is read from that URL
+// alone. Of `request`, the sources, observer, recompressed and
+// manifest_sha256 (the locked one to pin it, empty to see drift) are used;
+// the product, version, base and location are the lock's. `redist fetch
+// --locked` and attach_locked_copies read it so. Outcomes: as resolve_release.
+result<resolved_release> reread_locked_manifest(const std::string& product, const std::string& release_label,
+                                                const std::string& manifest_url, release_request request,
+                                                const transfer_options& transfer);
+
 // A mirror's recompressed copies for `plans` (plans_for_platform(lock, ...)),
 // as `redist fetch --locked` finds them: for each product whose lock pins a
 // decoded tar (tar_sha256), its locked manifest is read again from
@@ -107,6 +132,155 @@ result<void> check_project_prefix(const project_file& project);
 // Outcomes: ok | bad_manifest (source = the project file, json_path =
 // "project.base-url" or "project.mirrors[i]").
 result<std::vector<std::filesystem::path>> project_local_roots(const project_file& project);
+
+// ---- opening a project --------------------------------------------------------------
+
+// The project file above `start_dir`: redist.toml in it or in the nearest
+// parent, up to the repository root (a directory holding .git, which is
+// searched too) or /. A file found above `start_dir` that belongs to
+// another user (neither this process's effective user nor root) is refused:
+// running as root in a shared /tmp, a stranger's redist.toml is no project.
+// The file is not read. Outcomes: ok (start_dir / ... / "redist.toml") |
+// not_found (none up to the root; path = start_dir) | bad_manifest (another
+// user's; path = the file).
+result<std::filesystem::path> find_project(const std::filesystem::path& start_dir);
+
+struct project_open_request {
+    std::filesystem::path file{};       // the project file (--file); empty: find_project(start_dir)
+    std::filesystem::path start_dir{};  // where the search starts; empty: the current directory
+    std::filesystem::path lock_file{};  // empty: redist.lock beside the project file
+    // The local directories among the sources the caller named (its base
+    // and mirrors): a lock's file:// URLs may point under them.
+    std::vector<std::filesystem::path> local_roots{};
+    // Products the caller names (`--upgrade --product P`): each must be one
+    // of the project's.
+    std::vector<std::string> products{};
+};
+
+struct opened_project {
+    std::filesystem::path file;  // as given, or as found: messages name it
+    project_file project;        // parsed from the file, made absolute
+    std::filesystem::path lock_path;
+    // Where a lock's file:// URLs may point: the request's local_roots,
+    // then the project's own (project_local_roots).
+    std::vector<std::filesystem::path> roots;
+};
+
+// Finds (unless request.file names it), reads (read_project_document: a
+// regular file, at most kMaxProjectFileBytes) and parses the project file,
+// and checks its local sources. Outcomes: ok | not_found, bad_manifest,
+// filesystem (find_project, read_project_document, parse_project,
+// project_local_roots) | usage (a named product the project lacks, with a
+// suggestion; source = the file).
+result<opened_project> open_project(const project_open_request& request);
+
+// ---- locking it ------------------------------------------------------------------
+
+// How a project's lock is made, as uv's and pixi's flags:
+//   update  the lock brought up to date: what it pins stays, what changed
+//           in the project file (or is upgraded) is resolved; written only
+//           when it changed (`redist lock`, a plain `redist sync`)
+//   locked  the lock as written, after checking that it is up to date with
+//           the project file (lock_staleness); never written (`--locked`)
+//   frozen  the lock as written, unchecked; never written (`--frozen`)
+enum class lock_mode { update, locked, frozen };
+
+struct project_lock_request {
+    lock_mode mode = lock_mode::update;
+    // update: resolve these again from their spec even when locked
+    // (`--upgrade [--product P]`): every product when upgrade_all, else
+    // those named (they set project_resolve_options' fields of the same
+    // names). locked and frozen refuse them: they never change the lock.
+    bool upgrade_all = false;
+    std::vector<std::string> upgrade{};
+    // Sources, CUDA detection, the manifest hook; `previous`, upgrade_all
+    // and upgrade are set by lock_project. An empty base_url is the
+    // project's base-url, else default_base_url; empty sources.mirrors are
+    // the project's mirrors.
+    project_resolve_options resolve{};
+    // When set, gives the options instead of `resolve`, called each time
+    // they are needed and not before: a caller whose sources cost something
+    // (opening a cache, asking the driver) pays only once the platform, the
+    // prefix and (locked, frozen) the lock are found good.
+    std::function<project_resolve_options()> make_resolve{};
+    bool write = true;  // update: write the lock when it changed (false: a dry run)
+};
+
+struct project_lock_report {
+    project_lock lock;
+    std::vector<std::string> notes;     // resolve_project's, one line each
+    std::vector<std::string> warnings;  // one line each: a lock path holding no regular file, replaced
+    bool written = false;               // the lock file was written
+};
+
+// The lock is a regular file, never followed through a symlink: what a
+// checkout holds at its name otherwise (a link to /etc/shadow) is never
+// read; locked and frozen then fail, update replaces it (a warning). It is
+// read bounded (kMaxLockFileBytes), parsed strictly, and every URL in it
+// must be http(s) or lie under project.roots (check_lock_sources).
+// update writes it atomically (atomic_write, durable): a reader sees the
+// old lock or the new one.
+// Outcomes: ok | usage (locked or frozen with an upgrade asked for) |
+// bad_manifest (no lock for locked or frozen; not a regular file; a lock
+// out of date with the project file in locked mode; an unreadable or
+// hostile lock, never replaced) | what resolve_project returns (update) |
+// filesystem (writing it).
+result<project_lock_report> lock_project(const opened_project& project, const project_lock_request& request);
+
+// ---- syncing it ------------------------------------------------------------------
+
+struct sync_request {
+    project_lock_request lock{};     // its resolve options' sources are also install()'s
+    std::string platform{};          // a platform the project lists; empty: this machine's
+    std::filesystem::path prefix{};  // instead of the project's (--prefix); empty: the project's
+    // Install into the project's prefix even when it lies outside the
+    // project file's directory (check_project_prefix); refused otherwise.
+    bool allow_outside_prefix = false;
+    std::vector<std::string> exclude{};  // added to the project's
+    // Keep components in the prefix that the project does not name (by
+    // default they leave it in the same transaction).
+    bool keep_unlisted = false;
+    // Attach a mirror's recompressed copies (attach_locked_copies).
+    bool use_recompressed = true;
+};
+
+struct sync_plan {
+    project_lock_report lock;
+    std::string platform;
+    // The prefix, the lock's plans for the platform, the excludes, the
+    // sources: ready for install() once the caller adds its observer,
+    // budget and flags.
+    install_request install;
+};
+
+// The project's platform (request.platform, which the project must list),
+// its prefix (request.prefix, else the project's, inside its directory
+// unless allow_outside_prefix), its lock in request.lock's mode
+// (lock_project), and one release_plan per product for the platform.
+// Outcomes: ok | usage (a platform the project does not list; source = the
+// file) | bad_manifest (check_project_prefix) | what detect_host_platform,
+// lock_project and plans_for_platform return (the latter with source = the
+// lock file).
+result<sync_plan> plan_sync(const opened_project& project, const sync_request& request);
+
+// An install() error against a project lock, explained: an archive that
+// does not match what the lock pins for `platform` (its size or SHA-256,
+// an integrity error) may have been replaced in place upstream, so the
+// message names the locked artifact and how to accept the new bytes
+// (`redist sync --upgrade --product P`). The lock is never rewritten to
+// match. Any other error is returned as it is.
+error explain_lock_mismatch(error e, const project_lock& lock, const std::string& platform);
+
+struct sync_report {
+    project_lock_report lock;
+    std::string platform;
+    install_report report;  // what landed, and what left the prefix
+};
+
+// plan_sync, then install() with the plan as it is (install_request's
+// defaults for the rest). Outcomes: as plan_sync and install() (an
+// integrity error explained: explain_lock_mismatch).
+result<sync_report> sync_project(const opened_project& project, const sync_request& request);
 
 REDIST_API_END
 }  // namespace redist

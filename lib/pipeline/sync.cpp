@@ -1,12 +1,18 @@
 // sync.cpp — a project into a prefix. See include/redist/sync.hpp.
 #include "redist/sync.hpp"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 
+#include "redist/atomic_write.hpp"
 #include "redist/dependencies.hpp"
 #include "redist/diff.hpp"
 #include "redist/observer.hpp"
+#include "redist/platform.hpp"
 #include "redist/select.hpp"
+#include "redist/suggest.hpp"
 #include "redist/urls.hpp"
 #include "support/safe_path.hpp"
 #include "transport/source.hpp"
@@ -298,28 +304,33 @@ result<project_resolution> resolve_project(const project_file& project, const pr
     return out;
 }
 
+result<resolved_release> reread_locked_manifest(const std::string& product, const std::string& release_label,
+                                                const std::string& manifest_url, release_request request,
+                                                const transfer_options& transfer) {
+    request.product = product;
+    request.version_spec = release_label;
+    request.manifest_location.clear();
+    if (auto base = base_of_manifest_url(manifest_url, product, release_label)) {
+        request.base_url = *base;
+    } else {
+        request.manifest_location = manifest_url;
+        request.product.clear();
+    }
+    return resolve_release(request, transfer);
+}
+
 void attach_locked_copies(const project_lock& lock, std::vector<release_plan>& plans,
                           const project_resolve_options& options) {
     for (auto& plan : plans) {
         if (plan.locked_tar_sha256.empty()) continue;  // nothing a copy could be checked against
         const locked_product* p = find_locked(&lock, plan.product);
         if (!p) continue;
-        // The locked manifest from the same sources as resolving it (mirrors,
-        // then its base), as `redist fetch --locked` reads it again.
         release_request req;
-        req.product = p->name;
-        req.version_spec = p->release_label;
-        if (auto base = base_of_manifest_url(p->manifest_url, p->name, p->release_label)) {
-            req.base_url = *base;
-        } else {
-            req.manifest_location = p->manifest_url;
-            req.product.clear();
-        }
         req.manifest_sha256 = p->manifest_sha256;  // the record must belong to the locked manifest
         req.sources = options.sources;
         req.observer = options.observer;
         req.recompressed = true;
-        auto release = resolve_release(req, options.transfer);
+        auto release = reread_locked_manifest(p->name, p->release_label, p->manifest_url, req, options.transfer);
         if (!release.ok()) {
             if (options.observer)
                 options.observer->on_copy_failure(
@@ -384,6 +395,220 @@ result<std::vector<fs::path>> project_local_roots(const project_file& project) {
         local.push_back(url);
     }
     return local_roots(local);
+}
+
+// ---- opening a project --------------------------------------------------------------
+
+namespace {
+
+bool exists_at(const fs::path& p) {
+    std::error_code ec;
+    return fs::exists(fs::symlink_status(p, ec));
+}
+
+// Whether `path` is a regular file, not followed through a symlink.
+bool regular_file_at(const fs::path& path) {
+    struct stat st {};
+    return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+}  // namespace
+
+result<fs::path> find_project(const fs::path& start_dir) {
+    for (fs::path dir = start_dir;; dir = dir.parent_path()) {
+        const fs::path candidate = dir / "redist.toml";
+        struct stat st {};
+        if (::lstat(candidate.c_str(), &st) == 0) {
+            if (dir != start_dir && st.st_uid != ::geteuid() && st.st_uid != 0)
+                return make_error(error_code::bad_manifest,
+                                  "this project file in a parent directory belongs to another user (uid " +
+                                      std::to_string(st.st_uid) + "); pass --file to use it")
+                    .with_path(candidate.string());
+            return candidate;
+        }
+        if (exists_at(dir / ".git") || dir == dir.root_path() || dir == dir.parent_path()) break;
+    }
+    return make_error(error_code::not_found,
+                      "no redist.toml here or in a parent directory (up to the repository root); "
+                      "run `redist init` or pass --file")
+        .with_path(start_dir.string());
+}
+
+result<opened_project> open_project(const project_open_request& request) {
+    opened_project out;
+    if (!request.file.empty()) {
+        out.file = request.file;
+    } else {
+        fs::path start = request.start_dir;
+        if (start.empty()) {
+            std::error_code ec;
+            start = fs::current_path(ec);
+            if (ec) return make_error(error_code::filesystem, "cannot read the current directory");
+        }
+        REDIST_TRY(out.file, find_project(start));
+    }
+    REDIST_TRY(const std::string text, read_project_document(out.file, kMaxProjectFileBytes, "project file"));
+    const fs::path file = fs::absolute(out.file);
+    REDIST_TRY(out.project, parse_project(text, file));
+    out.lock_path = request.lock_file.empty() ? file.parent_path() / "redist.lock" : request.lock_file;
+    REDIST_TRY(auto project_roots, project_local_roots(out.project));
+    out.roots = request.local_roots;
+    out.roots.insert(out.roots.end(), project_roots.begin(), project_roots.end());
+    std::vector<std::string> names;
+    for (const auto& p : out.project.products) names.push_back(p.name);
+    for (const auto& name : request.products)
+        if (std::find(names.begin(), names.end(), name) == names.end())
+            return make_error(error_code::usage,
+                              "--product " + name + ": not a product of the project" + did_you_mean(name, names))
+                .with_source(out.file.string());
+    return out;
+}
+
+// ---- locking it ------------------------------------------------------------------
+
+namespace {
+
+// The lock as written, with its text; nullopt when there is none.
+struct lock_on_disk {
+    project_lock lock;
+    std::string text;
+};
+
+// A lock is a regular file: what a checkout holds at its name otherwise (a
+// symlink to /etc/shadow) is never read; installing the lock (`as_is`)
+// then fails, resolving replaces it (a warning).
+result<std::optional<lock_on_disk>> read_lock(const opened_project& p, bool as_is, std::vector<std::string>& warnings) {
+    if (!exists_at(p.lock_path)) return std::optional<lock_on_disk>();
+    if (!regular_file_at(p.lock_path)) {
+        if (as_is)
+            return make_error(error_code::bad_manifest, "the lock file is not a regular file")
+                .with_path(p.lock_path.string());
+        warnings.push_back(p.lock_path.string() + " is not a regular file; it is no lock, and is replaced");
+        return std::optional<lock_on_disk>();
+    }
+    lock_on_disk out;
+    REDIST_TRY(out.text, read_project_document(p.lock_path, kMaxLockFileBytes, "lock file"));
+    REDIST_TRY(out.lock, project_lock_from_json(out.text, p.lock_path.string()));
+    REDIST_TRY_VOID(check_lock_sources(out.lock, p.lock_path.string(), p.roots));
+    return std::optional<lock_on_disk>(std::move(out));
+}
+
+// The caller's sources (asked for now: make_resolve), with the project's
+// where the caller names none.
+project_resolve_options sources_for(const project_file& project, const project_lock_request& request) {
+    project_resolve_options o = request.make_resolve ? request.make_resolve() : request.resolve;
+    if (o.base_url.empty()) o.base_url = project.base_url.empty() ? std::string(default_base_url) : project.base_url;
+    if (o.sources.mirrors.empty()) o.sources.mirrors = project.mirrors;
+    o.upgrade_all = request.upgrade_all;
+    o.upgrade = request.upgrade;
+    return o;
+}
+
+// update: keeps what the lock pins, resolves what changed in the project
+// file (or what is upgraded), and rewrites the lock only when that changed it.
+result<project_lock_report> update_lock(const opened_project& p, const project_lock_request& request) {
+    project_lock_report out;
+    REDIST_TRY(const auto previous, read_lock(p, false, out.warnings));
+    project_resolve_options r = sources_for(p.project, request);
+    r.previous = previous ? &previous->lock : nullptr;
+    REDIST_TRY(auto resolved, resolve_project(p.project, r));
+    out.notes = std::move(resolved.notes);
+    out.lock = std::move(resolved.lock);
+    const std::string text = project_lock_to_json(out.lock);
+    if ((!previous || previous->text != text) && request.write) {
+        // Atomically: a reader (or a crash) sees the old lock or the new one, and
+        // nothing a checkout holds at the name (or at a temp name) is written through.
+        REDIST_TRY_VOID(atomic_write(p.lock_path, text, durability::full));
+        out.written = true;
+    }
+    return out;
+}
+
+}  // namespace
+
+result<project_lock_report> lock_project(const opened_project& p, const project_lock_request& request) {
+    if (request.mode == lock_mode::update) return update_lock(p, request);
+    const std::string flag = request.mode == lock_mode::frozen ? "--frozen" : "--locked";
+    if (request.upgrade_all || !request.upgrade.empty())
+        return make_error(error_code::usage, "--upgrade changes the lock; it cannot be used with " + flag);
+    project_lock_report out;
+    REDIST_TRY(auto lock, read_lock(p, true, out.warnings));
+    if (!lock)
+        return make_error(error_code::bad_manifest, "no lock file to install with " + flag +
+                                                        "; run `redist lock` (or a plain `redist sync`) to make it")
+            .with_path(p.lock_path.string());
+    // frozen: as it is, unchecked (uv's and pixi's --frozen).
+    if (request.mode == lock_mode::locked)
+        if (auto stale = lock_staleness(lock->lock, p.project))
+            return make_error(error_code::bad_manifest,
+                              "the lock file is out of date with " + p.file.string() + " (" + *stale +
+                                  "); run `redist lock` (or a plain `redist sync`) to update it")
+                .with_source(p.lock_path.string());
+    out.lock = std::move(lock->lock);
+    return out;
+}
+
+// ---- syncing it ------------------------------------------------------------------
+
+result<sync_plan> plan_sync(const opened_project& p, const sync_request& request) {
+    sync_plan out;
+    if (!request.platform.empty()) {
+        out.platform = request.platform;
+    } else {
+        REDIST_TRY(out.platform, detect_host_platform(host_probe::system()));
+    }
+    const project_file& project = p.project;
+    if (std::find(project.platforms.begin(), project.platforms.end(), out.platform) == project.platforms.end())
+        return make_error(error_code::usage, "platform " + out.platform + " is not in project.platforms")
+            .with_source(p.file.string());
+    // The project's prefix stays inside its directory unless the caller says otherwise.
+    if (!request.prefix.empty()) {
+        out.install.prefix = fs::absolute(request.prefix).lexically_normal();
+    } else {
+        if (!request.allow_outside_prefix) REDIST_TRY_VOID(check_project_prefix(project));
+        out.install.prefix = project.prefix;
+    }
+    REDIST_TRY(out.lock, lock_project(p, request.lock));
+    auto plans = plans_for_platform(out.lock.lock, out.platform);
+    if (!plans.ok()) return std::move(plans).error_value().with_source(p.lock_path.string());
+    const project_resolve_options sources = sources_for(project, request.lock);
+    // A mirror's recompressed copies, each used only where the lock pins its tar.
+    if (request.use_recompressed) attach_locked_copies(out.lock.lock, *plans, sources);
+    out.install.releases = std::move(plans).value();
+    out.install.exclude = project.exclude;
+    for (const auto& g : request.exclude)
+        if (std::find(out.install.exclude.begin(), out.install.exclude.end(), g) == out.install.exclude.end())
+            out.install.exclude.push_back(g);
+    out.install.keep_unlisted = request.keep_unlisted;
+    out.install.transfer = sources.transfer;
+    out.install.sources = sources.sources;
+    return out;
+}
+
+error explain_lock_mismatch(error e, const project_lock& lock, const std::string& platform) {
+    if (e.code != error_code::integrity) return e;
+    for (const auto& p : lock.products) {
+        for (const auto& a : p.artifacts) {
+            const auto& x = a.entry;
+            const bool same_url = !e.url.empty() && e.url.ends_with("/" + x.relative_path);
+            if (x.platform != platform || !(same_url || e.expected.starts_with(x.sha256))) continue;
+            e.message += "; the lock pins " + p.name + " " + x.component + " " + x.platform +
+                         (x.variant ? " " + *x.variant : "") + " at sha256 " + x.sha256 + " (" +
+                         std::to_string(x.size) +
+                         " bytes): if upstream replaced it, accept the new bytes with "
+                         "`redist sync --upgrade --product " +
+                         p.name + "`";
+            return e;
+        }
+    }
+    return e;
+}
+
+result<sync_report> sync_project(const opened_project& p, const sync_request& request) {
+    REDIST_TRY(auto plan, plan_sync(p, request));
+    auto report = install(plan.install);
+    if (!report.ok()) return explain_lock_mismatch(std::move(report).error_value(), plan.lock.lock, plan.platform);
+    return sync_report{std::move(plan.lock), std::move(plan.platform), std::move(report).value()};
 }
 
 }  // namespace redist

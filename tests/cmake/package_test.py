@@ -272,7 +272,8 @@ def test_library(args):
 # Known to be public: declared in include/redist/*.hpp, used by programs.
 PUBLIC_SYMBOLS = ("redist::parse_manifest(", "redist::install(", "redist::blob_cache::open(",
                   "redist::error::describe[abi:cxx11]() const", "redist::resolve_project(",
-                  "redist::verify_prefix(", "redist::run_checks(")
+                  "redist::verify_prefix(", "redist::run_checks(", "redist::find_project(",
+                  "redist::open_project(", "redist::lock_project(", "redist::sync_project(")
 # Known to be internal: declared in lib/<layer>/ headers only.
 INTERNAL_SYMBOLS = ("redist::confined_join(", "redist::validate_name(",  # lib/support/safe_path.hpp
                     "redist::read_file(", "redist::errno_error(",  # lib/support/posix_file.hpp

@@ -16,8 +16,9 @@
 
 namespace redist_tools {
 
-// How `redist sync` and `redist lock` (without PRODUCT VERSION) find a
-// project and keep its lock (tools/commands/sync.cpp).
+// The flags with which `redist sync` and `redist lock` (without PRODUCT
+// VERSION) find a project and keep its lock: tools/commands/sync.cpp turns
+// them into the library's open_project and lock_project requests (sync.hpp).
 struct project_lock_options {
     std::string file;                   // --file; empty: redist.toml here or in a parent directory
     std::string lock_file;              // --lock-file; empty: redist.lock beside the project file

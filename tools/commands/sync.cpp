@@ -1,7 +1,6 @@
 // `redist sync` — installs a project (redist.toml) into its prefix in one
 // transaction, and keeps redist.lock (version 2) next to it. See sync.hpp.
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -13,11 +12,9 @@
 #include "commands/project_commands.hpp"
 #include "common/observer.hpp"
 #include "common/printable.hpp"
-#include "redist/atomic_write.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/platform.hpp"
 #include "redist/project.hpp"
-#include "redist/suggest.hpp"
 #include "redist/sync.hpp"
 #include "redist/urls.hpp"
 
@@ -41,106 +38,32 @@ struct sync_args {
     install_flags install;  // as fetch's (add_install_flags)
 };
 
-bool exists_at(const fs::path& p) {
-    std::error_code ec;
-    return fs::exists(fs::symlink_status(p, ec));
-}
-
-// --file, else redist.toml in the current directory or the nearest parent,
-// up to the repository root (a directory holding .git) or /. A file found
-// above the current directory that belongs to another user is refused:
-// running as root in a shared /tmp, a stranger's redist.toml is no project.
-redist::result<std::string> find_project_file(const std::string& given) {
-    if (!given.empty()) return given;
-    std::error_code ec;
-    const fs::path cwd = fs::current_path(ec);
-    if (ec) return redist::make_error(redist::error_code::filesystem, "cannot read the current directory");
-    for (fs::path dir = cwd;; dir = dir.parent_path()) {
-        const fs::path candidate = dir / "redist.toml";
-        struct stat st {};
-        if (::lstat(candidate.c_str(), &st) == 0) {
-            if (dir != cwd && st.st_uid != ::geteuid() && st.st_uid != 0)
-                return redist::make_error(redist::error_code::bad_manifest,
-                                          "this project file in a parent directory belongs to another user (uid " +
-                                              std::to_string(st.st_uid) + "); pass --file to use it")
-                    .with_path(candidate.string());
-            return candidate.string();
-        }
-        if (exists_at(dir / ".git") || dir == dir.root_path()) break;
-    }
-    return redist::make_error(redist::error_code::not_found,
-                              "no redist.toml here or in a parent directory (up to the repository root); "
-                              "run `redist init` or pass --file")
-        .with_path(cwd.string());
-}
-
-// A project file, parsed, with where its lock lives and where a lock's
-// file:// URLs may point.
-struct loaded_project {
-    std::string file;  // as found
-    redist::project_file project;
-    std::string lock_path;
-    // The directories the user named, and the project's own local mirrors
-    // (inside its directory). A lock's URLs point there or at http(s)
-    // (check_lock_sources), never at /etc/shadow.
-    std::vector<fs::path> roots;
-};
-
-redist::result<loaded_project> load_project(const project_lock_options& o) {
-    loaded_project out;
-    REDIST_TRY(out.file, find_project_file(o.file));
-    REDIST_TRY(const std::string text,
-               redist::read_project_document(out.file, redist::kMaxProjectFileBytes, "project file"));
-    const fs::path file = fs::absolute(out.file);
-    REDIST_TRY(out.project, redist::parse_project(text, file));
-    REDIST_TRY_VOID(load_trusted_keys(o.source, out.project.trusted_keys));  // fail before any request
-    out.lock_path = o.lock_file.empty() ? (file.parent_path() / "redist.lock").string() : o.lock_file;
-    REDIST_TRY(auto project_roots, redist::project_local_roots(out.project));
-    out.roots = o.source.local_roots();
-    out.roots.insert(out.roots.end(), project_roots.begin(), project_roots.end());
-    std::vector<std::string> names;
-    for (const auto& p : out.project.products) names.push_back(p.name);
-    for (const auto& name : o.products)
-        if (std::ranges::find(names, name) == names.end())
-            return redist::make_error(redist::error_code::usage, "--product " + name +
-                                                                     ": not a product of the project" +
-                                                                     redist::did_you_mean(name, names))
-                .with_source(out.file);
-    return out;
-}
-
 // Whether `path` is a regular file, not followed through a symlink.
 bool regular_file_at(const std::string& path) {
     struct stat st {};
     return ::lstat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
 }
 
-// The lock as written, checked (never a request); nullopt when there is none.
-// A lock is a regular file: what a checkout holds at its name otherwise (a
-// symlink to /etc/shadow) is never read; installing the lock (`as_is`) then
-// fails, resolving replaces it.
-redist::result<std::optional<redist::project_lock>> read_lock(const loaded_project& p, bool as_is, bool quiet) {
-    if (!exists_at(p.lock_path)) return std::optional<redist::project_lock>();
-    if (!regular_file_at(p.lock_path)) {
-        if (as_is)
-            return redist::make_error(redist::error_code::bad_manifest, "the lock file is not a regular file")
-                .with_path(p.lock_path);
-        if (!quiet)
-            std::fprintf(stderr, "%s: warning: %s is not a regular file; it is no lock, and is replaced\n",
-                         tool_name.c_str(), printable(p.lock_path).c_str());
-        return std::optional<redist::project_lock>();
-    }
-    REDIST_TRY(const std::string text,
-               redist::read_project_document(p.lock_path, redist::kMaxLockFileBytes, "lock file"));
-    REDIST_TRY(auto lock, redist::project_lock_from_json(text, p.lock_path));
-    REDIST_TRY_VOID(redist::check_lock_sources(lock, p.lock_path, p.roots));
-    return std::optional<redist::project_lock>(std::move(lock));
+// The project of --file (else redist.toml here or in a parent directory),
+// opened by the library; the keys it names are read before any request.
+redist::result<redist::opened_project> load_project(const project_lock_options& o) {
+    REDIST_TRY(
+        auto p,
+        redist::open_project(
+            {.file = o.file, .lock_file = o.lock_file, .local_roots = o.source.local_roots(), .products = o.products}));
+    REDIST_TRY_VOID(load_trusted_keys(o.source, p.project.trusted_keys));  // fail before any request
+    return p;
+}
+
+void print_lines(const char* kind, const std::vector<std::string>& lines) {
+    for (const auto& line : lines)
+        std::fprintf(stderr, "%s: %s: %s\n", tool_name.c_str(), kind, printable(line).c_str());
 }
 
 // Where the project's manifests and archives come from: the command line's
 // base and mirrors, else the project's.
 redist::project_resolve_options project_sources(const source_options& source, const redist::project_file& project,
-                                                redist::fetch_observer& observer) {
+                                                const fs::path& prefix, redist::fetch_observer& observer) {
     redist::project_resolve_options r;
     r.base_url = !source.base_url.empty() || project.base_url.empty() ? source.effective_base_url() : project.base_url;
     r.sources = source.policy();
@@ -155,66 +78,37 @@ redist::project_resolve_options project_sources(const source_options& source, co
     // that needs it (system_driver_cuda: never a libcuda in the prefix).
     r.detected_cuda = redist::detect_cuda(redist::host_probe::system());
     if (!r.detected_cuda)
-        r.driver_cuda = [prefix = project.prefix,
-                         asked = std::make_shared<std::optional<std::optional<redist::cuda_detection>>>()] {
+        r.driver_cuda = [prefix, asked = std::make_shared<std::optional<std::optional<redist::cuda_detection>>>()] {
             if (!*asked) *asked = system_driver_cuda(prefix);
             return **asked;
         };
     return r;
 }
 
-// Keeps what the lock pins, resolves what changed in the project file (or
-// what --upgrade names), and rewrites the lock only when that changed it.
-redist::result<redist::project_lock> resolve_and_lock(const project_lock_options& o, const loaded_project& p) {
-    REDIST_TRY(const auto previous, read_lock(p, false, o.quiet));
-    console_observer observer(o.quiet);  // retries, an unusable recompressed-copy record
-    redist::project_resolve_options r = project_sources(o.source, p.project, observer);
-    r.on_manifest = [&](const redist::resolved_release& release) {
-        return watch_manifest_drift(o.source, o.strict, o.quiet, release);
-    };
-    r.previous = previous ? &*previous : nullptr;
+// The library's lock request for the options: upgrades, and the sources
+// (drift watching included), made when the library needs them.
+redist::project_lock_request lock_request(const project_lock_options& o, const redist::opened_project& p,
+                                          const fs::path& prefix, redist::fetch_observer& observer) {
+    redist::project_lock_request r;
     r.upgrade_all = o.upgrade && o.products.empty();
     r.upgrade = o.products;
-    REDIST_TRY(auto resolved, redist::resolve_project(p.project, r));
-    if (!o.quiet)
-        for (const auto& note : resolved.notes)
-            std::fprintf(stderr, "%s: note: %s\n", tool_name.c_str(), printable(note).c_str());
-    const std::string text = redist::project_lock_to_json(resolved.lock);
-    const bool same = previous && regular_file_at(p.lock_path) && [&] {
-        auto old = redist::read_project_document(p.lock_path, redist::kMaxLockFileBytes, "lock file");
-        return old.ok() && *old == text;
-    }();
-    if (!same && !o.dry_run) {  // --dry-run writes no lock either
-        // Atomically: a reader (or a crash) sees the old lock or the new one, and
-        // nothing a checkout holds at the name (or at a temp name) is written through.
-        REDIST_TRY_VOID(redist::atomic_write(p.lock_path, text, redist::durability::full));
-        if (!o.quiet) std::printf("wrote %s\n", printable(p.lock_path).c_str());
-    }
-    return std::move(resolved.lock);
+    r.make_resolve = [&o, &observer, project = &p.project, prefix] {
+        redist::project_resolve_options resolve = project_sources(o.source, *project, prefix, observer);
+        resolve.on_manifest = [&o](const redist::resolved_release& release) {
+            return watch_manifest_drift(o.source, o.strict, o.quiet, release);
+        };
+        return resolve;
+    };
+    r.write = !o.dry_run;  // --dry-run writes no lock either
+    return r;
 }
 
-// What `redist sync` installs: the lock as it stands (--frozen), the lock
-// once checked against the project file (--locked), else the lock brought
-// up to date (resolve_and_lock). The first two never write it.
-redist::result<redist::project_lock> lock_for_sync(const sync_args& args, const loaded_project& p) {
-    if (!args.locked && !args.frozen) return resolve_and_lock(args.lock, p);
-    const char* flag = args.frozen ? "--frozen" : "--locked";
-    if (args.lock.upgrade)
-        return redist::make_error(redist::error_code::usage,
-                                  std::string("--upgrade changes the lock; it cannot be used with ") + flag);
-    REDIST_TRY(auto lock, read_lock(p, true, args.quiet));
-    if (!lock)
-        return redist::make_error(redist::error_code::bad_manifest,
-                                  std::string("no lock file to install with ") + flag +
-                                      "; run `redist lock` (or a plain `redist sync`) to make it")
-            .with_path(p.lock_path);
-    if (args.frozen) return std::move(*lock);  // as it is, unchecked: uv's and pixi's --frozen
-    if (auto stale = redist::lock_staleness(*lock, p.project))
-        return redist::make_error(redist::error_code::bad_manifest,
-                                  "the lock file is out of date with " + p.file + " (" + *stale +
-                                      "); run `redist lock` (or a plain `redist sync`) to update it")
-            .with_source(p.lock_path);
-    return std::move(*lock);
+// What lock_project said besides the lock: warnings, notes, the lock written.
+void print_lock_report(const redist::project_lock_report& r, const fs::path& lock_path, bool quiet) {
+    if (quiet) return;
+    print_lines("warning", r.warnings);
+    print_lines("note", r.notes);
+    if (r.written) std::printf("wrote %s\n", printable(lock_path.string()).c_str());
 }
 
 }  // namespace
@@ -238,12 +132,15 @@ void add_project_lock_options(CLI::App& cmd, project_lock_options& o, bool with_
 int run_project_lock(const project_lock_options& options) {
     auto p = load_project(options);
     if (!p.ok()) return report_error(p.error_value());
-    auto lock = resolve_and_lock(options, *p);
-    if (!lock.ok()) return report_error(lock.error_value());
+    console_observer observer(options.quiet);  // retries, an unusable recompressed-copy record
+    auto locked = redist::lock_project(*p, lock_request(options, *p, p->project.prefix, observer));
+    if (!locked.ok()) return report_error(locked.error_value());
+    print_lock_report(*locked, p->lock_path, options.quiet);
+    const redist::project_lock& lock = locked->lock;
     if (options.json) {
-        print_lock_json(p->lock_path, lock->products);
+        print_lock_json(p->lock_path.string(), lock.products);
     } else if (!options.quiet) {
-        for (const auto& product : lock->products) {
+        for (const auto& product : lock.products) {
             // The variant of each platform and why (the lock's cuda_reasons).
             std::string variants;
             for (const auto& [platform, reason] : product.cuda_reasons) variants += ", " + platform + " " + reason;
@@ -288,28 +185,6 @@ bool holds_project_lock(const std::string& path) {
 }
 
 namespace {
-
-// An archive that does not match the lock (its size or SHA-256) may have
-// been replaced in place upstream: the error names the locked artifact and
-// how to accept new bytes. The lock itself is never rewritten to match.
-redist::error explain_lock_mismatch(redist::error e, const redist::project_lock& lock, const std::string& platform) {
-    if (e.code != redist::error_code::integrity) return e;
-    for (const auto& p : lock.products) {
-        for (const auto& a : p.artifacts) {
-            const auto& x = a.entry;
-            const bool same_url = !e.url.empty() && e.url.ends_with("/" + x.relative_path);
-            if (x.platform != platform || !(same_url || e.expected.starts_with(x.sha256))) continue;
-            e.message += "; the lock pins " + p.name + " " + x.component + " " + x.platform +
-                         (x.variant ? " " + *x.variant : "") + " at sha256 " + x.sha256 + " (" +
-                         std::to_string(x.size) +
-                         " bytes): if upstream replaced it, accept the new bytes with "
-                         "`redist sync --upgrade --product " +
-                         p.name + "`";
-            return e;
-        }
-    }
-    return e;
-}
 
 // --json: what landed, per product, with the libraries directly in lib/ (for
 // redist_fetch(FILE ...) in RedistFetch.cmake, which defines a target for each,
@@ -412,49 +287,33 @@ int run_sync(sync_args args) {
     args.lock.dry_run = args.install.dry_run;
     auto loaded = load_project(args.lock);
     if (!loaded.ok()) return report_error(loaded.error_value());
-    redist::project_file* project = &loaded->project;
-    const std::string& lock_path = loaded->lock_path;
 
-    const auto chosen = effective_platform(args.platform);
-    if (!chosen.ok()) return report_error(chosen.error_value());
-    const std::string& platform = *chosen;
-    if (std::ranges::find(project->platforms, platform) == project->platforms.end())
-        return report_error(
-            redist::make_error(redist::error_code::usage, "platform " + platform + " is not in project.platforms")
-                .with_source(loaded->file));
+    console_observer observer(args.install.quiet);  // retries, an unusable recompressed-copy record
+    const fs::path driver_prefix = args.prefix.empty() ? loaded->project.prefix
+                                                       : fs::absolute(args.prefix).lexically_normal();
+    redist::sync_request request{.lock = lock_request(args.lock, *loaded, driver_prefix, observer),
+                                 .platform = args.platform,
+                                 .prefix = args.prefix,
+                                 .allow_outside_prefix = args.allow_outside_prefix,
+                                 .exclude = args.exclude,
+                                 .keep_unlisted = args.keep_unlisted,
+                                 .use_recompressed = !args.install.no_recompressed};
+    request.lock.mode = args.frozen   ? redist::lock_mode::frozen
+                        : args.locked ? redist::lock_mode::locked
+                                      : redist::lock_mode::update;
+    auto plan = redist::plan_sync(*loaded, request);
+    if (!plan.ok()) return report_error(plan.error_value());
+    print_lock_report(plan->lock, loaded->lock_path, args.install.quiet);
 
-    // The project's prefix stays inside its directory unless the command line says otherwise.
-    if (!args.prefix.empty()) {
-        project->prefix = fs::absolute(args.prefix).lexically_normal();
-    } else if (!args.allow_outside_prefix) {
-        if (auto inside = redist::check_project_prefix(*project); !inside.ok())
-            return report_error(inside.error_value());
-    }
-
-    auto lock = lock_for_sync(args, *loaded);
-    if (!lock.ok()) return report_error(lock.error_value());
-    auto plans = redist::plans_for_platform(*lock, platform);
-    if (!plans.ok()) return report_error(std::move(plans).error_value().with_source(lock_path));
-    console_observer observer(args.install.quiet);
-    const auto sources = project_sources(args.source, *project, observer);
-    // A mirror's recompressed copies, each used only where the lock pins its tar.
-    if (!args.install.no_recompressed) redist::attach_locked_copies(*lock, *plans, sources);
-
-    redist::install_request req;
-    req.prefix = project->prefix;
-    req.releases = std::move(plans).value();
-    req.exclude = project->exclude;
-    for (const auto& g : args.exclude)
-        if (std::ranges::find(req.exclude, g) == req.exclude.end()) req.exclude.push_back(g);
-    req.keep_unlisted = args.keep_unlisted;
-    req.transfer = sources.transfer;
-    req.sources = sources.sources;
+    redist::install_request& req = plan->install;
+    const std::string& platform = plan->platform;
+    const redist::project_lock& lock = plan->lock.lock;
     std::optional<redist::install_report> report;
-    const auto explain = [&](redist::error e) { return explain_lock_mismatch(std::move(e), *lock, platform); };
+    const auto explain = [&](redist::error e) { return redist::explain_lock_mismatch(std::move(e), lock, platform); };
     if (const int code = run_install(args.install, req, report, platform, explain); code != 0 || !report) return code;
     if (!args.install.quiet || args.install.json) warn_unmatched_excludes(req.prefix, req.exclude);
     record_artifacts(args.source, args.install.quiet, *report);  // drift watching
-    if (args.install.json) return print_json(platform, *report, *lock);
+    if (args.install.json) return print_json(platform, *report, lock);
     return 0;
 }
 

@@ -20,6 +20,7 @@
 #include "redist/platform.hpp"
 #include "redist/prefix.hpp"
 #include "redist/select.hpp"
+#include "redist/sync.hpp"
 #include "redist/urls.hpp"
 #include "redist/version.hpp"
 
@@ -303,26 +304,17 @@ void print_missing_deps(const fetch_options& options, const redist::release_plan
         redist::escape_for_display(command).c_str());
 }
 
-// The locked manifest, read again from the same sources in the same order
-// as a plain fetch (mirrors, then the lock's base: resolve_release), so
-// that a dead mirror falls back to the base. A lock whose manifest URL is
-// not <base>/<product>/redist/redistrib_<label>.json (made with --manifest)
-// is read from that URL alone, as --manifest is.
+// The locked manifest, read again from the sources the command line names
+// (redist::reread_locked_manifest: mirrors, then the lock's base).
 redist::result<redist::resolved_release> reread_locked_manifest(const fetch_options& options,
                                                                 const redist::lockfile& lock) {
     auto req = make_release_request(options.source, lock.product, lock.release_label);
-    req.manifest_location.clear();
-    req.manifest_sha256.clear();
-    if (auto base = redist::base_of_manifest_url(lock.manifest_url, lock.product, lock.release_label)) {
-        req.base_url = *base;
-    } else {
-        req.manifest_location = lock.manifest_url;
-        req.product.clear();
-    }
+    req.manifest_sha256.clear();                       // unpinned: a changed manifest is drift, reported by the caller
     console_observer observer(options.install.quiet);  // retries and source changes
     req.observer = &observer;
     req.recompressed = !options.install.no_recompressed;
-    return redist::resolve_release(req, options.source.transfer());
+    return redist::reread_locked_manifest(lock.product, lock.release_label, lock.manifest_url, req,
+                                          options.source.transfer());
 }
 
 // --locked FILE: the lock's artifacts for this platform and CUDA variant. The
