@@ -100,10 +100,14 @@ struct install_request {
 
 // ---- the plan: what install() will do, decided before anything is done ------------------
 
-// Where an artifact comes from. The plan is a forecast made from the
-// receipts and the cache; each job decides again under the blob lock, and a
-// cached tree that cannot be trusted falls back to the blob, a blob that
-// fails re-verification to the download.
+// Where an artifact comes from, decided once, by the plan: install() runs
+// each artifact's job from the action planned for it, and does not classify
+// again. Only runtime facts make a job fall through to the next source: a
+// cached tree that cannot be trusted falls back to the blob (else the
+// download), a blob that fails re-verification to the download. And a
+// download whose archive another process sharing the cache published while
+// this one waited for the blob's lock (single flight) takes that tree or blob
+// instead of downloading the same bytes again.
 enum class plan_action : std::uint8_t {
     unchanged,         // its receipt matches (and was made with the same exclude globs)
     from_cached_tree,  // the cache holds the archive's extracted tree: placed, not decoded
