@@ -801,9 +801,10 @@ install_plan plan_install(const install_request& request, const std::vector<rece
                     item.previous_version = old.component_version;
                     item.previous_variant = old.variant;
                 }
-            if (!request.reinstall && current_receipt(request, release, a, receipts))
+            if (!request.reinstall && current_receipt(request, release, a, receipts)) {
                 item.action = plan_action::unchanged;
-            else if (cache && cache->has_tree(a.sha256)) item.action = plan_action::from_cached_tree;
+                item.files_known = true;  // it writes none
+            } else if (cache && cache->has_tree(a.sha256)) item.action = plan_action::from_cached_tree;
             else if (cache && cache->has_blob(a.sha256)) item.action = plan_action::from_cached_blob;
             if (item.action != plan_action::unchanged)
                 add_saturating(plan.unpack_bytes, unpacked_size_estimate(a.size));
@@ -825,15 +826,72 @@ install_plan plan_install(const install_request& request, const std::vector<rece
         item.variant = r.variant;
         item.release_label = r.release_label;
         item.files = r.files.size();
+        item.files_known = true;
         plan.items.push_back(std::move(item));
     }
     return plan;
 }
 
+namespace {
+
+// The files an artifact the plan (re)installs would write, where they are
+// known before it is unpacked: its extracted tree's list in the cache, else
+// the receipt of the same archive (a --reinstall); with the exclude globs
+// applied as install() applies them. nullopt: unknown until it is unpacked.
+std::optional<std::vector<installed_file>> known_files(const install_request& request, const release_plan& release,
+                                                       const artifact& a, const std::vector<receipt>& receipts,
+                                                       const blob_cache* cache) {
+    std::optional<std::vector<installed_file>> files = cache ? cache->tree_files(a.sha256) : std::nullopt;
+    if (!files) {
+        const receipt* same = current_receipt(request, release, a, receipts);
+        if (!same) return std::nullopt;
+        files = same->files;  // excluded already
+    }
+    std::erase_if(*files, [&](const installed_file& f) { return path_excluded(f.path, request.exclude); });
+    return files;
+}
+
+// Fills plan.conflicts (and files_known) with what the commit would refuse
+// among the known file lists: the commit's own checks (forecast_conflicts).
+result<void> forecast_plan_conflicts(const install_request& request, const fs::path& prefix,
+                                     const std::vector<receipt>& receipts, const blob_cache* cache,
+                                     install_plan& plan) {
+    std::vector<receipt> incoming;
+    std::vector<component_ref> remove;
+    for (auto& item : plan.items) {
+        if (item.action == plan_action::remove) remove.push_back({item.product, item.component});
+        if (item.action == plan_action::remove || item.action == plan_action::unchanged) continue;
+        const release_plan& release = request.releases[item.release];
+        const artifact& a = release.artifacts[item.artifact];
+        auto files = known_files(request, release, a, receipts, cache);
+        if (!files) {
+            // Its new files are not known, but its installed ones leave: they
+            // are in nobody's way (as a removal, not as a kept component).
+            if (std::any_of(receipts.begin(), receipts.end(), [&](const receipt& r) {
+                    return r.product == item.product && r.component == item.component;
+                }))
+                remove.push_back({item.product, item.component});
+            continue;
+        }
+        item.files_known = true;
+        receipt& r = incoming.emplace_back();
+        fill_receipt(release, a, std::string(), r);
+        r.files = std::move(*files);
+    }
+    REDIST_TRY(const auto conflicts, forecast_conflicts(prefix, incoming, remove, request.overwrite_unowned));
+    for (const auto& c : conflicts) plan.conflicts.push_back({c.path, c.message});
+    return {};
+}
+
+}  // namespace
+
 result<install_plan> plan_install(const install_request& request) {
-    REDIST_TRY(const receipt_scan scan, scan_receipts(fs::absolute(request.prefix).lexically_normal()));
+    const fs::path prefix = fs::absolute(request.prefix).lexically_normal();
+    REDIST_TRY(const receipt_scan scan, scan_receipts(prefix));
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
-    return plan_install(request, scan.receipts, cache ? &*cache : nullptr);
+    install_plan plan = plan_install(request, scan.receipts, cache ? &*cache : nullptr);
+    REDIST_TRY_VOID(forecast_plan_conflicts(request, prefix, scan.receipts, cache ? &*cache : nullptr, plan));
+    return plan;
 }
 
 result<kept_downloads> kept_in_cache(const install_request& request) {
