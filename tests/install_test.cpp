@@ -511,6 +511,53 @@ TEST_CASE("plan_commit: user files and user directories") {
     CHECK(link.error_value().code == error_code::conflict);
 }
 
+TEST_CASE("plan_commit: every conflict is named, not only the first; commit_conflicts lists them") {
+    fake_prefix prefix;
+    prefix.nodes["include"] = prefix_view::node::directory;
+    prefix.nodes["lib"] = prefix_view::node::directory;
+    std::vector<std::pair<std::string, std::string>> files;
+    for (int i = 0; i < 9; ++i) {
+        const std::string path = "include/mine" + std::to_string(i) + ".h";
+        prefix.nodes[path] = prefix_view::node::regular;
+        files.emplace_back(path, "theirs");
+    }
+    files.emplace_back("lib/ok.so", "new");
+    files.emplace_back("lib/shared.so", "a's");
+    const receipt a = make_receipt("demo", "a", files);
+    const receipt b = make_receipt("demo", "b", {{"lib/shared.so", "b's"}});
+    const std::vector<planned_stage> staged{{".redist/staging/a.1", &a}, {".redist/staging/b.1", &b}};
+    auto listed = commit_conflicts(prefix, {}, staged, {}, false);
+    REQUIRE(listed.ok());
+    REQUIRE(listed->size() == 10);  // nine files of the user's and one clash between components
+    CHECK(listed->front().path == "include/mine0.h");
+    CHECK(listed->back().path == "lib/shared.so");
+    CHECK(listed->back().message == "components a and b ship different files at the same path");
+    auto refused = plan_commit(prefix, {}, staged, {}, false);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error_value().code == error_code::conflict);
+    const std::string& message = refused.error_value().message;
+    CHECK(message.find("10 paths conflict") == 0);
+    for (const auto& c : *listed) CHECK(message.find(c.path) != std::string::npos);
+    CHECK(message.find("(move it away, or use --overwrite): include/mine0.h, include/mine1.h") != std::string::npos);
+    CHECK(message.find('\n') == std::string::npos);
+    // --overwrite leaves the clash between components alone.
+    auto overwriting = commit_conflicts(prefix, {}, staged, {}, true);
+    REQUIRE(overwriting.ok());
+    CHECK(*overwriting == std::vector<commit_conflict>{listed->back()});
+    // One conflict keeps its path where the error's path goes.
+    auto one = plan_commit(prefix, {}, {{".redist/staging/b.1", &b}, {".redist/staging/a.1", &a}}, {}, true);
+    REQUIRE_FALSE(one.ok());
+    CHECK(one.error_value().path == "lib/shared.so");
+    CHECK(one.error_value().message == "components b and a ship different files at the same path");
+    // Beyond k_conflicts_named paths, the rest are counted.
+    std::vector<commit_conflict> many;
+    for (std::size_t i = 0; i < k_conflicts_named + 5; ++i) many.push_back({"f" + std::to_string(1000 + i), "why"});
+    const error e = conflict_error(many);
+    CHECK(e.message.find("f1099") != std::string::npos);
+    CHECK(e.message.find("f1100") == std::string::npos);
+    CHECK(e.message.ends_with("; and 5 more"));
+}
+
 TEST_CASE("plan_commit: hostile names and paths are refused before any journal") {
     fake_prefix prefix;
     for (const char* key : {"sub/comp", "../../../../x", "/tmp/victim", "", ".."}) {

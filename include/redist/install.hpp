@@ -100,10 +100,14 @@ struct install_request {
 
 // ---- the plan: what install() will do, decided before anything is done ------------------
 
-// Where an artifact comes from. The plan is a forecast made from the
-// receipts and the cache; each job decides again under the blob lock, and a
-// cached tree that cannot be trusted falls back to the blob, a blob that
-// fails re-verification to the download.
+// Where an artifact comes from, decided once, by the plan: install() runs
+// each artifact's job from the action planned for it, and does not classify
+// again. Only runtime facts make a job fall through to the next source: a
+// cached tree that cannot be trusted falls back to the blob (else the
+// download), a blob that fails re-verification to the download. And a
+// download whose archive another process sharing the cache published while
+// this one waited for the blob's lock (single flight) takes that tree or blob
+// instead of downloading the same bytes again.
 enum class plan_action : std::uint8_t {
     unchanged,         // its receipt matches (and was made with the same exclude globs)
     from_cached_tree,  // the cache holds the archive's extracted tree: placed, not decoded
@@ -125,16 +129,33 @@ struct planned_artifact {
     std::size_t files = 0;               // remove: the files its receipt lists
     std::string release_label;           // remove: the receipt's release
     bool from_copy = false;              // download: a mirror's recompressed copy is tried first
+    // The files it would write (or remove) are known before anything is
+    // unpacked: unchanged and remove always; for the others, only in the
+    // plan of plan_install(request) (--dry-run), where the cache's extracted
+    // tree or a matching receipt lists them. False: its conflicts, if any,
+    // are found only once it is unpacked, by install().
+    bool files_known = false;
     // The receipt of this (product, component) already in the prefix, if
     // any: its component version and CUDA variant (what the install replaces).
     std::optional<std::string> previous_version;
     std::optional<std::string> previous_variant;
 };
 
+// A path the commit would refuse to write: install() would fail with a
+// conflict (exit 9).
+struct planned_conflict {
+    std::string path;     // relative to the prefix
+    std::string message;  // why, one line, as install()'s error says it
+};
+
 struct install_plan {
     std::vector<planned_artifact> items;  // releases' artifacts in request order, then removals by (product, component)
     std::uint64_t download_bytes = 0;     // archives to download (saturating)
     std::uint64_t unpack_bytes = 0;       // what unpacking needs at least in the prefix (unpacked_size_estimate)
+    // plan_install(request) only: every conflict the commit would refuse
+    // among the files known now (the items with files_known), sorted by
+    // path, one per path. Complete when every item's files are known.
+    std::vector<planned_conflict> conflicts;
 };
 
 // The plan of `request`, given the prefix's receipts and the cache (null:
@@ -143,8 +164,13 @@ install_plan plan_install(const install_request& request, const std::vector<rece
                           const blob_cache* cache);
 
 // The same for a caller that holds nothing (--dry-run): reads the prefix's
-// receipts (none when it does not exist) and opens the cache read-only.
-// Outcomes: ok | filesystem (a cache that cannot be trusted).
+// receipts (none when it does not exist) and opens the cache read-only;
+// then forecasts the commit's conflicts (install_plan::conflicts) from the
+// file lists known without unpacking anything: the cache's extracted trees,
+// and the receipt of an artifact reinstalled as it is. It hashes the
+// prefix's files in the way, as the commit would; nothing is written.
+// Outcomes: ok | filesystem (a cache that cannot be trusted, a prefix that
+// cannot be read) | bad_manifest (a corrupt receipts directory).
 result<install_plan> plan_install(const install_request& request);
 
 // ---- installing ---------------------------------------------------------------------------

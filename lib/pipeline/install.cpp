@@ -285,27 +285,24 @@ const recompressed_copy* usable_copy(const install_request& request, const relea
     return nullptr;
 }
 
-// Where an artifact's bytes will come from, decided once, before any work.
-// Each later source is the fallback of the one before: a cached tree that
-// cannot be trusted falls back to the blob, a blob that fails re-verification
-// to the download.
-struct job_plan {
-    bool cached_tree = false;  // a cache: its extracted tree may be placed (no decoding at all)
-    bool cached_blob = false;  // a verified archive is in the cache: re-verified while it is unpacked
-};
-
-// One artifact, from its sources into a stage: named phases run in the
-// order the plan says, each returning what it made or falling through.
+// One artifact, from its sources into a stage. The plan (plan_install) is
+// the only classification: the job starts at the phase its planned_artifact
+// names (cached tree, cached blob, download, with the mirror's copy first
+// where from_copy says so) and only falls through, on runtime facts, to the
+// next: a cached tree that cannot be trusted to the blob (where there is
+// one, else the download), a blob that fails re-verification to the download.
 class artifact_job {
 public:
     artifact_job(const install_request& request, const release_plan& release, const prefix_lock& lock,
-                 const std::optional<blob_cache>& cache, const artifact& a, std::atomic<bool>& abort_all,
-                 job_result& out, std::vector<std::string> urls)
+                 const std::optional<blob_cache>& cache, const artifact& a, const planned_artifact& planned,
+                 std::atomic<bool>& abort_all, job_result& out, std::vector<std::string> urls)
         : request_(request),
           release_(release),
           lock_(lock),
           cache_(cache),
           a_(a),
+          action_(planned.action),
+          from_copy_(planned.from_copy),
           abort_all_(abort_all),
           out_(out),
           urls_(std::move(urls)) {}
@@ -332,11 +329,19 @@ public:
         });
     }
 
-    job_plan classify() const {
-        job_plan plan;
-        plan.cached_tree = cache_.has_value();
-        plan.cached_blob = cache_ && cache_->has_blob(a_.sha256);  // a regular file, not a planted symlink or FIFO
-        return plan;
+    // The plan was made before this job held the blob lock. Meanwhile the
+    // process that held it (single flight) may have put this archive's
+    // verified blob and extracted tree into the cache: a download plan then
+    // takes what that process published (its tree, else its blob,
+    // re-verified as any) instead of downloading the same bytes a second
+    // time. That is the one thing looked up again, and it only saves work: a
+    // plan of a cached tree or blob is followed as planned, with its fallbacks.
+    plan_action action_under_lock() const {
+        if (!cache_) return plan_action::download;
+        if (action_ != plan_action::download) return action_;
+        if (cache_->has_tree(a_.sha256)) return plan_action::from_cached_tree;
+        if (cache_->has_blob(a_.sha256)) return plan_action::from_cached_blob;  // a regular file, not a planted link
+        return plan_action::download;
     }
 
     // The extracted tree of this archive, from an earlier install: placed by
@@ -486,15 +491,16 @@ public:
         return staged;
     }
 
-    // From the archive (cached blob, else download) into a stage.
-    result<staged_component> unpack_archive(const job_plan& plan) {
+    // From the archive (the cached blob when from_blob, falling back to the
+    // download; else the download) into a stage.
+    result<staged_component> unpack_archive(bool from_blob) {
         stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size), request_.budget,
                         tar_piece_bytes_);
         artifact_stream stream({a_.size, a_.sha256}, sink, request_.budget->threads());
         stream.set_cancel(&abort_all_);
         stream.set_progress([&](std::uint64_t done) { progress(fetch_stage::downloading, done); });
         std::optional<std::vector<unpacked_entry>> entries;
-        if (plan.cached_blob) {
+        if (from_blob) {
             REDIST_TRY(entries, unpack_cached_blob(stream, sink));
         }
         if (!entries) {
@@ -536,7 +542,7 @@ public:
         const std::string locked_list = locked_tar(release_.locked_tar_list_sha256, a_);
         const std::optional<blob_cache> no_cache;
         job_result copy_out;
-        artifact_job job(request_, release_, lock_, no_cache, bytes, abort_all_, copy_out, {url});
+        artifact_job job(request_, release_, lock_, no_cache, bytes, planned_artifact{}, abort_all_, copy_out, {url});
         // The tar's hash list (its pieces hashed on all cores) where the
         // record has one and a lock, if any, pins it as well; otherwise its
         // SHA-256. A lock pins the tar the record must state, in both forms.
@@ -553,7 +559,7 @@ public:
                                 make_error(error_code::integrity, "the mirror records a tar other than the locked one")
                                     .with_url(sanitize_url(url))
                                     .with_expected_actual(unlike_lock->first, unlike_lock->second))
-                          : job.unpack_archive(job_plan{});
+                          : job.unpack_archive(/*from_blob=*/false);
         out_.report.requests += copy_out.report.requests;
         if (!staged.ok()) {
             if (abort_all_.load() || staged.error_value().code == error_code::cancelled)
@@ -574,17 +580,21 @@ public:
 
     result<staged_component> run() {
         REDIST_TRY(const blob_lock blob, lock_blob());
-        const job_plan plan = classify();
-        if (plan.cached_tree) {
+        plan_action action = action_under_lock();
+        if (action == plan_action::from_cached_tree) {
             REDIST_TRY(auto placed, place_cached_tree());
             if (placed) return std::move(*placed);
+            action = cache_->has_blob(a_.sha256) ? plan_action::from_cached_blob : plan_action::download;
         }
-        // The original's verified bytes at hand beat any copy.
-        if (const recompressed_copy* copy = usable_copy(request_, release_, a_); copy && !plan.cached_blob) {
-            REDIST_TRY(auto staged, try_copy(*copy));
-            if (staged) return std::move(*staged);
+        // The copy only where the plan chose it and the download stands: the
+        // original's verified bytes at hand beat any copy.
+        if (action == plan_action::download && from_copy_) {
+            if (const recompressed_copy* copy = usable_copy(request_, release_, a_)) {
+                REDIST_TRY(auto staged, try_copy(*copy));
+                if (staged) return std::move(*staged);
+            }
         }
-        return unpack_archive(plan);
+        return unpack_archive(action == plan_action::from_cached_blob);
     }
 
 private:
@@ -593,6 +603,8 @@ private:
     const prefix_lock& lock_;
     const std::optional<blob_cache>& cache_;
     const artifact& a_;
+    plan_action action_;  // the plan's: from_cached_tree, from_cached_blob or download
+    bool from_copy_;      // the plan's: the mirror's recompressed copy is tried before the download
     std::atomic<bool>& abort_all_;
     job_result& out_;
     std::vector<std::string> urls_;
@@ -610,9 +622,11 @@ private:
 // retries and resume) into a stage. The archive bytes are read exactly once
 // per attempt.
 void run_job(const install_request& request, const release_plan& release, const prefix_lock& lock,
-             const std::optional<blob_cache>& cache, const artifact& a, std::atomic<bool>& abort_all, job_result& out) {
+             const std::optional<blob_cache>& cache, const planned_artifact& item, std::atomic<bool>& abort_all,
+             job_result& out) {
     const auto started = std::chrono::steady_clock::now();
-    artifact_job job(request, release, lock, cache, a, abort_all, out, artifact_urls(request, release, a));
+    const artifact& a = release.artifacts[item.artifact];
+    artifact_job job(request, release, lock, cache, a, item, abort_all, out, artifact_urls(request, release, a));
     auto staged = job.run();
     if (!staged.ok()) return job.fail(std::move(staged).error_value());
     out.report.files = staged->new_receipt.files.size();
@@ -716,7 +730,7 @@ result<std::vector<staged_component>> run_jobs(const install_request& request, c
     for_each_index(todo.size(), workers, &abort_all, [&](std::size_t n) {
         const planned_artifact& item = plan.items[todo[n]];
         const release_plan& release = request.releases[item.release];
-        run_job(request, release, lock, cache, release.artifacts[item.artifact], abort_all, results[todo[n]]);
+        run_job(request, release, lock, cache, item, abort_all, results[todo[n]]);
     });
     std::optional<error> failure = first_failure(results, todo);
     // Stopped from outside after every stage was made: still nothing is committed.
@@ -787,9 +801,10 @@ install_plan plan_install(const install_request& request, const std::vector<rece
                     item.previous_version = old.component_version;
                     item.previous_variant = old.variant;
                 }
-            if (!request.reinstall && current_receipt(request, release, a, receipts))
+            if (!request.reinstall && current_receipt(request, release, a, receipts)) {
                 item.action = plan_action::unchanged;
-            else if (cache && cache->has_tree(a.sha256)) item.action = plan_action::from_cached_tree;
+                item.files_known = true;  // it writes none
+            } else if (cache && cache->has_tree(a.sha256)) item.action = plan_action::from_cached_tree;
             else if (cache && cache->has_blob(a.sha256)) item.action = plan_action::from_cached_blob;
             if (item.action != plan_action::unchanged)
                 add_saturating(plan.unpack_bytes, unpacked_size_estimate(a.size));
@@ -811,15 +826,72 @@ install_plan plan_install(const install_request& request, const std::vector<rece
         item.variant = r.variant;
         item.release_label = r.release_label;
         item.files = r.files.size();
+        item.files_known = true;
         plan.items.push_back(std::move(item));
     }
     return plan;
 }
 
+namespace {
+
+// The files an artifact the plan (re)installs would write, where they are
+// known before it is unpacked: its extracted tree's list in the cache, else
+// the receipt of the same archive (a --reinstall); with the exclude globs
+// applied as install() applies them. nullopt: unknown until it is unpacked.
+std::optional<std::vector<installed_file>> known_files(const install_request& request, const release_plan& release,
+                                                       const artifact& a, const std::vector<receipt>& receipts,
+                                                       const blob_cache* cache) {
+    std::optional<std::vector<installed_file>> files = cache ? cache->tree_files(a.sha256) : std::nullopt;
+    if (!files) {
+        const receipt* same = current_receipt(request, release, a, receipts);
+        if (!same) return std::nullopt;
+        files = same->files;  // excluded already
+    }
+    std::erase_if(*files, [&](const installed_file& f) { return path_excluded(f.path, request.exclude); });
+    return files;
+}
+
+// Fills plan.conflicts (and files_known) with what the commit would refuse
+// among the known file lists: the commit's own checks (forecast_conflicts).
+result<void> forecast_plan_conflicts(const install_request& request, const fs::path& prefix,
+                                     const std::vector<receipt>& receipts, const blob_cache* cache,
+                                     install_plan& plan) {
+    std::vector<receipt> incoming;
+    std::vector<component_ref> remove;
+    for (auto& item : plan.items) {
+        if (item.action == plan_action::remove) remove.push_back({item.product, item.component});
+        if (item.action == plan_action::remove || item.action == plan_action::unchanged) continue;
+        const release_plan& release = request.releases[item.release];
+        const artifact& a = release.artifacts[item.artifact];
+        auto files = known_files(request, release, a, receipts, cache);
+        if (!files) {
+            // Its new files are not known, but its installed ones leave: they
+            // are in nobody's way (as a removal, not as a kept component).
+            if (std::any_of(receipts.begin(), receipts.end(), [&](const receipt& r) {
+                    return r.product == item.product && r.component == item.component;
+                }))
+                remove.push_back({item.product, item.component});
+            continue;
+        }
+        item.files_known = true;
+        receipt& r = incoming.emplace_back();
+        fill_receipt(release, a, std::string(), r);
+        r.files = std::move(*files);
+    }
+    REDIST_TRY(const auto conflicts, forecast_conflicts(prefix, incoming, remove, request.overwrite_unowned));
+    for (const auto& c : conflicts) plan.conflicts.push_back({c.path, c.message});
+    return {};
+}
+
+}  // namespace
+
 result<install_plan> plan_install(const install_request& request) {
-    REDIST_TRY(const receipt_scan scan, scan_receipts(fs::absolute(request.prefix).lexically_normal()));
+    const fs::path prefix = fs::absolute(request.prefix).lexically_normal();
+    REDIST_TRY(const receipt_scan scan, scan_receipts(prefix));
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
-    return plan_install(request, scan.receipts, cache ? &*cache : nullptr);
+    install_plan plan = plan_install(request, scan.receipts, cache ? &*cache : nullptr);
+    REDIST_TRY_VOID(forecast_plan_conflicts(request, prefix, scan.receipts, cache ? &*cache : nullptr, plan));
+    return plan;
 }
 
 result<kept_downloads> kept_in_cache(const install_request& request) {

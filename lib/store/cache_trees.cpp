@@ -418,6 +418,24 @@ void blob_cache::store_tree(const std::string& sha256, const fs::path& stage,
 
 namespace {
 
+// The list decides what gets installed, so it must be one we wrote: in a
+// directory (`dir_st`) and a file owned by us (or root) that nobody else can
+// write, not a link to somebody else's file; and valid for blob `sha256`.
+std::optional<tree_list> read_own_list(const struct stat& dir_st, const fs::path& list_path,
+                                       const std::string& sha256) {
+    if (!S_ISDIR(dir_st.st_mode) || (dir_st.st_uid != ::geteuid() && dir_st.st_uid != 0) ||
+        (dir_st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
+        return std::nullopt;
+    struct stat st {};
+    const auto fd = open_regular(list_path, follow_links::no, &st);
+    if (!fd.ok() || !written_by_us(st)) return std::nullopt;
+    const auto text = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), k_max_tree_list, list_path);
+    if (!text.ok()) return std::nullopt;
+    auto list = parse_tree_list(text.value());
+    if (!list || !valid_tree_list(*list, sha256)) return std::nullopt;
+    return list;
+}
+
 // Whether the content of `fd` hashes to what the tree list says of `f`.
 bool digest_matches(int fd, const installed_file& f, const fs::path& shown_as) {
     const auto digest = file_digest(fd, f.piece_size, shown_as);
@@ -425,6 +443,21 @@ bool digest_matches(int fd, const installed_file& f, const fs::path& shown_as) {
 }
 
 }  // namespace
+
+std::optional<std::vector<installed_file>> blob_cache::tree_files(const std::string& sha256) const {
+    if (!is_sha256_hex(sha256)) return std::nullopt;
+    const fs::path dir_path = trees_ / sha256;
+    const unique_fd dir_fd(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    struct stat dir_st {};
+    if (dir_fd.get() < 0 || ::fstat(dir_fd.get(), &dir_st) != 0) return std::nullopt;
+    const fs::path dir = shared_ ? anchored(dir_fd.get(), dir_path) : dir_path;
+    auto list = read_own_list(dir_st, dir / ".redist-tree.json", sha256);
+    if (!list) return std::nullopt;
+    std::vector<installed_file> files;
+    files.reserve(list->files.size());
+    for (auto& r : list->files) files.push_back(std::move(r.file));
+    return files;
+}
 
 result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(const std::string& sha256,
                                                                                 const fs::path& stage,
@@ -449,22 +482,8 @@ result<std::optional<std::vector<installed_file>>> blob_cache::materialize_tree(
         return outcome();
     };
 
-    // The list decides what gets installed, so it must be one we wrote: in
-    // a directory and a file owned by us (or root) that nobody else can
-    // write, not a link to somebody else's file.
-    if (!dir_opened || !S_ISDIR(dir_st.st_mode) || (dir_st.st_uid != ::geteuid() && dir_st.st_uid != 0) ||
-        (dir_st.st_mode & (S_IWGRP | S_IWOTH)) != 0)
-        return reject();
-    std::optional<tree_list> list;
-    {
-        struct stat st {};
-        const auto fd = open_regular(list_path, follow_links::no, &st);
-        if (!fd.ok() || !written_by_us(st)) return reject();
-        const auto text = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), k_max_tree_list, list_path);
-        if (!text.ok()) return reject();
-        list = parse_tree_list(text.value());
-    }
-    if (!list || !valid_tree_list(*list, sha256)) return reject();
+    std::optional<tree_list> list = dir_opened ? read_own_list(dir_st, list_path, sha256) : std::nullopt;
+    if (!list) return reject();
 
     // Hard links would hand files others may write to the prefix in a shared cache.
     const bool hardlink = mode == link_mode::hardlink && !shared_;

@@ -123,26 +123,29 @@ result<void> check_staged_path(const std::string& path) {
     return {};
 }
 
-// The staged files, checked against the kept owners and against each other;
-// each path's first copy is moved out of its stage (j.moves).
+// The staged files, checked against the kept owners and against each other
+// (every clash goes to `conflicts`); each path's first copy is moved out of
+// its stage (j.moves).
 result<staged_claims> claim_staged_files(const std::vector<planned_stage>& staged,
-                                         const std::unordered_map<std::string, owner>& kept_owners, journal& j) {
+                                         const std::unordered_map<std::string, owner>& kept_owners, journal& j,
+                                         std::vector<commit_conflict>& conflicts) {
     staged_claims claims;
     for (const auto& s : staged) {
         for (const auto& f : s.r->files) {
             REDIST_TRY_VOID(check_staged_path(f.path));
             const auto clash = [&](const owner& other, const char* verb) {
-                return make_error(error_code::conflict, "components " + owner_label(*other.r, *s.r) + " and " +
-                                                            owner_label(*s.r, *other.r) + " " + verb +
-                                                            " different files at the same path")
-                    .with_path(f.path);
+                conflicts.push_back({f.path, "components " + owner_label(*other.r, *s.r) + " and " +
+                                                 owner_label(*s.r, *other.r) + " " + verb +
+                                                 " different files at the same path"});
             };
             const auto kept = kept_owners.find(f.path);
-            if (kept != kept_owners.end() && !same_content(*kept->second.file, f))
-                return clash(kept->second, "install");
+            if (kept != kept_owners.end() && !same_content(*kept->second.file, f)) {
+                clash(kept->second, "install");
+                continue;
+            }
             const auto [it, inserted] = claims.owners.emplace(f.path, owner{s.r, &f});
             if (!inserted) {
-                if (!same_content(*it->second.file, f)) return clash(it->second, "ship");
+                if (!same_content(*it->second.file, f)) clash(it->second, "ship");
                 continue;  // identical: the first component's copy is moved, this one stays in its stage
             }
             for (const auto& parent : parents_of(f.path)) claims.dirs.insert(parent);
@@ -155,46 +158,79 @@ result<staged_claims> claim_staged_files(const std::vector<planned_stage>& stage
 // Files and directories must agree: a path that one component needs as a
 // directory cannot be another's file, and the prefix must not disagree
 // either. Found here, such a clash is a refusal; found by rename(2) after
-// the journal was written, it would wedge the prefix.
-result<void> check_dirs_are_dirs(const prefix_view& prefix, const staged_claims& claims,
-                                 const std::unordered_map<std::string, owner>& kept_owners) {
+// the journal was written, it would wedge the prefix. Each clash goes to `conflicts`.
+void check_dirs_are_dirs(const prefix_view& prefix, const staged_claims& claims,
+                         const std::unordered_map<std::string, owner>& kept_owners,
+                         std::vector<commit_conflict>& conflicts) {
     for (const auto& d : claims.dirs) {
         const auto as_new = claims.owners.find(d);
-        if (as_new != claims.owners.end())
-            return make_error(error_code::conflict, "component " + as_new->second.r->component +
-                                                        " ships a file where another component has a directory")
-                .with_path(d);
         const auto as_kept = kept_owners.find(d);
-        if (as_kept != kept_owners.end())
-            return make_error(error_code::conflict, "component " + as_kept->second.r->component +
-                                                        " installed a file where a new component has a directory")
-                .with_path(d);
-        const auto type = prefix.type_of(d);
-        if (type != prefix_view::node::missing && type != prefix_view::node::directory)
-            return make_error(error_code::conflict, "a directory in the archive is a file in the prefix").with_path(d);
+        if (as_new != claims.owners.end())
+            conflicts.push_back({d, "component " + as_new->second.r->component +
+                                        " ships a file where another component has a directory"});
+        else if (as_kept != kept_owners.end())
+            conflicts.push_back({d, "component " + as_kept->second.r->component +
+                                        " installed a file where a new component has a directory"});
+        else if (const auto type = prefix.type_of(d);
+                 type != prefix_view::node::missing && type != prefix_view::node::directory)
+            conflicts.push_back({d, "a directory in the archive is a file in the prefix"});
     }
-    return {};
 }
 
 // A staged file never replaces a directory of the prefix, and a file that no
 // receipt owns (the user's own) is never overwritten silently, unless it is
-// identical or the caller allows it (--force).
-result<void> check_files_in_prefix(const prefix_view& prefix, const staged_claims& claims,
-                                   const std::unordered_set<std::string>& owned, bool overwrite_unowned) {
+// identical or the caller allows it (--overwrite). Each one goes to `conflicts`.
+void check_files_in_prefix(const prefix_view& prefix, const staged_claims& claims,
+                           const std::unordered_set<std::string>& owned, bool overwrite_unowned,
+                           std::vector<commit_conflict>& conflicts) {
     for (const auto& [path, who] : claims.owners) {
         const auto type = prefix.type_of(path);
-        if (type == prefix_view::node::directory)
-            return make_error(error_code::conflict,
-                              "component " + who.r->component + " ships a file where the prefix has a directory")
-                .with_path(path);
+        if (type == prefix_view::node::directory) {
+            conflicts.push_back(
+                {path, "component " + who.r->component + " ships a file where the prefix has a directory"});
+            continue;
+        }
         if (type == prefix_view::node::missing || overwrite_unowned || owned.count(path)) continue;
         if (!prefix.holds(path, *who.file))
-            return make_error(error_code::conflict, "component " + who.r->component +
-                                                        " would overwrite a file that redist did not install "
-                                                        "(move it away, or use --overwrite)")
-                .with_path(path);
+            conflicts.push_back({path, "component " + who.r->component +
+                                           " would overwrite a file that redist did not install "
+                                           "(move it away, or use --overwrite)"});
     }
-    return {};
+}
+
+// One conflict per path (the first found), in path order.
+void sort_conflicts(std::vector<commit_conflict>& conflicts) {
+    std::stable_sort(conflicts.begin(), conflicts.end(),
+                     [](const commit_conflict& a, const commit_conflict& b) { return a.path < b.path; });
+    conflicts.erase(std::unique(conflicts.begin(), conflicts.end(),
+                                [](const commit_conflict& a, const commit_conflict& b) { return a.path == b.path; }),
+                    conflicts.end());
+}
+
+// What every commit checks before its journal: the names, the removals, and
+// the files, with every conflict found (not only the first).
+struct checked_commit {
+    std::set<std::string> going;    // removed
+    std::set<std::string> leaving;  // removed or replaced
+    existing_owners before;
+    staged_claims claims;
+    std::vector<commit_conflict> conflicts;  // sorted by path, one per path
+};
+
+result<checked_commit> check_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
+                                    const std::vector<planned_stage>& staged, const std::vector<component_key>& removed,
+                                    bool overwrite_unowned, journal& j) {
+    checked_commit c;
+    REDIST_TRY(const std::set<std::string> replaced, replaced_keys(staged));
+    REDIST_TRY(c.going, removed_keys(existing, replaced, removed));
+    c.leaving = c.going;
+    c.leaving.insert(replaced.begin(), replaced.end());
+    c.before = owners_before(existing, c.leaving);
+    REDIST_TRY(c.claims, claim_staged_files(staged, c.before.kept, j, c.conflicts));
+    check_dirs_are_dirs(prefix, c.claims, c.before.kept, c.conflicts);
+    check_files_in_prefix(prefix, c.claims, c.before.owned, overwrite_unowned, c.conflicts);
+    sort_conflicts(c.conflicts);
+    return c;
 }
 
 // Only directories that do not exist yet are created, with the stage's
@@ -299,20 +335,50 @@ result<void> check_one_filesystem(const prefix_view& prefix, const journal& j) {
 
 }  // namespace
 
+error conflict_error(const std::vector<commit_conflict>& conflicts) {
+    if (conflicts.size() == 1)
+        return make_error(error_code::conflict, conflicts[0].message).with_path(conflicts[0].path);
+    // Grouped by reason, in the order each reason first comes; at most
+    // k_conflicts_named paths, then how many more.
+    std::vector<std::pair<std::string, std::vector<std::string>>> groups;
+    for (std::size_t i = 0; i < conflicts.size() && i < k_conflicts_named; ++i) {
+        const auto& c = conflicts[i];
+        auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& x) { return x.first == c.message; });
+        if (g == groups.end()) g = groups.insert(groups.end(), {c.message, {}});
+        g->second.push_back(printable(c.path));
+    }
+    std::string message = std::to_string(conflicts.size()) + " paths conflict";
+    for (const auto& [why, paths] : groups) {
+        message += "; " + why + ":";
+        for (std::size_t i = 0; i < paths.size(); ++i) message += (i ? ", " : " ") + paths[i];
+    }
+    if (conflicts.size() > k_conflicts_named)
+        message += "; and " + std::to_string(conflicts.size() - k_conflicts_named) + " more";
+    return make_error(error_code::conflict, std::move(message));
+}
+
+result<std::vector<commit_conflict>> commit_conflicts(const prefix_view& prefix,
+                                                      const std::vector<located_receipt>& existing,
+                                                      const std::vector<planned_stage>& staged,
+                                                      const std::vector<component_key>& removed,
+                                                      bool overwrite_unowned) {
+    journal unused;
+    REDIST_TRY(checked_commit c, check_commit(prefix, existing, staged, removed, overwrite_unowned, unused));
+    return std::move(c.conflicts);
+}
+
 // Every check runs before the journal is complete; the steps append to it in
 // the order they run: file moves, mkdirs, deletes and prunes, receipts.
 result<journal> plan_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
                             const std::vector<planned_stage>& staged, const std::vector<component_key>& removed,
                             bool overwrite_unowned) {
-    REDIST_TRY(const std::set<std::string> replaced, replaced_keys(staged));
-    REDIST_TRY(const std::set<std::string> going, removed_keys(existing, replaced, removed));
-    std::set<std::string> leaving = going;
-    leaving.insert(replaced.begin(), replaced.end());
-    const existing_owners before = owners_before(existing, leaving);
     journal j;
-    REDIST_TRY(const staged_claims claims, claim_staged_files(staged, before.kept, j));
-    REDIST_TRY_VOID(check_dirs_are_dirs(prefix, claims, before.kept));
-    REDIST_TRY_VOID(check_files_in_prefix(prefix, claims, before.owned, overwrite_unowned));
+    REDIST_TRY(const checked_commit c, check_commit(prefix, existing, staged, removed, overwrite_unowned, j));
+    if (!c.conflicts.empty()) return conflict_error(c.conflicts);
+    const std::set<std::string>& going = c.going;
+    const std::set<std::string>& leaving = c.leaving;
+    const existing_owners& before = c.before;
+    const staged_claims& claims = c.claims;
     plan_mkdirs(prefix, staged, claims.dirs, j);
     plan_deletes(existing, leaving, going, claims, before.kept, j);
     REDIST_TRY_VOID(plan_receipts(prefix, existing, staged, j));

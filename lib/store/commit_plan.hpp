@@ -90,6 +90,22 @@ struct planned_stage {
 // A component as (product, component), both validated names.
 using component_key = std::pair<std::string, std::string>;
 
+// One path a commit refuses to write, and why.
+struct commit_conflict {
+    std::string path;     // prefix-relative, as the archive or receipt names it
+    std::string message;  // one line, without the path: "component cudnn would overwrite a file that ..."
+    bool operator==(const commit_conflict&) const = default;
+};
+
+// How many paths conflict_error() names before it says how many more.
+inline constexpr std::size_t k_conflicts_named = 100;
+
+// The error of a commit refused for `conflicts` (sorted, not empty): one
+// conflict is its message with its path; several are counted and named
+// (grouped by reason, the first k_conflicts_named paths, then how many more),
+// so that the user can move every one of them away at once.
+error conflict_error(const std::vector<commit_conflict>& conflicts);
+
 // Plans a commit that installs the `staged` components and removes the
 // `removed` ones (each in `existing`, none staged), all or nothing; either
 // list may be empty. Everything that can refuse it is decided here, before
@@ -101,8 +117,9 @@ using component_key = std::pair<std::string, std::string>;
 //   bad_manifest  a staged product or component that is not a valid name;
 //   unsafe_archive a staged path that is not plain and relative, or lies in .redist/;
 //   not_found     a removed component that is not in `existing`;
-//   conflict      a component both staged and removed; two components with
-//                 different content at one path; a file in one and a
+//   conflict      a component both staged and removed (or staged twice);
+//                 else every path of these (conflict_error): two components
+//                 with different content at one path; a file in one and a
 //                 directory in another (or in the prefix); an unowned file
 //                 that differs, unless overwrite_unowned.
 //   filesystem    a move whose target directory (the nearest one that
@@ -112,5 +129,17 @@ using component_key = std::pair<std::string, std::string>;
 result<journal> plan_commit(const prefix_view& prefix, const std::vector<located_receipt>& existing,
                             const std::vector<planned_stage>& staged, const std::vector<component_key>& removed,
                             bool overwrite_unowned);
+
+// The conflicts plan_commit() would refuse the commit for, every one of them
+// (sorted by path, one per path), found by the same checks; empty when
+// there is none. For a forecast (--dry-run), where the staged receipts'
+// file lists come from elsewhere (the cache's trees). Outcomes: as
+// plan_commit() but `conflict` only for a component staged twice or both
+// staged and removed, and no `filesystem`.
+result<std::vector<commit_conflict>> commit_conflicts(const prefix_view& prefix,
+                                                      const std::vector<located_receipt>& existing,
+                                                      const std::vector<planned_stage>& staged,
+                                                      const std::vector<component_key>& removed,
+                                                      bool overwrite_unowned);
 
 }  // namespace redist

@@ -281,6 +281,7 @@ result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_
     if (!plan.ok()) {
         error e = std::move(plan).error_value();
         if (!e.path.empty() && e.code != error_code::internal) e.path = (prefix / e.path).string();
+        if (e.path.empty() && e.code == error_code::conflict) e.path = prefix.string();  // several paths, named in it
         return abandon(std::move(e));
     }
     // Receipts are written beside the stages first and moved last, by the journal.
@@ -290,6 +291,23 @@ result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_
         if (!written.ok()) return abandon(std::move(written).error_value());
     }
     return run_transaction(prefix, *plan);
+}
+
+result<std::vector<commit_conflict>> forecast_conflicts(const fs::path& prefix, const std::vector<receipt>& incoming,
+                                                        const std::vector<component_ref>& remove,
+                                                        bool overwrite_unowned) {
+    std::vector<located_receipt> existing;
+    std::vector<unreadable_receipt> unreadable;  // a forecast: they block nothing here
+    REDIST_TRY_VOID(scan_located_receipts(prefix, existing, unreadable));
+    // Named as stages would be; nothing is read from them (no stage exists).
+    std::vector<planned_stage> planned;
+    planned.reserve(incoming.size());
+    for (std::size_t i = 0; i < incoming.size(); ++i)
+        planned.push_back({std::string(staging_rel) + "/forecast-" + std::to_string(i), &incoming[i]});
+    std::vector<component_key> removed;
+    removed.reserve(remove.size());
+    for (const auto& ref : remove) removed.emplace_back(ref.product, ref.component);
+    return commit_conflicts(disk_view(prefix), existing, planned, removed, overwrite_unowned);
 }
 
 bool commit_pending(const fs::path& prefix) noexcept { return exists_no_follow(journal_path(prefix)); }

@@ -10,6 +10,7 @@
 #include "archive/unpack.hpp"
 #include "redist/error.hpp"
 #include "redist/prefix.hpp"
+#include "store/commit_plan.hpp"
 
 namespace redist {
 
@@ -65,5 +66,17 @@ result<void> commit_stages(const prefix_lock& lock, std::vector<staged_component
 // removed); on any refusal the stages are removed and the prefix is untouched.
 result<void> commit_stages_removing(const prefix_lock& lock, std::vector<staged_component> staged,
                                     const std::vector<component_ref>& remove, bool overwrite_unowned = false);
+
+// What commit_stages_removing() would refuse for conflicts, every one of
+// them, if components with these receipts were staged (their file lists;
+// no stage is read) and `remove` removed: a forecast, for --dry-run, by the
+// same checks (commit_conflicts). Reads the prefix (a missing one has no
+// files and no receipts) and hashes the files in the way; changes nothing and
+// takes no lock. Outcomes: ok | bad_manifest | unsafe_archive | not_found |
+// conflict (a component named twice, or both staged and removed) | filesystem.
+result<std::vector<commit_conflict>> forecast_conflicts(const std::filesystem::path& prefix,
+                                                        const std::vector<receipt>& incoming,
+                                                        const std::vector<component_ref>& remove,
+                                                        bool overwrite_unowned);
 
 }  // namespace redist

@@ -506,8 +506,22 @@ redist::error with_kept_downloads(redist::error e, const redist::install_request
     return e;
 }
 
-// --dry-run: a line per artifact (action, product, component, size), then the totals.
-void print_plan(const install_flags& flags, const redist::install_plan& plan) {
+// The components whose files the plan cannot know before unpacking them
+// (their conflicts are found by the install), in plan order.
+std::vector<std::string> unknown_files(const redist::install_plan& plan) {
+    std::vector<std::string> out;
+    for (const auto& item : plan.items)
+        if (!item.files_known) out.push_back(item.product + "/" + item.component);
+    return out;
+}
+
+// --dry-run: a line per artifact (action, product, component, size), a line
+// per conflict the commit would refuse, then the totals, and which
+// components' files are not known yet. Returns the exit code: a conflict
+// fails the dry run as it would fail the install (exit 9).
+int print_plan(const install_flags& flags, const redist::install_plan& plan) {
+    const std::vector<std::string> unknown = unknown_files(plan);
+    const int code = plan.conflicts.empty() ? 0 : redist::exit_code_for(redist::error_code::conflict);
     if (flags.json) {
         redist::json_writer w(2);
         w.begin_object();
@@ -523,14 +537,24 @@ void print_plan(const install_flags& flags, const redist::install_plan& plan) {
             if (item.previous_variant) w.field("previous_variant", *item.previous_variant);
             w.field("size", item.size);
             w.field("recompressed_copy", item.from_copy);
+            w.field("files_known", item.files_known);
             w.end_object();
         }
         w.end_array();
         w.field("download_bytes", plan.download_bytes);
         w.field("unpack_bytes", plan.unpack_bytes);
+        w.key("conflicts").begin_array();
+        for (const auto& c : plan.conflicts) {
+            w.begin_object();
+            w.field("path", c.path);
+            w.field("message", c.message);
+            w.end_object();
+        }
+        w.end_array();
+        w.field("conflicts_complete", unknown.empty());
         w.end_object();
         std::printf("%s\n", w.str().c_str());
-        return;
+        return code;
     }
     std::map<redist::plan_action, std::size_t> counts;
     for (const auto& item : plan.items) {
@@ -552,6 +576,17 @@ void print_plan(const install_flags& flags, const redist::install_plan& plan) {
         counts[redist::plan_action::from_cached_tree] + counts[redist::plan_action::from_cached_blob],
         counts[redist::plan_action::unchanged], counts[redist::plan_action::remove],
         human_size(plan.unpack_bytes).c_str());
+    for (const auto& c : plan.conflicts)
+        std::printf("%-14s %s: %s\n", "conflict", printable(c.path).c_str(), printable(c.message).c_str());
+    std::string unknown_list;
+    for (const auto& u : unknown) unknown_list += (unknown_list.empty() ? "" : ", ") + printable(u);
+    std::printf("conflicts: %s%s\n",
+                plan.conflicts.empty() ? "none" : (std::to_string(plan.conflicts.size()) + " (listed above)").c_str(),
+                unknown.empty() ? ""
+                                : ("; not checked: the files of " + unknown_list +
+                                   " (known only once their archives are unpacked: the install checks them)")
+                                      .c_str());
+    return code;
 }
 
 }  // namespace
@@ -633,8 +668,11 @@ int run_install(const install_flags& flags, redist::install_request& req, std::o
     if (flags.dry_run) {
         auto plan = redist::plan_install(req);
         if (!plan.ok()) return report_error(plan.error_value());
-        print_plan(flags, *plan);
-        return 0;
+        const int code = print_plan(flags, *plan);
+        if (code != 0)
+            std::fprintf(stderr, "%s: error: the install would fail (exit %d): %zu paths conflict%s\n",
+                         tool_name.c_str(), code, plan->conflicts.size(), flags.json ? "" : " (listed above)");
+        return code;
     }
     auto budget = redist::make_run_budget({flags.threads, flags.max_memory});
     if (!budget.ok()) return report_error(budget.error_value());
