@@ -511,7 +511,7 @@ TEST_CASE("plan_commit: user files and user directories") {
     CHECK(link.error_value().code == error_code::conflict);
 }
 
-TEST_CASE("plan_commit: every conflict is named, not only the first; commit_conflicts lists them") {
+TEST_CASE("plan_commit: every conflict is named, not only the first, and commit_conflicts lists them") {
     fake_prefix prefix;
     prefix.nodes["include"] = prefix_view::node::directory;
     prefix.nodes["lib"] = prefix_view::node::directory;

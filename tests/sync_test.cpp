@@ -547,7 +547,7 @@ TEST_CASE("find_project: the nearest redist.toml upward, stopping at the reposit
     }
 }
 
-TEST_CASE("open_project: the file found or given, parsed; its lock beside it; named products checked") {
+TEST_CASE("open_project: the file found or given, parsed, its lock beside it, named products checked") {
     const fs::path dir = sample_checkout("open_project", "");
     fs::create_directories(dir / "sub");
     auto found = open_project({.start_dir = dir / "sub"});

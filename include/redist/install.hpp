@@ -156,6 +156,10 @@ struct install_plan {
     // among the files known now (the items with files_known), sorted by
     // path, one per path. Complete when every item's files are known.
     std::vector<planned_conflict> conflicts;
+    // forecast_install only: the archives it downloaded and unpacked into
+    // the cache to learn their files, and their bytes.
+    std::size_t archives_read = 0;
+    std::uint64_t archive_bytes_read = 0;
 };
 
 // The plan of `request`, given the prefix's receipts and the cache (null:
@@ -172,6 +176,18 @@ install_plan plan_install(const install_request& request, const std::vector<rece
 // Outcomes: ok | filesystem (a cache that cannot be trusted, a prefix that
 // cannot be read) | bad_manifest (a corrupt receipts directory).
 result<install_plan> plan_install(const install_request& request);
+
+// --dry-run's forecast, with every conflict: plan_install(request); then,
+// where an archive's files are not known yet, the archive is read as
+// install() reads it (downloaded, verified, unpacked, its extracted tree
+// kept in the cache) into a throwaway prefix in the cache's scratch/,
+// which is removed: nothing in the prefix changes. Then the conflicts are
+// forecast again from the known lists. The plan's actions stay those of
+// the first plan (what an install would have done before this call);
+// archives_read says what was read. Without a cache it is plan_install.
+// Outcomes: plan_install's | install()'s failures of the read archives
+// (network, integrity, ...; the prefix is untouched).
+result<install_plan> forecast_install(const install_request& request);
 
 // ---- installing ---------------------------------------------------------------------------
 

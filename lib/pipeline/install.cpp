@@ -914,7 +914,11 @@ result<kept_downloads> kept_in_cache(const install_request& request) {
     return kept;
 }
 
-result<install_report> install(const install_request& request_in) {
+namespace {
+
+// install(), or (commit false) everything before the commit: the stages
+// are made (and the cache keeps their trees) and then discarded.
+result<install_report> install_stages(const install_request& request_in, bool commit) {
     install_request request = request_in;
     if (!request.budget) {
         REDIST_TRY(request.budget, make_run_budget());
@@ -965,6 +969,10 @@ result<install_report> install(const install_request& request_in) {
         }
     }
     REDIST_TRY(std::vector<staged_component> staged, run_jobs(request, lock, cache, plan, todo, results));
+    if (!commit) {
+        discard_stages(lock);
+        return out;
+    }
     for (const auto& release : request.releases) out.releases.push_back({release.product, release.label, {}});
     for (std::size_t k = 0; k < plan.items.size(); ++k)
         if (plan.items[k].action != plan_action::remove)
@@ -976,6 +984,48 @@ result<install_report> install(const install_request& request_in) {
     request.budget->mark("committed");
     notify_components(request, out, fetch_stage::done);
     return out;
+}
+
+}  // namespace
+
+result<install_report> install(const install_request& request) { return install_stages(request, true); }
+
+result<install_plan> forecast_install(const install_request& request) {
+    REDIST_TRY(install_plan plan, plan_install(request));
+    // The artifacts whose files only their archive can tell.
+    install_request reading = request;
+    std::size_t unknown = 0;
+    std::uint64_t unknown_bytes = 0;
+    for (auto& release : reading.releases) release.artifacts.clear();
+    for (const auto& item : plan.items) {
+        if (item.files_known || item.action == plan_action::remove || item.action == plan_action::unchanged) continue;
+        const artifact& a = request.releases[item.release].artifacts[item.artifact];
+        reading.releases[item.release].artifacts.push_back(a);
+        ++unknown;
+        add_saturating(unknown_bytes, a.size);
+    }
+    if (unknown == 0) return plan;
+    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
+    if (!cache) return plan;
+    // A throwaway prefix beside the cache (same filesystem: its trees are
+    // linked, not copied); the scratch directory is removed when released.
+    const fs::path parent = cache->scratch_root();
+    const unique_fd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    if (!parent_fd) return errno_error("cannot open directory", parent, errno);
+    REDIST_TRY(const scratch_dir scratch, claim_scratch_dir(parent_fd.get(), parent, "dry-run-"));
+    std::erase_if(reading.releases, [](const release_plan& r) { return r.artifacts.empty(); });
+    reading.prefix = scratch.path() / "prefix";
+    reading.keep_unlisted = true;
+    reading.reinstall = true;
+    reading.exclude.clear();  // the tree is the archive's; the forecast applies the excludes
+    if (auto read = install_stages(reading, false); !read.ok()) return std::move(read).error_value();
+    REDIST_TRY(install_plan known, plan_install(request));
+    for (std::size_t k = 0; k < plan.items.size() && k < known.items.size(); ++k)
+        plan.items[k].files_known = known.items[k].files_known;
+    plan.conflicts = std::move(known.conflicts);
+    plan.archives_read = unknown;
+    plan.archive_bytes_read = unknown_bytes;
+    return plan;
 }
 
 }  // namespace redist

@@ -1,9 +1,9 @@
 """--dry-run and conflicts, through the real tools: the install refused
 with exit 9 names every file in the way, not only the first; --dry-run
-lists every conflict it can know of without downloading (from the cache's
-extracted trees) and fails as the install would; where a component's files
-are not known before its archive is unpacked, it says so instead of
-reporting no conflict."""
+lists every conflict the install would refuse and fails as the install
+would: an archive whose files the cache does not list yet is read into the
+cache first (the prefix untouched); only with --no-cache, where nothing can
+hold it, does it say which components it could not check."""
 
 import json
 import os
@@ -77,37 +77,39 @@ class DryRunConflicts(unittest.TestCase):
         self.assert_untouched(res)
 
     def test_dry_run_lists_every_conflict_the_install_would_refuse(self):
-        # A cold cache: the archive's files are unknown before it is
-        # downloaded, and the dry run says so rather than "no conflict".
-        mark = support.access_log_mark()
-        res = self.cudnn("--dry-run", check=0)
-        self.assertRegex(res.stdout, r"(?m)^download +cudnn +cudnn ")
-        self.assertRegex(res.stdout, r"(?m)^conflicts: none; not checked: the files of cudnn/cudnn \(")
-        res = self.cudnn("--dry-run", "--json", check=0)
-        plan = json.loads(res.stdout)
-        self.assertEqual(plan["conflicts"], [])
-        self.assertFalse(plan["conflicts_complete"])
-        self.assertFalse(plan["plan"][0]["files_known"])
-        self.assertEqual(self.downloads(mark), [], "--dry-run downloaded the archive")
-
-        # The refused install keeps the verified archive and its extracted
-        # tree in the cache: from then on the dry run knows every file.
-        self.cudnn(check=EXIT_CONFLICT)
+        # A cold cache: the archive is read into the cache (once), and every
+        # conflict is listed, as the install would refuse them.
         mark = support.access_log_mark()
         res = self.cudnn("--dry-run", check=EXIT_CONFLICT)
-        self.assertRegex(res.stdout, r"(?m)^cached-tree +cudnn +cudnn ")
+        self.assertRegex(res.stdout, r"(?m)^download +cudnn +cudnn ")
+        self.assertRegex(res.stdout, r"(?m)^read 1 archive \(.*\) into the cache to list their files$")
         listed = [line.split()[1].rstrip(":") for line in res.stdout.splitlines() if line.startswith("conflict ")]
         self.assertEqual(listed, self.mine, support.describe(res))
         self.assertIn("would overwrite a file that redist did not install", res.stdout)
         self.assertRegex(res.stdout, rf"(?m)^conflicts: {self.N} \(listed above\)$")
         self.assertIn(f"the install would fail (exit {EXIT_CONFLICT}): {self.N} paths conflict", res.stderr)
+        self.assertEqual(len(self.downloads(mark)), 1)
+        self.assert_untouched(res)
+        self.assertFalse(os.path.exists(os.path.join(self.prefix, ".redist")), "the dry run wrote into the prefix")
+        scratch = os.path.join(self.cache, "scratch")
+        self.assertEqual(os.listdir(scratch) if os.path.isdir(scratch) else [], [], "the throwaway prefix stayed")
+
+        # From then on the cache's tree answers: nothing is downloaded again.
+        mark = support.access_log_mark()
         res = self.cudnn("--dry-run", "--json", check=EXIT_CONFLICT)
         plan = json.loads(res.stdout)
         self.assertEqual([c["path"] for c in plan["conflicts"]], self.mine)
         self.assertTrue(plan["conflicts_complete"])
         self.assertTrue(plan["plan"][0]["files_known"])
+        self.assertEqual(plan["plan"][0]["action"], "cached-tree")
+        self.assertEqual(plan["archives_read"], 0)
         self.assertEqual(self.downloads(mark), [])
         self.assert_untouched(res)
+
+        # The install agrees with the forecast.
+        res = self.cudnn(check=EXIT_CONFLICT)
+        for rel in self.mine:
+            self.assertIn(rel, res.stderr)
 
         # --overwrite is the intent that allows them: no conflict left, and the install agrees.
         res = self.cudnn("--dry-run", "--overwrite", check=0)
@@ -117,6 +119,17 @@ class DryRunConflicts(unittest.TestCase):
         res = self.cudnn("--dry-run", check=0)
         self.assertRegex(res.stdout, r"(?m)^unchanged +cudnn +cudnn ")
         self.assertRegex(res.stdout, r"(?m)^conflicts: none$")
+
+    def test_without_a_cache_the_unknown_archives_are_named(self):
+        mark = support.access_log_mark()
+        res = self.cudnn("--dry-run", "--no-cache", check=0)
+        self.assertRegex(res.stdout, r"(?m)^conflicts: none; not checked: the files of cudnn/cudnn \(")
+        res = self.cudnn("--dry-run", "--no-cache", "--json", check=0)
+        plan = json.loads(res.stdout)
+        self.assertFalse(plan["conflicts_complete"])
+        self.assertFalse(plan["plan"][0]["files_known"])
+        self.assertEqual(self.downloads(mark), [], "--dry-run --no-cache downloaded the archive")
+        self.assert_untouched(res)
 
     def test_dry_run_of_a_reinstall_knows_the_files_from_the_receipt(self):
         # No cache at all: the receipt of the installed archive lists its files.
@@ -159,10 +172,10 @@ class DryRunComponentClash(unittest.TestCase):
                                 "--no-check", *extra, env=CLEAN_ENV, **kw)
 
     def test_a_clash_between_components_is_listed(self):
-        res = self.fetch("--dry-run", check=0)
+        res = self.fetch("--dry-run", "--no-cache", check=0)
         self.assertIn("not checked: the files of cuda/cuda_cudart, cuda/cuda_nvcc", res.stdout)
-        self.fetch(check=EXIT_CONFLICT)
         res = self.fetch("--dry-run", check=EXIT_CONFLICT)
+        self.assertRegex(res.stdout, r"(?m)^read 2 archives \(.*\) into the cache to list their files$")
         self.assertRegex(res.stdout, r"(?m)^conflict +include/crt/host_config.h: components cuda_cudart and "
                                      r"cuda_nvcc ship different files at the same path$")
         self.assertRegex(res.stdout, r"(?m)^conflicts: 1 \(listed above\)$")

@@ -324,10 +324,10 @@ void add_install_flags(CLI::App& app, install_flags& options) {
     app.add_flag("--force", options.force, "Both --reinstall and --overwrite");
     app.add_flag("--dry-run", options.dry_run,
                  "Print the plan (per artifact: unchanged, cached-tree, cached-archive, download or remove, with "
-                 "sizes and totals) and every conflict the install would refuse among the files known without "
-                 "downloading (the cache's extracted trees, the receipts; the others are named as not checked), "
-                 "and exit (9 when there is a conflict); nothing is written into the prefix and no archive is "
-                 "downloaded");
+                 "sizes and totals) and every conflict the install would refuse, and exit (9 when there is a "
+                 "conflict). Archives whose files the cache does not list yet are read into the cache first (so "
+                 "the install then unpacks nothing; with --no-cache they are named as not checked); nothing is "
+                 "written into the prefix");
     add_strict_flag(app, options.strict);
     app.add_option("--link-mode", options.link_mode,
                    "How a cached extracted tree is placed on re-installs: auto (reflink where possible, else copy; the "

@@ -552,6 +552,8 @@ int print_plan(const install_flags& flags, const redist::install_plan& plan) {
         }
         w.end_array();
         w.field("conflicts_complete", unknown.empty());
+        w.field("archives_read", static_cast<std::uint64_t>(plan.archives_read));
+        w.field("archive_bytes_read", plan.archive_bytes_read);
         w.end_object();
         std::printf("%s\n", w.str().c_str());
         return code;
@@ -666,8 +668,22 @@ int run_install(const install_flags& flags, redist::install_request& req, std::o
     req.max_expansion = flags.max_expansion;
     req.use_recompressed = !flags.no_recompressed;
     if (flags.dry_run) {
-        auto plan = redist::plan_install(req);
+        // Archives whose files are not known yet are read into the cache
+        // (forecast_install): shown as downloads, without "done" lines (nothing is installed).
+        progress_display display(!flags.quiet && !flags.json, ::isatty(STDOUT_FILENO) != 0);
+        console_observer observer(flags.quiet);
+        observer.progress = [&display](const redist::progress_event& e) {
+            if (e.stage != redist::fetch_stage::staged && e.stage != redist::fetch_stage::done) display(e);
+        };
+        observer.display = &display;
+        req.observer = &observer;
+        auto plan = redist::forecast_install(req);
+        req.observer = nullptr;
+        display.finish();
         if (!plan.ok()) return report_error(plan.error_value());
+        if (plan->archives_read > 0 && !flags.json)
+            std::printf("read %zu archive%s (%s) into the cache to list their files\n", plan->archives_read,
+                        plan->archives_read == 1 ? "" : "s", human_size(plan->archive_bytes_read).c_str());
         const int code = print_plan(flags, *plan);
         if (code != 0)
             std::fprintf(stderr, "%s: error: the install would fail (exit %d): %zu paths conflict%s\n",
