@@ -383,9 +383,19 @@ class MirrorFromCache(unittest.TestCase):
         rec = support.find_artifact(support.load_manifest("cudnn", "9.27.0"), "cudnn", "linux-x86_64", "cuda12")
         self.assertEqual(support.sha256_file(os.path.join(dest, "cudnn", "redist", rec["relative_path"])),
                          rec["sha256"])
-        # Without the mirror that filled it, nothing cached matches: one line
-        # naming where it looked and what to do (exit 3).
+        # Without the mirror that filled it, the cache still knows the release
+        # (by what the manifest is, whichever source served it): no request.
+        mark = support.access_log_mark()
         res = support.run_tool("redist", *args, "--dest", os.path.join(scratch, "other"),
+                               env={"REDIST_BASE_URL": unreachable})
+        self.assertEqual(res.returncode, 0, support.describe(res))
+        self.assertEqual(support.access_log_since(mark), [], "--from-cache made a request")
+        with open(support.manifest_path("cudnn", "9.27.0"), "rb") as a, \
+                open(os.path.join(scratch, "other", "cudnn", "redist", "redistrib_9.27.0.json"), "rb") as b:
+            self.assertEqual(a.read(), b.read())
+        # A release the cache never saw: one line naming where it looked and what to do (exit 3).
+        other = [a if a != "9.27.0" else "9.10.1" for a in args]
+        res = support.run_tool("redist", *other, "--dest", os.path.join(scratch, "third"),
                                env={"REDIST_BASE_URL": unreachable})
         self.assertEqual(res.returncode, 3, support.describe(res))
         self.assertEqual(len(res.stderr.splitlines()), 1, res.stderr)

@@ -152,10 +152,15 @@ class OneTransaction:
         res = self.sync("--dry-run", check=True)
         self.assertFalse(os.path.exists(self.prefix), "--dry-run created the prefix")
         self.assertFalse(os.path.exists(self.lock), "--dry-run wrote the lock file")
-        self.assertEqual([e for e in self.server.log() if e["path"].endswith(".tar.xz")], [])
+        # Their files are not known yet: the archives are read into the cache (each once) to check them.
+        self.assertEqual(len([e for e in self.server.log() if e["path"].endswith(".tar.xz")]), 2)
         self.assertRegex(res.stdout, r"(?m)^download +cuda +cuda_nvcc ")
         self.assertIn("plan: 2 to download", res.stdout)
-        self.sync(check=True)  # the archives and their extracted trees are now in the cache
+        self.assertRegex(res.stdout, r"(?m)^read 2 archives \(.*\) into the cache to list their files$")
+        self.assertRegex(res.stdout, r"(?m)^conflicts: none$")
+        self.server.reset()
+        self.sync(check=True)  # from the cache's extracted trees
+        self.assertEqual([e for e in self.server.log() if e["path"].endswith(".tar.xz")], [])
         shutil.rmtree(self.prefix)
         self.assertRegex(self.sync("--dry-run", check=True).stdout, r"(?m)^cached-tree +cuda +cuda_nvcc ")
         shutil.rmtree(os.path.join(self.cache, "trees"))  # the archives alone
