@@ -1,6 +1,6 @@
-// Tests for redist/select.hpp: choosing artifacts by platform, CUDA variant
-// and component. Manifests are built by hand, so selection is tested without
-// the parser; a few cases then run over real published manifests.
+// Tests for redist/select.hpp (and its rules, model/select_rules.hpp):
+// choosing artifacts by platform, CUDA variant and component. Manifests are built by hand, so selection is tested
+// without the parser; a few cases then run over real published manifests.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "model/select_rules.hpp"
 #include "redist/manifest.hpp"
 #include "redist/resolve.hpp"
 #include "redist/select.hpp"

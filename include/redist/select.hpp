@@ -17,12 +17,16 @@ REDIST_API_BEGIN
 enum class unnamed_components {
     every,  // every component (lock, sync: a project names what it wants)
     // redist fetch without --component: every component of a library family
-    // (see is_library_family) or of a small bundle (no driver component, at
-    // most 2 GiB on the platform); for any other release (the CUDA toolkit) a
-    // usage error that lists the largest components and the two ways out
-    // (--component, --all)
+    // (at most 4 components, or every key sharing the word before its first
+    // '_': cudnn, cudnn_jit, cudnn_samples) or of a small bundle (no driver
+    // component, at most 2 GiB on the platform); for any other release (the
+    // CUDA toolkit) a usage error that lists the largest components and the
+    // two ways out (--component, --all)
     fetch_default,
-    all,  // --all: every component except the driver's (is_driver_component)
+    // --all: every component except the GPU driver's (nvidia_driver,
+    // nvidia_fs, fabricmanager, imex, driver_assistant, libnvidia_nscq,
+    // cuda_compat*), which are never installed unless named
+    all,
 };
 
 struct selection_request {
@@ -32,19 +36,6 @@ struct selection_request {
     unnamed_components unnamed = unnamed_components::every;
     std::optional<int> cuda_minor = std::nullopt;  // with cuda_major: the minor preferred (12.4 prefers "cuda12.4")
 };
-
-// A release whose components are one library family: at most 4 components,
-// or every key sharing the word before its first '_' (cudnn, cudnn_jit,
-// cudnn_samples; nvpl_blas ... nvpl_tensor). The CUDA toolkit (49
-// components, the driver among them) is not one: installing all of it is
-// gigabytes nobody asked for, so `redist fetch` wants a choice.
-bool is_library_family(const manifest& m);
-
-// Components that install or belong to the GPU driver (nvidia_driver,
-// nvidia_fs, fabricmanager, imex, driver_assistant, libnvidia_nscq, and
-// cuda_compat*, the forward-compatibility driver libraries): never
-// installed unless named with --component.
-bool is_driver_component(std::string_view key);
 
 // For a label spec of the `cuda` product, whose releases are CUDA versions:
 // with --cuda N, "latest" (or empty) becomes "N" (the newest N.x), a spec
@@ -63,7 +54,7 @@ struct selection {
     std::optional<int> cuda_minor;      // the requested minor, if any
     bool cuda_major_defaulted = false;  // true when select() chose the newest
     // unnamed_components::all: the driver's components on the platform that
-    // were left out (is_driver_component), in manifest order, for the tool to say so.
+    // were left out, in manifest order, for the tool to say so.
     std::vector<std::string> left_out;
 };
 

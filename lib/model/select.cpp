@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <set>
 
+#include "model/select_rules.hpp"
 #include "redist/printable.hpp"
 #include "redist/suggest.hpp"
 
