@@ -29,12 +29,25 @@ enum class unnamed_components {
     all,
 };
 
+// How many of a component's artifacts on the platform are chosen.
+enum class artifact_choice {
+    // One, for a machine to install (fetch, lock, sync): the CUDA variant
+    // rule of select_artifacts() below.
+    one_per_component,
+    // Every one a machine of the platform might ask for (redist mirror): the
+    // plain artifact and every variant; with cuda_major, only that major's
+    // variants (cuda12, cuda12.4, ...) besides the plain one. cuda_minor is
+    // not used, and named components without the platform are skipped.
+    every_variant,
+};
+
 struct selection_request {
     std::string platform;                 // required, e.g. "linux-x86_64"
     std::optional<int> cuda_major;        // e.g. 12; nullopt = let select() choose
     std::vector<std::string> components;  // empty = see `unnamed`
     unnamed_components unnamed = unnamed_components::every;
     std::optional<int> cuda_minor = std::nullopt;  // with cuda_major: the minor preferred (12.4 prefers "cuda12.4")
+    artifact_choice choice = artifact_choice::one_per_component;
 };
 
 // For a label spec of the `cuda` product, whose releases are CUDA versions:
@@ -82,6 +95,9 @@ std::vector<int> available_cuda_majors(const manifest& m, const std::string& pla
 // Named components must all exist and have the platform; with an empty
 // component list, components without the platform (e.g. samples that ship
 // only "source") are skipped.
+// With artifact_choice::every_variant, instead: every artifact of each
+// component on the platform that the variant filter lets through, in
+// manifest order (cuda_major stays the requested one, never defaulted).
 // Outcomes:
 //   ok         at least one artifact
 //   not_found  a requested component does not exist, or has nothing for the

@@ -1,10 +1,13 @@
 // select_rules.hpp (internal) — the rules select_artifacts() (redist/select.hpp)
 // applies to a release's components, apart from the one selector so that
 // the tests can pin them down: which releases are one library family, which
-// components belong to the GPU driver.
+// components belong to the GPU driver; and what a release offers, for the
+// errors of the mirror (which selects with artifact_choice::every_variant).
 #pragma once
 
+#include <string>
 #include <string_view>
+#include <vector>
 
 #include "redist/manifest.hpp"
 
@@ -23,5 +26,9 @@ bool is_library_family(const manifest& m);
 // cuda_compat*, the forward-compatibility driver libraries): never
 // installed unless named with --component (unnamed_components::all).
 bool is_driver_component(std::string_view key);
+
+// The platforms the requested components (empty: all) have artifacts for,
+// sorted: "linux-sbsa, linux-x86_64" in an error that a platform has nothing.
+std::vector<std::string> available_platforms(const manifest& m, const std::vector<std::string>& components);
 
 }  // namespace redist

@@ -282,7 +282,7 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     "redist::read_file", "redist::errno_error",  # lib/support/posix_file.hpp
                     "redist::segmented_download", "redist::try_sources",  # lib/transport/
                     # lib/model/select_rules.hpp
-                    "redist::is_library_family", "redist::is_driver_component",
+                    "redist::is_library_family", "redist::is_driver_component", "redist::available_platforms",
                     "redist::cuda_version_string", "redist::header_define",  # lib/features/check_versions.hpp
                     "redist::minimum_driver_for_cuda", "redist::debian_package_hint",  # lib/features/check_data.hpp
                     # lib/model/urls.hpp
