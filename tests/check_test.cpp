@@ -1,4 +1,5 @@
-// Tests for redist/check.hpp and its readers (lib/features/elf.hpp): escaping, the
+// Tests for redist/check.hpp and its readers (lib/features/elf.hpp,
+// check_versions.hpp, check_data.hpp): escaping, the
 // driver and GPU tables, the ELF reader and the ld.so.cache parser on real
 // and synthetic bytes. The end-to-end cases (fake libraries built at test
 // time, installed through the tools) are in tests/e2e/test_check.py.
@@ -14,6 +15,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "features/check_data.hpp"
+#include "features/check_versions.hpp"
 #include "features/elf.hpp"
 #include "redist/check.hpp"
 

@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "archive/sha256.hpp"
-#include "redist/urls.hpp"
+#include "model/urls.hpp"
 #include "transport/oci.hpp"
 #include "transport/oci_layout.hpp"
 

@@ -1,13 +1,14 @@
-// Tests for redist/recompressed.hpp: the sidecar a mirror writes beside a
-// manifest to describe its recompressed (.tar.zst) copies. Every rule of the
+// Tests for redist/recompressed.hpp and model/recompressed_sidecar.hpp: the
+// sidecar a mirror writes beside a manifest to describe its recompressed
+// (.tar.zst) copies. Every rule of the
 // format is checked by a document that breaks it; a valid one round-trips.
 #include <catch2/catch.hpp>
 
 #include <string>
 
+#include "model/recompressed_sidecar.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/manifest.hpp"
-#include "redist/recompressed.hpp"
 
 namespace {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
+#include "model/urls.hpp"
 #include "redist/resolve.hpp"
-#include "redist/urls.hpp"
 #include "support.hpp"
 
 using namespace redist;

@@ -1,6 +1,6 @@
-// Tests for redist/select.hpp: choosing artifacts by platform, CUDA variant
-// and component. Manifests are built by hand, so selection is tested without
-// the parser; a few cases then run over real published manifests.
+// Tests for redist/select.hpp (and its rules, model/select_rules.hpp):
+// choosing artifacts by platform, CUDA variant and component. Manifests are built by hand, so selection is tested
+// without the parser; a few cases then run over real published manifests.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -8,6 +8,7 @@
 #include <sstream>
 #include <string>
 
+#include "model/select_rules.hpp"
 #include "redist/manifest.hpp"
 #include "redist/resolve.hpp"
 #include "redist/select.hpp"
@@ -486,4 +487,43 @@ TEST_CASE("select_artifacts: cuda_compat is a driver component", "[select]") {
               .artifacts.size() == 1);
     CHECK(select_fails(m, {"linux-x86_64", std::nullopt, {}, redist::unnamed_components::fetch_default}).code ==
           redist::error_code::usage);
+}
+
+TEST_CASE("select_artifacts: every variant, for a mirror", "[select]") {
+    using redist::artifact_choice;
+    manifest m;
+    m.components.push_back(
+        make_component("lib", {{"linux-x86_64", {"cuda12", "cuda13", "cuda13.2"}, true}, {"linux-sbsa", {"cuda12"}}}));
+    m.components.push_back(make_component("tool", {{"linux-x86_64", {}, true}}));
+    m.components.push_back(make_component("sbsa_only", {{"linux-sbsa", {"cuda13"}}}));
+    const auto every = [&](const std::string& platform, std::optional<int> major,
+                           std::vector<std::string> components = {}) {
+        return redist::selection_request{.platform = platform,
+                                         .cuda_major = major,
+                                         .components = std::move(components),
+                                         .choice = artifact_choice::every_variant};
+    };
+    // Every variant and the plain artifact, in manifest order; no default major.
+    auto s = select_ok(m, every("linux-x86_64", std::nullopt));
+    CHECK(describe(s) ==
+          "lib:linux-x86_64:cuda12 lib:linux-x86_64:cuda13 lib:linux-x86_64:cuda13.2 lib:linux-x86_64:- "
+          "tool:linux-x86_64:- ");
+    CHECK_FALSE(s.cuda_major);
+    CHECK_FALSE(s.cuda_major_defaulted);
+    // A major: each of its variants (every minor), and the plain artifacts.
+    s = select_ok(m, every("linux-x86_64", 13));
+    CHECK(describe(s) == "lib:linux-x86_64:cuda13 lib:linux-x86_64:cuda13.2 lib:linux-x86_64:- tool:linux-x86_64:- ");
+    CHECK(s.cuda_major == 13);
+    // A named component without the platform is skipped, not refused.
+    CHECK(describe(select_ok(m, every("linux-sbsa", 12, {"lib", "tool"}))) == "lib:linux-sbsa:cuda12 ");
+    // Nothing at all: not_found, naming what there is.
+    auto e = select_fails(m, every("linux-sbsa", 11));
+    CHECK(e.code == redist::error_code::not_found);
+    CHECK(contains(e.message, "(available variants: cuda12, cuda13)"));
+    e = select_fails(m, every("linux-aarch64", std::nullopt, {"tool"}));
+    CHECK(contains(e.message, "nothing for platform 'linux-aarch64'"));
+    CHECK(select_fails(m, every("linux-x86_64", std::nullopt, {"nope"})).code == redist::error_code::not_found);
+    // What the mirror's errors list.
+    CHECK(redist::available_platforms(m, {}) == std::vector<std::string>{"linux-sbsa", "linux-x86_64"});
+    CHECK(redist::available_platforms(m, {"tool"}) == std::vector<std::string>{"linux-x86_64"});
 }

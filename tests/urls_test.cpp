@@ -3,8 +3,8 @@
 // mirror keeps it.
 #include <catch2/catch.hpp>
 
+#include "model/urls.hpp"
 #include "redist/manifest.hpp"
-#include "redist/urls.hpp"
 
 using namespace redist;
 

@@ -202,25 +202,11 @@ std::vector<check_finding> preflight_findings(const driver_info& driver, const s
 // leaves the lines before it. Returns the child's exit status.
 int run_check_probe(const std::vector<std::string>& args, const std::function<void(std::string_view)>& emit);
 
-// ---- helpers, public for the tools and the tests --------------------------
+// ---- helpers, public for the tools ----------------------------------------
 
 // A printable copy of a name from an archive: control characters, DEL and
 // invalid UTF-8 bytes become \xNN, backslashes \\.
 std::string escape_for_display(std::string_view text);
-
-// "12.4" for 12040 (the CUDA driver/runtime version encoding).
-std::string cuda_version_string(int encoded);
-
-// The minimum Linux driver for a CUDA major (CUDA 12: 525.60.13, 13: 580.65.06);
-// empty for unknown majors.
-std::string minimum_driver_for_cuda(int cuda_major);
-
-// The value of `#define NAME <decimal>` in C header text (the first such
-// line), or nullopt. Header text comes from archives: bounded, never evaluated.
-std::optional<long> header_define(std::string_view text, std::string_view name);
-
-// The Debian/Ubuntu package that ships a SONAME, or empty.
-std::string debian_package_hint(std::string_view soname);
 
 REDIST_API_END
 }  // namespace redist

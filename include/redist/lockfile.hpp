@@ -107,9 +107,9 @@ struct resolved_release;  // manifest.hpp
 // fetch does, so a dead mirror falls back to the base.
 std::string locked_manifest_url(const resolved_release& release);
 
-// Every URL of a lock is a source like any other (source_url_problem in
-// urls.hpp): http(s)://, or file:// under one of `local_roots` (the local
-// mirrors and base the user named). Checked before anything is read.
+// Every URL of a lock is a source like any other (local_roots in urls.hpp):
+// http(s)://, oci://, oci+http://, or file:// and oci-layout: under one of
+// `local_roots` (the local mirrors and base the user named). Checked before anything is read.
 // Outcomes: ok | bad_manifest (source = `source`, json_path = the URL's,
 // e.g. "products[0].manifest_url", "artifacts[3].url").
 result<void> check_lock_sources(const lockfile& lock, std::string_view source,

@@ -78,8 +78,8 @@ struct artifact {
 // %5c, %25, %00, ...) is refused. ".." may only start the path, at most three
 // times ("../../../pool/..." climbs from "<base>/<product>/redist/" to the
 // base's parent, as NVIDIA's bin-archive does); where it lands is checked
-// against the manifest's URL by resolve_reference() (urls.hpp). Used for
-// manifests and lock files.
+// against the manifest's URL when the release is resolved (urls.hpp). Used
+// for manifests and lock files.
 const char* artifact_path_problem(std::string_view relative_path) noexcept;
 
 struct component {
@@ -140,9 +140,10 @@ struct resolved_release {
     std::string artifact_base_url;  // the manifest's directory
     manifest parsed;
     // The copies of the sidecar read beside the manifest (release_request::
-    // recompressed), checked against it (check_recompressed_for) and signed
-    // by a trusted key (source_policy::trusted_keys); none when there is
-    // none, it is unusable or not so signed, or it was not asked for.
+    // recompressed), checked against it (its manifest_sha256, label and
+    // sizes) and signed by a trusted key (source_policy::trusted_keys); none
+    // when there is none, it is unusable or not so signed, or it was not
+    // asked for.
     recompressed_record recompressed;
     std::string recompressed_base_url;  // the directory the sidecar came from (the manifest's, a mirror's)
     std::string recompressed_signer;    // the fingerprint of the trusted key that signed it (signing.hpp)

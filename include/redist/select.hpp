@@ -17,12 +17,28 @@ REDIST_API_BEGIN
 enum class unnamed_components {
     every,  // every component (lock, sync: a project names what it wants)
     // redist fetch without --component: every component of a library family
-    // (see is_library_family) or of a small bundle (no driver component, at
-    // most 2 GiB on the platform); for any other release (the CUDA toolkit) a
-    // usage error that lists the largest components and the two ways out
-    // (--component, --all)
+    // (at most 4 components, or every key sharing the word before its first
+    // '_': cudnn, cudnn_jit, cudnn_samples) or of a small bundle (no driver
+    // component, at most 2 GiB on the platform); for any other release (the
+    // CUDA toolkit) a usage error that lists the largest components and the
+    // two ways out (--component, --all)
     fetch_default,
-    all,  // --all: every component except the driver's (is_driver_component)
+    // --all: every component except the GPU driver's (nvidia_driver,
+    // nvidia_fs, fabricmanager, imex, driver_assistant, libnvidia_nscq,
+    // cuda_compat*), which are never installed unless named
+    all,
+};
+
+// How many of a component's artifacts on the platform are chosen.
+enum class artifact_choice {
+    // One, for a machine to install (fetch, lock, sync): the CUDA variant
+    // rule of select_artifacts() below.
+    one_per_component,
+    // Every one a machine of the platform might ask for (redist mirror): the
+    // plain artifact and every variant; with cuda_major, only that major's
+    // variants (cuda12, cuda12.4, ...) besides the plain one. cuda_minor is
+    // not used, and named components without the platform are skipped.
+    every_variant,
 };
 
 struct selection_request {
@@ -31,20 +47,8 @@ struct selection_request {
     std::vector<std::string> components;  // empty = see `unnamed`
     unnamed_components unnamed = unnamed_components::every;
     std::optional<int> cuda_minor = std::nullopt;  // with cuda_major: the minor preferred (12.4 prefers "cuda12.4")
+    artifact_choice choice = artifact_choice::one_per_component;
 };
-
-// A release whose components are one library family: at most 4 components,
-// or every key sharing the word before its first '_' (cudnn, cudnn_jit,
-// cudnn_samples; nvpl_blas ... nvpl_tensor). The CUDA toolkit (49
-// components, the driver among them) is not one: installing all of it is
-// gigabytes nobody asked for, so `redist fetch` wants a choice.
-bool is_library_family(const manifest& m);
-
-// Components that install or belong to the GPU driver (nvidia_driver,
-// nvidia_fs, fabricmanager, imex, driver_assistant, libnvidia_nscq, and
-// cuda_compat*, the forward-compatibility driver libraries): never
-// installed unless named with --component.
-bool is_driver_component(std::string_view key);
 
 // For a label spec of the `cuda` product, whose releases are CUDA versions:
 // with --cuda N, "latest" (or empty) becomes "N" (the newest N.x), a spec
@@ -63,7 +67,7 @@ struct selection {
     std::optional<int> cuda_minor;      // the requested minor, if any
     bool cuda_major_defaulted = false;  // true when select() chose the newest
     // unnamed_components::all: the driver's components on the platform that
-    // were left out (is_driver_component), in manifest order, for the tool to say so.
+    // were left out, in manifest order, for the tool to say so.
     std::vector<std::string> left_out;
 };
 
@@ -91,6 +95,9 @@ std::vector<int> available_cuda_majors(const manifest& m, const std::string& pla
 // Named components must all exist and have the platform; with an empty
 // component list, components without the platform (e.g. samples that ship
 // only "source") are skipped.
+// With artifact_choice::every_variant, instead: every artifact of each
+// component on the platform that the variant filter lets through, in
+// manifest order (cuda_major stays the requested one, never defaulted).
 // Outcomes:
 //   ok         at least one artifact
 //   not_found  a requested component does not exist, or has nothing for the

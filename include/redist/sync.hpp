@@ -91,8 +91,9 @@ result<project_resolution> resolve_project(const project_file& project, const pr
 
 // A locked release's manifest (product, release_label and manifest_url as a
 // lock records them), read again from the same sources in the same order as
-// resolving it (request.sources: mirrors, then the lock's base, see
-// base_of_manifest_url), so that a dead mirror falls back to the base. A
+// resolving it (request.sources: mirrors, then the lock's base, the URL
+// less "/<product>/redist/redistrib_<label>.json"), so that a dead mirror
+// falls back to the base. A
 // manifest URL that is not <base>/<product>/redist/redistrib_<label>.json
 // (locked from a manifest named by its location) is read from that URL
 // alone. Of `request`, the sources, observer, recompressed and

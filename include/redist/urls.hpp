@@ -2,8 +2,22 @@
 //
 //   <base>/<product>/redist/                        HTML index
 //   <base>/<product>/redist/redistrib_<label>.json  manifest
-//   <dir of manifest>/<relative_path>               artifact (a URL reference:
-//                                                   resolve_reference)
+//   <dir of manifest>/<relative_path>               artifact (a URL reference,
+//                                                   RFC 3986, on the manifest's
+//                                                   scheme, host and port)
+//
+// A base is an http(s) URL, a local directory (a file:// URL or a path),
+// or one of:
+//   oci://HOST[:PORT]/NAMESPACE       an OCI registry over https
+//   oci+http://HOST[:PORT]/NAMESPACE  over plain http (loopback, tests)
+//   oci-layout:/DIR                   OCI image layouts on disk, one per
+//                                     product: DIR/<product>/{oci-layout,
+//                                     index.json,blobs/sha256/<hex>}
+// The usual layout maps onto them: "<base>/<product>/redist/" is the tag list
+// of the repository <namespace>/<product>, "<dir>/redistrib_<label>.json" is
+// the redistrib JSON layer of its tag <label> (in a layout, a manifest's
+// ref.name annotation), and an artifact is the blob named by its manifest
+// SHA-256.
 #pragma once
 
 #include <filesystem>
@@ -25,111 +39,28 @@ inline constexpr std::string_view default_base_url = "https://developer.download
 // default_base_url when no base is named (--base-url, $REDIST_BASE_URL).
 inline constexpr std::string_view bin_archive_base_url = "https://packages.nvidia.com/bin-archive/release";
 
-// Joins without doubling or dropping slashes.
-std::string join_url(std::string_view base, std::string_view relative);
-
-std::string index_url(std::string_view base, std::string_view product);
-std::string manifest_url(std::string_view base, std::string_view product, std::string_view label);
-
-// The base of a manifest URL made by manifest_url(base, product, label), or
-// nullopt when `url` does not have that form.
-std::optional<std::string> base_of_manifest_url(std::string_view url, std::string_view product, std::string_view label);
-
 // The base of an artifact URL under <base>/<product>/redist/ (what a receipt
 // records), or nullopt when `url` has no "/<product>/redist/" segment. The
 // last such segment decides, so a base that itself contains one stays whole.
 std::optional<std::string> base_of_artifact_url(std::string_view url, std::string_view product);
 
-// OCI registries as bases (transport/oci.hpp talks to them):
-//   oci://HOST[:PORT]/NAMESPACE       over https
-//   oci+http://HOST[:PORT]/NAMESPACE  over plain http (loopback, tests)
-// The usual layout maps onto them: "<base>/<product>/redist/" is the tag list
-// of the repository <namespace>/<product>, "<dir>/redistrib_<label>.json" is
-// the redistrib JSON layer of its tag <label>, and an artifact is the blob
-// "<base>/<product>/blobs/sha256:<hex>" named by its manifest SHA-256.
-//   oci-layout:/DIR                   OCI image layouts on disk, one per
-//                                     product: DIR/<product>/{oci-layout,
-//                                     index.json,blobs/sha256/<hex>}, a tag
-//                                     being a manifest's ref.name annotation
-// is_oci_url() is true for all three (the same URL mapping); the layout is
-// read from disk (transport/oci_layout.hpp), never over the network.
-bool is_oci_url(std::string_view url) noexcept;
-bool is_oci_layout_url(std::string_view url) noexcept;
-
-// A relative_path (already valid by artifact_path_problem(): no scheme,
-// host, query, fragment, backslash or escaped dot or slash; ".." only as a
-// leading run) resolved as a URL reference (RFC 3986 5.2: merge, then
-// remove_dot_segments) against `directory`, the manifest's directory URL.
-// The result keeps the directory's scheme, host and port. Where a ".." may
-// climb to:
-//   http(s) and other network URLs  the root of the origin: a ".." above "/"
-//                                   is refused (RFC 3986 would drop it)
-//   file://                         the directory two above `directory`
-//                                   (<base> of "<base>/<product>/redist/"),
-//                                   the tree a directory mirror holds; a ".."
-//                                   above it is dropped there, as RFC 3986
-//                                   drops one at a root, so a mirror's pool
-//                                   is "<base>/pool/..." (mirror_artifact_path)
-// Returns why it cannot be resolved: a directory that is not an absolute
-// URL ending in '/', or a climb above the origin's root.
-result<std::string> resolve_reference(std::string_view directory, std::string_view relative_path);
-
 // Where an artifact listed in the manifest whose directory URL is `directory`
-// ("<base>/<product>/redist/") is fetched from: resolve_reference(directory,
-// relative_path), or for an OCI base the blob named by `sha256`. A path that
+// ("<base>/<product>/redist/") is fetched from: relative_path resolved as a
+// URL reference against it, or for an OCI base the blob named by `sha256`. A path that
 // cannot be resolved gives "" (resolve_release refuses such a manifest first).
 std::string artifact_url(std::string_view directory, std::string_view relative_path, std::string_view sha256);
-
-// Where a mirror keeps an artifact of `product`, relative to its base (a
-// directory mirror's files, an image layout's layer titles):
-// "<product>/redist/<relative_path>" after remove_dot_segments, a ".." above
-// the base being dropped (RFC 3986 5.2.4 at a root). So
-// "../../../pool/p/u/f.tar.xz" is "pool/p/u/f.tar.xz": the mirror's manifest
-// stays byte for byte and resolves there. Never empty, never absolute, no ".."
-// (for a relative_path that artifact_path_problem() accepts).
-std::string mirror_artifact_path(std::string_view product, std::string_view relative_path);
-
-// The same for a mirror (a base URL or a local path) that has `product`: the
-// mirror's base joined with mirror_artifact_path(), or an OCI blob.
-std::string mirror_artifact_url(std::string_view mirror, std::string_view product, std::string_view relative_path,
-                                std::string_view sha256);
-
-// The directory part of a URL, with a trailing slash ("…/redist/").
-std::string url_directory(std::string_view url);
 
 // Turns a local path into a file:// URL (absolute), and the DIR of
 // "oci-layout:DIR" into an absolute one; leaves URLs as they are.
 std::string to_url(std::string_view path_or_url);
 
-// True for file: URLs (case-insensitive scheme). The one test for them:
-// download() reads these itself, everything else goes to libcurl.
-bool is_file_url(std::string_view url) noexcept;
-
-// True for the sources read from this machine's disk, never the network:
-// file: and oci-layout: URLs (what --offline still reads).
-bool is_local_url(std::string_view url) noexcept;
-
-// The one decoder of file:// URLs (download() reads them with it).
-// "file:///a/b%20c" (or "file://localhost/...") -> "/a/b c". Returns why the
-// URL is refused: not a local absolute path, or an escape that would change
-// the path's structure (an encoded '/' or NUL), or a ".." segment after
-// decoding -- "..%2f..%2fx" must never walk out of a mirror directory. A '%'
-// that starts no escape is kept as is (to_url() does not encode paths).
-std::optional<std::string> file_url_to_path(std::string_view url, std::string& path);
-
 // The local directories among `urls` (base URLs and mirrors, as URLs or
 // paths): the decoded paths of the file:// ones and the DIRs of the
-// oci-layout: ones. What the user named on the
-// command line, so that a URL from a lock or project file may point there.
+// oci-layout: ones. What the user named on the command line, so that a URL
+// from a lock or project file (a source like any other: http(s)://, oci://,
+// oci+http://, or file:// and oci-layout: only at or under one of these)
+// may point there.
 std::vector<std::filesystem::path> local_roots(const std::vector<std::string>& urls);
-
-// Why a URL read from a lock or project file (input, like a manifest) may
-// not be used as a source, or nullopt when it may: it must be http://,
-// https://, oci:// or oci+http://, or a file:// or oci-layout: URL whose path lies at or under one of
-// `local_roots`, lexically and again after resolving the symlinks of the
-// parts that exist (a "mirror -> /etc" link in a checkout does not widen a
-// root). A lock must not make redist read /etc/shadow as root.
-std::optional<std::string> source_url_problem(std::string_view url, const std::vector<std::filesystem::path>& roots);
 
 REDIST_API_END
 }  // namespace redist

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "archive/sha256.hpp"
-#include "redist/recompressed.hpp"
+#include "model/recompressed_sidecar.hpp"
 #include "support/posix_file.hpp"
 
 namespace redist {

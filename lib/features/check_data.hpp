@@ -4,6 +4,7 @@
 // the generic checks.
 #pragma once
 
+#include <string>
 #include <string_view>
 
 namespace redist::check_data {
@@ -133,3 +134,14 @@ inline constexpr package_hint package_hints[] = {
 };
 
 }  // namespace redist::check_data
+
+namespace redist {
+
+// The minimum Linux driver for a CUDA major (CUDA 12: 525.60.13, 13: 580.65.06)
+// from driver_minimums; empty for unknown majors.
+std::string minimum_driver_for_cuda(int cuda_major);
+
+// The Debian/Ubuntu package that ships a SONAME (package_hints), or empty.
+std::string debian_package_hint(std::string_view soname);
+
+}  // namespace redist

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "features/check_data.hpp"
+#include "features/check_versions.hpp"
 #include "redist/check.hpp"
 
 namespace redist {

@@ -1,8 +1,10 @@
 // check_versions.hpp (internal) — what `redist check` reads version numbers
 // and library names from: version strings ("9.19.0"), library file names
-// ("libcudnn.so.9.19.0"), receipts (their CUDA major), and small machine
-// files (the driver's kernel module). Shared by the checks (check.cpp), the
-// loader's search (check_loader.cpp) and the driver's side (check_driver.cpp).
+// ("libcudnn.so.9.19.0"), C headers (#define), receipts (their CUDA major),
+// small machine files (the driver's kernel module), and CUDA's version
+// encoding. Shared by the checks (check.cpp), the loader's search
+// (check_loader.cpp), the driver's side (check_driver.cpp) and the child's
+// probes (check_probe.cpp).
 #pragma once
 
 #include <cstddef>
@@ -14,6 +16,17 @@
 #include <vector>
 
 #include "redist/prefix.hpp"
+
+namespace redist {
+
+// "12.4" for 12040 (the CUDA driver/runtime version encoding).
+std::string cuda_version_string(int encoded);
+
+// The value of `#define NAME <decimal>` in C header text (the first such
+// line), or nullopt. Header text comes from archives: bounded, never evaluated.
+std::optional<long> header_define(std::string_view text, std::string_view name);
+
+}  // namespace redist
 
 namespace redist::checking {
 

@@ -39,12 +39,13 @@
 #include "archive/recompress.hpp"
 #include "archive/sha256.hpp"
 #include "features/mirror_target.hpp"
+#include "model/recompressed_sidecar.hpp"
+#include "model/select_rules.hpp"
+#include "model/urls.hpp"
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
-#include "redist/recompressed.hpp"
 #include "redist/select.hpp"
 #include "redist/signing.hpp"
-#include "redist/urls.hpp"
 #include "support/budget.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
@@ -229,56 +230,95 @@ result<std::vector<artifact>> select_pinned(const resolved_release& release, con
     return out;
 }
 
+// Where `a` stands in the manifest: its component's index, then its own
+// index among the component's artifacts.
+std::pair<std::size_t, std::size_t> manifest_position(const manifest& m, const artifact& a) {
+    const component* c = m.find_component(a.component);
+    if (c == nullptr) return {m.components.size(), 0};
+    const auto same = [&](const artifact& b) { return b.platform == a.platform && b.variant == a.variant; };
+    const auto it = std::find_if(c->artifacts.begin(), c->artifacts.end(), same);
+    return {static_cast<std::size_t>(c - m.components.data()), static_cast<std::size_t>(it - c->artifacts.begin())};
+}
+
+// `chosen` in manifest order, each artifact once (select_artifacts chose a
+// plain one for every variant asked for).
+std::vector<artifact> in_manifest_order(const manifest& m, std::vector<artifact> chosen) {
+    const auto before = [&](const artifact& x, const artifact& y) {
+        return manifest_position(m, x) < manifest_position(m, y);
+    };
+    const auto same = [&](const artifact& x, const artifact& y) {
+        return manifest_position(m, x) == manifest_position(m, y);
+    };
+    std::stable_sort(chosen.begin(), chosen.end(), before);
+    chosen.erase(std::unique(chosen.begin(), chosen.end(), same), chosen.end());
+    return chosen;
+}
+
+// One artifact per file the mirror keeps (mirror_artifact_path): two that
+// name one file must be one archive. Outcomes: ok | bad_manifest.
+result<std::vector<artifact>> one_per_mirror_path(const resolved_release& release, std::vector<artifact> chosen) {
+    std::vector<artifact> out;
+    std::map<std::string, std::size_t> by_path;
+    for (auto& a : chosen) {
+        const std::string key = mirror_artifact_path(release.product, a.relative_path);
+        if (auto it = by_path.find(key); it != by_path.end()) {
+            if (out[it->second].sha256 != a.sha256 || out[it->second].size != a.size)
+                return make_error(error_code::bad_manifest,
+                                  "one relative_path with two different hashes or sizes: " + a.relative_path)
+                    .with_source(sanitize_url(release.manifest_url))
+                    .with_json_path(artifact_json_path(a));
+            continue;
+        }
+        by_path.emplace(key, out.size());
+        out.push_back(std::move(a));
+    }
+    return out;
+}
+
 // What to mirror of a release: every artifact of the requested components
-// on the requested platforms and CUDA variants. A platform the release has
-// nothing for goes to `missing_platforms` (none at all: not_found).
+// on the requested platforms and CUDA variants (select_artifacts with
+// artifact_choice::every_variant, per platform and variant), in manifest
+// order, deduplicated by where the mirror keeps it. A platform the release
+// has nothing for goes to `missing_platforms` (none at all: not_found).
 result<std::vector<artifact>> select_for_mirror(const resolved_release& release, const mirror_request& request,
                                                 std::vector<std::string>& missing_platforms) {
     if (request.pin) return select_pinned(release, *request.pin);
     const manifest& m = release.parsed;
     const std::string what = release.product + " " + release.label;
-    const std::set<std::string> wanted(request.components.begin(), request.components.end());
-    const std::set<std::string> platforms(request.platforms.begin(), request.platforms.end());
     const std::set<int> majors(request.cuda_majors.begin(), request.cuda_majors.end());
 
-    for (const auto& name : wanted) {
+    for (const auto& name : std::set<std::string>(request.components.begin(), request.components.end())) {
         if (m.find_component(name)) continue;
         auto e = unknown_component(m, name);
         e.message = what + ": " + e.message;
         return std::move(e).with_source(sanitize_url(release.manifest_url));
     }
 
-    std::vector<artifact> out;
-    std::map<std::string, std::size_t> by_path;
+    std::vector<std::optional<int>> variants(majors.begin(), majors.end());
+    if (variants.empty()) variants.emplace_back(std::nullopt);  // every variant
+    std::vector<artifact> chosen;
     std::set<std::string> platforms_hit;
     std::set<int> majors_hit;
-    std::set<std::string> platforms_offered;
     std::set<int> majors_offered;
-    for (const auto& c : m.components) {
-        if (!wanted.empty() && !wanted.count(c.key)) continue;
-        for (const auto& a : c.artifacts) {
-            platforms_offered.insert(a.platform);
-            if (!platforms.count(a.platform)) continue;
-            if (auto major = a.cuda_major()) majors_offered.insert(*major);
-            if (a.variant && !majors.empty()) {
-                const auto major = a.cuda_major();
-                if (!major || !majors.count(*major)) continue;
-                majors_hit.insert(*major);
+    for (const auto& platform : std::set<std::string>(request.platforms.begin(), request.platforms.end())) {
+        if (platform.empty()) continue;  // names nothing: missing below
+        for (int major : available_cuda_majors(m, platform, request.components)) majors_offered.insert(major);
+        for (const auto& major : variants) {
+            auto picked = select_artifacts(m, {.platform = platform,
+                                               .cuda_major = major,
+                                               .components = request.components,
+                                               .unnamed = unnamed_components::every,
+                                               .choice = artifact_choice::every_variant});
+            if (!picked.ok() && picked.error_value().code == error_code::not_found) continue;  // nothing here
+            if (!picked.ok()) return std::move(picked).error_value().with_source(sanitize_url(release.manifest_url));
+            platforms_hit.insert(platform);
+            for (auto& a : picked->artifacts) {
+                if (major && a.variant) majors_hit.insert(*major);
+                chosen.push_back(std::move(a));
             }
-            platforms_hit.insert(a.platform);
-            const std::string key = mirror_artifact_path(release.product, a.relative_path);
-            if (auto it = by_path.find(key); it != by_path.end()) {
-                if (out[it->second].sha256 != a.sha256 || out[it->second].size != a.size)
-                    return make_error(error_code::bad_manifest,
-                                      "one relative_path with two different hashes or sizes: " + a.relative_path)
-                        .with_source(sanitize_url(release.manifest_url))
-                        .with_json_path(artifact_json_path(a));
-                continue;
-            }
-            by_path.emplace(key, out.size());
-            out.push_back(a);
         }
     }
+    REDIST_TRY(std::vector<artifact> out, one_per_mirror_path(release, in_manifest_order(m, std::move(chosen))));
 
     auto join = [](const auto& items, auto&& fmt) {
         std::string s;
@@ -299,8 +339,9 @@ result<std::vector<artifact>> select_for_mirror(const resolved_release& release,
     if (platforms_hit.empty())
         return make_error(error_code::not_found,
                           what + " has nothing for platform " + join(missing_platforms, [](auto& p) { return p; }) +
-                              (majors.empty() ? "" : " and the requested CUDA variants") +
-                              " (platforms: " + join(platforms_offered, [](const std::string& s) { return s; }) + ")")
+                              (majors.empty() ? "" : " and the requested CUDA variants") + " (platforms: " +
+                              join(available_platforms(m, request.components), [](const std::string& s) { return s; }) +
+                              ")")
             .with_source(sanitize_url(release.manifest_url));
     return out;
 }

@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/urls.hpp"
 #include "redist/error.hpp"
 #include "redist/manifest.hpp"
 #include "redist/mirror.hpp"

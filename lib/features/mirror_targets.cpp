@@ -34,9 +34,9 @@
 #include <utility>
 
 #include "archive/sha256.hpp"
+#include "model/recompressed_sidecar.hpp"
+#include "model/urls.hpp"
 #include "redist/cache.hpp"
-#include "redist/recompressed.hpp"
-#include "redist/urls.hpp"
 #include "support/posix_file.hpp"
 #include "support/safe_path.hpp"
 #include "transport/oci.hpp"

@@ -4,11 +4,11 @@
 #include <set>
 #include <simdjson.h>
 
+#include "model/urls.hpp"
 #include "redist/diff.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/manifest.hpp"
 #include "redist/select.hpp"
-#include "redist/urls.hpp"
 #include "support/json_reader.hpp"
 #include "support/safe_path.hpp"
 

@@ -43,9 +43,10 @@
 #include <limits>
 #include <unordered_set>
 
+#include "model/recompressed_sidecar.hpp"
+#include "model/urls.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/printable.hpp"
-#include "redist/recompressed.hpp"
 #include "support/hex.hpp"
 #include "support/json_reader.hpp"
 #include "support/json_type.hpp"

@@ -4,7 +4,9 @@
 #include <array>
 #include <cstdio>
 #include <set>
+#include <utility>
 
+#include "model/select_rules.hpp"
 #include "redist/printable.hpp"
 #include "redist/suggest.hpp"
 
@@ -193,6 +195,26 @@ error no_artifact(const component& c, const std::string& platform, std::optional
                                                  ")");
 }
 
+// artifact_choice::every_variant: every artifact of `on_platform` on the
+// platform that has no variant or, with a cuda_major, a variant of it.
+result<selection> every_variant_of(const std::vector<const component*>& on_platform, const selection_request& request,
+                                   selection out) {
+    out.cuda_major = request.cuda_major;
+    std::vector<std::string> variants;
+    for (const component* c : on_platform)
+        for (const auto& a : c->artifacts) {
+            if (a.platform != request.platform) continue;
+            if (a.variant) add_unique(variants, *a.variant);
+            if (a.variant && request.cuda_major && a.cuda_major() != request.cuda_major) continue;
+            out.artifacts.push_back(a);
+        }
+    if (out.artifacts.empty())
+        return make_error(error_code::not_found, "nothing for platform '" + request.platform + "' in a cuda" +
+                                                     std::to_string(request.cuda_major.value_or(0)) +
+                                                     " variant (available variants: " + join(variants) + ")");
+    return out;
+}
+
 }  // namespace
 
 bool is_library_family(const manifest& m) {
@@ -243,6 +265,15 @@ std::vector<int> available_cuda_majors(const manifest& m, const std::string& pla
     return {majors.begin(), majors.end()};
 }
 
+std::vector<std::string> available_platforms(const manifest& m, const std::vector<std::string>& components) {
+    std::set<std::string> platforms;
+    for (const auto& c : m.components) {
+        if (!components.empty() && std::ranges::find(components, c.key) == components.end()) continue;
+        for (const auto& a : c.artifacts) platforms.insert(a.platform);
+    }
+    return {platforms.begin(), platforms.end()};
+}
+
 std::string variant_list(const std::vector<artifact>& artifacts) {
     std::set<std::string> keys;
     for (const auto& a : artifacts)
@@ -255,10 +286,12 @@ std::string variant_list(const std::vector<artifact>& artifacts) {
 result<selection> select_artifacts(const manifest& m, const selection_request& request) {
     if (request.platform.empty()) return make_error(error_code::usage, "no platform given");
     REDIST_TRY(const auto candidates, requested_components(m, request));
-    const bool explicit_components = !request.components.empty();
+    const bool every_variant = request.choice == artifact_choice::every_variant;
+    const bool named_need_platform = !request.components.empty() && !every_variant;
 
     // Components that have something for the platform. Named components must
-    // all have it; with "every component", those without it (e.g. a
+    // all have it (but for every_variant: a mirror of several platforms takes
+    // what each has); with "every component", those without it (e.g. a
     // samples component that only ships "source") are simply not candidates.
     std::vector<const component*> on_platform;
     for (const component* c : candidates) {
@@ -266,7 +299,7 @@ result<selection> select_artifacts(const manifest& m, const selection_request& r
             on_platform.push_back(c);
             continue;
         }
-        if (explicit_components) {
+        if (named_need_platform) {
             std::vector<std::string> platforms;
             for (const auto& a : c->artifacts) add_unique(platforms, a.platform);
             return make_error(error_code::not_found, "component '" + c->key + "' has nothing for platform '" +
@@ -288,6 +321,7 @@ result<selection> select_artifacts(const manifest& m, const selection_request& r
     if (request.components.empty() && request.unnamed == unnamed_components::all)
         for (const auto& c : m.components)
             if (is_driver_component(c.key) && has_platform(c, request.platform)) out.left_out.push_back(c.key);
+    if (every_variant) return every_variant_of(on_platform, request, std::move(out));
     out.cuda_major = request.cuda_major;
     if (out.cuda_major) out.cuda_minor = request.cuda_minor;
     if (!out.cuda_major) {

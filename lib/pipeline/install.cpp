@@ -21,11 +21,11 @@
 
 #include "archive/sha256.hpp"
 #include "archive/unpack.hpp"
+#include "model/urls.hpp"
 #include "pipeline/install_rules.hpp"
 #include "redist/cache.hpp"
 #include "redist/prefix.hpp"
 #include "redist/suggest.hpp"
-#include "redist/urls.hpp"
 #include "redist/version.hpp"
 #include "store/stage.hpp"
 #include "support/budget.hpp"

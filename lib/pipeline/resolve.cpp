@@ -10,11 +10,12 @@
 #include <vector>
 
 #include "archive/sha256.hpp"
+#include "model/recompressed_sidecar.hpp"
+#include "model/urls.hpp"
 #include "redist/cache.hpp"
 #include "redist/observer.hpp"
 #include "redist/select.hpp"
 #include "redist/suggest.hpp"
-#include "redist/urls.hpp"
 #include "redist/version.hpp"
 #include "support/hex.hpp"
 #include "support/safe_path.hpp"

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "model/urls.hpp"
 #include "redist/atomic_write.hpp"
 #include "redist/dependencies.hpp"
 #include "redist/diff.hpp"
@@ -13,7 +14,6 @@
 #include "redist/platform.hpp"
 #include "redist/select.hpp"
 #include "redist/suggest.hpp"
-#include "redist/urls.hpp"
 #include "support/safe_path.hpp"
 #include "transport/source.hpp"
 

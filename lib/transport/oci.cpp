@@ -22,9 +22,9 @@
 #include <mutex>
 
 #include "archive/sha256.hpp"
+#include "model/urls.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/manifest.hpp"
-#include "redist/urls.hpp"
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"
 #include "transport/http_request.hpp"

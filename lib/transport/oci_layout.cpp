@@ -24,9 +24,9 @@
 #include <cstdlib>
 
 #include "archive/sha256.hpp"
+#include "model/urls.hpp"
 #include "redist/atomic_write.hpp"
 #include "redist/json_writer.hpp"
-#include "redist/urls.hpp"
 #include "support/debug_pause.hpp"
 #include "support/json_reader.hpp"
 #include "support/posix_file.hpp"

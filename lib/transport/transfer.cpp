@@ -12,7 +12,7 @@
 // - Bytes are delivered raw (configure()), and file:// is read here, not by
 //   libcurl (read_file_url).
 #include "redist/transfer.hpp"
-#include "redist/urls.hpp"
+#include "model/urls.hpp"
 #include "support/posix_file.hpp"
 #include "transport/http_request.hpp"
 #include "transport/oci.hpp"

@@ -270,14 +270,39 @@ def test_library(args):
 
 
 # Known to be public: declared in include/redist/*.hpp, used by programs.
-PUBLIC_SYMBOLS = ("redist::parse_manifest(", "redist::install(", "redist::blob_cache::open(",
-                  "redist::error::describe[abi:cxx11]() const", "redist::resolve_project(",
-                  "redist::verify_prefix(", "redist::run_checks(", "redist::find_project(",
-                  "redist::open_project(", "redist::lock_project(", "redist::sync_project(")
+PUBLIC_SYMBOLS = ("redist::parse_manifest", "redist::install", "redist::blob_cache::open",
+                  "redist::error::describe", "redist::resolve_project", "redist::verify_prefix",
+                  "redist::run_checks", "redist::find_project", "redist::open_project", "redist::lock_project",
+                  "redist::sync_project", "redist::select_artifacts", "redist::variant_list",
+                  "redist::unknown_component", "redist::escape_for_display", "redist::preflight_findings",
+                  "redist::to_url", "redist::artifact_url", "redist::local_roots", "redist::base_of_artifact_url",
+                  "redist::recompressed_record::find")
 # Known to be internal: declared in lib/<layer>/ headers only.
-INTERNAL_SYMBOLS = ("redist::confined_join(", "redist::validate_name(",  # lib/support/safe_path.hpp
-                    "redist::read_file(", "redist::errno_error(",  # lib/support/posix_file.hpp
-                    "redist::segmented_download(", "redist::try_sources(")  # lib/transport/
+INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/support/safe_path.hpp
+                    "redist::read_file", "redist::errno_error",  # lib/support/posix_file.hpp
+                    "redist::segmented_download", "redist::try_sources",  # lib/transport/
+                    # lib/model/select_rules.hpp
+                    "redist::is_library_family", "redist::is_driver_component", "redist::available_platforms",
+                    "redist::cuda_version_string", "redist::header_define",  # lib/features/check_versions.hpp
+                    "redist::minimum_driver_for_cuda", "redist::debian_package_hint",  # lib/features/check_data.hpp
+                    # lib/model/urls.hpp
+                    "redist::join_url", "redist::index_url", "redist::manifest_url", "redist::base_of_manifest_url",
+                    "redist::is_oci_url", "redist::is_oci_layout_url", "redist::resolve_reference",
+                    "redist::mirror_artifact_path", "redist::mirror_artifact_url", "redist::url_directory",
+                    "redist::is_file_url", "redist::is_local_url", "redist::file_url_to_path",
+                    "redist::source_url_problem",
+                    # lib/model/recompressed_sidecar.hpp
+                    "redist::recompressed_document_name", "redist::recompressed_signature_name",
+                    "redist::recompressed_copy_path", "redist::recompressed_to_json", "redist::parse_recompressed",
+                    "redist::check_recompressed_for")
+
+
+def named(symbol: str, name: str) -> bool:
+    """`symbol` (as nm -C writes it) is the function `name`: "redist::f(int)" or,
+    with an ABI tag, "redist::f[abi:cxx11](int)"."""
+    return symbol.startswith(name) and symbol[len(name):len(name) + 1] in ("(", "[")
+
+
 # The type_info, vtable, ... of a class are named after it.
 _REDIST_SYMBOL = re.compile(r"^(?:(?:typeinfo name|typeinfo|vtable|VTT|guard variable|construction vtable) for )?"
                             r"redist::(\w+)")
@@ -291,9 +316,9 @@ def test_exports(args):
     symbols = [line.split(" ", 2)[2] for line in res.stdout.splitlines() if line.count(" ") >= 2]
     cs.check(len(symbols) > 50, f"nm found only {len(symbols)} symbols in {library}")
     for name in PUBLIC_SYMBOLS:
-        cs.check(any(s.startswith(name) for s in symbols), f"{library} does not export {name}...")
+        cs.check(any(named(s, name) for s in symbols), f"{library} does not export {name}(...)")
     for name in INTERNAL_SYMBOLS:
-        leaked = [s for s in symbols if s.startswith(name)]
+        leaked = [s for s in symbols if named(s, name)]
         cs.check(not leaked, f"{library} exports the internal {leaked}")
     # The private dependencies' code stays inside (toml++ is header-only: its
     # templates are instantiated in the library).

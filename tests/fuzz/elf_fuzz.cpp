@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <string_view>
 
+#include "features/check_versions.hpp"
 #include "features/elf.hpp"
-#include "redist/check.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view bytes(reinterpret_cast<const char*>(data), size);

@@ -13,8 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/urls.hpp"
 #include "redist/manifest.hpp"
-#include "redist/urls.hpp"
 #include "support/safe_path.hpp"
 
 namespace {

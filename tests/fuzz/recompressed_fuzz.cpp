@@ -12,8 +12,8 @@
 #include <string_view>
 
 #include "fuzz_support.hpp"
+#include "model/recompressed_sidecar.hpp"
 #include "redist/manifest.hpp"
-#include "redist/recompressed.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
     const std::string_view json(reinterpret_cast<const char*>(data), size);

@@ -60,7 +60,7 @@ struct source_options {
     std::vector<std::string> effective_mirrors() const;  // --mirror, else $REDIST_MIRRORS, else config.toml's
     int effective_retries() const;                       // --retries, else config.toml's, else 4
     // The local directories among the base URL and the mirrors the user
-    // named: where a lock's file:// URLs may point (redist::source_url_problem).
+    // named: where a lock's file:// URLs may point (redist/urls.hpp local_roots).
     std::vector<std::filesystem::path> local_roots() const;
 };
 void add_source_options(CLI::App& app, source_options& options);
