@@ -22,7 +22,7 @@ REDIST_API_BEGIN
 // Error categories. Each maps to a distinct, documented tool exit code
 // (see exit_code_table()). Adding one: add the enumerator here, its row in
 // exit_code_table() (lib/support/error.cpp; the build fails until the rows and the
-// enumerators line up) and its row in README.md's table (tests/error_test.cpp
+// enumerators line up) and its row in README.md's table (tests/unit/support/error_test.cpp
 // checks it).
 enum class error_code : std::uint8_t {
     internal,        // a bug or an unexpected library failure
@@ -42,7 +42,7 @@ enum class error_code : std::uint8_t {
 
 // One row of the exit-code table, the single source of exit_code_for(),
 // to_string(), the "Exit codes:" section of every tool's --help and the
-// README's table (tests/error_test.cpp compares them).
+// README's table (tests/unit/support/error_test.cpp compares them).
 struct exit_code_row {
     error_code code;
     int exit_code;        // 1..125, or 130 for cancelled (as for SIGINT)

@@ -2,7 +2,7 @@
 // symlink target must pass before anything is written under a stage
 // (unpack.hpp, "Security"). The extractor (extractor.hpp) applies them to
 // each entry; they are pure functions of the text, tested on their own
-// (tests/entry_names_test.cpp) as well as through whole archives.
+// (tests/unit/archive/entry_names_test.cpp) as well as through whole archives.
 #pragma once
 
 #include <cstddef>

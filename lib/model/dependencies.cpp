@@ -21,7 +21,7 @@ struct dependency_row {
 // The table. cuda_crt exists from CUDA 13 on: the crt/ headers that
 // cuda_runtime_api.h includes moved there from cuda_nvcc (a CUDA 12 cudart
 // archive carries what its headers include). Checked against NVIDIA's
-// manifests in tests/dependencies_test.cpp.
+// manifests in tests/unit/model/dependencies_test.cpp.
 constexpr std::array<dependency_row, 3> table{{
     {"cudnn", 8, 11, 12, {"cuda_cudart", "libcublas", "cuda_nvrtc", ""}},
     {"cudnn", 9, 11, 12, {"cuda_cudart", "libcublas", "cuda_nvrtc", ""}},

@@ -16,7 +16,7 @@
 //    once and never continue a loop after a failed field.
 //
 // Decisions for shapes the manifests do not pin down (documented in the
-// header's contract, tested in tests/manifest_test.cpp):
+// header's contract, tested in tests/unit/model/manifest_test.cpp):
 //  * Top level: every key whose value is an object is a component. The known
 //    scalars release_date/release_label/release_product must be strings when
 //    present. Any other non-object value (string, number, array, ...) is

@@ -192,7 +192,7 @@ result<sources_outcome> try_sources(const std::vector<std::string>& urls, const 
 // and handed to a byte_sink (the unpacker writing a stage for fetch; a plain
 // file for mirror).
 //
-// The rules it keeps (pinned by tests/sources_test.cpp):
+// The rules it keeps (pinned by tests/unit/transport/sources_test.cpp):
 //   - the downloader resumes: its spool (the cache's .part) or, without one,
 //     the bytes the stream holds ("Range: bytes=<received>-"); a response
 //     that starts over (the file changed, a 200 of an unknown version)

@@ -5,7 +5,7 @@ small segments, so that a few hundred KiB exercise many ranges. Each test
 checks the SHA-256 of the in-order stream and of the spool, and nginx's own
 count of the body bytes it sent ($body_bytes_sent in the access log).
 The range-ignoring fallback and injected faults are covered against the
-fault server in tests/segmented_download_test.cpp."""
+fault server in tests/unit/transport/segmented_download_test.cpp."""
 
 import glob
 import hashlib

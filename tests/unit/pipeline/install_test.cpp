@@ -1,4 +1,4 @@
-// fetch_test.cpp — the pure parts of lib/pipeline/install.cpp: how many
+// install_test.cpp — the pure parts of lib/pipeline/install.cpp: how many
 // artifacts an install runs at once by default (default_jobs), and the plan
 // (plan_install) of each kind, with its byte totals.
 #include <catch2/catch.hpp>

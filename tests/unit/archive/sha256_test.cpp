@@ -1,4 +1,4 @@
-// verify_test.cpp — SHA-256 known answers (FIPS 180-2 / NIST vectors), chunk
+// sha256_test.cpp — SHA-256 known answers (FIPS 180-2 / NIST vectors), chunk
 // boundaries, file hashing and integrity messages.
 #include "archive/sha256.hpp"
 
