@@ -472,27 +472,37 @@ def check_registry(port: int, repo: str) -> list:
     return tags
 
 
-def check_dir_mirror(dest: str, labels: list) -> None:
-    """Every artifact the mirrored manifests name is there with its size and SHA-256."""
+def check_dir_mirror(dest: str, labels: list, finished: bool = True) -> None:
+    """Every artifact the mirrored manifests name is there with its size and
+    SHA-256. Not finished (right after a kill): a manifest may be missing
+    and so may artifacts, but whatever is at a manifest's or an artifact's
+    path is whole (files are renamed into place once verified)."""
     for label in labels:
         path = os.path.join(dest, "cudnn", "redist", f"redistrib_{label}.json")
-        with open(path) as f:
-            man = json.load(f)
+        if not finished and not os.path.exists(path):
+            continue
+        try:
+            with open(path) as f:
+                man = json.load(f)
+        except ValueError as e:
+            raise Inconsistent(f"mirror {label}: {path} is not whole JSON: {e}") from None
         for comp, entry in man.items():
-            if not isinstance(entry, dict) or entry.get("linux-x86_64") is None:
+            if not isinstance(entry, dict) or not isinstance(entry.get(PLATFORM), dict):
                 continue
-            recs = entry["linux-x86_64"]
+            recs = entry[PLATFORM]
             recs = [recs] if "relative_path" in recs else [r for r in recs.values() if isinstance(r, dict)]
             for rec in recs:
                 if "relative_path" not in rec:
                     continue
                 f = os.path.normpath(os.path.join(dest, "cudnn", "redist", rec["relative_path"]))
                 if not os.path.isfile(f):
+                    if not finished:
+                        continue
                     raise Inconsistent(f"mirror {label}: {rec['relative_path']} is missing")
                 if os.path.getsize(f) != int(rec["size"]) or sha256_file(f) != rec["sha256"]:
                     raise Inconsistent(f"mirror {label}: {rec['relative_path']} has the wrong size or digest")
     left = leftovers(dest)
-    if left:
+    if left and finished:
         raise Inconsistent(f"mirror: leftovers {left[:10]}")
 
 
@@ -793,6 +803,10 @@ class MirrorDir(Scenario):
     def mirror_url(self, ctx):
         return "file://" + urllib.request.pathname2url(ctx["dest"])
 
+    def after_kill(self, ctx, killed):
+        check_dir_mirror(ctx["dest"], list(self.labels), finished=False)
+        return ""
+
     def check_target(self, ctx):
         check_dir_mirror(ctx["dest"], list(self.labels))
 
@@ -877,9 +891,13 @@ SCENARIOS = {c.name: c for c in (FetchCold, FetchWarm, Sync, Remove, Upgrade, Mi
 # The loop
 # ---------------------------------------------------------------------------
 
-def run_scenario(sc: Scenario, args, rng: random.Random, deadline: float, logroot: str) -> dict:
-    stats = {"rounds": 0, "mid-run": 0, "after-exit": 0, "paused": 0, "journal": 0, "failures": 0,
-             "first": None, "typical": 0.0}
+def new_stats() -> dict:
+    return {"rounds": 0, "mid-run": 0, "after-exit": 0, "paused": 0, "journal": 0, "failures": 0,
+            "first": None, "typical": 0.0, "typical_file": "-", "seconds": 0.0}
+
+
+def run_scenario(sc: Scenario, args, rng: random.Random, deadline: float, logroot: str, stats: dict) -> dict:
+    """Fills `stats` as rounds finish (an interrupted run still reports them)."""
     sc_deadline = min(deadline, time.monotonic() + args.scenario_seconds) if args.scenario_seconds else deadline
     typical = measure(sc, rng)
     stats["typical"] = typical[sc.env.server.url]
@@ -891,7 +909,6 @@ def run_scenario(sc: Scenario, args, rng: random.Random, deadline: float, logroo
         r = random.Random(seed)
         killed = None
         how = "setup"
-        stats["rounds"] += 1
         try:
             ctx = sc.setup(rnd, r)
             logdir = ctx["dir"]
@@ -930,6 +947,7 @@ def run_scenario(sc: Scenario, args, rng: random.Random, deadline: float, logroo
             if stats["first"] is None:
                 stats["first"] = detail + f"\n(state kept in {keep})"
                 print(f"\n{sc.name}: FAILURE in round {rnd}\n{detail}\n(state kept in {keep})", flush=True)
+        stats["rounds"] += 1
         if args.verbose:
             print(f"  {sc.name} round {rnd}: {how}: "
                   f"{killed['landed'] + ' rc=' + str(killed['rc']) + ' at %.3fs' % killed['at'] if killed else '-'}"
@@ -971,6 +989,11 @@ def main() -> int:
     logroot = os.path.abspath(args.log_dir) if args.log_dir else os.path.join(work, "failures")
     os.makedirs(logroot, exist_ok=True)
     tools = Tools(args.build, os.path.join(work, "home"))
+
+    def on_term(signum, _frame):
+        raise KeyboardInterrupt  # stop the server and the registry as Ctrl-C does
+    signal.signal(signal.SIGTERM, on_term)
+    signal.signal(signal.SIGINT, on_term)  # also where a background shell left SIGINT ignored
     start = time.monotonic()
     deadline = start + args.seconds
 
@@ -984,6 +1007,7 @@ def main() -> int:
     print(f"chaos: seed {seed}, build {tools.build}, work {work}, server {server.url}, "
           f"rounds {args.rounds}, budget {args.seconds:.0f} s", flush=True)
     results = {}
+    interrupted = False
     try:
         if "mirror-registry" in names:
             if os.access("/usr/bin/docker-registry", os.X_OK):
@@ -1009,10 +1033,14 @@ def main() -> int:
                 args_share = args
             t0 = time.monotonic()
             print(f"chaos: {name} ...", flush=True)
-            results[name] = run_scenario(sc, args_share, random.Random(rng.randrange(1 << 32)), deadline, logroot)
-            results[name]["seconds"] = time.monotonic() - t0
+            results[name] = new_stats()
+            try:
+                run_scenario(sc, args_share, random.Random(rng.randrange(1 << 32)), deadline, logroot, results[name])
+            finally:
+                results[name]["seconds"] = time.monotonic() - t0
     except KeyboardInterrupt:
-        print("chaos: interrupted", flush=True)
+        interrupted = True
+        print("chaos: interrupted (the last scenario's round in progress is not counted)", flush=True)
     except Exception:
         traceback.print_exc()
         print("chaos: setup error", flush=True)
@@ -1044,6 +1072,8 @@ def main() -> int:
     if total["failures"]:
         print(f"\nchaos: {total['failures']} inconsistent round(s); kept in {logroot}")
         return 1
+    if interrupted:
+        return 130
     if not args.keep:
         rm_tree(os.path.join(work, "rounds"))
     return 0
