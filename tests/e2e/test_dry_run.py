@@ -11,7 +11,7 @@ import tarfile
 import unittest
 
 import support
-from test_fetch import artifact_file, rewrite_artifact, tar_xz
+from test_fetch import make_cudart_clash_with_nvcc
 
 LABEL = "9.27.0"
 PLATFORM = "linux-x86_64"
@@ -148,21 +148,7 @@ class DryRunComponentClash(unittest.TestCase):
     def setUp(self):
         self.dir = support.make_scratch_dir(self.id())
         self.mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), ["cuda"])
-        # cuda_cudart now also ships include/crt/host_config.h, which cuda_nvcc ships with other content.
-        path, _ = artifact_file("cuda", "12.9.1", "cuda_cudart", PLATFORM, mirror=self.mirror)
-        members = []
-        with tarfile.open(path, "r:xz") as tf:
-            for m in tf.getmembers():
-                if m.isdir():
-                    members.append((m.name, "dir", m.mode, b""))
-                elif m.issym():
-                    members.append((m.name, "symlink", m.mode, m.linkname))
-                else:
-                    members.append((m.name, "file", m.mode, tf.extractfile(m).read()))
-        top = members[0][0].split("/")[0]
-        members += [(f"{top}/include/crt", "dir", 0o755, b""),
-                    (f"{top}/include/crt/host_config.h", "file", 0o644, b"/* not nvcc's */\n")]
-        rewrite_artifact(self.mirror, "cuda", "12.9.1", "cuda_cudart", PLATFORM, None, tar_xz(members))
+        make_cudart_clash_with_nvcc(self.mirror, PLATFORM)
         self.prefix = os.path.join(self.dir, "prefix")
 
     def fetch(self, *extra, **kw):

@@ -383,27 +383,30 @@ class InstalledTreeEqualsArchive(unittest.TestCase):
 # Conflicts between components
 # ---------------------------------------------------------------------------
 
+def make_cudart_clash_with_nvcc(mirror, platform="linux-x86_64"):
+    """CUDA 12.9.1's cuda_cudart in `mirror` rewritten to also ship
+    include/crt/host_config.h, which cuda_nvcc ships with other content."""
+    path, _ = artifact_file("cuda", "12.9.1", "cuda_cudart", platform, mirror=mirror)
+    members = []
+    with tarfile.open(path, "r:xz") as tf:
+        for m in tf.getmembers():
+            if m.isdir():
+                members.append((m.name, "dir", m.mode, b""))
+            elif m.issym():
+                members.append((m.name, "symlink", m.mode, m.linkname))
+            else:
+                members.append((m.name, "file", m.mode, tf.extractfile(m).read()))
+    top = members[0][0].split("/")[0]
+    members += [(f"{top}/include/crt", "dir", 0o755, b""),
+                (f"{top}/include/crt/host_config.h", "file", 0o644, b"/* not nvcc's */\n")]
+    rewrite_artifact(mirror, "cuda", "12.9.1", "cuda_cudart", platform, None, tar_xz(members))
+
+
 class Conflicts(unittest.TestCase):
     def setUp(self):
         self.dir = support.make_scratch_dir(self.id())
         self.mirror = support.copy_mirror(os.path.join(self.dir, "mirror"), ["cuda"])
-        # cuda_cudart now also ships include/crt/host_config.h, which
-        # cuda_nvcc ships with different content.
-        path, _ = artifact_file("cuda", "12.9.1", "cuda_cudart", "linux-x86_64", mirror=self.mirror)
-        members = []
-        with tarfile.open(path, "r:xz") as tf:
-            for m in tf.getmembers():
-                if m.isdir():
-                    members.append((m.name, "dir", m.mode, b""))
-                elif m.issym():
-                    members.append((m.name, "symlink", m.mode, m.linkname))
-                else:
-                    members.append((m.name, "file", m.mode, tf.extractfile(m).read()))
-        top = members[0][0].split("/")[0]
-        members += [(f"{top}/include/crt", "dir", 0o755, b""),
-                    (f"{top}/include/crt/host_config.h", "file", 0o644, b"/* not nvcc's */\n")]
-        rewrite_artifact(self.mirror, "cuda", "12.9.1", "cuda_cudart", "linux-x86_64", None,
-                         tar_xz(members))
+        make_cudart_clash_with_nvcc(self.mirror)
         self.base = support.file_base_url(self.mirror)
 
     def check_conflict(self, res):
