@@ -1,11 +1,13 @@
 // pipeline/install_rules.hpp (internal) — rules install() applies
-// (install.cpp), exposed for the unit tests.
+// (install.cpp), exposed for the unit tests and the dry run's forecast
+// (forecast.cpp).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "redist/install.hpp"
 #include "redist/manifest.hpp"
 #include "redist/prefix.hpp"
 
@@ -27,5 +29,17 @@ unsigned default_jobs(const std::vector<std::uint64_t>& archive_sizes, unsigned 
 // The receipt already has this artifact of `product`, made with these exclude globs.
 bool receipt_current(const receipt& r, const std::string& product, const artifact& a,
                      const std::vector<std::string>& exclude);
+
+// What install.cpp and the dry run's forecast (forecast.cpp) share:
+// a receipt's fields for artifact `a` of `release` (its files aside);
+void fill_receipt(const release_plan& release, const artifact& a, const std::string& url, receipt& r);
+// sum += n, saturating at UINT64_MAX (hostile sizes);
+void add_saturating(std::uint64_t& sum, std::uint64_t n);
+// the receipt of `receipts` that already has `a` (receipt_current), or null;
+const receipt* current_receipt(const install_request& request, const release_plan& release, const artifact& a,
+                               const std::vector<receipt>& receipts);
+// install(), or (commit false) everything before the commit: the stages
+// are made (and the cache keeps their trees) and then discarded.
+result<install_report> install_stages(const install_request& request, bool commit);
 
 }  // namespace redist
