@@ -82,7 +82,7 @@ class DryRunConflicts(unittest.TestCase):
         mark = support.access_log_mark()
         res = self.cudnn("--dry-run", check=EXIT_CONFLICT)
         self.assertRegex(res.stdout, r"(?m)^download +cudnn +cudnn ")
-        self.assertRegex(res.stdout, r"(?m)^read 1 archive \(.*\) into the cache to list their files$")
+        self.assertRegex(res.stdout, r"(?m)^read 1 archive \(.*\) into the cache to list its files$")
         listed = [line.split()[1].rstrip(":") for line in res.stdout.splitlines() if line.startswith("conflict ")]
         self.assertEqual(listed, self.mine, support.describe(res))
         self.assertIn("would overwrite a file that redist did not install", res.stdout)

@@ -682,12 +682,14 @@ int run_install(const install_flags& flags, redist::install_request& req, std::o
         display.finish();
         if (!plan.ok()) return report_error(plan.error_value());
         if (plan->archives_read > 0 && !flags.json)
-            std::printf("read %zu archive%s (%s) into the cache to list their files\n", plan->archives_read,
-                        plan->archives_read == 1 ? "" : "s", human_size(plan->archive_bytes_read).c_str());
+            std::printf("read %zu archive%s (%s) into the cache to list %s files\n", plan->archives_read,
+                        plan->archives_read == 1 ? "" : "s", human_size(plan->archive_bytes_read).c_str(),
+                        plan->archives_read == 1 ? "its" : "their");
         const int code = print_plan(flags, *plan);
         if (code != 0)
-            std::fprintf(stderr, "%s: error: the install would fail (exit %d): %zu paths conflict%s\n",
-                         tool_name.c_str(), code, plan->conflicts.size(), flags.json ? "" : " (listed above)");
+            std::fprintf(stderr, "%s: error: the install would fail (exit %d): %zu %s%s\n", tool_name.c_str(), code,
+                         plan->conflicts.size(), plan->conflicts.size() == 1 ? "path conflicts" : "paths conflict",
+                         flags.json ? "" : " (listed above)");
         return code;
     }
     auto budget = redist::make_run_budget({flags.threads, flags.max_memory});
