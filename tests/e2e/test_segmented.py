@@ -306,11 +306,16 @@ class SegmentedFetch(unittest.TestCase):
         first = support.BackgroundTool("redist", *self.args())
         part = os.path.join(self.cache, "blobs", "sha256", self.sha + ".part")
         try:
-            # Killed once its record holds a first MiB (the connections stall after it).
+            # Killed once every connection is stalled: its record holds at least a
+            # first MiB and has not grown for a second and a half.
             deadline = time.monotonic() + 60
-            while kept_in_record(part + ".segments") < 1 << 20:
+            kept, since = 0, time.monotonic()
+            while kept < 1 << 20 or time.monotonic() - since < 1.5:
                 self.assertLess(time.monotonic(), deadline, first.stderr)
                 time.sleep(0.05)
+                now = kept_in_record(part + ".segments")
+                if now != kept:
+                    kept, since = now, time.monotonic()
         finally:
             first.kill()
         self.assertTrue(os.path.exists(part + ".segments"), os.listdir(os.path.dirname(part)))
