@@ -319,6 +319,20 @@ namespace {
 // documents, named by a hash no URL can have (a URL never starts "name:").
 std::string document_name_key(std::string_view name) { return sha256_hex("name:" + std::string(name)); }
 constexpr std::size_t kMaxUrlBytes = 8192;
+
+// A file of documents/, read as input like any download: no symlinks, no
+// FIFOs, at most max_bytes, and, in a shared cache, only what we wrote (a
+// manifest decides which hashes are trusted, so one planted by another user
+// must not be used). nullopt: none that qualifies.
+std::optional<std::string> read_documents_file(const fs::path& dir, const std::string& file, bool shared,
+                                               std::size_t max_bytes) {
+    struct stat st {};
+    const auto fd = open_regular(dir / file, follow_links::no, &st);
+    if (!fd.ok() || (shared && !written_by_us(st))) return std::nullopt;
+    auto text = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), max_bytes, dir);
+    if (!text.ok()) return std::nullopt;
+    return std::move(text).value();
+}
 }  // namespace
 
 void blob_cache::store_document(const std::string& url, const std::string& body, std::string_view name) const noexcept {
@@ -330,27 +344,16 @@ void blob_cache::store_document(const std::string& url, const std::string& body,
 }
 
 std::optional<std::string> blob_cache::load_document(const std::string& url, std::size_t max_bytes) const {
-    // A document is input like any download: no symlinks, no FIFOs, bounded,
-    // and, in a shared cache, only what we wrote (a manifest decides which
-    // hashes are trusted, so one planted by another user must not be used).
-    struct stat st {};
-    const auto fd = open_regular(documents_ / sha256_hex(sanitize_url(url)), follow_links::no, &st);
-    if (!fd.ok() || (shared_ && !written_by_us(st))) return std::nullopt;
-    auto text = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), max_bytes, documents_);
-    if (!text.ok()) return std::nullopt;
-    return std::move(text).value();
+    return read_documents_file(documents_, sha256_hex(sanitize_url(url)), shared_, max_bytes);
 }
 
 std::optional<cached_document> blob_cache::load_document_by_name(std::string_view name, std::size_t max_bytes) const {
     if (name.empty()) return std::nullopt;
-    struct stat st {};
-    const auto fd = open_regular(documents_ / document_name_key(name), follow_links::no, &st);
-    if (!fd.ok() || (shared_ && !written_by_us(st))) return std::nullopt;
-    auto url = read_fd(fd->get(), static_cast<std::uint64_t>(st.st_size), kMaxUrlBytes, documents_);
-    if (!url.ok() || url->empty()) return std::nullopt;
+    auto url = read_documents_file(documents_, document_name_key(name), shared_, kMaxUrlBytes);
+    if (!url || url->empty()) return std::nullopt;
     auto body = load_document(*url, max_bytes);
     if (!body) return std::nullopt;
-    return cached_document{std::move(url).value(), std::move(*body)};
+    return cached_document{std::move(*url), std::move(*body)};
 }
 
 result<link_mode> parse_link_mode(std::string_view text) {
