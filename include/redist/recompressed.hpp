@@ -20,7 +20,10 @@
 // the raw SHA-256 digests of its consecutive pieces, as receipts record large
 // files, archive/sha256.hpp): its pieces are hashed on many cores at once
 // while the frames decode, where the tar's one SHA-256 is a single core's
-// pass. A reader that does not know these fields checks tar_sha256 instead.
+// pass. With a list, every decoded byte is checked against it before the
+// commit, so the copy's own sha256 (a sequential pass over its bytes) is not
+// computed; without one, the bytes are checked against sha256 as they stream.
+// A reader that does not know these fields checks tar_sha256 instead.
 // NVIDIA's manifest stays byte
 // for byte, so --manifest-sha256 and locks keep pinning it. SECURITY.md.
 #pragma once

@@ -500,7 +500,11 @@ public:
     result<staged_component> unpack_archive(bool from_blob) {
         stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size), request_.budget,
                         tar_piece_bytes_);
-        artifact_stream stream({a_.size, a_.sha256}, sink, request_.budget->threads());
+        // Bytes taken on what they decode to must have a decoded digest to match.
+        if (checked_by_content_ && expected_tar_.empty())
+            return make_error(error_code::integrity, "a copy checked by its content has no decoded digest")
+                .with_url(sanitize_url(urls_.back()));
+        artifact_stream stream({a_.size, a_.sha256, checked_by_content_}, sink, request_.budget->threads());
         stream.set_cancel(&abort_all_);
         stream.set_progress([&](std::uint64_t done) { progress(fetch_stage::downloading, done); });
         std::optional<std::vector<unpacked_entry>> entries;
@@ -530,10 +534,10 @@ public:
     }
 
     // A mirror's recompressed copy instead of the original (recompressed.hpp):
-    // downloaded and verified as any archive, against its own SHA-256 and size
-    // (never through the cache: a copy is trusted on one mirror's record), and
-    // unpacked into its own stage, which is kept only when the decoded tar is
-    // the recorded (and locked) one. Any failure discards that stage, is
+    // downloaded as any archive (never through the cache: a copy is trusted on
+    // one signed record), checked against its size and, when its record has no
+    // hash list, its own SHA-256, and unpacked into its own stage, which is
+    // kept only when the decoded tar is the recorded (and locked) one. Any failure discards that stage, is
     // reported once, and gives nullopt: the original is installed.
     result<std::optional<staged_component>> try_copy(const recompressed_copy& copy) {
         artifact bytes = a_;
@@ -554,6 +558,9 @@ public:
         job.tar_piece_bytes_ = by_list ? copy.tar_piece_bytes : 0;
         job.expected_tar_ = by_list ? copy.tar_list_sha256 : copy.tar_sha256;
         job.locked_tar_ = by_list ? locked_list : locked;
+        // The list checks every decoded byte on all cores: the copy's own
+        // SHA-256, one sequential pass, would vouch for nothing more.
+        job.checked_by_content_ = by_list;
         std::optional<std::pair<std::string, std::string>> unlike_lock;  // (pinned, recorded)
         for (const auto& [pin, recorded] :
              {std::pair{&locked, &copy.tar_sha256}, {&locked_list, &copy.tar_list_sha256}})
@@ -620,6 +627,10 @@ private:
     std::uint64_t tar_piece_bytes_ = 0;
     std::string expected_tar_;
     std::string locked_tar_;
+    // A copy checked by its hash list: what it decodes to is checked in full
+    // (check_tar) before the stage may be committed, so its own SHA-256 is
+    // not computed (expected_artifact::checked_by_content).
+    bool checked_by_content_ = false;
 };
 
 // Downloads one artifact (cache, then mirrors, then the base URL, with

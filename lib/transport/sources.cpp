@@ -435,9 +435,9 @@ artifact_stream::artifact_stream(expected_artifact expected, byte_sink& sink, un
     : expected_(std::move(expected)), sink_(sink) {
     // REDIST_HASH_THREAD=1/0 forces the choice (tests exercise both on any machine).
     const char* forced = REDIST_TEST_OVERRIDE("REDIST_HASH_THREAD");
-    const bool wanted = forced && *forced
-                            ? std::string_view(forced) != "0"
-                            : expected_.size >= hash_worker::kMinSize && threads >= hash_worker::kMinCores;
+    const bool wanted = !expected_.checked_by_content &&
+                        (forced && *forced ? std::string_view(forced) != "0"
+                                           : expected_.size >= hash_worker::kMinSize && threads >= hash_worker::kMinCores);
     if (wanted) {
         try {
             hash_worker_ = std::make_unique<hash_worker>(
@@ -520,7 +520,7 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
                           .with_path(path.string());
         } else {
             received_ += size;
-            hasher_.update(buffer.data(), size);
+            if (!expected_.checked_by_content) hasher_.update(buffer.data(), size);
         }
         if (!outcome.ok()) break;
     }
@@ -535,7 +535,7 @@ result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
     }
     received_ += size;
     if (hash_worker_) hash_worker_->push(data, size);
-    else hash(data, size);
+    else if (!expected_.checked_by_content) hash(data, size);
     const auto handing = std::chrono::steady_clock::now();
     auto written = sink_.write(data, size);
     sink_ns_ += ns_since(handing);
@@ -553,7 +553,9 @@ result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {
 result<void> artifact_stream::verify(const std::string& source) {
     settle();
     const std::uint64_t size = received_;
-    auto checked = check_integrity(expected_.size, expected_.sha256, size, hasher_.finish_hex(), source);
+    auto checked = expected_.checked_by_content
+                       ? check_integrity(expected_.size, "", size, "", source)  // the size alone
+                       : check_integrity(expected_.size, expected_.sha256, size, hasher_.finish_hex(), source);
     if (!checked.ok()) {
         // Wrong bytes: worthless for any later source. When some came from
         // an earlier process, they may be the wrong ones (see fetch_from).

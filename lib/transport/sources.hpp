@@ -244,6 +244,12 @@ private:
 struct expected_artifact {
     std::uint64_t size = 0;
     std::string sha256;
+    // The bytes are vouched for by what they decode to, checked in full
+    // before anything is committed (a recompressed copy whose signed record
+    // lists its decoded tar's pieces: install.cpp, try_copy). Their own
+    // SHA-256 would be one more sequential pass that vouches for nothing
+    // more, so it is not computed: only the size is checked here.
+    bool checked_by_content = false;
 };
 
 class artifact_stream {

@@ -74,17 +74,19 @@ class RecompressedCopies(unittest.TestCase):
 
     def write_copy(self, tar: bytes | None = None, damage: bool = False, recorded_tar: bytes | None = None,
                    manifest_sha256: str | None = None, key: str | None = "", piece: int = 0,
-                   listed_tar: bytes | None = None) -> dict:
+                   listed_tar: bytes | None = None, bytes_sha256: str | None = None) -> dict:
         """Writes the copy of the selected archive (of `tar`, default the
         original's) and its record, signed by `key` (default the trusted
         one; None: unsigned); `damage` flips a byte after recording the
         copy's digest; `recorded_tar` is the tar the record claims; `piece`
-        (0: none) records the hash list of `listed_tar` (default the copy's)."""
+        (0: none) records the hash list of `listed_tar` (default the copy's);
+        `bytes_sha256` is the digest the record states for the copy's bytes
+        (default their own)."""
         tar = self.tar if tar is None else tar
         data = zstd_frames(tar, self.dir)
         entry = {"original_sha256": self.original["sha256"], "original_size": self.original["size"],
                  "relative_path": self.copy_rel, "compression": "zstd",
-                 "sha256": hashlib.sha256(data).hexdigest(), "size": str(len(data)),
+                 "sha256": bytes_sha256 or hashlib.sha256(data).hexdigest(), "size": str(len(data)),
                  "tar_sha256": hashlib.sha256(recorded_tar if recorded_tar is not None else tar).hexdigest(),
                  "tar_size": str(len(tar))}
         if piece:
@@ -187,6 +189,31 @@ class RecompressedCopies(unittest.TestCase):
                 res = self.fetch(prefix, "--threads", threads)
                 self.assert_original_installed(prefix, res, "the mirror recorded")
                 self.assertFalse(os.path.exists(os.path.join(prefix, "lib", "blob.bin")))
+
+    def test_a_listed_copy_is_checked_by_what_it_decodes_to(self):
+        """With a hash list the signed record vouches for every decoded byte, all checked before the
+        stage may be committed; the copy's own SHA-256, one sequential pass, is not computed. So bytes
+        encoded otherwise than the record says (the same tar in other frames) install, and damaged
+        bytes still fall back: what they decode to is checked."""
+        big = self.big_tar()
+        other_encoding = hashlib.sha256(b"the same tar, framed otherwise").hexdigest()
+        entry = self.write_copy(tar=big, piece=1 << 16, bytes_sha256=other_encoding)
+        prefix = os.path.join(self.dir, "reframed")
+        res = self.fetch(prefix)
+        self.assertNotIn("copy", res.stderr)
+        r = self.receipt(prefix)
+        self.assertEqual((r["copy_sha256"], r["tar_sha256"]), (entry["sha256"], hashlib.sha256(big).hexdigest()))
+        self.assertTrue(os.path.isfile(os.path.join(prefix, "lib", "blob.bin")))
+        # Damaged bytes: the decoder or the list refuses them, and nothing of the copy stays.
+        self.write_copy(tar=big, piece=1 << 16, damage=True)
+        prefix = os.path.join(self.dir, "damaged")
+        res = self.fetch(prefix)
+        self.assert_original_installed(prefix, res, "copy of cudnn failed")
+        self.assertFalse(os.path.exists(os.path.join(prefix, "lib", "blob.bin")))
+        # Without a list the copy's bytes are what the record vouches for: their SHA-256 is checked.
+        self.write_copy(tar=big, bytes_sha256=other_encoding)
+        prefix = os.path.join(self.dir, "unlisted")
+        self.assert_original_installed(prefix, self.fetch(prefix), "sha256 mismatch")
 
     def test_lock_pins_the_hash_list(self):
         big = self.big_tar()
