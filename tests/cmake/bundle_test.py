@@ -142,6 +142,27 @@ def test_glibc(args):
             cs.check(GLIBC_SONAMES.match(lib) or lib in shipped,
                      f"{rel} needs {lib}, which is neither glibc's nor in the bundle's lib/")
     cs.check(not worst, "newer than GLIBC_2.34: " + "; ".join(worst))
+    # A release carries no test seam: not even the names of the switches the
+    # test builds read (lib/support/debug_pause.hpp).
+    switches = test_switches(args.source_dir)
+    cs.check(len(switches) >= 5, f"found only {sorted(switches)} in lib/")
+    for path in sorted(elves):
+        with open(path, "rb") as f:
+            data = f.read()
+        found = sorted(s for s in switches if s.encode() in data)
+        cs.check(not found, f"{os.path.relpath(path, top)} holds the test switches {found}")
+
+
+def test_switches(source_dir: str) -> set[str]:
+    """The environment switches of test builds: the debug pause's and fail
+    point's, and every REDIST_TEST_OVERRIDE("NAME") in lib/."""
+    names = {"REDIST_DEBUG_PAUSE", "REDIST_DEBUG_PAUSE_SECONDS", "REDIST_DEBUG_FAIL", "redist-debug: paused at"}
+    for dirpath, _dirs, files in os.walk(os.path.join(source_dir, "lib")):
+        for name in files:
+            if name.endswith((".cpp", ".hpp")):
+                with open(os.path.join(dirpath, name), encoding="utf-8") as f:
+                    names |= set(re.findall(r'REDIST_TEST_OVERRIDE\("([A-Z0-9_]+)"\)', f.read()))
+    return names
 
 
 def test_find_package(args):
