@@ -177,14 +177,15 @@ install_plan plan_install(const install_request& request, const std::vector<rece
 // cannot be read) | bad_manifest (a corrupt receipts directory).
 result<install_plan> plan_install(const install_request& request);
 
-// --dry-run's forecast, with every conflict: plan_install(request); then,
+// --dry-run's forecast, with every conflict: the plan of plan_install(request);
 // where an archive's files are not known yet, the archive is read as
 // install() reads it (downloaded, verified, unpacked, its extracted tree
 // kept in the cache) into a throwaway prefix in the cache's scratch/,
 // which is removed: nothing in the prefix changes. Then the conflicts are
-// forecast again from the known lists. The plan's actions stay those of
-// the first plan (what an install would have done before this call);
-// archives_read says what was read. Without a cache it is plan_install.
+// forecast from the known lists, once (the prefix's files in the way are
+// hashed once). The plan's actions are those from before the archives were
+// read (what an install would have done before this call); archives_read
+// says what was read. Without a cache it is plan_install.
 // Outcomes: plan_install's | install()'s failures of the read archives
 // (network, integrity, ...; the prefix is untouched).
 result<install_plan> forecast_install(const install_request& request);

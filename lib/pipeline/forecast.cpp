@@ -41,15 +41,20 @@ std::optional<std::vector<installed_file>> known_files(const install_request& re
     return files;
 }
 
-// Fills plan.conflicts (and files_known) with what the commit would refuse
-// among the known file lists: the commit's own checks (forecast_conflicts).
-result<void> forecast_plan_conflicts(const install_request& request, const fs::path& prefix,
-                                     const std::vector<receipt>& receipts, const blob_cache* cache,
-                                     install_plan& plan) {
+// The known file lists of a plan's items: what the items that write files
+// would write (as receipts), and the components whose files leave.
+struct known_lists {
     std::vector<receipt> incoming;
     std::vector<component_ref> remove;
+};
+
+// Marks the items whose files are known now (files_known) and gathers their
+// lists; nothing in the prefix is read.
+known_lists known_file_lists(const install_request& request, const std::vector<receipt>& receipts,
+                             const blob_cache* cache, install_plan& plan) {
+    known_lists out;
     for (auto& item : plan.items) {
-        if (item.action == plan_action::remove) remove.push_back({item.product, item.component});
+        if (item.action == plan_action::remove) out.remove.push_back({item.product, item.component});
         if (item.action == plan_action::remove || item.action == plan_action::unchanged) continue;
         const release_plan& release = request.releases[item.release];
         const artifact& a = release.artifacts[item.artifact];
@@ -60,32 +65,62 @@ result<void> forecast_plan_conflicts(const install_request& request, const fs::p
             if (std::any_of(receipts.begin(), receipts.end(), [&](const receipt& r) {
                     return r.product == item.product && r.component == item.component;
                 }))
-                remove.push_back({item.product, item.component});
+                out.remove.push_back({item.product, item.component});
             continue;
         }
         item.files_known = true;
-        receipt& r = incoming.emplace_back();
+        receipt& r = out.incoming.emplace_back();
         fill_receipt(release, a, std::string(), r);
         r.files = std::move(*files);
     }
-    REDIST_TRY(const auto conflicts, forecast_conflicts(prefix, incoming, remove, request.overwrite_unowned));
+    return out;
+}
+
+// Fills plan.conflicts with what the commit would refuse among the known
+// file lists: the commit's own checks (forecast_conflicts), which hash the
+// prefix's files in the way; so run once per forecast.
+result<void> forecast_plan_conflicts(const install_request& request, const fs::path& prefix, const known_lists& known,
+                                     install_plan& plan) {
+    REDIST_TRY(const auto conflicts,
+               forecast_conflicts(prefix, known.incoming, known.remove, request.overwrite_unowned));
     for (const auto& c : conflicts) plan.conflicts.push_back({c.path, c.message});
     return {};
+}
+
+// What a forecast starts from: the prefix, its receipts (none when it does
+// not exist) and the cache, opened read-only (nullopt: none).
+struct forecast_inputs {
+    fs::path prefix;
+    std::vector<receipt> receipts;
+    std::optional<blob_cache> cache;
+    const blob_cache* cache_or_null() const { return cache ? &*cache : nullptr; }
+};
+
+result<forecast_inputs> open_inputs(const install_request& request) {
+    forecast_inputs in;
+    in.prefix = fs::absolute(request.prefix).lexically_normal();
+    REDIST_TRY(receipt_scan scan, scan_receipts(in.prefix));
+    in.receipts = std::move(scan.receipts);
+    REDIST_TRY(in.cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
+    return in;
 }
 
 }  // namespace
 
 result<install_plan> plan_install(const install_request& request) {
-    const fs::path prefix = fs::absolute(request.prefix).lexically_normal();
-    REDIST_TRY(const receipt_scan scan, scan_receipts(prefix));
-    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
-    install_plan plan = plan_install(request, scan.receipts, cache ? &*cache : nullptr);
-    REDIST_TRY_VOID(forecast_plan_conflicts(request, prefix, scan.receipts, cache ? &*cache : nullptr, plan));
+    REDIST_TRY(const forecast_inputs in, open_inputs(request));
+    install_plan plan = plan_install(request, in.receipts, in.cache_or_null());
+    const known_lists known = known_file_lists(request, in.receipts, in.cache_or_null(), plan);
+    REDIST_TRY_VOID(forecast_plan_conflicts(request, in.prefix, known, plan));
     return plan;
 }
 
 result<install_plan> forecast_install(const install_request& request) {
-    REDIST_TRY(install_plan plan, plan_install(request));
+    REDIST_TRY(const forecast_inputs in, open_inputs(request));
+    install_plan plan = plan_install(request, in.receipts, in.cache_or_null());
+    // The conflicts are forecast once, when every list that can be known is:
+    // after the archives below are read, not also before.
+    known_lists known = known_file_lists(request, in.receipts, in.cache_or_null(), plan);
     // The artifacts whose files only their archive can tell.
     install_request reading = request;
     std::size_t unknown = 0;
@@ -98,27 +133,25 @@ result<install_plan> forecast_install(const install_request& request) {
         ++unknown;
         add_saturating(unknown_bytes, a.size);
     }
-    if (unknown == 0) return plan;
-    REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.sources.cache_dir, request.sources.shared_cache));
-    if (!cache) return plan;
-    // A throwaway prefix beside the cache (same filesystem: its trees are
-    // linked, not copied); the scratch directory is removed when released.
-    const fs::path parent = cache->scratch_root();
-    const unique_fd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-    if (!parent_fd) return errno_error("cannot open directory", parent, errno);
-    REDIST_TRY(const scratch_dir scratch, claim_scratch_dir(parent_fd.get(), parent, "dry-run-"));
-    std::erase_if(reading.releases, [](const release_plan& r) { return r.artifacts.empty(); });
-    reading.prefix = scratch.path() / "prefix";
-    reading.keep_unlisted = true;
-    reading.reinstall = true;
-    reading.exclude.clear();  // the tree is the archive's; the forecast applies the excludes
-    if (auto read = install_stages(reading, false); !read.ok()) return std::move(read).error_value();
-    REDIST_TRY(install_plan known, plan_install(request));
-    for (std::size_t k = 0; k < plan.items.size() && k < known.items.size(); ++k)
-        plan.items[k].files_known = known.items[k].files_known;
-    plan.conflicts = std::move(known.conflicts);
-    plan.archives_read = unknown;
-    plan.archive_bytes_read = unknown_bytes;
+    if (unknown > 0 && in.cache) {
+        // A throwaway prefix beside the cache (same filesystem: its trees are
+        // linked, not copied); the scratch directory is removed when released.
+        const fs::path parent = in.cache->scratch_root();
+        const unique_fd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+        if (!parent_fd) return errno_error("cannot open directory", parent, errno);
+        REDIST_TRY(const scratch_dir scratch, claim_scratch_dir(parent_fd.get(), parent, "dry-run-"));
+        std::erase_if(reading.releases, [](const release_plan& r) { return r.artifacts.empty(); });
+        reading.prefix = scratch.path() / "prefix";
+        reading.keep_unlisted = true;
+        reading.reinstall = true;
+        reading.exclude.clear();  // the tree is the archive's; the forecast applies the excludes
+        if (auto read = install_stages(reading, false); !read.ok()) return std::move(read).error_value();
+        // The read archives' trees are in the cache now: their lists are known.
+        known = known_file_lists(request, in.receipts, in.cache_or_null(), plan);
+        plan.archives_read = unknown;
+        plan.archive_bytes_read = unknown_bytes;
+    }
+    REDIST_TRY_VOID(forecast_plan_conflicts(request, in.prefix, known, plan));
     return plan;
 }
 

@@ -175,6 +175,25 @@ class EnvFormats(unittest.TestCase):
             self.assertEqual(len(res.stderr.strip().splitlines()), 1, res.stderr)
             self.assertIn("receipts", res.stderr)
 
+    def test_the_project_is_found_and_read_as_sync_does(self):
+        # Without --prefix: the prefix of redist.toml here or in the nearest
+        # parent, read as a regular file only (a FIFO is one error naming
+        # it, never a read that waits for a writer).
+        project = support.make_scratch_dir(self.id())
+        below = os.path.join(project, "sub")
+        os.makedirs(below)
+        toml = os.path.join(project, "redist.toml")
+        with open(toml, "w") as f:
+            f.write('[project]\nprefix = "prefix"\nplatforms = ["linux-x86_64"]\n\n'
+                    '[products.cudnn]\nversion = "9.27.0"\n')
+        res = support.run_tool("redist", "env", "--format", "json", cwd=below, check=3)  # its prefix: no receipts
+        self.assertIn(os.path.join(project, "prefix"), res.stderr)
+        os.remove(toml)
+        os.mkfifo(toml)
+        res = support.run_tool("redist", "env", cwd=below, timeout=20, check=10)
+        self.assertIn(f"{toml}: cannot read the project file: not a regular file", res.stderr)
+        self.assertEqual(len(res.stderr.strip().splitlines()), 1, support.describe(res))
+
     def test_bad_format_is_usage_error(self):
         redist_env(self.prefix, "zsh", check=2)
 

@@ -95,6 +95,11 @@ class List(unittest.TestCase):
                     '[products.cudnn]\nversion = "9.27.0"\n')
         doc = self.list_json(cwd=project)
         self.assertEqual([c["component"] for c in doc["components"]], ["cudnn"])
+        # Below it: the nearest parent's, as `redist sync` finds it.
+        below = os.path.join(project, "src", "deeper")
+        os.makedirs(below)
+        doc = self.list_json(cwd=below)
+        self.assertEqual((doc["prefix"], [c["component"] for c in doc["components"]]), (self.prefix, ["cudnn"]))
         # Outside one, --prefix is needed.
         res = support.run_tool("redist", "list", env=CLEAN_ENV, cwd=self.scratch)
         self.assertEqual(res.returncode, 2, support.describe(res))
@@ -106,6 +111,22 @@ class List(unittest.TestCase):
             self.assertIn(typo, res.stderr)
             self.assertEqual(res.stdout, "")
             self.assertFalse(os.path.lexists(typo))
+
+    def test_a_fifo_named_redist_toml_fails_at_once(self):
+        # The project file is read as `redist sync` reads it: a regular file
+        # only. A FIFO (found, or named by --file) is one error naming it,
+        # never a read that waits for a writer.
+        fifo = os.path.join(self.scratch, "redist.toml")
+        os.mkfifo(fifo)
+        below = os.path.join(self.scratch, "sub")
+        os.makedirs(below)
+        for cwd, extra in ((self.scratch, []), (below, []), (None, ["--file", fifo])):
+            with self.subTest(cwd=cwd, extra=extra):
+                res = support.run_tool("redist", "list", *extra, env=CLEAN_ENV, cwd=cwd, timeout=20)
+                self.assertEqual(res.returncode, 10, support.describe(res))
+                self.assertIn(f"{fifo}: cannot read the project file: not a regular file", res.stderr)
+                self.assertEqual(len(res.stderr.strip().splitlines()), 1, support.describe(res))
+                self.assertEqual(res.stdout, "")
 
     def test_a_corrupt_receipt_is_named(self):
         self.fetch("cudnn", "9.27.0", "--cuda", "12", "--component", "cudnn")

@@ -67,13 +67,17 @@ class Outdated(unittest.TestCase):
                         f'[products.cuda]\nversion = "12.9"\n[products.cudnn]\nversion = "{cudnn_spec}"\n')
 
         write("9.8")
-        # In the project's directory, without --prefix: the project's prefix and specs.
-        res = support.run_tool("redist", "outdated", "--base-url", self.base, "--no-cache", "--json", cwd=scratch)
-        self.assertEqual(res.returncode, 0, support.describe(res))
-        rows = {r["product"]: r for r in json.loads(res.stdout)}
-        self.assertEqual((rows["cuda"]["spec"], rows["cuda"]["wanted"], rows["cuda"]["latest"]),
-                         ("12.9", "12.9.1", "13.0.0"))
-        self.assertEqual(rows["cudnn"]["wanted"], "9.8.0")
+        # In the project's directory or below it, without --prefix: the
+        # project's prefix and specs (found upward, as `redist sync` finds it).
+        below = os.path.join(scratch, "src", "deeper")
+        os.makedirs(below)
+        for cwd in (scratch, below):
+            res = support.run_tool("redist", "outdated", "--base-url", self.base, "--no-cache", "--json", cwd=cwd)
+            self.assertEqual(res.returncode, 0, support.describe(res))
+            rows = {r["product"]: r for r in json.loads(res.stdout)}
+            self.assertEqual((rows["cuda"]["spec"], rows["cuda"]["wanted"], rows["cuda"]["latest"]),
+                             ("12.9", "12.9.1", "13.0.0"))
+            self.assertEqual(rows["cudnn"]["wanted"], "9.8.0")
         write("9")
         res = support.run_tool("redist", "outdated", "--file", project, "--base-url", self.base, "--no-cache")
         self.assertEqual(res.returncode, 1, support.describe(res))
@@ -98,6 +102,23 @@ class Outdated(unittest.TestCase):
         res = self.outdated(prefix)
         self.assertEqual(res.returncode, 0, support.describe(res))
         self.assertIn("(up to date)", res.stdout)
+
+    def test_a_fifo_named_redist_toml_fails_at_once(self):
+        # The project file is read as `redist sync` reads it: a regular file
+        # only. A FIFO (found, or named by --file) is one error naming it,
+        # never a read that waits for a writer.
+        scratch = support.make_scratch_dir(self.id())
+        fifo = os.path.join(scratch, "redist.toml")
+        os.mkfifo(fifo)
+        below = os.path.join(scratch, "sub")
+        os.makedirs(below)
+        for cwd, extra in ((scratch, []), (below, []), (self.dir, ["--file", fifo])):
+            with self.subTest(cwd=cwd, extra=extra):
+                res = support.run_tool("redist", "outdated", "--base-url", self.base, "--no-cache", *extra, cwd=cwd,
+                                       timeout=20)
+                self.assertEqual(res.returncode, 10, support.describe(res))
+                self.assertIn(f"{fifo}: cannot read the project file: not a regular file", res.stderr)
+                self.assertEqual(len(res.stderr.strip().splitlines()), 1, support.describe(res))
 
     def test_errors(self):
         empty = os.path.join(self.dir, "empty")

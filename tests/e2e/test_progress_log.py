@@ -204,29 +204,46 @@ class ProgressCase(unittest.TestCase):
         blob whole, else its .part (one stream: no resume record)."""
         kept = 0
         for c in components:
-            blob = os.path.join(self.cache, "blobs", "sha256", self.rec[c]["sha256"])
+            blob = self.blob(c)
             self.assertFalse(os.path.exists(blob + ".part.segments"), "a one-stream download keeps no record")
             kept += os.path.getsize(blob) if os.path.exists(blob) else (
                 os.path.getsize(blob + ".part") if os.path.exists(blob + ".part") else 0)
         return kept
 
-    def wait_for_part(self, proc, at_least, timeout=30):
+    def blob(self, component):
+        return os.path.join(self.cache, "blobs", "sha256", self.rec[component]["sha256"])
+
+    def wait_until(self, proc, ready, what, timeout=30):
+        """Polls ready() (a file there, a size reached) until it holds; fails
+        when the tool exits first or `timeout` seconds pass."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline and proc.poll() is None:
-            if os.path.exists(self.part()) and os.path.getsize(self.part()) >= at_least:
-                time.sleep(0.3)  # settled: the server holds the rest back
+            if ready():
                 return
             time.sleep(0.02)
-        self.fail(f"the download never reached {at_least} bytes")
+        self.fail(f"{what}: never seen (exit code {proc.poll()})")
+
+    def wait_for_part(self, proc, at_least, verified=(), timeout=30):
+        """Until cudnn's .part holds `at_least` bytes, which the server sends
+        before it holds back the rest: nothing more arrives, so what the cache
+        keeps is settled. `verified`: components whose archive must also be
+        in the cache whole (a verified blob) by then."""
+        def ready():
+            part = self.part()
+            return (os.path.exists(part) and os.path.getsize(part) >= at_least
+                    and all(os.path.exists(self.blob(c)) for c in verified))
+        self.wait_until(proc, ready, f"{at_least} bytes of cudnn in the cache, and {list(verified)} verified",
+                        timeout)
 
     def interrupt_mid_download(self, sig=signal.SIGINT, components="cudnn"):
-        """A fetch held after a third of cudnn, stopped by `sig`: its result."""
+        """A fetch held after a third of cudnn (the other components in the
+        cache whole), stopped by `sig`: its result."""
         n = self.size // 3
         self.server.set_faults({self.art: {"stall_after": n, "stall_seconds": 60}})
         self.server.reset()
         tool = support.BackgroundTool("redist", *self.fetch_args(components), env=CLEAN_ENV)
         try:
-            self.wait_for_part(tool.proc, n)
+            self.wait_for_part(tool.proc, n, verified=[c for c in components.split(",") if c != "cudnn"])
             tool.proc.send_signal(sig)
             res = tool.wait(timeout=30)  # well before the 60 s stall ends
         finally:
@@ -307,13 +324,15 @@ class OffTerminal(ProgressCase):
         args = [a for a in self.fetch_args() if a not in ("--cache-dir", self.cache)] + ["--no-cache"]
         tool = support.BackgroundTool("redist", *args, env=CLEAN_ENV)
         staging = os.path.join(self.prefix, ".redist", "staging")
+
+        def unpacked():
+            # Files unpacked from the first bytes are in the download's stage:
+            # the download is under way (and held by the server after n bytes).
+            stages = [os.path.join(staging, d) for d in (os.listdir(staging) if os.path.isdir(staging) else ())]
+            return any(files for stage in stages if os.path.isdir(stage) for _dir, _subdirs, files in os.walk(stage))
+
         try:
-            # The download's stage is there: the download is under way (held by the server).
-            deadline = time.monotonic() + 30
-            while time.monotonic() < deadline and not (os.path.isdir(staging) and os.listdir(staging)):
-                time.sleep(0.02)
-            self.assertTrue(os.path.isdir(staging) and os.listdir(staging), tool.stderr)
-            time.sleep(0.5)
+            self.wait_until(tool.proc, unpacked, "a file unpacked into the stage")
             tool.proc.send_signal(signal.SIGINT)
             res = tool.wait(timeout=30)
         finally:

@@ -30,7 +30,7 @@ namespace fs = std::filesystem;
 
 struct env_args {
     std::string prefix;
-    std::string file;  // --file: the project whose prefix is meant; default ./redist.toml when present
+    std::string file;  // --file: the project whose prefix is meant; default redist.toml here or in a parent
     std::string format = "sh";
     bool json = false;   // --json: --format json
     bool quiet = false;  // --format github: no "appended" lines
@@ -197,7 +197,7 @@ int run_env(env_args args) {
     auto given = prefix_or_project(args.prefix, args.file);  // in a project: redist sync's prefix
     if (!given.ok()) return report_error(given.error_value());
     args.prefix = *given;
-    if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
+    if (args.prefix.empty()) return usage_error(kNoProject);
     std::error_code ec;
     fs::path prefix = fs::absolute(args.prefix, ec).lexically_normal();
     if (prefix.filename().empty() && prefix != prefix.root_path())
@@ -262,7 +262,8 @@ void add_env_command(CLI::App& app, command_runner& selected) {
     auto* cmd = app.add_subcommand("env", "Print the environment variables for what is installed in a prefix");
     cmd->add_option("--prefix", args->prefix, "A prefix redist installed into (default: the project's)")
         ->type_name("DIR");
-    cmd->add_option("--file", args->file, "The project file whose prefix is meant (default ./redist.toml when present)")
+    cmd->add_option("--file", args->file,
+                    "The project file whose prefix is meant (default redist.toml here or in a parent)")
         ->type_name("FILE");
     auto* format = cmd->add_option("--format", args->format,
                                    "sh (default: export lines for eval), fish, cmake (set(ENV{...}) and "

@@ -19,7 +19,7 @@ namespace {
 
 struct list_args {
     std::string prefix;
-    std::string file;  // --file: the project whose prefix is listed; default ./redist.toml when present
+    std::string file;  // --file: the project whose prefix is listed; default redist.toml here or in a parent
     bool json = false;
     bool quiet = false;
 };
@@ -80,7 +80,7 @@ int run_list(list_args args) {
     auto given = prefix_or_project(args.prefix, args.file);
     if (!given.ok()) return report_error(given.error_value());
     args.prefix = *given;
-    if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
+    if (args.prefix.empty()) return usage_error(kNoProject);
     auto receipts = redist::read_installed_receipts(args.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
     if (args.json) print_json(args.prefix, *receipts);
@@ -95,7 +95,8 @@ void add_list_command(CLI::App& app, command_runner& selected) {
     auto* cmd = app.add_subcommand("list", "List what redist installed in a prefix: versions, variants, sizes");
     cmd->add_option("--prefix", args->prefix, "A prefix redist installed into (default: the project's)")
         ->type_name("DIR");
-    cmd->add_option("--file", args->file, "The project file whose prefix to list (default ./redist.toml when present)")
+    cmd->add_option("--file", args->file,
+                    "The project file whose prefix to list (default redist.toml here or in a parent)")
         ->type_name("FILE");
     add_report_flags(*cmd, args->json, args->quiet,
                      "Print one JSON object: prefix, components [{product, release_label, component, version, "

@@ -4,8 +4,6 @@
 // the newest in the installed major. Exits 1 only when a wanted update
 // exists, as `npm outdated` does: a project pinned to 12.9 is not outdated
 // because 13.0 exists.
-#include <unistd.h>
-
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -17,7 +15,7 @@
 #include "redist/json_writer.hpp"
 #include "redist/prefix.hpp"
 #include "redist/project.hpp"
-#include "redist/urls.hpp"
+#include "redist/sync.hpp"
 #include "redist/version.hpp"
 
 namespace redist_tools {
@@ -26,7 +24,7 @@ namespace {
 
 struct outdated_args {
     std::string prefix;
-    std::string file;  // --file: the project file; default ./redist.toml when present
+    std::string file;  // --file: the project file; default redist.toml here or in a parent
     source_options source;
     bool json = false;
     bool quiet = false;
@@ -74,10 +72,10 @@ void print_rows(const std::map<std::pair<std::string, std::string>, outdated_row
 }
 
 int run_outdated(outdated_args args) {
-    auto project = read_project_if_any(args.file, args.source.transfer());
+    auto project = read_project_if_any(args.file);
     if (!project.ok()) return report_error(project.error_value());
     if (args.prefix.empty() && *project) args.prefix = (*project)->prefix.string();
-    if (args.prefix.empty()) return usage_error("--prefix is required outside a project (no ./redist.toml)");
+    if (args.prefix.empty()) return usage_error(kNoProject);
     auto receipts = redist::read_installed_receipts(args.prefix);
     if (!receipts.ok()) return report_error(receipts.error_value());
     // One row per installed (product, release); components of one release share it.
@@ -112,17 +110,19 @@ int run_outdated(outdated_args args) {
 
 }  // namespace
 
-redist::result<std::optional<redist::project_file>> read_project_if_any(const std::string& given,
-                                                                        const redist::transfer_options& transfer) {
-    std::string file = given;
-    if (file.empty()) {
-        if (::access("redist.toml", F_OK) != 0) return std::optional<redist::project_file>();
-        file = "redist.toml";
+redist::result<std::optional<redist::project_file>> read_project_if_any(const std::string& given) {
+    redist::project_open_request request{.file = given};
+    if (request.file.empty()) {
+        std::error_code ec;
+        const std::filesystem::path here = std::filesystem::current_path(ec);
+        if (ec) return redist::make_error(redist::error_code::filesystem, "cannot read the current directory");
+        auto found = redist::find_project(here);  // as `redist sync` finds it: here, else a parent
+        if (!found.ok() && found.error_value().code == redist::error_code::not_found)
+            return std::optional<redist::project_file>();
+        REDIST_TRY(request.file, std::move(found));
     }
-    REDIST_TRY(const std::string text,
-               redist::fetch_text(redist::to_url(file), transfer, redist::kMaxProjectFileBytes));
-    REDIST_TRY(auto project, redist::parse_project(text, std::filesystem::absolute(file)));
-    return std::optional<redist::project_file>(std::move(project));
+    REDIST_TRY(auto opened, redist::open_project(request));  // read as sync reads it: a regular file, bounded
+    return std::optional<redist::project_file>(std::move(opened.project));
 }
 
 redist::result<std::string> prefix_or_project(const std::string& prefix, const std::string& file) {
@@ -137,7 +137,8 @@ void add_outdated_command(CLI::App& app, command_runner& selected) {
     cmd->add_option("--prefix", args->prefix, "A prefix redist installed into (default: the project's)")
         ->type_name("DIR");
     cmd->add_option("--file", args->file,
-                    "The project file whose version specs say what is wanted (default ./redist.toml when present)")
+                    "The project file whose version specs say what is wanted (default redist.toml here or in a "
+                    "parent)")
         ->type_name("FILE");
     add_source_options(*cmd, args->source);
     add_report_flags(*cmd, args->json, args->quiet, "Print a JSON array, one object per installed release");

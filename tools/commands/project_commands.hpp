@@ -43,15 +43,20 @@ void print_lock_json(const std::string& lock_file, const std::vector<redist::loc
 // VERSION` never overwrites one.
 bool holds_project_lock(const std::string& path);
 
-// The project file of `outdated` and `list`: --file (`given`), else
-// ./redist.toml when there is one. Outcomes: ok (nullopt: no project) |
-// not_found | bad_manifest | ... (reading and parsing it).
-redist::result<std::optional<redist::project_file>> read_project_if_any(const std::string& given,
-                                                                        const redist::transfer_options& transfer = {});
+// The project file of `outdated`, `list` and `env`, found and read as `redist
+// sync` does (open_project): --file (`given`), else redist.toml in the
+// current directory or the nearest parent, up to the repository root
+// (find_project); a regular file only, bounded, never a FIFO.
+// Outcomes: ok (nullopt: no project found) | not_found (--file missing) |
+// bad_manifest | filesystem (what open_project returns).
+redist::result<std::optional<redist::project_file>> read_project_if_any(const std::string& given);
 // `prefix` (--prefix) when given, else the prefix of the project file
 // (read_project_if_any(file)); "" when neither names one.
 // Outcomes: as read_project_if_any.
 redist::result<std::string> prefix_or_project(const std::string& prefix, const std::string& file);
+// The usage error of those commands when neither names a prefix.
+inline constexpr const char* kNoProject =
+    "--prefix is required outside a project (no redist.toml here or in a parent directory)";
 
 // Short structured lines for a manifest diff ("  + component x 1.2", ...),
 // each starting with `indent` and escaped whole (printable). Shared by
