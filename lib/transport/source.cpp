@@ -1,5 +1,9 @@
-// A source, chosen once per URL. See source.hpp.
+// A source, chosen once per URL, and how it is read. See source.hpp.
 #include "transport/source.hpp"
+
+#include <array>
+#include <atomic>
+#include <cstddef>
 
 namespace redist {
 
@@ -9,5 +13,28 @@ source make_source(std::string url) {
 }
 
 bool offline_skips(const source& s, bool offline) noexcept { return offline && !s.local(); }
+
+#if REDIST_TEST_HOOKS
+namespace {
+constexpr std::size_t kKinds = 4;  // http, file, registry, layout
+std::array<std::atomic<const source_reader*>, kKinds>& test_readers() {
+    static std::array<std::atomic<const source_reader*>, kKinds> readers{};
+    return readers;
+}
+std::size_t kind_index(source_kind kind) { return static_cast<std::size_t>(kind) % kKinds; }
+}  // namespace
+
+scoped_source_reader::scoped_source_reader(source_kind kind, const source_reader& reader)
+    : kind_(kind), previous_(test_readers()[kind_index(kind)].exchange(&reader)) {}
+
+scoped_source_reader::~scoped_source_reader() { test_readers()[kind_index(kind_)].store(previous_); }
+
+result<void> source::read(const read_request& request) const {
+    if (const source_reader* scripted = test_readers()[kind_index(kind_)].load()) return scripted->read(url_, request);
+    return builtin_reader(kind_).read(url_, request);
+}
+#else
+result<void> source::read(const read_request& request) const { return builtin_reader(kind_).read(url_, request); }
+#endif
 
 }  // namespace redist

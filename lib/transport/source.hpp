@@ -20,21 +20,53 @@
 //   lists_directory()  a directory mirror: its labels are the directory's
 //                entries (it has no HTML index); a registry or a layout lists
 //                its tags (oci_list_tags), a web server serves an index
-// How it is read: through the one downloader and the one retry policy
-// (sources.hpp try_sources, transfer.hpp download/fetch_text, which read
-// file:// themselves and hand OCI URLs to oci.hpp), reported to the
-// observer. Credentials are the downloader's (scoped by scheme, host and
+// How it is read: read(), one request through the reader of its kind
+// (source_reader: libcurl for http, the disk for file, oci.hpp for a
+// registry or a layout), under the one downloader and the one retry policy
+// (sources.hpp try_sources, transfer.hpp download/fetch_text, which call
+// read()), reported to the observer. Credentials are the downloader's (scoped by scheme, host and
 // port). What it vouches for: nothing. Every source is transport; NVIDIA's
 // manifest (or a pin of it) vouches for bytes, and a recompressed copy only
 // under a trusted key's signature (resolve.cpp read_recompressed).
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "model/urls.hpp"
+#include "redist/error.hpp"
+#include "redist/transfer.hpp"
 
 namespace redist {
+
+// One request to a source: its body from resume_from (with range_last, the
+// bytes resume_from..range_last) to `callbacks`, as download() describes
+// (transfer.hpp); `headers` go with an http request (a registry's token).
+struct read_request {
+    const std::vector<std::string>& headers;
+    const transfer_options& options;
+    download_callbacks& callbacks;
+    std::uint64_t resume_from = 0;
+    std::optional<std::uint64_t> range_last;
+    transfer_failure_info* failure = nullptr;  // filled as download() does; may be null
+};
+
+// How one kind of source is read. Outcomes: as download().
+class source_reader {
+public:
+    source_reader() = default;
+    source_reader(const source_reader&) = delete;
+    source_reader& operator=(const source_reader&) = delete;
+    virtual ~source_reader() = default;
+    virtual result<void> read(const std::string& url, const read_request& request) const = 0;
+};
+
+// The reader of each kind: http by libcurl and file from disk (transfer.cpp),
+// registry and layout by the OCI client (oci.cpp).
+const source_reader& builtin_reader(source_kind kind) noexcept;
 
 class source {
 public:
@@ -42,6 +74,10 @@ public:
 
     source_kind kind() const noexcept { return kind_; }
     const std::string& url() const noexcept { return url_; }
+
+    // One request to this source, through the reader of its kind (a test
+    // build's scoped_source_reader, else builtin_reader).
+    result<void> read(const read_request& request) const;
 
     bool local() const noexcept { return kind_ == source_kind::file || kind_ == source_kind::layout; }
     bool by_digest() const noexcept { return kind_ == source_kind::registry || kind_ == source_kind::layout; }
@@ -58,5 +94,23 @@ source make_source(std::string url);
 // The one offline rule: offline, a source that is not local() is not read
 // (only the cache stands in for it).
 bool offline_skips(const source& s, bool offline) noexcept;
+
+// Test builds only (REDIST_TEST_HOOKS; a release defines none of this): while
+// one lives, every source of `kind` is read by `reader` (not owned), so that
+// a unit test runs install() in process against a source it scripts (its
+// faults, its bytes, what each request asked for) with no server. One per
+// kind at a time; they nest, the innermost wins, and each restores the one
+// before it when it goes.
+class scoped_source_reader {
+public:
+    scoped_source_reader(source_kind kind, const source_reader& reader);
+    ~scoped_source_reader();
+    scoped_source_reader(const scoped_source_reader&) = delete;
+    scoped_source_reader& operator=(const scoped_source_reader&) = delete;
+
+private:
+    source_kind kind_;
+    const source_reader* previous_;
+};
 
 }  // namespace redist

@@ -548,26 +548,15 @@ std::string ca_bundle(const transfer_options& options) {
     return system;
 }
 
-result<void> perform_download(const std::string& url, const std::vector<std::string>& extra_headers,
-                              const transfer_options& options, download_callbacks& callbacks, std::uint64_t resume_from,
-                              std::optional<std::uint64_t> range_last, transfer_failure_info* failure) {
-    set_failure(failure, false, 0, std::nullopt);
+// One http(s) request by libcurl: the http reader (source.hpp).
+result<void> curl_read(const std::string& url, const read_request& request) {
+    const std::vector<std::string>& extra_headers = request.headers;
+    const transfer_options& options = request.options;
+    download_callbacks& callbacks = request.callbacks;
+    const std::uint64_t resume_from = request.resume_from;
+    const std::optional<std::uint64_t> range_last = request.range_last;
+    transfer_failure_info* const failure = request.failure;
     const std::string safe_url = sanitize_url(url);
-    // How each kind of source is read (source.hpp): a registry or an image
-    // layout through oci.cpp (a registry's URL is mapped to the blob's and
-    // comes back through download_with_headers() with its credentials), a
-    // directory mirror from disk here, http(s) by libcurl below.
-    switch (source_kind_of(url)) {
-        case source_kind::registry:
-        case source_kind::layout: return oci_download(url, options, callbacks, resume_from, range_last, failure);
-        case source_kind::file:
-            if (range_last)
-                return make_error(error_code::internal, "download_range() does not read file:// URLs")
-                    .with_url(safe_url);
-            return read_file_url(url, safe_url, options, callbacks, resume_from, failure);
-        case source_kind::http: break;
-    }
-
     const curl_easy handle(curl_easy_init());
     if (!handle) return make_error(error_code::internal, "curl_easy_init failed").with_url(safe_url);
 
@@ -644,7 +633,61 @@ result<void> perform_download(const std::string& url, const std::vector<std::str
     return make_error(error_code::network, std::move(message)).with_url(safe_url);
 }
 
+// How each kind of source is read (source.hpp): http(s) by libcurl, a
+// directory mirror from disk, a registry or an image layout through oci.cpp
+// (a registry's URL is mapped to the blob's, which comes back through
+// download_with_headers() with its credentials).
+class http_reader final : public source_reader {
+public:
+    result<void> read(const std::string& url, const read_request& request) const override {
+        return curl_read(url, request);
+    }
+};
+
+class file_reader final : public source_reader {
+public:
+    result<void> read(const std::string& url, const read_request& request) const override {
+        const std::string safe_url = sanitize_url(url);
+        if (request.range_last)
+            return make_error(error_code::internal, "download_range() does not read file:// URLs").with_url(safe_url);
+        return read_file_url(url, safe_url, request.options, request.callbacks, request.resume_from, request.failure);
+    }
+};
+
+class oci_reader final : public source_reader {
+public:
+    result<void> read(const std::string& url, const read_request& request) const override {
+        return oci_download(url, request.options, request.callbacks, request.resume_from, request.range_last,
+                            request.failure);
+    }
+};
+
+result<void> perform_download(const std::string& url, const std::vector<std::string>& extra_headers,
+                              const transfer_options& options, download_callbacks& callbacks, std::uint64_t resume_from,
+                              std::optional<std::uint64_t> range_last, transfer_failure_info* failure) {
+    set_failure(failure, false, 0, std::nullopt);
+    return make_source(url).read({.headers = extra_headers,
+                                  .options = options,
+                                  .callbacks = callbacks,
+                                  .resume_from = resume_from,
+                                  .range_last = range_last,
+                                  .failure = failure});
+}
+
 }  // namespace
+
+const source_reader& builtin_reader(source_kind kind) noexcept {
+    static const http_reader http;
+    static const file_reader file;
+    static const oci_reader oci;
+    switch (kind) {
+        case source_kind::http: return http;
+        case source_kind::file: return file;
+        case source_kind::registry:
+        case source_kind::layout: return oci;
+    }
+    return http;
+}
 
 result<void> download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                       std::uint64_t resume_from, transfer_failure_info* failure) {
