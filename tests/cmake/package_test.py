@@ -294,7 +294,9 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     # lib/model/recompressed_sidecar.hpp
                     "redist::recompressed_document_name", "redist::recompressed_signature_name",
                     "redist::recompressed_copy_path", "redist::recompressed_to_json", "redist::parse_recompressed",
-                    "redist::check_recompressed_for")
+                    "redist::check_recompressed_for",
+                    # lib/pipeline/install_rules.hpp
+                    "redist::plan_install", "redist::unpacked_size_estimate", "redist::check_free_space")
 
 
 def named(symbol: str, name: str) -> bool:
