@@ -177,7 +177,7 @@ struct release_plan {
     // A lock's URL per relative_path: where the base's bytes are, as resolved
     // when the lock was made (a locked install never resolves again).
     std::map<std::string, std::string> locked_urls{};
-    // Made from a lock (plan_from_lock, plans_for_platform): an artifact the
+    // Made from a lock (plan_from_lock, plan_sync): an artifact the
     // lock pins no tar_sha256 for is installed from its original only.
     bool from_lock = false;
 };

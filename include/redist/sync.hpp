@@ -182,7 +182,7 @@ result<opened_project> open_project(const project_open_request& request);
 //           in the project file (or is upgraded) is resolved; written only
 //           when it changed (`redist lock`, a plain `redist sync`)
 //   locked  the lock as written, after checking that it is up to date with
-//           the project file (lock_staleness); never written (`--locked`)
+//           the project file; never written (`--locked`)
 //   frozen  the lock as written, unchecked; never written (`--frozen`)
 enum class lock_mode { update, locked, frozen };
 
@@ -259,9 +259,9 @@ struct sync_plan {
 // unless allow_outside_prefix), its lock in request.lock's mode
 // (lock_project), and one release_plan per product for the platform.
 // Outcomes: ok | usage (a platform the project does not list; source = the
-// file) | bad_manifest (check_project_prefix) | what detect_host_platform,
-// lock_project and plans_for_platform return (the latter with source = the
-// lock file).
+// file) | bad_manifest (check_project_prefix) | what detect_host_platform
+// and lock_project return | not_found (the lock does not list the platform;
+// source = the lock file).
 result<sync_plan> plan_sync(const opened_project& project, const sync_request& request);
 
 // An install() error against a project lock, explained: an archive that

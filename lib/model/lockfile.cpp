@@ -4,6 +4,7 @@
 #include <set>
 #include <simdjson.h>
 
+#include "model/lockfile.hpp"
 #include "model/urls.hpp"
 #include "redist/diff.hpp"
 #include "redist/json_writer.hpp"

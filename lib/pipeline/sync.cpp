@@ -6,6 +6,7 @@
 
 #include <algorithm>
 
+#include "model/lockfile.hpp"
 #include "model/urls.hpp"
 #include "redist/atomic_write.hpp"
 #include "redist/dependencies.hpp"

@@ -296,7 +296,10 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     "redist::recompressed_copy_path", "redist::recompressed_to_json", "redist::parse_recompressed",
                     "redist::check_recompressed_for",
                     # lib/pipeline/install_rules.hpp
-                    "redist::plan_install", "redist::unpacked_size_estimate", "redist::check_free_space")
+                    "redist::plan_install", "redist::unpacked_size_estimate", "redist::check_free_space",
+                    # lib/model/lockfile.hpp
+                    "redist::lock_artifact", "redist::locked_for", "redist::locked_manifest_url",
+                    "redist::project_lock_to_json", "redist::lock_staleness", "redist::plans_for_platform")
 
 
 def named(symbol: str, name: str) -> bool:

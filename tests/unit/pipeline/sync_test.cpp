@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 
+#include "model/lockfile.hpp"
 #include "pipeline/install_rules.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/sync.hpp"
