@@ -5,6 +5,7 @@
 #include <simdjson.h>
 
 #include "model/lockfile.hpp"
+#include "model/manifest.hpp"
 #include "model/urls.hpp"
 #include "redist/diff.hpp"
 #include "redist/json_writer.hpp"

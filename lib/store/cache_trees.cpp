@@ -23,6 +23,7 @@
 #include <simdjson.h>
 
 #include "archive/sha256.hpp"
+#include "model/manifest.hpp"
 #include "redist/cache.hpp"
 #include "redist/json_writer.hpp"
 #include "store/cache_access.hpp"

@@ -299,7 +299,9 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     "redist::plan_install", "redist::unpacked_size_estimate", "redist::check_free_space",
                     # lib/model/lockfile.hpp
                     "redist::lock_artifact", "redist::locked_for", "redist::locked_manifest_url",
-                    "redist::project_lock_to_json", "redist::lock_staleness", "redist::plans_for_platform")
+                    "redist::project_lock_to_json", "redist::lock_staleness", "redist::plans_for_platform",
+                    # lib/model/manifest.hpp
+                    "redist::archive_format_from_path", "redist::artifact_path_problem", "redist::is_sha256_hex")
 
 
 def named(symbol: str, name: str) -> bool:

@@ -14,6 +14,7 @@
 #include <string>
 #include <string_view>
 
+#include "model/manifest.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "fuzz_support.hpp"
+#include "model/manifest.hpp"
 #include "redist/manifest.hpp"
 #include "redist/signing.hpp"
 
