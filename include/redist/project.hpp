@@ -3,7 +3,7 @@
 // platforms and CUDA variant, and where they go.
 //
 //   [project]
-//   prefix = "nvidia"                       # relative to the file's directory, inside it (check_project_prefix)
+//   prefix = "nvidia"                       # relative to the file's directory, inside it (plan_sync checks it)
 //   platforms = ["linux-x86_64", "linux-sbsa"]
 //   cuda = "12"                             # the CUDA variant, for products that have variants
 //   base-url = "https://developer.download.nvidia.com/compute"   # optional

@@ -8,6 +8,7 @@
 
 #include "model/lockfile.hpp"
 #include "model/urls.hpp"
+#include "pipeline/sync.hpp"
 #include "redist/atomic_write.hpp"
 #include "redist/dependencies.hpp"
 #include "redist/diff.hpp"

@@ -271,9 +271,9 @@ def test_library(args):
 
 # Known to be public: declared in include/redist/*.hpp, used by programs.
 PUBLIC_SYMBOLS = ("redist::parse_manifest", "redist::install", "redist::blob_cache::open",
-                  "redist::error::describe", "redist::resolve_project", "redist::verify_prefix",
-                  "redist::run_checks", "redist::find_project", "redist::open_project", "redist::lock_project",
-                  "redist::sync_project", "redist::select_artifacts", "redist::variant_list",
+                  "redist::error::describe", "redist::verify_prefix",
+                  "redist::run_checks", "redist::open_project", "redist::lock_project", "redist::plan_sync",
+                  "redist::sync_project", "redist::forecast_install", "redist::select_artifacts", "redist::variant_list",
                   "redist::unknown_component", "redist::escape_for_display", "redist::preflight_findings",
                   "redist::to_url", "redist::artifact_url", "redist::local_roots", "redist::base_of_artifact_url",
                   "redist::recompressed_record::find")
@@ -301,7 +301,10 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     "redist::lock_artifact", "redist::locked_for", "redist::locked_manifest_url",
                     "redist::project_lock_to_json", "redist::lock_staleness", "redist::plans_for_platform",
                     # lib/model/manifest.hpp
-                    "redist::archive_format_from_path", "redist::artifact_path_problem", "redist::is_sha256_hex")
+                    "redist::archive_format_from_path", "redist::artifact_path_problem", "redist::is_sha256_hex",
+                    # lib/pipeline/sync.hpp
+                    "redist::find_project", "redist::check_project_prefix", "redist::project_local_roots",
+                    "redist::resolve_project", "redist::attach_locked_copies")
 
 
 def named(symbol: str, name: str) -> bool:

@@ -10,6 +10,7 @@
 
 #include "model/lockfile.hpp"
 #include "pipeline/install_rules.hpp"
+#include "pipeline/sync.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/sync.hpp"
 #include "redist/urls.hpp"
