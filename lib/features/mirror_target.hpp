@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "archive/signing.hpp"
 #include "model/urls.hpp"
 #include "redist/error.hpp"
 #include "redist/manifest.hpp"

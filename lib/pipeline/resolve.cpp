@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "archive/sha256.hpp"
+#include "archive/signing.hpp"
 #include "model/recompressed_sidecar.hpp"
 #include "model/urls.hpp"
 #include "redist/cache.hpp"

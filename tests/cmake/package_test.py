@@ -304,7 +304,10 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     "redist::archive_format_from_path", "redist::artifact_path_problem", "redist::is_sha256_hex",
                     # lib/pipeline/sync.hpp
                     "redist::find_project", "redist::check_project_prefix", "redist::project_local_roots",
-                    "redist::resolve_project", "redist::attach_locked_copies")
+                    "redist::resolve_project", "redist::attach_locked_copies",
+                    # lib/archive/signing.hpp
+                    "redist::parse_trusted_key", "redist::find_signer", "redist::signing_key::read",
+                    "redist::signing_key::sign")
 
 
 def named(symbol: str, name: str) -> bool:
