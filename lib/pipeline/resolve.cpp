@@ -20,6 +20,7 @@
 #include "redist/version.hpp"
 #include "support/hex.hpp"
 #include "support/safe_path.hpp"
+#include "support/suggest.hpp"
 #include "transport/oci.hpp"
 #include "transport/sources.hpp"
 

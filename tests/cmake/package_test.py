@@ -307,7 +307,8 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     "redist::resolve_project", "redist::attach_locked_copies",
                     # lib/archive/signing.hpp
                     "redist::parse_trusted_key", "redist::find_signer", "redist::signing_key::read",
-                    "redist::signing_key::sign")
+                    "redist::signing_key::sign",
+                    "redist::closest_match", "redist::known_products")  # lib/support/suggest.hpp
 
 
 def named(symbol: str, name: str) -> bool:
