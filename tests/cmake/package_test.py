@@ -270,10 +270,10 @@ def test_library(args):
 
 
 # Known to be public: declared in include/redist/*.hpp, used by programs.
-PUBLIC_SYMBOLS = ("redist::parse_manifest", "redist::install", "redist::blob_cache::open",
-                  "redist::error::describe", "redist::verify_prefix",
-                  "redist::run_checks", "redist::open_project", "redist::lock_project", "redist::plan_sync",
-                  "redist::sync_project", "redist::forecast_install", "redist::select_artifacts", "redist::variant_list",
+PUBLIC_SYMBOLS = ("redist::parse_manifest", "redist::install", "redist::forecast_install", "redist::blob_cache::open",
+                  "redist::error::describe", "redist::verify_prefix", "redist::run_checks", "redist::open_project",
+                  "redist::lock_project", "redist::plan_sync", "redist::sync_project",
+                  "redist::select_artifacts", "redist::variant_list",
                   "redist::unknown_component", "redist::escape_for_display", "redist::preflight_findings",
                   "redist::to_url", "redist::artifact_url", "redist::local_roots", "redist::base_of_artifact_url",
                   "redist::recompressed_record::find")
@@ -308,7 +308,9 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     # lib/archive/signing.hpp
                     "redist::parse_trusted_key", "redist::find_signer", "redist::signing_key::read",
                     "redist::signing_key::sign",
-                    "redist::closest_match", "redist::known_products")  # lib/support/suggest.hpp
+                    "redist::closest_match", "redist::known_products",  # lib/support/suggest.hpp
+                    # lib/features/mirror_target.hpp
+                    "redist::write_mirror_index", "redist::mirroring::write_mirror_index")
 
 
 def named(symbol: str, name: str) -> bool:
