@@ -310,7 +310,8 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     "redist::signing_key::sign",
                     "redist::closest_match", "redist::known_products",  # lib/support/suggest.hpp
                     # lib/features/mirror_target.hpp
-                    "redist::write_mirror_index", "redist::mirroring::write_mirror_index")
+                    "redist::write_mirror_index", "redist::mirroring::write_mirror_index",
+                    "redist::component_aliases", "redist::find_component_or_alias")  # lib/model/diff.hpp
 
 
 def named(symbol: str, name: str) -> bool:
