@@ -311,7 +311,8 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     "redist::closest_match", "redist::known_products",  # lib/support/suggest.hpp
                     # lib/features/mirror_target.hpp
                     "redist::write_mirror_index", "redist::mirroring::write_mirror_index",
-                    "redist::component_aliases", "redist::find_component_or_alias")  # lib/model/diff.hpp
+                    "redist::component_aliases", "redist::find_component_or_alias",  # lib/model/diff.hpp
+                    "redist::tree_files", "redist::blob_cache::tree_files")  # lib/store/cache_trees.hpp
 
 
 def named(symbol: str, name: str) -> bool:
