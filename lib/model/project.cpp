@@ -32,6 +32,7 @@
 #include "redist/printable.hpp"
 #include "redist/urls.hpp"
 #include "support/posix_file.hpp"
+#include "support/printable.hpp"
 #include "support/safe_path.hpp"
 
 #include <algorithm>

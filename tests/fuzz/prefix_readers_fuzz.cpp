@@ -21,6 +21,7 @@
 #include "redist/urls.hpp"
 #include "store/commit_plan.hpp"
 #include "store/receipts.hpp"
+#include "support/printable.hpp"
 #include "support/safe_path.hpp"
 
 namespace {

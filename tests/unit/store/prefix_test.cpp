@@ -18,6 +18,7 @@
 #include "store/receipts.hpp"
 #include "store/stage.hpp"
 #include "support.hpp"
+#include "support/printable.hpp"
 #include "support/safe_path.hpp"
 
 namespace fs = std::filesystem;
