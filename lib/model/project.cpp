@@ -27,6 +27,7 @@
 
 #include <toml++/toml.h>
 
+#include "model/project.hpp"
 #include "model/urls.hpp"
 #include "redist/platform.hpp"
 #include "redist/printable.hpp"
