@@ -315,7 +315,8 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     "redist::tree_files", "redist::blob_cache::tree_files",  # lib/store/cache_trees.hpp
                     "redist::utf8_sequence_length", "redist::valid_utf8",  # lib/support/printable.hpp
                     "redist::parse_user_config",  # lib/model/project.hpp
-                    "redist::download_range")  # lib/transport/transfer.hpp
+                    "redist::download_range",  # lib/transport/transfer.hpp
+                    "redist::remove_component")  # lib/store/prefix.hpp
 
 
 def named(symbol: str, name: str) -> bool:

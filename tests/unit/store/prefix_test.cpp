@@ -15,6 +15,7 @@
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"
 #include "store/commit_plan.hpp"
+#include "store/prefix.hpp"
 #include "store/receipts.hpp"
 #include "store/stage.hpp"
 #include "support.hpp"
