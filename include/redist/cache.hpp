@@ -131,12 +131,6 @@ public:
     // An extracted tree of the blob is there (its list a regular file): a
     // forecast for install()'s plan; materialize_tree() decides whether it is trusted.
     bool has_tree(const std::string& sha256) const;
-    // The file list of that tree, where its list is one we wrote and valid
-    // (as materialize_tree() checks it; the files themselves are not read):
-    // what installing from it would place, known before anything is
-    // unpacked (--dry-run's conflicts). nullopt: no such tree, or one whose
-    // list cannot be trusted.
-    std::optional<std::vector<installed_file>> tree_files(const std::string& sha256) const;
 
     // Blocks until this process is the only one working on the blob.
     // on_wait is called once before blocking. Outcomes: ok | filesystem |
@@ -218,6 +212,10 @@ public:
     const std::filesystem::path& history_documents_dir() const { return history_documents_; }
 
 private:
+    // The file list of a tree, for the dry run's forecast (internal:
+    // store/cache_trees.hpp).
+    friend std::optional<std::vector<installed_file>> tree_files(const blob_cache& cache, const std::string& sha256);
+
     // Removes trees/<hex>/; returns the bytes of its files (shared with
     // hardlinked prefixes, so not all of them are freed on disk).
     std::uint64_t remove_tree(const std::string& sha256) const;

@@ -6,7 +6,6 @@
 
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -16,24 +15,6 @@
 
 namespace redist {
 REDIST_API_BEGIN
-
-// ---- renamed components ---------------------------------------------------------
-
-// A component NVIDIA renamed between releases. This is the one table of
-// renames: diffs report them as "renamed", and lookups by the old name find
-// the new one (and back).
-struct component_alias {
-    std::string_view old_key;  // "cuda_cccl"
-    std::string_view new_key;  // "cccl"
-    std::string_view since;    // "CUDA 13.0"
-};
-std::span<const component_alias> component_aliases() noexcept;
-
-// The component `key` in `m`; failing that, the component that the alias
-// table says is the same one under its other name. Null when neither exists.
-const component* find_component_or_alias(const manifest& m, std::string_view key) noexcept;
-
-// ---- the diff ---------------------------------------------------------------------
 
 enum class artifact_change_kind : std::uint8_t {
     added,              // a platform/variant the old manifest lacked
@@ -81,8 +62,10 @@ struct manifest_diff {
     bool has_replacement() const noexcept;
 };
 
-// Compares `from` (old) with `to` (new). Components are matched by key, then
-// through the alias table; artifacts by (component, platform, variant).
+// Compares `from` (old) with `to` (new). Components are matched by key,
+// then through the one table of components NVIDIA renamed between releases
+// (cuda_cccl became cccl in CUDA 13.0), reported as renamed; artifacts by
+// (component, platform, variant).
 manifest_diff diff_manifests(const manifest& from, const manifest& to);
 
 // The diff as one JSON object (keys as in manifest_diff); stable, for --json.

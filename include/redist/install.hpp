@@ -44,12 +44,12 @@ struct install_request {
     // artifact's (product, component)) is removed, in the same journal as the
     // installs. `redist sync` sets it false unless --keep-unlisted.
     bool keep_unlisted = true;
-    // Free-space preflight (check_free_space below), from the plan's totals:
-    // before any download, the prefix's filesystem must hold the unpacked
-    // contents (unpacked_size_estimate), plus the archives still to be
-    // fetched when the cache shares it or cannot hold them (the download then
-    // bypasses the cache and spools beside the stage). Fails with filesystem
-    // (exit 10) naming both numbers.
+    // Free-space preflight, from the plan's totals: before any download,
+    // the prefix's filesystem must hold the unpacked contents (at least 3/2
+    // of each archive's size: install_plan::unpack_bytes), plus the archives
+    // still to be fetched when the cache shares it or cannot hold them (the
+    // download then bypasses the cache and spools beside the stage). Fails
+    // with filesystem (exit 10) naming both numbers.
     bool check_free_space = true;
     bool reinstall = false;          // --force: reinstall even when receipts match
     bool overwrite_unowned = false;  // --force: replace files in the prefix no receipt owns (commit_stages)
@@ -131,9 +131,10 @@ struct planned_artifact {
     bool from_copy = false;              // download: a mirror's recompressed copy is tried first
     // The files it would write (or remove) are known before anything is
     // unpacked: unchanged and remove always; for the others, only in the
-    // plan of plan_install(request) (--dry-run), where the cache's extracted
-    // tree or a matching receipt lists them. False: its conflicts, if any,
-    // are found only once it is unpacked, by install().
+    // plan of forecast_install (--dry-run), where the cache's extracted tree
+    // or a matching receipt lists them, or the archive was read to learn
+    // them. False: its conflicts, if any, are found only once it is
+    // unpacked, by install().
     bool files_known = false;
     // The receipt of this (product, component) already in the prefix, if
     // any: its component version and CUDA variant (what the install replaces).
@@ -151,10 +152,10 @@ struct planned_conflict {
 struct install_plan {
     std::vector<planned_artifact> items;  // releases' artifacts in request order, then removals by (product, component)
     std::uint64_t download_bytes = 0;     // archives to download (saturating)
-    std::uint64_t unpack_bytes = 0;       // what unpacking needs at least in the prefix (unpacked_size_estimate)
-    // plan_install(request) only: every conflict the commit would refuse
-    // among the files known now (the items with files_known), sorted by
-    // path, one per path. Complete when every item's files are known.
+    std::uint64_t unpack_bytes = 0;       // what unpacking needs at least in the prefix (3/2 of each archive)
+    // forecast_install only: every conflict the commit would refuse among
+    // the files known then (the items with files_known), sorted by path, one
+    // per path. Complete when every item's files are known.
     std::vector<planned_conflict> conflicts;
     // forecast_install only: the archives it downloaded and unpacked into
     // the cache to learn their files, and their bytes.
@@ -162,32 +163,23 @@ struct install_plan {
     std::uint64_t archive_bytes_read = 0;
 };
 
-// The plan of `request`, given the prefix's receipts and the cache (null:
-// none). No side effects: nothing is written, locked or downloaded.
-install_plan plan_install(const install_request& request, const std::vector<receipt>& receipts,
-                          const blob_cache* cache);
-
-// The same for a caller that holds nothing (--dry-run): reads the prefix's
-// receipts (none when it does not exist) and opens the cache read-only;
-// then forecasts the commit's conflicts (install_plan::conflicts) from the
-// file lists known without unpacking anything: the cache's extracted trees,
-// and the receipt of an artifact reinstalled as it is. It hashes the
-// prefix's files in the way, as the commit would; nothing is written.
+// --dry-run's forecast, with every conflict. First the plan install()
+// would make: the prefix's receipts are read (none when it does not exist)
+// and the cache is opened read-only. Then, where an archive's files are not
+// known from the cache's extracted trees or from the receipt of an artifact
+// reinstalled as it is, the archive is read as install() reads it
+// (downloaded, verified, unpacked, its extracted tree kept in the cache)
+// into a throwaway prefix in the cache's scratch/, which is removed: nothing
+// in the prefix changes. Then the commit's conflicts
+// (install_plan::conflicts) are forecast from the known lists, once (the
+// prefix's files in the way are hashed once, as the commit would). The
+// plan's actions are those from before the archives were read (what an
+// install would have done before this call); archives_read says what was
+// read. Without a cache, no archive is read.
 // Outcomes: ok | filesystem (a cache that cannot be trusted, a prefix that
-// cannot be read) | bad_manifest (a corrupt receipts directory).
-result<install_plan> plan_install(const install_request& request);
-
-// --dry-run's forecast, with every conflict: the plan of plan_install(request);
-// where an archive's files are not known yet, the archive is read as
-// install() reads it (downloaded, verified, unpacked, its extracted tree
-// kept in the cache) into a throwaway prefix in the cache's scratch/,
-// which is removed: nothing in the prefix changes. Then the conflicts are
-// forecast from the known lists, once (the prefix's files in the way are
-// hashed once). The plan's actions are those from before the archives were
-// read (what an install would have done before this call); archives_read
-// says what was read. Without a cache it is plan_install.
-// Outcomes: plan_install's | install()'s failures of the read archives
-// (network, integrity, ...; the prefix is untouched).
+// cannot be read) | bad_manifest (a corrupt receipts directory) |
+// install()'s failures of the read archives (network, integrity, ...; the
+// prefix is untouched).
 result<install_plan> forecast_install(const install_request& request);
 
 // ---- installing ---------------------------------------------------------------------------
@@ -235,7 +227,7 @@ struct install_report {
 };
 
 // Installs every release's artifacts into the prefix (see install.hpp for
-// the layout and the commit protocol): one lock, one plan (plan_install),
+// the layout and the commit protocol): one lock, one plan (install_plan),
 // one free-space preflight, one budget, one job loop over every release's
 // artifacts largest first, and one commit (one journal) that also removes
 // the unlisted components (unless keep_unlisted). All or nothing: a failure
@@ -257,7 +249,7 @@ result<install_report> install(const install_request& request);
 // extracted trees) count whole; an interrupted download counts the bytes its resume would reuse
 // (the .part's recorded ranges, else its size: the next run's
 // resume_event). Only artifacts whose receipts do not match yet (what
-// plan_install would not call unchanged). No cache: all zero.
+// the plan would not call unchanged). No cache: all zero.
 // Outcomes: ok | filesystem (a prefix or cache that cannot be read).
 struct kept_downloads {
     std::uint64_t bytes = 0;    // in the cache, verified or partial
@@ -268,21 +260,6 @@ result<kept_downloads> kept_in_cache(const install_request& request);
 
 // True when `path` (prefix-relative) or one of its parent directories matches one of `globs`.
 bool path_excluded(std::string_view path, const std::vector<std::string>& globs);
-
-// What an archive of `archive_size` bytes takes at least once unpacked:
-// 3/2 of its size. xz shrinks real CUDA payloads by 1.5x at the least
-// (cuDNN 9.19: 471 MiB unpacked from 312 MiB) and by up to about 6x (headers),
-// so this is a floor: a preflight that refused installs which fit would be
-// worse than one that lets a few fail later. Saturates instead of wrapping.
-std::uint64_t unpacked_size_estimate(std::uint64_t archive_size) noexcept;
-
-// The free-space check of install(), on its own. `needed_prefix` and
-// `needed_cache` are bytes; `cache_dir` may be empty (no cache). Where both
-// lie on one filesystem, their sum must fit. REDIST_TEST_FREE_BYTES (tests
-// only) replaces the free space statvfs reports.
-// Outcomes: ok | filesystem (names the directory, what is needed and what is free).
-result<void> check_free_space(const std::filesystem::path& prefix, std::uint64_t needed_prefix,
-                              const std::filesystem::path& cache_dir, std::uint64_t needed_cache);
 
 REDIST_API_END
 }  // namespace redist

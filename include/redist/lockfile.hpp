@@ -31,11 +31,11 @@
 // "version", "components", "platforms" and "cuda" repeat what redist.toml
 // asked for (components as written there, aliases included), so that a lock
 // can be checked against the project file without any request: a lock whose
-// inputs differ is stale (lock_staleness()). "cuda" is absent when the
-// project names none. Products are sorted by name, platforms by name. A
-// product with `deps = true` has "deps": true, and the `cuda` release its
-// dependencies come from, when the project does not name `cuda` itself, is
-// a product with "dependency_of": ["cudnn"].
+// inputs differ is stale (lock_project's locked mode refuses it). "cuda" is
+// absent when the project names none. Products are sorted by name,
+// platforms by name. A product with `deps = true` has "deps": true, and the
+// `cuda` release its dependencies come from, when the project does not name
+// `cuda` itself, is a product with "dependency_of": ["cudnn"].
 #pragma once
 
 #include <cstdint>
@@ -63,11 +63,6 @@ struct locked_artifact {
     std::string copy_key;         // the fingerprint of the trusted key that signed that copy's record
 };
 
-// `a` of `release` as a lock records it: its component's version, its
-// sanitized URL and, where the release has a copy of it signed by a trusted
-// key, that copy's decoded tar and the key.
-locked_artifact lock_artifact(const resolved_release& release, const artifact& a);
-
 struct lockfile {
     std::string product;
     std::string release_label;
@@ -79,12 +74,6 @@ struct lockfile {
 std::string lockfile_to_json(const lockfile& lock);
 // Outcomes: ok | bad_manifest (source and json_path name the problem).
 result<lockfile> lockfile_from_json(std::string_view json, std::string_view source);
-
-// The locked artifacts for one platform and, where variants exist, one CUDA
-// major (nullopt: the newest locked for that platform).
-// Outcomes: ok | not_found (lists what the lock file holds).
-result<std::vector<locked_artifact>> locked_for(const lockfile& lock, const std::string& platform,
-                                                std::optional<int> cuda_major);
 
 // Compares a (re-fetched) manifest with the lock: every locked artifact must
 // still be in the manifest with the same sha256 and size.
@@ -98,14 +87,6 @@ result<void> check_lock_against_manifest(const lockfile& lock, const manifest& m
 result<std::vector<lockfile>> releases_of_lock(std::string_view json, std::string_view source);
 
 // ---- making and using a version 1 lock (`redist lock`, `fetch --locked`) ----
-
-struct resolved_release;  // manifest.hpp
-
-// Where a lock says the manifest lives: its URL on the base, even when a
-// mirror served it. Mirrors are the reader's own (--mirror, the project's
-// mirrors); every reader tries them first and then this base, as a plain
-// fetch does, so a dead mirror falls back to the base.
-std::string locked_manifest_url(const resolved_release& release);
 
 // Every URL of a lock is a source like any other (local_roots in urls.hpp):
 // http(s)://, oci://, oci+http://, or file:// and oci-layout: under one of
@@ -122,10 +103,10 @@ result<void> check_lock_sources(const lockfile& lock, std::string_view source,
 result<lockfile> make_lockfile(const resolved_release& release, const std::vector<std::string>& platforms,
                                const std::vector<int>& cuda_majors, const std::vector<std::string>& components);
 
-// What a lock installs (release_plan, manifest.hpp): the lock's artifacts for `platform` and `cuda_major` (see
-// locked_for), restricted to `components` when not empty. A component may be named by its other name in the alias table
-// (cuda_cccl for cccl); `notes` then gets a line saying so. No request is made. Outcomes: ok | not_found (platform,
-// variant or a component not locked).
+// What a lock installs (release_plan, manifest.hpp): the lock's artifacts for `platform` and `cuda_major` (nullopt:
+// the newest locked for that platform), restricted to `components` when not empty. A component may be named by its
+// other name in the alias table (cuda_cccl for cccl); `notes` then gets a line saying so. No request is made. Outcomes:
+// ok | not_found (platform, variant or a component not locked).
 result<release_plan> plan_from_lock(const lockfile& lock, const std::string& platform, std::optional<int> cuda_major,
                                     const std::vector<std::string>& components,
                                     std::vector<std::string>* notes = nullptr);
@@ -162,25 +143,14 @@ struct project_lock {
 
 inline constexpr std::uint64_t kMaxLockFileBytes = 16u << 20;
 
-std::string project_lock_to_json(const project_lock& lock);
 // Outcomes: ok | bad_manifest (source and json_path name the problem: broken
 // JSON, a duplicate key, a name that is not valid, a product twice, not
 // version 2). Never crashes on any input (fuzzed: tests/fuzz/project_lock_fuzz.cpp).
 result<project_lock> project_lock_from_json(std::string_view json, std::string_view source);
 
-// Why the lock no longer matches the project file ("products.cuda.version is
-// 12.9 in redist.toml, 12.8 in the lock"), or nullopt when it does. Compares
-// the inputs only: the product set, each version spec and component list,
-// the platforms and the CUDA major. The prefix and exclude do not matter.
-std::optional<std::string> lock_staleness(const project_lock& lock, const project_file& project);
-
 // As for the version 1 lock: every manifest and artifact URL of every product.
 result<void> check_lock_sources(const project_lock& lock, std::string_view source,
                                 const std::vector<std::filesystem::path>& local_roots);
-
-// One product's artifacts for one platform, ready to install.
-// Outcomes: ok | not_found (the lock does not list `platform`).
-result<std::vector<release_plan>> plans_for_platform(const project_lock& lock, const std::string& platform);
 
 REDIST_API_END
 }  // namespace redist

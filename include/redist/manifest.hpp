@@ -30,10 +30,6 @@ enum class archive_format : std::uint8_t { tar_xz, tar_gz, tar_zst, zip, unknown
 // "tar.xz", "tar.gz", "tar.zst", "zip", "unknown".
 const char* to_string(archive_format format) noexcept;
 
-// Derived from the file name's extension (".tar.xz", ".txz", ".tar.gz", ".tgz",
-// ".tar.zst", ".zip"); anything else is unknown.
-archive_format archive_format_from_path(std::string_view relative_path) noexcept;
-
 // A CUDA version as a variant key, --cuda or a toolkit names it: a major
 // (12) and, where given, a minor (12.4).
 struct cuda_version {
@@ -54,7 +50,7 @@ struct artifact {
     std::string component;               // key of the component ("cudnn")
     std::string platform;                // "linux-x86_64", "windows-x86_64", "source", ...
     std::optional<std::string> variant;  // "cuda12", "cuda13.2", or none for a plain platform artifact
-    std::string relative_path;           // validated by artifact_path_problem(): a URL reference
+    std::string relative_path;           // validated by parse_manifest(): a URL reference
                                          // (no leading "/", "//", "scheme:" or drive prefix, '?' or
                                          // '#'), ".." only as a leading run of at most three, no
                                          // "." or empty segment, no backslash, no control
@@ -62,6 +58,8 @@ struct artifact {
     std::string sha256;                  // 64 lower-case hex digits
     std::string md5;                     // 32 lower-case hex digits, or empty if absent
     std::uint64_t size = 0;              // bytes
+    // From relative_path's extension (".tar.xz", ".txz", ".tar.gz", ".tgz",
+    // ".tar.zst", ".zip"); anything else is unknown.
     archive_format format = archive_format::unknown;
 
     // The CUDA version a variant key names: "cuda12" -> 12, "cuda13.2" ->
@@ -71,16 +69,6 @@ struct artifact {
     // cuda_variant()'s major: "cuda12" -> 12, "cuda13.2" -> 13.
     std::optional<int> cuda_major() const;
 };
-
-// Why an artifact's relative_path is unsafe, or nullptr if it is fine. It is
-// checked as written and after percent-decoding (libcurl decodes it in
-// URLs): an escape of '/', '.', '\\', '%' or a control character (%2f, %2E,
-// %5c, %25, %00, ...) is refused. ".." may only start the path, at most three
-// times ("../../../pool/..." climbs from "<base>/<product>/redist/" to the
-// base's parent, as NVIDIA's bin-archive does); where it lands is checked
-// against the manifest's URL when the release is resolved (urls.hpp). Used
-// for manifests and lock files.
-const char* artifact_path_problem(std::string_view relative_path) noexcept;
 
 struct component {
     std::string key;   // "cudnn", "cuda_nvcc", ... (a valid name, see below)
@@ -112,7 +100,8 @@ struct manifest {
 //                            malformed relative_path/sha256/size (md5 is optional
 //                            but must be 32 hex digits when present; size is a
 //                            decimal string or JSON integer that fits 64 bits);
-//                            an unsafe relative_path (artifact_path_problem());
+//                            an unsafe relative_path (see artifact::relative_path;
+//                            it is also checked after percent-decoding);
 //                            a component, platform or variant key, release_label
 //                            or release_product that is not a valid name (1-128
 //                            of [A-Za-z0-9._+-], not "." or ".."; labels and
@@ -177,14 +166,10 @@ struct release_plan {
     // A lock's URL per relative_path: where the base's bytes are, as resolved
     // when the lock was made (a locked install never resolves again).
     std::map<std::string, std::string> locked_urls{};
-    // Made from a lock (plan_from_lock, plans_for_platform): an artifact the
+    // Made from a lock (plan_from_lock, plan_sync): an artifact the
     // lock pins no tar_sha256 for is installed from its original only.
     bool from_lock = false;
 };
-
-// True if `text` is 64 hex digits (either case): how a manifest, a lock or a
-// receipt names an archive.
-bool is_sha256_hex(std::string_view text) noexcept;
 
 REDIST_API_END
 }  // namespace redist

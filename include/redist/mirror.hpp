@@ -242,10 +242,5 @@ struct mirror_report {
 //                 manifest) that is not a valid xz stream
 result<mirror_report> mirror_releases(const mirror_request& request);
 
-// (Re)writes <redist_dir>/index.html listing every redistrib_*.json and
-// every sub-directory present, sorted, as NVIDIA's listing does
-// (<a href='name'>name</a><br>), atomically. Outcomes: ok | filesystem.
-result<void> write_mirror_index(const std::filesystem::path& redist_dir);
-
 REDIST_API_END
 }  // namespace redist

@@ -199,8 +199,5 @@ struct component_ref {
 // (a corrupt receipt) | filesystem.
 result<void> remove_components(const prefix_lock& lock, const std::vector<component_ref>& which);
 
-// remove_components() for one component of any product.
-result<void> remove_component(const prefix_lock& lock, const std::string& component);
-
 REDIST_API_END
 }  // namespace redist

@@ -37,18 +37,9 @@ inline constexpr std::size_t no_length_limit = static_cast<std::size_t>(-1);
 // name inside a one-line error message; pass no_length_limit for all of it).
 std::string printable(std::string_view text, std::size_t max_len = 200, backslashes backslash = backslashes::escape);
 
-// Length of the valid UTF-8 sequence at the start of `text` (1 for ASCII; 0
-// when it is not one: a stray continuation byte, overlong, a surrogate, past
-// U+10FFFF, truncated, or `text` empty). The one UTF-8 decoder: printable(),
-// json_escape() and the path checks of safe_path.hpp use it.
-std::size_t utf8_sequence_length(std::string_view text) noexcept;
-
 // `text` as one POSIX sh word: in single quotes, each ' written as '\''.
 // For commands a person or a shell runs (a hint to run, an env script).
 std::string shell_quote(std::string_view text);
-
-// True when all of `text` is valid UTF-8 (so it can be a JSON string as is).
-bool valid_utf8(std::string_view text) noexcept;
 
 REDIST_API_END
 }  // namespace redist

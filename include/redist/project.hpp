@@ -3,7 +3,7 @@
 // platforms and CUDA variant, and where they go.
 //
 //   [project]
-//   prefix = "nvidia"                       # relative to the file's directory, inside it (check_project_prefix)
+//   prefix = "nvidia"                       # relative to the file's directory, inside it (plan_sync checks it)
 //   platforms = ["linux-x86_64", "linux-sbsa"]
 //   cuda = "12"                             # the CUDA variant, for products that have variants
 //   base-url = "https://developer.download.nvidia.com/compute"   # optional
@@ -103,16 +103,13 @@ struct user_config {
 // with neither.
 std::filesystem::path user_config_path();
 
-// Parses and validates config.toml text (the same TOML reader and limits as
-// the project file). Outcomes: ok | bad_manifest (source
-// "<path>:<line>:<column>", json_path the key; an unknown key is refused,
-// naming the known ones). Fuzzed with the project reader (project_fuzz).
-result<user_config> parse_user_config(std::string_view text, const std::filesystem::path& path);
-
 // Reads and parses the file at `path` (user_config_path()): a user_config
 // with an empty path when there is no file. The file is read as every input
-// is (a regular file, at most 1 MiB, a FIFO never blocks). Outcomes: ok |
-// filesystem (cannot read it) | bad_manifest (as parse_user_config).
+// is (a regular file, at most 1 MiB, a FIFO never blocks), then parsed and
+// validated with the same TOML reader and limits as the project file.
+// Outcomes: ok | filesystem (cannot read it) | bad_manifest (source
+// "<path>:<line>:<column>", json_path the key; an unknown key is refused,
+// naming the known ones).
 result<user_config> read_user_config(const std::filesystem::path& path);
 
 // Reads a project file or a lock file (`what` names it in errors) as every

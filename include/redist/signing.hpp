@@ -37,38 +37,5 @@ struct trusted_key {
 // the error names the file.
 result<trusted_key> read_trusted_key(const std::filesystem::path& pem_file);
 
-// The same from PEM text; `source` names it in errors.
-result<trusted_key> parse_trusted_key(std::string_view pem, std::string_view source);
-
-// The first of `keys` whose Ed25519 signature of `message` is `signature`
-// (64 raw bytes), or null: no key made it, or the signature is malformed.
-const trusted_key* find_signer(const std::vector<trusted_key>& keys, std::string_view message,
-                               std::string_view signature) noexcept;
-
-// A private Ed25519 key that signs (redist mirror --sign-key). Move-only;
-// its bytes are wiped when it is destroyed.
-class signing_key {
-public:
-    // Outcomes: ok | filesystem (cannot read) | usage (not a PEM Ed25519
-    // private key); the error names the file.
-    static result<signing_key> read(const std::filesystem::path& pem_file);
-
-    signing_key(signing_key&& other) noexcept;
-    signing_key& operator=(signing_key&& other) noexcept;
-    signing_key(const signing_key&) = delete;
-    signing_key& operator=(const signing_key&) = delete;
-    ~signing_key();
-
-    // The 64-byte signature of `message`. Outcomes: ok | internal (OpenSSL failed).
-    result<std::string> sign(std::string_view message) const;
-    // The public half, as a client trusts it.
-    const trusted_key& public_key() const noexcept { return public_; }
-
-private:
-    signing_key() = default;
-    std::string private_;  // the 32 raw bytes of the seed
-    trusted_key public_;
-};
-
 REDIST_API_END
 }  // namespace redist

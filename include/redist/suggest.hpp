@@ -5,7 +5,6 @@
 // rather than in a list of 44 names or an HTTP 404.
 #pragma once
 
-#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -15,24 +14,17 @@
 namespace redist {
 REDIST_API_BEGIN
 
-// The candidate `typed` most likely meant, or nothing when none is close.
-// In order: a case-insensitive match; a known alias of a platform
-// (`aarch64`, `arm64` -> `linux-sbsa`; `x86_64` -> `linux-x86_64`); a
-// candidate that is `typed` with a conventional prefix ("lib", "cuda_",
-// "linux-", ...: `cublas` is `libcublas`, `nvcc` is `cuda_nvcc`); then the
-// nearest by edit distance (insertions, deletions, substitutions and swaps of
-// neighbours), within about a third of the typed length. A tie between
-// equally good candidates suggests nothing: a guess that may be wrong is
-// worse than none. Never returns `typed` itself.
-std::optional<std::string> closest_match(std::string_view typed, const std::vector<std::string>& candidates);
-
-// " (did you mean 'X'?)" for closest_match's answer, or "" when there is none;
-// X is escaped for display (redist::printable).
+// " (did you mean 'X'?)" where X is the candidate `typed` most likely
+// meant, or "" when none is close. In order: a case-insensitive match; a
+// known alias of a platform (`aarch64`, `arm64` -> `linux-sbsa`; `x86_64`
+// -> `linux-x86_64`); a candidate that is `typed` with a conventional
+// prefix ("lib", "cuda_", "linux-", ...: `cublas` is `libcublas`, `nvcc` is
+// `cuda_nvcc`); then the nearest by edit distance (insertions, deletions,
+// substitutions and swaps of neighbours), within about a third of the
+// typed length. A tie between equally good candidates suggests nothing: a
+// guess that may be wrong is worse than none. Never suggests `typed`
+// itself. X is escaped for display (redist::printable).
 std::string did_you_mean(std::string_view typed, const std::vector<std::string>& candidates);
-
-// The products NVIDIA publishes under <base>/<product>/redist/ (those with
-// manifests in the test data), for suggestions when a product is not found.
-const std::vector<std::string>& known_products();
 
 REDIST_API_END
 }  // namespace redist

@@ -1,8 +1,9 @@
 // redist/sync.hpp — a whole project (redist.toml) into one prefix, in one
 // transaction. The workflow of `redist sync` and `redist lock`, in four steps:
 //
-//   open_project   find redist.toml (find_project), refuse a stranger's file,
-//                  read it bounded, parse it strictly, find its lock
+//   open_project   find redist.toml (here or in a parent directory), refuse
+//                  a stranger's file, read it bounded, parse it strictly,
+//                  find its lock
 //   lock_project   the project lock (lockfile.hpp, version 2) in a mode:
 //                  update (resolve what changed, rewrite the lock when it
 //                  changed), locked (the lock, checked against the project),
@@ -67,28 +68,6 @@ struct project_resolve_options {
     std::function<std::optional<cuda_detection>()> driver_cuda;
 };
 
-struct project_resolution {
-    project_lock lock;
-    std::vector<std::string> notes;  // one line each: alias renames, defaulted CUDA variants
-};
-
-// Resolves every product of the project (one manifest each), and for every
-// listed platform selects its artifacts: the project's CUDA major where the
-// product has variants, else the newest offered there. A component named by
-// its other name in the alias table (cuda_cccl for a CUDA 13 release, where
-// it is cccl) is locked under the manifest's name, with a note; the lock
-// keeps the name as written in redist.toml for the staleness check.
-// With options.previous, see there: a manifest that now names other bytes
-// (SHA-256 or size) for an artifact the lock pins in the same release is an
-// integrity error naming the product, component, both hashes and how to
-// accept it, unless that product is being upgraded (then a note).
-// A resolved product's artifacts that a mirror's recompressed copy
-// (recompressed.hpp) describes get that copy's tar_sha256 in the lock, as
-// `redist lock` pins them (make_lockfile).
-// Outcomes: ok | not_found (a product, version, component, platform or
-// variant missing: the error names the product) | network | bad_manifest | integrity.
-result<project_resolution> resolve_project(const project_file& project, const project_resolve_options& options);
-
 // A locked release's manifest (product, release_label and manifest_url as a
 // lock records them), read again from the same sources in the same order as
 // resolving it (request.sources: mirrors, then the lock's base, the URL
@@ -99,55 +78,16 @@ result<project_resolution> resolve_project(const project_file& project, const pr
 // alone. Of `request`, the sources, observer, recompressed and
 // manifest_sha256 (the locked one to pin it, empty to see drift) are used;
 // the product, version, base and location are the lock's. `redist fetch
-// --locked` and attach_locked_copies read it so. Outcomes: as resolve_release.
+// --locked` and plan_sync (for a mirror's recompressed copies) read it so.
+// Outcomes: as resolve_release.
 result<resolved_release> reread_locked_manifest(const std::string& product, const std::string& release_label,
                                                 const std::string& manifest_url, release_request request,
                                                 const transfer_options& transfer);
 
-// A mirror's recompressed copies for `plans` (plans_for_platform(lock, ...)),
-// as `redist fetch --locked` finds them: for each product whose lock pins a
-// decoded tar (tar_sha256), its locked manifest is read again from
-// options' sources (mirrors first), pinned to the locked manifest_sha256,
-// with the recompressed-copy record beside it, and the record's copies are
-// attached to the product's plan; install() uses a copy only where it
-// decodes to the tar the lock pins. A product whose lock pins no tar is not
-// asked for anything. A manifest that cannot be read again, or is no longer
-// the locked one: that product gets no copies and options.observer one
-// on_copy_failure (component empty). Never fails: the originals stay.
-void attach_locked_copies(const project_lock& lock, std::vector<release_plan>& plans,
-                          const project_resolve_options& options);
-
-// Where `project` installs, unless the command line says otherwise: its
-// prefix must lie inside the project file's directory, lexically (after
-// "..") and again after resolving the symlinks of the parts that exist. A
-// cloned project must not make an exact sync remove another prefix's
-// components or write outside the checkout.
-// Outcomes: ok | bad_manifest (source = the project file, json_path = "project.prefix").
-result<void> check_project_prefix(const project_file& project);
-
-// The project's local sources (a base-url or mirrors naming a directory,
-// which parse_project() keeps inside the project's directory lexically),
-// checked again after resolving symlinks: a "mirror -> /etc" link in a
-// checkout is refused. Returns their paths: a lock's file:// URLs may point
-// under them (check_lock_sources).
-// Outcomes: ok | bad_manifest (source = the project file, json_path =
-// "project.base-url" or "project.mirrors[i]").
-result<std::vector<std::filesystem::path>> project_local_roots(const project_file& project);
-
 // ---- opening a project --------------------------------------------------------------
 
-// The project file above `start_dir`: redist.toml in it or in the nearest
-// parent, up to the repository root (a directory holding .git, which is
-// searched too) or /. A file found above `start_dir` that belongs to
-// another user (neither this process's effective user nor root) is refused:
-// running as root in a shared /tmp, a stranger's redist.toml is no project.
-// The file is not read. Outcomes: ok (start_dir / ... / "redist.toml") |
-// not_found (none up to the root; path = start_dir) | bad_manifest (another
-// user's; path = the file).
-result<std::filesystem::path> find_project(const std::filesystem::path& start_dir);
-
 struct project_open_request {
-    std::filesystem::path file{};       // the project file (--file); empty: find_project(start_dir)
+    std::filesystem::path file{};       // the project file (--file); empty: found from start_dir (open_project)
     std::filesystem::path start_dir{};  // where the search starts; empty: the current directory
     std::filesystem::path lock_file{};  // empty: redist.lock beside the project file
     // The local directories among the sources the caller named (its base
@@ -163,16 +103,26 @@ struct opened_project {
     project_file project;        // parsed from the file, made absolute
     std::filesystem::path lock_path;
     // Where a lock's file:// URLs may point: the request's local_roots,
-    // then the project's own (project_local_roots).
+    // then the project's own local sources (a base-url or mirrors naming a
+    // directory inside the project's, checked again after resolving
+    // symlinks: a "mirror -> /etc" link in a checkout is refused).
     std::vector<std::filesystem::path> roots;
 };
 
 // Finds (unless request.file names it), reads (read_project_document: a
 // regular file, at most kMaxProjectFileBytes) and parses the project file,
-// and checks its local sources. Outcomes: ok | not_found, bad_manifest,
-// filesystem (find_project, read_project_document, parse_project,
-// project_local_roots) | usage (a named product the project lacks, with a
-// suggestion; source = the file).
+// and checks its local sources. The project file is redist.toml in
+// start_dir or in the nearest parent, up to the repository root (a
+// directory holding .git, which is searched too) or /. A file found above
+// start_dir that belongs to another user (neither this process's effective
+// user nor root) is refused: running as root in a shared /tmp, a
+// stranger's redist.toml is no project.
+// Outcomes: ok | not_found (no project file up to the root; path =
+// start_dir) | bad_manifest (another user's file; path = the file; a local
+// source outside the project's directory: source = the file, json_path =
+// "project.base-url" or "project.mirrors[i]") | filesystem, bad_manifest
+// (read_project_document, parse_project) | usage (a named product the
+// project lacks, with a suggestion; source = the file).
 result<opened_project> open_project(const project_open_request& request);
 
 // ---- locking it ------------------------------------------------------------------
@@ -182,7 +132,7 @@ result<opened_project> open_project(const project_open_request& request);
 //           in the project file (or is upgraded) is resolved; written only
 //           when it changed (`redist lock`, a plain `redist sync`)
 //   locked  the lock as written, after checking that it is up to date with
-//           the project file (lock_staleness); never written (`--locked`)
+//           the project file; never written (`--locked`)
 //   frozen  the lock as written, unchecked; never written (`--frozen`)
 enum class lock_mode { update, locked, frozen };
 
@@ -209,7 +159,7 @@ struct project_lock_request {
 
 struct project_lock_report {
     project_lock lock;
-    std::vector<std::string> notes;     // resolve_project's, one line each
+    std::vector<std::string> notes;     // the resolution's, one line each: alias renames, defaulted CUDA variants
     std::vector<std::string> warnings;  // one line each: a lock path holding no regular file, replaced
     bool written = false;               // the lock file was written
 };
@@ -224,8 +174,11 @@ struct project_lock_report {
 // Outcomes: ok | usage (locked or frozen with an upgrade asked for) |
 // bad_manifest (no lock for locked or frozen; not a regular file; a lock
 // out of date with the project file in locked mode; an unreadable or
-// hostile lock, never replaced) | what resolve_project returns (update) |
-// filesystem (writing it).
+// hostile lock, never replaced) | update: what resolving returns (not_found:
+// a product, version, component, platform or variant missing, the error
+// names the product; network; bad_manifest; integrity: a manifest that now
+// names other bytes for an artifact the lock pins in the same release,
+// unless that product is upgraded) | filesystem (writing it).
 result<project_lock_report> lock_project(const opened_project& project, const project_lock_request& request);
 
 // ---- syncing it ------------------------------------------------------------------
@@ -235,13 +188,17 @@ struct sync_request {
     std::string platform{};          // a platform the project lists; empty: this machine's
     std::filesystem::path prefix{};  // instead of the project's (--prefix); empty: the project's
     // Install into the project's prefix even when it lies outside the
-    // project file's directory (check_project_prefix); refused otherwise.
+    // project file's directory (lexically, or once the symlinks of the parts
+    // that exist are resolved); refused otherwise.
     bool allow_outside_prefix = false;
     std::vector<std::string> exclude{};  // added to the project's
     // Keep components in the prefix that the project does not name (by
     // default they leave it in the same transaction).
     bool keep_unlisted = false;
-    // Attach a mirror's recompressed copies (attach_locked_copies).
+    // Attach a mirror's recompressed copies where the lock pins their
+    // decoded tar (each such product's locked manifest read again, with the
+    // copies' record beside it); a product whose manifest cannot be read
+    // again gets none (an observer on_copy_failure), never an error.
     bool use_recompressed = true;
 };
 
@@ -259,9 +216,10 @@ struct sync_plan {
 // unless allow_outside_prefix), its lock in request.lock's mode
 // (lock_project), and one release_plan per product for the platform.
 // Outcomes: ok | usage (a platform the project does not list; source = the
-// file) | bad_manifest (check_project_prefix) | what detect_host_platform,
-// lock_project and plans_for_platform return (the latter with source = the
-// lock file).
+// file) | bad_manifest (a prefix outside the project's directory; source =
+// the project file, json_path = "project.prefix") | what detect_host_platform
+// and lock_project return | not_found (the lock does not list the platform;
+// source = the lock file).
 result<sync_plan> plan_sync(const opened_project& project, const sync_request& request);
 
 // An install() error against a project lock, explained: an archive that

@@ -101,16 +101,6 @@ struct download_callbacks {
 result<void> download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
                       std::uint64_t resume_from = 0, transfer_failure_info* failure = nullptr);
 
-// Like download(), for bytes [first, last] (inclusive) only: sends
-// "Range: bytes=first-last" (for the segmented downloads of large archives).
-// A 206 must carry exactly "Content-Range: bytes first-last/..." (else a
-// permanent network error); a 200 (the server ignores ranges) is reported as
-// partial=false before any body byte, and the callbacks then get the whole
-// file unless on_response refuses it. http(s) only: a file:// URL is an
-// internal error. Same outcomes as download().
-result<void> download_range(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
-                            std::uint64_t first, std::uint64_t last, transfer_failure_info* failure = nullptr);
-
 // Fetches a small document (manifest, index, lock) into memory, refusing
 // bodies larger than max_bytes (network error, permanent, with
 // failure->too_large set so that callers can report it as a bad document).

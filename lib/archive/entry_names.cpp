@@ -2,6 +2,7 @@
 #include "archive/entry_names.hpp"
 
 #include "redist/printable.hpp"
+#include "support/printable.hpp"
 
 namespace redist {
 namespace {

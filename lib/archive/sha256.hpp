@@ -10,8 +10,8 @@
 #include <string_view>
 #include <vector>
 
+#include "model/manifest.hpp"  // is_sha256_hex
 #include "redist/error.hpp"
-#include "redist/manifest.hpp"  // is_sha256_hex
 
 // Forward declaration keeps <openssl/evp.h> out of public headers.
 struct evp_md_ctx_st;

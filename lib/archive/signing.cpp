@@ -22,6 +22,7 @@
 #include <utility>
 
 #include "archive/sha256.hpp"
+#include "archive/signing.hpp"
 #include "support/posix_file.hpp"
 
 namespace redist {

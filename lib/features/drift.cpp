@@ -9,6 +9,7 @@
 
 #include "archive/sha256.hpp"
 #include "features/url_history.hpp"
+#include "model/manifest.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/manifest.hpp"
 #include "support/file_lock.hpp"

@@ -38,7 +38,9 @@
 
 #include "archive/recompress.hpp"
 #include "archive/sha256.hpp"
+#include "archive/signing.hpp"
 #include "features/mirror_target.hpp"
+#include "model/manifest.hpp"
 #include "model/recompressed_sidecar.hpp"
 #include "model/select_rules.hpp"
 #include "model/urls.hpp"

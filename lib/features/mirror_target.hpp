@@ -17,6 +17,7 @@
 #include <string_view>
 #include <vector>
 
+#include "archive/signing.hpp"
 #include "model/urls.hpp"
 #include "redist/error.hpp"
 #include "redist/manifest.hpp"
@@ -153,6 +154,12 @@ public:
 
 // The target the request names, and where the report says it is.
 result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request, mirror_report& report);
+
+// A directory target's listing: (re)writes <redist_dir>/index.html listing
+// every redistrib_*.json and every sub-directory present, sorted, as
+// NVIDIA's listing does (<a href='name'>name</a><br>), atomically.
+// Outcomes: ok | filesystem.
+result<void> write_mirror_index(const std::filesystem::path& redist_dir);
 
 // ---- recompressed copies -----------------------------------------------------------------
 

@@ -388,7 +388,7 @@ std::string html_escape(std::string_view text) {
 
 }  // namespace
 
-result<void> write_mirror_index(const fs::path& redist_dir) {
+result<void> mirroring::write_mirror_index(const fs::path& redist_dir) {
     std::error_code ec;
     std::vector<std::string> names;
     for (const auto& entry : fs::directory_iterator(redist_dir, ec)) {

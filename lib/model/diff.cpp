@@ -7,6 +7,7 @@
 #include <set>
 #include <tuple>
 
+#include "model/diff.hpp"
 #include "redist/json_writer.hpp"
 
 namespace redist {

@@ -4,8 +4,10 @@
 #include <set>
 #include <simdjson.h>
 
+#include "model/diff.hpp"
+#include "model/lockfile.hpp"
+#include "model/manifest.hpp"
 #include "model/urls.hpp"
-#include "redist/diff.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/manifest.hpp"
 #include "redist/select.hpp"

@@ -43,6 +43,7 @@
 #include <limits>
 #include <unordered_set>
 
+#include "model/manifest.hpp"
 #include "model/recompressed_sidecar.hpp"
 #include "model/urls.hpp"
 #include "redist/json_writer.hpp"

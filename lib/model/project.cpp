@@ -27,11 +27,13 @@
 
 #include <toml++/toml.h>
 
+#include "model/project.hpp"
 #include "model/urls.hpp"
 #include "redist/platform.hpp"
 #include "redist/printable.hpp"
 #include "redist/urls.hpp"
 #include "support/posix_file.hpp"
+#include "support/printable.hpp"
 #include "support/safe_path.hpp"
 
 #include <algorithm>

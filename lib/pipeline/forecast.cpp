@@ -15,6 +15,7 @@
 #include "redist/cache.hpp"
 #include "redist/install.hpp"
 #include "redist/prefix.hpp"
+#include "store/cache_trees.hpp"
 #include "store/stage.hpp"
 #include "support/posix_file.hpp"
 
@@ -31,7 +32,7 @@ namespace {
 std::optional<std::vector<installed_file>> known_files(const install_request& request, const release_plan& release,
                                                        const artifact& a, const std::vector<receipt>& receipts,
                                                        const blob_cache* cache) {
-    std::optional<std::vector<installed_file>> files = cache ? cache->tree_files(a.sha256) : std::nullopt;
+    std::optional<std::vector<installed_file>> files = cache ? tree_files(*cache, a.sha256) : std::nullopt;
     if (!files) {
         const receipt* same = current_receipt(request, release, a, receipts);
         if (!same) return std::nullopt;

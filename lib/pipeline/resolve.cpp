@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "archive/sha256.hpp"
+#include "archive/signing.hpp"
 #include "model/recompressed_sidecar.hpp"
 #include "model/urls.hpp"
 #include "redist/cache.hpp"
@@ -19,6 +20,7 @@
 #include "redist/version.hpp"
 #include "support/hex.hpp"
 #include "support/safe_path.hpp"
+#include "support/suggest.hpp"
 #include "transport/oci.hpp"
 #include "transport/sources.hpp"
 

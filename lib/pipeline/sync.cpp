@@ -6,10 +6,12 @@
 
 #include <algorithm>
 
+#include "model/diff.hpp"
+#include "model/lockfile.hpp"
 #include "model/urls.hpp"
+#include "pipeline/sync.hpp"
 #include "redist/atomic_write.hpp"
 #include "redist/dependencies.hpp"
-#include "redist/diff.hpp"
 #include "redist/observer.hpp"
 #include "redist/platform.hpp"
 #include "redist/select.hpp"

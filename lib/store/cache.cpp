@@ -20,6 +20,7 @@
 #include <variant>
 
 #include "archive/sha256.hpp"
+#include "model/manifest.hpp"
 #include "store/cache_access.hpp"
 #include "store/cache_file.hpp"
 #include "support/file_lock.hpp"

@@ -13,6 +13,7 @@
 #include <set>
 #include <utility>
 
+#include "model/manifest.hpp"
 #include "redist/cache.hpp"
 #include "redist/manifest.hpp"
 #include "store/cache_access.hpp"

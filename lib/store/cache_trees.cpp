@@ -23,9 +23,11 @@
 #include <simdjson.h>
 
 #include "archive/sha256.hpp"
+#include "model/manifest.hpp"
 #include "redist/cache.hpp"
 #include "redist/json_writer.hpp"
 #include "store/cache_access.hpp"
+#include "store/cache_trees.hpp"
 #include "store/commit_plan.hpp"
 #include "store/tree_list.hpp"
 #include "support/posix_file.hpp"
@@ -444,13 +446,13 @@ bool digest_matches(int fd, const installed_file& f, const fs::path& shown_as) {
 
 }  // namespace
 
-std::optional<std::vector<installed_file>> blob_cache::tree_files(const std::string& sha256) const {
+std::optional<std::vector<installed_file>> tree_files(const blob_cache& cache, const std::string& sha256) {
     if (!is_sha256_hex(sha256)) return std::nullopt;
-    const fs::path dir_path = trees_ / sha256;
+    const fs::path dir_path = cache.trees_ / sha256;
     const unique_fd dir_fd(::open(dir_path.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
     struct stat dir_st {};
     if (dir_fd.get() < 0 || ::fstat(dir_fd.get(), &dir_st) != 0) return std::nullopt;
-    const fs::path dir = shared_ ? anchored(dir_fd.get(), dir_path) : dir_path;
+    const fs::path dir = cache.shared_ ? anchored(dir_fd.get(), dir_path) : dir_path;
     auto list = read_own_list(dir_st, dir / ".redist-tree.json", sha256);
     if (!list) return std::nullopt;
     std::vector<installed_file> files;

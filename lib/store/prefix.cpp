@@ -14,6 +14,7 @@
 #include "archive/sha256.hpp"
 #include "redist/prefix.hpp"
 #include "redist/suggest.hpp"
+#include "store/prefix.hpp"
 #include "store/prefix_state.hpp"
 #include "store/receipts.hpp"
 #include "store/stage.hpp"

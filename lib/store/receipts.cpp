@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "archive/sha256.hpp"
+#include "model/manifest.hpp"
 #include "redist/json_writer.hpp"
 #include "store/prefix_state.hpp"
 #include "store/receipts.hpp"

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "redist/printable.hpp"
+#include "support/printable.hpp"
 
 namespace redist {
 

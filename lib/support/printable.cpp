@@ -1,5 +1,6 @@
 // The one escaper for untrusted text shown to a person; see printable.hpp.
 #include "redist/printable.hpp"
+#include "support/printable.hpp"
 
 #include <algorithm>
 #include <cstdio>

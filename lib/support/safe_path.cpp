@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "support/printable.hpp"
+
 namespace redist {
 
 namespace {

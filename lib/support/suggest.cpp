@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "redist/printable.hpp"
+#include "support/suggest.hpp"
 
 namespace redist {
 

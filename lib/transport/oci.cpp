@@ -22,6 +22,7 @@
 #include <mutex>
 
 #include "archive/sha256.hpp"
+#include "model/manifest.hpp"
 #include "model/urls.hpp"
 #include "redist/json_writer.hpp"
 #include "redist/manifest.hpp"

@@ -18,6 +18,7 @@
 #include "redist/urls.hpp"
 #include "support/posix_file.hpp"
 #include "transport/segment_checks.hpp"
+#include "transport/transfer.hpp"
 
 namespace redist::segmenting {
 

@@ -17,6 +17,7 @@
 #include "transport/http_request.hpp"
 #include "transport/oci.hpp"
 #include "transport/source.hpp"
+#include "transport/transfer.hpp"
 
 #include <curl/curl.h>
 #include <fcntl.h>

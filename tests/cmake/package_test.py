@@ -270,10 +270,10 @@ def test_library(args):
 
 
 # Known to be public: declared in include/redist/*.hpp, used by programs.
-PUBLIC_SYMBOLS = ("redist::parse_manifest", "redist::install", "redist::blob_cache::open",
-                  "redist::error::describe", "redist::resolve_project", "redist::verify_prefix",
-                  "redist::run_checks", "redist::find_project", "redist::open_project", "redist::lock_project",
-                  "redist::sync_project", "redist::select_artifacts", "redist::variant_list",
+PUBLIC_SYMBOLS = ("redist::parse_manifest", "redist::install", "redist::forecast_install", "redist::blob_cache::open",
+                  "redist::error::describe", "redist::verify_prefix", "redist::run_checks", "redist::open_project",
+                  "redist::lock_project", "redist::plan_sync", "redist::sync_project",
+                  "redist::select_artifacts", "redist::variant_list",
                   "redist::unknown_component", "redist::escape_for_display", "redist::preflight_findings",
                   "redist::to_url", "redist::artifact_url", "redist::local_roots", "redist::base_of_artifact_url",
                   "redist::recompressed_record::find")
@@ -294,7 +294,29 @@ INTERNAL_SYMBOLS = ("redist::confined_join", "redist::validate_name",  # lib/sup
                     # lib/model/recompressed_sidecar.hpp
                     "redist::recompressed_document_name", "redist::recompressed_signature_name",
                     "redist::recompressed_copy_path", "redist::recompressed_to_json", "redist::parse_recompressed",
-                    "redist::check_recompressed_for")
+                    "redist::check_recompressed_for",
+                    # lib/pipeline/install_rules.hpp
+                    "redist::plan_install", "redist::unpacked_size_estimate", "redist::check_free_space",
+                    # lib/model/lockfile.hpp
+                    "redist::lock_artifact", "redist::locked_for", "redist::locked_manifest_url",
+                    "redist::project_lock_to_json", "redist::lock_staleness", "redist::plans_for_platform",
+                    # lib/model/manifest.hpp
+                    "redist::archive_format_from_path", "redist::artifact_path_problem", "redist::is_sha256_hex",
+                    # lib/pipeline/sync.hpp
+                    "redist::find_project", "redist::check_project_prefix", "redist::project_local_roots",
+                    "redist::resolve_project", "redist::attach_locked_copies",
+                    # lib/archive/signing.hpp
+                    "redist::parse_trusted_key", "redist::find_signer", "redist::signing_key::read",
+                    "redist::signing_key::sign",
+                    "redist::closest_match", "redist::known_products",  # lib/support/suggest.hpp
+                    # lib/features/mirror_target.hpp
+                    "redist::write_mirror_index", "redist::mirroring::write_mirror_index",
+                    "redist::component_aliases", "redist::find_component_or_alias",  # lib/model/diff.hpp
+                    "redist::tree_files", "redist::blob_cache::tree_files",  # lib/store/cache_trees.hpp
+                    "redist::utf8_sequence_length", "redist::valid_utf8",  # lib/support/printable.hpp
+                    "redist::parse_user_config",  # lib/model/project.hpp
+                    "redist::download_range",  # lib/transport/transfer.hpp
+                    "redist::remove_component")  # lib/store/prefix.hpp
 
 
 def named(symbol: str, name: str) -> bool:

@@ -13,6 +13,7 @@
 #include <string_view>
 #include <vector>
 
+#include "model/manifest.hpp"
 #include "model/urls.hpp"
 #include "redist/manifest.hpp"
 #include "support/safe_path.hpp"

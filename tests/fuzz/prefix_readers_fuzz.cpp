@@ -14,12 +14,14 @@
 #include <string>
 #include <string_view>
 
+#include "model/manifest.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"
 #include "redist/urls.hpp"
 #include "store/commit_plan.hpp"
 #include "store/receipts.hpp"
+#include "support/printable.hpp"
 #include "support/safe_path.hpp"
 
 namespace {

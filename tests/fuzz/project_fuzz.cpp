@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "model/project.hpp"
 #include "redist/project.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

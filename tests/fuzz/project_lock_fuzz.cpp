@@ -11,6 +11,7 @@
 #include <string_view>
 
 #include "fuzz_support.hpp"
+#include "model/lockfile.hpp"
 #include "redist/lockfile.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {

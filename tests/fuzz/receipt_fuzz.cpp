@@ -14,6 +14,7 @@
 
 #include "archive/sha256.hpp"
 #include "fuzz_support.hpp"
+#include "model/manifest.hpp"
 #include "redist/prefix.hpp"
 #include "store/receipts.hpp"
 

@@ -12,7 +12,9 @@
 #include <string_view>
 #include <vector>
 
+#include "archive/signing.hpp"
 #include "fuzz_support.hpp"
+#include "model/manifest.hpp"
 #include "redist/manifest.hpp"
 #include "redist/signing.hpp"
 

@@ -13,6 +13,7 @@
 
 #include "archive/sha256.hpp"
 #include "fuzz_support.hpp"
+#include "model/manifest.hpp"
 #include "store/tree_list.hpp"
 #include "support/safe_path.hpp"
 

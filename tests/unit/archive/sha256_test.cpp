@@ -2,6 +2,7 @@
 // boundaries, file hashing and integrity messages.
 #include "archive/sha256.hpp"
 
+#include "model/manifest.hpp"
 #include "support.hpp"
 
 #include <catch2/catch.hpp>

@@ -9,6 +9,7 @@
 
 #include <sys/stat.h>
 
+#include "archive/signing.hpp"
 #include "redist/signing.hpp"
 #include "support.hpp"
 

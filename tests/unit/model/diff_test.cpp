@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "model/diff.hpp"
 #include "redist/diff.hpp"
 
 using namespace redist;

@@ -20,6 +20,7 @@
 #include <tuple>
 #include <vector>
 
+#include "model/manifest.hpp"
 #include "redist/manifest.hpp"
 
 namespace fs = std::filesystem;

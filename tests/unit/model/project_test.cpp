@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <tuple>
 
+#include "model/project.hpp"
 #include "redist/project.hpp"
 #include "support.hpp"
 

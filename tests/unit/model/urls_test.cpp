@@ -3,6 +3,7 @@
 // mirror keeps it.
 #include <catch2/catch.hpp>
 
+#include "model/manifest.hpp"
 #include "model/urls.hpp"
 #include "redist/manifest.hpp"
 

@@ -8,7 +8,9 @@
 
 #include <cstdlib>
 
+#include "model/lockfile.hpp"
 #include "pipeline/install_rules.hpp"
+#include "pipeline/sync.hpp"
 #include "redist/lockfile.hpp"
 #include "redist/sync.hpp"
 #include "redist/urls.hpp"

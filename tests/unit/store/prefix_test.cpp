@@ -15,9 +15,11 @@
 #include "redist/prefix.hpp"
 #include "redist/printable.hpp"
 #include "store/commit_plan.hpp"
+#include "store/prefix.hpp"
 #include "store/receipts.hpp"
 #include "store/stage.hpp"
 #include "support.hpp"
+#include "support/printable.hpp"
 #include "support/safe_path.hpp"
 
 namespace fs = std::filesystem;

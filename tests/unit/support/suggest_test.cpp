@@ -1,6 +1,7 @@
 #include <catch2/catch.hpp>
 
 #include "redist/suggest.hpp"
+#include "support/suggest.hpp"
 
 using redist::closest_match;
 
