@@ -47,7 +47,7 @@ int main(int argc, char** argv) {
     std::printf("\n");
 
     // 3. Install, with an observer (called from worker threads).
-    struct printer : redist::fetch_observer {
+    struct printer : redist::run_observer {
         std::mutex print_mutex;
         void on_progress(const redist::progress_event& e) override {
             std::lock_guard lock(print_mutex);

@@ -81,7 +81,7 @@ struct install_request {
     std::uint64_t min_expansion_bytes = 64ull << 20;
     transfer_options transfer;
     source_policy sources;
-    fetch_observer* observer = nullptr;  // not owned; null: nobody listens
+    run_observer* observer = nullptr;  // not owned; null: nobody listens
     // Not owned; null: the run is never stopped from outside. Setting it
     // (from any thread, or a signal handler: Ctrl-C in the tools) stops the
     // run before its commit: transfers stop between chunks, no new artifact

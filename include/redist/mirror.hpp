@@ -92,7 +92,7 @@ struct mirror_event {
     std::uint64_t bytes_total = 0;
     bool copy = false;  // relative_path is a recompressed copy (made, not downloaded)
 };
-// Reported through fetch_observer::on_mirror. With jobs > 1 the events of
+// Reported through run_observer::on_mirror. With jobs > 1 the events of
 // several artifacts interleave and come from worker threads.
 
 enum class recompression : std::uint8_t {
@@ -147,7 +147,7 @@ struct mirror_request {
     // before it is fetched. Products as `product` (plain names).
     std::vector<std::string> mount_from;
     unsigned jobs = 1;                   // artifacts in flight at once (at least 1)
-    fetch_observer* observer = nullptr;  // on_mirror steps, retries, source changes; not owned
+    run_observer* observer = nullptr;  // on_mirror steps, retries, source changes; not owned
     // Set: `versions` is the one pinned label, and the pin decides what is mirrored.
     std::optional<mirror_pin> pin;
 };

@@ -37,7 +37,7 @@ struct progress_event {
 
 // ---- observing a run: one observer, typed events -----------------------------------
 //
-// The library reports what it is doing through one fetch_observer (install,
+// The library reports what it is doing through one run_observer (install,
 // resolve_release, list_versions and mirror_releases); the tools turn the
 // events into words. Methods may be called from worker threads, possibly
 // concurrently: an observer must be thread-safe. Each defaults to doing nothing.
@@ -102,12 +102,12 @@ struct copy_failure_event {
 };
 struct mirror_event;  // see mirror.hpp
 
-class fetch_observer {
+class run_observer {
 public:
-    fetch_observer() = default;
-    fetch_observer(const fetch_observer&) = default;
-    fetch_observer& operator=(const fetch_observer&) = default;
-    virtual ~fetch_observer() = default;
+    run_observer() = default;
+    run_observer(const run_observer&) = default;
+    run_observer& operator=(const run_observer&) = default;
+    virtual ~run_observer() = default;
     virtual void on_progress(const progress_event&) {}
     virtual void on_lock_wait(const lock_wait_event&) {}
     virtual void on_blob_wait(const blob_wait_event&) {}
@@ -119,6 +119,9 @@ public:
     virtual void on_copy_failure(const copy_failure_event&) {}
     virtual void on_mirror(const mirror_event&) {}  // mirror_releases' steps
 };
+
+// The name run_observer had when fetch was all it observed.
+using fetch_observer [[deprecated("fetch_observer is now run_observer")]] = run_observer;
 
 REDIST_API_END
 }  // namespace redist

@@ -18,7 +18,7 @@ REDIST_API_BEGIN
 
 // ---- resolving ---------------------------------------------------------------
 
-class fetch_observer;  // observer.hpp
+class run_observer;  // observer.hpp
 
 // The release labels of a product, newest first. http(s): parses the HTML
 // index at <base>/<product>/redist/; file://: lists that directory.
@@ -36,7 +36,7 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
 // As above, trying mirrors first, with retries, the document cache and --offline.
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
                                                const transfer_options& options, const source_policy& sources,
-                                               fetch_observer* observer = nullptr);
+                                               run_observer* observer = nullptr);
 
 struct release_request {
     std::string product;                 // "cudnn"; may be empty with manifest_location
@@ -45,7 +45,7 @@ struct release_request {
     std::string manifest_location;       // --manifest PATH|URL: skips the index entirely
     std::string manifest_sha256;         // --manifest-sha256: pin the manifest's bytes (integrity error otherwise)
     source_policy sources;               // mirrors are tried first for the index and manifest too
-    fetch_observer* observer = nullptr;  // retries of the index and manifest; not owned
+    run_observer* observer = nullptr;  // retries of the index and manifest; not owned
     // Also read the mirror's recompressed-copy record (recompressed.hpp)
     // from the directory the manifest was read from, into
     // resolved_release::recompressed: absent = no copies, silently; one that

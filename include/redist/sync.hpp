@@ -41,7 +41,7 @@ struct project_resolve_options {
     std::function<result<void>(const resolved_release&)> on_manifest;
     // Retries, source changes, and a mirror's recompressed-copy record that
     // cannot be used (resolve_release); not owned, may be null.
-    fetch_observer* observer = nullptr;
+    run_observer* observer = nullptr;
     // The project's lock so far (nullptr: none): the lock is authoritative,
     // as uv's and pixi's are. A product whose version spec and components
     // are the lock's, under the lock's platforms and CUDA major, keeps its

@@ -73,7 +73,7 @@ constexpr std::size_t kMaxIndexBytes = 16u << 20;
 // not a network failure: retrying or another mirror would not make it right.
 result<std::string> fetch_document(const std::string& url, const transfer_options& options,
                                    const source_policy& sources, const std::optional<blob_cache>& cache,
-                                   fetch_observer* observer, const char* what = "manifest",
+                                   run_observer* observer, const char* what = "manifest",
                                    std::size_t max_bytes = kMaxManifestBytes, std::string* served_by = nullptr) {
     const source from = make_source(url);
     if (offline_skips(from, sources.offline)) {
@@ -223,7 +223,7 @@ namespace {
 // other outcomes move on to the next base).
 result<std::vector<std::string>> labels_at(const std::string& base, const std::string& product,
                                            const transfer_options& options, const source_policy& sources,
-                                           const std::optional<blob_cache>& cache, fetch_observer* observer,
+                                           const std::optional<blob_cache>& cache, run_observer* observer,
                                            bool& fatal) {
     const std::string url = index_url(base, product);
     const source from = make_source(url);
@@ -258,7 +258,7 @@ result<std::vector<std::string>> labels_at(const std::string& base, const std::s
 
 result<std::vector<std::string>> list_versions(const std::string& base_url, const std::string& product,
                                                const transfer_options& options, const source_policy& sources,
-                                               fetch_observer* observer) {
+                                               run_observer* observer) {
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(sources.cache_dir, sources.shared_cache));
     std::optional<error> last_error;
     std::optional<std::vector<std::string>> found;

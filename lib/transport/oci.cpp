@@ -703,7 +703,7 @@ std::string session_url(const oci_url& registry, const std::string& location) {
 
 result<oci_pusher> oci_pusher::open(const std::string& base, const std::string& product,
                                     const transfer_options& options, const source_policy& sources,
-                                    fetch_observer* observer) {
+                                    run_observer* observer) {
     REDIST_TRY(oci_url where, parse_oci_url(join_url(join_url(base, product), "redist/")));
     where.what = oci_url::kind::base;
     // The target's own requests: the policy's retries, nothing skipped, and

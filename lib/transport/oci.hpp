@@ -191,7 +191,7 @@ public:
     // Outcomes: ok | usage (a bad URL) | network (no push access).
     // `observer` (may be null) is told of each retry.
     static result<oci_pusher> open(const std::string& base, const std::string& product, const transfer_options& options,
-                                   const source_policy& sources = {}, fetch_observer* observer = nullptr);
+                                   const source_policy& sources = {}, run_observer* observer = nullptr);
     // HEAD of the blob.
     result<bool> has_blob(const std::string& sha256, std::uint64_t size) override;
     // Uploads a blob (POST, then PUT ?digest=) from a file or from memory.

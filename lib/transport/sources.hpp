@@ -138,7 +138,7 @@ struct source_run {
     explicit source_run(const source_policy& sources);
     retry_policy policy;
     std::function<void(std::chrono::milliseconds)> sleep;  // empty: std::this_thread::sleep_for
-    fetch_observer* observer = nullptr;
+    run_observer* observer = nullptr;
     std::string component;                  // for the events
     std::shared_ptr<source_health> health;  // may be null: no source is skipped
     bool offline = false;                   // only local sources are tried (offline_skips)

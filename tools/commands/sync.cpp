@@ -63,7 +63,7 @@ void print_lines(const char* kind, const std::vector<std::string>& lines) {
 // Where the project's manifests and archives come from: the command line's
 // base and mirrors, else the project's.
 redist::project_resolve_options project_sources(const source_options& source, const redist::project_file& project,
-                                                const fs::path& prefix, redist::fetch_observer& observer) {
+                                                const fs::path& prefix, redist::run_observer& observer) {
     redist::project_resolve_options r;
     r.base_url = !source.base_url.empty() || project.base_url.empty() ? source.effective_base_url() : project.base_url;
     r.sources = source.policy();
@@ -88,7 +88,7 @@ redist::project_resolve_options project_sources(const source_options& source, co
 // The library's lock request for the options: upgrades, and the sources
 // (drift watching included), made when the library needs them.
 redist::project_lock_request lock_request(const project_lock_options& o, const redist::opened_project& p,
-                                          const fs::path& prefix, redist::fetch_observer& observer) {
+                                          const fs::path& prefix, redist::run_observer& observer) {
     redist::project_lock_request r;
     r.upgrade_all = o.upgrade && o.products.empty();
     r.upgrade = o.products;

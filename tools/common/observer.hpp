@@ -1,4 +1,4 @@
-// The tools' one fetch_observer: turns the library's typed events into the
+// The tools' one run_observer: turns the library's typed events into the
 // words on stderr (retries, source changes, waits, resumes). Progress goes to
 // a renderer the command supplies (progress_display for fetch, lines for
 // mirror); the summary after an install is print_install_summary.
@@ -22,7 +22,7 @@ namespace redist_tools {
 
 class progress_display;
 
-class console_observer : public redist::fetch_observer {
+class console_observer : public redist::run_observer {
 public:
     // quiet: nothing is printed but what the renderers print themselves.
     explicit console_observer(bool quiet) : quiet_(quiet) {}

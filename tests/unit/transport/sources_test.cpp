@@ -41,7 +41,7 @@ attempt_failure transient_network(std::optional<long> retry_after = std::nullopt
 }
 
 // Remembers every event.
-struct recording_observer : fetch_observer {
+struct recording_observer : run_observer {
     std::vector<retry_event> retries;
     std::vector<source_change_event> changes;
     void on_retry(const retry_event& e) override { retries.push_back(e); }
@@ -123,7 +123,7 @@ struct scripted {
     }
 };
 
-source_run run_with(std::vector<milliseconds>& slept, fetch_observer* observer, int attempts = 3) {
+source_run run_with(std::vector<milliseconds>& slept, run_observer* observer, int attempts = 3) {
     source_run run{retry_policy(policy_of(attempts, 1.0, 20), [] { return 0.0; })};
     run.sleep = [&slept](milliseconds d) { slept.push_back(d); };
     run.observer = observer;
