@@ -111,18 +111,12 @@ int run_outdated(outdated_args args) {
 }  // namespace
 
 redist::result<std::optional<redist::project_file>> read_project_if_any(const std::string& given) {
-    redist::project_open_request request{.file = given};
-    if (request.file.empty()) {
-        std::error_code ec;
-        const std::filesystem::path here = std::filesystem::current_path(ec);
-        if (ec) return redist::make_error(redist::error_code::filesystem, "cannot read the current directory");
-        auto found = redist::find_project(here);  // as `redist sync` finds it: here, else a parent
-        if (!found.ok() && found.error_value().code == redist::error_code::not_found)
-            return std::optional<redist::project_file>();
-        REDIST_TRY(request.file, std::move(found));
-    }
-    REDIST_TRY(auto opened, redist::open_project(request));  // read as sync reads it: a regular file, bounded
-    return std::optional<redist::project_file>(std::move(opened.project));
+    // Found (here, else a parent) and read as `redist sync` does: a regular file, bounded.
+    auto opened = redist::open_project({.file = given});
+    if (!opened.ok() && given.empty() && opened.error_value().code == redist::error_code::not_found)
+        return std::optional<redist::project_file>();
+    REDIST_TRY(auto project, std::move(opened));
+    return std::optional<redist::project_file>(std::move(project.project));
 }
 
 redist::result<std::string> prefix_or_project(const std::string& prefix, const std::string& file) {
