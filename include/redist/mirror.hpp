@@ -146,7 +146,7 @@ struct mirror_request {
     // repositories a missing blob is mounted from (no download, no upload)
     // before it is fetched. Products as `product` (plain names).
     std::vector<std::string> mount_from;
-    unsigned jobs = 1;                   // artifacts in flight at once (at least 1)
+    unsigned jobs = 1;                 // artifacts in flight at once (at least 1)
     run_observer* observer = nullptr;  // on_mirror steps, retries, source changes; not owned
     // Set: `versions` is the one pinned label, and the pin decides what is mirrored.
     std::optional<mirror_pin> pin;

@@ -39,12 +39,12 @@ result<std::vector<std::string>> list_versions(const std::string& base_url, cons
                                                run_observer* observer = nullptr);
 
 struct release_request {
-    std::string product;                 // "cudnn"; may be empty with manifest_location
-    std::string version_spec;            // "9.27.0", "9.27", "9", "latest"
-    std::string base_url;                // <base>; see urls.hpp
-    std::string manifest_location;       // --manifest PATH|URL: skips the index entirely
-    std::string manifest_sha256;         // --manifest-sha256: pin the manifest's bytes (integrity error otherwise)
-    source_policy sources;               // mirrors are tried first for the index and manifest too
+    std::string product;               // "cudnn"; may be empty with manifest_location
+    std::string version_spec;          // "9.27.0", "9.27", "9", "latest"
+    std::string base_url;              // <base>; see urls.hpp
+    std::string manifest_location;     // --manifest PATH|URL: skips the index entirely
+    std::string manifest_sha256;       // --manifest-sha256: pin the manifest's bytes (integrity error otherwise)
+    source_policy sources;             // mirrors are tried first for the index and manifest too
     run_observer* observer = nullptr;  // retries of the index and manifest; not owned
     // Also read the mirror's recompressed-copy record (recompressed.hpp)
     // from the directory the manifest was read from, into

@@ -435,9 +435,9 @@ artifact_stream::artifact_stream(expected_artifact expected, byte_sink& sink, un
     : expected_(std::move(expected)), sink_(sink) {
     // REDIST_HASH_THREAD=1/0 forces the choice (tests exercise both on any machine).
     const char* forced = REDIST_TEST_OVERRIDE("REDIST_HASH_THREAD");
-    const bool wanted = !expected_.checked_by_content &&
-                        (forced && *forced ? std::string_view(forced) != "0"
-                                           : expected_.size >= hash_worker::kMinSize && threads >= hash_worker::kMinCores);
+    const bool wanted = !expected_.checked_by_content && (forced && *forced ? std::string_view(forced) != "0"
+                                                                            : expected_.size >= hash_worker::kMinSize &&
+                                                                                  threads >= hash_worker::kMinCores);
     if (wanted) {
         try {
             hash_worker_ = std::make_unique<hash_worker>(

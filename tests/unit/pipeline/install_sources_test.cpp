@@ -103,9 +103,8 @@ public:
     }
     std::size_t requests_to(const std::string& host_prefix) const {
         const auto seen = requests();
-        return static_cast<std::size_t>(std::count_if(seen.begin(), seen.end(), [&](const request_seen& r) {
-            return r.url.rfind(host_prefix, 0) == 0;
-        }));
+        return static_cast<std::size_t>(std::count_if(
+            seen.begin(), seen.end(), [&](const request_seen& r) { return r.url.rfind(host_prefix, 0) == 0; }));
     }
 
     result<void> read(const std::string& url, const read_request& request) const override {
@@ -134,7 +133,8 @@ public:
         }
         const std::uint64_t from = std::min<std::uint64_t>(request.resume_from, bytes_.size());
         std::string body = bytes_.substr(from);
-        if (next == fault::wrong_byte && !body.empty()) body[body.size() / 2] = static_cast<char>(body[body.size() / 2] ^ 0x5A);
+        if (next == fault::wrong_byte && !body.empty())
+            body[body.size() / 2] = static_cast<char>(body[body.size() / 2] ^ 0x5A);
         response_info info;
         info.status = from > 0 ? 206 : 200;
         info.content_length = static_cast<std::int64_t>(body.size());
@@ -247,8 +247,7 @@ TEST_CASE("install from scripted sources: a mirror's wrong bytes move on to the 
     CHECK(report->releases[0].components.at(0).url == std::string(kBase) + kRelativePath);
 }
 
-TEST_CASE("install from scripted sources: when every source serves wrong bytes, nothing lands",
-          "[install][sources]") {
+TEST_CASE("install from scripted sources: when every source serves wrong bytes, nothing lands", "[install][sources]") {
     const fixture f("all_wrong");
     scripted_source both(f.archive);
     both.script("http://mirror.test/", {fault::wrong_byte});
