@@ -4,8 +4,6 @@
 // then.
 #include <catch2/catch.hpp>
 
-#include <archive.h>
-#include <archive_entry.h>
 #include <sys/inotify.h>
 #include <unistd.h>
 
@@ -16,6 +14,7 @@
 #include "redist/install.hpp"
 #include "redist/urls.hpp"
 #include "support.hpp"
+#include "support_archive.hpp"
 
 namespace fs = std::filesystem;
 using redist_test::scratch;
@@ -27,34 +26,6 @@ using redist_test::scratch;
 
 namespace {
 
-la_ssize_t append_cb(archive*, void* client, const void* buf, size_t n) {
-    static_cast<std::string*>(client)->append(static_cast<const char*>(buf), n);
-    return static_cast<la_ssize_t>(n);
-}
-
-// <component>-archive/<path> holding `content`, as a tar.xz laid out as NVIDIA's.
-std::string tar_xz(const std::string& component, const std::string& path, const std::string& content) {
-    archive* a = archive_write_new();
-    REQUIRE(a != nullptr);
-    REQUIRE(archive_write_set_format_pax_restricted(a) == ARCHIVE_OK);
-    REQUIRE(archive_write_add_filter_xz(a) == ARCHIVE_OK);
-    REQUIRE(archive_write_set_bytes_in_last_block(a, 1) == ARCHIVE_OK);  // the xz stream alone, unpadded
-    std::string out;
-    REQUIRE(archive_write_open(a, &out, nullptr, append_cb, nullptr) == ARCHIVE_OK);
-    archive_entry* e = archive_entry_new();
-    archive_entry_set_pathname(e, (component + "-archive/" + path).c_str());
-    archive_entry_set_mtime(e, 1700000000, 0);
-    archive_entry_set_perm(e, 0644);
-    archive_entry_set_filetype(e, AE_IFREG);
-    archive_entry_set_size(e, static_cast<la_int64_t>(content.size()));
-    REQUIRE(archive_write_header(a, e) == ARCHIVE_OK);
-    REQUIRE(archive_write_data(a, content.data(), content.size()) == static_cast<la_ssize_t>(content.size()));
-    archive_entry_free(e);
-    REQUIRE(archive_write_close(a) == ARCHIVE_OK);
-    archive_write_free(a);
-    return out;
-}
-
 // The archive of `component` written under `mirror`, and its artifact.
 redist::artifact archive_in(const fs::path& mirror, const std::string& component, const std::string& path,
                             const std::string& content) {
@@ -63,7 +34,7 @@ redist::artifact archive_in(const fs::path& mirror, const std::string& component
     a.platform = "linux-x86_64";
     a.relative_path = component + "/" + component + "-archive.tar.xz";
     a.format = redist::archive_format::tar_xz;
-    const std::string bytes = tar_xz(component, path, content);
+    const std::string bytes = redist_test::tar_xz(component + "-archive", {{path, content}});
     redist_test::write(mirror / a.relative_path, bytes);
     a.sha256 = redist::sha256_hex(bytes);
     a.size = bytes.size();

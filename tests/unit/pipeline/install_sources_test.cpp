@@ -6,9 +6,6 @@
 // manifest does not vouch for.
 #include <catch2/catch.hpp>
 
-#include <archive.h>
-#include <archive_entry.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <deque>
@@ -22,6 +19,7 @@
 #include "archive/sha256.hpp"
 #include "redist/install.hpp"
 #include "support.hpp"
+#include "support_archive.hpp"
 #include "transport/source.hpp"
 
 namespace fs = std::filesystem;
@@ -33,34 +31,6 @@ constexpr const char* kTop = "pkg-linux-x86_64-1.0.0-archive";
 constexpr const char* kRelativePath = "pkg/linux-x86_64/pkg-linux-x86_64-1.0.0-archive.tar.xz";
 constexpr const char* kBase = "http://base.test/compute/pkg/redist/";
 constexpr const char* kMirror = "http://mirror.test/compute";
-
-la_ssize_t append_to(archive*, void* client, const void* buf, size_t n) {
-    static_cast<std::string*>(client)->append(static_cast<const char*>(buf), n);
-    return static_cast<la_ssize_t>(n);
-}
-
-// A tar.xz laid out as NVIDIA's archives are: one top directory.
-std::string tar_xz(const std::vector<std::pair<std::string, std::string>>& files) {
-    std::string out;
-    archive* a = archive_write_new();
-    archive_write_set_format_pax_restricted(a);
-    archive_write_add_filter_xz(a);
-    archive_write_set_bytes_in_last_block(a, 1);
-    REQUIRE(archive_write_open(a, &out, nullptr, append_to, nullptr) == ARCHIVE_OK);
-    for (const auto& [name, data] : files) {
-        archive_entry* e = archive_entry_new();
-        archive_entry_set_pathname(e, (std::string(kTop) + "/" + name).c_str());
-        archive_entry_set_filetype(e, AE_IFREG);
-        archive_entry_set_perm(e, 0644);
-        archive_entry_set_size(e, static_cast<la_int64_t>(data.size()));
-        REQUIRE(archive_write_header(a, e) == ARCHIVE_OK);
-        REQUIRE(archive_write_data(a, data.data(), data.size()) == static_cast<la_ssize_t>(data.size()));
-        archive_entry_free(e);
-    }
-    REQUIRE(archive_write_close(a) == ARCHIVE_OK);
-    archive_write_free(a);
-    return out;
-}
 
 // Bytes that xz cannot shrink much, so that the archive spans many chunks.
 std::string noise(std::size_t size, unsigned seed) {
@@ -162,7 +132,8 @@ private:
 struct fixture {
     std::string library = noise(3u << 20, 7);
     std::string header = "#define PKG_VERSION 1\n";
-    std::string archive = tar_xz({{"include/pkg.h", header}, {"lib/libpkg.so.1", library}, {"LICENSE", "license\n"}});
+    std::string archive = redist_test::tar_xz(
+        kTop, {{"include/pkg.h", header}, {"lib/libpkg.so.1", library}, {"LICENSE", "license\n"}});
     fs::path prefix;
 
     explicit fixture(const std::string& name) : prefix(redist_test::scratch(name) / "prefix") {}
