@@ -871,7 +871,7 @@ class Bench:
                           check=lambda: check_tree(shell_prefix, self.payload))
         # The decode writing the files, with no hash and no download: what any
         # installer pays at least, which the bare decode leaves out.
-        writer = Contender(f"xz -T{floor_threads} -dc | tar -x, no hash ({flavour}-block)",
+        writer = Contender(f"xz -T{floor_threads} -dc into tar -x, no hash ({flavour}-block)",
                            f"xz -T{floor_threads} -dc {shlex.quote(arc)} | tar -xf - --strip-components=1 "
                            f"-C {shlex.quote(shell_prefix)}", shell_fresh, shell_clean, shell=True,
                            check=lambda: check_tree(shell_prefix, self.payload))
