@@ -10,6 +10,13 @@
 
 #include "archive/sha256.hpp"
 
+// Fails the test case with the error's one line when `r` (a result<T>) holds
+// an error. A macro so that Catch names the caller's file and line.
+#define REQUIRE_OK(r)                                      \
+    do {                                                   \
+        if (!(r).ok()) FAIL((r).error_value().describe()); \
+    } while (0)
+
 namespace redist_test {
 
 // A fresh, empty directory under this test program's scratch area

@@ -17,11 +17,6 @@
 namespace fs = std::filesystem;
 using redist_test::scratch;
 
-#define REQUIRE_OK(r)                                      \
-    do {                                                   \
-        if (!(r).ok()) FAIL((r).error_value().describe()); \
-    } while (0)
-
 namespace {
 
 std::string xz_of(const std::string& plain) {

@@ -50,11 +50,6 @@ using redist::error_code;
 using redist::unpacked_entry;
 
 // Fails with the error's description instead of a bare "false".
-#define REQUIRE_OK(r)                                      \
-    do {                                                   \
-        if (!(r).ok()) FAIL((r).error_value().describe()); \
-    } while (0)
-
 namespace {
 
 const fs::path scratch_root = fs::path(REDIST_TEST_SCRATCH);

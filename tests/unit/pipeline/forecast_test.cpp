@@ -19,11 +19,6 @@
 namespace fs = std::filesystem;
 using redist_test::scratch;
 
-#define REQUIRE_OK(r)                                      \
-    do {                                                   \
-        if (!(r).ok()) FAIL((r).error_value().describe()); \
-    } while (0)
-
 namespace {
 
 // The archive of `component` written under `mirror`, and its artifact.
