@@ -537,8 +537,9 @@ public:
     // downloaded as any archive (never through the cache: a copy is trusted on
     // one signed record), checked against its size and, when its record has no
     // hash list, its own SHA-256, and unpacked into its own stage, which is
-    // kept only when the decoded tar is the recorded (and locked) one. Any failure discards that stage, is
-    // reported once, and gives nullopt: the original is installed.
+    // kept only when the decoded tar is the recorded (and locked) one. Any
+    // failure discards that stage, is reported once, and gives nullopt: the
+    // original is installed.
     result<std::optional<staged_component>> try_copy(const recompressed_copy& copy) {
         artifact bytes = a_;
         bytes.relative_path = copy.relative_path;

@@ -16,12 +16,12 @@ bool offline_skips(const source& s, bool offline) noexcept { return offline && !
 
 #if REDIST_TEST_HOOKS
 namespace {
-constexpr std::size_t kKinds = 4;  // http, file, registry, layout
+constexpr std::size_t kKinds = static_cast<std::size_t>(source_kind::layout) + 1;  // layout is the last kind
 std::array<std::atomic<const source_reader*>, kKinds>& test_readers() {
     static std::array<std::atomic<const source_reader*>, kKinds> readers{};
     return readers;
 }
-std::size_t kind_index(source_kind kind) { return static_cast<std::size_t>(kind) % kKinds; }
+std::size_t kind_index(source_kind kind) { return static_cast<std::size_t>(kind); }
 }  // namespace
 
 scoped_source_reader::scoped_source_reader(source_kind kind, const source_reader& reader)

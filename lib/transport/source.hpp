@@ -24,8 +24,8 @@
 // (source_reader: libcurl for http, the disk for file, oci.hpp for a
 // registry or a layout), under the one downloader and the one retry policy
 // (sources.hpp try_sources, transfer.hpp download/fetch_text, which call
-// read()), reported to the observer. Credentials are the downloader's (scoped by scheme, host and
-// port). What it vouches for: nothing. Every source is transport; NVIDIA's
+// read()), reported to the observer. Credentials are the downloader's
+// (scoped by scheme, host and port). What it vouches for: nothing. Every source is transport; NVIDIA's
 // manifest (or a pin of it) vouches for bytes, and a recompressed copy only
 // under a trusted key's signature (resolve.cpp read_recompressed).
 #pragma once
