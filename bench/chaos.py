@@ -55,8 +55,8 @@ SCRUBBED = ("CUDA_HOME", "CUDA_PATH", "CUDA_ROOT", "CUDNN_HOME", "http_proxy", "
             "SSL_CERT_DIR", "REDIST_TRUSTED_KEYS", "REDIST_MIRRORS", "REDIST_CACHE_DIR", "REDIST_BASE_URL",
             "REDIST_DEBUG_PAUSE", "REDIST_DEBUG_PAUSE_SECONDS", "REDIST_DEBUG_FAIL", "REDIST_OCI_AUTH",
             "DOCKER_CONFIG")
-ALL_SCENARIOS = ("fetch-cold", "fetch-warm", "sync", "remove", "upgrade", "mirror-dir", "mirror-layout",
-                 "mirror-registry")
+ALL_SCENARIOS = ("fetch-cold", "fetch-warm", "sync", "remove", "upgrade", "mirror-dir", "mirror-zstd",
+                 "mirror-layout", "mirror-registry")
 
 
 class Inconsistent(Exception):
@@ -824,6 +824,51 @@ class MirrorDir(Scenario):
                      f"{self.name}: fetch of {label} from the mirror")
 
 
+class MirrorZstd(MirrorDir):
+    """The same with `--recompress zstd --sign-key`: beside each .tar.xz a
+    zstd copy, and a signed record per release naming the tree each copy
+    unpacks to, which the mirror learns by unpacking the copy once in the
+    cache's scratch/. After the next writer that scratch is empty, and a
+    fetch from the mirror with the key trusted installs the copies (the
+    receipts name them) and equals the reference."""
+    name = "mirror-zstd"
+    points = ("mid-download", "copy-tree")
+    key = pub = ""
+
+    def prepare(self, ctx):
+        if not MirrorZstd.key:
+            MirrorZstd.key = os.path.join(self.env.work, "mirror-zstd.key")
+            MirrorZstd.pub = os.path.join(self.env.work, "mirror-zstd.pub")
+            subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", self.key], check=True)
+            subprocess.run(["openssl", "pkey", "-in", self.key, "-pubout", "-out", self.pub], check=True)
+
+    def cmd(self, ctx, labels=None):
+        return [*super().cmd(ctx, labels), "--recompress", "zstd", "--sign-key", self.key, "--cache-dir",
+                ctx["cache"]]
+
+    def check(self, ctx):
+        self.check_target(ctx)
+        scratch = os.path.join(ctx["cache"], "scratch")
+        left = os.listdir(scratch) if os.path.isdir(scratch) else []
+        if left:
+            raise Inconsistent(f"{self.name}: the cache's scratch/ is not empty after the next writer: {left}")
+        label = ctx["rng"].choice(self.labels)
+        prefix = os.path.join(ctx["dir"], "q", "prefix")
+        os.makedirs(os.path.dirname(prefix))
+        res = self.tools.run(["redist", "fetch", "cudnn", label, "--cuda", CUDA, "--platform", PLATFORM,
+                              "--prefix", prefix, "--mirror", self.mirror_url(ctx), "--base-url", self.env.dead,
+                              "--no-cache", "--quiet", "--retries", "1", "--trusted-key", self.pub])
+        if res.returncode != 0 or "copy" in res.stderr:
+            raise Inconsistent(f"{self.name}: a fetch of {label} from the copies failed:\n{describe(res)}")
+        receipts = os.path.join(prefix, ".redist", "receipts", "cudnn")
+        for name in os.listdir(receipts):
+            with open(os.path.join(receipts, name)) as f:
+                if "copy_sha256" not in json.load(f):
+                    raise Inconsistent(f"{self.name}: {label}: {name} was not installed from its copy")
+        check_prefix(self.tools, prefix, self.env.cudnn_ref(label), self.env.ref_state,
+                     f"{self.name}: fetch of {label} from the copies")
+
+
 class MirrorLayout(MirrorDir):
     """The same into an OCI image layout (oci-layout:DIR): index.json and
     the manifests it names must only name blobs that are there."""
@@ -883,8 +928,8 @@ class MirrorRegistry(MirrorDir):
             raise Inconsistent(f"registry: run directories left in the cache's scratch: {left[:5]}")
 
 
-SCENARIOS = {c.name: c for c in (FetchCold, FetchWarm, Sync, Remove, Upgrade, MirrorDir, MirrorLayout,
-                                  MirrorRegistry)}
+SCENARIOS = {c.name: c for c in (FetchCold, FetchWarm, Sync, Remove, Upgrade, MirrorDir, MirrorZstd,
+                                  MirrorLayout, MirrorRegistry)}
 
 
 # ---------------------------------------------------------------------------

@@ -4,7 +4,7 @@
 //    "manifest_url": "...", "manifest_sha256": "...",
 //    "artifacts": [{"component", "version", "platform", "variant", "relative_path",
 //                   "url", "sha256", "size", "tar_sha256", "tar_list_sha256",
-//                   "copy_key"}, ...]}
+//                   "tree_sha256", "copy_key"}, ...]}
 //
 // "tar_sha256" and "copy_key" (optional) are written when the release was
 // resolved through a mirror with recompressed copies (recompressed.hpp)
@@ -15,7 +15,10 @@
 // is installed from its original, never from a copy. "tar_list_sha256"
 // (optional) pins the same tar's hash list where the copy's record has one:
 // a copy is then checked against it, its pieces hashed in parallel, rather
-// than against tar_sha256 in one pass.
+// than against tar_sha256 in one pass. "tree_sha256" (optional) pins the
+// tree the copy unpacks to (recompressed_copy::tree_sha256) where its record
+// has one: a copy is then checked by the files it writes, whose digests the
+// receipt needs anyway, and its tar is not hashed.
 //
 // Artifacts are sorted (platform, variant, component) so that a re-lock of
 // the same request produces the same bytes.
@@ -60,6 +63,7 @@ struct locked_artifact {
     std::string url;              // absolute URL it was resolved to
     std::string tar_sha256;       // the decoded tar of a mirror's recompressed copy; "" when none was recorded
     std::string tar_list_sha256;  // that tar's hash list (recompressed_copy::tar_list_sha256); "" when none
+    std::string tree_sha256;      // the tree the copy unpacks to (recompressed_copy::tree_sha256); "" when none
     std::string copy_key;         // the fingerprint of the trusted key that signed that copy's record
 };
 

@@ -163,6 +163,8 @@ struct release_plan {
     std::map<std::string, std::string> locked_tar_sha256{};
     // And its hash list (sha256 -> tar_list_sha256), where the lock pins one.
     std::map<std::string, std::string> locked_tar_list_sha256{};
+    // And the tree it unpacks to (sha256 -> tree_sha256), where the lock pins one.
+    std::map<std::string, std::string> locked_tree_sha256{};
     // A lock's URL per relative_path: where the base's bytes are, as resolved
     // when the lock was made (a locked install never resolves again).
     std::map<std::string, std::string> locked_urls{};

@@ -177,6 +177,7 @@ struct mirrored_copy {
     std::uint64_t tar_size = 0;
     std::uint64_t tar_piece_bytes = 0;  // its hash list (recompressed.hpp); 0 and "": none recorded
     std::string tar_list_sha256;
+    std::string tree_sha256;                           // of the tree it unpacks to (recompressed_copy::tree_sha256)
     mirror_status status = mirror_status::downloaded;  // downloaded = made in this run
 };
 

@@ -5,7 +5,7 @@
 //    "manifest_sha256": "<SHA-256 of the redistrib_<label>.json bytes>",
 //    "copies": [{"original_sha256", "original_size", "relative_path",
 //                "compression": "zstd", "sha256", "size", "tar_sha256",
-//                "tar_size", "tar_piece_bytes", "tar_list_sha256"}, ...]}
+//                "tar_size", "tar_piece_bytes", "tar_list_sha256", "tree_sha256"}, ...]}
 //
 // and its detached Ed25519 signature, recompressed_<label>.json.sig (64 raw
 // bytes, signing.hpp). `redist mirror --recompress zstd --sign-key KEY`
@@ -20,10 +20,15 @@
 // the raw SHA-256 digests of its consecutive pieces, as receipts record large
 // files, archive/sha256.hpp): its pieces are hashed on many cores at once
 // while the frames decode, where the tar's one SHA-256 is a single core's
-// pass. With a list, every decoded byte is checked against it before the
-// commit, so the copy's own sha256 (a sequential pass over its bytes) is not
-// computed; without one, the bytes are checked against sha256 as they stream.
-// A reader that does not know these fields checks tar_sha256 instead.
+// pass. And it may record the tree it unpacks to (tree_sha256: each entry's
+// path, kind, mode, times, size, content digest as its receipt records it,
+// and link target; archive/unpack.hpp tree_digest): that is checked instead,
+// so no byte is hashed twice (the files are digested for the receipt
+// anyway) and the tar is not hashed at all. With a tree or a list, what
+// lands or is decoded is checked in full before the commit, so the copy's
+// own sha256 (a sequential pass over its bytes) is not computed; without
+// either, the bytes are checked against sha256 as they stream. A reader that
+// does not know these fields checks the list or tar_sha256 instead.
 // NVIDIA's manifest stays byte
 // for byte, so --manifest-sha256 and locks keep pinning it. SECURITY.md.
 #pragma once
@@ -50,6 +55,10 @@ struct recompressed_copy {
     // list) and the list's digest (lower case). A record states both or neither.
     std::uint64_t tar_piece_bytes = 0;
     std::string tar_list_sha256;
+    // The digest of the tree the copy unpacks to (archive/unpack.hpp
+    // tree_digest: every entry's path, kind, mode, times, size, content
+    // digest and link target); "" when the record has none.
+    std::string tree_sha256;
 };
 
 struct recompressed_record {

@@ -144,7 +144,14 @@ result<void> extractor::write_entry(archive* in, archive_entry* entry) {
     // 3. Drop setuid/setgid/sticky.
     const unsigned mode = static_cast<unsigned>(archive_entry_perm(entry)) & 0777u;
     archive_entry_set_perm(entry, static_cast<mode_t>(mode));
-    if (record.kind != entry_kind::hardlink) record.mode = mode;
+    if (record.kind != entry_kind::hardlink) {
+        record.mode = mode;
+        // The times restored on what is written (a hardlink keeps its target's).
+        if (archive_entry_mtime_is_set(entry))
+            record.mtime = {true, archive_entry_mtime(entry), archive_entry_mtime_nsec(entry)};
+        if (archive_entry_atime_is_set(entry))
+            record.atime = {true, archive_entry_atime(entry), archive_entry_atime_nsec(entry)};
+    }
     const std::string target_path = stage_ + "/" + place.rel;
     if (record.kind == entry_kind::regular) {  // 4
         REDIST_TRY(job, write_regular(in, entry, original, place.rel, target_path, mode));

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "archive/sha256.hpp"
+#include "archive/unpack.hpp"
 #include "model/recompressed_sidecar.hpp"
 #include "support/posix_file.hpp"
 
@@ -153,6 +154,33 @@ result<recompressed> recompress_xz_to_zstd(const std::filesystem::path& xz_path,
                 .with_path(xz_path.string());
     }
     return frames.finish();
+}
+
+result<std::string> copy_tree_digest(const std::filesystem::path& copy_path, const std::filesystem::path& stage_dir,
+                                     const recompressed& made) {
+    REDIST_TRY(unique_fd fd, open_regular(copy_path, follow_links::no));
+    unpack_options options;
+    options.format = archive_format::tar_zst;
+    options.tar_piece_bytes = made.tar_piece_bytes;
+    options.source = copy_path.string();
+    REDIST_TRY(auto unpacker, stream_unpacker::start(stage_dir, options));
+    std::vector<std::byte> in(kReadBytes);
+    for (;;) {
+        const ssize_t n = ::read(fd.get(), in.data(), in.size());
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            return errno_error("cannot read", copy_path, errno);
+        }
+        if (n == 0) break;
+        REDIST_TRY_VOID(unpacker->write(in.data(), static_cast<std::size_t>(n)));
+    }
+    REDIST_TRY(const auto entries, unpacker->finish());
+    const std::string& expected = made.tar_piece_bytes != 0 ? made.tar_list_sha256 : made.tar_sha256;
+    if (unpacker->tar_digest() != expected)
+        return make_error(error_code::integrity, "the copy does not decode to the original's tar")
+            .with_path(copy_path.string())
+            .with_expected_actual(expected, unpacker->tar_digest());
+    return tree_digest(entries);
 }
 
 }  // namespace redist

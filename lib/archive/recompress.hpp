@@ -46,4 +46,13 @@ result<recompressed> recompress_xz_to_zstd(const std::filesystem::path& xz_path,
                                            const std::function<result<void>(const std::byte*, std::size_t)>& write,
                                            const recompress_options& options = {});
 
+// The digest of the tree the zstd copy at `copy_path` unpacks to (unpack.hpp
+// tree_digest), unpacked as a client unpacks it, into `stage_dir` (existing
+// and empty; the caller removes it). The decoded tar must be `made`'s (its
+// hash list where it has one, else its SHA-256), so the tree is the
+// original's. Outcomes: ok | integrity (another tar) | bad_archive |
+// unsafe_archive | filesystem | internal.
+result<std::string> copy_tree_digest(const std::filesystem::path& copy_path, const std::filesystem::path& stage_dir,
+                                     const recompressed& made);
+
 }  // namespace redist

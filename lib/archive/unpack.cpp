@@ -29,6 +29,7 @@
 #include <cerrno>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstring>
 #include <deque>
 #include <functional>
@@ -491,8 +492,10 @@ private:
         std::optional<tar_sha256_digest> whole;
         std::optional<tar_list_digest> list;
         tar_hash* hash = nullptr;
-        if (zstd && options_.tar_piece_bytes != 0) hash = &list.emplace(hash_pool, failed_, options_.tar_piece_bytes);
-        else if (zstd) hash = &whole.emplace(hash_pool, failed_);
+        if (zstd && options_.digest_tar) {
+            if (options_.tar_piece_bytes != 0) hash = &list.emplace(hash_pool, failed_, options_.tar_piece_bytes);
+            else hash = &whole.emplace(hash_pool, failed_);
+        }
         queue_input in(input_);
         queue_output out(tar_, options_.max_output_bytes, hash);
         xz_decode_options o;
@@ -666,6 +669,44 @@ result<std::unique_ptr<stream_unpacker>> stream_unpacker::start(const fs::path& 
     } catch (const std::system_error& e) {
         return make_error(error_code::internal, std::string("cannot start thread: ") + e.what());
     }
+}
+
+std::string tree_digest(const std::vector<unpacked_entry>& entries) {
+    std::vector<const unpacked_entry*> sorted;
+    sorted.reserve(entries.size());
+    for (const auto& e : entries) sorted.push_back(&e);
+    std::stable_sort(sorted.begin(), sorted.end(), [](auto* a, auto* b) { return a->path < b->path; });
+    const auto time_text = [](const entry_time& t) {
+        return t.set ? std::to_string(t.seconds) + "." + std::to_string(t.nanoseconds) : std::string("-");
+    };
+    const auto kind_text = [](entry_kind kind) {
+        switch (kind) {
+            case entry_kind::regular: return "file";
+            case entry_kind::directory: return "dir";
+            case entry_kind::symlink: return "symlink";
+            case entry_kind::hardlink: return "hardlink";
+        }
+        return "?";
+    };
+    sha256_hasher hasher;
+    const auto field = [&](std::string_view text) {
+        hasher.update(text);
+        hasher.update(std::string_view("\0", 1));
+    };
+    char mode[16];
+    for (const unpacked_entry* e : sorted) {
+        std::snprintf(mode, sizeof mode, "%o", e->mode);
+        field(kind_text(e->kind));
+        field(e->path);
+        field(mode);
+        field(std::to_string(e->size));
+        field(std::to_string(e->piece_size));
+        field(e->sha256);
+        field(e->link_target);
+        field(time_text(e->mtime));
+        field(time_text(e->atime));
+    }
+    return hasher.finish_hex();
 }
 
 }  // namespace redist

@@ -55,6 +55,15 @@ namespace redist {
 
 class run_budget;  // lib/support/budget.hpp
 
+// A time an entry sets on what it writes, as the archive states it (the
+// extractor restores them); unset: the time of writing.
+struct entry_time {
+    bool set = false;
+    std::int64_t seconds = 0;
+    long nanoseconds = 0;
+    bool operator==(const entry_time&) const = default;
+};
+
 struct unpacked_entry {
     std::string path;  // relative to the stage root, top-level dir stripped, '/'-separated
     entry_kind kind = entry_kind::regular;
@@ -63,7 +72,20 @@ struct unpacked_entry {
     std::string link_target;       // symlink target as stored; hardlink: stage-relative path of the target
     unsigned mode = 0;             // permission bits as written (setuid/setgid dropped)
     std::uint64_t piece_size = 0;  // of the digest: 0 (plain SHA-256) or receipt_piece_bytes
+    entry_time mtime{}, atime{};   // set on what was written (hardlinks: none, the target's stay)
 };
+
+// The digest of a tree as the unpacker wrote it (what finish() returns):
+// the SHA-256 of every entry, sorted by path (archive order among entries of
+// one path), each as nine fields that end in a NUL: kind ("file", "dir",
+// "symlink", "hardlink"), path, mode (octal), size, piece size, content
+// digest, link target, mtime and atime ("<seconds>.<nanoseconds>", or "-"
+// when the archive sets none). No field can hold a NUL, so two different
+// lists never read alike. A recompressed copy's record states it
+// (recompressed_copy::tree_sha256): these entries are everything that lands
+// in the prefix, so checking them checks the copy, with no pass over its
+// bytes beyond the one that digests each file for its receipt.
+std::string tree_digest(const std::vector<unpacked_entry>& entries);
 
 struct unpack_options {
     archive_format format = archive_format::tar_xz;
@@ -88,6 +110,9 @@ struct unpack_options {
     // its SHA-256, else its hash list with pieces of this many bytes (a
     // recompressed copy's tar_piece_bytes), hashed piece by piece on the pool.
     std::uint64_t tar_piece_bytes = 0;
+    // tar.zst: whether tar_digest() is computed at all. A copy checked by the
+    // tree it unpacks to (tree_digest) needs none.
+    bool digest_tar = true;
     std::string source;                  // URL or path, for error messages only
     std::uint64_t max_output_bytes = 0;  // cap on decoded output (see above); 0 = none
 };

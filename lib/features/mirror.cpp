@@ -29,6 +29,9 @@
 //   anyone who can write there) is never reused, let alone signed.
 #include "redist/mirror.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <atomic>
 #include <map>
@@ -49,6 +52,7 @@
 #include "redist/select.hpp"
 #include "redist/signing.hpp"
 #include "support/budget.hpp"
+#include "support/debug_pause.hpp"
 #include "support/parallel.hpp"
 #include "support/posix_file.hpp"
 #include "support/safe_path.hpp"
@@ -381,7 +385,7 @@ result<sidecar_documents> make_sidecar(const resolved_release& release, const st
     record.copies.reserve(copies.size());
     for (const auto& c : copies)
         record.copies.push_back({c.original_sha256, c.original_size, c.relative_path, c.sha256, c.size, c.tar_sha256,
-                                 c.tar_size, c.tar_piece_bytes, c.tar_list_sha256});
+                                 c.tar_size, c.tar_piece_bytes, c.tar_list_sha256, c.tree_sha256});
     sidecar_documents out{recompressed_to_json(record), std::nullopt};
     if (signer) {
         REDIST_TRY(out.signature, signer->sign(out.record));
@@ -415,8 +419,23 @@ void read_previous_copies(const mirror_target::found_sidecar& found, const signi
         c.tar_size = r.tar_size;
         c.tar_piece_bytes = r.tar_piece_bytes;
         c.tar_list_sha256 = std::move(r.tar_list_sha256);
+        c.tree_sha256 = std::move(r.tree_sha256);
         out.emplace(c.original_sha256, std::move(c));
     }
+}
+
+// The digest of the tree a copy just made unpacks to (copy_tree_digest),
+// unpacked once as a client would, in a scratch directory of its own that
+// goes when this returns.
+result<std::string> made_copy_tree(const mirror_request& request, const fs::path& copy, const recompressed& made) {
+    REDIST_TRY(const scratch_dir scratch, claim_mirror_scratch(request, "copy-tree-"));
+    (void)remove_tree_at(scratch.fd(), "tree");  // a killed run's, adopted
+    const fs::path stage = scratch.path() / "tree";
+    if (::mkdirat(scratch.fd(), "tree", 0700) != 0) return errno_error("cannot create directory", stage, errno);
+    auto digest = copy_tree_digest(copy, stage, made);
+    debug_pause("copy-tree");
+    (void)remove_tree_at(scratch.fd(), "tree");
+    return digest;
 }
 
 artifact as_artifact(const mirrored_copy& c) {
@@ -441,11 +460,12 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
         emit(request, e);
     };
     // Both keys are lower case: the manifest parser and parse_recompressed store them so.
-    // A copy recorded without its tar's hash list (by an older redist) is made
-    // again, once: clients verify a listed copy on many cores.
-    if (const auto it = previous.find(original.sha256); it != previous.end() && it->second.relative_path == copy_path &&
-                                                        it->second.original_size == original.size &&
-                                                        it->second.tar_piece_bytes != 0) {
+    // A copy recorded without its tar's hash list or its tree's digest (by an
+    // older redist) is made again, once: clients verify such a copy by what
+    // lands, hashing no byte twice.
+    if (const auto it = previous.find(original.sha256);
+        it != previous.end() && it->second.relative_path == copy_path && it->second.original_size == original.size &&
+        it->second.tar_piece_bytes != 0 && !it->second.tree_sha256.empty()) {
         mirrored_copy c = it->second;
         emit_copy(mirror_step::checking, mirror_status::downloaded, c.size);
         REDIST_TRY(const auto present, target.present(as_artifact(c)));
@@ -474,6 +494,12 @@ result<mirrored_copy> mirror_copy(const mirror_request& request, const std::map<
     if (made.ok()) {
         auto committed = sink.commit();
         if (!committed.ok()) made = std::move(committed).error_value();
+    }
+    if (made.ok() && cancel) made = make_error(error_code::cancelled, "cancelled");
+    if (made.ok()) {
+        auto tree = made_copy_tree(request, staged, *made);
+        if (tree.ok()) c.tree_sha256 = std::move(tree).value();
+        else made = std::move(tree).error_value();
     }
     if (std::error_code ec; source.temporary) fs::remove(source.path, ec);
     if (!made.ok()) {

@@ -23,6 +23,7 @@
 #include "redist/manifest.hpp"
 #include "redist/mirror.hpp"
 #include "redist/signing.hpp"
+#include "support/posix_file.hpp"
 
 namespace redist::mirroring {
 
@@ -151,6 +152,12 @@ public:
     // sidecars are then unsigned, and no client installs their copies.
     const signing_key* signer = nullptr;
 };
+
+// A run directory for a mirror's scratch (claim_scratch_dir): in the
+// scratch/ of the request's scratch_cache_dir, else in $TMPDIR (named
+// "redist-<prefix>..."). A killed run's is adopted or removed by the next
+// run with the same prefix, and by `cache clean`. Outcomes: ok | filesystem.
+result<scratch_dir> claim_mirror_scratch(const mirror_request& request, const std::string& prefix);
 
 // The target the request names, and where the report says it is.
 result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request, mirror_report& report);

@@ -414,15 +414,9 @@ result<void> mirroring::write_mirror_index(const fs::path& redist_dir) {
     return write_file_atomically(redist_dir / "index.html", html);
 }
 
-namespace {
+namespace mirroring {
 
-// Where a push to a registry keeps its verified downloads until they are
-// uploaded: a run directory in the cache's scratch/ (else in $TMPDIR), one
-// per target. A killed or failed run's partial downloads are resumed by the
-// next run into the same target; the run that finishes removes them.
-result<scratch_dir> registry_scratch(const mirror_request& request) {
-    const std::string prefix =
-        "mirror-" + sha256_hex(sanitize_url(join_url(request.dest.string(), request.product))).substr(0, 16) + "-";
+result<scratch_dir> claim_mirror_scratch(const mirror_request& request, const std::string& prefix) {
     REDIST_TRY(const auto cache, blob_cache::open_if_possible(request.scratch_cache_dir, request.sources.shared_cache));
     const fs::path parent = cache ? cache->scratch_root() : fs::temp_directory_path();
     const unique_fd parent_fd(::open(parent.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
@@ -430,9 +424,19 @@ result<scratch_dir> registry_scratch(const mirror_request& request) {
     return claim_scratch_dir(parent_fd.get(), parent, cache ? prefix : "redist-" + prefix);
 }
 
-}  // namespace
+namespace {
 
-namespace mirroring {
+// Where a push to a registry keeps its verified downloads until they are
+// uploaded, one run directory per target. A killed or failed run's partial
+// downloads are resumed by the next run into the same target; the run that
+// finishes removes them.
+result<scratch_dir> registry_scratch(const mirror_request& request) {
+    return claim_mirror_scratch(
+        request,
+        "mirror-" + sha256_hex(sanitize_url(join_url(request.dest.string(), request.product))).substr(0, 16) + "-");
+}
+
+}  // namespace
 
 result<std::unique_ptr<mirror_target>> open_target(const mirror_request& request, mirror_report& report) {
     // The kind of a source (transport/source.hpp): an image layout, a

@@ -40,6 +40,7 @@ void write_artifacts(json_writer& w, const std::vector<locked_artifact>& artifac
         w.field("size", a->entry.size);
         if (!a->tar_sha256.empty()) w.field("tar_sha256", a->tar_sha256);
         if (!a->tar_list_sha256.empty()) w.field("tar_list_sha256", a->tar_list_sha256);
+        if (!a->tree_sha256.empty()) w.field("tree_sha256", a->tree_sha256);
         if (!a->copy_key.empty()) w.field("copy_key", a->copy_key);
         w.end_object();
     }
@@ -57,6 +58,7 @@ locked_artifact lock_artifact(const resolved_release& release, const artifact& a
     if (const auto* copy = release.recompressed.find(a.sha256); copy && !release.recompressed_signer.empty()) {
         locked.tar_sha256 = copy->tar_sha256;
         locked.tar_list_sha256 = copy->tar_list_sha256;
+        locked.tree_sha256 = copy->tree_sha256;
         locked.copy_key = release.recompressed_signer;
     }
     return locked;
@@ -108,6 +110,7 @@ result<void> read_artifact(json::value& item, locked_artifact& a) {
         {"size", [&](json::value& v) -> result<void> { return v.get(a.entry.size); }, true},
         {"tar_sha256", sha256_str(a.tar_sha256)},
         {"tar_list_sha256", sha256_str(a.tar_list_sha256)},
+        {"tree_sha256", sha256_str(a.tree_sha256)},
         {"copy_key", sha256_str(a.copy_key)},
     });
     if (!read.ok()) return read;
@@ -307,6 +310,7 @@ release_plan locked_plan(const std::string& product, const std::string& label, c
         if (!a.tar_sha256.empty() && !a.copy_key.empty()) {
             plan.locked_tar_sha256[a.entry.sha256] = a.tar_sha256;
             if (!a.tar_list_sha256.empty()) plan.locked_tar_list_sha256[a.entry.sha256] = a.tar_list_sha256;
+            if (!a.tree_sha256.empty()) plan.locked_tree_sha256[a.entry.sha256] = a.tree_sha256;
         }
         plan.locked_urls[a.entry.relative_path] = a.url;
         plan.artifacts.push_back(a.entry);

@@ -699,6 +699,7 @@ result<void> read_copy(json::value& item, recompressed_copy& c) {
              return result<void>();
          }},
         {"tar_list_sha256", read_digest(c.tar_list_sha256)},
+        {"tree_sha256", read_digest(c.tree_sha256)},
     });
     if (!read.ok()) return read;
     if ((c.tar_piece_bytes == 0) != c.tar_list_sha256.empty())
@@ -753,6 +754,7 @@ std::string recompressed_to_json(const recompressed_record& record) {
             w.field("tar_piece_bytes", std::to_string(c.tar_piece_bytes));
             w.field("tar_list_sha256", lower(c.tar_list_sha256));
         }
+        if (!c.tree_sha256.empty()) w.field("tree_sha256", lower(c.tree_sha256));
         w.end_object();
     }
     w.end_array();

@@ -150,15 +150,17 @@ struct job_result {
 class stage_sink final : public byte_sink {
 public:
     // max_output: the unpacker's cap on decoded bytes (see install_request::max_expansion); 0 = none.
-    // tar_piece_bytes: a copy's, when its tar is checked by its hash list (unpack_options).
+    // tar_piece_bytes: a copy's, when its tar is checked by its hash list;
+    // digest_tar false: a copy checked by its tree, whose tar needs no digest (unpack_options).
     stage_sink(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output,
-               std::shared_ptr<run_budget> budget, std::uint64_t tar_piece_bytes = 0)
+               std::shared_ptr<run_budget> budget, std::uint64_t tar_piece_bytes = 0, bool digest_tar = true)
         : lock_(lock),
           artifact_(a),
           source_(std::move(source)),
           max_output_(max_output),
           budget_(std::move(budget)),
-          tar_piece_bytes_(tar_piece_bytes) {}
+          tar_piece_bytes_(tar_piece_bytes),
+          digest_tar_(digest_tar) {}
     ~stage_sink() override { discard(); }
 
     result<void> restart() override {
@@ -171,6 +173,7 @@ public:
         options.budget = budget_;  // one thread/memory budget per run
         options.size_hint = artifact_.size;
         options.tar_piece_bytes = tar_piece_bytes_;
+        options.digest_tar = digest_tar_;
         REDIST_TRY(unpacker_, stream_unpacker::start(stage_, options));
         failure_.reset();
         return {};
@@ -222,6 +225,7 @@ private:
     std::uint64_t max_output_ = 0;
     std::shared_ptr<run_budget> budget_;
     std::uint64_t tar_piece_bytes_ = 0;
+    bool digest_tar_ = true;
     fs::path stage_;
     std::unique_ptr<stream_unpacker> unpacker_;
     std::optional<error> failure_;
@@ -269,9 +273,9 @@ std::vector<std::string> artifact_urls(const install_request& request, const rel
     return urls;
 }
 
-// What the lock pins of `a`'s decoded tar in `pins` (release_plan's
-// locked_tar_sha256 or locked_tar_list_sha256), or "" when it pins none (or
-// there is no lock).
+// What the lock pins of `a`'s copy in `pins` (release_plan's
+// locked_tar_sha256, locked_tar_list_sha256 or locked_tree_sha256), or ""
+// when it pins none (or there is no lock).
 std::string locked_tar(const std::map<std::string, std::string>& pins, const artifact& a) {
     for (const auto& [sha256, tar] : pins)
         if (equal_hex(sha256, a.sha256)) return tar;
@@ -499,9 +503,9 @@ public:
     // download; else the download) into a stage.
     result<staged_component> unpack_archive(bool from_blob) {
         stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size), request_.budget,
-                        tar_piece_bytes_);
+                        tar_piece_bytes_, expected_tree_.empty());
         // Bytes taken on what they decode to must have a decoded digest to match.
-        if (checked_by_content_ && expected_tar_.empty())
+        if (checked_by_content_ && expected_tar_.empty() && expected_tree_.empty())
             return make_error(error_code::integrity, "a copy checked by its content has no decoded digest")
                 .with_url(sanitize_url(urls_.back()));
         artifact_stream stream({a_.size, a_.sha256, checked_by_content_}, sink, request_.budget->threads());
@@ -516,6 +520,7 @@ public:
         }
         request_.budget->add_time(profile_stage::transfer, stream.hash_ns(), stream.sink_ns(), stream.received());
         if (!expected_tar_.empty()) REDIST_TRY_VOID(check_tar(sink.tar_digest()));
+        if (!expected_tree_.empty()) REDIST_TRY_VOID(check_tree(tree_digest(*entries)));
         return stage_entries(sink, *entries, out_.report.from_cache || published_);
     }
 
@@ -533,11 +538,26 @@ public:
         return {};
     }
 
+    // A copy's unpacked tree, before its stage may be committed: the one the
+    // mirror recorded, and the one the lock pins when it pins one.
+    result<void> check_tree(const std::string& actual) const {
+        for (const std::string* expected : {&expected_tree_, &locked_tree_}) {
+            if (expected->empty() || equal_hex(*expected, actual)) continue;
+            return make_error(error_code::integrity, expected == &locked_tree_
+                                                         ? "the tree it unpacks to is not the one the lock pins"
+                                                         : "the tree it unpacks to is not the one the mirror recorded")
+                .with_url(sanitize_url(urls_.back()))
+                .with_expected_actual(*expected, actual);
+        }
+        return {};
+    }
+
     // A mirror's recompressed copy instead of the original (recompressed.hpp):
     // downloaded as any archive (never through the cache: a copy is trusted on
-    // one signed record), checked against its size and, when its record has no
-    // hash list, its own SHA-256, and unpacked into its own stage, which is
-    // kept only when the decoded tar is the recorded (and locked) one. Any
+    // one signed record), checked against its size and, when its record has
+    // neither a tree digest nor a hash list, its own SHA-256, and unpacked
+    // into its own stage, which is kept only when the tree it unpacks to (or
+    // else its decoded tar) is the recorded (and locked) one. Any
     // failure discards that stage, is reported once, and gives nullopt: the
     // original is installed.
     result<std::optional<staged_component>> try_copy(const recompressed_copy& copy) {
@@ -549,29 +569,41 @@ public:
         const std::string url = artifact_url(release_.copy_base_url, copy.relative_path, copy.sha256);
         const std::string locked = locked_tar(release_.locked_tar_sha256, a_);
         const std::string locked_list = locked_tar(release_.locked_tar_list_sha256, a_);
+        const std::string locked_tree = locked_tar(release_.locked_tree_sha256, a_);
         const std::optional<blob_cache> no_cache;
         job_result copy_out;
         artifact_job job(request_, release_, lock_, no_cache, bytes, planned_artifact{}, abort_all_, copy_out, {url});
-        // The tar's hash list (its pieces hashed on all cores) where the
-        // record has one and a lock, if any, pins it as well; otherwise its
-        // SHA-256. A lock pins the tar the record must state, in both forms.
-        const bool by_list = copy.tar_piece_bytes != 0 && (locked.empty() || !locked_list.empty());
-        job.tar_piece_bytes_ = by_list ? copy.tar_piece_bytes : 0;
-        job.expected_tar_ = by_list ? copy.tar_list_sha256 : copy.tar_sha256;
-        job.locked_tar_ = by_list ? locked_list : locked;
-        // The list checks every decoded byte on all cores: the copy's own
-        // SHA-256, one sequential pass, would vouch for nothing more.
-        job.checked_by_content_ = by_list;
+        // What the copy is checked by, where the record states it and a lock,
+        // if any, pins it as well (a lock pins what the record must state,
+        // in every form it had): the tree it unpacks to, whose files are
+        // digested for the receipt anyway, so no byte is hashed twice; else
+        // the tar's hash list (its pieces hashed on all cores); else the
+        // tar's SHA-256.
+        const bool by_tree = !copy.tree_sha256.empty() && (locked.empty() || !locked_tree.empty());
+        const bool by_list = !by_tree && copy.tar_piece_bytes != 0 && (locked.empty() || !locked_list.empty());
+        if (by_tree) {
+            job.expected_tree_ = copy.tree_sha256;
+            job.locked_tree_ = locked_tree;
+        } else {
+            job.tar_piece_bytes_ = by_list ? copy.tar_piece_bytes : 0;
+            job.expected_tar_ = by_list ? copy.tar_list_sha256 : copy.tar_sha256;
+            job.locked_tar_ = by_list ? locked_list : locked;
+        }
+        // The tree or the list checks every byte that lands or is decoded:
+        // the copy's own SHA-256, one sequential pass, would vouch for
+        // nothing more.
+        job.checked_by_content_ = by_tree || by_list;
         std::optional<std::pair<std::string, std::string>> unlike_lock;  // (pinned, recorded)
-        for (const auto& [pin, recorded] :
-             {std::pair{&locked, &copy.tar_sha256}, {&locked_list, &copy.tar_list_sha256}})
+        for (const auto& [pin, recorded] : {std::pair{&locked, &copy.tar_sha256},
+                                            {&locked_list, &copy.tar_list_sha256},
+                                            {&locked_tree, &copy.tree_sha256}})
             if (!unlike_lock && !pin->empty() && !equal_hex(*pin, *recorded)) unlike_lock.emplace(*pin, *recorded);
-        auto staged = unlike_lock
-                          ? result<staged_component>(
-                                make_error(error_code::integrity, "the mirror records a tar other than the locked one")
-                                    .with_url(sanitize_url(url))
-                                    .with_expected_actual(unlike_lock->first, unlike_lock->second))
-                          : job.unpack_archive(/*from_blob=*/false);
+        auto staged = unlike_lock ? result<staged_component>(
+                                        make_error(error_code::integrity,
+                                                   "the mirror records a tar or tree other than the locked one")
+                                            .with_url(sanitize_url(url))
+                                            .with_expected_actual(unlike_lock->first, unlike_lock->second))
+                                  : job.unpack_archive(/*from_blob=*/false);
         out_.report.requests += copy_out.report.requests;
         if (!staged.ok()) {
             if (abort_all_.load() || staged.error_value().code == error_code::cancelled)
@@ -628,9 +660,14 @@ private:
     std::uint64_t tar_piece_bytes_ = 0;
     std::string expected_tar_;
     std::string locked_tar_;
-    // A copy checked by its hash list: what it decodes to is checked in full
-    // (check_tar) before the stage may be committed, so its own SHA-256 is
-    // not computed (expected_artifact::checked_by_content).
+    // A copy checked by the tree it unpacks to (tree_digest): the digest its
+    // record states and the one the lock pins ("": none). Its tar is not digested.
+    std::string expected_tree_;
+    std::string locked_tree_;
+    // A copy checked by its tree or its hash list: what it decodes to is
+    // checked in full (check_tree, check_tar) before the stage may be
+    // committed, so its own SHA-256 is not computed
+    // (expected_artifact::checked_by_content).
     bool checked_by_content_ = false;
 };
 

@@ -19,7 +19,9 @@ namespace redist {
 // SIGKILL it at exactly that point. Points: mid-download (half the archive
 // received, hashed and unpacked), after-unpack, before-commit, mid-commit
 // (journal written, half of the renames done), layout-index (an image
-// layout's index.json read, under its lock, before the rewrite). The pause lasts 120 s, or
+// layout's index.json read, under its lock, before the rewrite), copy-tree
+// (`redist mirror --recompress` unpacked a copy it made in its scratch
+// directory, before removing it). The pause lasts 120 s, or
 // REDIST_DEBUG_PAUSE_SECONDS (1 to 600), after which the process goes on, so
 // that a test can watch another process meet it there (verify waiting for a
 // commit). Unset: costs one getenv.

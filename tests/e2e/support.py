@@ -780,3 +780,54 @@ def hash_list(data: bytes, piece: int) -> str:
     piece (or none), the plain SHA-256."""
     pieces = [hashlib.sha256(data[at:at + piece]).digest() for at in range(0, len(data), piece)]
     return pieces[0].hex() if len(pieces) == 1 else hashlib.sha256(b"".join(pieces)).hexdigest()
+
+
+RECEIPT_PIECE = 8 << 20  # archive/sha256.hpp receipt_piece_bytes
+
+
+def _tar_time(member: tarfile.TarInfo, key: str) -> str:
+    """An entry's mtime or atime as tree_digest writes it: "<seconds>.<nanoseconds>" as libarchive
+    reads it (a pax record's decimal fraction, else the header's whole seconds; a GNU or ustar
+    header as Python writes one has no atime), or "-" when the archive sets none."""
+    pax = member.pax_headers.get(key)
+    if pax is not None:
+        whole, _, frac = pax.partition(".")
+        return f"{int(whole)}.{int((frac + '0' * 9)[:9])}"
+    return f"{int(member.mtime)}.0" if key == "mtime" else "-"
+
+
+def tree_digest(tar: bytes) -> str:
+    """The digest a recompressed copy's record states of the tree it unpacks to (tree_sha256;
+    archive/unpack.hpp tree_digest), computed from the tar alone: every entry below the top-level
+    directory, sorted by path, as nine NUL-terminated fields: kind, path, mode (octal), size,
+    piece size, content digest (as receipts record it), link target, mtime, atime. A hardlink
+    takes its target's mode, size and digest, and sets no times."""
+    entries, files = [], {}
+    rel = lambda name: "/".join([p for p in name.split("/") if p not in ("", ".")][1:])
+    with tarfile.open(fileobj=io.BytesIO(tar)) as t:
+        for m in t.getmembers():
+            path = rel(m.name)
+            if not path:
+                continue
+            times = (_tar_time(m, "mtime"), _tar_time(m, "atime"))
+            mode = m.mode & 0o777
+            if m.islnk():
+                target = rel(m.linkname)
+                size, digest, piece, mode = files[target]
+                entries.append(("hardlink", path, mode, size, piece, digest, target, "-", "-"))
+            elif m.isfile():
+                data = t.extractfile(m).read()
+                piece = RECEIPT_PIECE if len(data) > RECEIPT_PIECE else 0
+                digest = hash_list(data, piece) if piece else hashlib.sha256(data).hexdigest()
+                files[path] = (len(data), digest, piece, mode)
+                entries.append(("file", path, mode, len(data), piece, digest, "", *times))
+            elif m.isdir():
+                entries.append(("dir", path, mode, 0, 0, "", "", *times))
+            elif m.issym():
+                entries.append(("symlink", path, mode, 0, 0, "", m.linkname, *times))
+    entries.sort(key=lambda e: e[1].encode())
+    h = hashlib.sha256()
+    for kind, path, mode, size, piece, digest, link, mtime, atime in entries:
+        for field in (kind, path, format(mode, "o"), str(size), str(piece), digest, link, mtime, atime):
+            h.update(field.encode() + b"\0")
+    return h.hexdigest()

@@ -102,6 +102,8 @@ class RecompressBase(unittest.TestCase):
                 # One 8 MiB piece per frame; the list of a one-piece tar is its SHA-256.
                 "tar_piece_bytes": str(8 << 20),
                 "tar_list_sha256": support.hash_list(self.tar, 8 << 20),
+                # What the copy unpacks to, as a client digests it (computed here from the tar alone).
+                "tree_sha256": support.tree_digest(self.tar),
             }]})
 
 

@@ -117,6 +117,25 @@ class MirrorScratch(unittest.TestCase):
         finally:
             os.close(held)
 
+    def test_a_killed_runs_copy_tree_is_removed_by_the_next_run(self):
+        """`--recompress` unpacks each copy it makes once, in a run directory of the cache, for the
+        tree it records: a run killed there leaves it, and the next run removes it."""
+        dest = os.path.join(self.scratch, "mirror")
+        key, _ = support.make_key_pair(self.scratch)
+        args = [*self.args(dest), "--recompress", "zstd", "--sign-key", key]
+        first = support.BackgroundTool("redist", *args, env=dict(self.env, REDIST_DEBUG_PAUSE="copy-tree"))
+        try:
+            self.assertTrue(first.wait_for_stderr("paused at copy-tree", timeout=60), first.stderr)
+            run_dir = self.the_run_directory(self.cache_scratch, "copy-tree-")
+            unpacked = [f for _, _, files in os.walk(run_dir) for f in files]
+            self.assertTrue(unpacked, run_dir)
+        finally:
+            first.kill()
+        support.run_tool("redist", *args, env=self.env, check=0, timeout=120)
+        self.assertEqual(os.listdir(self.cache_scratch), [])
+        self.assertEqual(os.listdir(self.tmp), [])
+        self.assertTrue(os.path.exists(os.path.join(dest, "cudnn", "redist", f"recompressed_{LABEL}.json")))
+
     def test_a_layout_resumes_a_killed_runs_scratch_and_removes_it(self):
         layout = os.path.join(self.scratch, "layout")
         self.kill_mid_download("oci-layout:" + layout)

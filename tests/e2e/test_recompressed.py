@@ -57,6 +57,21 @@ def tar_with_extra(tar: bytes, name: str, data: bytes) -> bytes:
     return buf.getvalue()
 
 
+def retar(tar: bytes, edit=None) -> bytes:
+    """The same members in another tar (pax format, another owner: nothing on disk keeps either),
+    with `edit(member)` applied to each member's header first."""
+    src = tarfile.open(fileobj=io.BytesIO(tar))
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as out:
+        for m in src.getmembers():
+            data = src.extractfile(m).read() if m.isfile() else None
+            m.uid, m.gid, m.uname, m.gname = 4242, 4242, "mirror", "mirror"
+            if edit:
+                edit(m)
+            out.addfile(m, io.BytesIO(data) if data is not None else None)
+    return buf.getvalue()
+
+
 class RecompressedCopies(unittest.TestCase):
     def setUp(self):
         self.dir = support.make_scratch_dir(self.id())
@@ -74,14 +89,16 @@ class RecompressedCopies(unittest.TestCase):
 
     def write_copy(self, tar: bytes | None = None, damage: bool = False, recorded_tar: bytes | None = None,
                    manifest_sha256: str | None = None, key: str | None = "", piece: int = 0,
-                   listed_tar: bytes | None = None, bytes_sha256: str | None = None) -> dict:
+                   listed_tar: bytes | None = None, bytes_sha256: str | None = None,
+                   tree_of: bytes | None = None) -> dict:
         """Writes the copy of the selected archive (of `tar`, default the
         original's) and its record, signed by `key` (default the trusted
         one; None: unsigned); `damage` flips a byte after recording the
         copy's digest; `recorded_tar` is the tar the record claims; `piece`
         (0: none) records the hash list of `listed_tar` (default the copy's);
         `bytes_sha256` is the digest the record states for the copy's bytes
-        (default their own)."""
+        (default their own); `tree_of` (default: none) is the tar whose
+        tree the record states the copy unpacks to."""
         tar = self.tar if tar is None else tar
         data = zstd_frames(tar, self.dir)
         entry = {"original_sha256": self.original["sha256"], "original_size": self.original["size"],
@@ -92,6 +109,8 @@ class RecompressedCopies(unittest.TestCase):
         if piece:
             entry.update(tar_piece_bytes=str(piece),
                          tar_list_sha256=support.hash_list(listed_tar if listed_tar is not None else tar, piece))
+        if tree_of is not None:
+            entry["tree_sha256"] = support.tree_digest(tree_of)
         if damage:
             data = data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
         with open(support.artifact_path(PRODUCT, self.copy_rel, self.mirror), "wb") as f:
@@ -242,6 +261,69 @@ class RecompressedCopies(unittest.TestCase):
         res = self.fetch_locked(prefix, lock)
         self.assertNotIn("copy", res.stderr)
         self.assertTrue(os.path.isfile(os.path.join(prefix, "lib", "blob.bin")))
+
+    # ---- a copy that records its tree is checked by what lands, hashed once ----
+
+    def test_a_copy_is_checked_by_the_tree_it_unpacks_to(self):
+        """With the tree's digest the record vouches for everything that lands (each file's
+        content as its receipt records it, modes, times, links); neither the copy's bytes nor its
+        tar are hashed. So the same tree in another tar installs, and a tree that differs in
+        anything that lands falls back, though its record states that very tar."""
+        other = retar(self.tar)
+        self.assertNotEqual(hashlib.sha256(other).hexdigest(), hashlib.sha256(self.tar).hexdigest())
+        self.assertEqual(support.tree_digest(other), support.tree_digest(self.tar))
+        other_encoding = hashlib.sha256(b"the same tree, tarred and framed otherwise").hexdigest()
+        entry = self.write_copy(tar=other, recorded_tar=self.tar, tree_of=self.tar, bytes_sha256=other_encoding)
+        reference = self.reference_tree()
+        for threads in ("1", "4"):
+            with self.subTest(threads=threads):
+                prefix = os.path.join(self.dir, "tree" + threads)
+                res = self.fetch(prefix, "--threads", threads)
+                self.assertNotIn("copy", res.stderr)
+                r = self.receipt(prefix)
+                self.assertEqual(r["copy_sha256"], entry["sha256"])
+                self.assertEqual(self.tree(prefix), reference)
+                support.run_tool("redist", "verify", "--prefix", prefix, check=0)
+        first_file = lambda m: m.isfile() and m.name.endswith(".h")
+        unlike = {
+            "a file more": tar_with_extra(self.tar, "include/evil.h", b"#error planted\n"),
+            "another mtime": retar(self.tar, lambda m: setattr(m, "mtime", 1) if first_file(m) else None),
+            "another mode": retar(self.tar, lambda m: setattr(m, "mode", 0o777) if first_file(m) else None),
+        }
+        for name, tar in unlike.items():
+            with self.subTest(name):
+                self.assertNotEqual(support.tree_digest(tar), support.tree_digest(self.tar))
+                # The record states the copy's own tar: only its tree can tell.
+                self.write_copy(tar=tar, recorded_tar=tar, tree_of=self.tar)
+                prefix = os.path.join(self.dir, name.replace(" ", "-"))
+                res = self.fetch(prefix)
+                self.assert_original_installed(prefix, res, "the tree it unpacks to is not the one the mirror recorded")
+                self.assertFalse(any("evil" in p for p in self.tree(prefix)))
+
+    def test_lock_pins_the_tree(self):
+        self.write_copy(tar=retar(self.tar), recorded_tar=self.tar, tree_of=self.tar)
+        lock = self.lock()
+        pinned = [a for a in support.load_json(lock)["artifacts"] if a["sha256"] == self.original["sha256"]]
+        self.assertEqual([a.get("tree_sha256") for a in pinned], [support.tree_digest(self.tar)])
+        prefix = os.path.join(self.dir, "good")
+        res = self.fetch_locked(prefix, lock)
+        self.assertNotIn("copy", res.stderr)
+        self.assertIn("copy_sha256", self.receipt(prefix))
+        # A lock whose tree is not the record's: the copy is refused, the original installed.
+        doc = support.load_json(lock)
+        for a in doc["artifacts"]:
+            if a["sha256"] == self.original["sha256"]:
+                a["tree_sha256"] = "0" * 64
+        support.save_json(lock, doc)
+        prefix = os.path.join(self.dir, "other-tree")
+        self.assert_original_installed(prefix, self.fetch_locked(prefix, lock), "locked")
+        # A lock that pins the tar alone (made before trees): the copy is checked by its tar, which is
+        # not the recorded one here.
+        for a in doc["artifacts"]:
+            a.pop("tree_sha256", None)
+        support.save_json(lock, doc)
+        prefix = os.path.join(self.dir, "old-lock")
+        self.assert_original_installed(prefix, self.fetch_locked(prefix, lock), "the mirror recorded")
 
     def test_no_recompressed_installs_the_original(self):
         self.write_copy()

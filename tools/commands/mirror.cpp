@@ -103,6 +103,7 @@ void write_report(redist::json_writer& w, const redist::mirror_report& report) {
                 w.field("tar_piece_bytes", c.tar_piece_bytes);
                 w.field("tar_list_sha256", c.tar_list_sha256);
             }
+            if (!c.tree_sha256.empty()) w.field("tree_sha256", c.tree_sha256);
             w.field("status", c.status == redist::mirror_status::up_to_date ? "up_to_date" : "recompressed");
             w.end_object();
         }

@@ -81,6 +81,7 @@ struct spec {
     kind type = kind::file;
     std::string data;  // file content, or the link target
     unsigned mode = 0644;
+    std::int64_t mtime = 1700000000;
 };
 
 enum class container { tar, tar_xz, tar_gz, tar_zst, zip };
@@ -113,7 +114,7 @@ std::string build(const std::vector<spec>& specs, container c, int level = 1) {
     for (const spec& s : specs) {
         archive_entry* e = archive_entry_new();
         archive_entry_set_pathname(e, s.name.c_str());
-        archive_entry_set_mtime(e, 1700000000, 0);
+        archive_entry_set_mtime(e, s.mtime, 0);
         archive_entry_set_perm(e, static_cast<mode_t>(s.mode));
         switch (s.type) {
             case kind::file:
@@ -1525,4 +1526,93 @@ TEST_CASE("tar.zst on the pool: lying, truncated and oversized frames are refuse
         CHECK(r.error_value().code == redist::error_code::unsafe_archive);
         CHECK(o.budget->decode_memory().held() == 0);
     }
+}
+
+// ---- the tree a copy unpacks to ------------------------------------------------------
+
+namespace {
+
+std::vector<unpacked_entry> unpacked_tree(const std::vector<spec>& specs, const std::string& name,
+                                          std::string* tar_digest = nullptr, bool digest_tar = true) {
+    auto o = opts(redist::archive_format::tar_zst);
+    o.digest_tar = digest_tar;
+    const std::string zst = build(specs, container::tar_zst);
+    auto started = redist::stream_unpacker::start(fresh_stage(name), o);
+    REQUIRE_OK(started);
+    REQUIRE_OK(started.value()->write(reinterpret_cast<const std::byte*>(zst.data()), zst.size()));
+    auto entries = started.value()->finish();
+    REQUIRE_OK(entries);
+    if (tar_digest) *tar_digest = started.value()->tar_digest();
+    return std::move(entries).value();
+}
+
+}  // namespace
+
+TEST_CASE("tree_digest: nine NUL-ended fields per entry, sorted by path", "[unpack][tree]") {
+    unpacked_entry file;
+    file.path = "lib/b";
+    file.size = 3;
+    file.sha256 = redist::sha256_hex("abc");
+    file.mode = 0755;
+    file.mtime = {true, 1700000000, 5};
+    unpacked_entry link;
+    link.path = "lib/a";
+    link.kind = entry_kind::symlink;
+    link.link_target = "b";
+    link.mode = 0777;
+    std::string text;
+    for (const char* field : {"symlink", "lib/a", "777", "0", "0", "", "b", "-", "-",  //
+                              "file", "lib/b", "755", "3", "0", file.sha256.c_str(), "", "1700000000.5", "-"}) {
+        text += field;
+        text += '\0';
+    }
+    CHECK(redist::tree_digest({file, link}) == redist::sha256_hex(text));
+    CHECK(redist::tree_digest({link, file}) == redist::sha256_hex(text));
+    CHECK(redist::tree_digest({}) == redist::sha256_hex(""));
+}
+
+TEST_CASE("tree_digest: the same tree in another tar, and every difference that lands", "[unpack][tree]") {
+    std::string tar_a, tar_b;
+    const auto reference = unpacked_tree(reference_tree(), "tree-a", &tar_a);
+    const std::string digest = redist::tree_digest(reference);
+    // What a receipt keeps of each entry, with the times restored on it; a hardlink sets none.
+    const unpacked_entry* lib = find(reference, "lib/libfoo.so.9.1.0");
+    REQUIRE(lib != nullptr);
+    CHECK(lib->mtime == redist::entry_time{true, 1700000000, 0});
+    CHECK_FALSE(lib->atime.set);
+    const unpacked_entry* copy = find(reference, "lib/libfoo-copy.so.9.1.0");
+    REQUIRE(copy != nullptr);
+    CHECK_FALSE(copy->mtime.set);
+
+    // Another member order: another tar, the same tree.
+    auto reordered = reference_tree();
+    std::rotate(reordered.begin() + 1, reordered.end() - 2, reordered.end());
+    CHECK(redist::tree_digest(unpacked_tree(reordered, "tree-b", &tar_b)) == digest);
+    CHECK(tar_a != tar_b);
+
+    const auto changed = [&](const std::string& name, auto edit) {
+        auto specs = reference_tree();
+        for (auto& s : specs)
+            if (s.name == name) edit(s);
+        return redist::tree_digest(unpacked_tree(specs, "tree-changed"));
+    };
+    CHECK(changed("top/include/foo.h", [](spec& s) { s.data += " "; }) != digest);
+    CHECK(changed("top/include/foo.h", [](spec& s) { s.mode = 0600; }) != digest);
+    CHECK(changed("top/include/foo.h", [](spec& s) { s.mtime += 1; }) != digest);
+    CHECK(changed("top/lib/", [](spec& s) { s.mtime += 1; }) != digest);
+    CHECK(changed("top/lib/libfoo.so", [](spec& s) { s.data = "libfoo.so.9.1.0"; }) != digest);
+    CHECK(changed("top/lib/libfoo-copy.so.9.1.0", [](spec& s) { s.data = "top/bin/tool"; }) != digest);
+    // Setuid is dropped on the way: the tree states the mode as written.
+    CHECK(changed("top/bin/suid", [](spec& s) { s.mode = 0755; }) == digest);
+}
+
+TEST_CASE("a copy checked by its tree has no tar digest computed", "[unpack][tree]") {
+    std::string digest = "unset";
+    const auto without = unpacked_tree(reference_tree(), "tree-nodigest", &digest, /*digest_tar=*/false);
+    CHECK(digest.empty());
+    std::string with;
+    const auto entries = unpacked_tree(reference_tree(), "tree-digest", &with);
+    CHECK_FALSE(with.empty());
+    CHECK(same(without, entries));
+    CHECK(redist::tree_digest(without) == redist::tree_digest(entries));
 }

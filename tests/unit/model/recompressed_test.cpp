@@ -159,6 +159,25 @@ TEST_CASE("recompressed: a copy's tar hash list is read, checked and round-trips
     CHECK(parse_error(doc(copy_json(A, "c/x-1.tar.zst", short_list))).json_path == "copies[0].tar_list_sha256");
 }
 
+TEST_CASE("recompressed: a copy's tree digest is read, checked and round-trips") {
+    auto r = redist::parse_recompressed(doc(copy_json(A, "c/x-1.tar.zst", R"(, "tree_sha256": ")" + B + R"(")")), "s");
+    REQUIRE(r.ok());
+    CHECK(r->copies[0].tree_sha256 == B);
+    const std::string written = redist::recompressed_to_json(*r);
+    auto again = redist::parse_recompressed(written, "s");
+    REQUIRE(again.ok());
+    CHECK(again->copies[0].tree_sha256 == B);
+    CHECK(redist::recompressed_to_json(*again) == written);
+    // Without one, the written record has none.
+    auto plain = redist::parse_recompressed(doc(copy_json()), "s");
+    REQUIRE(plain.ok());
+    CHECK(plain->copies[0].tree_sha256.empty());
+    CHECK(redist::recompressed_to_json(*plain).find("tree_sha256") == std::string::npos);
+    for (const char* bad : {R"("abc")", "1", R"("")", "null"})
+        CHECK(parse_error(doc(copy_json(A, "c/x-1.tar.zst", std::string(R"(, "tree_sha256": )") + bad))).json_path ==
+              "copies[0].tree_sha256");
+}
+
 TEST_CASE("recompressed: a copy's path must be safe and end in .tar.zst") {
     // A leading run of at most three ".." is a bin-archive pool path (manifest.hpp); nothing else climbs.
     for (const char* path : {"../../../../x.tar.zst", "c/../x.tar.zst", "/abs/x.tar.zst", "c//x.tar.zst",
@@ -295,6 +314,18 @@ TEST_CASE("recompressed: a lock pins the copy's tar and its signer, and old lock
     auto listed_plan = redist::plan_from_lock(*listed_back, "linux-x86_64", std::nullopt, {});
     REQUIRE(listed_plan.ok());
     CHECK(listed_plan->locked_tar_list_sha256.at(A) == D);
+    CHECK(listed_plan->locked_tree_sha256.empty());
+    // A copy with its tree's digest: the lock pins that too.
+    release.recompressed.copies[0].tree_sha256 = B;
+    auto treed = redist::make_lockfile(release, {"linux-x86_64"}, {}, {});
+    REQUIRE(treed.ok());
+    CHECK(treed->artifacts[0].tree_sha256 == B);
+    auto treed_back = redist::lockfile_from_json(redist::lockfile_to_json(*treed), "redist.lock");
+    REQUIRE(treed_back.ok());
+    auto treed_plan = redist::plan_from_lock(*treed_back, "linux-x86_64", std::nullopt, {});
+    REQUIRE(treed_plan.ok());
+    CHECK(treed_plan->locked_tree_sha256.at(A) == B);
+    CHECK(treed_plan->locked_tar_list_sha256.at(A) == D);
     // A pin without its signer (a lock from before signatures) is not honoured.
     auto keyless = *back;
     keyless.artifacts[0].copy_key.clear();
