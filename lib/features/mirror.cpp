@@ -144,7 +144,7 @@ result<void> download_verified(const download_target& t, const mirror_request& r
     segment_options one_stream;
     one_stream.connections = 1;
     const spool_location no_spool;
-    auto fetched = try_sources(t.urls, run, [&](source_attempt& at) {
+    auto fetched = try_sources(make_sources(t.urls), run, [&](source_attempt& at) {
         at.retried_inside = true;
         return stream.fetch_from(at.url, request.transfer, one_stream, no_spool, segment_retries(run, at.url),
                                  at.failure);

@@ -264,13 +264,13 @@ std::string base_artifact_url(const release_plan& release, const artifact& a) {
     return artifact_url(release.artifact_base_url, a.relative_path, a.sha256);
 }
 
-// The URLs of an artifact, in the order they are tried: mirrors, then the base.
-std::vector<std::string> artifact_urls(const install_request& request, const release_plan& release, const artifact& a) {
-    std::vector<std::string> urls;
+// The sources of an artifact, in the order they are tried: mirrors, then the base.
+std::vector<source> artifact_sources(const install_request& request, const release_plan& release, const artifact& a) {
+    std::vector<source> sources;
     for (const auto& m : request.sources.mirrors)
-        urls.push_back(mirror_artifact_url(m, release.product, a.relative_path, a.sha256));
-    urls.push_back(base_artifact_url(release, a));
-    return urls;
+        sources.push_back(make_source(mirror_artifact_url(m, release.product, a.relative_path, a.sha256)));
+    sources.push_back(make_source(base_artifact_url(release, a)));
+    return sources;
 }
 
 // What the lock pins of `a`'s copy in `pins` (release_plan's
@@ -303,7 +303,7 @@ class artifact_job {
 public:
     artifact_job(const install_request& request, const release_plan& release, const prefix_lock& lock,
                  const std::optional<blob_cache>& cache, const artifact& a, const planned_artifact& planned,
-                 std::atomic<bool>& abort_all, job_result& out, std::vector<std::string> urls)
+                 std::atomic<bool>& abort_all, job_result& out, std::vector<source> sources)
         : request_(request),
           release_(release),
           lock_(lock),
@@ -313,7 +313,7 @@ public:
           from_copy_(planned.from_copy),
           abort_all_(abort_all),
           out_(out),
-          urls_(std::move(urls)) {}
+          sources_(std::move(sources)) {}
 
     void progress(fetch_stage stage, std::uint64_t done) const {
         if (request_.observer) request_.observer->on_progress({a_.component, stage, done, a_.size});
@@ -365,11 +365,11 @@ public:
         }
         staged_component staged;
         staged.stage_dir = stage;
-        fill_receipt(release_, a_, sanitize_url(urls_.back()), staged.new_receipt);
+        fill_receipt(release_, a_, sanitize_url(sources_.back().url()), staged.new_receipt);
         staged.new_receipt.files = std::move(**files);
         out_.report.from_cache = true;
         out_.report.from_tree = true;
-        out_.report.url = sanitize_url(urls_.back());
+        out_.report.url = sanitize_url(sources_.back().url());
         return std::optional<staged_component>(std::move(staged));
     }
 
@@ -383,7 +383,7 @@ public:
                                      : result<std::vector<unpacked_entry>>(std::move(verified).error_value());
         if (entries.ok()) {
             out_.report.from_cache = true;
-            out_.report.url = sanitize_url(urls_.back());
+            out_.report.url = sanitize_url(sources_.back().url());
             ::utimensat(AT_FDCWD, blob_file.c_str(), nullptr, 0);  // last used, for prune
             return std::optional(std::move(entries).value());
         }
@@ -439,7 +439,7 @@ public:
         run.observer = request_.observer;
         run.component = a_.component;
         auto fetched = try_sources(
-            urls_, run,
+            sources_, run,
             [&](source_attempt& at) {
                 progress(fetch_stage::downloading, stream.received());
                 // The downloader retries each request itself, through the run's policy and observer.
@@ -460,7 +460,7 @@ public:
                             e.message;
             return e;
         }
-        out_.report.url = sanitize_url(urls_[fetched->source]);
+        out_.report.url = sanitize_url(sources_[fetched->source].url());
         // The archive is verified: keep it even if unpacking fails (disk full,
         // unsafe entry...), so that a retry needs no download.
         request_.budget->mark("downloaded");
@@ -502,12 +502,12 @@ public:
     // From the archive (the cached blob when from_blob, falling back to the
     // download; else the download) into a stage.
     result<staged_component> unpack_archive(bool from_blob) {
-        stage_sink sink(lock_, a_, sanitize_url(urls_.back()), output_cap(request_, a_.size), request_.budget,
+        stage_sink sink(lock_, a_, sanitize_url(sources_.back().url()), output_cap(request_, a_.size), request_.budget,
                         tar_piece_bytes_, expected_tree_.empty());
         // Bytes taken on what they decode to must have a decoded digest to match.
         if (checked_by_content_ && expected_tar_.empty() && expected_tree_.empty())
             return make_error(error_code::integrity, "a copy checked by its content has no decoded digest")
-                .with_url(sanitize_url(urls_.back()));
+                .with_url(sanitize_url(sources_.back().url()));
         artifact_stream stream({a_.size, a_.sha256, checked_by_content_}, sink, request_.budget->threads());
         stream.set_cancel(&abort_all_);
         stream.set_progress([&](std::uint64_t done) { progress(fetch_stage::downloading, done); });
@@ -532,7 +532,7 @@ public:
             return make_error(error_code::integrity, expected == &locked_tar_
                                                          ? "its tar is not the one the lock pins"
                                                          : "its tar is not the one the mirror recorded")
-                .with_url(sanitize_url(urls_.back()))
+                .with_url(sanitize_url(sources_.back().url()))
                 .with_expected_actual(*expected, actual.empty() ? "(none)" : actual);
         }
         return {};
@@ -546,7 +546,7 @@ public:
             return make_error(error_code::integrity, expected == &locked_tree_
                                                          ? "the tree it unpacks to is not the one the lock pins"
                                                          : "the tree it unpacks to is not the one the mirror recorded")
-                .with_url(sanitize_url(urls_.back()))
+                .with_url(sanitize_url(sources_.back().url()))
                 .with_expected_actual(*expected, actual);
         }
         return {};
@@ -572,7 +572,8 @@ public:
         const std::string locked_tree = locked_tar(release_.locked_tree_sha256, a_);
         const std::optional<blob_cache> no_cache;
         job_result copy_out;
-        artifact_job job(request_, release_, lock_, no_cache, bytes, planned_artifact{}, abort_all_, copy_out, {url});
+        artifact_job job(request_, release_, lock_, no_cache, bytes, planned_artifact{}, abort_all_, copy_out,
+                         {make_source(url)});
         // What the copy is checked by, where the record states it and a lock,
         // if any, pins it as well (a lock pins what the record must state,
         // in every form it had): the tree it unpacks to, whose files are
@@ -651,7 +652,7 @@ private:
     bool from_copy_;      // the plan's: the mirror's recompressed copy is tried before the download
     std::atomic<bool>& abort_all_;
     job_result& out_;
-    std::vector<std::string> urls_;
+    std::vector<source> sources_;               // mirrors, then the base (the last resort)
     std::atomic<bool> spooled_in_cache_{true};  // false once the cache was bypassed (on_cache_bypass)
     bool published_ = false;                    // the download is in the cache as a verified blob
     // A copy: how its decoded tar is checked (0: its SHA-256, else its hash
@@ -679,7 +680,7 @@ void run_job(const install_request& request, const release_plan& release, const 
              job_result& out) {
     const auto started = std::chrono::steady_clock::now();
     const artifact& a = release.artifacts[item.artifact];
-    artifact_job job(request, release, lock, cache, a, item, abort_all, out, artifact_urls(request, release, a));
+    artifact_job job(request, release, lock, cache, a, item, abort_all, out, artifact_sources(request, release, a));
     auto staged = job.run();
     if (!staged.ok()) return job.fail(std::move(staged).error_value());
     out.report.files = staged->new_receipt.files.size();

@@ -94,7 +94,7 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
     const auto cap = [](long& seconds, long most) { seconds = seconds <= 0 || seconds > most ? most : seconds; };
     cap(short_timeouts.connect_timeout_seconds, options.document_connect_timeout_seconds);
     cap(short_timeouts.stall_timeout_seconds, options.document_stall_timeout_seconds);
-    auto fetched = try_sources({url}, run, [&](source_attempt& at) -> result<void> {
+    auto fetched = try_sources({from}, run, [&](source_attempt& at) -> result<void> {
         auto got = fetch_text(at.url, short_timeouts, max_bytes, &at.failure);
         if (got.ok()) {
             text = std::move(got).value();

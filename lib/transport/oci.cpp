@@ -722,7 +722,7 @@ result<oci_pusher> oci_pusher::open(const std::string& base, const std::string& 
 
 result<void> oci_pusher::retried(const std::string& url,
                                  const std::function<result<void>(transfer_failure_info&)>& op) {
-    auto done = try_sources({url}, run_, [&](source_attempt& at) { return op(at.failure); });
+    auto done = try_sources({make_source(url)}, run_, [&](source_attempt& at) { return op(at.failure); });
     if (!done.ok()) return std::move(done).error_value();
     return {};
 }

@@ -12,6 +12,13 @@ source make_source(std::string url) {
     return {kind, std::move(url)};
 }
 
+std::vector<source> make_sources(const std::vector<std::string>& urls) {
+    std::vector<source> out;
+    out.reserve(urls.size());
+    for (const auto& url : urls) out.push_back(make_source(url));
+    return out;
+}
+
 bool offline_skips(const source& s, bool offline) noexcept { return offline && !s.local(); }
 
 #if REDIST_TEST_HOOKS

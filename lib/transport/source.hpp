@@ -90,6 +90,8 @@ private:
 
 // The source `url` names (a URL: to_url() makes one of a local path).
 source make_source(std::string url);
+// The same for each URL, in order: the list try_sources walks.
+std::vector<source> make_sources(const std::vector<std::string>& urls);
 
 // The one offline rule: offline, a source that is not local() is not read
 // (only the cache stands in for it).

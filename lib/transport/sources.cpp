@@ -156,12 +156,12 @@ void notify_retry(const source_run& run, const std::string& url, const error& e,
                             .retry_after = retry_after});
 }
 
-void notify_source_change(const source_run& run, const std::vector<std::string>& urls, std::size_t from,
+void notify_source_change(const source_run& run, const std::vector<source>& sources, std::size_t from,
                           const std::optional<error>& why) {
-    if (!run.observer || from + 1 >= urls.size()) return;
+    if (!run.observer || from + 1 >= sources.size()) return;
     run.observer->on_source_change({.component = run.component,
-                                    .from_url = sanitize_url(urls[from]),
-                                    .to_url = sanitize_url(urls[from + 1]),
+                                    .from_url = sanitize_url(sources[from].url()),
+                                    .to_url = sanitize_url(sources[from + 1].url()),
                                     .reason = why.value_or(error{})});
 }
 
@@ -174,10 +174,11 @@ void notify_skip(const source_run& run, const std::string& url, const error& e) 
 enum class source_result : std::uint8_t { ok, next, fail };
 
 // The attempts on one source. Leaves the failure to report in `last`.
-source_result attempts_on(const std::string& url, std::size_t index, const source_run& run,
-                          const attempt_function& attempt, std::optional<error>& last, int& requests) {
+source_result attempts_on(const source& from, std::size_t index, const source_run& run, const attempt_function& attempt,
+                          std::optional<error>& last, int& requests) {
+    const std::string& url = from.url();
     for (int n = 1;; ++n) {
-        source_attempt a{url, index, n, {}};
+        source_attempt a{from, url, index, n, {}};
         ++requests;
         auto done = attempt(a);
         if (done.ok()) {
@@ -228,26 +229,26 @@ segment_retry_hook segment_retries(const source_run& run, const std::string& url
     };
 }
 
-result<sources_outcome> try_sources(const std::vector<std::string>& urls, const source_run& run,
+result<sources_outcome> try_sources(const std::vector<source>& sources, const source_run& run,
                                     const attempt_function& attempt, int* requests) {
     std::optional<error> last;
     int made = 0;
     const auto count = [&] {
         if (requests) *requests += made;
     };
-    for (std::size_t i = 0; i < urls.size(); ++i) {
-        if (offline_skips(make_source(urls[i]), run.offline)) {
+    for (std::size_t i = 0; i < sources.size(); ++i) {
+        const std::string& url = sources[i].url();
+        if (offline_skips(sources[i], run.offline)) {
             remember_failure(
-                last,
-                make_error(error_code::not_found, "offline, and not in the cache").with_url(sanitize_url(urls[i])));
+                last, make_error(error_code::not_found, "offline, and not in the cache").with_url(sanitize_url(url)));
             continue;
         }
-        if (auto skipped = run.health && run.is_mirror(urls[i]) ? run.health->skipped(urls[i]) : std::nullopt) {
-            remember_failure(last, std::move(*skipped).with_url(sanitize_url(urls[i])));
+        if (auto skipped = run.health && run.is_mirror(url) ? run.health->skipped(url) : std::nullopt) {
+            remember_failure(last, std::move(*skipped).with_url(sanitize_url(url)));
             continue;
         }
         std::optional<error> here;
-        const source_result r = attempts_on(urls[i], i, run, attempt, here, made);
+        const source_result r = attempts_on(sources[i], i, run, attempt, here, made);
         if (r == source_result::ok) {
             count();
             return sources_outcome{i, made};
@@ -256,7 +257,7 @@ result<sources_outcome> try_sources(const std::vector<std::string>& urls, const 
             count();
             return std::move(*here);
         }
-        notify_source_change(run, urls, i, here);
+        notify_source_change(run, sources, i, here);
         remember_failure(last, std::move(*here));
     }
     count();

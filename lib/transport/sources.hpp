@@ -13,9 +13,10 @@
 //   segment_retries   the same decision for the retries a segmented
 //                     download makes inside one attempt
 //
-// The seam where a source URL becomes bytes is the attempt function: it
-// gets the URL (source_attempt) and returns ok or the error, filling
-// source_attempt::failure (transfer_failure_info) the way download() does.
+// The seam where a source becomes bytes is the attempt function: it gets the
+// source (source_attempt: its kind decided once, by make_source, and its
+// URL) and returns ok or the error, filling source_attempt::failure
+// (transfer_failure_info) the way download() does.
 // A new kind of source (another scheme, a registry) plugs in there: it
 // needs no retry loop of its own, only to say whether a failure is
 // transient or unreachable.
@@ -91,8 +92,9 @@ private:
 
 // What try_sources hands the attempt function, and what it reports back.
 struct source_attempt {
-    const std::string& url;
-    std::size_t source = 0;         // index into the URL list
+    const redist::source& from;     // the source tried
+    const std::string& url;         // its URL
+    std::size_t source = 0;         // index into the list of sources
     int attempt = 1;                // on this source, 1-based
     transfer_failure_info failure;  // filled by the attempt (download() does)
     // Set by an attempt that retried on its own through segment_retries():
@@ -172,7 +174,7 @@ struct sources_outcome {
     int requests = 0;        // attempts made in all
 };
 
-// Tries `urls` in order, each a source (make_source). Offline, a source that
+// Tries `sources` in order. Offline, a source that
 // is not local counts as not_found ("offline, and not in the cache") without
 // an attempt (offline_skips); so does a source the run's health skips
 // (network, naming why). Each failure goes through run.policy: retry (a
@@ -181,7 +183,7 @@ struct sources_outcome {
 // `requests` (if given) counts the attempts made, success or not.
 // Outcomes: ok | the best failure by remember_failure's ranking | the
 // failing error unchanged for action::fail.
-result<sources_outcome> try_sources(const std::vector<std::string>& urls, const source_run& run,
+result<sources_outcome> try_sources(const std::vector<source>& sources, const source_run& run,
                                     const attempt_function& attempt, int* requests = nullptr);
 
 // ---- the artifact stream -------------------------------------------------------------

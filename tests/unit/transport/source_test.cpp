@@ -78,8 +78,9 @@ TEST_CASE("try_sources: offline, a registry is skipped and an image layout is tr
         tried.push_back(at.url);
         return {};
     };
-    auto done = try_sources({"oci://r/ns/cudnn/blobs/sha256:00", "https://h/x", "oci-layout:/srv/oci/cudnn/redist/"},
-                            run, attempt);
+    auto done = try_sources(
+        make_sources({"oci://r/ns/cudnn/blobs/sha256:00", "https://h/x", "oci-layout:/srv/oci/cudnn/redist/"}), run,
+        attempt);
     REQUIRE(done.ok());
     CHECK(done->source == 2);
     CHECK(tried == std::vector<std::string>{"oci-layout:/srv/oci/cudnn/redist/"});

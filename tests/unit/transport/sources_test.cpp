@@ -138,7 +138,7 @@ TEST_CASE("try_sources: a transient failure is retried on the same source after 
     recording_observer events;
     scripted s({{error_code::network, true}, {error_code::network, true}, {std::nullopt, false}});
     int requests = 0;
-    auto done = try_sources({"http://a/x", "http://b/x"}, run_with(slept, &events), s.fn(), &requests);
+    auto done = try_sources(make_sources({"http://a/x", "http://b/x"}), run_with(slept, &events), s.fn(), &requests);
     REQUIRE(done.ok());
     CHECK(done->source == 0);
     CHECK(requests == 3);
@@ -158,7 +158,7 @@ TEST_CASE("try_sources: exhausted retries move on to the next source with a sour
     std::vector<milliseconds> slept;
     recording_observer events;
     scripted s({{error_code::network, true}, {error_code::network, true}, {std::nullopt, false}});
-    auto done = try_sources({"http://a/x", "http://b/x"}, run_with(slept, &events, 2), s.fn());
+    auto done = try_sources(make_sources({"http://a/x", "http://b/x"}), run_with(slept, &events, 2), s.fn());
     REQUIRE(done.ok());
     CHECK(done->source == 1);
     CHECK(s.urls_tried == std::vector<std::string>{"http://a/x", "http://a/x", "http://b/x"});
@@ -173,13 +173,13 @@ TEST_CASE("try_sources: offline, only file:// sources are tried", "[try_sources]
     scripted s({{std::nullopt, false}});
     auto run = run_with(slept, nullptr);
     run.offline = true;
-    auto done = try_sources({"http://a/x", "file:///mirror/x"}, run, s.fn());
+    auto done = try_sources(make_sources({"http://a/x", "file:///mirror/x"}), run, s.fn());
     REQUIRE(done.ok());
     CHECK(done->source == 1);
     CHECK(s.urls_tried == std::vector<std::string>{"file:///mirror/x"});
 
     scripted none({});
-    auto failed = try_sources({"http://a/x"}, run, none.fn());
+    auto failed = try_sources(make_sources({"http://a/x"}), run, none.fn());
     REQUIRE_FALSE(failed.ok());
     CHECK(failed.error_value().code == error_code::not_found);
     CHECK(failed.error_value().message == "offline, and not in the cache");
@@ -189,7 +189,7 @@ TEST_CASE("try_sources: offline, only file:// sources are tried", "[try_sources]
 TEST_CASE("try_sources: wrong bytes are reported over a later not-found or network failure", "[try_sources]") {
     std::vector<milliseconds> slept;
     scripted s({{error_code::integrity, false}, {error_code::not_found, false}, {error_code::network, false}});
-    auto done = try_sources({"http://a/x", "http://b/x", "http://c/x"}, run_with(slept, nullptr), s.fn());
+    auto done = try_sources(make_sources({"http://a/x", "http://b/x", "http://c/x"}), run_with(slept, nullptr), s.fn());
     REQUIRE_FALSE(done.ok());
     CHECK(done.error_value().code == error_code::integrity);
     CHECK(done.error_value().url == "http://a/x");
@@ -199,7 +199,7 @@ TEST_CASE("try_sources: wrong bytes are reported over a later not-found or netwo
 TEST_CASE("try_sources: a local failure stops at once, without trying other sources", "[try_sources]") {
     std::vector<milliseconds> slept;
     scripted s({{error_code::filesystem, false}});
-    auto done = try_sources({"http://a/x", "http://b/x"}, run_with(slept, nullptr), s.fn());
+    auto done = try_sources(make_sources({"http://a/x", "http://b/x"}), run_with(slept, nullptr), s.fn());
     REQUIRE_FALSE(done.ok());
     CHECK(done.error_value().code == error_code::filesystem);
     CHECK(s.urls_tried.size() == 1);
@@ -240,7 +240,8 @@ TEST_CASE("try_sources: a source unreachable twice is skipped for every later ar
     std::vector<std::string> tried;
     for (const char* name : {"a", "b", "c"}) {
         const std::string file = std::string("/") + name + ".tar.xz";
-        auto done = try_sources({"http://dead:81" + file, "http://base" + file}, run, unreachable_attempt(tried));
+        auto done = try_sources(make_sources({"http://dead:81" + file, "http://base" + file}), run,
+                                unreachable_attempt(tried));
         REQUIRE(done.ok());
         CHECK(done->source == 1);
     }
@@ -260,10 +261,10 @@ TEST_CASE("try_sources: a skipped mirror fails at once, saying why", "[try_sourc
     run.health = make_source_health();
     run.mirrors = {"http://dead:81/"};
     std::vector<std::string> tried;
-    auto first = try_sources({"http://dead:81/x"}, run, unreachable_attempt(tried));
+    auto first = try_sources(make_sources({"http://dead:81/x"}), run, unreachable_attempt(tried));
     REQUIRE_FALSE(first.ok());
     CHECK(tried.size() == 2);
-    auto second = try_sources({"http://dead:81/y"}, run, unreachable_attempt(tried));
+    auto second = try_sources(make_sources({"http://dead:81/y"}), run, unreachable_attempt(tried));
     REQUIRE_FALSE(second.ok());
     CHECK(tried.size() == 2);
     CHECK(second.error_value().code == error_code::network);
@@ -281,7 +282,7 @@ TEST_CASE("try_sources: the base, the last resort, gets every attempt with its b
     std::vector<std::string> tried;
     // A mirror and the base, both restarting: the mirror is skipped after
     // two failures, the base is tried ten times, then again for the next artifact.
-    auto first = try_sources({"http://mirror:81/x", "http://dead:81/x"}, run, unreachable_attempt(tried));
+    auto first = try_sources(make_sources({"http://mirror:81/x", "http://dead:81/x"}), run, unreachable_attempt(tried));
     REQUIRE_FALSE(first.ok());
     CHECK(std::count(tried.begin(), tried.end(), "http://mirror:81/x") == 2);
     CHECK(std::count(tried.begin(), tried.end(), "http://dead:81/x") == 10);
@@ -290,7 +291,8 @@ TEST_CASE("try_sources: the base, the last resort, gets every attempt with its b
     REQUIRE(events.skips.size() == 1);
     CHECK(events.skips[0].source == "http://mirror:81");
     tried.clear();
-    auto second = try_sources({"http://mirror:81/y", "http://dead:81/y"}, run, unreachable_attempt(tried));
+    auto second = try_sources(make_sources({"http://mirror:81/y", "http://dead:81/y"}), run,
+                              unreachable_attempt(tried));
     REQUIRE_FALSE(second.ok());
     CHECK(tried == std::vector<std::string>(10, "http://dead:81/y"));
     // A mirror whose name is a prefix of another URL's host is not that URL's mirror.
@@ -343,12 +345,13 @@ TEST_CASE("try_sources: an attempt that retried inside is not retried again", "[
     std::vector<milliseconds> slept;
     recording_observer events;
     std::vector<std::string> tried;
-    auto done = try_sources({"http://a/x", "http://b/x"}, run_with(slept, &events, 4), [&](source_attempt& a) {
-        tried.push_back(a.url);
-        a.retried_inside = true;
-        a.failure.transient = true;
-        return result<void>(make_error(error_code::network, "gave up").with_url(a.url));
-    });
+    auto done = try_sources(make_sources({"http://a/x", "http://b/x"}), run_with(slept, &events, 4),
+                            [&](source_attempt& a) {
+                                tried.push_back(a.url);
+                                a.retried_inside = true;
+                                a.failure.transient = true;
+                                return result<void>(make_error(error_code::network, "gave up").with_url(a.url));
+                            });
     REQUIRE_FALSE(done.ok());
     CHECK(tried == std::vector<std::string>{"http://a/x", "http://b/x"});
     CHECK(events.retries.empty());
