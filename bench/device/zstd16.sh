@@ -4,11 +4,11 @@
 # packed) into a directory served on loopback; then, alternating in the same 3 rounds, medians shown:
 #   cudnn-fetch from that mirror (unreachable base URL; the receipt must name the copy), and from the same
 #   directory as a file:// mirror (no HTTP server on the same cores),
-#   xz -T0 -dc of the original (the goal's floor: <= 0.30x), xz -T1 -dc of it (info),
+#   xz -T0 -dc of the original (the goal's floor: <= 0.25x), xz -T1 -dc of it (info),
 #   zstd -dc of the copy (info: the floor with the copy), and the verification floor (the copy's and the
-#   decoded tar's SHA-256, no file written: what a copy without a hash list must check), one SHA-256 pass over
-#   the decoded tar alone, and one over the copy (the pass a listed copy no longer makes: its decoded tar is
-#   checked on all cores against the signed list, which vouches for every byte, so only its size is checked);
+#   decoded tar's SHA-256, no file written: what a copy recorded without a tree or a hash list must check), one
+#   SHA-256 pass over the decoded tar alone, and one over the copy (the passes a copy recorded with its tree no
+#   longer makes: what it unpacks to is checked by the files' own digests, which the receipt needs anyway);
 #   and the same install pinned to two cores (taskset -c 0,1) against xz -T1 -dc there.
 set -u; OUT=${OUT:-/tmp/out}; mkdir -p $OUT; exec > >(tee $OUT/zstd16.log) 2>&1
 C=$PWD/.carry; W=/tmp/ge; RL=$W/carry-libs; B=$C/bin; U=http://127.0.0.1:18080
