@@ -519,35 +519,26 @@ public:
             REDIST_TRY(entries, download_archive(stream, sink));
         }
         request_.budget->add_time(profile_stage::transfer, stream.hash_ns(), stream.sink_ns(), stream.received());
-        if (!expected_tar_.empty()) REDIST_TRY_VOID(check_tar(sink.tar_digest()));
-        if (!expected_tree_.empty()) REDIST_TRY_VOID(check_tree(tree_digest(*entries)));
+        if (!expected_tar_.empty())
+            REDIST_TRY_VOID(check_decoded("its tar", sink.tar_digest(), expected_tar_, locked_tar_));
+        if (!expected_tree_.empty())
+            REDIST_TRY_VOID(
+                check_decoded("the tree it unpacks to", tree_digest(*entries), expected_tree_, locked_tree_));
         return stage_entries(sink, *entries, out_.report.from_cache || published_);
     }
 
-    // A copy's decoded tar, before its stage may be committed: the one the
-    // mirror recorded, and the one the lock pins when it pins one.
-    result<void> check_tar(const std::string& actual) const {
-        for (const std::string* expected : {&expected_tar_, &locked_tar_}) {
+    // What a copy decodes to (`what`: its tar, or the tree it unpacks to),
+    // before its stage may be committed: the digest the mirror recorded, and
+    // the one the lock pins when it pins one.
+    result<void> check_decoded(const char* what, const std::string& actual, const std::string& recorded,
+                               const std::string& locked) const {
+        for (const std::string* expected : {&recorded, &locked}) {
             if (expected->empty() || equal_hex(*expected, actual)) continue;
-            return make_error(error_code::integrity, expected == &locked_tar_
-                                                         ? "its tar is not the one the lock pins"
-                                                         : "its tar is not the one the mirror recorded")
+            return make_error(error_code::integrity,
+                              std::string(what) + (expected == &locked ? " is not the one the lock pins"
+                                                                       : " is not the one the mirror recorded"))
                 .with_url(sanitize_url(sources_.back().url()))
                 .with_expected_actual(*expected, actual.empty() ? "(none)" : actual);
-        }
-        return {};
-    }
-
-    // A copy's unpacked tree, before its stage may be committed: the one the
-    // mirror recorded, and the one the lock pins when it pins one.
-    result<void> check_tree(const std::string& actual) const {
-        for (const std::string* expected : {&expected_tree_, &locked_tree_}) {
-            if (expected->empty() || equal_hex(*expected, actual)) continue;
-            return make_error(error_code::integrity, expected == &locked_tree_
-                                                         ? "the tree it unpacks to is not the one the lock pins"
-                                                         : "the tree it unpacks to is not the one the mirror recorded")
-                .with_url(sanitize_url(sources_.back().url()))
-                .with_expected_actual(*expected, actual);
         }
         return {};
     }
@@ -666,7 +657,7 @@ private:
     std::string expected_tree_;
     std::string locked_tree_;
     // A copy checked by its tree or its hash list: what it decodes to is
-    // checked in full (check_tree, check_tar) before the stage may be
+    // checked in full (check_decoded) before the stage may be
     // committed, so its own SHA-256 is not computed
     // (expected_artifact::checked_by_content).
     bool checked_by_content_ = false;
