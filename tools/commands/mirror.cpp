@@ -376,15 +376,18 @@ void add_mirror_command(CLI::App& app, command_runner& selected) {
                   "there; re-verified; no request): manifests are looked up under --mirror (else "
                   "$REDIST_MIRRORS), then --base-url; fails naming what is missing");
     cmd->add_option("--cache-dir", args->source.cache_dir,
-                    "The cache for --from-cache (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist)")
+                    "The cache for --from-cache, whose scratch/ also holds a registry push's downloads and the "
+                    "copies --recompress unpacks (default: $REDIST_CACHE_DIR, else $XDG_CACHE_HOME/redist)")
         ->type_name("DIR");
     cmd->add_option("--recompress", args->recompress,
                     "Also store beside each .tar.xz/.txz archive a multi-frame zstd copy of its tar stream "
-                    "(<path>.tar.zst) and record it in recompressed_<version>.json (the copy's SHA-256 and size, the "
-                    "tar's SHA-256). Clients that read the manifest from this mirror and trust the record's "
-                    "signer (--sign-key) may install the copy instead: it decodes some ten times faster, and is "
-                    "checked against both digests. Copies recorded under the same key are kept, not made again. "
-                    "The manifest stays byte for byte")
+                    "(<path>.tar.zst) and record it in recompressed_<version>.json: the copy's SHA-256 and size, "
+                    "the tar's SHA-256 and hash list, and the digest of the tree it unpacks to (the copy is "
+                    "unpacked once, in the cache's scratch/, to learn it). Clients that read the manifest from "
+                    "this mirror and trust the record's signer (--sign-key) may install the copy instead: it "
+                    "decodes some ten times faster, and what it unpacks to is checked against the record before "
+                    "anything is committed. Copies recorded under the same key are kept, not made again. The "
+                    "manifest stays byte for byte")
         ->check(CLI::IsMember({"zstd"}))
         ->type_name("zstd");
     cmd->add_option("--sign-key", args->sign_key,
