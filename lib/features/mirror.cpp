@@ -146,8 +146,8 @@ result<void> download_verified(const download_target& t, const mirror_request& r
     const spool_location no_spool;
     auto fetched = try_sources(make_sources(t.urls), run, [&](source_attempt& at) {
         at.retried_inside = true;
-        return stream.fetch_from(at.url, request.transfer, one_stream, no_spool, segment_retries(run, at.url),
-                                 at.failure);
+        return stream.fetch_from(at.from.url(), request.transfer, one_stream, no_spool,
+                                 segment_retries(run, at.from.url()), at.failure);
     });
     if (fetched.ok()) {
         auto committed = sink.commit();

@@ -444,8 +444,9 @@ public:
                 progress(fetch_stage::downloading, stream.received());
                 // The downloader retries each request itself, through the run's policy and observer.
                 at.retried_inside = true;
-                return stream.fetch_from(at.url, request_.transfer, segments, spool,
-                                         segment_retries(run, at.url, &out_.report.requests), at.failure);
+                const std::string& url = at.from.url();
+                return stream.fetch_from(url, request_.transfer, segments, spool,
+                                         segment_retries(run, url, &out_.report.requests), at.failure);
             },
             &out_.report.requests);
         if (!fetched.ok()) {

@@ -95,7 +95,7 @@ result<std::string> fetch_document(const std::string& url, const transfer_option
     cap(short_timeouts.connect_timeout_seconds, options.document_connect_timeout_seconds);
     cap(short_timeouts.stall_timeout_seconds, options.document_stall_timeout_seconds);
     auto fetched = try_sources({from}, run, [&](source_attempt& at) -> result<void> {
-        auto got = fetch_text(at.url, short_timeouts, max_bytes, &at.failure);
+        auto got = fetch_text(at.from.url(), short_timeouts, max_bytes, &at.failure);
         if (got.ok()) {
             text = std::move(got).value();
             return {};

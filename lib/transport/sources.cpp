@@ -178,7 +178,7 @@ source_result attempts_on(const source& from, std::size_t index, const source_ru
                           std::optional<error>& last, int& requests) {
     const std::string& url = from.url();
     for (int n = 1;; ++n) {
-        source_attempt a{from, url, index, n, {}};
+        source_attempt a{from, index, n, {}};
         ++requests;
         auto done = attempt(a);
         if (done.ok()) {

@@ -92,8 +92,7 @@ private:
 
 // What try_sources hands the attempt function, and what it reports back.
 struct source_attempt {
-    const redist::source& from;     // the source tried
-    const std::string& url;         // its URL
+    const redist::source& from;     // the source tried (its URL: from.url())
     std::size_t source = 0;         // index into the list of sources
     int attempt = 1;                // on this source, 1-based
     transfer_failure_info failure;  // filled by the attempt (download() does)

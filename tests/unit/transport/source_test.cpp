@@ -75,7 +75,7 @@ TEST_CASE("try_sources: offline, a registry is skipped and an image layout is tr
     run.offline = true;
     std::vector<std::string> tried;
     const auto attempt = [&](source_attempt& at) -> result<void> {
-        tried.push_back(at.url);
+        tried.push_back(at.from.url());
         return {};
     };
     auto done = try_sources(

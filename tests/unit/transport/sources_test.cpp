@@ -115,10 +115,11 @@ struct scripted {
     attempt_function fn() {
         return [this](source_attempt& a) -> result<void> {
             const auto step = script.at(urls_tried.size());
-            urls_tried.push_back(a.url);
+            urls_tried.push_back(a.from.url());
             a.failure.transient = step.second;
             if (!step.first) return {};
-            return make_error(*step.first, "scripted failure " + std::to_string(urls_tried.size())).with_url(a.url);
+            return make_error(*step.first, "scripted failure " + std::to_string(urls_tried.size()))
+                .with_url(a.from.url());
         };
     }
 };
@@ -212,11 +213,11 @@ namespace {
 // Every call fails as a source that does not answer (connection refused).
 attempt_function unreachable_attempt(std::vector<std::string>& tried) {
     return [&tried](source_attempt& a) -> result<void> {
-        tried.push_back(a.url);
-        if (a.url.starts_with("http://base")) return {};
+        tried.push_back(a.from.url());
+        if (a.from.url().starts_with("http://base")) return {};
         a.failure.transient = true;
         a.failure.unreachable = true;
-        return make_error(error_code::network, "Couldn't connect to server").with_url(a.url);
+        return make_error(error_code::network, "Couldn't connect to server").with_url(a.from.url());
     };
 }
 
@@ -347,10 +348,10 @@ TEST_CASE("try_sources: an attempt that retried inside is not retried again", "[
     std::vector<std::string> tried;
     auto done = try_sources(make_sources({"http://a/x", "http://b/x"}), run_with(slept, &events, 4),
                             [&](source_attempt& a) {
-                                tried.push_back(a.url);
+                                tried.push_back(a.from.url());
                                 a.retried_inside = true;
                                 a.failure.transient = true;
-                                return result<void>(make_error(error_code::network, "gave up").with_url(a.url));
+                                return result<void>(make_error(error_code::network, "gave up").with_url(a.from.url()));
                             });
     REQUIRE_FALSE(done.ok());
     CHECK(tried == std::vector<std::string>{"http://a/x", "http://b/x"});
