@@ -425,16 +425,15 @@ void read_previous_copies(const mirror_target::found_sidecar& found, const signi
 }
 
 // The digest of the tree a copy just made unpacks to (copy_tree_digest),
-// unpacked once as a client would, in a scratch directory of its own that
-// goes when this returns.
+// unpacked once as a client would, in a scratch directory of its own: what
+// a killed run left there goes when it is adopted, and the tree when this
+// returns (scratch_dir keeps only .part files).
 result<std::string> made_copy_tree(const mirror_request& request, const fs::path& copy, const recompressed& made) {
     REDIST_TRY(const scratch_dir scratch, claim_mirror_scratch(request, "copy-tree-"));
-    (void)remove_tree_at(scratch.fd(), "tree");  // a killed run's, adopted
     const fs::path stage = scratch.path() / "tree";
     if (::mkdirat(scratch.fd(), "tree", 0700) != 0) return errno_error("cannot create directory", stage, errno);
     auto digest = copy_tree_digest(copy, stage, made);
     debug_pause("copy-tree");
-    (void)remove_tree_at(scratch.fd(), "tree");
     return digest;
 }
 
