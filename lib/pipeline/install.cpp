@@ -150,10 +150,11 @@ struct job_result {
 class stage_sink final : public byte_sink {
 public:
     // max_output: the unpacker's cap on decoded bytes (see install_request::max_expansion); 0 = none.
-    // tar_piece_bytes: a copy's, when its tar is checked by its hash list;
-    // digest_tar false: a copy checked by its tree, whose tar needs no digest (unpack_options).
+    // digest_tar: the decoded tar is digested (unpack_options), only for a
+    // copy checked by its tar: by its hash list with tar_piece_bytes, else
+    // by its SHA-256. Nothing else reads that digest.
     stage_sink(const prefix_lock& lock, const artifact& a, std::string source, std::uint64_t max_output,
-               std::shared_ptr<run_budget> budget, std::uint64_t tar_piece_bytes = 0, bool digest_tar = true)
+               std::shared_ptr<run_budget> budget, bool digest_tar, std::uint64_t tar_piece_bytes)
         : lock_(lock),
           artifact_(a),
           source_(std::move(source)),
@@ -225,7 +226,7 @@ private:
     std::uint64_t max_output_ = 0;
     std::shared_ptr<run_budget> budget_;
     std::uint64_t tar_piece_bytes_ = 0;
-    bool digest_tar_ = true;
+    bool digest_tar_ = false;
     fs::path stage_;
     std::unique_ptr<stream_unpacker> unpacker_;
     std::optional<error> failure_;
@@ -276,7 +277,7 @@ std::vector<source> artifact_sources(const install_request& request, const relea
 // What the lock pins of `a`'s copy in `pins` (release_plan's
 // locked_tar_sha256, locked_tar_list_sha256 or locked_tree_sha256), or ""
 // when it pins none (or there is no lock).
-std::string locked_tar(const std::map<std::string, std::string>& pins, const artifact& a) {
+std::string locked_pin(const std::map<std::string, std::string>& pins, const artifact& a) {
     for (const auto& [sha256, tar] : pins)
         if (equal_hex(sha256, a.sha256)) return tar;
     return {};
@@ -287,7 +288,7 @@ std::string locked_tar(const std::map<std::string, std::string>& pins, const art
 const recompressed_copy* usable_copy(const install_request& request, const release_plan& release, const artifact& a) {
     if (!request.use_recompressed || release.copy_base_url.empty()) return nullptr;
     // From a lock: only where the lock pins the decoded tar (the copy must match it).
-    if (release.from_lock && locked_tar(release.locked_tar_sha256, a).empty()) return nullptr;
+    if (release.from_lock && locked_pin(release.locked_tar_sha256, a).empty()) return nullptr;
     for (const auto& c : release.copies)
         if (equal_hex(c.original_sha256, a.sha256)) return &c;
     return nullptr;
@@ -504,7 +505,7 @@ public:
     // download; else the download) into a stage.
     result<staged_component> unpack_archive(bool from_blob) {
         stage_sink sink(lock_, a_, sanitize_url(sources_.back().url()), output_cap(request_, a_.size), request_.budget,
-                        tar_piece_bytes_, expected_tree_.empty());
+                        !expected_tar_.empty(), tar_piece_bytes_);
         // Bytes taken on what they decode to must have a decoded digest to match.
         if (checked_by_content_ && expected_tar_.empty() && expected_tree_.empty())
             return make_error(error_code::integrity, "a copy checked by its content has no decoded digest")
@@ -559,9 +560,9 @@ public:
         bytes.size = copy.size;
         bytes.format = archive_format::tar_zst;
         const std::string url = artifact_url(release_.copy_base_url, copy.relative_path, copy.sha256);
-        const std::string locked = locked_tar(release_.locked_tar_sha256, a_);
-        const std::string locked_list = locked_tar(release_.locked_tar_list_sha256, a_);
-        const std::string locked_tree = locked_tar(release_.locked_tree_sha256, a_);
+        const std::string locked = locked_pin(release_.locked_tar_sha256, a_);
+        const std::string locked_list = locked_pin(release_.locked_tar_list_sha256, a_);
+        const std::string locked_tree = locked_pin(release_.locked_tree_sha256, a_);
         const std::optional<blob_cache> no_cache;
         job_result copy_out;
         artifact_job job(request_, release_, lock_, no_cache, bytes, planned_artifact{}, abort_all_, copy_out,
