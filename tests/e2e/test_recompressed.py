@@ -238,25 +238,19 @@ class RecompressedCopies(unittest.TestCase):
         big = self.big_tar()
         self.write_copy(tar=big, piece=1 << 16)
         lock = self.lock()
-        pinned = [a for a in support.load_json(lock)["artifacts"] if a["sha256"] == self.original["sha256"]]
+        pinned = self.pinned(lock)
         self.assertEqual([a.get("tar_list_sha256") for a in pinned], [support.hash_list(big, 1 << 16)])
         self.assertEqual([a.get("tar_sha256") for a in pinned], [hashlib.sha256(big).hexdigest()])
         prefix = os.path.join(self.dir, "good")
         self.fetch_locked(prefix, lock)
         self.assertTrue(os.path.isfile(os.path.join(prefix, "lib", "blob.bin")))
         # A lock whose list is not the record's: the copy is refused, the original installed.
-        doc = support.load_json(lock)
-        for a in doc["artifacts"]:
-            if a["sha256"] == self.original["sha256"]:
-                a["tar_list_sha256"] = "0" * 64
-        support.save_json(lock, doc)
+        self.repin(lock, "tar_list_sha256", "0" * 64)
         prefix = os.path.join(self.dir, "prefix")
         res = self.fetch_locked(prefix, lock)
         self.assert_original_installed(prefix, res, "locked")
         # A lock that pins the tar alone (made before hash lists): the copy is checked by its SHA-256.
-        for a in doc["artifacts"]:
-            a.pop("tar_list_sha256", None)
-        support.save_json(lock, doc)
+        self.repin(lock, "tar_list_sha256", None)
         prefix = os.path.join(self.dir, "old-lock")
         res = self.fetch_locked(prefix, lock)
         self.assertNotIn("copy", res.stderr)
@@ -303,25 +297,18 @@ class RecompressedCopies(unittest.TestCase):
     def test_lock_pins_the_tree(self):
         self.write_copy(tar=retar(self.tar), recorded_tar=self.tar, tree_of=self.tar)
         lock = self.lock()
-        pinned = [a for a in support.load_json(lock)["artifacts"] if a["sha256"] == self.original["sha256"]]
-        self.assertEqual([a.get("tree_sha256") for a in pinned], [support.tree_digest(self.tar)])
+        self.assertEqual([a.get("tree_sha256") for a in self.pinned(lock)], [support.tree_digest(self.tar)])
         prefix = os.path.join(self.dir, "good")
         res = self.fetch_locked(prefix, lock)
         self.assertNotIn("copy", res.stderr)
         self.assertIn("copy_sha256", self.receipt(prefix))
         # A lock whose tree is not the record's: the copy is refused, the original installed.
-        doc = support.load_json(lock)
-        for a in doc["artifacts"]:
-            if a["sha256"] == self.original["sha256"]:
-                a["tree_sha256"] = "0" * 64
-        support.save_json(lock, doc)
+        self.repin(lock, "tree_sha256", "0" * 64)
         prefix = os.path.join(self.dir, "other-tree")
         self.assert_original_installed(prefix, self.fetch_locked(prefix, lock), "locked")
         # A lock that pins the tar alone (made before trees): the copy is checked by its tar, which is
         # not the recorded one here.
-        for a in doc["artifacts"]:
-            a.pop("tree_sha256", None)
-        support.save_json(lock, doc)
+        self.repin(lock, "tree_sha256", None)
         prefix = os.path.join(self.dir, "old-lock")
         self.assert_original_installed(prefix, self.fetch_locked(prefix, lock), "the mirror recorded")
 
@@ -378,6 +365,21 @@ class RecompressedCopies(unittest.TestCase):
                          "--component", "cudnn", "-o", path, *keys, check=0)
         return path
 
+    def pinned(self, lock: str) -> list:
+        """The lock's entries for the selected archive."""
+        return [a for a in support.load_json(lock)["artifacts"] if a["sha256"] == self.original["sha256"]]
+
+    def repin(self, lock: str, field: str, value: str | None):
+        """Sets `field` of the selected archive's entry in the lock to `value`, or drops it (None)."""
+        doc = support.load_json(lock)
+        for a in doc["artifacts"]:
+            if a["sha256"] == self.original["sha256"]:
+                if value is None:
+                    a.pop(field, None)
+                else:
+                    a[field] = value
+        support.save_json(lock, doc)
+
     def fetch_locked(self, prefix: str, lock: str, check=0):
         return support.run_tool("redist", "fetch", "--locked", lock, "--base-url", self.base, "--prefix", prefix,
                                 "--no-cache", "--platform", "linux-x86_64", "--cuda", "12", "--no-check",
@@ -387,7 +389,7 @@ class RecompressedCopies(unittest.TestCase):
         self.write_copy()
         lock = self.lock()
         good_tar = hashlib.sha256(self.tar).hexdigest()
-        pinned = [a for a in support.load_json(lock)["artifacts"] if a["sha256"] == self.original["sha256"]]
+        pinned = self.pinned(lock)
         self.assertEqual([a.get("tar_sha256") for a in pinned], [good_tar])
         # The lock names the key that vouched for the copy.
         self.assertEqual([a.get("copy_key") for a in pinned], [support.key_fingerprint(self.pub)])
@@ -496,10 +498,7 @@ class RecompressedCopies(unittest.TestCase):
         # A lock written before copies needed a signature pins the tar alone: the original is installed.
         self.write_copy()
         lock = self.lock()
-        doc = support.load_json(lock)
-        for a in doc["artifacts"]:
-            a.pop("copy_key", None)
-        support.save_json(lock, doc)
+        self.repin(lock, "copy_key", None)
         prefix = os.path.join(self.dir, "prefix")
         self.fetch_locked(prefix, lock)
         self.assertNotIn("copy_sha256", self.receipt(prefix))
