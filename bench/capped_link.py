@@ -13,6 +13,8 @@ per connection. Contenders, one round each per run, order rotating:
   N conn, hash     segmented_get URL SIZE --connections N   (download + hash)
   fetch, N conn    redist fetch --manifest URL --connections N --no-cache
                    (the real install: download, hash, decode, unpack, commit)
+  fetch, default   the same without --connections: one stream, which goes on
+                   in ranges once it is seen to keep the decoder waiting
 
 segmented_get (tests/tools/segmented_get.cpp, target `segmented_get`) links
 lib/segmented_download and hashes the in-order stream; each run checks the
@@ -133,7 +135,8 @@ def main(argv=None) -> int:
     ap.add_argument("--connections", default="1,4,6,8")
     ap.add_argument("--rate", default="10m")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--fetch-connections", default="1,6", help="redist fetch contenders (0: none)")
+    ap.add_argument("--fetch-connections", default="default,1,6",
+                    help="redist fetch contenders: N for --connections N, 'default' for none given (0: none)")
     args = ap.parse_args(argv)
 
     driver = os.path.abspath(os.path.join(args.build, "bin", "segmented_get"))
@@ -166,11 +169,14 @@ def main(argv=None) -> int:
         for n in conns:
             if n > 1:
                 contenders.append((f"{n} conn, hash only", f"{driver} {url} {size} --temp {scratch} --connections {n}", True))
-        for n in [int(c) for c in args.fetch_connections.split(",") if c.strip() != "0"]:
+        for n in [c.strip() for c in args.fetch_connections.split(",") if c.strip() not in ("", "0")]:
             prefix = os.path.join(scratch, f"prefix{n}")
-            contenders.append((f"fetch, {n} conn", f"rm -rf {prefix} && {redist} fetch --manifest "
+            # The default: one stream, split once it is seen to starve the decoder.
+            flag = "" if n == "default" else f"--connections {int(n)}"
+            name = "fetch, default" if n == "default" else f"fetch, {n} conn"
+            contenders.append((name, f"rm -rf {prefix} && {redist} fetch --manifest "
                                f"{url.rsplit('/', 1)[0]}/redistrib_9.19.0.json --prefix {prefix} --no-cache "
-                               f"--platform linux-x86_64 --cuda 13 --connections {n} --no-check --quiet", False))
+                               f"--platform linux-x86_64 --cuda 13 {flag} --no-check --quiet", False))
         for r in range(args.runs):
             order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
             for name, cmd, is_driver in order:

@@ -55,10 +55,12 @@ struct install_request {
     bool overwrite_unowned = false;  // --force: replace files in the prefix no receipt owns (commit_stages)
     link_mode tree_link_mode = link_mode::auto_select;  // how cached trees are placed (see cache.hpp)
     unsigned jobs = 0;  // concurrent artifacts; 0 = default_jobs() of the artifacts to fetch
-    // Ranged connections per archive (http/https): 0 = the default, 6
-    // connections for archives of 64 MiB or more (measured:
-    // bench/capped_link.py); N > 1 splits any archive of at least 8 MiB;
-    // 1 = one stream. A server that ignores ranges gets one stream anyway.
+    // Ranged connections per archive (http/https): 0 = the default: an
+    // archive of 64 MiB or more starts as one stream and goes on over 6
+    // connections once that stream is seen to keep the decoder waiting
+    // (measured: bench/capped_link.py); N > 1 splits any archive of at least
+    // 8 MiB from the first request; 1 = one stream. A server that ignores
+    // ranges gets one stream anyway.
     int connections = 0;
     // Threads and memory the artifacts in flight share (make_run_budget; its
     // profile_of() afterwards has the per-stage times). The only source of

@@ -399,10 +399,14 @@ public:
     // one downloader: transient failures retried with backoff, resuming
     // where the bytes so far are kept; wrong bytes or a 404 move on to the
     // next source. Large archives come over several ranged connections at
-    // once (a CDN caps each one); small ones, file:// and --connections 1
-    // over one. An explicit --connections N splits anything of at least two segments.
+    // once where the link is slower than the decoder (a CDN caps each
+    // connection): they start as one stream, which turns into ranges once it
+    // is seen to starve the decoder; small ones, file:// and --connections 1
+    // over one. An explicit --connections N splits anything of at least two
+    // segments from the first request.
     segment_options split_options() const {
         segment_options segments;
+        segments.split_when_starved = request_.connections == 0;
         if (request_.connections == 1) segments.connections = 1;
         if (request_.connections > 1) {
             segments.connections = request_.connections;

@@ -40,7 +40,7 @@ class segmented_run {
 public:
     segmented_run(const std::string& url, std::uint64_t size, const transfer_options& transfer, int fd,
                   std::filesystem::path spool_path, std::filesystem::path part_file, std::vector<chunk> chunks,
-                  const segment_retry_hook& retry)
+                  const segment_retry_hook& retry, std::string validator)
         : url_(url),
           size_(size),
           transfer_(transfer),
@@ -48,7 +48,8 @@ public:
           spool_path_(std::move(spool_path)),
           part_file_(std::move(part_file)),
           chunks_(std::move(chunks)),
-          retry_(retry) {}
+          retry_(retry),
+          validator_(std::move(validator)) {}
 
     // Delivers [delivered, size) in order. Returns with `delivered` at the
     // size (ok), or where it stopped (error, or fallback() true).
@@ -62,6 +63,9 @@ public:
     bool whole_stream() const { return whole_stream_; }
     // A response came from another version of the file than the bytes so far.
     bool changed() const { return changed_; }
+    // The version (ETag, else Last-Modified) the bytes so far belong to:
+    // given by the one stream a run goes on from, else set by the first response.
+    const std::string& validator() const { return validator_; }
 
 private:
     void worker();
@@ -101,7 +105,7 @@ private:
     bool changed_ = false;
     std::optional<error> fatal_;
     transfer_failure_info fatal_info_;
-    std::string validator_;     // ETag (else Last-Modified) of the first response
+    std::string validator_;     // see validator()
     std::size_t finished_ = 0;  // chunks done by this run
     int requests_ = 0;
     int retries_ = 0;

@@ -226,12 +226,11 @@ result<segment_record> parse_segment_record(std::string_view text, std::string_v
 
 namespace segmenting {
 
-namespace {
-
 // An unlinked temp file in `dir` (no record, no resume).
-result<void> open_temp(opened_spool& s, const fs::path& dir) {
+result<void> open_temp_spool(opened_spool& s, const fs::path& dir) {
     s.path = dir;
     s.part_file.clear();
+    s.present.ranges.clear();
     s.fd.reset(::open(dir.c_str(), O_TMPFILE | O_RDWR | O_CLOEXEC, 0600));
     if (s.fd) return {};
     if (errno != EOPNOTSUPP && errno != EISDIR && errno != EINVAL)
@@ -243,8 +242,6 @@ result<void> open_temp(opened_spool& s, const fs::path& dir) {
     ::unlink(name.c_str());
     return {};
 }
-
-}  // namespace
 
 std::uint64_t present_bytes(const segment_record& r) {
     std::uint64_t n = 0;
@@ -262,7 +259,7 @@ result<void> give_up_part(opened_spool& s, const spool_location& spool, const er
     remove_segment_record(spool.part_file);
     s.part_file.clear();
     s.path.clear();
-    if (ranged) REDIST_TRY_VOID(open_temp(s, spool.temp_dir));
+    if (ranged) REDIST_TRY_VOID(open_temp_spool(s, spool.temp_dir));
     s.present.ranges.clear();
     if (spool.on_fallback) spool.on_fallback(why);
     return {};
@@ -286,7 +283,7 @@ result<opened_spool> open_spool(const spool_location& spool, std::uint64_t expec
     opened_spool s;
     s.present.size = expected_size;
     if (spool.part_file.empty()) {
-        if (ranged && !spool.temp_dir.empty()) REDIST_TRY_VOID(open_temp(s, spool.temp_dir));
+        if (ranged && !spool.temp_dir.empty()) REDIST_TRY_VOID(open_temp_spool(s, spool.temp_dir));
         return s;
     }
     s.path = spool.part_file;

@@ -46,6 +46,8 @@ struct opened_spool {
 std::uint64_t present_bytes(const segment_record& r);
 result<void> give_up_part(opened_spool& s, const spool_location& spool, const error& why, bool ranged);
 result<opened_spool> open_spool(const spool_location& spool, std::uint64_t expected_size, bool ranged);
+// An unlinked temp file in `dir` (no record, no resume), for bytes out of order.
+result<void> open_temp_spool(opened_spool& s, const std::filesystem::path& dir);
 std::uint64_t prefix_of(const segment_record& r);
 bool can_fall_back(const opened_spool& s, const spool_location& spool, bool spool_full);
 

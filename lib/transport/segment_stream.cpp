@@ -104,6 +104,7 @@ result<void> single_stream::take(const std::byte* data, std::size_t n, segmented
             .with_url(sanitize_url(url))
             .with_expected_actual(std::to_string(expected_size), "at least " + std::to_string(delivered + n));
     stats.received_bytes += n;
+    const auto took_at = probe ? clock_type::now() : clock_type::time_point{};
     if (fd >= 0 && pending.empty() && n >= kSpoolBatch) {
         REDIST_TRY_VOID(write(data, n));
     } else if (fd >= 0) {
@@ -114,7 +115,31 @@ result<void> single_stream::take(const std::byte* data, std::size_t n, segmented
     }
     delivered += n;
     if (fd < 0) spooled = delivered;  // no spool, or none any more (give_up)
-    return callbacks.on_data ? callbacks.on_data(data, n) : result<void>{};
+    if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(data, n));
+    return probe ? watch_for_starvation(took_at) : result<void>{};
+}
+
+// What take() spent on a piece (spool, hash, decoder: the consumer's side)
+// is busy time; the rest of a window went to waiting for bytes. A window
+// opens at a byte, not at the request: connecting and the first byte's
+// latency are not the link's rate.
+result<void> single_stream::watch_for_starvation(clock_type::time_point took_at) {
+    starvation_probe& p = *probe;
+    const auto now = clock_type::now();
+    if (p.window_start == clock_type::time_point{}) {
+        p.window_start = took_at;
+        p.busy = {};
+    }
+    p.busy += now - took_at;
+    const auto elapsed = now - p.window_start;
+    if (elapsed < p.window) return {};
+    const bool link_is_the_bottleneck = p.busy * 2 < elapsed;
+    p.window_start = now;
+    p.busy = {};
+    if (!link_is_the_bottleneck || expected_size - delivered < p.min_rest) return {};
+    starved = true;
+    return make_error(error_code::cancelled, "the link is slower than the consumer: going on in ranges")
+        .with_url(sanitize_url(url));
 }
 
 result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_info& info) {
@@ -135,11 +160,13 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
     };
     ++stats.requests;
     last_write = clock_type::now();
+    if (probe) probe->window_start = {};
     auto outcome = download(url, transfer, cb, spooled, &info);
     // Before any return: a resumable spool holds every byte delivered, and
     // the next request starts after them. A failed write wins: it is not
     // the source's, and the spool is behind what the consumer has.
     if (auto flushed = flush(); !flushed.ok()) return flushed;
+    if (starved) return {};  // stopped on purpose: the caller goes on in ranges
     return outcome;
 }
 
@@ -159,6 +186,7 @@ result<void> run_single_stream(single_stream& s, const segment_retry_hook& retry
     for (int failures = 0;;) {
         transfer_failure_info info;
         auto outcome = s.attempt(stats, info);
+        if (outcome.ok() && s.starved) return {};
         if (outcome.ok() && (s.expected_size == 0 || s.spooled == s.expected_size)) return {};
         if (outcome.ok()) {
             outcome = make_error(error_code::network, "the body ended early").with_url(sanitize_url(s.url));

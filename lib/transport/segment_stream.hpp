@@ -5,10 +5,12 @@
 // ranged run (segment_ranges.hpp): no threads, bytes arrive in order.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -38,10 +40,24 @@ struct single_stream {
     // A write failed for lack of room: true when the .part was given up
     // (spool_location::temp_dir) and the stream goes on without a spool.
     std::function<bool(const error& why)> give_up{};
+    // Where the download may go on in ranges once the link is seen to be
+    // the bottleneck (segment_options::split_when_starved): take() times
+    // itself over windows of the stream. A window in which it was busy for
+    // less than half of the time ends the attempt (starved), when at least
+    // min_rest bytes are left; the caller then goes on in ranges.
+    struct starvation_probe {
+        std::chrono::milliseconds window{};
+        std::uint64_t min_rest = 0;
+        clock_type::time_point window_start{};  // {}: the window opens at the next byte
+        clock_type::duration busy{};
+    };
+    std::optional<starvation_probe> probe{};
+    bool starved = false;
 
     result<void> attempt(segmented_stats& stats, transfer_failure_info& info);
     result<void> accept(const response_info& r, std::uint64_t& skip);
     result<void> take(const std::byte* data, std::size_t n, segmented_stats& stats);
+    result<void> watch_for_starvation(clock_type::time_point took_at);
     result<void> write(const std::byte* data, std::size_t n);
     result<void> flush();
     result<void> deliver_spooled();

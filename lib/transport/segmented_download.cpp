@@ -35,12 +35,14 @@ result<bool> run_segments(const std::string& url, std::uint64_t expected_size, c
     }
     for (int changes = 0;;) {
         segmented_run run(url, expected_size, transfer, s.fd.get(), s.path, s.part_file,
-                          plan_chunks(delivered, expected_size, s.present, segments), retry);
+                          plan_chunks(delivered, expected_size, s.present, segments), retry, one.validator);
         auto outcome = run.run(segments.connections, delivered, callbacks, stats, failure);
+        one.validator = run.validator();
         if (!outcome.ok() && run.changed()) {
             // From byte 0 again, on the same source (see single_stream::start_over).
             REDIST_TRY_VOID(empty_spool(s.fd.get(), s.path, s.part_file, expected_size, callbacks, true));
             s.present.ranges.clear();
+            one.validator.clear();
             delivered = 0;
             transfer_failure_info why;
             why.transient = true;
@@ -74,7 +76,11 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
     // A local file (file://, an image layout) is read in one stream, not in ranges.
     const bool may_split = !make_source(url).local() && segments.connections > 1 && expected_size > 0 &&
                            expected_size >= segments.min_total_bytes;
-    REDIST_TRY(opened_spool s, open_spool(spool, expected_size, may_split));
+    // Ranges from the first request, or only once the link is seen to be
+    // the bottleneck (split_when_starved): then a temp spool, which only
+    // ranges need, is opened when the stream turns into them.
+    const bool split_later = may_split && segments.split_when_starved;
+    REDIST_TRY(opened_spool s, open_spool(spool, expected_size, may_split && !split_later));
     segmented_stats stats;
     stats.reused_bytes = present_bytes(s.present);
     if (stats.reused_bytes > 0 && spool.on_resume) spool.on_resume(stats.reused_bytes);
@@ -88,7 +94,9 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         one.delivered = one.spooled = spool.consumer_has;
     }
 
-    if (may_split && s.fd && one.spooled < expected_size) {
+    // The ranged run from the first byte not delivered yet. Returns whether
+    // the server ignored ranges (one stream goes on); else it delivered all.
+    const auto in_ranges = [&]() -> result<bool> {
         stats.segmented = true;
         if (!s.part_file.empty()) {
             // Before the first out-of-order byte: from now on the .part's
@@ -96,20 +104,28 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
             REDIST_TRY_VOID(
                 atomic_write(segment_record_path(s.part_file), segment_record_to_text(s.present), durability::none));
         }
-        responded = true;
-        response_info whole;
-        whole.status = 206;
-        whole.content_length = static_cast<std::int64_t>(expected_size);
-        if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(whole));
+        if (!std::exchange(responded, true)) {
+            response_info whole;
+            whole.status = 206;
+            whole.content_length = static_cast<std::int64_t>(expected_size);
+            if (callbacks.on_response) REDIST_TRY_VOID(callbacks.on_response(whole));
+        }
         REDIST_TRY(const bool ranges_ignored, run_segments(url, expected_size, transfer, segments, spool, s, one,
                                                            callbacks, retry, failure, stats));
         one.fd = s.fd.get();
         one.part_file = s.part_file;
-        if (!ranges_ignored) {
-            if (!s.part_file.empty()) remove_segment_record(s.part_file);
-            return stats;
-        }
+        if (!ranges_ignored && !s.part_file.empty()) remove_segment_record(s.part_file);
+        return ranges_ignored;
+    };
+
+    const bool out_of_order = present_bytes(s.present) > prefix_of(s.present);
+    if (may_split && (!split_later || out_of_order) && s.fd && one.spooled < expected_size) {
+        REDIST_TRY(const bool ranges_ignored, in_ranges());
+        if (!ranges_ignored) return stats;
         // The server ignores ranges: one stream from what the caller has.
+    } else if (split_later && one.spooled < expected_size && (s.fd || !spool.temp_dir.empty())) {
+        one.probe = single_stream::starvation_probe{.window = segments.starved_window,
+                                                    .min_rest = 2 * segments.min_segment_bytes};
     }
     // A .part that fills up is given up where the write failed: the stream
     // goes on in the same request, without a spool.
@@ -119,6 +135,21 @@ result<segmented_stats> segmented_download(const std::string& url, std::uint64_t
         return true;
     };
     REDIST_TRY_VOID(run_single_stream(one, retry, stats, failure));
+    if (std::exchange(one.starved, false)) {
+        // The link is the bottleneck: the rest comes in ranges, written at
+        // their offsets into the spool the stream wrote (a record now says
+        // what it holds), else into a temp spool that holds only the rest.
+        one.probe.reset();
+        if (!s.fd) {
+            REDIST_TRY_VOID(open_temp_spool(s, spool.temp_dir));
+            one.spooled = one.delivered;
+        } else if (!s.part_file.empty()) {
+            s.present.ranges.clear();
+            if (one.spooled > 0) s.present.ranges.emplace_back(0, one.spooled);
+        }
+        REDIST_TRY(const bool ranges_ignored, in_ranges());
+        if (ranges_ignored) REDIST_TRY_VOID(run_single_stream(one, retry, stats, failure));
+    }
     if (!s.part_file.empty()) remove_segment_record(s.part_file);
     return stats;
 }

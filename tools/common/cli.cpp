@@ -339,8 +339,9 @@ void add_install_flags(CLI::App& app, install_flags& options) {
                    "largest, ceil(total size / largest size), at most --threads)")
         ->type_name("N");
     app.add_option("--connections", options.connections,
-                   "Ranged connections per archive, for links that cap each connection (default: 6 for "
-                   "archives of 64 MiB or more; N splits any archive of 8 MiB or more; 1: one stream; a "
+                   "Ranged connections per archive, for links that cap each connection (default: an archive "
+                   "of 64 MiB or more starts as one stream and goes on over 6 once the stream keeps the "
+                   "unpacker waiting; N splits any archive of 8 MiB or more from the start; 1: one stream; a "
                    "server that ignores ranges gets one stream)")
         ->check(CLI::Range(1, 32))
         ->type_name("N");

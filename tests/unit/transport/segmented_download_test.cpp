@@ -672,6 +672,108 @@ TEST_CASE("one stream: a Content-Length other than the size expected is refused 
     CHECK(f.server->log().size() == 1);  // wrong bytes are not asked for again
 }
 
+namespace {
+
+// Splits only once the stream is seen to starve its consumer, judged over short windows.
+redist::segment_options split_when_starved(std::chrono::milliseconds window = std::chrono::milliseconds(100)) {
+    auto o = small_segments();
+    o.split_when_starved = true;
+    o.starved_window = window;
+    return o;
+}
+
+// "bytes=A-B" -> A.
+std::uint64_t range_start(const std::string& range) {
+    return std::stoull(range.substr(range.find('=') + 1, range.find('-') - range.find('=') - 1));
+}
+
+}  // namespace
+
+TEST_CASE("split when starved: a link faster than its consumer stays one stream", "[segmented]") {
+    auto& f = shared_fixture();
+    sink s;
+    // The consumer is the bottleneck: 5 ms per piece (at most 16 KiB), far
+    // over the loopback's time for it, in windows of 200 ms.
+    auto on_data = s.callbacks.on_data;
+    s.callbacks.on_data = [&](const std::byte* data, std::size_t n) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        return on_data(data, n);
+    };
+    const auto spool = part_spool("starved-never");
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(),
+                                        split_when_starved(std::chrono::milliseconds(200)), spool, s.callbacks,
+                                        retry_transient(3));
+    REQUIRE_OK(r);
+    CHECK_FALSE(r->segmented);
+    CHECK(r->requests == 1);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(redist_test::slurp(spool.part_file) == f.blob);
+    const auto log = f.server->log();
+    REQUIRE(log.size() == 1);
+    CHECK(log[0].status == 200);
+    CHECK_FALSE(log[0].range);
+}
+
+TEST_CASE("split when starved: a slow link goes on in ranges from the first byte not delivered", "[segmented]") {
+    auto& f = shared_fixture();
+    // One connection gets 4 MB/s: half a second for the blob, five windows.
+    f.server->set_faults(R"({"/blob.bin": {"rate": 4000000}})");
+    const fs::path temp = redist_test::scratch("starved-temp");
+    for (const bool cached : {true, false}) {
+        DYNAMIC_SECTION((cached ? "into the cache's .part" : "into a temp spool opened for the ranges")) {
+            (void)f.server->log();
+            f.server->reset();
+            redist::spool_location spool;
+            if (cached) spool = part_spool("starved-part");
+            else spool.temp_dir = temp;
+            sink s;
+            auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), split_when_starved(),
+                                                spool, s.callbacks, retry_transient(3));
+            REQUIRE_OK(r);
+            CHECK(r->segmented);
+            CHECK(s.responses == 1);  // one byte stream for the consumer, never restarted
+            CHECK(s.bytes == kSize);
+            CHECK(s.hex() == sha256_of(f.blob));
+            if (cached) {
+                CHECK(redist_test::slurp(spool.part_file) == f.blob);
+                CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
+            } else {
+                CHECK(fs::is_empty(temp));
+            }
+            const auto log = f.server->log();
+            REQUIRE(log.size() > 2);
+            CHECK(log[0].status == 200);  // the stream, stopped part-way
+            CHECK_FALSE(log[0].range);
+            CHECK(log[0].bytes_sent < kSize);
+            // The ranges ask for nothing the stream had delivered: they start where it stopped.
+            std::uint64_t lowest = kSize;
+            for (std::size_t i = 1; i < log.size(); ++i) {
+                CHECK(log[i].status == 206);
+                REQUIRE(log[i].range);
+                lowest = std::min(lowest, range_start(*log[i].range));
+            }
+            CHECK(lowest > 0);
+            CHECK(lowest <= log[0].bytes_sent);
+        }
+    }
+}
+
+TEST_CASE("split when starved: ranges of another version than the stream's start over", "[segmented]") {
+    auto& f = shared_fixture();
+    // The slow stream carries another ETag than the ranges after it.
+    f.server->set_faults(R"({"/blob.bin": {"rate": 4000000, "etag": "\"v1\"", "times": 1}})");
+    const auto spool = part_spool("starved-changed");
+    sink s;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), split_when_starved(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE_OK(r);
+    CHECK(r->segmented);
+    CHECK(s.restarts == 1);  // told before any byte of the second version
+    CHECK(s.bytes == kSize);
+    CHECK(s.hex() == sha256_of(f.blob));
+    CHECK(redist_test::slurp(spool.part_file) == f.blob);
+}
+
 TEST_CASE("file:// and small files use one stream", "[segmented]") {
     auto& f = shared_fixture();
     const fs::path dir = redist_test::scratch("one-stream");
