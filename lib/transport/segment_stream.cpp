@@ -160,6 +160,7 @@ result<void> single_stream::attempt(segmented_stats& stats, transfer_failure_inf
     };
     ++stats.requests;
     last_write = clock_type::now();
+    starved = false;
     if (probe) probe->window_start = {};
     auto outcome = download(url, transfer, cb, spooled, &info);
     // Before any return: a resumable spool holds every byte delivered, and

@@ -692,16 +692,16 @@ std::uint64_t range_start(const std::string& range) {
 TEST_CASE("split when starved: a link faster than its consumer stays one stream", "[segmented]") {
     auto& f = shared_fixture();
     sink s;
-    // The consumer is the bottleneck: 5 ms per piece (at most 16 KiB), far
-    // over the loopback's time for it, in windows of 200 ms.
+    // The consumer is the bottleneck: 10 ms per piece (at most 16 KiB), far
+    // over the loopback's time for it, in windows of 300 ms.
     auto on_data = s.callbacks.on_data;
     s.callbacks.on_data = [&](const std::byte* data, std::size_t n) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
         return on_data(data, n);
     };
     const auto spool = part_spool("starved-never");
     auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(),
-                                        split_when_starved(std::chrono::milliseconds(200)), spool, s.callbacks,
+                                        split_when_starved(std::chrono::milliseconds(300)), spool, s.callbacks,
                                         retry_transient(3));
     REQUIRE_OK(r);
     CHECK_FALSE(r->segmented);
@@ -756,6 +756,41 @@ TEST_CASE("split when starved: a slow link goes on in ranges from the first byte
             CHECK(lowest <= log[0].bytes_sent);
         }
     }
+}
+
+TEST_CASE("split when starved: a run stopped after the switch resumes from its record", "[segmented]") {
+    auto& f = shared_fixture();
+    f.server->set_faults(R"({"/blob.bin": {"rate": 4000000}})");
+    const auto spool = part_spool("starved-resume");
+    {
+        sink s;
+        s.stop_after = 1500000;  // the stream stops after 0.1 s (about 400 kB): this is in the ranges
+        auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), split_when_starved(),
+                                            spool, s.callbacks, retry_transient(3));
+        REQUIRE_FALSE(r.ok());
+        CHECK(r.error_value().code == error_code::cancelled);
+        const auto log = f.server->log();
+        REQUIRE(log.size() > 1);
+        CHECK_FALSE(log[0].range);  // the stream came first
+        CHECK(log[1].range);        // then ranges
+    }
+    // The record, written before the first byte out of order, keeps what the stream wrote.
+    REQUIRE(fs::exists(redist::segment_record_path(spool.part_file)));
+    const std::uint64_t kept = redist::resumable_bytes(spool.part_file, kSize);
+    CHECK(kept >= 1500000);  // every byte delivered was written, and the stopped run records what it wrote
+    CHECK(kept < kSize);
+    f.server->set_faults("{}");
+    f.server->reset();
+    sink s;
+    auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), split_when_starved(), spool,
+                                        s.callbacks, retry_transient(3));
+    REQUIRE_OK(r);
+    CHECK(r->segmented);  // bytes out of order in the spool: ranges at once
+    CHECK(r->reused_bytes == kept);
+    CHECK(s.hex() == sha256_of(f.blob));
+    const std::uint64_t sent = body_bytes(f.server->log());
+    CHECK(sent + r->reused_bytes == kSize);  // nothing fetched twice
+    CHECK_FALSE(fs::exists(redist::segment_record_path(spool.part_file)));
 }
 
 TEST_CASE("split when starved: ranges of another version than the stream's start over", "[segmented]") {
