@@ -133,13 +133,9 @@ result<recompressed> recompress_xz_to_zstd(const std::filesystem::path& xz_path,
     lzma_action action = LZMA_RUN;
     for (;;) {
         if (xz.stream.avail_in == 0 && action == LZMA_RUN) {
-            const ssize_t n = ::read(fd.get(), in.data(), in.size());
-            if (n < 0) {
-                if (errno == EINTR) continue;
-                return errno_error("cannot read", xz_path, errno);
-            }
+            REDIST_TRY(const std::size_t n, read_some(fd.get(), in.data(), in.size(), xz_path));
             xz.stream.next_in = reinterpret_cast<const std::uint8_t*>(in.data());
-            xz.stream.avail_in = static_cast<std::size_t>(n);
+            xz.stream.avail_in = n;
             if (n == 0) action = LZMA_FINISH;
         }
         xz.stream.next_out = reinterpret_cast<std::uint8_t*>(tar.data());
@@ -165,15 +161,8 @@ result<std::string> copy_tree_digest(const std::filesystem::path& copy_path, con
     options.source = copy_path.string();
     REDIST_TRY(auto unpacker, stream_unpacker::start(stage_dir, options));
     std::vector<std::byte> in(kReadBytes);
-    for (;;) {
-        const ssize_t n = ::read(fd.get(), in.data(), in.size());
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return errno_error("cannot read", copy_path, errno);
-        }
-        if (n == 0) break;
-        REDIST_TRY_VOID(unpacker->write(in.data(), static_cast<std::size_t>(n)));
-    }
+    REDIST_TRY_VOID(read_each_block(fd.get(), in, copy_path,
+                                    [&](const std::byte* data, std::size_t n) { return unpacker->write(data, n); }));
     REDIST_TRY(const auto entries, unpacker->finish());
     const std::string& expected = made.tar_piece_bytes != 0 ? made.tar_list_sha256 : made.tar_sha256;
     if (unpacker->tar_digest() != expected)

@@ -41,15 +41,11 @@ result<std::uint64_t> stream_fd(int fd, const std::filesystem::path& path, std::
     std::uint64_t total = 0;
     while (total < limit) {
         const std::uint64_t want64 = std::min<std::uint64_t>(buffer.size(), limit - total);
-        const ssize_t got = ::pread(fd, buffer.data(), static_cast<std::size_t>(want64),
-                                    static_cast<off_t>(offset + total));
-        if (got < 0) {
-            if (errno == EINTR) continue;
-            return errno_error("cannot read file", path, errno);
-        }
+        REDIST_TRY(const std::size_t got,
+                   pread_some(fd, buffer.data(), static_cast<std::size_t>(want64), offset + total, path));
         if (got == 0) break;  // end of file
-        hasher.update(buffer.data(), static_cast<std::size_t>(got));
-        total += static_cast<std::uint64_t>(got);
+        hasher.update(buffer.data(), got);
+        total += got;
     }
     return total;
 }

@@ -407,18 +407,14 @@ result<sbom_file> hash_installed(int root_fd, const std::filesystem::path& prefi
     sha256_hasher sha256;
     std::optional<file_digester> recorded;
     if (f.piece_size != 0) recorded.emplace(f.piece_size);
-    std::vector<char> buf(1u << 20);
-    std::uint64_t total = 0;
-    for (;;) {
-        const ssize_t n = ::read(fd.get(), buf.data(), buf.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return errno_error("cannot read", shown, errno);
-        if (n == 0) break;
-        sha1.update({buf.data(), static_cast<std::size_t>(n)});
-        sha256.update(buf.data(), static_cast<std::size_t>(n));
-        if (recorded) recorded->update(buf.data(), static_cast<std::size_t>(n));
-        total += static_cast<std::uint64_t>(n);
-    }
+    std::vector<std::byte> buf(1u << 20);
+    REDIST_TRY(const std::uint64_t total,
+               read_each_block(fd.get(), buf, shown, [&](const std::byte* data, std::size_t n) -> result<void> {
+                   sha1.update({reinterpret_cast<const char*>(data), n});
+                   sha256.update(data, n);
+                   if (recorded) recorded->update(data, n);
+                   return {};
+               }));
     std::string digest = sha256.finish_hex();
     const std::string as_recorded = recorded ? recorded->finish_hex() : digest;
     if (auto same = check_integrity(f.size, f.sha256, total, as_recorded, shown); !same.ok()) {

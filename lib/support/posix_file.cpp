@@ -66,6 +66,24 @@ result<unique_fd> open_regular(const std::filesystem::path& path, follow_links f
     return fd;
 }
 
+result<std::size_t> read_some(int fd, void* data, std::size_t size, const std::filesystem::path& path_for_errors,
+                              error_code code) {
+    for (;;) {
+        const ssize_t n = ::read(fd, data, size);
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (errno != EINTR) return errno_error("cannot read", path_for_errors, errno, code);
+    }
+}
+
+result<std::size_t> pread_some(int fd, void* data, std::size_t size, std::uint64_t offset,
+                               const std::filesystem::path& path_for_errors, error_code code) {
+    for (;;) {
+        const ssize_t n = ::pread(fd, data, size, static_cast<off_t>(offset));
+        if (n >= 0) return static_cast<std::size_t>(n);
+        if (errno != EINTR) return errno_error("cannot read", path_for_errors, errno, code);
+    }
+}
+
 result<std::string> read_fd(int fd, std::uint64_t size_hint, std::uint64_t max_bytes,
                             const std::filesystem::path& path_for_errors, error_code too_large) {
     if (size_hint > max_bytes) {
@@ -82,13 +100,9 @@ result<std::string> read_fd(int fd, std::uint64_t size_hint, std::uint64_t max_b
             if (out.size() >= max_bytes + 1) break;
             out.resize(std::min<std::uint64_t>(max_bytes + 1, out.size() + 65536));
         }
-        const ssize_t n = ::read(fd, out.data() + got, out.size() - got);
-        if (n < 0) {
-            if (errno == EINTR) continue;
-            return errno_error("cannot read", path_for_errors, errno);
-        }
+        REDIST_TRY(const std::size_t n, read_some(fd, out.data() + got, out.size() - got, path_for_errors));
         if (n == 0) break;
-        got += static_cast<std::size_t>(n);
+        got += n;
     }
     if (got > max_bytes) {
         return make_error(too_large, "file too large (the limit is " + std::to_string(max_bytes) + " bytes)")

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -55,6 +56,28 @@ unsigned process_umask();
 void create_directories_masked(const std::filesystem::path& dir, std::error_code& ec);
 inline result<void> write_all(int fd, std::string_view bytes, const std::filesystem::path& path_for_errors) {
     return write_all(fd, bytes.data(), bytes.size(), path_for_errors);
+}
+
+// The one read loop. read_some: at most `size` bytes from the file offset
+// (pread_some: from `offset`), retrying EINTR; 0 at the end of the file.
+// Outcomes: ok | `code` ("cannot read", naming the path).
+result<std::size_t> read_some(int fd, void* data, std::size_t size, const std::filesystem::path& path_for_errors,
+                              error_code code = error_code::filesystem);
+result<std::size_t> pread_some(int fd, void* data, std::size_t size, std::uint64_t offset,
+                               const std::filesystem::path& path_for_errors, error_code code = error_code::filesystem);
+// Reads `fd` from its offset to the end, `buffer` at a time, handing each
+// block to `each`, which may stop the read by failing. Returns the bytes read.
+// Outcomes: ok | filesystem (cannot read) | each's error.
+template <class Each>
+result<std::uint64_t> read_each_block(int fd, std::span<std::byte> buffer, const std::filesystem::path& path_for_errors,
+                                      Each&& each) {
+    std::uint64_t total = 0;
+    for (;;) {
+        REDIST_TRY(const std::size_t n, read_some(fd, buffer.data(), buffer.size(), path_for_errors));
+        if (n == 0) return total;
+        REDIST_TRY_VOID(each(static_cast<const std::byte*>(buffer.data()), n));
+        total += n;
+    }
 }
 
 enum class follow_links : std::uint8_t { no, yes };

@@ -118,11 +118,9 @@ result<std::string> read_small_at(int dir_fd, const std::string& name, const fs:
     std::string out(static_cast<std::size_t>(st.st_size), '\0');
     std::size_t got = 0;
     while (got < out.size()) {
-        const ssize_t n = ::read(fd.get(), out.data() + got, out.size() - got);
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return errno_error("cannot read", shown, errno, code);
+        REDIST_TRY(const std::size_t n, read_some(fd.get(), out.data() + got, out.size() - got, shown, code));
         if (n == 0) break;
-        got += static_cast<std::size_t>(n);
+        got += n;
     }
     out.resize(got);
     return out;

@@ -32,16 +32,14 @@ constexpr std::size_t kReadBlock = 1u << 20;
 constexpr std::size_t kMaxRecordBytes = 64u << 10;
 constexpr std::string_view kRecordMagic = "redist-segments 1";
 
-result<std::size_t> pread_some(int fd, std::byte* data, std::size_t size, std::uint64_t offset, const fs::path& path) {
-    for (;;) {
-        const ssize_t n = ::pread(fd, data, size, static_cast<off_t>(offset));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return errno_error("cannot read the download spool", path, errno);
-        if (n == 0)
-            return make_error(error_code::filesystem, "the download spool is shorter than recorded")
-                .with_path(path.string());
-        return static_cast<std::size_t>(n);
-    }
+// Bytes the spool holds (its record or the run says so): its end is an error.
+result<std::size_t> read_spool_at(int fd, std::byte* data, std::size_t size, std::uint64_t offset,
+                                  const fs::path& path) {
+    REDIST_TRY(const std::size_t n, pread_some(fd, data, size, offset, path));
+    if (n == 0)
+        return make_error(error_code::filesystem, "the download spool is shorter than recorded")
+            .with_path(path.string());
+    return n;
 }
 
 // A .part of ours: a regular file, one link, our uid. Anything else at the
@@ -97,7 +95,7 @@ result<void> deliver_spooled(int fd, const fs::path& path, std::uint64_t from, s
     if (!buffer) buffer = std::make_unique_for_overwrite<std::byte[]>(kReadBlock);
     while (from < to) {
         const auto want = static_cast<std::size_t>(std::min<std::uint64_t>(to - from, kReadBlock));
-        REDIST_TRY(const std::size_t got, pread_some(fd, buffer.get(), want, from, path));
+        REDIST_TRY(const std::size_t got, read_spool_at(fd, buffer.get(), want, from, path));
         if (callbacks.on_data) REDIST_TRY_VOID(callbacks.on_data(buffer.get(), got));
         from += got;
     }

@@ -497,36 +497,29 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
     ::posix_fadvise(fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
     std::vector<std::byte> buffer(1u << 20);
     settle();
-    result<void> outcome;
     auto last_report = std::chrono::steady_clock::now();
-    for (;;) {
-        const ssize_t n = ::read(fd.get(), buffer.data(), buffer.size());
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) {
-            outcome = errno_error("cannot read", path, errno);
-            break;
-        }
-        if (n == 0) break;
-        const auto size = static_cast<std::size_t>(n);
-        if (into_sink) {
-            outcome = feed(buffer.data(), size);
-            // A cached archive goes at the unpacker's pace: its progress too (set_progress).
-            const auto now = std::chrono::steady_clock::now();
-            if (outcome.ok() && progress_ && now - last_report > std::chrono::milliseconds(200)) {
-                last_report = now;
-                progress_(received_);
+    auto replayed = read_each_block(
+        fd.get(), buffer, path, [&](const std::byte* data, std::size_t size) -> result<void> {
+            if (into_sink) {
+                REDIST_TRY_VOID(feed(data, size));
+                // A cached archive goes at the unpacker's pace: its progress too (set_progress).
+                const auto now = std::chrono::steady_clock::now();
+                if (progress_ && now - last_report > std::chrono::milliseconds(200)) {
+                    last_report = now;
+                    progress_(received_);
+                }
+                return {};
             }
-        } else if (received_ + size > expected_.size) {
-            outcome = make_error(error_code::integrity, "size mismatch: more bytes than the manifest's size")
-                          .with_path(path.string());
-        } else {
+            if (received_ + size > expected_.size)
+                return make_error(error_code::integrity, "size mismatch: more bytes than the manifest's size")
+                    .with_path(path.string());
             received_ += size;
-            if (!expected_.checked_by_content) hasher_.update(buffer.data(), size);
-        }
-        if (!outcome.ok()) break;
-    }
+            if (!expected_.checked_by_content) hasher_.update(data, size);
+            return {};
+        });
     settle();
-    return outcome;
+    if (!replayed.ok()) return std::move(replayed).error_value();
+    return {};
 }
 
 result<void> artifact_stream::feed(const std::byte* data, std::size_t size) {

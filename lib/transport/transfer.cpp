@@ -452,9 +452,10 @@ result<void> read_open_file(int fd, const std::string& safe_url, const transfer_
     const auto stall = std::chrono::seconds(options.stall_timeout_seconds);
     for (std::uint64_t left = end - resume_from; left > 0;) {
         const auto before = std::chrono::steady_clock::now();
-        const ssize_t n = ::read(fd, buffer.get(), static_cast<std::size_t>(std::min<std::uint64_t>(left, kBlock)));
-        if (n < 0 && errno == EINTR) continue;
-        if (n < 0) return os_error("cannot read file", errno);
+        auto got = read_some(fd, buffer.get(), static_cast<std::size_t>(std::min<std::uint64_t>(left, kBlock)), {},
+                             error_code::network);
+        if (!got.ok()) return std::move(got).error_value().with_url(safe_url);
+        const std::size_t n = *got;
         if (options.stall_timeout_seconds > 0 && std::chrono::steady_clock::now() - before >= stall) {
             set_failure(failure, true, 0, std::nullopt);
             return make_error(error_code::network,
@@ -462,10 +463,9 @@ result<void> read_open_file(int fd, const std::string& safe_url, const transfer_
                 .with_url(safe_url);
         }
         if (n == 0) break;  // it shrank meanwhile: the caller's size check tells
-        left -= static_cast<std::uint64_t>(n);
+        left -= n;
         if (callbacks.on_data)
-            REDIST_TRY_VOID(guarded("on_data callback",
-                                    [&] { return callbacks.on_data(buffer.get(), static_cast<std::size_t>(n)); }));
+            REDIST_TRY_VOID(guarded("on_data callback", [&] { return callbacks.on_data(buffer.get(), n); }));
     }
     return {};
 }

@@ -62,6 +62,57 @@ TEST_CASE("read_file refuses a FIFO without blocking, and symlinks unless asked"
     CHECK(missing.error_value().path == (dir / "missing").string());
 }
 
+TEST_CASE("the one read loop: blocks to the end, an offset, a failed block stops it, errors name the file") {
+    const fs::path file = scratch("read-loop") / "data";
+    std::string bytes(10000, '\0');
+    for (std::size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<char>(i * 7);
+    write(file, bytes);
+    auto fd = open_regular(file, follow_links::no);
+    REQUIRE_OK(fd);
+
+    std::vector<std::byte> buffer(4096);
+    std::string seen;
+    std::vector<std::size_t> blocks;
+    auto total = read_each_block(fd->get(), buffer, file, [&](const std::byte* data, std::size_t n) -> result<void> {
+        seen.append(reinterpret_cast<const char*>(data), n);
+        blocks.push_back(n);
+        return {};
+    });
+    REQUIRE_OK(total);
+    CHECK(*total == bytes.size());
+    CHECK(seen == bytes);
+    CHECK(blocks == std::vector<std::size_t>{4096, 4096, 1808});
+    auto at_end = read_some(fd->get(), buffer.data(), buffer.size(), file);
+    REQUIRE_OK(at_end);
+    CHECK(*at_end == 0);
+
+    char two[2] = {};
+    auto at = pread_some(fd->get(), two, sizeof two, 9998, file);
+    REQUIRE_OK(at);
+    CHECK(*at == 2);
+    CHECK(std::string(two, 2) == bytes.substr(9998));
+
+    // The block's consumer fails: nothing more is read, and its error comes back as it was.
+    REQUIRE(::lseek(fd->get(), 0, SEEK_SET) == 0);
+    int calls = 0;
+    auto stopped = read_each_block(fd->get(), buffer, file, [&](const std::byte*, std::size_t) -> result<void> {
+        ++calls;
+        return make_error(error_code::integrity, "the first block is wrong");
+    });
+    REQUIRE_FALSE(stopped.ok());
+    CHECK(stopped.error_value().code == error_code::integrity);
+    CHECK(calls == 1);
+
+    // A descriptor that cannot be read (a directory): the error names the path, in the caller's category.
+    const unique_fd dir(::open(file.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+    REQUIRE(dir);
+    auto failed = read_some(dir.get(), buffer.data(), buffer.size(), file.parent_path(), error_code::network);
+    REQUIRE_FALSE(failed.ok());
+    CHECK(failed.error_value().code == error_code::network);
+    CHECK(failed.error_value().path == file.parent_path().string());
+    CHECK(failed.error_value().message.find("cannot read") != std::string::npos);
+}
+
 TEST_CASE("atomic_write replaces a symlink instead of writing through it") {
     const fs::path dir = scratch("atomic");
     REQUIRE(atomic_write(dir / "victim", "precious", durability::full).ok());
