@@ -3,6 +3,7 @@
 // the retry loop (see segment_stream.hpp).
 #include "transport/segment_stream.hpp"
 
+#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -119,23 +120,39 @@ result<void> single_stream::take(const std::byte* data, std::size_t n, segmented
     return probe ? watch_for_starvation(took_at) : result<void>{};
 }
 
-// What take() spent on a piece (spool, hash, decoder: the consumer's side)
-// is busy time; the rest of a window went to waiting for bytes. A window
-// opens at a byte, not at the request: connecting and the first byte's
-// latency are not the link's rate.
+namespace {
+
+std::chrono::nanoseconds thread_cpu_time() {
+    struct timespec ts {};
+    ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return std::chrono::seconds(ts.tv_sec) + std::chrono::nanoseconds(ts.tv_nsec);
+}
+
+}  // namespace
+
+// What take() spent on a piece (spool, hash, decoder: the consumer's side,
+// waits for room in its queue included) and the CPU the thread used (that
+// again, and libcurl's receiving) are not waiting for the network: when
+// they come to less than half of a window, the link is the bottleneck. (The
+// two overlap, so waiting is understated: a doubtful window does not
+// split.) A window opens at a byte, not at the request: connecting and the
+// first byte's latency are not the link's rate.
 result<void> single_stream::watch_for_starvation(clock_type::time_point took_at) {
     starvation_probe& p = *probe;
     const auto now = clock_type::now();
     if (p.window_start == clock_type::time_point{}) {
         p.window_start = took_at;
         p.busy = {};
+        p.cpu_at_start = thread_cpu_time();
     }
     p.busy += now - took_at;
     const auto elapsed = now - p.window_start;
     if (elapsed < p.window) return {};
-    const bool link_is_the_bottleneck = p.busy * 2 < elapsed;
+    const auto cpu_now = thread_cpu_time();
+    const bool link_is_the_bottleneck = (p.busy + (cpu_now - p.cpu_at_start)) * 2 < elapsed;
     p.window_start = now;
     p.busy = {};
+    p.cpu_at_start = cpu_now;
     if (!link_is_the_bottleneck || expected_size - delivered < p.min_rest) return {};
     starved = true;
     return make_error(error_code::cancelled, "the link is slower than the consumer: going on in ranges")

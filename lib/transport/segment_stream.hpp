@@ -41,15 +41,19 @@ struct single_stream {
     // (spool_location::temp_dir) and the stream goes on without a spool.
     std::function<bool(const error& why)> give_up{};
     // Where the download may go on in ranges once the link is seen to be
-    // the bottleneck (segment_options::split_when_starved): take() times
-    // itself over windows of the stream. A window in which it was busy for
-    // less than half of the time ends the attempt (starved), when at least
-    // min_rest bytes are left; the caller then goes on in ranges.
+    // the bottleneck (segment_options::split_when_starved): over windows of
+    // the stream, take() times itself (the spool and the consumer, which
+    // may block while its queue is full) and the thread's CPU time is read
+    // (libcurl's own work: receiving, TLS). A window in which both together
+    // came to less than half of it was mostly spent waiting for the
+    // network: it ends the attempt (starved), when at least min_rest bytes
+    // are left, and the caller goes on in ranges.
     struct starvation_probe {
         std::chrono::milliseconds window{};
         std::uint64_t min_rest = 0;
         clock_type::time_point window_start{};  // {}: the window opens at the next byte
         clock_type::duration busy{};
+        std::chrono::nanoseconds cpu_at_start{};
     };
     std::optional<starvation_probe> probe{};
     bool starved = false;

@@ -9,9 +9,10 @@
 // How (see segment_ranges.cpp for the reasons):
 //  * Split when starved (segment_options::split_when_starved, the tools'
 //    default): ranges only once one stream is seen to be the bottleneck.
-//    The stream times what its consumer and spool take of each window; a
-//    window in which they were busy less than half of the time stops it,
-//    and ranges go on from the first byte not delivered (same version, or
+//    Over each window the stream times what its consumer and spool take,
+//    and reads its thread's CPU time; a window in which the two came to
+//    less than half of it (the rest: waiting for bytes) stops it, and
+//    ranges go on from the first byte not delivered (same version, or
 //    the download starts over). Ranges cost a pass over the spool and more
 //    work per byte on both ends: on 2 cores, a zstd copy from a loopback
 //    registry took 0.67 s split against 0.49 s in one stream.
@@ -108,8 +109,9 @@ struct segment_options {
     // Split only once the link is seen to be the bottleneck: the download
     // starts as one stream, and goes on over ranges (from the first byte not
     // delivered yet) as soon as, over one starved_window of the stream, the
-    // consumer and the spool (hash, decoder, disk) were busy for less than
-    // half of it: the rest was spent waiting for bytes. A link faster than
+    // consumer and the spool (hash, decoder, disk, waits for room in the
+    // decoder's queue) and the thread's CPU time came to less than half of
+    // it: the rest was spent waiting for bytes. A link faster than
     // the consumer (a LAN or loopback mirror) then costs no ranged requests
     // and no second pass over the spool. False: ranges from the first
     // request (an explicit --connections N). Either way, a spool that holds
