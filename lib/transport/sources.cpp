@@ -503,11 +503,7 @@ result<void> artifact_stream::replay(const std::filesystem::path& path, bool int
             if (into_sink) {
                 REDIST_TRY_VOID(feed(data, size));
                 // A cached archive goes at the unpacker's pace: its progress too (set_progress).
-                const auto now = std::chrono::steady_clock::now();
-                if (progress_ && now - last_report > std::chrono::milliseconds(200)) {
-                    last_report = now;
-                    progress_(received_);
-                }
+                report_progress(last_report);
                 return {};
             }
             if (received_ + size > expected_.size)
@@ -568,6 +564,14 @@ error cancelled_error() {
 }
 }  // namespace
 
+// set_progress's callback hears of the bytes so far at most every 200 ms.
+void artifact_stream::report_progress(std::chrono::steady_clock::time_point& last_report) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!progress_ || now - last_report <= std::chrono::milliseconds(200)) return;
+    last_report = now;
+    progress_(received_);
+}
+
 download_callbacks artifact_stream::body_callbacks(std::chrono::steady_clock::time_point& last_report) {
     download_callbacks callbacks;
     // partial = false: the bytes that follow start at byte 0 (a spool
@@ -582,21 +586,13 @@ download_callbacks artifact_stream::body_callbacks(std::chrono::steady_clock::ti
     // every 200 ms: the last piece before the stall may not have been).
     callbacks.on_idle = [this, &last_report]() -> result<void> {
         if (cancelled(cancel_)) return cancelled_error();
-        const auto now = std::chrono::steady_clock::now();
-        if (progress_ && now - last_report > std::chrono::milliseconds(200)) {
-            last_report = now;
-            progress_(received_);
-        }
+        report_progress(last_report);
         return {};
     };
     callbacks.on_data = [this, &last_report](const std::byte* data, std::size_t size) -> result<void> {
         if (cancelled(cancel_)) return cancelled_error();
         REDIST_TRY_VOID(feed(data, size));
-        const auto now = std::chrono::steady_clock::now();
-        if (progress_ && now - last_report > std::chrono::milliseconds(200)) {
-            last_report = now;
-            progress_(received_);
-        }
+        report_progress(last_report);
         return {};
     };
     return callbacks;

@@ -320,6 +320,7 @@ private:
                             transfer_failure_info& failure);
     result<void> replay(const std::filesystem::path& path, bool into_sink);
     download_callbacks body_callbacks(std::chrono::steady_clock::time_point& last_report);
+    void report_progress(std::chrono::steady_clock::time_point& last_report);
 
     expected_artifact expected_;
     byte_sink& sink_;
