@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Capped-link scenario: a CDN that caps every connection.
 
-    python3 bench/capped_link.py --build build [--runs 1] [--connections 1,4,6,8]
+    python3 bench/capped_link.py --build build [--runs 1] [--connections 1,4,6,8] [--against B]
 
 nginx on 127.0.0.1 serves the single-block cuDNN archive that bench/run.py
 builds (run `python3 bench/run.py --prepare` first) with `limit_rate 10m`
@@ -24,8 +24,12 @@ SHA-256 against the archive's. Goal: fetch with the default connections
 Note on nginx's limiter: it allows limit_rate * (seconds since the request
 started + 1) bytes, i.e. a first-second burst of 10 MiB per REQUEST. Chunks
 below ~10 MiB are therefore nearly free here; the chunk sizes of
-segment_options (4..32 MiB, ~offset/N) keep most bytes under the cap. The
-"requests" column says how many requests a run made.
+segment_options (4..32 MiB, about min(offset, size - offset) / N) keep most
+bytes under the cap. The "requests" column says how many requests a run made.
+
+With --against B (a build tree of the code before a change), B's redist
+fetch runs beside each fetch contender in the same rounds, and "x B" is the
+median of the per-round ratios.
 
 Python 3 standard library, nginx, xz. Prints a table and, with --json FILE,
 writes the samples.
@@ -135,6 +139,9 @@ def main(argv=None) -> int:
     ap.add_argument("--connections", default="1,4,6,8")
     ap.add_argument("--rate", default="10m")
     ap.add_argument("--json", default=None)
+    ap.add_argument("--against", default=None,
+                    help="a second build tree (the code before a change): its redist fetch runs beside, "
+                         "and each fetch row gets a ratio to B's")
     ap.add_argument("--fetch-connections", default="default,1,6",
                     help="redist fetch contenders: N for --connections N, 'default' for none given (0: none)")
     args = ap.parse_args(argv)
@@ -157,6 +164,12 @@ def main(argv=None) -> int:
                                                          "sha256": sha or hashlib.sha256(open(archive, "rb").read()).hexdigest(),
                                                          "md5": "0" * 32, "size": str(size)}}}}, f)
     redist = os.path.abspath(os.path.join(args.build, "bin", "redist"))
+    builds = [("", redist)]
+    if args.against:
+        redist_b = os.path.abspath(os.path.join(args.against, "bin", "redist"))
+        if not os.access(redist_b, os.X_OK):
+            raise bench.BenchError(f"{redist_b} missing")
+        builds.append((" (B)", redist_b))
     nginx = CappedNginx(scratch, served, args.rate)
     results: dict[str, list] = {}
     load = os.getloadavg()
@@ -170,13 +183,14 @@ def main(argv=None) -> int:
             if n > 1:
                 contenders.append((f"{n} conn, hash only", f"{driver} {url} {size} --temp {scratch} --connections {n}", True))
         for n in [c.strip() for c in args.fetch_connections.split(",") if c.strip() not in ("", "0")]:
-            prefix = os.path.join(scratch, f"prefix{n}")
-            # The default: one stream, split once it is seen to starve the decoder.
-            flag = "" if n == "default" else f"--connections {int(n)}"
-            name = "fetch, default" if n == "default" else f"fetch, {n} conn"
-            contenders.append((name, f"rm -rf {prefix} && {redist} fetch --manifest "
-                               f"{url.rsplit('/', 1)[0]}/redistrib_9.19.0.json --prefix {prefix} --no-cache "
-                               f"--platform linux-x86_64 --cuda 13 {flag} --no-check --quiet", False))
+            for tag, tool in builds:
+                prefix = os.path.join(scratch, f"prefix{n}{'B' if tag else ''}")
+                # The default: one stream, split once it is seen to starve the decoder.
+                flag = "" if n == "default" else f"--connections {int(n)}"
+                name = ("fetch, default" if n == "default" else f"fetch, {n} conn") + tag
+                contenders.append((name, f"rm -rf {prefix} && {tool} fetch --manifest "
+                                   f"{url.rsplit('/', 1)[0]}/redistrib_9.19.0.json --prefix {prefix} --no-cache "
+                                   f"--platform linux-x86_64 --cuda 13 {flag} --no-check --quiet", False))
         for r in range(args.runs):
             order = contenders[r % len(contenders):] + contenders[:r % len(contenders)]
             for name, cmd, is_driver in order:
@@ -194,11 +208,14 @@ def main(argv=None) -> int:
     floor = statistics.median(s["wall"] for s in results["floor: xz -T1 -dc"])
     print(f"\ncapped link: {os.path.basename(archive)} ({size / 2**20:.0f} MiB), limit_rate {args.rate} per "
           f"connection, load average before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}, {os.cpu_count()} CPUs")
-    print(f"{'contender':28s} {'median s':>9s} {'x floor':>8s} {'requests':>9s}")
+    print(f"{'contender':28s} {'median s':>9s} {'x floor':>8s} {'requests':>9s} {'x B':>6s}")
     for name, samples in results.items():
         wall = statistics.median(s["wall"] for s in samples)
         reqs = samples[-1].get("requests", "")
-        print(f"{name:28s} {wall:9.2f} {wall / floor:8.2f} {reqs!s:>9s}")
+        # Paired: the median of per-round ratios to the same contender of B.
+        against = results.get(name + " (B)")
+        ratio = f"{statistics.median(a['wall'] / b['wall'] for a, b in zip(samples, against)):6.3f}" if against else ""
+        print(f"{name:28s} {wall:9.2f} {wall / floor:8.2f} {reqs!s:>9s} {ratio:>6s}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"archive": archive, "size": size, "rate": args.rate, "load": load,

@@ -18,7 +18,9 @@
 //    registry took 0.67 s split against 0.49 s in one stream.
 //  * The file is cut into chunks, small at the start and growing with the
 //    offset (so that the contiguous prefix, which is all the decoder can use,
-//    grows at about N times one connection's rate from the first second).
+//    grows at about N times one connection's rate from the first second),
+//    and shrinking again towards the end (so that the connections finish
+//    together rather than the last chunk running on alone).
 //    Worker threads (one per connection) take the lowest chunk nobody has,
 //    fetch it with download_range() and pwrite() its bytes at their offset
 //    into the spool file, 256 KiB at a time (and whatever they hold after
@@ -70,9 +72,9 @@
 // stopping (a caller error, a fatal chunk) ends a request that stalls
 // mid-body within about a second (its on_idle), but one still waiting for
 // its response holds it up to transfer_options' stall_timeout_seconds; no
-// work stealing at the tail (the last chunks run at one connection's rate
-// each). While nothing can be delivered, callbacks.on_idle is called about
-// every 250 ms on the calling thread, so the caller can stop a stalled run.
+// work stealing at the tail (the last chunks are small, but a connection far
+// slower than the others still holds its chunk to the end). While nothing can be delivered, callbacks.on_idle is called
+// about every 250 ms on the calling thread, so the caller can stop a stalled run.
 #pragma once
 
 #include <chrono>
@@ -101,9 +103,10 @@ struct segment_options {
     int connections = 6;
     // Smaller archives use one stream: the extra requests are not worth it.
     std::uint64_t min_total_bytes = 64ull << 20;
-    // Chunk sizes: chunk at offset x is about x / connections bytes, within
-    // these bounds (small first chunks: the decoder gets going at once; big
-    // later ones: fewer requests).
+    // Chunk sizes: chunk at offset x is about min(x, size - x) / connections
+    // bytes, within these bounds (small first chunks: the decoder gets going
+    // at once; big ones in the middle: fewer requests; small last ones: the
+    // connections finish together).
     std::uint64_t min_segment_bytes = 4ull << 20;
     std::uint64_t max_segment_bytes = 32ull << 20;
     // Split only once the link is seen to be the bottleneck: the download

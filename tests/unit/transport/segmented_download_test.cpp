@@ -21,6 +21,7 @@
 #include "archive/sha256.hpp"
 #include "fixtures/fault_server_support.hpp"
 #include "support.hpp"
+#include "transport/segment_ranges.hpp"
 
 namespace fs = std::filesystem;
 using redist::error_code;
@@ -381,6 +382,10 @@ TEST_CASE("an interrupted segmented download resumes with fewer bytes", "[segmen
     // What a stopped run reports as kept is what the resume takes: the
     // record's ranges, not the sparse .part's size.
     const std::uint64_t kept = redist::resumable_bytes(spool.part_file, kSize);
+    const auto record = redist::parse_segment_record(redist_test::slurp(redist::segment_record_path(spool.part_file)),
+                                                     "record");
+    REQUIRE_OK(record);
+    CHECK(record->ranges.size() > 1);  // it keeps what came ahead of the delivered bytes too
     CHECK(kept >= 1000);
     CHECK(kept < kSize);
     CHECK(redist::resumable_bytes(spool.part_file, kSize + 1) == 0);  // a record for another size
@@ -760,11 +765,12 @@ TEST_CASE("split when starved: a slow link goes on in ranges from the first byte
 
 TEST_CASE("split when starved: a run stopped after the switch resumes from its record", "[segmented]") {
     auto& f = shared_fixture();
-    f.server->set_faults(R"({"/blob.bin": {"rate": 4000000}})");
+    // 1 MB/s per connection: the chunks after the one being delivered are still on their way when the consumer stops.
+    f.server->set_faults(R"({"/blob.bin": {"rate": 1000000}})");
     const auto spool = part_spool("starved-resume");
     {
         sink s;
-        s.stop_after = 1500000;  // the stream stops after 0.1 s (about 400 kB): this is in the ranges
+        s.stop_after = 1000000;  // the stream stops after 0.1-0.2 s (100-200 kB): this is in the ranges
         auto r = redist::segmented_download(f.server->url("/blob.bin"), kSize, fast_options(), split_when_starved(),
                                             spool, s.callbacks, retry_transient(3));
         REQUIRE_FALSE(r.ok());
@@ -777,7 +783,11 @@ TEST_CASE("split when starved: a run stopped after the switch resumes from its r
     // The record, written before the first byte out of order, keeps what the stream wrote.
     REQUIRE(fs::exists(redist::segment_record_path(spool.part_file)));
     const std::uint64_t kept = redist::resumable_bytes(spool.part_file, kSize);
-    CHECK(kept >= 1500000);  // every byte delivered was written, and the stopped run records what it wrote
+    const auto record = redist::parse_segment_record(redist_test::slurp(redist::segment_record_path(spool.part_file)),
+                                                     "record");
+    REQUIRE_OK(record);
+    CHECK(record->ranges.size() > 1);  // it keeps what came ahead of the delivered bytes too
+    CHECK(kept >= 1000000);            // every byte delivered was written, and the stopped run records what it wrote
     CHECK(kept < kSize);
     f.server->set_faults("{}");
     f.server->reset();
@@ -833,6 +843,49 @@ TEST_CASE("file:// and small files use one stream", "[segmented]") {
         CHECK(r->requests == 1);
         CHECK(s.hex() == sha256_of(f.blob));
     }
+}
+
+TEST_CASE("the chunk plan: small at both ends, every byte once, present ranges kept", "[segmented]") {
+    constexpr std::uint64_t MiB = 1u << 20;
+    redist::segment_options o;  // 6 connections, chunks of 4..32 MiB
+    const std::uint64_t size = 312 * MiB;
+    const auto check_cover = [&](const std::vector<redist::segmenting::chunk>& plan, std::uint64_t from) {
+        REQUIRE_FALSE(plan.empty());
+        CHECK(plan.front().start == from);
+        CHECK(plan.back().end == size);
+        for (std::size_t i = 1; i < plan.size(); ++i) CHECK(plan[i].start == plan[i - 1].end);
+    };
+    const auto plan = redist::segmenting::plan_chunks(0, size, {}, o);
+    check_cover(plan, 0);
+    std::uint64_t largest = 0;
+    for (const auto& c : plan) {
+        largest = std::max(largest, c.end - c.start);
+        CHECK(c.end - c.start >= o.min_segment_bytes);
+        // Near either end a chunk is about the distance to that end over
+        // the connections: the first bytes come quickly, and the last
+        // chunks finish together instead of one running on alone.
+        const std::uint64_t nearest_end = std::min(c.start, size - c.start);
+        CHECK(c.end - c.start <= std::max(o.min_segment_bytes * 3 / 2, nearest_end / 6 + 1));
+    }
+    CHECK(plan.front().end - plan.front().start == o.min_segment_bytes);
+    CHECK(plan.back().end - plan.back().start < 2 * o.min_segment_bytes);
+    CHECK(largest <= o.max_segment_bytes);
+    CHECK(largest > 16 * MiB);  // the middle still uses big requests
+
+    // From the middle (a stream that went on in ranges), around a range an earlier run wrote.
+    redist::segment_record present;
+    present.size = size;
+    present.ranges = {{200 * MiB, 210 * MiB}};
+    const auto resumed = redist::segmenting::plan_chunks(100 * MiB, size, present, o);
+    check_cover(resumed, 100 * MiB);
+    std::uint64_t done = 0;
+    for (const auto& c : resumed) {
+        if (c.st == redist::segmenting::chunk::state::done) done += c.end - c.start;
+        else CHECK(c.done == 0);
+    }
+    CHECK(done == 10 * MiB);
+    CHECK(std::any_of(resumed.begin(), resumed.end(),
+                      [&](const auto& c) { return c.start == 200 * MiB && c.end == 210 * MiB && c.done == 10 * MiB; }));
 }
 
 TEST_CASE("segment records: round trip and refusals", "[segmented]") {
