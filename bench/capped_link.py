@@ -21,11 +21,15 @@ lib/segmented_download and hashes the in-order stream; each run checks the
 SHA-256 against the archive's. Goal: fetch with the default connections
 <= 1.15x the floor.
 
-Note on nginx's limiter: it allows limit_rate * (seconds since the request
-started + 1) bytes, i.e. a first-second burst of 10 MiB per REQUEST. Chunks
-below ~10 MiB are therefore nearly free here; the chunk sizes of
-segment_options (4..32 MiB, about min(offset, size - offset) / N) keep most
-bytes under the cap. The "requests" column says how many requests a run made.
+Note on nginx's limiter (1.22 here): under limit_rate each send is at most
+sendfile_max_chunk (2 MiB by default since 1.21.4), after which the
+connection pauses for the bytes sent / rate (0.2 s at 10 MiB/s). A request
+gets its first 2 MiB at once and the rest in 2 MiB steps every 0.2 s
+(measured: 4 MiB chunks finished 0.2 s after their request, 4.3 MiB ones
+0.6 s after). The chunk plan (segment_ranges.cpp plan_chunks: 4..32 MiB, about
+min(offset, size - offset) / N, whole multiples of 2 MiB) keeps any chunk
+from waiting a pause for a few last bytes. The "requests" column says how
+many requests a run made.
 
 With --against B (a build tree of the code before a change), B's redist
 fetch runs beside each fetch contender in the same rounds, and "x B" is the

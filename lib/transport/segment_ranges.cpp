@@ -28,6 +28,7 @@ namespace {
 // last time, when a chunk finishes, and a second after the last time (see segmented_download.hpp).
 constexpr std::uint64_t kRecordStep = 4u << 20;
 constexpr auto kRecordInterval = std::chrono::seconds(1);
+constexpr std::uint64_t kAlignChunks = 2u << 20;
 
 }  // namespace
 
@@ -50,10 +51,18 @@ std::vector<chunk> plan_chunks(std::uint64_t from, std::uint64_t size, const seg
         // and remaining / n near the end, so that the connections finish
         // together: a last chunk of 32 MiB on a link capped at 10 MiB/s per
         // connection took 3 s alone while the other connections sat idle.
-        std::uint64_t end = x + std::clamp(std::min(x, size - x) / n, lo, hi);
+        const std::uint64_t piece = std::clamp(std::min(x, size - x) / n, lo, hi);
+        std::uint64_t end = x + piece;
+        // Chunks end on multiples of 2 MiB (where they are that big), so
+        // they are whole multiples of it: a server that paces a connection
+        // sends in pieces (nginx's limit_rate: one sendfile_max_chunk, 2 MiB,
+        // then a pause of 2 MiB / rate), and a chunk of 4.3 MiB waited a
+        // whole extra pause (0.2 s at 10 MiB/s) for its last 0.3 MiB, with
+        // every byte after it.
+        if (piece >= 2 * kAlignChunks) end = end / kAlignChunks * kAlignChunks;
         if (r < present.ranges.size()) end = std::min(end, present.ranges[r].first);
         end = std::min(end, size);
-        if (size - end < lo / 2) end = size;  // no tiny last chunk
+        if (size - end <= lo / 2) end = size;  // no tiny last chunk
         out.push_back({.start = x, .end = end});
         x = end;
     }

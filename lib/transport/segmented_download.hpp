@@ -106,7 +106,8 @@ struct segment_options {
     // Chunk sizes: chunk at offset x is about min(x, size - x) / connections
     // bytes, within these bounds (small first chunks: the decoder gets going
     // at once; big ones in the middle: fewer requests; small last ones: the
-    // connections finish together).
+    // connections finish together), in whole multiples of 2 MiB once they
+    // are that big (servers that pace a connection send 2 MiB at a time).
     std::uint64_t min_segment_bytes = 4ull << 20;
     std::uint64_t max_segment_bytes = 32ull << 20;
     // Split only once the link is seen to be the bottleneck: the download

@@ -871,13 +871,16 @@ TEST_CASE("the chunk plan: small at both ends, every byte once, present ranges k
     CHECK(plan.back().end - plan.back().start < 2 * o.min_segment_bytes);
     CHECK(largest <= o.max_segment_bytes);
     CHECK(largest > 16 * MiB);  // the middle still uses big requests
+    // Whole multiples of 2 MiB (a server pacing in 2 MiB pieces makes a chunk just past one wait a pause).
+    for (std::size_t i = 0; i + 1 < plan.size(); ++i) CHECK(plan[i].end % (2 * MiB) == 0);
 
     // From the middle (a stream that went on in ranges), around a range an earlier run wrote.
     redist::segment_record present;
     present.size = size;
     present.ranges = {{200 * MiB, 210 * MiB}};
-    const auto resumed = redist::segmenting::plan_chunks(100 * MiB, size, present, o);
-    check_cover(resumed, 100 * MiB);
+    const auto resumed = redist::segmenting::plan_chunks(100 * MiB + 12345, size, present, o);
+    check_cover(resumed, 100 * MiB + 12345);
+    CHECK(resumed.front().end % (2 * MiB) == 0);  // a stream stopped anywhere: the ranges after it align
     std::uint64_t done = 0;
     for (const auto& c : resumed) {
         if (c.st == redist::segmenting::chunk::state::done) done += c.end - c.start;
