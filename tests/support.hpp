@@ -2,11 +2,14 @@
 // file): a fresh scratch directory per test case, and whole-file read/write.
 #pragma once
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "archive/sha256.hpp"
 
@@ -54,5 +57,26 @@ inline std::string receipt_digest_oracle(const std::string& content,
     }
     return redist::sha256_hex(raw);
 }
+
+// Sets an environment variable (nullopt: unsets it) while it lives, and
+// puts back what was there before.
+class scoped_env {
+public:
+    scoped_env(std::string name, const std::optional<std::string>& value) : name_(std::move(name)) {
+        if (const char* old = std::getenv(name_.c_str())) before_ = old;
+        set(value);
+    }
+    ~scoped_env() { set(before_); }
+    scoped_env(const scoped_env&) = delete;
+    scoped_env& operator=(const scoped_env&) = delete;
+
+private:
+    void set(const std::optional<std::string>& value) {
+        if (value) ::setenv(name_.c_str(), value->c_str(), 1);
+        else ::unsetenv(name_.c_str());
+    }
+    std::string name_;
+    std::optional<std::string> before_;
+};
 
 }  // namespace redist_test

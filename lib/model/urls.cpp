@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <utility>
 
 #include "support/hex.hpp"
 #include "support/safe_path.hpp"
@@ -146,6 +147,48 @@ bool is_local_url(std::string_view url) noexcept { return is_file_url(url) || is
 
 bool is_oci_url(std::string_view url) noexcept {
     return iequals_prefix(url, "oci://") || iequals_prefix(url, "oci+http://") || is_oci_layout_url(url);
+}
+
+namespace {
+
+// The scheme (lower-case) and the authority of "scheme://authority/...".
+std::pair<std::string, std::string_view> scheme_and_authority(std::string_view url) {
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return {};
+    std::string scheme;
+    for (const char c : url.substr(0, scheme_end))
+        scheme += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    std::string_view authority = url.substr(scheme_end + 3);
+    return {scheme, authority.substr(0, authority.find_first_of("/?#"))};
+}
+
+}  // namespace
+
+std::string url_origin(std::string_view url) {
+    auto [scheme, authority] = scheme_and_authority(url);
+    if (scheme == "oci") scheme = "https";
+    else if (scheme == "oci+http") scheme = "http";
+    if (scheme != "http" && scheme != "https") return {};
+    if (const auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
+    if (authority.empty()) return {};
+    const auto bracket = authority.rfind(']');
+    const auto colon = authority.rfind(':');
+    const bool has_port = colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket);
+    const std::string_view host = has_port ? authority.substr(0, colon) : authority;
+    const std::string_view port = has_port ? authority.substr(colon + 1) : std::string_view();
+    if (host.empty()) return {};
+    std::string out = scheme + "://";
+    for (const char c : host) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    out += ':';
+    out += port.empty() ? std::string(scheme == "https" ? "443" : "80") : std::string(port);
+    return out;
+}
+
+bool url_has_user_info(std::string_view url) noexcept {
+    const auto scheme_end = url.find("://");
+    if (scheme_end == std::string_view::npos) return false;
+    const std::string_view rest = url.substr(scheme_end + 3);
+    return rest.substr(0, rest.find_first_of("/?#")).find('@') != std::string_view::npos;
 }
 
 source_kind source_kind_of(std::string_view url) noexcept {

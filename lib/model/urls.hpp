@@ -122,6 +122,17 @@ enum class source_kind : std::uint8_t {
 // to_url() makes one of a local path (a file: URL).
 source_kind source_kind_of(std::string_view url) noexcept;
 
+// Where `url`'s requests go, as "scheme://host:port": lower-case, the port
+// always written (80, 443 by default), so that "https://h" and
+// "https://h:443" are one origin and "http://h:443" another. A registry's
+// is its API's: oci://h is https://h:443, oci+http://h is http://h:80. User
+// info is not part of it (what it sends is the URL's own business). Empty
+// for a local URL (file://, oci-layout:) and anything else. The one scope of
+// credentials, tokens and a source's health.
+std::string url_origin(std::string_view url);
+// Whether the URL's authority holds user info ("user[:password]@").
+bool url_has_user_info(std::string_view url) noexcept;
+
 // True for a URL ("<scheme>://..." or "oci-layout:DIR"), false for a local
 // path (to_url() makes it a file:// URL).
 bool names_url(std::string_view text) noexcept;

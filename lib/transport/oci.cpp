@@ -116,31 +116,10 @@ std::string query_escape(std::string_view in) {
     return out;
 }
 
-// "scheme://host:port" of an http(s) URL: lower-case, the port always
-// written (80 and 443 by default), so that "https://h" and "https://h:443"
-// are one origin and "http://h:443" another. Empty for anything else, or a
-// URL with user info. Credentials and tokens are scoped to one origin.
-std::string origin_of(std::string_view url) {
-    std::string out;
-    const auto scheme_end = url.find("://");
-    if (scheme_end == std::string_view::npos) return {};
-    for (const char c : url.substr(0, scheme_end))
-        out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (out != "http" && out != "https") return {};
-    std::string_view authority = url.substr(scheme_end + 3);
-    authority = authority.substr(0, authority.find_first_of("/?#"));
-    if (authority.empty() || authority.find('@') != std::string_view::npos) return {};
-    const auto bracket = authority.rfind(']');
-    const auto colon = authority.rfind(':');
-    const bool has_port = colon != std::string_view::npos && (bracket == std::string_view::npos || colon > bracket);
-    const std::string_view host = has_port ? authority.substr(0, colon) : authority;
-    const std::string_view port = has_port ? authority.substr(colon + 1) : std::string_view();
-    out += "://";
-    for (const char c : host) out += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    out += ':';
-    out += port.empty() ? std::string(out.starts_with("https") ? "443" : "80") : std::string(port);
-    return out;
-}
+// The origin (model/urls.hpp url_origin) of a token realm or an upload
+// location, or empty when the URL carries user info of its own: such a URL
+// is never taken for the registry's origin, so no credential goes to it.
+std::string origin_of(std::string_view url) { return url_has_user_info(url) ? std::string() : url_origin(url); }
 
 }  // namespace
 
@@ -443,6 +422,19 @@ result<std::optional<std::string>> credentials_for(const oci_url& where) {
     return docker_config_auth(text, where.registry, where.https, config.string());
 }
 
+}  // namespace
+
+result<std::optional<std::string>> registry_credentials(std::string_view url) {
+    // The registry as the URL writes it (host[:port]: how REDIST_OCI_AUTH and
+    // docker's config name one) and its scheme. A URL that is no registry's
+    // has none: reading it fails on its own.
+    auto where = parse_oci_url(url);
+    if (!where.ok()) return std::optional<std::string>();
+    return credentials_for(*where);
+}
+
+namespace {
+
 // Authorization headers per "<origin> <repository> <actions>" (the origin
 // being "scheme://host:port": an http and an https registry on one host
 // share nothing), for the whole run: one token request per repository, not
@@ -458,10 +450,9 @@ token_cache& tokens() {
     return cache;
 }
 
-std::string registry_origin(const oci_url& where) { return origin_of(where.api("")); }
-
-std::string token_key(const oci_url& where, const std::string& actions) {
-    return registry_origin(where) + " " + where.repository + " " + actions;
+// The source's origin: its credentials, tokens and realm checks are scoped by it.
+std::string token_key(const source& from, const oci_url& where, const std::string& actions) {
+    return from.origin() + " " + where.repository + " " + actions;
 }
 
 error auth_error(const oci_url& where, const std::string& why) {
@@ -496,8 +487,8 @@ result<std::string> ask_realm(const oci_url& where, const http_request& request,
 // The Bearer flow: GET <realm>?service=…&scope=repository:<repo>:<actions>,
 // with the user's credentials (Basic) only when the realm is the registry's
 // own scheme, host and port.
-result<std::string> bearer_token(const oci_url& where, const auth_challenge& challenge, const std::string& actions,
-                                 const transfer_options& options) {
+result<std::string> bearer_token(const source& from, const oci_url& where, const auth_challenge& challenge,
+                                 const std::string& actions, const transfer_options& options) {
     const bool realm_https = challenge.realm.starts_with("https://");
     if (!realm_https && !challenge.realm.starts_with("http://"))
         return auth_error(where, "the token realm is not an http(s) URL");
@@ -513,8 +504,8 @@ result<std::string> bearer_token(const oci_url& where, const auth_challenge& cha
     request.url = challenge.realm + (challenge.realm.find('?') == std::string::npos ? "?" : "&");
     if (!challenge.service.empty()) request.url += "service=" + query_escape(challenge.service) + "&";
     request.url += "scope=" + query_escape("repository:" + where.repository + ":" + actions);
-    REDIST_TRY(const auto creds, credentials_for(where));
-    if (creds && realm_origin == registry_origin(where)) request.headers.push_back("Authorization: Basic " + *creds);
+    REDIST_TRY(const auto creds, from.credentials());
+    if (creds && realm_origin == from.origin()) request.headers.push_back("Authorization: Basic " + *creds);
     request.max_response_bytes = 1u << 20;
     auto header = ask_realm(where, request, options);
     if (!header.ok()) {
@@ -527,9 +518,9 @@ result<std::string> bearer_token(const oci_url& where, const auth_challenge& cha
 // The Authorization header for `actions` ("pull" or "pull,push") on the
 // repository, or "" when the registry lets anyone in. Probes /v2/ once.
 // A token failure moves on to the next source (failure: not transient).
-result<std::string> authorization(const oci_url& where, const std::string& actions, const transfer_options& options,
-                                  transfer_failure_info* failure) {
-    const std::string key = token_key(where, actions);
+result<std::string> authorization(const source& from, const oci_url& where, const std::string& actions,
+                                  const transfer_options& options, transfer_failure_info* failure) {
+    const std::string key = token_key(from, where, actions);
     {
         const std::lock_guard lock(tokens().mutex);
         if (auto it = tokens().headers.find(key); it != tokens().headers.end()) return it->second;
@@ -544,9 +535,9 @@ result<std::string> authorization(const oci_url& where, const std::string& actio
         const auto challenge = parse_www_authenticate(response.www_authenticate);
         if (!challenge) return auth_error(where, "HTTP 401 without a usable WWW-Authenticate challenge");
         if (challenge->scheme == "bearer") {
-            REDIST_TRY(header, bearer_token(where, *challenge, actions, options));
+            REDIST_TRY(header, bearer_token(from, where, *challenge, actions, options));
         } else {
-            REDIST_TRY(const auto creds, credentials_for(where));
+            REDIST_TRY(const auto creds, from.credentials());
             if (!creds) return auth_error(where, "the registry wants credentials (REDIST_OCI_AUTH or docker login)");
             header = "Authorization: Basic " + *creds;
         }
@@ -563,9 +554,9 @@ result<std::string> authorization(const oci_url& where, const std::string& actio
     return header;
 }
 
-void forget_authorization(const oci_url& where, const std::string& actions) {
+void forget_authorization(const source& from, const oci_url& where, const std::string& actions) {
     const std::lock_guard lock(tokens().mutex);
-    tokens().headers.erase(token_key(where, actions));
+    tokens().headers.erase(token_key(from, where, actions));
 }
 
 std::vector<std::string> with(const std::string& header, std::string_view more = {}) {
@@ -577,15 +568,15 @@ std::vector<std::string> with(const std::string& header, std::string_view more =
 
 // A GET of a small registry document (manifest, tags list) with the pull
 // authorization, once more with a fresh token after a 401.
-result<http_response> get_small(const oci_url& where, const std::string& url, std::string_view accept,
-                                std::size_t max_bytes, const transfer_options& options,
+result<http_response> get_small(const source& from, const oci_url& where, const std::string& url,
+                                std::string_view accept, std::size_t max_bytes, const transfer_options& options,
                                 transfer_failure_info* failure) {
     for (int attempt = 0;; ++attempt) {
-        REDIST_TRY(const std::string auth, authorization(where, "pull", options, failure));
+        REDIST_TRY(const std::string auth, authorization(from, where, "pull", options, failure));
         const http_request request{.url = url, .headers = with(auth, accept), .max_response_bytes = max_bytes};
         REDIST_TRY(http_response response, send_request(request, options, failure));
         if (response.status == 401 && attempt == 0) {
-            forget_authorization(where, "pull");
+            forget_authorization(from, where, "pull");
             continue;
         }
         return response;
@@ -605,16 +596,16 @@ error status_error(const http_response& response, const std::string& url, transf
 // A document of a tag: manifest -> the layer titled where.title
 // (redistrib_<label>.json, recompressed_<label>.json) -> its blob, checked
 // against the layer digest.
-result<std::string> fetch_document(const oci_url& where, const transfer_options& options,
+result<std::string> fetch_document(const source& from, const oci_url& where, const transfer_options& options,
                                    transfer_failure_info* failure) {
     const std::string manifest_url = where.api("manifests/" + where.reference);
     REDIST_TRY(const http_response manifest,
-               get_small(where, manifest_url, kAccept, kMaxManifestBytes, options, failure));
+               get_small(from, where, manifest_url, kAccept, kMaxManifestBytes, options, failure));
     if (manifest.status != 200) return status_error(manifest, manifest_url, failure);
     return oci_release_document(
         manifest.body, where.title, sanitize_url(manifest_url), [&](const oci_layer& layer) -> result<std::string> {
             const std::string blob_url = where.api("blobs/" + layer.digest);
-            REDIST_TRY(http_response blob, get_small(where, blob_url, {}, kMaxDocumentBytes, options, failure));
+            REDIST_TRY(http_response blob, get_small(from, where, blob_url, {}, kMaxDocumentBytes, options, failure));
             if (blob.status != 200) return status_error(blob, blob_url, failure);
             REDIST_TRY_VOID(check_oci_blob(blob.body, layer.digest, layer.size, sanitize_url(blob_url)));
             return std::move(blob.body);
@@ -636,16 +627,18 @@ result<void> deliver_document(const std::string& body, download_callbacks& callb
     return {};
 }
 
-result<void> oci_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+result<void> oci_download(const source& from, const transfer_options& options, download_callbacks& callbacks,
                           std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
                           transfer_failure_info* failure) {
-    if (is_oci_layout_url(url)) return oci_layout_download(url, options, callbacks, resume_from, range_last, failure);
+    const std::string& url = from.url();
+    if (from.kind() == source_kind::layout)
+        return oci_layout_download(url, options, callbacks, resume_from, range_last, failure);
     auto parsed = parse_oci_url(url);
     if (!parsed.ok()) return make_error(error_code::network, parsed.error_value().message).with_url(sanitize_url(url));
     const oci_url& where = *parsed;
     if (where.what == oci_url::kind::document) {
         if (range_last) return make_error(error_code::internal, "a document is not fetched in ranges");
-        REDIST_TRY(const std::string body, fetch_document(where, options, failure));
+        REDIST_TRY(const std::string body, fetch_document(from, where, options, failure));
         return deliver_document(body, callbacks, resume_from);
     }
     if (where.what != oci_url::kind::blob)
@@ -653,11 +646,11 @@ result<void> oci_download(const std::string& url, const transfer_options& option
             .with_url(sanitize_url(url));
     const std::string blob_url = where.api("blobs/" + where.reference);
     for (int attempt = 0;; ++attempt) {
-        REDIST_TRY(const std::string auth, authorization(where, "pull", options, failure));
+        REDIST_TRY(const std::string auth, authorization(from, where, "pull", options, failure));
         auto got = download_with_headers(blob_url, with(auth), options, callbacks, resume_from, range_last, failure);
         // An expired token: once more with a fresh one.
         if (!got.ok() && failure != nullptr && failure->http_status == 401 && attempt == 0) {
-            forget_authorization(where, "pull");
+            forget_authorization(from, where, "pull");
             continue;
         }
         return got;
@@ -668,12 +661,13 @@ result<std::vector<std::string>> oci_list_tags(const std::string& base, const st
                                                const transfer_options& options) {
     if (is_oci_layout_url(base)) return oci_layout_list_tags(base, product);
     REDIST_TRY(oci_url where, parse_oci_url(join_url(join_url(base, product), "redist/")));
+    const source from = make_source(base);
     const std::string origin = std::string(where.https ? "https://" : "http://") + where.registry;
     std::string url = where.api("tags/list?n=1000");
     std::vector<std::string> tags;
     for (int page = 0; page < kMaxTagPages; ++page) {
         transfer_failure_info failure;
-        REDIST_TRY(const http_response response, get_small(where, url, {}, 4u << 20, options, &failure));
+        REDIST_TRY(const http_response response, get_small(from, where, url, {}, 4u << 20, options, &failure));
         if (response.status == 404)
             return make_error(error_code::not_found, "no such repository in the registry").with_url(sanitize_url(url));
         if (response.status != 200) return status_error(response, url, nullptr);
@@ -711,7 +705,7 @@ result<oci_pusher> oci_pusher::open(const std::string& base, const std::string& 
     source_run run{retry_policy(sources)};
     run.observer = observer;
     run.component = sanitize_url(base);
-    oci_pusher pusher(std::move(where), options, std::move(run));
+    oci_pusher pusher(make_source(base), std::move(where), options, std::move(run));
     const auto probe = [&](transfer_failure_info& failure) -> result<void> {
         REDIST_TRY_VOID(pusher.headers(&failure));
         return {};
@@ -728,7 +722,7 @@ result<void> oci_pusher::retried(const std::string& url,
 }
 
 result<std::vector<std::string>> oci_pusher::headers(transfer_failure_info* failure) {
-    REDIST_TRY(const std::string auth, authorization(url_, "pull,push", options_, failure));
+    REDIST_TRY(const std::string auth, authorization(target_, url_, "pull,push", options_, failure));
     return with(auth);
 }
 

@@ -89,6 +89,13 @@ result<std::vector<oci_layer>> parse_image_manifest(std::string_view body, std::
 // stored for https never goes over plain http. Outcomes: ok | bad_manifest.
 result<std::optional<std::string>> docker_config_auth(std::string_view json, std::string_view registry, bool https,
                                                       std::string_view source);
+// The user's credentials for the registry a registry URL (oci://,
+// oci+http://) names, looked up by its scheme, host and port: the entry of
+// REDIST_OCI_AUTH ("REGISTRY=USER:PASSWORD") that names it, else `docker
+// login`'s ($DOCKER_CONFIG/config.json, else ~/.docker/config.json), as
+// base64 "user:password"; nullopt: none. source::credentials() is its one
+// caller. Outcomes: ok | bad_manifest (the docker config) | filesystem.
+result<std::optional<std::string>> registry_credentials(std::string_view url);
 // The next page of a tags list from a Link header (`</v2/…?last=…>;
 // rel="next"`): a path on the same registry, or nullopt.
 std::optional<std::string> next_page_path(std::string_view link);
@@ -132,12 +139,13 @@ struct oci_path_tail {
 };
 result<std::optional<oci_path_tail>> split_oci_path(std::string_view path, std::string_view store);
 
-// download() of an oci URL (transfer.cpp calls it; an oci-layout: one goes
-// to oci_layout_download): a blob with Range as asked; a document (a titled
+// download() of a registry or layout source (its reader in transfer.cpp
+// calls it; a layout goes to oci_layout_download), with the source's
+// credentials (source::credentials): a blob with Range as asked; a document (a titled
 // layer of a tag: the redistrib JSON or the recompressed sidecar) checked
 // against its layer digest before any byte reaches the callbacks. Same
 // outcomes as download().
-result<void> oci_download(const std::string& url, const transfer_options& options, download_callbacks& callbacks,
+result<void> oci_download(const source& from, const transfer_options& options, download_callbacks& callbacks,
                           std::uint64_t resume_from, std::optional<std::uint64_t> range_last,
                           transfer_failure_info* failure);
 
@@ -211,13 +219,14 @@ public:
     const oci_url& where() const { return url_; }
 
 private:
-    oci_pusher(oci_url url, transfer_options options, source_run run)
-        : url_(std::move(url)), options_(std::move(options)), run_(std::move(run)) {}
+    oci_pusher(source target, oci_url url, transfer_options options, source_run run)
+        : target_(std::move(target)), url_(std::move(url)), options_(std::move(options)), run_(std::move(run)) {}
     result<std::vector<std::string>> headers(transfer_failure_info* failure);
     result<void> upload(const std::string& sha256, const std::filesystem::path& file, std::string_view bytes);
     // Runs `op` (one attempt, filling the failure as send_request does) on
     // `url` under the run's policy. Outcomes: ok | op's last error.
     result<void> retried(const std::string& url, const std::function<result<void>(transfer_failure_info&)>& op);
+    source target_;  // the registry as a source: its credentials and the origin its tokens are kept by
     oci_url url_;
     transfer_options options_;
     source_run run_;

@@ -5,6 +5,8 @@
 #include <atomic>
 #include <cstddef>
 
+#include "transport/oci.hpp"
+
 namespace redist {
 
 source make_source(std::string url) {
@@ -20,6 +22,11 @@ std::vector<source> make_sources(const std::vector<std::string>& urls) {
 }
 
 bool offline_skips(const source& s, bool offline) noexcept { return offline && !s.local(); }
+
+result<std::optional<std::string>> source::credentials() const {
+    if (kind_ != source_kind::registry) return std::optional<std::string>();
+    return registry_credentials(url_);
+}
 
 #if REDIST_TEST_HOOKS
 namespace {
@@ -37,11 +44,11 @@ scoped_source_reader::scoped_source_reader(source_kind kind, const source_reader
 scoped_source_reader::~scoped_source_reader() { test_readers()[kind_index(kind_)].store(previous_); }
 
 result<void> source::read(const read_request& request) const {
-    if (const source_reader* scripted = test_readers()[kind_index(kind_)].load()) return scripted->read(url_, request);
-    return builtin_reader(kind_).read(url_, request);
+    if (const source_reader* scripted = test_readers()[kind_index(kind_)].load()) return scripted->read(*this, request);
+    return builtin_reader(kind_).read(*this, request);
 }
 #else
-result<void> source::read(const read_request& request) const { return builtin_reader(kind_).read(url_, request); }
+result<void> source::read(const read_request& request) const { return builtin_reader(kind_).read(*this, request); }
 #endif
 
 }  // namespace redist

@@ -24,8 +24,9 @@
 // (source_reader: libcurl for http, the disk for file, oci.hpp for a
 // registry or a layout), under the one downloader and the one retry policy
 // (sources.hpp try_sources, transfer.hpp download/fetch_text, which call
-// read()), reported to the observer. Credentials are the downloader's
-// (scoped by scheme, host and port). What it vouches for: nothing. Every source is transport; NVIDIA's
+// read()), reported to the observer. Its credentials: credentials(), scoped
+// by its origin() (scheme, host and port), as its tokens are. What it
+// vouches for: nothing. Every source is transport; NVIDIA's
 // manifest (or a pin of it) vouches for bytes, and a recompressed copy only
 // under a trusted key's signature (resolve.cpp read_recompressed).
 #pragma once
@@ -54,6 +55,8 @@ struct read_request {
     transfer_failure_info* failure = nullptr;  // filled as download() does; may be null
 };
 
+class source;
+
 // How one kind of source is read. Outcomes: as download().
 class source_reader {
 public:
@@ -61,7 +64,7 @@ public:
     source_reader(const source_reader&) = delete;
     source_reader& operator=(const source_reader&) = delete;
     virtual ~source_reader() = default;
-    virtual result<void> read(const std::string& url, const read_request& request) const = 0;
+    virtual result<void> read(const source& from, const read_request& request) const = 0;
 };
 
 // The reader of each kind: http by libcurl and file from disk (transfer.cpp),
@@ -78,6 +81,20 @@ public:
     // One request to this source, through the reader of its kind (a test
     // build's scoped_source_reader, else builtin_reader).
     result<void> read(const read_request& request) const;
+
+    // Where its requests go, "scheme://host:port" (model/urls.hpp
+    // url_origin; a registry's is its API's): what its credentials, its
+    // tokens and its health (sources.hpp source_health) are scoped by.
+    // Empty for a local source.
+    std::string origin() const { return url_origin(url_); }
+    // The user's credentials for it (base64 "user:password"), or nullopt:
+    // for a registry, what REDIST_OCI_AUTH or `docker login` keeps for its
+    // scheme, host and port (oci.hpp registry_credentials), sent only to its
+    // origin (a token realm elsewhere gets none); none for the other kinds
+    // (an http(s) URL's own "user:password@" is libcurl's, for that origin
+    // only, and never written anywhere: sanitize_url).
+    // Outcomes: ok | bad_manifest (the docker config) | filesystem.
+    result<std::optional<std::string>> credentials() const;
 
     bool local() const noexcept { return kind_ == source_kind::file || kind_ == source_kind::layout; }
     bool by_digest() const noexcept { return kind_ == source_kind::registry || kind_ == source_kind::layout; }

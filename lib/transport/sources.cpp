@@ -86,24 +86,8 @@ retry_decision retry_policy::next(int attempt, const attempt_failure& failure) c
 
 std::shared_ptr<source_health> make_source_health() { return std::make_shared<source_health>(); }
 
-std::string source_health::origin_of(std::string_view url) {
-    const auto scheme_end = url.find("://");
-    if (scheme_end == std::string_view::npos) return {};
-    std::string origin;
-    for (const char c : url.substr(0, scheme_end))
-        origin += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (origin != "http" && origin != "https") return {};
-    std::string_view authority = url.substr(scheme_end + 3);
-    authority = authority.substr(0, authority.find_first_of("/?#"));
-    if (const auto at = authority.rfind('@'); at != std::string_view::npos) authority.remove_prefix(at + 1);
-    if (authority.empty()) return {};
-    origin += "://";
-    for (const char c : authority) origin += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    return origin;
-}
-
 std::optional<error> source_health::skipped(const std::string& url) const {
-    const std::string origin = origin_of(url);
+    const std::string origin = url_origin(url);
     if (origin.empty()) return std::nullopt;
     std::lock_guard lock(mutex_);
     const auto it = sources_.find(origin);
@@ -111,7 +95,7 @@ std::optional<error> source_health::skipped(const std::string& url) const {
 }
 
 bool source_health::failed(const std::string& url, const error& why) {
-    const std::string origin = origin_of(url);
+    const std::string origin = url_origin(url);
     if (origin.empty()) return false;
     std::lock_guard lock(mutex_);
     entry& e = sources_[origin];
@@ -123,7 +107,7 @@ bool source_health::failed(const std::string& url, const error& why) {
 }
 
 void source_health::answered(const std::string& url) {
-    const std::string origin = origin_of(url);
+    const std::string origin = url_origin(url);
     if (origin.empty()) return;
     std::lock_guard lock(mutex_);
     const auto it = sources_.find(origin);
@@ -168,7 +152,7 @@ void notify_source_change(const source_run& run, const std::vector<source>& sour
 void notify_skip(const source_run& run, const std::string& url, const error& e) {
     if (!run.observer) return;
     run.observer->on_source_skip(
-        {.source = source_health::origin_of(url), .failures = run.health ? run.health->limit() : 0, .reason = e});
+        {.source = url_origin(url), .failures = run.health ? run.health->limit() : 0, .reason = e});
 }
 
 enum class source_result : std::uint8_t { ok, next, fail };

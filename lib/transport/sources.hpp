@@ -103,7 +103,8 @@ struct source_attempt {
 using attempt_function = std::function<result<void>(source_attempt&)>;
 
 // The run's record of sources that could not be reached (see transfer.hpp).
-// A source is an origin ("scheme://host:port"); file:// URLs are never
+// A source is an origin (model/urls.hpp url_origin: "scheme://host:port",
+// a registry's that of its API); local ones (file://, oci-layout:) are never
 // skipped. A source whose requests got no response at all (refused,
 // unresolvable, timed out: transfer_failure_info::unreachable) `limit`
 // times without a success in between is skipped from then on: by every
@@ -111,9 +112,6 @@ using attempt_function = std::function<result<void>(source_attempt&)>;
 class source_health {
 public:
     explicit source_health(int limit = 2) : limit_(std::max(1, limit)) {}
-    // "http://host:port" of an http(s) URL (lower-case scheme and host,
-    // no user info, path or query); empty for anything else.
-    static std::string origin_of(std::string_view url);
     // Why `url`'s source is skipped; nullopt: it is not.
     std::optional<error> skipped(const std::string& url) const;
     // An unreachable failure of `url`. True for the one failure that made

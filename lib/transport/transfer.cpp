@@ -640,14 +640,15 @@ result<void> curl_read(const std::string& url, const read_request& request) {
 // download_with_headers() with its credentials).
 class http_reader final : public source_reader {
 public:
-    result<void> read(const std::string& url, const read_request& request) const override {
-        return curl_read(url, request);
+    result<void> read(const source& from, const read_request& request) const override {
+        return curl_read(from.url(), request);
     }
 };
 
 class file_reader final : public source_reader {
 public:
-    result<void> read(const std::string& url, const read_request& request) const override {
+    result<void> read(const source& from, const read_request& request) const override {
+        const std::string& url = from.url();
         const std::string safe_url = sanitize_url(url);
         if (request.range_last)
             return make_error(error_code::internal, "download_range() does not read file:// URLs").with_url(safe_url);
@@ -657,8 +658,8 @@ public:
 
 class oci_reader final : public source_reader {
 public:
-    result<void> read(const std::string& url, const read_request& request) const override {
-        return oci_download(url, request.options, request.callbacks, request.resume_from, request.range_last,
+    result<void> read(const source& from, const read_request& request) const override {
+        return oci_download(from, request.options, request.callbacks, request.resume_from, request.range_last,
                             request.failure);
     }
 };

@@ -77,7 +77,8 @@ public:
             seen.begin(), seen.end(), [&](const request_seen& r) { return r.url.rfind(host_prefix, 0) == 0; }));
     }
 
-    result<void> read(const std::string& url, const read_request& request) const override {
+    result<void> read(const source& asked, const read_request& request) const override {
+        const std::string& url = asked.url();
         fault next = fault::none;
         {
             const std::lock_guard lock(mutex_);

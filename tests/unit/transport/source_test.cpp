@@ -11,6 +11,7 @@
 
 #include "model/urls.hpp"
 #include "redist/resolve.hpp"
+#include "support.hpp"
 #include "transport/source.hpp"
 #include "transport/sources.hpp"
 
@@ -109,4 +110,22 @@ TEST_CASE("is_local_manifest: a path or a file URL is the user's own document", 
     CHECK_FALSE(is_local_manifest("oci://r/ns/cudnn/redist/redistrib_9.27.0.json"));
     // An image layout is local, but its manifest is a registry's tag, not the user's file: watched as before.
     CHECK_FALSE(is_local_manifest("oci-layout:/srv/oci/cudnn/redist/redistrib_9.27.0.json"));
+}
+
+TEST_CASE("source credentials: a registry has them by scheme, host and port, and other kinds have none", "[source]") {
+    const redist_test::scoped_env auth("REDIST_OCI_AUTH", std::string("reg.example:5000=user:secret"));
+    const redist_test::scoped_env config("DOCKER_CONFIG", std::string("/nonexistent"));
+    const auto creds = [](const std::string& url) {
+        auto c = make_source(url).credentials();
+        REQUIRE(c.ok());
+        return *c;
+    };
+    CHECK(creds("oci://reg.example:5000/ns/cudnn/redist/") == std::optional<std::string>("dXNlcjpzZWNyZXQ="));
+    CHECK(make_source("oci://reg.example:5000/ns").origin() == "https://reg.example:5000");
+    // Another scheme, host or port is another origin: nothing goes to it.
+    CHECK_FALSE(creds("oci+http://reg.example:5000/ns/cudnn/redist/"));
+    CHECK_FALSE(creds("oci://reg.example:5001/ns/cudnn/redist/"));
+    CHECK_FALSE(creds("oci://other.example:5000/ns/cudnn/redist/"));
+    CHECK_FALSE(creds("https://reg.example:5000/ns/cudnn/redist/"));
+    CHECK_FALSE(creds("file:///srv/mirror/cudnn/redist/"));
 }

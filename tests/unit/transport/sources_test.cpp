@@ -223,12 +223,21 @@ attempt_function unreachable_attempt(std::vector<std::string>& tried) {
 
 }  // namespace
 
-TEST_CASE("source_health: a source is named by its origin, and file:// has none", "[source_health]") {
-    CHECK(source_health::origin_of("http://Mirror.Example:8080/a/b?x#y") == "http://mirror.example:8080");
-    CHECK(source_health::origin_of("HTTPS://user:pw@h/x") == "https://h");
-    CHECK(source_health::origin_of("file:///srv/mirror/x").empty());
-    CHECK(source_health::origin_of("ftp://h/x").empty());
-    CHECK(source_health::origin_of("http:///x").empty());
+TEST_CASE("source_health: a source is named by its origin, and a local one has none", "[source_health]") {
+    CHECK(url_origin("http://Mirror.Example:8080/a/b?x#y") == "http://mirror.example:8080");
+    CHECK(url_origin("HTTPS://user:pw@h/x") == "https://h:443");
+    CHECK(url_origin("https://h:443/y") == url_origin("https://h/x"));
+    CHECK(url_origin("http://h:443/x") != url_origin("https://h/x"));
+    CHECK(url_origin("http://[::1]/x") == "http://[::1]:80");
+    // A registry's origin is its API's, so an oci+http:// registry and an https one on the same host are two.
+    CHECK(url_origin("oci://Reg.Example/ns") == "https://reg.example:443");
+    CHECK(url_origin("oci+http://127.0.0.1:5000/ns") == "http://127.0.0.1:5000");
+    CHECK(url_origin("file:///srv/mirror/x").empty());
+    CHECK(url_origin("oci-layout:/srv/layout").empty());
+    CHECK(url_origin("ftp://h/x").empty());
+    CHECK(url_origin("http:///x").empty());
+    CHECK(url_has_user_info("https://u:p@h/x"));
+    CHECK_FALSE(url_has_user_info("https://h/x@y"));
 }
 
 TEST_CASE("try_sources: a source unreachable twice is skipped for every later artifact, reported once",
@@ -254,6 +263,27 @@ TEST_CASE("try_sources: a source unreachable twice is skipped for every later ar
     CHECK(events.skips[0].source == "http://dead:81");
     CHECK(events.skips[0].failures == 2);
     CHECK(events.skips[0].reason.message == "Couldn't connect to server");
+}
+
+TEST_CASE("try_sources: a registry mirror unreachable twice is skipped too, by its API's origin",
+          "[try_sources][source_health]") {
+    std::vector<milliseconds> slept;
+    recording_observer events;
+    auto run = run_with(slept, &events, 4);
+    run.health = make_source_health();
+    run.mirrors = {"oci+http://dead:5000/fleet"};
+    std::vector<std::string> tried;
+    for (const char* digest : {"sha256:aa", "sha256:bb"}) {
+        const std::string blob = std::string("/fleet/cudnn/blobs/") + digest;
+        auto done = try_sources(make_sources({"oci+http://dead:5000" + blob, "http://base" + blob}), run,
+                                unreachable_attempt(tried));
+        REQUIRE(done.ok());
+        CHECK(done->source == 1);
+    }
+    CHECK(std::count_if(tried.begin(), tried.end(),
+                        [](const std::string& u) { return u.starts_with("oci+http://"); }) == 2);
+    REQUIRE(events.skips.size() == 1);
+    CHECK(events.skips[0].source == "http://dead:5000");
 }
 
 TEST_CASE("try_sources: a skipped mirror fails at once, saying why", "[try_sources][source_health]") {
