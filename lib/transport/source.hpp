@@ -25,7 +25,12 @@
 // registry or a layout), under the one downloader and the one retry policy
 // (sources.hpp try_sources, transfer.hpp download/fetch_text, which call
 // read()), reported to the observer. Its credentials: credentials(), scoped
-// by its origin() (scheme, host and port), as its tokens are. What it
+// by its origin() (scheme, host and port), as its tokens are. Its scratch:
+// where its bytes wait belongs to what they are for, in the cache, so that
+// the next run resumes or removes what a killed one left: the artifact's
+// .part (segmented_download.hpp spool_location; without a cache an
+// unlinked temp file, which a kill cannot leave behind) and a mirror
+// target's scratch (features/mirror_target.hpp claim_mirror_scratch). What it
 // vouches for: nothing. Every source is transport; NVIDIA's
 // manifest (or a pin of it) vouches for bytes, and a recompressed copy only
 // under a trusted key's signature (resolve.cpp read_recompressed).
