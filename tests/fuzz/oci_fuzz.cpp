@@ -85,7 +85,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 require(url->api("x").find_first_of("?#@%") == std::string::npos);
                 if (url->what == redist::oci_url::kind::document)
                     require(url->title == "redistrib_" + url->reference + ".json" ||
-                            url->title == "recompressed_" + url->reference + ".json");
+                            url->title == "recompressed_" + url->reference + ".json" ||
+                            url->title == "recompressed_" + url->reference + ".json.sig");
             }
         }
     }
