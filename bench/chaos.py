@@ -137,9 +137,20 @@ def make_handler(root: str, rate: int):
     return Handler
 
 
+class QuietServer(http.server.ThreadingHTTPServer):
+    """A killed client resets its connection, often before its request line
+    is read (outside the handler's own guard): that is the scenario, not an
+    error worth a traceback in the log."""
+
+    def handle_error(self, request, client_address):
+        if isinstance(sys.exc_info()[1], (ConnectionResetError, BrokenPipeError)):
+            return
+        super().handle_error(request, client_address)
+
+
 class Server:
     def __init__(self, root: str, rate: int):
-        self.httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), make_handler(root, rate))
+        self.httpd = QuietServer(("127.0.0.1", 0), make_handler(root, rate))
         self.httpd.daemon_threads = True
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
