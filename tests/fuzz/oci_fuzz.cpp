@@ -5,7 +5,7 @@
 //   2  parse_token_response   the token realm's answer
 //   3  docker_config_auth     ~/.docker/config.json
 //   4  parse_www_authenticate and next_page_path (response headers)
-//   5  parse_oci_url          URLs from a lock file or redist.toml
+//   5  parse_oci_url          URLs from a lock file or redist.toml (and url_origin)
 //   6  parse_oci_index        an image layout's index.json (oci-layout:DIR)
 // Contract: a value or a bad_manifest (usage for URLs) error, never a crash;
 // what comes out keeps the rules the callers rely on (digests are
@@ -14,8 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <string>
 #include <string_view>
 
+#include "model/urls.hpp"
 #include "transport/oci.hpp"
 #include "transport/oci_layout.hpp"
 
@@ -77,6 +79,14 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
             break;
         }
         default: {
+            // The one origin rule (model/urls.hpp), which scopes credentials, tokens and health:
+            // an http(s) origin with a port and without user info, or none.
+            const std::string origin = redist::url_origin(text);
+            if (!origin.empty()) {
+                require(origin.starts_with("http://") || origin.starts_with("https://"));
+                require(origin.find('@') == std::string::npos && origin.rfind(':') > origin.find("://"));
+                require(redist::url_origin(origin) == origin);
+            }
             auto url = redist::parse_oci_url(text);
             require_value_or(url, redist::error_code::usage);
             if (url.ok()) {
