@@ -93,22 +93,25 @@ bool segmented_run::record_due() const {
            clock_type::now() - last_record_ >= kRecordInterval;
 }
 
-void segmented_run::record_progress(bool force) {
+void segmented_run::record_progress(bool force, bool wait_for_writer) {
     if (part_file_.empty()) return;
-    {
+    if (!wait_for_writer) {
         std::lock_guard lock(mutex_);
         if (!force && !record_due()) return;
     }
     // A writer that finds the step reached waits here while another writes
-    // the record: this is what bounds the bytes a record lags behind.
+    // the record: this is what bounds the bytes a record lags behind. (A
+    // snapshot is written before its writer lets go: holding this lock
+    // means every snapshot taken so far is on disk.)
     std::lock_guard serial(record_mutex_);
     segment_record record;
+    std::size_t finished_in_record = 0;
     {
         std::lock_guard lock(mutex_);
         if (!force && !record_due()) return;  // written meanwhile
         record = snapshot();
         unrecorded_ = 0;
-        recorded_finished_ = finished_;
+        recorded_finished_ = finished_in_record = finished_;
         last_record_ = clock_type::now();
     }
     // Every byte the snapshot counts was written (pwrite) before it was
@@ -118,6 +121,8 @@ void segmented_run::record_progress(bool force) {
     // fail, which drops the .part and fetches the archive again in the same
     // run (artifact_stream).
     (void)atomic_write(segment_record_path(part_file_), segment_record_to_text(record), durability::none);
+    std::lock_guard lock(mutex_);
+    written_finished_ = std::max(written_finished_, finished_in_record);
 }
 
 void segmented_run::stop_all() {
@@ -341,9 +346,11 @@ result<void> segmented_run::run(int connections, std::uint64_t& delivered, downl
         }
         if (others_due()) open_the_others();
         const std::uint64_t available = contiguous_end();
-        const bool finished_unrecorded = finished_ != recorded_finished_;
+        // Not recorded_finished_: a writer may have taken the snapshot
+        // and still be writing it, and a kill then keeps the record before.
+        const bool finished_unwritten = finished_ != written_finished_;
         lock.unlock();
-        if (finished_unrecorded) record_progress(false);
+        if (finished_unwritten) record_progress(false, true);
         outcome = deliver_spooled(fd_, spool_path_, delivered, available, callbacks, buffer_);
         if (!outcome.ok()) break;
         delivered = available;

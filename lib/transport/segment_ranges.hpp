@@ -75,8 +75,11 @@ private:
     std::uint64_t contiguous_end();  // lock held
     segment_record snapshot();       // lock held
     // Rewrites the resume record when it is due (see kRecordStep), or always
-    // when `force`; data first (written), then the record.
-    void record_progress(bool force);
+    // when `force`; data first (written), then the record. wait_for_writer:
+    // returns only once a record holding every chunk finished so far is on
+    // disk, waiting for a writer in flight rather than skipping the write
+    // because it has taken its snapshot.
+    void record_progress(bool force, bool wait_for_writer = false);
     bool record_due() const;  // lock held
     void stop_all();
     std::unique_ptr<std::byte[]> buffer_;  // deliver_spooled()'s
@@ -112,8 +115,9 @@ private:
     std::uint64_t received_ = 0;
     // The record: one writer at a time (record_mutex_); the rest under mutex_.
     std::mutex record_mutex_;
-    std::uint64_t unrecorded_ = 0;  // bytes written since the last snapshot recorded
-    std::size_t recorded_finished_ = 0;
+    std::uint64_t unrecorded_ = 0;       // bytes written since the last snapshot recorded
+    std::size_t recorded_finished_ = 0;  // finished_ in the last snapshot taken
+    std::size_t written_finished_ = 0;   // finished_ in the last record written to disk
     clock_type::time_point last_record_ = clock_type::now();
 };
 
