@@ -73,8 +73,9 @@
 // mid-body within about a second (its on_idle), but one still waiting for
 // its response holds it up to transfer_options' stall_timeout_seconds; no
 // work stealing at the tail (the last chunks are small, but a connection far
-// slower than the others still holds its chunk to the end). While nothing can be delivered, callbacks.on_idle is called
-// about every 250 ms on the calling thread, so the caller can stop a stalled run.
+// slower than the others still holds its chunk to the end). While nothing
+// can be delivered, callbacks.on_idle is called about every 250 ms on the
+// calling thread, so the caller can stop a stalled run.
 #pragma once
 
 #include <chrono>
